@@ -1,0 +1,112 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.Node;
+import dev.gatun.ir.graph.Op;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.UserOp;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Supplier;
+
+/**
+ * Builds a graph in plain Java. Inputs come from {@link #input}; every {@link Tensor} method adds an op;
+ * {@link #output} names results; {@link #build()} freezes the graph.
+ *
+ * <pre>{@code
+ * var g = Gatun.graph("seeds");
+ * var x = g.input("x", F32, 4, 4);
+ * var a = x.add(1).allReduce(SUM);
+ * g.output("a", a);
+ * Graph graph = g.build();
+ * }</pre>
+ */
+public final class GraphBuilder {
+    private final Graph.Builder b;
+
+    GraphBuilder(String name) { this.b = Graph.builder(name); }
+
+    public String name() { return b.name(); }
+
+    /** Declares the world size (needed for reduce_scatter and all_gather, whose shapes depend on it). */
+    public GraphBuilder world(int size) {
+        b.worldSize(size);
+        return this;
+    }
+
+    /** Declares a process group of explicit ranks; "world" (all ranks) always exists. */
+    public GraphBuilder group(String name, Integer... ranks) {
+        b.group(ProcessGroup.of(name, ranks));
+        return this;
+    }
+
+    public GraphBuilder register(UserOp op) {
+        b.register(op);
+        return this;
+    }
+
+    /** A graph input; dims are numbers (static) or strings (symbols bound at call time). */
+    public Tensor input(String name, DType dtype, Object... dims) {
+        return wrap(b.input(name, new TensorType(dtype, Shape.parse(dims))));
+    }
+
+    public Tensor constant(DType dtype, long[] shape, double... values) {
+        return wrap(b.constant(values, new TensorType(dtype, Shape.of(shape))));
+    }
+
+    public Tensor scalar(double value, DType dtype) { return wrap(b.constant(new double[]{value}, new TensorType(dtype, Shape.SCALAR))); }
+
+    /** Calls a registered user op; one tensor per declared output. */
+    public List<Tensor> call(String opName, Tensor... args) {
+        var out = new ArrayList<Tensor>();
+        for (Node n : b.call(opName, Tensor.nodes(args))) out.add(wrap(n));
+        return out;
+    }
+
+    /** Like {@link #call} for single-output ops. */
+    public Tensor call1(String opName, Tensor... args) { return call(opName, args).getFirst(); }
+
+    /**
+     * Everything {@code body} computes is placed in symmetric memory of {@code group} (the scoped form of
+     * declaring symmetric inputs).
+     */
+    public <T> T symmetric(String group, Supplier<T> body) {
+        b.pushSymmetric(group);
+        try {
+            return body.get();
+        } finally {
+            b.popSymmetric();
+        }
+    }
+
+    public GraphBuilder output(String name, Tensor t) {
+        check(t, "output");
+        b.output(name, t.node());
+        return this;
+    }
+
+    public Graph build() { return b.build(); }
+
+    Tensor op(Op op, Tensor... args) {
+        for (Tensor t : args) check(t, op.opName());
+        return wrap(b.add(op, Tensor.nodes(args)));
+    }
+
+    private void check(Tensor t, String opName) {
+        if (t == null) throw new GraphException(opName + ": a tensor argument is null");
+        if (t.graph() != this)
+            throw new GraphException(opName + ": tensor " + t.describe() + " belongs to graph '" + t.graph().name()
+                    + "', not to graph '" + name() + "'");
+    }
+
+    private Tensor wrap(Node n) { return new Tensor(this, n); }
+
+    @Override public String toString() {
+        return b.isBuilt() ? b.build().toString() : "GraphBuilder '" + name() + "' (open)";
+    }
+}

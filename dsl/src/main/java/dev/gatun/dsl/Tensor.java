@@ -1,0 +1,173 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.Node;
+import dev.gatun.ir.graph.Op;
+import dev.gatun.ir.graph.PointwiseFn;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.ReduceFn;
+import dev.gatun.ir.graph.ReduceOp;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A typed handle to a value of a graph under construction. Every method adds an op to the same graph and
+ * checks shapes and dtypes at the call site; scalars broadcast.
+ */
+public final class Tensor {
+    private final GraphBuilder graph;
+    private final Node node;
+
+    Tensor(GraphBuilder graph, Node node) {
+        this.graph = graph;
+        this.node = node;
+    }
+
+    public Node node() { return node; }
+    public GraphBuilder graph() { return graph; }
+    public TensorType type() { return node.type(); }
+    public DType dtype() { return node.type().dtype(); }
+    public Shape shape() { return node.type().shape(); }
+    public int rank() { return node.type().rank(); }
+
+    // ---- pointwise, binary
+    public Tensor add(Tensor o) { return binary(PointwiseFn.ADD, o); }
+    public Tensor add(double s) { return binary(PointwiseFn.ADD, scalar(s)); }
+    public Tensor sub(Tensor o) { return binary(PointwiseFn.SUB, o); }
+    public Tensor sub(double s) { return binary(PointwiseFn.SUB, scalar(s)); }
+    public Tensor mul(Tensor o) { return binary(PointwiseFn.MUL, o); }
+    public Tensor mul(double s) { return binary(PointwiseFn.MUL, scalar(s)); }
+    public Tensor div(Tensor o) { return binary(PointwiseFn.DIV, o); }
+    public Tensor div(double s) { return binary(PointwiseFn.DIV, scalar(s)); }
+    public Tensor pow(Tensor o) { return binary(PointwiseFn.POW, o); }
+    public Tensor pow(double s) { return binary(PointwiseFn.POW, scalar(s)); }
+    public Tensor maximum(Tensor o) { return binary(PointwiseFn.MAXIMUM, o); }
+    public Tensor maximum(double s) { return binary(PointwiseFn.MAXIMUM, scalar(s)); }
+    public Tensor minimum(Tensor o) { return binary(PointwiseFn.MINIMUM, o); }
+    public Tensor minimum(double s) { return binary(PointwiseFn.MINIMUM, scalar(s)); }
+    public Tensor eq(Tensor o) { return binary(PointwiseFn.EQ, o); }
+    public Tensor eq(double s) { return binary(PointwiseFn.EQ, scalar(s)); }
+    public Tensor ne(Tensor o) { return binary(PointwiseFn.NE, o); }
+    public Tensor ne(double s) { return binary(PointwiseFn.NE, scalar(s)); }
+    public Tensor lt(Tensor o) { return binary(PointwiseFn.LT, o); }
+    public Tensor lt(double s) { return binary(PointwiseFn.LT, scalar(s)); }
+    public Tensor le(Tensor o) { return binary(PointwiseFn.LE, o); }
+    public Tensor le(double s) { return binary(PointwiseFn.LE, scalar(s)); }
+    public Tensor gt(Tensor o) { return binary(PointwiseFn.GT, o); }
+    public Tensor gt(double s) { return binary(PointwiseFn.GT, scalar(s)); }
+    public Tensor ge(Tensor o) { return binary(PointwiseFn.GE, o); }
+    public Tensor ge(double s) { return binary(PointwiseFn.GE, scalar(s)); }
+
+    /** {@code this ? a : b} elementwise; this tensor must be bool. */
+    public Tensor where(Tensor a, Tensor b) { return graph.op(new Op.Pointwise(PointwiseFn.WHERE), this, a, b); }
+    public Tensor where(double a, double b) { return where(graph.scalar(a, DType.FLOAT32), graph.scalar(b, DType.FLOAT32)); }
+
+    // ---- pointwise, unary
+    public Tensor neg() { return unary(PointwiseFn.NEG); }
+    public Tensor abs() { return unary(PointwiseFn.ABS); }
+    public Tensor exp() { return unary(PointwiseFn.EXP); }
+    public Tensor log() { return unary(PointwiseFn.LOG); }
+    public Tensor sqrt() { return unary(PointwiseFn.SQRT); }
+    public Tensor rsqrt() { return unary(PointwiseFn.RSQRT); }
+    public Tensor sin() { return unary(PointwiseFn.SIN); }
+    public Tensor cos() { return unary(PointwiseFn.COS); }
+    public Tensor tanh() { return unary(PointwiseFn.TANH); }
+    public Tensor sigmoid() { return unary(PointwiseFn.SIGMOID); }
+    public Tensor relu() { return unary(PointwiseFn.RELU); }
+    public Tensor gelu() { return unary(PointwiseFn.GELU); }
+    public Tensor silu() { return unary(PointwiseFn.SILU); }
+
+    /** A materialized copy (contiguous, its own storage). */
+    public Tensor copy() { return unary(PointwiseFn.IDENTITY); }
+
+    public Tensor cast(DType to) { return graph.op(new Op.Cast(to), this); }
+
+    // ---- reductions (no dims: all dims)
+    public Tensor sum(int... dims) { return reduce(ReduceFn.SUM, false, dims); }
+    public Tensor sum(boolean keepdim, int... dims) { return reduce(ReduceFn.SUM, keepdim, dims); }
+    public Tensor mean(int... dims) { return reduce(ReduceFn.MEAN, false, dims); }
+    public Tensor mean(boolean keepdim, int... dims) { return reduce(ReduceFn.MEAN, keepdim, dims); }
+    public Tensor max(int... dims) { return reduce(ReduceFn.MAX, false, dims); }
+    public Tensor max(boolean keepdim, int... dims) { return reduce(ReduceFn.MAX, keepdim, dims); }
+    public Tensor min(int... dims) { return reduce(ReduceFn.MIN, false, dims); }
+    public Tensor min(boolean keepdim, int... dims) { return reduce(ReduceFn.MIN, keepdim, dims); }
+
+    public Tensor matmul(Tensor o) { return graph.op(new Op.Matmul(), this, o); }
+
+    // ---- collectives (group "world" unless named)
+    public Tensor allReduce(ReduceOp op) { return allReduce(op, ProcessGroup.WORLD_NAME); }
+    public Tensor allReduce(ReduceOp op, String group) { return collective(CollectiveKind.ALL_REDUCE, op, group, 0); }
+    public Tensor reduceScatter(ReduceOp op) { return reduceScatter(op, ProcessGroup.WORLD_NAME); }
+    public Tensor reduceScatter(ReduceOp op, String group) { return collective(CollectiveKind.REDUCE_SCATTER, op, group, 0); }
+    public Tensor allGather() { return allGather(ProcessGroup.WORLD_NAME); }
+    public Tensor allGather(String group) { return collective(CollectiveKind.ALL_GATHER, null, group, 0); }
+    public Tensor broadcast(int root) { return broadcast(root, ProcessGroup.WORLD_NAME); }
+    public Tensor broadcast(int root, String group) { return collective(CollectiveKind.BROADCAST, null, group, root); }
+
+    // ---- views
+    public Tensor reshape(Object... dims) { return graph.op(new Op.Reshape(Shape.parse(dims)), this); }
+    public Tensor view(Object... dims) { return reshape(dims); }
+    public Tensor permute(int... perm) {
+        var p = new ArrayList<Integer>();
+        for (int d : perm) p.add(d);
+        return graph.op(new Op.Permute(p), this);
+    }
+    public Tensor transpose(int a, int b) {
+        int r = rank();
+        var p = new ArrayList<Integer>();
+        for (int i = 0; i < r; i++) p.add(i);
+        int na = a < 0 ? a + r : a, nb = b < 0 ? b + r : b;
+        if (na < 0 || na >= r || nb < 0 || nb >= r)
+            throw new dev.gatun.ir.GraphException("transpose(" + describe() + "): dimensions " + a + ", " + b + " out of range for rank " + r);
+        p.set(na, nb);
+        p.set(nb, na);
+        return graph.op(new Op.Permute(p), this);
+    }
+    public Tensor t() { return transpose(-2, -1); }
+    public Tensor slice(int dim, long start, long end) { return slice(dim, start, end, 1); }
+    public Tensor slice(int dim, long start, long end, long step) { return graph.op(new Op.Slice(dim, start, end, step), this); }
+    public Tensor expand(Object... dims) { return graph.op(new Op.Expand(Shape.parse(dims)), this); }
+    public Tensor broadcastTo(Object... dims) { return expand(dims); }
+
+    /** Marks this tensor as a graph output. */
+    public Tensor output(String name) {
+        graph.output(name, this);
+        return this;
+    }
+
+    public String describe() { return node.describe(); }
+
+    @Override public String toString() { return "Tensor " + node.format() + "  (graph '" + graph.name() + "')"; }
+
+    // ---- helpers
+    private Tensor unary(PointwiseFn fn) { return graph.op(new Op.Pointwise(fn), this); }
+
+    private Tensor binary(PointwiseFn fn, Tensor o) { return graph.op(new Op.Pointwise(fn), this, o); }
+
+    /** A scalar constant in a dtype that does not change this tensor's type when combined with it. */
+    private Tensor scalar(double s) {
+        DType t = dtype();
+        if (t == DType.BOOL || (!t.isFloating() && s != Math.rint(s))) t = DType.FLOAT32;
+        return graph.scalar(s, t);
+    }
+
+    private Tensor reduce(ReduceFn fn, boolean keepdim, int[] dims) {
+        var d = new ArrayList<Integer>();
+        for (int x : dims) d.add(x);
+        return graph.op(new Op.Reduce(fn, d, keepdim), this);
+    }
+
+    private Tensor collective(CollectiveKind kind, ReduceOp op, String group, int root) {
+        return graph.op(new Op.Collective(kind, op, group, root), this);
+    }
+
+    static List<Node> nodes(Tensor... ts) {
+        var out = new ArrayList<Node>(ts.length);
+        for (Tensor t : ts) out.add(t == null ? null : t.node);
+        return out;
+    }
+}

@@ -1,0 +1,225 @@
+package dev.gatun.ir.graph;
+
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.TensorType;
+import org.eclipse.collections.api.factory.Lists;
+import org.eclipse.collections.impl.factory.Multimaps;
+import org.eclipse.collections.api.list.ImmutableList;
+import org.eclipse.collections.api.list.MutableList;
+import org.eclipse.collections.api.multimap.list.ImmutableListMultimap;
+import org.eclipse.collections.api.multimap.list.MutableListMultimap;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A frozen computation graph: a DAG of {@link Node}s with named inputs and outputs, the user ops it calls and
+ * the process groups its collectives use. Built with {@link Builder}; printable; {@link GraphJson} reads and
+ * writes it.
+ */
+public final class Graph {
+    private final String name;
+    private final ImmutableList<Node> nodes;
+    private final Map<String, Node> inputs, outputs;
+    private final Map<String, UserOp> userOps;
+    private final Map<String, ProcessGroup> groups;
+    private final Integer worldSize;
+    private final ImmutableListMultimap<Node, Node> users;
+
+    private Graph(Builder b) {
+        this.name = b.name;
+        this.nodes = b.nodes.toImmutable();
+        this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.inputs));
+        this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.outputs));
+        this.userOps = Collections.unmodifiableMap(new LinkedHashMap<>(b.userOps));
+        this.groups = Collections.unmodifiableMap(new LinkedHashMap<>(b.groups));
+        this.worldSize = b.worldSize;
+        MutableListMultimap<Node, Node> u = Multimaps.mutable.list.empty();
+        for (Node n : nodes) for (Node in : n.inputs()) if (!u.get(in).contains(n)) u.put(in, n);
+        this.users = u.toImmutable();
+    }
+
+    public static Builder builder(String name) { return new Builder(name); }
+
+    public String name() { return name; }
+    public ImmutableList<Node> nodes() { return nodes; }
+    public Node node(int id) { return nodes.get(id); }
+    public Map<String, Node> inputs() { return inputs; }
+    public Map<String, Node> outputs() { return outputs; }
+    public Map<String, UserOp> userOps() { return userOps; }
+    public Map<String, ProcessGroup> groups() { return groups; }
+
+    /** The world size the graph was declared for, or null when any world size will do. */
+    public Integer worldSize() { return worldSize; }
+
+    /** Nodes that read {@code n}, in graph order. */
+    public ImmutableList<Node> users(Node n) { return users.get(n); }
+
+    public boolean isOutput(Node n) { return outputs.containsValue(n); }
+
+    @Override public String toString() {
+        var sb = new StringBuilder("graph \"").append(name).append('"');
+        if (worldSize != null) sb.append("  world=").append(worldSize);
+        var extra = groups.values().stream().filter(g -> !g.isWorld()).toList();
+        if (!extra.isEmpty()) sb.append("  groups=").append(extra);
+        sb.append('\n');
+        for (Node n : nodes) sb.append("  ").append(n.format()).append('\n');
+        sb.append("  return ");
+        var parts = new ArrayList<String>();
+        outputs.forEach((k, v) -> parts.add(k + "=%" + v.id()));
+        sb.append(String.join(", ", parts));
+        return sb.toString();
+    }
+
+    /** Builds a graph node by node, checking types as it goes; {@link #build()} freezes it. */
+    public static final class Builder implements TypeInference.Context {
+        private final String name;
+        private final MutableList<Node> nodes = Lists.mutable.empty();
+        private final Map<String, Node> inputs = new LinkedHashMap<>(), outputs = new LinkedHashMap<>();
+        private final Map<String, UserOp> userOps = new LinkedHashMap<>();
+        private final Map<String, ProcessGroup> groups = new LinkedHashMap<>();
+        private Integer worldSize;
+        private final List<String> symmetricScopes = new ArrayList<>();
+        private Graph built;
+
+        private Builder(String name) {
+            if (name == null || name.isBlank()) throw new GraphException("a graph needs a name");
+            this.name = name;
+            groups.put(ProcessGroup.WORLD_NAME, ProcessGroup.WORLD);
+        }
+
+        public String name() { return name; }
+
+        @Override public Map<String, UserOp> userOps() { return userOps; }
+        @Override public ProcessGroup group(String n) { return groups.get(n); }
+        @Override public Integer worldSize() { return worldSize; }
+
+        public Builder worldSize(int n) {
+            checkOpen();
+            if (n < 1) throw new GraphException("graph '" + name + "': world size must be at least 1, got " + n);
+            if (!nodes.isEmpty() && worldSize != null && worldSize != n)
+                throw new GraphException("graph '" + name + "': world size is already " + worldSize);
+            for (var g : groups.values())
+                for (int r : g.ranks()) if (r >= n) throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + n);
+            this.worldSize = n;
+            return this;
+        }
+
+        public Builder group(ProcessGroup g) {
+            checkOpen();
+            if (g.isWorld() && !g.name().equals(ProcessGroup.WORLD_NAME))
+                throw new GraphException("group '" + g.name() + "' needs explicit ranks");
+            var prev = groups.get(g.name());
+            if (prev != null && !prev.equals(g)) throw new GraphException("group '" + g.name() + "' is already declared as " + prev);
+            if (worldSize != null)
+                for (int r : g.ranks()) if (r >= worldSize) throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + worldSize);
+            groups.put(g.name(), g);
+            return this;
+        }
+
+        public Builder register(UserOp op) {
+            checkOpen();
+            var prev = userOps.putIfAbsent(op.name(), op);
+            if (prev != null && prev != op) throw new GraphException("a different user op named '" + op.name() + "' is already registered");
+            return this;
+        }
+
+        /** Opens a region whose every computed result must live in symmetric memory of {@code group}. */
+        public void pushSymmetric(String group) {
+            if (!groups.containsKey(group)) throw new GraphException("symmetric region: unknown group '" + group + "'");
+            symmetricScopes.add(group);
+        }
+
+        public void popSymmetric() {
+            if (symmetricScopes.isEmpty()) throw new IllegalStateException("no symmetric region is open");
+            symmetricScopes.removeLast();
+        }
+
+        public Node input(String inputName, TensorType type) {
+            checkOpen();
+            if (inputName == null || inputName.isBlank()) throw new GraphException("graph '" + name + "': an input needs a name");
+            if (inputs.containsKey(inputName)) throw new GraphException("graph '" + name + "' already has an input named '" + inputName + "'");
+            Node n = new Node(nodes.size(), new Op.Input(inputName), List.of(), type, null, this);
+            nodes.add(n);
+            inputs.put(inputName, n);
+            return n;
+        }
+
+        public Node constant(double[] values, TensorType type) {
+            checkOpen();
+            Shape s = type.shape();
+            if (!s.isStatic()) throw new GraphException("constant: shape " + s + " must be static");
+            if (values.length != s.numel())
+                throw new GraphException("constant: " + values.length + " values for shape " + s + " (" + s.numel() + " elements)");
+            Node n = new Node(nodes.size(), new Op.Constant(values), List.of(), type, null, this);
+            nodes.add(n);
+            return n;
+        }
+
+        /** Adds {@code op} applied to {@code args}, inferring and checking its type. */
+        public Node add(Op op, List<Node> args) {
+            checkOpen();
+            if (op instanceof Op.Input || op instanceof Op.Constant) throw new IllegalArgumentException("use input() or constant()");
+            for (Node a : args) checkOwned(op, a);
+            TensorType t = TypeInference.infer(op, args, this);
+            String symm = symmetricScopes.isEmpty() ? null : symmetricScopes.getLast();
+            Node n = new Node(nodes.size(), op, args, t, symm, this);
+            nodes.add(n);
+            return n;
+        }
+
+        /** Calls a registered user op; returns one node per output. */
+        public List<Node> call(String opName, List<Node> args) {
+            UserOp u = userOps.get(opName);
+            if (u == null) throw new GraphException("unknown user op '" + opName + "'; register it with the graph first");
+            Node first = add(new Op.Custom(opName), args);
+            var out = new ArrayList<Node>();
+            out.add(first);
+            for (int i = 1; i < u.outputs().size(); i++) out.add(add(new Op.CustomOutput(i), List.of(first)));
+            return out;
+        }
+
+        public Builder output(String outputName, Node n) {
+            checkOpen();
+            checkOwned(null, n);
+            if (outputName == null || outputName.isBlank()) throw new GraphException("graph '" + name + "': an output needs a name");
+            if (outputs.containsKey(outputName)) throw new GraphException("graph '" + name + "' already has an output named '" + outputName + "'");
+            outputs.put(outputName, n);
+            return this;
+        }
+
+        public Node node(int id) {
+            if (id < 0 || id >= nodes.size()) throw new GraphException("graph '" + name + "' has no node %" + id);
+            return nodes.get(id);
+        }
+
+        public Graph build() {
+            if (built != null) return built;
+            if (outputs.isEmpty()) throw new GraphException("graph '" + name + "' has no outputs; mark at least one with output(name, tensor)");
+            built = new Graph(this);
+            return built;
+        }
+
+        public boolean isBuilt() { return built != null; }
+
+        private void checkOpen() {
+            if (built != null) throw new GraphException("graph '" + name + "' is already built and cannot change");
+        }
+
+        private void checkOwned(Op op, Node n) {
+            if (n == null) throw new GraphException((op == null ? "output" : op.opName()) + ": a tensor argument is null");
+            if (n.owner() != this) {
+                String other = n.owner() instanceof Builder b ? "'" + b.name + "'" : "another graph";
+                throw new GraphException((op == null ? "output" : op.opName()) + ": tensor " + n.describe()
+                        + " belongs to graph " + other + ", not to graph '" + name + "'");
+            }
+        }
+    }
+
+    /** Convenience for tests and tools: the type of a node by id. */
+    public TensorType type(int id) { return nodes.get(id).type(); }
+}

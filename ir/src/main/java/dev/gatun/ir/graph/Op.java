@@ -1,0 +1,88 @@
+package dev.gatun.ir.graph;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Shape;
+
+import java.util.Arrays;
+import java.util.List;
+
+/** What a graph node computes. Each op's result type is inferred by {@link TypeInference}. */
+public sealed interface Op {
+
+    /** The op's name as printed and serialized. */
+    String opName();
+
+    /** A graph input (placeholder) with the given name; its type is the node's type. */
+    record Input(String name) implements Op {
+        @Override public String opName() { return "input"; }
+    }
+
+    /** A constant tensor; {@code values} holds numel values in row-major order (one for a scalar). */
+    record Constant(double[] values) implements Op {
+        public Constant { values = values.clone(); }
+        @Override public String opName() { return "constant"; }
+        @Override public double[] values() { return values.clone(); }
+        public double value(int i) { return values[i]; }
+        public int length() { return values.length; }
+        @Override public boolean equals(Object o) { return o instanceof Constant c && Arrays.equals(values, c.values); }
+        @Override public int hashCode() { return Arrays.hashCode(values); }
+        @Override public String toString() {
+            return values.length == 1 ? "Constant[" + values[0] + "]" : "Constant[" + values.length + " values]";
+        }
+    }
+
+    record Pointwise(PointwiseFn fn) implements Op {
+        @Override public String opName() { return fn.opName(); }
+    }
+
+    record Cast(DType to) implements Op {
+        @Override public String opName() { return "cast"; }
+    }
+
+    record Reduce(ReduceFn fn, List<Integer> dims, boolean keepdim) implements Op {
+        public Reduce { dims = List.copyOf(dims); }
+        @Override public String opName() { return fn.opName(); }
+    }
+
+    /** 2-D or batched matrix product (batch dims broadcast). */
+    record Matmul() implements Op {
+        @Override public String opName() { return "matmul"; }
+    }
+
+    /**
+     * A collective over {@code group}. {@code reduceOp} is set for all_reduce and reduce_scatter; {@code root}
+     * matters for broadcast. reduce_scatter splits and all_gather concatenates along dimension 0.
+     */
+    record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root) implements Op {
+        @Override public String opName() { return kind.opName(); }
+    }
+
+    record Reshape(Shape shape) implements Op {
+        @Override public String opName() { return "reshape"; }
+    }
+
+    record Permute(List<Integer> perm) implements Op {
+        public Permute { perm = List.copyOf(perm); }
+        @Override public String opName() { return "permute"; }
+    }
+
+    /** Elements start, start+step, ... below end of one dimension. */
+    record Slice(int dim, long start, long end, long step) implements Op {
+        @Override public String opName() { return "slice"; }
+    }
+
+    /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
+    record Expand(Shape shape) implements Op {
+        @Override public String opName() { return "expand"; }
+    }
+
+    /** A call of a registered user op; the node's type is its first output. */
+    record Custom(String name) implements Op {
+        @Override public String opName() { return name; }
+    }
+
+    /** Output {@code index} (1 and up) of the user-op call that is this node's only input. */
+    record CustomOutput(int index) implements Op {
+        @Override public String opName() { return "output" + index; }
+    }
+}

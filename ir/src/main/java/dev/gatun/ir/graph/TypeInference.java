@@ -1,0 +1,237 @@
+package dev.gatun.ir.graph;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Dim;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.TensorType;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.StringJoiner;
+
+/** Result types of ops, with the checks that reject bad graphs early and say why. */
+public final class TypeInference {
+    private TypeInference() {}
+
+    /** What inference needs from the graph being built: its user ops, groups and (maybe) world size. */
+    public interface Context {
+        Map<String, UserOp> userOps();
+
+        ProcessGroup group(String name);
+
+        /** The world size if the graph declares it, else null. */
+        Integer worldSize();
+    }
+
+    /** The type of {@code op} applied to {@code args}. */
+    public static TensorType infer(Op op, List<Node> args, Context ctx) {
+        Map<String, UserOp> userOps = ctx.userOps();
+        return switch (op) {
+            case Op.Input in -> throw new IllegalStateException("inputs are typed by their declaration");
+            case Op.Constant c -> throw new IllegalStateException("constants are typed by their declaration");
+            case Op.Pointwise p -> pointwise(p.fn(), args);
+            case Op.Cast c -> new TensorType(c.to(), one(op, args).type().shape());
+            case Op.Reduce r -> reduce(r, one(op, args));
+            case Op.Matmul m -> matmul(args);
+            case Op.Collective c -> collective(c, one(op, args), ctx);
+            case Op.Reshape r -> reshape(r, one(op, args));
+            case Op.Permute p -> permute(p, one(op, args));
+            case Op.Slice s -> slice(s, one(op, args));
+            case Op.Expand e -> expand(e, one(op, args));
+            case Op.Custom c -> custom(c, args, userOps).getFirst();
+            case Op.CustomOutput o -> {
+                Node call = one(op, args);
+                if (!(call.op() instanceof Op.Custom c))
+                    throw new GraphException(op.opName() + ": input " + call.label() + " is not a user-op call");
+                var outs = custom(c, call.inputs(), userOps);
+                if (o.index() < 1 || o.index() >= outs.size())
+                    throw new GraphException("user op '" + c.name() + "' has no output " + o.index() + " (it has " + outs.size() + ")");
+                yield outs.get(o.index());
+            }
+        };
+    }
+
+    static List<TensorType> custom(Op.Custom c, List<Node> args, Map<String, UserOp> userOps) {
+        UserOp u = userOps.get(c.name());
+        if (u == null) throw new GraphException("unknown user op '" + c.name() + "'; register it with the graph first");
+        return u.outputTypes(args.stream().map(Node::type).toList());
+    }
+
+    private static Node one(Op op, List<Node> args) {
+        if (args.size() != 1) throw new GraphException(op.opName() + " takes one tensor, got " + args.size());
+        return args.getFirst();
+    }
+
+    static String describe(List<Node> args) {
+        var j = new StringJoiner(", ");
+        for (Node n : args) j.add(n.describe());
+        return j.toString();
+    }
+
+    private static TensorType pointwise(PointwiseFn fn, List<Node> args) {
+        if (args.size() != fn.arity())
+            throw new GraphException(fn.opName() + " takes " + fn.arity() + " tensors, got " + args.size() + ": " + describe(args));
+        Shape shape = args.getFirst().type().shape();
+        for (Node n : args.subList(1, args.size())) {
+            Shape b = Shape.broadcast(shape, n.type().shape());
+            if (b == null)
+                throw new GraphException(fn.opName() + "(" + describe(args) + "): shapes " + shape + " and " + n.type().shape() + " do not broadcast");
+            shape = b;
+        }
+        if (fn == PointwiseFn.WHERE) {
+            if (args.get(0).type().dtype() != DType.BOOL)
+                throw new GraphException("where(" + describe(args) + "): the condition " + args.getFirst().label() + " must be bool, not " + args.getFirst().type().dtype());
+            return new TensorType(DType.promote(args.get(1).type().dtype(), args.get(2).type().dtype()), shape);
+        }
+        DType t = args.getFirst().type().dtype();
+        for (Node n : args.subList(1, args.size())) t = DType.promote(t, n.type().dtype());
+        if (fn.isComparison()) return new TensorType(DType.BOOL, shape);
+        if (fn.needsFloat() && !t.isFloating()) t = DType.FLOAT32;
+        if (t == DType.BOOL && fn != PointwiseFn.IDENTITY && fn != PointwiseFn.MAXIMUM && fn != PointwiseFn.MINIMUM)
+            throw new GraphException(fn.opName() + "(" + describe(args) + "): arithmetic on bool tensors is not supported; cast them first");
+        return new TensorType(t, shape);
+    }
+
+    /** Normalized, sorted, distinct reduction dims; an error names the op and the tensor. */
+    public static List<Integer> reductionDims(String opName, Node x, List<Integer> dims) {
+        int r = x.type().rank();
+        if (dims.isEmpty()) {
+            var all = new ArrayList<Integer>();
+            for (int i = 0; i < r; i++) all.add(i);
+            return all;
+        }
+        var seen = new HashSet<Integer>();
+        var out = new ArrayList<Integer>();
+        for (int d : dims) {
+            int n = d < 0 ? d + r : d;
+            if (n < 0 || n >= r)
+                throw new GraphException(opName + "(" + x.describe() + "): dimension " + d + " does not exist (rank " + r + ")");
+            if (!seen.add(n)) throw new GraphException(opName + "(" + x.describe() + "): dimension " + d + " is given twice");
+            out.add(n);
+        }
+        out.sort(null);
+        return out;
+    }
+
+    private static TensorType reduce(Op.Reduce r, Node x) {
+        var dims = reductionDims(r.opName(), x, r.dims());
+        var out = new ArrayList<Dim>();
+        for (int i = 0; i < x.type().rank(); i++) {
+            if (!dims.contains(i)) out.add(x.type().shape().dim(i));
+            else if (r.keepdim()) out.add(Dim.of(1));
+        }
+        DType t = x.type().dtype();
+        if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
+        if (t == DType.BOOL && r.fn() == ReduceFn.SUM) t = DType.INT64;
+        return new TensorType(t, new Shape(out));
+    }
+
+    private static TensorType matmul(List<Node> args) {
+        if (args.size() != 2) throw new GraphException("matmul takes two tensors, got " + args.size());
+        Node a = args.get(0), b = args.get(1);
+        Shape sa = a.type().shape(), sb = b.type().shape();
+        if (sa.rank() < 2 || sb.rank() < 2)
+            throw new GraphException("matmul(" + describe(args) + "): both operands need at least 2 dimensions");
+        if (!a.type().dtype().isFloating() || a.type().dtype() != b.type().dtype())
+            throw new GraphException("matmul(" + describe(args) + "): operands must have the same floating dtype, got "
+                    + a.type().dtype() + " and " + b.type().dtype());
+        Dim k1 = sa.dim(sa.rank() - 1), k2 = sb.dim(sb.rank() - 2);
+        if (!k1.equals(k2))
+            throw new GraphException("matmul(" + describe(args) + "): inner dimensions " + k1 + " and " + k2 + " differ");
+        Shape batchA = new Shape(sa.dims().subList(0, sa.rank() - 2)), batchB = new Shape(sb.dims().subList(0, sb.rank() - 2));
+        Shape batch = Shape.broadcast(batchA, batchB);
+        if (batch == null)
+            throw new GraphException("matmul(" + describe(args) + "): batch dimensions " + batchA + " and " + batchB + " do not broadcast");
+        var out = new ArrayList<>(batch.dims());
+        out.add(sa.dim(sa.rank() - 2));
+        out.add(sb.dim(sb.rank() - 1));
+        return new TensorType(a.type().dtype(), new Shape(out));
+    }
+
+    private static TensorType collective(Op.Collective c, Node x, Context ctx) {
+        if (c.group() == null || c.group().isBlank()) throw new GraphException(c.opName() + "(" + x.describe() + "): a group is required");
+        ProcessGroup g = ctx.group(c.group());
+        if (g == null) throw new GraphException(c.opName() + "(" + x.describe() + "): unknown group '" + c.group() + "'; declare it on the graph first");
+        if ((c.kind() == CollectiveKind.ALL_REDUCE || c.kind() == CollectiveKind.REDUCE_SCATTER) && c.reduceOp() == null)
+            throw new GraphException(c.opName() + "(" + x.describe() + "): a reduce op is required");
+        Integer size = g.size(ctx.worldSize());
+        if (c.kind() == CollectiveKind.BROADCAST && (c.root() < 0 || (size != null && c.root() >= size)))
+            throw new GraphException("broadcast(" + x.describe() + "): root " + c.root() + " is not a rank of group '" + g.name() + "'"
+                    + (size == null ? "" : " of size " + size));
+        var dims = new ArrayList<>(x.type().shape().dims());
+        if (c.kind() == CollectiveKind.REDUCE_SCATTER || c.kind() == CollectiveKind.ALL_GATHER) {
+            if (x.type().rank() == 0) throw new GraphException(c.opName() + "(" + x.describe() + "): needs at least one dimension");
+            if (size == null)
+                throw new GraphException(c.opName() + "(" + x.describe() + "): the size of group '" + g.name()
+                        + "' must be known when the graph is built; declare the world size on the graph");
+            Dim d0 = dims.getFirst();
+            if (!d0.isStatic())
+                throw new GraphException(c.opName() + "(" + x.describe() + "): dimension 0 is symbolic (" + d0 + "); it must be static to split across ranks");
+            if (c.kind() == CollectiveKind.REDUCE_SCATTER) {
+                if (d0.size() % size != 0)
+                    throw new GraphException("reduce_scatter(" + x.describe() + "): dimension 0 of size " + d0.size()
+                            + " is not divisible by the size " + size + " of group '" + g.name() + "'");
+                dims.set(0, Dim.of(d0.size() / size));
+            } else {
+                dims.set(0, Dim.of(d0.size() * size));
+            }
+        }
+        if (x.type().dtype() == DType.BOOL && c.kind() != CollectiveKind.ALL_GATHER && c.kind() != CollectiveKind.BROADCAST)
+            throw new GraphException(c.opName() + "(" + x.describe() + "): cannot reduce bool tensors");
+        if (c.reduceOp() == ReduceOp.AVG && !x.type().dtype().isFloating())
+            throw new GraphException(c.opName() + "(" + x.describe() + "): avg needs a floating dtype");
+        return new TensorType(x.type().dtype(), new Shape(dims));
+    }
+
+    private static TensorType reshape(Op.Reshape r, Node x) {
+        Shape from = x.type().shape(), to = r.shape();
+        if (!from.isStatic() || !to.isStatic()) {
+            if (!from.symNumel().equals(to.symNumel()))
+                throw new GraphException("reshape(" + x.describe() + "): cannot reshape " + from + " to " + to + ": element counts differ");
+        } else if (from.numel() != to.numel()) {
+            throw new GraphException("reshape(" + x.describe() + "): cannot reshape " + from + " (" + from.numel()
+                    + " elements) to " + to + " (" + to.numel() + " elements)");
+        }
+        return new TensorType(x.type().dtype(), to);
+    }
+
+    private static TensorType permute(Op.Permute p, Node x) {
+        int r = x.type().rank();
+        if (p.perm().size() != r)
+            throw new GraphException("permute(" + x.describe() + "): permutation " + p.perm() + " has " + p.perm().size() + " entries for rank " + r);
+        var seen = new boolean[r];
+        var dims = new ArrayList<Dim>();
+        for (int d : p.perm()) {
+            int n = d < 0 ? d + r : d;
+            if (n < 0 || n >= r || seen[n])
+                throw new GraphException("permute(" + x.describe() + "): " + p.perm() + " is not a permutation of 0.." + (r - 1));
+            seen[n] = true;
+            dims.add(x.type().shape().dim(n));
+        }
+        return new TensorType(x.type().dtype(), new Shape(dims));
+    }
+
+    private static TensorType slice(Op.Slice s, Node x) {
+        int r = x.type().rank();
+        int d = s.dim() < 0 ? s.dim() + r : s.dim();
+        if (d < 0 || d >= r) throw new GraphException("slice(" + x.describe() + "): dimension " + s.dim() + " does not exist (rank " + r + ")");
+        Dim size = x.type().shape().dim(d);
+        if (!size.isStatic()) throw new GraphException("slice(" + x.describe() + "): dimension " + d + " is symbolic (" + size + "); slicing needs a static size");
+        if (s.step() < 1) throw new GraphException("slice(" + x.describe() + "): step must be positive, got " + s.step());
+        if (s.start() < 0 || s.end() > size.size() || s.start() > s.end())
+            throw new GraphException("slice(" + x.describe() + "): range [" + s.start() + ", " + s.end() + ") is outside dimension " + d + " of size " + size);
+        var dims = new ArrayList<>(x.type().shape().dims());
+        dims.set(d, Dim.of((s.end() - s.start() + s.step() - 1) / s.step()));
+        return new TensorType(x.type().dtype(), new Shape(dims));
+    }
+
+    private static TensorType expand(Op.Expand e, Node x) {
+        Shape b = Shape.broadcast(x.type().shape(), e.shape());
+        if (b == null || !b.equals(e.shape()))
+            throw new GraphException("expand(" + x.describe() + "): cannot broadcast " + x.type().shape() + " to " + e.shape());
+        return new TensorType(x.type().dtype(), e.shape());
+    }
+}
