@@ -162,11 +162,20 @@ public final class Graph {
 
         /** Adds {@code op} applied to {@code args}, inferring and checking its type. */
         public Node add(Op op, List<Node> args) {
+            return add(op, args, symmetricScopes.isEmpty() ? null : symmetricScopes.getLast());
+        }
+
+        /**
+         * Like {@link #add(Op, List)} with an explicit symmetric-region mark (null: none) instead of the open
+         * region's; readers such as {@link GraphJson} restore marks this way.
+         */
+        public Node add(Op op, List<Node> args, String symm) {
             checkOpen();
             if (op instanceof Op.Input || op instanceof Op.Constant) throw new IllegalArgumentException("use input() or constant()");
+            if (symm != null && !groups.containsKey(symm))
+                throw new GraphException(op.opName() + ": symmetric region of unknown group '" + symm + "'");
             for (Node a : args) checkOwned(op, a);
             TensorType t = TypeInference.infer(op, args, this);
-            String symm = symmetricScopes.isEmpty() ? null : symmetricScopes.getLast();
             Node n = new Node(nodes.size(), op, args, t, symm, this);
             nodes.add(n);
             return n;

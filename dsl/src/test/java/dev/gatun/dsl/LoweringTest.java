@@ -1,0 +1,267 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.AllocatorType;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.TensorSpec;
+import dev.gatun.ir.graph.UserOp;
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.lower.ComputedBuffer;
+import dev.gatun.ir.lower.ExternBuffer;
+import dev.gatun.ir.lower.ExternCall;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.ir.lower.Realization;
+import dev.gatun.ir.lower.Realization.Path;
+import dev.gatun.ir.lower.ViewBuffer;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class LoweringTest {
+
+    static Graph seeds() {
+        var g = Gatun.graph("seeds");
+        var x = g.input("x", F32, 4, 4);
+        var a = x.add(1).allReduce(SUM);
+        var b = x.add(2).allReduce(SUM);
+        var c = x.add(3).allReduce(SUM);
+        g.output("d", a.add(b).add(c).allReduce(SUM));
+        return g.build();
+    }
+
+    static List<Realization> collectives(LoweredGraph l) {
+        return l.realizations().stream().filter(r -> r.algorithm() != null).toList();
+    }
+
+    @Test
+    void seedsFirstThreeAllReducesTakePathOne() {
+        LoweredGraph l = Lowering.lower(seeds(), LoweringOptions.world(2));
+        var rs = collectives(l);
+        assertThat(rs).hasSize(4);
+        assertThat(rs).allSatisfy(r -> {
+            assertThat(r.path()).isEqualTo(Path.ZERO_COPY);
+            assertThat(r.algorithm()).isEqualTo(Algorithm.ONE_SHOT);
+            assertThat(r.commBuffer()).isEqualTo(r.input());
+        });
+        // the producers' layouts became communication buffers of "world"; the collectives' outputs did not
+        for (var r : rs) {
+            var in = l.buffer(r.input());
+            assertThat(in).isInstanceOf(ComputedBuffer.class);
+            assertThat(in.layout()).isInstanceOf(Layout.CommBuffer.class);
+            assertThat(in.layout().allocator()).isEqualTo(AllocatorType.symmMem("world"));
+            assertThat(l.buffer(r.consumer()).isSymmetric()).isFalse();
+        }
+        assertThat(l.toString()).contains("all_reduce.one_shot", "CommBuffer(SYMM_MEM, \"world\"");
+        assertThat(l.explain()).contains("path 1");
+        assertThat(l.outputs().get("d").isSymmetric()).isFalse();
+    }
+
+    @Test
+    void graphInputTakesPathTwo() {
+        var g = Gatun.graph("p2");
+        var x = g.input("x", F32, 8, 8);
+        g.output("y", x.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = collectives(l).getFirst();
+        assertThat(r.path()).isEqualTo(Path.SYMMETRIC_INPUT);
+        assertThat(r.notTaken()).singleElement().asString().contains("path 1 not taken", "graph input");
+        InputBuffer in = l.inputs().get("x");
+        assertThat(in.layout().allocator()).isEqualTo(AllocatorType.symmMem("world"));
+        assertThat(in.layout()).isInstanceOf(Layout.Fixed.class);
+    }
+
+    @Test
+    void viewInputTakesPathThree() {
+        var g = Gatun.graph("p3");
+        var x = g.input("x", F32, 8, 4);
+        var y = x.mul(2).t();                     // a view of a computed buffer
+        g.output("z", y.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = collectives(l).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken()).hasSize(2);
+        assertThat(r.notTaken().get(0)).contains("is a view (permute)");
+        assertThat(r.notTaken().get(1)).contains("not a graph input");
+        var copy = l.buffer(r.commBuffer());
+        assertThat(copy).isInstanceOf(ComputedBuffer.class);
+        assertThat(((ComputedBuffer) copy).label()).isEqualTo("copy");
+        assertThat(copy.layout()).isInstanceOf(Layout.CommBuffer.class);
+        assertThat(l.buffer(r.input())).isInstanceOf(ViewBuffer.class);
+    }
+
+    @Test
+    void fixedLayoutInputTakesPathThreeAndSaysWhy() {
+        var g = Gatun.graph("fixed");
+        var x = g.input("x", F32, 4, 4);
+        var h = x.exp();
+        var v = h.reshape(16);                      // viewing h fixes its layout
+        g.output("v", v.add(1));
+        g.output("s", h.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = collectives(l).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken().getFirst()).contains("fixed layout", "reshape");
+    }
+
+    @Test
+    void externOutputTakesPathThree() {
+        var g = Gatun.graph("mm");
+        var a = g.input("a", F32, 4, 8);
+        var w = g.input("w", F32, 8, 4);
+        g.output("y", a.matmul(w).allReduce(SUM));
+        var r = collectives(Lowering.lower(g.build(), LoweringOptions.world(2))).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken().getFirst()).contains("extern kernel");
+    }
+
+    @Test
+    void symbolicShapeFallsBackToNccl() {
+        var g = Gatun.graph("dyn");
+        var x = g.input("x", F32, "n", 4);
+        g.output("y", x.add(1).allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = collectives(l).getFirst();
+        assertThat(r.algorithm()).isEqualTo(Algorithm.NCCL);
+        assertThat(r.whyAlgorithm()).contains("symbolic");
+        assertThat(r.path()).isEqualTo(Path.NONE);
+        assertThat(l.buffers()).noneMatch(b -> b.isSymmetric());
+    }
+
+    @Test
+    void thresholdsPickOneShotTwoShotAndNccl() {
+        var g = Gatun.graph("sizes");
+        var small = g.input("s", F32, 64, 64);        // 16 KiB
+        var mid = g.input("m", F32, 1024, 1024);      // 4 MiB
+        var big = g.input("b", F32, 4096, 4096);      // 64 MiB
+        g.output("s2", small.add(1).allReduce(SUM));
+        g.output("m2", mid.add(1).allReduce(SUM));
+        g.output("b2", big.add(1).allReduce(SUM));
+        var rs = collectives(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        assertThat(rs).extracting(Realization::algorithm).containsExactly(Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL);
+        var custom = collectives(Lowering.lower(g.build(), LoweringOptions.world(2).withThresholds(1024, 1024)));
+        assertThat(custom).extracting(Realization::algorithm).containsExactly(Algorithm.NCCL, Algorithm.NCCL, Algorithm.NCCL);
+    }
+
+    @Test
+    void outputThatIsAlsoCollectiveInputStaysRegular() {
+        var g = Gatun.graph("out");
+        var x = g.input("x", F32, 4, 4);
+        var h = x.add(1);
+        g.output("h", h);
+        g.output("s", h.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = collectives(l).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken().getFirst()).contains("graph output");
+        assertThat(l.outputs().get("h").isSymmetric()).isFalse();
+    }
+
+    @Test
+    void outputInSymmetricMemoryIsCopiedOut() {
+        // a path-2 input returned as an output, and a view of a path-1 buffer returned as an output
+        var g = Gatun.graph("copies");
+        var x = g.input("x", F32, 4, 4);
+        var h = x.add(1);
+        g.output("a", x.allReduce(SUM));
+        g.output("x_again", x);
+        g.output("b", h.allReduce(SUM));
+        g.output("h_view", h.reshape(16));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        assertThat(l.inputs().get("x").isSymmetric()).isTrue();
+        for (String name : List.of("x_again", "h_view")) {
+            var out = l.outputs().get(name);
+            assertThat(out.isSymmetric()).as(name).isFalse();
+            assertThat(out).isInstanceOf(ComputedBuffer.class);
+            assertThat(((ComputedBuffer) out).label()).isEqualTo("copy");
+        }
+        assertThat(l.decisions()).anyMatch(d -> d.contains("output 'x_again' is copied out of symmetric memory"));
+    }
+
+    @Test
+    void allocatorSurvivesFixingCopyingAndEquality() {
+        var flex = Layout.flexible(F32, dev.gatun.ir.Shape.of(4, 4)).withAllocator(AllocatorType.symmMem("tp"));
+        var fixed = flex.fix();
+        assertThat(fixed.allocator()).isEqualTo(AllocatorType.symmMem("tp"));
+        assertThat(fixed).isNotEqualTo(Layout.flexible(F32, dev.gatun.ir.Shape.of(4, 4)).fix());
+        assertThat(fixed).isEqualTo(Layout.flexible(F32, dev.gatun.ir.Shape.of(4, 4)).withAllocator(AllocatorType.symmMem("tp")).fix());
+        assertThat(fixed.withAllocator(AllocatorType.DEFAULT)).isNotEqualTo(fixed);
+        var comm = Layout.CommBuffer.of(flex, dev.gatun.ir.CommBufferType.SYMM_MEM, "tp");
+        assertThat(comm.fix().allocator()).isEqualTo(AllocatorType.symmMem("tp"));
+        assertThat(comm.allocator().isSymmetric()).isTrue();
+    }
+
+    @Test
+    void userOpSymmetricInputIsRealized() {
+        var op = UserOp.builder("scale_in_place")
+                .input(TensorSpec.of("x", F32, "n"))
+                .output(TensorSpec.of("y", F32, "n"))
+                .symmetricInput(0)
+                .cuda("scale", "extern \"C\" __global__ void scale(const float* x, float* y, long long n) {}")
+                .build();
+        var g = Gatun.graph("user").register(op);
+        var x = g.input("x", F32, 128);
+        g.output("y", g.call1("scale_in_place", x.mul(3)));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var r = l.realizations().getFirst();
+        assertThat(r.op()).isEqualTo("scale_in_place input 0");
+        assertThat(r.path()).isEqualTo(Path.ZERO_COPY);
+        var call = (ExternBuffer) l.buffer(r.consumer());
+        assertThat(call.call()).isInstanceOf(ExternCall.UserOpCall.class);
+        assertThat(call.inputs().getFirst().isSymmetric()).isTrue();
+    }
+
+    @Test
+    void symmetricRegionPlacesResultsInThePool() {
+        var g = Gatun.graph("region");
+        var x = g.input("x", F32, 16);
+        var y = g.symmetric("world", () -> x.mul(2).add(1));
+        g.output("z", y.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        assertThat(l.realizations()).anyMatch(r -> r.op().startsWith("symmetric region"));
+        // both region results are in the pool; the all-reduce then reads one with zero copies
+        assertThat(l.buffers().stream().filter(b -> b instanceof ComputedBuffer && b.isSymmetric())).hasSize(2);
+        assertThat(collectives(l).getFirst().path()).isEqualTo(Path.ZERO_COPY);
+    }
+
+    @Test
+    void worldMismatchAndGroupRanksAreChecked() {
+        var g = Gatun.graph("w").world(2);
+        g.output("y", g.input("x", F32, 4).allReduce(SUM));
+        assertThatThrownBy(() -> Lowering.lower(g.build(), LoweringOptions.world(4)))
+                .isInstanceOf(GraphException.class).hasMessageContaining("built for a world of 2").hasMessageContaining("compiled for 4");
+        var h = Gatun.graph("grp").group("tp", 0, 3);
+        h.output("y", h.input("x", F32, 4).allReduce(SUM, "tp"));
+        assertThatThrownBy(() -> Lowering.lower(h.build(), LoweringOptions.world(2)))
+                .isInstanceOf(GraphException.class).hasMessageContaining("group 'tp' has rank 3");
+    }
+
+    @Test
+    void nonSymmetricDtypeGoesToNccl() {
+        var g = Gatun.graph("ints");
+        g.output("y", g.input("x", DType.I32, 4).add(1).allReduce(SUM));
+        var r = collectives(Lowering.lower(g.build(), LoweringOptions.world(2))).getFirst();
+        assertThat(r.algorithm()).isEqualTo(Algorithm.NCCL);
+        assertThat(r.whyAlgorithm()).contains("i32");
+    }
+
+    @Test
+    void deadNodesAreDropped() {
+        var g = Gatun.graph("dead");
+        var x = g.input("x", F32, 4);
+        x.exp();                                  // unused
+        g.output("y", x.add(1));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(1));
+        assertThat(l.buffers()).hasSize(2);
+        assertThat(l.decisions()).anyMatch(d -> d.contains("dropped"));
+    }
+}

@@ -1,0 +1,52 @@
+package dev.gatun.ir.lower;
+
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.TensorType;
+
+import java.util.List;
+
+/**
+ * A lowered value: a named buffer with a {@link Layout}. Storage buffers own memory the planner places;
+ * a {@link ViewBuffer} reinterprets another buffer's storage. Lowering may change a layout (fixing it, or
+ * turning it into a communication-buffer layout); after lowering buffers do not change.
+ */
+public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, ComputedBuffer, ExternBuffer, ExternOutputBuffer, ViewBuffer {
+    private final String name;
+    private Layout layout;
+    private final int origin;
+
+    Buffer(String name, Layout layout, int origin) {
+        this.name = name;
+        this.layout = layout;
+        this.origin = origin;
+    }
+
+    public String name() { return name; }
+    public Layout layout() { return layout; }
+    public TensorType type() { return layout.type(); }
+
+    /** The graph node this buffer came from, or -1 for buffers lowering inserted. */
+    public int origin() { return origin; }
+
+    void setLayout(Layout layout) {
+        if (!layout.type().equals(this.layout.type()))
+            throw new IllegalStateException(name + ": a layout change may not change the type " + this.layout.type() + " -> " + layout.type());
+        this.layout = layout;
+    }
+
+    /** The buffers this one reads (views: their base). */
+    public abstract List<Buffer> reads();
+
+    /** The buffer that owns this one's memory: itself, or a view's base storage. */
+    public Buffer storage() { return this; }
+
+    /** True when the buffer lives in a communication pool or symmetric allocation. */
+    public boolean isSymmetric() { return layout.allocator().isSymmetric(); }
+
+    /** One line of the lowered graph's text form. */
+    public abstract String format();
+
+    protected String head(String kind) { return name + ": " + kind + " " + layout; }
+
+    @Override public String toString() { return name + " " + type(); }
+}

@@ -1,0 +1,23 @@
+package dev.gatun.ir.lower;
+
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.ir.graph.UserOp;
+
+/** What an {@link ExternBuffer} calls: a collective, a matrix product or a user op. */
+public sealed interface ExternCall {
+    String opName();
+
+    record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root, Algorithm algorithm) implements ExternCall {
+        @Override public String opName() { return kind.opName() + "." + algorithm.opName(); }
+    }
+
+    /** Matrix product of two contiguous operands (batch dims broadcast). */
+    record Matmul() implements ExternCall {
+        @Override public String opName() { return "matmul"; }
+    }
+
+    record UserOpCall(UserOp op, String group) implements ExternCall {
+        @Override public String opName() { return op.name(); }
+    }
+}

@@ -1,0 +1,468 @@
+package dev.gatun.ir.lower;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Dim;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.CommBufferType;
+import dev.gatun.ir.AllocatorType;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.Node;
+import dev.gatun.ir.graph.Op;
+import dev.gatun.ir.graph.PointwiseFn;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.ReduceFn;
+import dev.gatun.ir.graph.UserOp;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Lowers a {@link Graph} to buffers: one loop ({@link ComputedBuffer}) per pointwise op or reduction, views
+ * as strided reinterpretations, extern calls for collectives, matmul and user ops. For each op that needs
+ * symmetric memory it chooses an algorithm and realizes the input as a communication buffer by the first
+ * of DESIGN.md's three paths that applies, recording why.
+ */
+public final class Lowering {
+    private final Graph graph;
+    private final LoweringOptions options;
+    private final List<Buffer> buffers = new ArrayList<>();
+    private final Map<Node, Value> values = new IdentityHashMap<>();
+    private final Map<String, InputBuffer> inputs = new LinkedHashMap<>();
+    private final Map<Buffer, String> fixedBecause = new IdentityHashMap<>();
+    private final List<Realization> realizations = new ArrayList<>();
+    private final List<String> decisions = new ArrayList<>();
+    private final Set<String> names = new HashSet<>();
+    private int counter;
+
+    /** A lowered node: a buffer, or a scalar constant that loops inline. */
+    private sealed interface Value {}
+
+    private record BufferValue(Buffer buffer) implements Value {}
+
+    private record ScalarValue(double value, DType dtype) implements Value {}
+
+    private Lowering(Graph graph, LoweringOptions options) {
+        this.graph = graph;
+        this.options = options;
+    }
+
+    public static LoweredGraph lower(Graph graph, LoweringOptions options) {
+        return new Lowering(graph, options).run();
+    }
+
+    private LoweredGraph run() {
+        checkWorld();
+        var live = liveNodes();
+        for (Node n : graph.nodes()) {
+            if (!live.contains(n)) {
+                decisions.add("%" + n.id() + " " + n.op().opName() + ": dropped, no output depends on it");
+                continue;
+            }
+            Value v = lowerNode(n);
+            values.put(n, v);
+            if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) placeInRegion(n, b);
+        }
+        var outputs = new LinkedHashMap<String, Buffer>();
+        graph.outputs().forEach((name, node) -> outputs.put(name, outputBuffer(name, node)));
+        return new LoweredGraph(graph, options, buffers, inputs, outputs, realizations, decisions);
+    }
+
+    // ---------------------------------------------------------------- checks and dead code
+
+    private void checkWorld() {
+        Integer declared = graph.worldSize();
+        if (declared != null && declared != options.worldSize())
+            throw new GraphException("graph '" + graph.name() + "' was built for a world of " + declared
+                    + " ranks but is compiled for " + options.worldSize());
+        for (ProcessGroup g : graph.groups().values())
+            for (int r : g.ranks())
+                if (r >= options.worldSize())
+                    throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + options.worldSize());
+    }
+
+    private Set<Node> liveNodes() {
+        var live = java.util.Collections.newSetFromMap(new IdentityHashMap<Node, Boolean>());
+        var work = new ArrayDeque<>(graph.outputs().values());
+        while (!work.isEmpty()) {
+            Node n = work.pop();
+            if (live.add(n)) work.addAll(n.inputs());
+        }
+        return live;
+    }
+
+    // ---------------------------------------------------------------- nodes
+
+    private Value lowerNode(Node n) {
+        return switch (n.op()) {
+            case Op.Input in -> {
+                var b = register(new InputBuffer(inputName(in.name()), in.name(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id()));
+                inputs.put(in.name(), (InputBuffer) b);
+                yield new BufferValue(b);
+            }
+            case Op.Constant c -> n.type().rank() == 0
+                    ? new ScalarValue(c.value(0), n.type().dtype())
+                    : new BufferValue(register(new ConstantBuffer(next(), c.values(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id())));
+            case Op.Pointwise p -> new BufferValue(pointwise(n, p.fn()));
+            case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
+            case Op.Reduce r -> new BufferValue(reduction(n, r));
+            case Op.Matmul m -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
+                    new ExternCall.Matmul(), List.of(contiguous(arg(n, 0), "matmul"), contiguous(arg(n, 1), "matmul")), n.id())));
+            case Op.Collective c -> new BufferValue(collective(n, c));
+            case Op.Reshape r -> new BufferValue(reshape(n, r));
+            case Op.Permute p -> new BufferValue(permute(n, p));
+            case Op.Slice s -> new BufferValue(slice(n, s));
+            case Op.Expand e -> new BufferValue(expand(n, e));
+            case Op.Custom c -> new BufferValue(userOp(n, c));
+            case Op.CustomOutput o -> {
+                var call = (ExternBuffer) ((BufferValue) values.get(n.input(0))).buffer();
+                var out = new ExternOutputBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, o.index(), n.id());
+                call.addExtraOutput(out);
+                yield new BufferValue(register(out));
+            }
+        };
+    }
+
+    private Buffer pointwise(Node n, PointwiseFn fn) {
+        DType compute = computeType(n, fn);
+        var args = new ArrayList<Expr>();
+        for (int i = 0; i < n.inputs().size(); i++) {
+            Expr e = load(arg(n, i), n.type().shape());
+            boolean isCondition = fn == PointwiseFn.WHERE && i == 0;
+            args.add(isCondition ? e : castTo(e, compute));
+        }
+        String label = fn == PointwiseFn.IDENTITY ? "copy" : fn.opName();
+        return computed(n, label, new Expr.Apply(fn, args, n.type().dtype()));
+    }
+
+    /** The type arithmetic happens in: promoted inputs (float for transcendental functions), as TypeInference decides. */
+    private static DType computeType(Node n, PointwiseFn fn) {
+        if (fn == PointwiseFn.WHERE) return n.type().dtype();
+        DType t = n.input(0).type().dtype();
+        for (Node in : n.inputs()) t = DType.promote(t, in.type().dtype());
+        if (fn.needsFloat() && !t.isFloating()) t = DType.FLOAT32;
+        return t;
+    }
+
+    private Buffer computed(Node n, String label, Expr body) {
+        return register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), n.type().shape()), body, null, List.of(), n.id()));
+    }
+
+    private Buffer reduction(Node n, Op.Reduce r) {
+        Node x = n.input(0);
+        var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
+        Strided src = strided(values.get(x));
+        var strides = new ArrayList<SymInt>();
+        for (int d = 0; d < x.type().rank(); d++) {
+            if (dims.contains(d)) {
+                if (r.keepdim()) strides.add(SymInt.ZERO);
+            } else strides.add(src.strides.get(d));
+        }
+        var reductionRanges = new ArrayList<SymInt>();
+        for (int d : dims) {
+            strides.add(src.strides.get(d));
+            reductionRanges.add(x.type().shape().dim(d).asSymInt());
+        }
+        Expr body = castTo(new Expr.Load(src.storage, src.offset, strides, x.type().dtype()), n.type().dtype());
+        return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(n.type().dtype(), n.type().shape()), body,
+                r.fn(), reductionRanges, n.id()));
+    }
+
+    // ---------------------------------------------------------------- loads and views
+
+    /** A buffer's storage, offset and strides as a view of it addresses them. */
+    private record Strided(Buffer storage, SymInt offset, List<SymInt> strides) {}
+
+    private Strided strided(Value v) {
+        if (!(v instanceof BufferValue(Buffer b))) throw new IllegalStateException("not a buffer: " + v);
+        if (b instanceof ViewBuffer view) return new Strided(view.base(), view.layout().offset(), view.layout().strides());
+        Layout.Fixed f = b.layout().fix(); // a flexible buffer read by a loop is row-major; reading it does not fix it
+        return new Strided(b, f.offset(), f.strides());
+    }
+
+    /** A load of {@code v} broadcast into an iteration space of shape {@code iter}. */
+    private Expr load(Value v, Shape iter) {
+        if (v instanceof ScalarValue(double value, DType dtype)) return new Expr.Constant(value, dtype);
+        Buffer b = ((BufferValue) v).buffer();
+        Strided s = strided(v);
+        Shape src = b.type().shape();
+        int r = iter.rank(), sr = src.rank();
+        var strides = new ArrayList<SymInt>(r);
+        for (int k = 0; k < r; k++) {
+            int j = k - (r - sr);
+            if (j < 0) { strides.add(SymInt.ZERO); continue; }
+            Dim d = src.dim(j);
+            strides.add(d.isStatic() && d.size() == 1 ? SymInt.ZERO : s.strides.get(j));
+        }
+        return new Expr.Load(s.storage, s.offset, strides, b.type().dtype());
+    }
+
+    private static Expr castTo(Expr e, DType t) { return e.dtype() == t ? e : new Expr.Cast(e, t); }
+
+    /** The layout a view starts from; viewing a flexible buffer fixes its layout (the allocator is kept). */
+    private Layout.Fixed viewSource(Node view, Buffer b) {
+        if (b instanceof ViewBuffer v) return v.layout();
+        if (b.layout().isFlexible()) {
+            b.setLayout(b.layout().fix());
+            fixedBecause.put(b, "%" + view.id() + " (" + view.op().opName() + ") views it");
+            decisions.add(b.name() + ": layout fixed row-major because %" + view.id() + " (" + view.op().opName() + ") views it");
+        }
+        return b.layout().fix();
+    }
+
+    private Buffer view(Node n, Buffer b, Layout.Fixed layout) {
+        return register(new ViewBuffer(next(), layout, b.storage(), n.op().opName(), n.id()));
+    }
+
+    private Buffer reshape(Node n, Op.Reshape r) {
+        Buffer b = asBuffer(n.input(0));
+        Layout.Fixed src = viewSource(n, b);
+        if (!src.strides().equals(src.shape().contiguousStrides())) {
+            decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
+            b = register(new ComputedBuffer(next(), "copy", Layout.flexible(b.type().dtype(), b.type().shape()),
+                    load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
+            src = viewSource(n, b);
+        }
+        return view(n, b, new Layout.Fixed(src.dtype(), r.shape(), r.shape().contiguousStrides(), src.offset(), src.allocator()));
+    }
+
+    private Buffer permute(Node n, Op.Permute p) {
+        Buffer b = asBuffer(n.input(0));
+        Layout.Fixed src = viewSource(n, b);
+        var strides = new ArrayList<SymInt>();
+        int rank = src.shape().rank();
+        for (int d : p.perm()) strides.add(src.strides().get(d < 0 ? d + rank : d));
+        return view(n, b, new Layout.Fixed(src.dtype(), n.type().shape(), strides, src.offset(), src.allocator()));
+    }
+
+    private Buffer slice(Node n, Op.Slice s) {
+        Buffer b = asBuffer(n.input(0));
+        Layout.Fixed src = viewSource(n, b);
+        int d = s.dim() < 0 ? s.dim() + src.shape().rank() : s.dim();
+        var strides = new ArrayList<>(src.strides());
+        SymInt offset = src.offset().plus(src.strides().get(d).times(s.start()));
+        strides.set(d, src.strides().get(d).times(s.step()));
+        return view(n, b, new Layout.Fixed(src.dtype(), n.type().shape(), strides, offset, src.allocator()));
+    }
+
+    private Buffer expand(Node n, Op.Expand e) {
+        Buffer b = asBuffer(n.input(0));
+        Layout.Fixed src = viewSource(n, b);
+        int r = e.shape().rank(), sr = src.shape().rank();
+        var strides = new ArrayList<SymInt>();
+        for (int k = 0; k < r; k++) {
+            int j = k - (r - sr);
+            if (j < 0) strides.add(SymInt.ZERO);
+            else {
+                Dim d = src.shape().dim(j);
+                strides.add(d.isStatic() && d.size() == 1 && !e.shape().dim(k).equals(d) ? SymInt.ZERO : src.strides().get(j));
+            }
+        }
+        return view(n, b, new Layout.Fixed(src.dtype(), e.shape(), strides, src.offset(), src.allocator()));
+    }
+
+    /** The value as a buffer; a scalar constant becomes a one-element loop. */
+    private Buffer asBuffer(Node n) {
+        Value v = values.get(n);
+        if (v instanceof BufferValue(Buffer b)) return b;
+        var s = (ScalarValue) v;
+        Buffer b = register(new ComputedBuffer(next(), "scalar", Layout.flexible(s.dtype(), Shape.SCALAR), new Expr.Constant(s.value(), s.dtype()),
+                null, List.of(), n.id()));
+        values.put(n, new BufferValue(b));
+        return b;
+    }
+
+    private Value arg(Node n, int i) { return values.get(n.input(i)); }
+
+    /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */
+    private Buffer contiguous(Value v, String why) {
+        Buffer b = v instanceof BufferValue(Buffer x) ? x : null;
+        if (b != null && (!(b instanceof ViewBuffer view) || view.layout().strides().equals(view.type().shape().contiguousStrides()))) return b;
+        TensorType t = b != null ? b.type() : new TensorType(((ScalarValue) v).dtype(), Shape.SCALAR);
+        Buffer copy = register(new ComputedBuffer(next(), "copy", Layout.flexible(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
+        decisions.add(copy.name() + ": copy of " + (b == null ? "a scalar" : b.name()) + " because " + why + " reads packed row-major memory");
+        return copy;
+    }
+
+    // ---------------------------------------------------------------- collectives and symmetric memory
+
+    private Buffer collective(Node n, Op.Collective c) {
+        Buffer in = asBuffer(n.input(0));
+        TensorType t = n.input(0).type();
+        var choice = chooseAlgorithm(c, t);
+        Buffer operand;
+        String out = next();
+        String op = c.kind().opName() + "." + choice.algorithm.opName();
+        if (choice.algorithm.isSymmetric()) {
+            operand = realize(in, c.group(), out, op, choice.algorithm, choice.why);
+        } else {
+            operand = contiguous(new BufferValue(in), "NCCL");
+            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,
+                    List.of("no communication buffer: " + choice.algorithm.opName() + " runs through NCCL's own buffers")));
+        }
+        decisions.add(out + ": " + op + " (" + choice.why + ")");
+        var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm);
+        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.of(operand), n.id()));
+    }
+
+    private record Choice(Algorithm algorithm, String why) {}
+
+    private Choice chooseAlgorithm(Op.Collective c, TensorType t) {
+        if (!options.symmetricMemory()) return new Choice(Algorithm.NCCL, "symmetric memory is switched off");
+        if (!t.shape().isStatic()) return new Choice(Algorithm.NCCL, "shape " + t.shape() + " is symbolic");
+        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()))
+            return new Choice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
+        long bytes = t.byteSize();
+        String size = bytes(bytes);
+        return switch (c.kind()) {
+            case BROADCAST -> new Choice(Algorithm.NCCL, "broadcast runs through NCCL");
+            case REDUCE_SCATTER, ALL_GATHER -> bytes <= options.twoShotMaxBytes()
+                    ? new Choice(Algorithm.SYMM_MEM, size + " <= " + bytes(options.twoShotMaxBytes()) + " symmetric threshold")
+                    : new Choice(Algorithm.NCCL, size + " > " + bytes(options.twoShotMaxBytes()) + " symmetric threshold");
+            case ALL_REDUCE -> {
+                if (options.forceAllReduce() != null) yield new Choice(options.forceAllReduce(), "forced by options");
+                if (bytes <= options.oneShotMaxBytes())
+                    yield new Choice(Algorithm.ONE_SHOT, size + " <= one-shot threshold " + bytes(options.oneShotMaxBytes()));
+                if (bytes <= options.twoShotMaxBytes())
+                    yield new Choice(Algorithm.TWO_SHOT, size + " <= two-shot threshold " + bytes(options.twoShotMaxBytes()));
+                yield new Choice(Algorithm.NCCL, size + " > two-shot threshold " + bytes(options.twoShotMaxBytes()));
+            }
+        };
+    }
+
+    /**
+     * Makes {@code in} available as a communication buffer of {@code group} by the first path that applies:
+     * (1) a computed buffer with a flexible layout and static shape takes a communication-buffer layout;
+     * (2) a graph input with a static shape gets the SYMM_MEM allocator; (3) otherwise an identity copy.
+     */
+    private Buffer realize(Buffer in, String group, String consumer, String op, Algorithm algorithm, String why) {
+        var notTaken = new ArrayList<String>();
+        String p1 = pathOneBlocker(in, group);
+        if (p1 == null) {
+            if (!(in.layout() instanceof Layout.CommBuffer)) in.setLayout(Layout.CommBuffer.of(in.layout(), CommBufferType.SYMM_MEM, group));
+            realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.ZERO_COPY, in.name(), notTaken));
+            return in;
+        }
+        notTaken.add("path 1 not taken: " + p1);
+        String p2 = pathTwoBlocker(in, group);
+        if (p2 == null) {
+            in.setLayout(in.layout().withAllocator(AllocatorType.symmMem(group)));
+            realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.SYMMETRIC_INPUT, in.name(), notTaken));
+            return in;
+        }
+        notTaken.add("path 2 not taken: " + p2);
+        var layout = Layout.CommBuffer.of(Layout.contiguous(in.type().dtype(), in.type().shape()), CommBufferType.SYMM_MEM, group);
+        Buffer copy = register(new ComputedBuffer(next(), "copy", layout, load(new BufferValue(in), in.type().shape()), null, List.of(), -1));
+        realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.IDENTITY_COPY, copy.name(), notTaken));
+        return copy;
+    }
+
+    private String pathOneBlocker(Buffer in, String group) {
+        if (in instanceof ViewBuffer v) return in.name() + " is a view (" + v.viewOp() + ") of " + v.base().name();
+        if (in instanceof InputBuffer) return in.name() + " is a graph input, not a computed buffer";
+        if (in instanceof ExternBuffer || in instanceof ExternOutputBuffer) return in.name() + " is the output of an extern kernel";
+        if (in instanceof ConstantBuffer) return in.name() + " is a constant";
+        if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
+        if (in.layout() instanceof Layout.CommBuffer cb)
+            return cb.group().equals(group) ? null : in.name() + " is already a communication buffer of group '" + cb.group() + "'";
+        if (!in.layout().isFlexible())
+            return in.name() + " has a fixed layout" + (fixedBecause.containsKey(in) ? " because " + fixedBecause.get(in) : "");
+        if (isGraphOutput(in)) return in.name() + " must also stay a graph output (a regular buffer)";
+        return null;
+    }
+
+    /** Graph outputs are known before lowering reaches them, so a buffer is matched by the node it came from. */
+    private boolean isGraphOutput(Buffer b) {
+        return b.origin() >= 0 && graph.outputs().values().stream().anyMatch(n -> n.id() == b.origin());
+    }
+
+    private String pathTwoBlocker(Buffer in, String group) {
+        if (!(in instanceof InputBuffer)) return in.name() + " is not a graph input";
+        if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
+        AllocatorType a = in.layout().allocator();
+        if (a.isSymmetric() && !a.group().equals(group))
+            return in.name() + " is already symmetric memory of group '" + a.group() + "'";
+        return null;
+    }
+
+    private Buffer userOp(Node n, Op.Custom c) {
+        UserOp u = graph.userOps().get(c.name());
+        String group = n.symmetricGroup() != null ? n.symmetricGroup() : ProcessGroup.WORLD_NAME;
+        String out = next();
+        var operands = new ArrayList<Buffer>();
+        for (int i = 0; i < n.inputs().size(); i++) {
+            Buffer in = asBuffer(n.input(i));
+            if (u.requiresSymmetric(i)) {
+                if (!in.type().shape().isStatic())
+                    throw new GraphException("user op '" + u.name() + "': input " + i + " (" + n.input(i).describe()
+                            + ") must be in symmetric memory, which needs a static shape");
+                operands.add(realize(in, group, out, u.name() + " input " + i, null, null));
+            } else {
+                operands.add(contiguous(new BufferValue(in), "user op '" + u.name() + "'"));
+            }
+        }
+        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), new ExternCall.UserOpCall(u, group), operands, n.id()));
+    }
+
+    /** A node made inside a symmetric region: its result goes to that group's pool where possible. */
+    private void placeInRegion(Node n, Buffer b) {
+        String group = n.symmetricGroup();
+        String why = null;
+        if (b instanceof ViewBuffer) why = "it is a view";
+        else if (b instanceof InputBuffer || b instanceof ConstantBuffer) why = "it is not computed by the graph";
+        else if (!b.type().shape().isStatic()) why = "its shape " + b.type().shape() + " is symbolic";
+        else if (b.layout() instanceof Layout.CommBuffer cb && !cb.group().equals(group)) why = "it is already in group '" + cb.group() + "'";
+        else if (b instanceof ComputedBuffer && !b.layout().isFlexible() && !(b.layout() instanceof Layout.CommBuffer)) why = "its layout is fixed";
+        if (why != null) {
+            decisions.add(b.name() + ": symmetric region \"" + group + "\" cannot place it in symmetric memory: " + why);
+            return;
+        }
+        if (!(b.layout() instanceof Layout.CommBuffer)) b.setLayout(Layout.CommBuffer.of(b.layout(), CommBufferType.SYMM_MEM, group));
+        realizations.add(new Realization(b.name(), "symmetric region \"" + group + "\"", null, null, b.name(), Realization.Path.ZERO_COPY, b.name(), List.of()));
+    }
+
+    /** Outputs never live in a communication pool (it is released before the call returns): copy them out. */
+    private Buffer outputBuffer(String name, Node n) {
+        Buffer b = asBuffer(n);
+        if (!b.isSymmetric()) return b;
+        Buffer copy = register(new ComputedBuffer(next(), "copy", Layout.flexible(b.type().dtype(), b.type().shape()),
+                load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
+        decisions.add(copy.name() + ": output '" + name + "' is copied out of symmetric memory (" + b.name() + ")");
+        return copy;
+    }
+
+    // ---------------------------------------------------------------- naming
+
+    private Buffer register(Buffer b) {
+        buffers.add(b);
+        return b;
+    }
+
+    private String next() {
+        String n;
+        do n = "buf" + counter++; while (!names.add(n));
+        return n;
+    }
+
+    private String inputName(String name) {
+        String n = name.matches("[A-Za-z_][A-Za-z0-9_]*") && !name.matches("buf[0-9]+") ? name : "in_" + name.replaceAll("[^A-Za-z0-9_]", "_");
+        while (!names.add(n)) n = n + "_";
+        return n;
+    }
+
+    private static String bytes(long b) {
+        if (b >= 1 << 20 && b % (1 << 20) == 0) return (b >> 20) + " MiB";
+        if (b >= 1 << 10 && b % (1 << 10) == 0) return (b >> 10) + " KiB";
+        return b + " B";
+    }
+}
