@@ -35,5 +35,10 @@ public final class Seeds {
         System.out.println(lowered);
         System.out.println();
         System.out.println(lowered.explain());
+        System.out.println();
+        var plan = dev.gatun.planner.Planner.plan(lowered);
+        System.out.println(plan);
+        System.out.println();
+        System.out.println(plan.kernelSources());
     }
 }

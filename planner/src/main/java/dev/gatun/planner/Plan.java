@@ -1,0 +1,121 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.planner.kernel.Kernel;
+
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * An executable plan: an immutable list of {@link Step}s, its pools, kernels and CUDA-graph partitions.
+ * Deterministic for a given graph, options and world size; {@link #fingerprint()} hashes its canonical text
+ * so ranks can check they run the same plan. {@link #toString()} prints it one line a step.
+ */
+public final class Plan {
+    private final LoweredGraph lowered;
+    private final List<Pool> pools;
+    private final List<Step> steps;
+    private final Map<String, Placement> placements;
+    private final List<Kernel> kernels;
+    private final List<Partition> partitions;
+    private final String order;
+    private final long plainPeak, chosenPeak;
+    private final String text, fingerprint;
+
+    /** Where a storage buffer lives: a pool and offset, or a per-call dynamic allocation. */
+    public record Placement(String buffer, String pool, long offset, long bytes) {
+        public boolean isDynamic() { return pool == null; }
+    }
+
+    /** Steps {@code [first, last]} (indices into {@link #steps()}) that a CUDA graph can capture and replay. */
+    public record Partition(int index, int first, int last) {}
+
+    Plan(LoweredGraph lowered, List<Pool> pools, List<Step> steps, Map<String, Placement> placements, List<Kernel> kernels,
+         List<Partition> partitions, String order, long plainPeak, long chosenPeak) {
+        this.lowered = lowered;
+        this.pools = List.copyOf(pools);
+        this.steps = List.copyOf(steps);
+        this.placements = Collections.unmodifiableMap(new LinkedHashMap<>(placements));
+        this.kernels = List.copyOf(kernels);
+        this.partitions = List.copyOf(partitions);
+        this.order = order;
+        this.plainPeak = plainPeak;
+        this.chosenPeak = chosenPeak;
+        this.text = body();
+        this.fingerprint = Fingerprint.of("world=" + lowered.worldSize() + "\n" + text + "\n" + kernelSources());
+    }
+
+    public String name() { return lowered.graph().name(); }
+    public int worldSize() { return lowered.worldSize(); }
+    public LoweredGraph lowered() { return lowered; }
+    public List<Pool> pools() { return pools; }
+    public List<Step> steps() { return steps; }
+    public List<Kernel> kernels() { return kernels; }
+    public List<Partition> partitions() { return partitions; }
+
+    /** Placement of a storage buffer; null for graph inputs that are not path-2 (they live in the caller's memory). */
+    public Placement placement(String buffer) { return placements.get(buffer); }
+
+    public Map<String, Placement> placements() { return placements; }
+
+    public Buffer buffer(String name) { return lowered.buffer(name); }
+
+    /** Output name to the buffer holding it. */
+    public Map<String, String> outputs() {
+        var m = new LinkedHashMap<String, String>();
+        lowered.outputs().forEach((k, v) -> m.put(k, v.name()));
+        return m;
+    }
+
+    public Pool pool(String name) {
+        for (Pool p : pools) if (p.name().equals(name)) return p;
+        throw new IllegalArgumentException("plan '" + name() + "' has no pool " + name);
+    }
+
+    /** The order heuristic chosen, and the estimated peaks of it and of the plain order. */
+    public String orderChoice() { return order + " (estimated peak " + Bytes.format(chosenPeak) + ", plain order " + Bytes.format(plainPeak) + ")"; }
+
+    public long estimatedPeak() { return chosenPeak; }
+    public long plainOrderPeak() { return plainPeak; }
+
+    /** SHA-256 of the plan's canonical text, in hex. */
+    public String fingerprint() { return fingerprint; }
+
+    /** Every kernel as pseudo-code. */
+    public String kernelSources() {
+        var sb = new StringBuilder();
+        for (Kernel k : kernels) sb.append(k.source()).append("\n\n");
+        return sb.toString().strip();
+    }
+
+    /** Why each collective took its path (from lowering). */
+    public String explain() { return lowered.explain(); }
+
+    private String body() {
+        var sb = new StringBuilder();
+        for (Pool p : pools) {
+            sb.append("  ").append(pad(p.declaration(), 72)).append("# max-live ").append(Bytes.format(p.maxLive()));
+            if (p.kind() != Pool.Kind.COMM && p.kind() != Pool.Kind.SYMM_INPUTS) sb.append(", ").append(p.kind().name().toLowerCase());
+            sb.append('\n');
+        }
+        int part = 0;
+        for (int i = 0; i < steps.size(); i++) {
+            Step s = steps.get(i);
+            if (s instanceof Step.AllocPool) continue;
+            for (Partition p : partitions) if (p.first() == i) sb.append("  # --- capture partition ").append(p.index()).append(" begins\n");
+            sb.append("  ").append(s.format()).append('\n');
+            for (Partition p : partitions) if (p.last() == i) sb.append("  # --- capture partition ").append(p.index()).append(" ends\n");
+        }
+        sb.append("  return ").append(String.join(", ", outputs().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList()));
+        return sb.toString();
+    }
+
+    private static String pad(String s, int w) { return s.length() >= w ? s + "   " : s + " ".repeat(w - s.length()); }
+
+    @Override public String toString() {
+        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint.substring(0, 16) + "\n" + text;
+    }
+}

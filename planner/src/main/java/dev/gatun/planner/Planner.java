@@ -1,0 +1,330 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.ExternBuffer;
+import dev.gatun.ir.lower.ExternCall;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * Turns a lowered graph into a {@link Plan}: fusion, a memory-aware order, liveness, offsets in one regular
+ * arena per rank and one communication pool per (type, group) planned in isolation with cross-rank
+ * lifetimes, CUDA-graph partitions, and the printable step list.
+ */
+public final class Planner {
+    private final LoweredGraph graph;
+    private final PlanOptions options;
+    private List<Work> order;
+    private final Set<Buffer> outputs = Collections.newSetFromMap(new IdentityHashMap<>());
+
+    private Planner(LoweredGraph graph, PlanOptions options) {
+        this.graph = graph;
+        this.options = options;
+    }
+
+    public static Plan plan(LoweredGraph graph) { return plan(graph, PlanOptions.DEFAULT); }
+
+    public static Plan plan(LoweredGraph graph, PlanOptions options) { return new Planner(graph, options).run(); }
+
+    /** Slot alignment: 128 bytes, or the buffer's size rounded up to a power of two (at least 16) when smaller. */
+    static long alignment(long bytes) {
+        long p = Long.highestOneBit(Math.max(bytes, 1));
+        if (p < bytes) p <<= 1;
+        return Math.min(128, Math.max(16, p));
+    }
+
+    private Plan run() {
+        for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
+        List<Work> fused = Fusion.fuse(graph);
+        var choice = Scheduler.choose(fused, outputs, options.reorder());
+        order = choice.order();
+        var memory = new Memory();
+        memory.plan();
+        var steps = new ArrayList<Step>();
+        var kernels = new ArrayList<Kernel>();
+        for (Pool p : memory.pools) steps.add(new Step.AllocPool(p));
+        // persistent buffers first: constants, then path-2 inputs and their copies (inside the first partition)
+        for (Buffer b : memory.persistent) steps.add(memory.placeStep(b));
+        for (Buffer b : memory.persistent)
+            if (b instanceof InputBuffer in) steps.add(new Step.CopyIn(in.inputName(), in.name()));
+        for (int i = 0; i < order.size(); i++) {
+            Work w = order.get(i);
+            for (Buffer b : w.writes()) steps.add(memory.placeStep(b));
+            switch (w) {
+                case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel())); kernels.add(k.kernel()); }
+                case Work.ExternWork e -> steps.add(externStep(e.call(), memory.freedAt.get(i)));
+            }
+        }
+        memory.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
+        for (Pool p : memory.pools) if (p.kind() == Pool.Kind.COMM) steps.add(new Step.Release(p.name()));
+        return new Plan(graph, memory.pools, steps, memory.placements, kernels, partitions(steps, memory), choice.name(), choice.plainPeak(), choice.peak());
+    }
+
+    private static String name(Buffer b) { return b.name(); }
+
+    private Step externStep(ExternBuffer e, String freed) {
+        return switch (e.call()) {
+            case ExternCall.Collective c -> new Step.Collective(e.name(), e.inputs().getFirst().name(), c, freed);
+            case ExternCall.Matmul m -> new Step.Matmul(e.name(), e.inputs().get(0).name(), e.inputs().get(1).name());
+            case ExternCall.UserOpCall u -> {
+                var outs = new ArrayList<String>();
+                outs.add(e.name());
+                e.extraOutputs().forEach(o -> outs.add(o.name()));
+                yield new Step.CallUserOp(u.op(), u.group(), e.inputs().stream().map(Planner::name).toList(), outs);
+            }
+        };
+    }
+
+    /** Contiguous runs of device work without symbolic shapes. */
+    private List<Plan.Partition> partitions(List<Step> steps, Memory memory) {
+        var parts = new ArrayList<Plan.Partition>();
+        int start = -1, last = -1;
+        for (int i = 0; i < steps.size(); i++) {
+            Step s = steps.get(i);
+            if (s instanceof Step.AllocDynamic || (s.isDeviceWork() && memory.touchesDynamic(s))) {
+                if (start >= 0) parts.add(new Plan.Partition(parts.size(), start, last));
+                start = -1;
+            } else if (s.isDeviceWork()) {
+                if (start < 0) start = i;
+                last = i;
+            }
+        }
+        if (start >= 0) parts.add(new Plan.Partition(parts.size(), start, last));
+        return parts;
+    }
+
+    /** Liveness and offsets. */
+    private final class Memory {
+        final List<Pool> pools = new ArrayList<>();
+        final Map<String, Plan.Placement> placements = new LinkedHashMap<>();
+        final List<Buffer> persistent = new ArrayList<>();
+        final Map<Integer, String> freedAt = new HashMap<>();
+        final Map<String, String> finalBarriers = new TreeMap<>();
+        final Map<Buffer, String> reuses = new IdentityHashMap<>();
+        final Set<Buffer> inPlace = Collections.newSetFromMap(new IdentityHashMap<>());
+        final Set<String> dynamic = new java.util.HashSet<>();
+
+        void plan() {
+            int n = order.size();
+            var writer = new IdentityHashMap<Buffer, Integer>();
+            var lastRead = new IdentityHashMap<Buffer, Integer>();
+            var lastPeerRead = new IdentityHashMap<Buffer, Integer>();
+            for (int i = 0; i < n; i++) {
+                Work w = order.get(i);
+                for (Buffer b : w.writes()) writer.put(b, i);
+                for (Buffer b : w.reads()) lastRead.put(b, i);
+                if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead.put(b, i);
+            }
+            // constants and path-2 inputs: persistent, each its own slot
+            var constants = new ArrayList<Buffer>();
+            var symmInputs = new TreeMap<String, List<Buffer>>();
+            for (Buffer b : graph.buffers()) {
+                if (b instanceof ConstantBuffer) constants.add(b);
+                if (b instanceof InputBuffer in && in.isSymmetric()) symmInputs.computeIfAbsent(in.layout().allocator().group(), g -> new ArrayList<>()).add(b);
+            }
+            // regular and communication buffers
+            var regular = new ArrayList<OffsetAssigner.Item>();
+            var regularBufs = new ArrayList<Buffer>();
+            var comm = new TreeMap<String, List<Buffer>>();
+            var commItems = new TreeMap<String, List<OffsetAssigner.Item>>();
+            var merged = inPlacePairs(writer, lastRead);
+            // an in-place chain shares one slot: from its first buffer's start to its last buffer's end
+            var rootOf = new IdentityHashMap<Buffer, Buffer>();
+            var chainEnd = new IdentityHashMap<Buffer, Integer>();
+            var written = new ArrayList<Buffer>();
+            for (Work w : order) written.addAll(w.writes());
+            for (Buffer b : written) {
+                if (!b.type().shape().isStatic()) { dynamic.add(b.name()); continue; }
+                int def = writer.get(b);
+                int end = outputs.contains(b) ? n : lastRead.getOrDefault(b, def);
+                if (b.layout() instanceof Layout.CommBuffer cb) {
+                    end = Math.max(end, commEnd(b, cb.group(), lastPeerRead.get(b), n));
+                    long bytes = b.type().byteSize();
+                    comm.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(b);
+                    commItems.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(new OffsetAssigner.Item(b.name(), def, end + 1, bytes, alignment(bytes)));
+                    continue;
+                }
+                Buffer root = merged.containsKey(b) ? rootOf.get(merged.get(b)) : b;
+                rootOf.put(b, root);
+                chainEnd.merge(root, end, Math::max);
+            }
+            for (Buffer b : written) {
+                if (rootOf.get(b) != b) continue;
+                long bytes = b.type().byteSize();
+                regularBufs.add(b);
+                regular.add(new OffsetAssigner.Item(b.name(), writer.get(b), chainEnd.get(b) + 1, bytes, alignment(bytes)));
+            }
+            int poolNo = 0;
+            for (var e : commItems.entrySet()) {
+                var r = OffsetAssigner.assign(e.getValue());
+                String pool = "pool" + poolNo++;
+                pools.add(new Pool(pool, Pool.Kind.COMM, e.getKey(), r.size(), r.maxLive(), Bytes.roundUp(r.size(), options.commGranularity())));
+                record(pool, comm.get(e.getKey()), e.getValue(), r);
+            }
+            for (var e : symmInputs.entrySet()) {
+                String pool = "pool" + poolNo++;
+                long size = sequential(pool, e.getValue());
+                pools.add(new Pool(pool, Pool.Kind.SYMM_INPUTS, e.getKey(), size, size, Bytes.roundUp(size, options.commGranularity())));
+                persistent.addAll(e.getValue());
+            }
+            if (!regular.isEmpty()) {
+                var r = OffsetAssigner.assign(regular);
+                String pool = "pool" + poolNo++;
+                pools.add(new Pool(pool, Pool.Kind.REGULAR, null, r.size(), r.maxLive(), Bytes.roundUp(r.size(), options.regularGranularity())));
+                record(pool, regularBufs, regular, r);
+                for (Buffer out : written) {
+                    Buffer in = merged.get(out);
+                    if (in == null) continue;
+                    var p = placements.get(rootOf.get(out).name());
+                    placements.put(out.name(), new Plan.Placement(out.name(), pool, p.offset(), out.type().byteSize()));
+                    reuses.put(out, in.name());
+                    inPlace.add(out);
+                }
+            }
+            if (!constants.isEmpty()) {
+                String pool = "pool" + poolNo;
+                long size = sequential(pool, constants);
+                pools.add(new Pool(pool, Pool.Kind.CONSTANT, null, size, size, size));
+                persistent.addAll(0, constants);
+            }
+        }
+
+        /** Symmetric inputs read by peers: symmetric collectives and user ops that declared symmetric inputs. */
+        private List<Buffer> peerReads(ExternBuffer e) {
+            return switch (e.call()) {
+                case ExternCall.Collective c -> c.algorithm().isSymmetric() ? List.of(e.inputs().getFirst().storage()) : List.of();
+                case ExternCall.UserOpCall u -> {
+                    var out = new ArrayList<Buffer>();
+                    for (int i = 0; i < e.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(e.inputs().get(i).storage());
+                    yield out;
+                }
+                case ExternCall.Matmul m -> List.of();
+            };
+        }
+
+        /**
+         * Cross-rank lifetime: a slot is free only once every rank has finished reading it, that is at the
+         * first collective of its group that ends with a barrier, at or after the last read by a peer.
+         */
+        private int commEnd(Buffer b, String group, Integer lastPeer, int n) {
+            if (lastPeer == null) return -1;
+            for (int i = lastPeer; i < n; i++) {
+                if (order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Collective c
+                        && c.group().equals(group) && c.algorithm().endsWithBarrier()) {
+                    if (i == lastPeer && e.reads().contains(b)) freedAt.merge(i, b.name(), (x, y) -> x + ", " + y);
+                    return i;
+                }
+            }
+            finalBarriers.put(group, "peers may still read " + b.name() + " and no later collective of \"" + group + "\" ends with a barrier");
+            return n;
+        }
+
+        /** Elementwise kernels that may write an output over a dead, identically shaped regular input. */
+        private Map<Buffer, Buffer> inPlacePairs(Map<Buffer, Integer> writer, Map<Buffer, Integer> lastRead) {
+            var pairs = new IdentityHashMap<Buffer, Buffer>();
+            if (!options.inPlace()) return pairs;
+            var taken = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+            var viewed = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+            for (Buffer b : graph.buffers()) if (b instanceof ViewBuffer v) viewed.add(v.base());
+            for (int i = 0; i < order.size(); i++) {
+                if (!(order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
+                for (Buffer out : k.writes()) {
+                    if (!regularCandidate(out) || viewed.contains(out)) continue;
+                    for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
+                        Buffer in = k.reads().get(inIdx);
+                        if (taken.contains(in) || !regularCandidate(in) || viewed.contains(in) || !writer.containsKey(in)
+                                || lastRead.get(in) != i || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)) continue;
+                        pairs.put(out, in);
+                        taken.add(in);
+                        break;
+                    }
+                }
+            }
+            return pairs;
+        }
+
+        private boolean regularCandidate(Buffer b) {
+            return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
+                    && b.type().shape().isStatic();
+        }
+
+        private boolean readsAligned(Kernel k, int input, Buffer b) {
+            var want = b.type().shape().contiguousStrides();
+            var ok = new boolean[]{true};
+            for (KExpr e : k.locals()) visitLoads(e, l -> {
+                if (l.input() == input && (!l.offset().equals(dev.gatun.ir.SymInt.ZERO) || !l.strides().equals(want))) ok[0] = false;
+            });
+            return ok[0];
+        }
+
+        private void visitLoads(KExpr e, java.util.function.Consumer<KExpr.Load> f) {
+            switch (e) {
+                case KExpr.Load l -> f.accept(l);
+                case KExpr.Apply a -> a.args().forEach(x -> visitLoads(x, f));
+                case KExpr.Cast c -> visitLoads(c.x(), f);
+                default -> { }
+            }
+        }
+
+        private long sequential(String pool, List<Buffer> bufs) {
+            long off = 0;
+            for (Buffer b : bufs) {
+                long bytes = b.type().byteSize();
+                off = OffsetAssigner.align(off, alignment(bytes));
+                placements.put(b.name(), new Plan.Placement(b.name(), pool, off, bytes));
+                off += bytes;
+            }
+            return off;
+        }
+
+        /** Records placements and, for each buffer, the earlier occupant of its slot if any. */
+        private void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r) {
+            for (int i = 0; i < bufs.size(); i++) {
+                Buffer b = bufs.get(i);
+                placements.put(b.name(), new Plan.Placement(b.name(), pool, r.offsets()[i], items.get(i).size()));
+                OffsetAssigner.Item it = items.get(i);
+                String prev = null;
+                long prevEnd = Long.MIN_VALUE;
+                for (int j = 0; j < bufs.size(); j++) {
+                    OffsetAssigner.Item o = items.get(j);
+                    boolean shares = r.offsets()[j] < r.offsets()[i] + it.size() && r.offsets()[i] < r.offsets()[j] + o.size();
+                    if (j != i && shares && o.upper() <= it.lower() && o.upper() > prevEnd) { prev = o.id(); prevEnd = o.upper(); }
+                }
+                if (prev != null) reuses.put(b, prev);
+            }
+        }
+
+        Step placeStep(Buffer b) {
+            if (dynamic.contains(b.name())) return new Step.AllocDynamic(b.name(), b.type());
+            var p = placements.get(b.name());
+            return new Step.Place(b.name(), p.pool(), p.offset(), p.bytes(), b.type(), b.layout().fix().strides(), reuses.get(b), inPlace.contains(b));
+        }
+
+        boolean touchesDynamic(Step s) {
+            return switch (s) {
+                case Step.Launch l -> l.kernel().inputs().stream().anyMatch(this::isDynamicName) || l.kernel().outputs().stream().anyMatch(this::isDynamicName);
+                case Step.Collective c -> isDynamicName(c.output()) || isDynamicName(c.input());
+                case Step.Matmul m -> isDynamicName(m.output()) || isDynamicName(m.a()) || isDynamicName(m.b());
+                case Step.CallUserOp u -> u.inputs().stream().anyMatch(this::isDynamicName) || u.outputs().stream().anyMatch(this::isDynamicName);
+                default -> false;
+            };
+        }
+
+        private boolean isDynamicName(String name) { return !graph.buffer(name).type().shape().isStatic(); }
+    }
+}

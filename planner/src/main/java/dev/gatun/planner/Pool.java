@@ -1,0 +1,35 @@
+package dev.gatun.planner;
+
+/**
+ * One allocation the plan places buffers in.
+ *
+ * @param bytes           the planned size (end of the highest slot)
+ * @param maxLive         the lower bound for the chosen order: peak over time of the live slots' sizes
+ * @param allocationBytes the size asked from the backend, rounded up to its allocation granularity
+ */
+public record Pool(String name, Kind kind, String group, long bytes, long maxLive, long allocationBytes) {
+    public enum Kind {
+        /** The per-rank arena for regular intermediates and outputs. */
+        REGULAR,
+        /** A communication pool of a group: symmetric memory, same offsets on every rank, released before the call returns. */
+        COMM,
+        /** Persistent symmetric buffers of path-2 graph inputs of a group. */
+        SYMM_INPUTS,
+        /** Constant tensors, written once per session. */
+        CONSTANT
+    }
+
+    public boolean isSymmetric() { return kind == Kind.COMM || kind == Kind.SYMM_INPUTS; }
+
+    String declaration() {
+        String alloc = switch (kind) {
+            case COMM -> "alloc_symmetric(" + Bytes.format(bytes) + granularity() + ", type=SYMM_MEM, group=\"" + group + "\")";
+            case SYMM_INPUTS -> "alloc_symmetric_persistent(" + Bytes.format(bytes) + granularity() + ", inputs, group=\"" + group + "\")";
+            case REGULAR -> "alloc(" + Bytes.format(bytes) + granularity() + ")";
+            case CONSTANT -> "alloc_constants(" + Bytes.format(bytes) + ")";
+        };
+        return name + " = " + alloc;
+    }
+
+    private String granularity() { return allocationBytes != bytes ? " -> " + Bytes.format(allocationBytes) : ""; }
+}
