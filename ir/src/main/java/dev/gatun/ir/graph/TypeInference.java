@@ -84,15 +84,30 @@ public final class TypeInference {
         if (fn == PointwiseFn.WHERE) {
             if (args.get(0).type().dtype() != DType.BOOL)
                 throw new GraphException("where(" + describe(args) + "): the condition " + args.getFirst().label() + " must be bool, not " + args.getFirst().type().dtype());
-            return new TensorType(DType.promote(args.get(1).type().dtype(), args.get(2).type().dtype()), shape);
+            return new TensorType(resultType(args.subList(1, 3)), shape);
         }
-        DType t = args.getFirst().type().dtype();
-        for (Node n : args.subList(1, args.size())) t = DType.promote(t, n.type().dtype());
+        DType t = resultType(args);
         if (fn.isComparison()) return new TensorType(DType.BOOL, shape);
         if (fn.needsFloat() && !t.isFloating()) t = DType.FLOAT32;
         if (t == DType.BOOL && fn != PointwiseFn.IDENTITY && fn != PointwiseFn.MAXIMUM && fn != PointwiseFn.MINIMUM)
             throw new GraphException(fn.opName() + "(" + describe(args) + "): arithmetic on bool tensors is not supported; cast them first");
         return new TensorType(t, shape);
+    }
+
+    /**
+     * PyTorch's rule: dimensioned operands decide the type; zero-dim operands (scalars) only matter when their
+     * kind is higher (a float scalar with an int tensor), and then only among themselves.
+     */
+    public static DType resultType(List<Node> args) {
+        DType dims = null, scalars = null;
+        for (Node n : args) {
+            DType t = n.type().dtype();
+            if (n.type().rank() > 0) dims = dims == null ? t : DType.promote(dims, t);
+            else scalars = scalars == null ? t : DType.promote(scalars, t);
+        }
+        if (dims == null) return scalars;
+        if (scalars == null || scalars.kind().ordinal() <= dims.kind().ordinal()) return dims;
+        return scalars;
     }
 
     /** Normalized, sorted, distinct reduction dims; an error names the op and the tensor. */
@@ -125,7 +140,7 @@ public final class TypeInference {
         }
         DType t = x.type().dtype();
         if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
-        if (t == DType.BOOL && r.fn() == ReduceFn.SUM) t = DType.INT64;
+        if (r.fn() == ReduceFn.SUM && (t == DType.BOOL || t.isIntegral())) t = DType.INT64; // as torch.sum does
         return new TensorType(t, new Shape(out));
     }
 

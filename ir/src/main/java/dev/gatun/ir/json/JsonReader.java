@@ -110,7 +110,7 @@ final class JsonReader {
                     }
                     sb.append((char) v);
                 }
-                default -> { pos--; throw error("expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u after '\\', found " + found()); }
+                default -> { pos--; throw error("expected an escape sequence (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u) after '\\', found " + found()); }
             }
         }
     }

@@ -148,8 +148,7 @@ public final class Lowering {
     /** The type arithmetic happens in: promoted inputs (float for transcendental functions), as TypeInference decides. */
     private static DType computeType(Node n, PointwiseFn fn) {
         if (fn == PointwiseFn.WHERE) return n.type().dtype();
-        DType t = n.input(0).type().dtype();
-        for (Node in : n.inputs()) t = DType.promote(t, in.type().dtype());
+        DType t = dev.gatun.ir.graph.TypeInference.resultType(n.inputs());
         if (fn.needsFloat() && !t.isFloating()) t = DType.FLOAT32;
         return t;
     }
@@ -304,7 +303,9 @@ public final class Lowering {
         String out = next();
         String op = c.kind().opName() + "." + choice.algorithm.opName();
         if (choice.algorithm.isSymmetric()) {
-            operand = realize(in, c.group(), out, op, choice.algorithm, choice.why);
+            // two-shot reduces into its input's slot, so that input must be private to the collective
+            String shared = choice.algorithm == Algorithm.TWO_SHOT ? sharedInput(n.input(0)) : null;
+            operand = realize(in, c.group(), out, op, choice.algorithm, choice.why, shared);
         } else {
             operand = contiguous(new BufferValue(in), "NCCL");
             realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,
@@ -346,15 +347,20 @@ public final class Lowering {
      * (2) a graph input with a static shape gets the SYMM_MEM allocator; (3) otherwise an identity copy.
      */
     private Buffer realize(Buffer in, String group, String consumer, String op, Algorithm algorithm, String why) {
+        return realize(in, group, consumer, op, algorithm, why, null);
+    }
+
+    /** {@code shared} (when set) says why the input may not be modified in place: paths 1 and 2 are then closed. */
+    private Buffer realize(Buffer in, String group, String consumer, String op, Algorithm algorithm, String why, String shared) {
         var notTaken = new ArrayList<String>();
-        String p1 = pathOneBlocker(in, group);
+        String p1 = shared != null ? shared : pathOneBlocker(in, group);
         if (p1 == null) {
             if (!(in.layout() instanceof Layout.CommBuffer)) in.setLayout(Layout.CommBuffer.of(in.layout(), CommBufferType.SYMM_MEM, group));
             realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.ZERO_COPY, in.name(), notTaken));
             return in;
         }
         notTaken.add("path 1 not taken: " + p1);
-        String p2 = pathTwoBlocker(in, group);
+        String p2 = shared != null ? shared : pathTwoBlocker(in, group);
         if (p2 == null) {
             in.setLayout(in.layout().withAllocator(AllocatorType.symmMem(group)));
             realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.SYMMETRIC_INPUT, in.name(), notTaken));
@@ -365,6 +371,14 @@ public final class Lowering {
         Buffer copy = register(new ComputedBuffer(next(), "copy", layout, load(new BufferValue(in), in.type().shape()), null, List.of(), -1));
         realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.IDENTITY_COPY, copy.name(), notTaken));
         return copy;
+    }
+
+    /** Null when only the collective reads {@code x}'s value; else a reason naming another reader. */
+    private String sharedInput(Node x) {
+        if (graph.isOutput(x)) return "two-shot reduces in place and " + x.label() + " is also a graph output";
+        if (graph.users(x).size() > 1)
+            return "two-shot reduces in place and " + x.label() + " is also read by " + graph.users(x).stream().map(Node::label).toList();
+        return null;
     }
 
     private String pathOneBlocker(Buffer in, String group) {

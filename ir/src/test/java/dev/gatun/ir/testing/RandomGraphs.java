@@ -2,7 +2,6 @@ package dev.gatun.ir.testing;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
-import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.TensorType;
 import dev.gatun.ir.graph.CollectiveKind;
@@ -39,7 +38,11 @@ import java.util.TreeMap;
 public final class RandomGraphs {
     private RandomGraphs() {}
 
-    /** What the generator may use. Start from {@link #defaults()} and change with the {@code with} methods. */
+    /**
+     * What the generator may use. Start from {@link #defaults()} and change with the {@code with} methods.
+     * {@code maxNodes} is where the generator stops starting new steps; the last step's helper expressions
+     * (abs + 1, tanh) may add up to 8 more nodes.
+     */
     public record Options(int worldSize, int maxNodes, int outputs, Set<DType> dtypes, boolean collectives,
                           boolean subgroups, boolean symbolic, boolean userOps, boolean matmul, boolean reductions,
                           boolean views, boolean comparisons, boolean symmetricRegions) {
@@ -194,6 +197,7 @@ public final class RandomGraphs {
         private String region;      // open symmetric region's group, or null
         private int regionLeft;
         private int inputs;
+        private int count; // nodes added so far
 
         Generator(long seed, Options o) {
             this.rnd = new Random(seed);
@@ -220,7 +224,7 @@ public final class RandomGraphs {
             int nInputs = 1 + rnd.nextInt(2);
             for (int i = 0; i < nInputs; i++) newInput(pickDType(), randomShape(true));
             int attempts = 0;
-            while (b.build0Size() < o.maxNodes && attempts++ < o.maxNodes * 20) step();
+            while (count < o.maxNodes && attempts++ < o.maxNodes * 20) step();
             chooseOutputs();
             return b.build();
         }
@@ -309,8 +313,10 @@ public final class RandomGraphs {
             Node cond = add(new Op.Pointwise(fn), 1, a, c);
             if (cond == null) return false;
             if (rnd.nextInt(4) == 0) return true; // leave the bool as a value of its own
-            Node x = partner(cond), y = partner(cond);
-            if (x == null || y == null) return true;
+            Node x = partner(cond);
+            if (x == null) return true;
+            Node y = partner(cond, Shape.broadcast(cond.type().shape(), x.type().shape())); // where broadcasts all three
+            if (y == null) return true;
             add(new Op.Pointwise(PointwiseFn.WHERE), Math.max(bound(x), bound(y)), cond, x, y);
             return true;
         }
@@ -320,8 +326,8 @@ public final class RandomGraphs {
             if (x == null) return false;
             DType to = rnd.nextInt(6) == 0 ? DType.BOOL : pickDType();
             if (to == x.type().dtype()) to = DType.FLOAT32;
-            double bx = to == DType.BOOL ? 1 : bound(x);
-            return add(new Op.Cast(to), bx, to.isIntegral() ? squash(x, 100) : x) != null;
+            Node in = to.isIntegral() || to.isHalf() ? squash(x, 100) : x; // stay inside the target's range
+            return add(new Op.Cast(to), to == DType.BOOL ? 1 : bound(in), in) != null;
         }
 
         private boolean reduce() {
@@ -408,10 +414,13 @@ public final class RandomGraphs {
         }
 
         private boolean collective() {
-            String group = subgroup != null && rnd.nextInt(3) == 0 ? subgroup : ProcessGroup.WORLD_NAME;
-            int size = b.group(group).size(o.worldSize);
             CollectiveKind kind = pickOf(CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
                     CollectiveKind.ALL_GATHER, CollectiveKind.BROADCAST);
+            // Subgroups only get shape-preserving collectives: ranks outside a group pass their input through
+            // (the reference interpreter's rule), which would leave them a differently shaped value otherwise.
+            boolean shapeKept = kind == CollectiveKind.ALL_REDUCE || kind == CollectiveKind.BROADCAST;
+            String group = subgroup != null && shapeKept && rnd.nextInt(2) == 0 ? subgroup : ProcessGroup.WORLD_NAME;
+            int size = b.group(group).size(o.worldSize);
             return switch (kind) {
                 case ALL_REDUCE -> {
                     Node x = pick(this::isNumeric);
@@ -474,9 +483,12 @@ public final class RandomGraphs {
         }
 
         /** A second operand that broadcasts with {@code a}: another value, or a scalar constant. */
-        private Node partner(Node a) {
+        private Node partner(Node a) { return partner(a, a.type().shape()); }
+
+        /** Like {@link #partner(Node)}, broadcasting with {@code shape} instead of a's own. */
+        private Node partner(Node a, Shape shape) {
             if (rnd.nextInt(3) > 0) {
-                Node c = pick(n -> isNumeric(n) && Shape.broadcast(a.type().shape(), n.type().shape()) != null);
+                Node c = pick(n -> isNumeric(n) && Shape.broadcast(shape, n.type().shape()) != null);
                 if (c != null) return c;
             }
             DType t = a.type().dtype() == DType.BOOL ? DType.FLOAT32 : a.type().dtype();
@@ -487,12 +499,14 @@ public final class RandomGraphs {
         private Node scalar(double v, DType like) {
             DType t = like.isFloating() || (like.isIntegral() && v == Math.rint(v)) ? like : DType.FLOAT32;
             Node n = b.constant(new double[]{v}, new TensorType(t, Shape.SCALAR));
+            count++;
             bound.put(n, Math.abs(v));
             return n; // constants are not put in the pool: they would crowd out real values
         }
 
         private Node newInput(DType t, Shape s) {
             Node n = b.input("x" + inputs++, new TensorType(t, s));
+            count++;
             bound.put(n, t == DType.BOOL ? 1.0 : t.isIntegral() ? 4.0 : 2.0);
             pool.add(n);
             return n;
@@ -507,7 +521,10 @@ public final class RandomGraphs {
             List<Node> list = List.of(args);
             TensorType t = TypeInference.infer(op, list, b); // throws on a generator bug: we build valid ops only
             if (numelGuess(t.shape()) > MAX_NUMEL) return null;
+            // Refuse values that could overflow their dtype (half types end at 65504).
+            if (resultBound > (t.dtype().isHalf() ? 1e4 : 1e7)) return null;
             Node n = b.add(op, list, region != null && t.shape().isStatic() ? region : null);
+            count++;
             bound.put(n, t.dtype() == DType.BOOL ? 1.0 : Double.isFinite(resultBound) ? resultBound : 1e30);
             pool.add(n);
             return n;
@@ -603,8 +620,4 @@ public final class RandomGraphs {
             for (Node n : chosen) b.output("out" + i++, n);
         }
     }
-
-    /** Thrown never: documents that a generator bug surfaces as the builder's own {@link GraphException}. */
-    @SuppressWarnings("unused")
-    private static final Class<?> ERRORS = GraphException.class;
 }

@@ -1,0 +1,132 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.GraphJson;
+import dev.gatun.ir.graph.TensorSpec;
+import dev.gatun.ir.graph.UserOp;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.DType.F64;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** The bad inputs of issue 2: each fails early, and the message names the op, the tensors and the problem. */
+class BadInputTest {
+
+    @Test
+    void shapeMismatchInMatmul() {
+        var g = Gatun.graph("g");
+        var x = g.input("x", F32, 4, 3);
+        var w = g.input("w", F32, 4, 5);
+        assertThatThrownBy(() -> x.matmul(w)).isInstanceOf(GraphException.class)
+                .hasMessage("matmul('x' f32[4,3], 'w' f32[4,5]): inner dimensions 3 and 4 differ");
+    }
+
+    @Test
+    void dtypeMismatchInMatmul() {
+        var g = Gatun.graph("g");
+        var x = g.input("x", F32, 4, 4);
+        var w = g.input("w", F64, 4, 4);
+        assertThatThrownBy(() -> x.matmul(w)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("matmul('x' f32[4,4], 'w' f64[4,4])")
+                .hasMessageContaining("same floating dtype, got f32 and f64");
+    }
+
+    @Test
+    void dtypeMismatchInWhereCondition() {
+        var g = Gatun.graph("g");
+        var c = g.input("c", F32, 4);
+        var a = g.input("a", F32, 4);
+        assertThatThrownBy(() -> c.where(a, a)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("where('c' f32[4], 'a' f32[4], 'a' f32[4])")
+                .hasMessageContaining("condition 'c' must be bool, not f32");
+    }
+
+    @Test
+    void broadcastingFailure() {
+        var g = Gatun.graph("g");
+        var x = g.input("x", F32, 4, 3);
+        var y = g.input("y", F32, 4);
+        assertThatThrownBy(() -> x.add(y)).isInstanceOf(GraphException.class)
+                .hasMessage("add('x' f32[4,3], 'y' f32[4]): shapes [4,3] and [4] do not broadcast");
+        assertThatThrownBy(() -> y.expand(4, 3)).isInstanceOf(GraphException.class)
+                .hasMessage("expand('y' f32[4]): cannot broadcast [4] to [4,3]");
+    }
+
+    @Test
+    void reductionOverAMissingDim() {
+        var g = Gatun.graph("g");
+        var x = g.input("x", F32, 4, 3);
+        assertThatThrownBy(() -> x.sum(2)).isInstanceOf(GraphException.class)
+                .hasMessage("sum('x' f32[4,3]): dimension 2 does not exist (rank 2)");
+        assertThatThrownBy(() -> x.mean(true, -3)).isInstanceOf(GraphException.class)
+                .hasMessage("mean('x' f32[4,3]): dimension -3 does not exist (rank 2)");
+    }
+
+    @Test
+    void tensorFromAnotherGraph() {
+        var g1 = Gatun.graph("first");
+        var g2 = Gatun.graph("second");
+        var x = g1.input("x", F32, 4);
+        var y = g2.input("y", F32, 4);
+        assertThatThrownBy(() -> y.add(x)).isInstanceOf(GraphException.class)
+                .hasMessage("add: tensor 'x' f32[4] belongs to graph 'first', not to graph 'second'");
+        assertThatThrownBy(() -> g2.output("out", x)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("tensor 'x' f32[4] belongs to graph 'first'");
+    }
+
+    @Test
+    void unknownGroup() {
+        var g = Gatun.graph("g").world(2);
+        var x = g.input("x", F32, 4);
+        assertThatThrownBy(() -> x.allReduce(SUM, "tp")).isInstanceOf(GraphException.class)
+                .hasMessage("all_reduce('x' f32[4]): unknown group 'tp'; declare it on the graph first");
+    }
+
+    @Test
+    void reduceScatterNotDivisibleByGroupSize() {
+        var g = Gatun.graph("g").world(4).group("pair", 0, 1);
+        var x = g.input("x", F32, 6, 2);
+        assertThatThrownBy(() -> x.reduceScatter(SUM)).isInstanceOf(GraphException.class)
+                .hasMessage("reduce_scatter('x' f32[6,2]): dimension 0 of size 6 is not divisible by the size 4 of group 'world'");
+        x.reduceScatter(SUM, "pair"); // 6 splits over 2 ranks
+    }
+
+    @Test
+    void userOpOutputsNotMatchingTheirSpec() {
+        UserOp bad = UserOp.builder("widen")
+                .input(TensorSpec.of("x", F32, "n"))
+                .output(TensorSpec.of("y", F32, "n"))
+                .outputTypes(ts -> List.of(TensorType.of(DType.FLOAT32, 99)))
+                .build();
+        var g = Gatun.graph("g").register(bad);
+        var x = g.input("x", F32, 4);
+        assertThatThrownBy(() -> g.call1("widen", x)).isInstanceOf(GraphException.class)
+                .hasMessage("user op 'widen': output 0 'y' does not match its spec y: f32[n]: it has dimension 0 is 99 but 'n' is already 4");
+    }
+
+    @Test
+    void userOpInputsNotMatchingTheirSpec() {
+        UserOp op = UserOp.builder("twice").input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n")).build();
+        var g = Gatun.graph("g").register(op);
+        var x = g.input("x", F64, 4);
+        assertThatThrownBy(() -> g.call1("twice", x)).isInstanceOf(GraphException.class)
+                .hasMessage("user op 'twice': input 0 'x' has dtype f64 where f32 is declared");
+    }
+
+    @Test
+    void malformedJson() {
+        var g = Gatun.graph("g");
+        g.output("y", g.input("x", F32, 2).relu());
+        String json = GraphJson.toJson(g.build());
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"relu\"", "relu"))).isInstanceOf(GraphException.class)
+                .hasMessageMatching("malformed JSON at line \\d+, column \\d+: expected a value .*found 'relu'");
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"relu\"", "\"relux\""))).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 1 (relux): field 'op': unknown op 'relux'");
+    }
+}

@@ -1,0 +1,174 @@
+package dev.gatun.ir.graph;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.testing.RandomGraphs;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class GraphJsonTest {
+
+    /** The seeds' example graph of DESIGN.md, built on the IR directly. */
+    static Graph seeds() {
+        var b = Graph.builder("seeds").worldSize(2);
+        Node x = b.input("x", TensorType.of(DType.FLOAT32, 4, 4));
+        Node[] ar = new Node[3];
+        for (int i = 0; i < 3; i++) {
+            Node c = b.constant(new double[]{i + 1}, new TensorType(DType.FLOAT32, Shape.SCALAR));
+            Node s = b.add(new Op.Pointwise(PointwiseFn.ADD), List.of(x, c));
+            ar[i] = b.add(new Op.Collective(CollectiveKind.ALL_REDUCE, ReduceOp.SUM, "world", 0), List.of(s));
+        }
+        Node ab = b.add(new Op.Pointwise(PointwiseFn.ADD), List.of(ar[0], ar[1]));
+        Node abc = b.add(new Op.Pointwise(PointwiseFn.ADD), List.of(ab, ar[2]));
+        b.output("d", b.add(new Op.Collective(CollectiveKind.ALL_REDUCE, ReduceOp.SUM, "world", 0), List.of(abc)));
+        return b.build();
+    }
+
+    @Test
+    void writingIsDeterministicAndReadable() {
+        String json = GraphJson.toJson(seeds());
+        assertThat(GraphJson.toJson(seeds())).isEqualTo(json);
+        assertThat(json).startsWith("{\n  \"format\": \"gatun.graph\",\n  \"version\": 1,\n  \"name\": \"seeds\",\n  \"world_size\": 2,");
+        assertThat(json).contains("\"op\": \"all_reduce\"", "\"reduce_op\": \"sum\"", "\"type\": \"f32[4,4]\"", "\"outputs\": {\n    \"d\": 12\n  }");
+    }
+
+    @Test
+    void constantsKeepExactDoublesNaNAndInfinities() {
+        double[] values = {0.1, -0.0, Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, Double.MIN_VALUE, 1.0 / 3};
+        var b = Graph.builder("c");
+        Node c = b.constant(values, TensorType.of(DType.FLOAT64, values.length));
+        b.output("c", c);
+        String json = GraphJson.toJson(b.build());
+        assertThat(json).contains("\"NaN\"", "\"Infinity\"", "\"-Infinity\"");
+        var back = (Op.Constant) GraphJson.fromJson(json).outputs().get("c").op();
+        for (int i = 0; i < values.length; i++)
+            assertThat(Double.doubleToRawLongBits(back.value(i))).as("value %d", i).isEqualTo(Double.doubleToRawLongBits(values[i]));
+    }
+
+    @Test
+    void groupsWorldSizeSymbolsAndSymmetricMarksSurvive() {
+        var b = Graph.builder("marks").worldSize(4).group(ProcessGroup.of("pair", 2, 0));
+        Node x = b.input("x", new TensorType(DType.BFLOAT16, Shape.parse("n", 8)));
+        b.pushSymmetric("pair");
+        Node y = b.add(new Op.Pointwise(PointwiseFn.GELU), List.of(x));
+        b.popSymmetric();
+        Node z = b.add(new Op.Collective(CollectiveKind.ALL_REDUCE, ReduceOp.AVG, "pair", 0), List.of(y));
+        b.output("z", z);
+        Graph back = GraphJson.fromJson(GraphJson.toJson(b.build()));
+        assertThat(back.worldSize()).isEqualTo(4);
+        assertThat(back.groups().get("pair").ranks()).containsExactly(2, 0);
+        assertThat(back.node(1).symmetricGroup()).isEqualTo("pair");
+        assertThat(back.node(2).symmetricGroup()).isNull();
+        assertThat(back.inputs().get("x").type().toString()).isEqualTo("bf16[n,8]");
+    }
+
+    @Test
+    void userOpsKeepTheirDeclarationAndTakeTheHostImplementationFromTheRegistry() {
+        var b = Graph.builder("u").worldSize(2);
+        b.register(RandomGraphs.SPLIT_SIGN);
+        Node x = b.input("x", TensorType.of(DType.FLOAT32, 3, 2));
+        var outs = b.call("split_sign", List.of(x));
+        b.output("pos", outs.get(0)).output("neg", outs.get(1));
+        String json = GraphJson.toJson(b.build());
+
+        UserOp rebuilt = GraphJson.fromJson(json).userOps().get("split_sign");
+        assertThat(rebuilt.hasHostImplementation()).isFalse();
+        assertThat(rebuilt.cudaSource()).isEqualTo(RandomGraphs.SPLIT_SIGN.cudaSource());
+        assertThat(rebuilt.kernelName()).isEqualTo("split_sign");
+        assertThat(rebuilt.blockSize()).isEqualTo(128);
+        assertThat(rebuilt.symmetricInputs()).containsExactly(0);
+        assertThat(rebuilt.inputs()).isEqualTo(RandomGraphs.SPLIT_SIGN.inputs());
+        // the outputs are not fixed by the specs: the recorded call signatures type the calls
+        assertThat(rebuilt.outputTypes(List.of(TensorType.of(DType.FLOAT32, 3, 2)))).hasSize(2);
+
+        assertThat(GraphJson.fromJson(json, RandomGraphs.userOps()).userOps().get("split_sign")).isSameAs(RandomGraphs.SPLIT_SIGN);
+    }
+
+    @Test
+    void aRegisteredOpWithOtherSpecsIsRefused() {
+        var b = Graph.builder("u");
+        b.register(RandomGraphs.SCALED_ADD);
+        Node x = b.input("x", TensorType.of(DType.FLOAT32, 2, 2));
+        b.output("y", b.call("scaled_add", List.of(x, x)).getFirst());
+        String json = GraphJson.toJson(b.build());
+        UserOp other = UserOp.builder("scaled_add").input(TensorSpec.any("x")).input(TensorSpec.any("y"))
+                .output(TensorSpec.of("out", DType.FLOAT32, "a", "b")).build();
+        assertThatThrownBy(() -> GraphJson.fromJson(json, Map.of("scaled_add", other)))
+                .isInstanceOf(GraphException.class).hasMessageContaining("user op 'scaled_add'").hasMessageContaining("registered op declares");
+    }
+
+    // ---- bad input
+
+    @Test
+    void malformedJsonNamesLineAndColumn() {
+        String json = GraphJson.toJson(seeds());
+        String broken = json.replaceFirst("\"version\": 1,", "\"version\" 1,");
+        assertThatThrownBy(() -> GraphJson.fromJson(broken)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("malformed JSON at line 3, column 13").hasMessageContaining("expected ':'");
+        assertThatThrownBy(() -> GraphJson.fromJson(json.substring(0, json.length() / 2)))
+                .isInstanceOf(GraphException.class).hasMessageContaining("malformed JSON").hasMessageContaining("found the end of the text");
+    }
+
+    @Test
+    void unknownOpNamesTheNodeAndField() {
+        String json = GraphJson.toJson(seeds()).replaceFirst("\"op\": \"add\"", "\"op\": \"fused_add\"");
+        assertThatThrownBy(() -> GraphJson.fromJson(json)).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 2 (fused_add): field 'op': unknown op 'fused_add'");
+    }
+
+    @Test
+    void missingFieldNamesTheNodeAndField() {
+        String json = GraphJson.toJson(seeds()).replaceFirst(",\n\\s*\"group\": \"world\"", "");
+        assertThatThrownBy(() -> GraphJson.fromJson(json)).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 3 (all_reduce): missing field 'group'");
+    }
+
+    @Test
+    void wrongTypeNamesTheNodeAndField() {
+        String json = GraphJson.toJson(seeds()).replaceFirst("\"inputs\": \\[0, 1\\]", "\"inputs\": \"0, 1\"");
+        assertThatThrownBy(() -> GraphJson.fromJson(json)).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 2 (add): field 'inputs': expected an array, found the string \"0, 1\"");
+        String json2 = GraphJson.toJson(seeds()).replaceFirst("\"reduce_op\": \"sum\"", "\"reduce_op\": \"prod\"");
+        assertThatThrownBy(() -> GraphJson.fromJson(json2)).hasMessageContaining("node 3 (all_reduce): field 'reduce_op': unknown value 'prod'");
+    }
+
+    @Test
+    void danglingReferenceNamesTheNodeAndField() {
+        String json = GraphJson.toJson(seeds()).replaceFirst("\"inputs\": \\[0, 1\\]", "\"inputs\": [0, 42]");
+        assertThatThrownBy(() -> GraphJson.fromJson(json)).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 2 (add): field 'inputs' refers to node 42, which is not defined before it");
+        String json2 = GraphJson.toJson(seeds()).replaceFirst("\"d\": 12", "\"d\": 99");
+        assertThatThrownBy(() -> GraphJson.fromJson(json2)).hasMessageContaining("output 'd' refers to node 99");
+    }
+
+    @Test
+    void recordedTypesAreCheckedAgainstTheOps() {
+        String json = GraphJson.toJson(seeds()).replaceFirst("\"type\": \"f32\\[4,4\\]\",\n(\\s*)\"symmetric", "");
+        String wrongType = GraphJson.toJson(seeds()).replace("\"id\": 2,\n      \"op\": \"add\",\n      \"inputs\": [0, 1],\n      \"type\": \"f32[4,4]\"",
+                "\"id\": 2,\n      \"op\": \"add\",\n      \"inputs\": [0, 1],\n      \"type\": \"f64[4,4]\"");
+        assertThat(wrongType).isNotEqualTo(json);
+        assertThatThrownBy(() -> GraphJson.fromJson(wrongType)).isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 2 (add): field 'type' says f64[4,4] but the op computes f32[4,4]");
+    }
+
+    @Test
+    void typeErrorsFoundWhenRebuildingNameTheNode() {
+        // an all_reduce over a group the file does not declare
+        String json = GraphJson.toJson(seeds()).replaceFirst("\"group\": \"world\"", "\"group\": \"tp\"");
+        assertThatThrownBy(() -> GraphJson.fromJson(json)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("graph JSON: node 3 (all_reduce): all_reduce(%2 f32[4,4]): unknown group 'tp'");
+    }
+
+    @Test
+    void notAGraphDocument() {
+        assertThatThrownBy(() -> GraphJson.fromJson("[1, 2]")).hasMessageContaining("graph JSON: expected the document (an object), found array");
+        assertThatThrownBy(() -> GraphJson.fromJson("{\"format\": \"onnx\"}")).hasMessageContaining("field 'format' is \"onnx\"");
+    }
+}

@@ -1,0 +1,51 @@
+package dev.gatun.runtime;
+
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.planner.PlanOptions;
+
+import java.time.Duration;
+
+/**
+ * How a graph is compiled and run: world size, collective thresholds, planning switches, which backend,
+ * and the host backend's fault-finding knobs (random rank delays, collective timeout).
+ */
+public record CompileOptions(LoweringOptions lowering, PlanOptions planning, String backend, long delaySeed,
+                             Duration timeout, boolean cudaGraphs) {
+
+    public CompileOptions {
+        if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new IllegalArgumentException("timeout must be positive");
+    }
+
+    /** Defaults for a world of {@code n} ranks on the automatically chosen backend. */
+    public static CompileOptions world(int n) {
+        return new CompileOptions(LoweringOptions.world(n), PlanOptions.DEFAULT, "auto", 0, Duration.ofSeconds(60), true);
+    }
+
+    public int worldSize() { return lowering.worldSize(); }
+
+    /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
+    public CompileOptions backend(String name) { return new CompileOptions(lowering, planning, name, delaySeed, timeout, cudaGraphs); }
+
+    /** Host backend: ranks sleep for random short times at random points (seeded), to expose cross-rank races. */
+    public CompileOptions randomDelays(long seed) { return new CompileOptions(lowering, planning, backend, seed, timeout, cudaGraphs); }
+
+    public CompileOptions timeout(Duration t) { return new CompileOptions(lowering, planning, backend, delaySeed, t, cudaGraphs); }
+
+    public CompileOptions thresholds(long oneShotMax, long twoShotMax) {
+        return new CompileOptions(lowering.withThresholds(oneShotMax, twoShotMax), planning, backend, delaySeed, timeout, cudaGraphs);
+    }
+
+    public CompileOptions forceAllReduce(Algorithm a) {
+        return new CompileOptions(lowering.withForcedAllReduce(a), planning, backend, delaySeed, timeout, cudaGraphs);
+    }
+
+    public CompileOptions symmetricMemory(boolean on) {
+        return new CompileOptions(lowering.withSymmetricMemory(on), planning, backend, delaySeed, timeout, cudaGraphs);
+    }
+
+    public CompileOptions planning(PlanOptions p) { return new CompileOptions(lowering, p, backend, delaySeed, timeout, cudaGraphs); }
+
+    /** CUDA backend: capture partitions as CUDA graphs and replay them (default on). */
+    public CompileOptions cudaGraphs(boolean on) { return new CompileOptions(lowering, planning, backend, delaySeed, timeout, on); }
+}

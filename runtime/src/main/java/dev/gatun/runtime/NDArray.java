@@ -1,0 +1,324 @@
+package dev.gatun.runtime;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.HostTensor;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+import java.util.Objects;
+import java.util.Random;
+import java.util.StringJoiner;
+
+/**
+ * A host tensor: dtype, shape and row-major contiguous elements in a {@link MemorySegment}. This is what users
+ * pass to a graph and get back from it. Element access goes through doubles; writes round to the dtype
+ * (float16 and bfloat16 round to nearest even, integers truncate toward zero).
+ *
+ * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
+ */
+public final class NDArray implements HostTensor {
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ValueLayout.OfDouble F64 = ValueLayout.JAVA_DOUBLE_UNALIGNED;
+    private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED;
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+    private static final ValueLayout.OfLong I64 = ValueLayout.JAVA_LONG_UNALIGNED;
+
+    private final DType dtype;
+    private final long[] shape;
+    private final long numel;
+    private final MemorySegment data;
+
+    private NDArray(DType dtype, long[] shape, MemorySegment data) {
+        this.dtype = Objects.requireNonNull(dtype, "dtype");
+        this.shape = shape.clone();
+        this.numel = numel(this.shape);
+        this.data = data;
+        if (data.byteSize() < numel * dtype.byteSize())
+            throw new IllegalArgumentException("a segment of " + data.byteSize() + " bytes cannot hold " + dtype + Arrays.toString(shape)
+                    + " (" + numel * dtype.byteSize() + " bytes)");
+    }
+
+    // ------------------------------------------------------------------ factories
+
+    public static NDArray zeros(DType dtype, long... shape) {
+        long bytes = Math.max(1, numel(shape) * dtype.byteSize());
+        return new NDArray(dtype, shape, Arena.ofAuto().allocate(bytes, Math.max(8, dtype.byteSize())));
+    }
+
+    /** Views an existing segment (not copied): the caller keeps it alive and must not free it while in use. */
+    public static NDArray wrap(DType dtype, MemorySegment segment, long... shape) { return new NDArray(dtype, shape, segment); }
+
+    public static NDArray full(DType dtype, double value, long... shape) {
+        var a = zeros(dtype, shape);
+        for (long i = 0; i < a.numel; i++) a.set(i, value);
+        return a;
+    }
+
+    public static NDArray scalar(DType dtype, double value) { return full(dtype, value); }
+
+    /** Values rounded to {@code dtype}; {@code values.length} must be the shape's element count. */
+    public static NDArray of(DType dtype, double[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(dtype, shape);
+        for (int i = 0; i < values.length; i++) a.set(i, values[i]);
+        return a;
+    }
+
+    public static NDArray of(float[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.FLOAT32, shape);
+        MemorySegment.copy(values, 0, a.data, F32, 0, values.length);
+        return a;
+    }
+
+    public static NDArray of(double[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.FLOAT64, shape);
+        MemorySegment.copy(values, 0, a.data, F64, 0, values.length);
+        return a;
+    }
+
+    public static NDArray of(int[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.INT32, shape);
+        MemorySegment.copy(values, 0, a.data, I32, 0, values.length);
+        return a;
+    }
+
+    public static NDArray of(long[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.INT64, shape);
+        MemorySegment.copy(values, 0, a.data, I64, 0, values.length);
+        return a;
+    }
+
+    /** int8 values. */
+    public static NDArray of(byte[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.INT8, shape);
+        MemorySegment.copy(values, 0, a.data, ValueLayout.JAVA_BYTE, 0, values.length);
+        return a;
+    }
+
+    public static NDArray of(boolean[] values, long... shape) {
+        checkCount(values.length, shape);
+        var a = zeros(DType.BOOL, shape);
+        for (int i = 0; i < values.length; i++) a.data.set(ValueLayout.JAVA_BYTE, i, (byte) (values[i] ? 1 : 0));
+        return a;
+    }
+
+    /**
+     * Seeded random values: floating uniform in [-1, 1), integers uniform in [-10, 10], bools fair coins.
+     * The same seed gives the same array on every JVM.
+     */
+    public static NDArray random(DType dtype, long seed, long... shape) {
+        var a = zeros(dtype, shape);
+        var rnd = new Random(seed);
+        for (long i = 0; i < a.numel; i++) {
+            a.set(i, switch (dtype.kind()) {
+                case FLOAT -> rnd.nextDouble() * 2 - 1;
+                case INT -> rnd.nextInt(21) - 10;
+                case BOOL -> rnd.nextBoolean() ? 1 : 0;
+            });
+        }
+        return a;
+    }
+
+    // ------------------------------------------------------------------ accessors
+
+    @Override public DType dtype() { return dtype; }
+    @Override public long[] shape() { return shape.clone(); }
+    @Override public long numel() { return numel; }
+    public int rank() { return shape.length; }
+    public long byteSize() { return numel * dtype.byteSize(); }
+
+    /** The elements' memory (row-major, native byte order). */
+    public MemorySegment segment() { return data.asSlice(0, byteSize()); }
+
+    /** The element at a row-major linear index, as a double. */
+    @Override public double get(long index) {
+        Objects.checkIndex(index, numel);
+        return switch (dtype) {
+            case FLOAT32 -> data.getAtIndex(F32, index);
+            case FLOAT64 -> data.getAtIndex(F64, index);
+            case FLOAT16 -> Float.float16ToFloat(data.getAtIndex(I16, index));
+            case BFLOAT16 -> DTypes.bf16ToFloat(data.getAtIndex(I16, index));
+            case INT8, BOOL -> data.get(ValueLayout.JAVA_BYTE, index);
+            case INT32 -> data.getAtIndex(I32, index);
+            case INT64 -> data.getAtIndex(I64, index);
+        };
+    }
+
+    /**
+     * The element at a multi-dimensional index (one index per dimension; negative counts from the end). With a
+     * single argument on a tensor of rank other than 1 the argument is a linear index ({@link #get(long)}).
+     */
+    public double get(long... idx) {
+        if (idx.length != shape.length)
+            throw new IndexOutOfBoundsException("index " + Arrays.toString(idx) + " has " + idx.length + " entries for shape " + Arrays.toString(shape));
+        long lin = 0;
+        for (int d = 0; d < idx.length; d++) {
+            long i = idx[d] < 0 ? idx[d] + shape[d] : idx[d];
+            if (i < 0 || i >= shape[d])
+                throw new IndexOutOfBoundsException("index " + Arrays.toString(idx) + " is outside shape " + Arrays.toString(shape) + " in dimension " + d);
+            lin = lin * shape[d] + i;
+        }
+        return get(lin);
+    }
+
+    /** Writes a value, rounded to the dtype. */
+    @Override public void set(long index, double value) {
+        Objects.checkIndex(index, numel);
+        double v = DTypes.round(value, dtype);
+        switch (dtype) {
+            case FLOAT32 -> data.setAtIndex(F32, index, (float) v);
+            case FLOAT64 -> data.setAtIndex(F64, index, v);
+            case FLOAT16 -> data.setAtIndex(I16, index, Float.floatToFloat16((float) v));
+            case BFLOAT16 -> data.setAtIndex(I16, index, DTypes.floatToBf16((float) v));
+            case INT8, BOOL -> data.set(ValueLayout.JAVA_BYTE, index, (byte) v);
+            case INT32 -> data.setAtIndex(I32, index, (int) v);
+            case INT64 -> data.setAtIndex(I64, index, (long) v);
+        }
+    }
+
+    // ------------------------------------------------------------------ conversions
+
+    public double[] toDoubleArray() {
+        double[] out = new double[toIntSize()];
+        for (int i = 0; i < out.length; i++) out[i] = get(i);
+        return out;
+    }
+
+    public float[] toFloatArray() {
+        float[] out = new float[toIntSize()];
+        for (int i = 0; i < out.length; i++) out[i] = (float) get(i);
+        return out;
+    }
+
+    /** Elements as ints (floating values truncate toward zero). */
+    public int[] toIntArray() {
+        int[] out = new int[toIntSize()];
+        for (int i = 0; i < out.length; i++) out[i] = (int) (long) get(i);
+        return out;
+    }
+
+    public long[] toLongArray() {
+        long[] out = new long[toIntSize()];
+        if (dtype == DType.INT64) MemorySegment.copy(data, I64, 0, out, 0, out.length); // exact beyond 2^53
+        else for (int i = 0; i < out.length; i++) out[i] = (long) get(i);
+        return out;
+    }
+
+    public byte[] toByteArray() {
+        byte[] out = new byte[toIntSize()];
+        for (int i = 0; i < out.length; i++) out[i] = (byte) (long) get(i);
+        return out;
+    }
+
+    public boolean[] toBooleanArray() {
+        boolean[] out = new boolean[toIntSize()];
+        for (int i = 0; i < out.length; i++) out[i] = get(i) != 0;
+        return out;
+    }
+
+    /** A copy in another dtype (values round as a cast does). */
+    public NDArray to(DType other) {
+        var a = zeros(other, shape);
+        for (long i = 0; i < numel; i++) a.set(i, get(i));
+        return a;
+    }
+
+    public NDArray copy() { return to(dtype); }
+
+    // ------------------------------------------------------------------ comparison
+
+    /**
+     * Same shape and every element within {@code atol + rtol * |other|} (NumPy's rule); NaNs compare equal to
+     * NaNs and infinities to infinities of the same sign. Dtypes may differ.
+     */
+    public boolean allClose(NDArray other, double rtol, double atol) { return mismatch(other, rtol, atol) == null; }
+
+    /** {@link #allClose(NDArray, double, double)} with rtol 1e-5 and atol 1e-8, as in NumPy. */
+    public boolean allClose(NDArray other) { return allClose(other, 1e-5, 1e-8); }
+
+    /** Why this array is not close to {@code other} (the first differing element), or null when it is. */
+    public String mismatch(NDArray other, double rtol, double atol) {
+        if (!Arrays.equals(shape, other.shape)) return "shapes differ: " + Arrays.toString(shape) + " vs " + Arrays.toString(other.shape);
+        for (long i = 0; i < numel; i++) {
+            double a = get(i), b = other.get(i);
+            if (!close(a, b, rtol, atol))
+                return "element " + i + " " + Arrays.toString(unravel(i)) + ": " + a + " vs " + b
+                        + " (|diff| " + Math.abs(a - b) + " > " + (atol + rtol * Math.abs(b)) + ")";
+        }
+        return null;
+    }
+
+    private static boolean close(double a, double b, double rtol, double atol) {
+        if (Double.isNaN(a) || Double.isNaN(b)) return Double.isNaN(a) && Double.isNaN(b);
+        if (Double.isInfinite(a) || Double.isInfinite(b)) return a == b;
+        return Math.abs(a - b) <= atol + rtol * Math.abs(b);
+    }
+
+    /** Exact equality: dtype, shape and every element's bits. */
+    @Override public boolean equals(Object o) {
+        if (!(o instanceof NDArray a) || a.dtype != dtype || !Arrays.equals(a.shape, shape)) return false;
+        return segment().mismatch(a.segment()) == -1;
+    }
+
+    @Override public int hashCode() {
+        int h = Objects.hash(dtype, Arrays.hashCode(shape));
+        for (long i = 0; i < Math.min(numel, 16); i++) h = 31 * h + Double.hashCode(get(i));
+        return h;
+    }
+
+    /** {@code NDArray f32[2,3] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}; long arrays show their first 16 values. */
+    @Override public String toString() {
+        var dims = new StringJoiner(",", "[", "]");
+        for (long s : shape) dims.add(Long.toString(s));
+        var vals = new StringJoiner(", ", "[", "]");
+        long shown = Math.min(numel, 16);
+        for (long i = 0; i < shown; i++) vals.add(format(get(i)));
+        String more = numel > shown ? " ... (" + numel + " values)" : "";
+        return "NDArray " + dtype.shortName() + dims + " " + vals + more;
+    }
+
+    private String format(double v) {
+        if (dtype == DType.BOOL) return v != 0 ? "true" : "false";
+        if (dtype.isIntegral()) return Long.toString((long) v);
+        return dtype == DType.FLOAT64 ? Double.toString(v) : Float.toString((float) v);
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    /** The multi-dimensional index of a linear one. */
+    public long[] unravel(long index) {
+        long[] idx = new long[shape.length];
+        for (int d = shape.length - 1; d >= 0; d--) {
+            if (shape[d] == 0) return idx;
+            idx[d] = index % shape[d];
+            index /= shape[d];
+        }
+        return idx;
+    }
+
+    static long numel(long[] shape) {
+        long n = 1;
+        for (long s : shape) {
+            if (s < 0) throw new IllegalArgumentException("negative dimension in shape " + Arrays.toString(shape));
+            n = Math.multiplyExact(n, s);
+        }
+        return n;
+    }
+
+    private static void checkCount(int count, long[] shape) {
+        if (count != numel(shape))
+            throw new IllegalArgumentException(count + " values do not fill shape " + Arrays.toString(shape) + " (" + numel(shape) + " elements)");
+    }
+
+    private int toIntSize() {
+        if (numel > Integer.MAX_VALUE - 8) throw new IllegalStateException("an array of " + numel + " elements does not fit a Java array");
+        return (int) numel;
+    }
+}

@@ -1,0 +1,158 @@
+package dev.gatun.runtime;
+
+import dev.gatun.ir.Dim;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.Node;
+import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Planner;
+import dev.gatun.runtime.spi.Backend;
+import dev.gatun.runtime.spi.Executable;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A compiled graph ready to run: compile once, call many times, close to release everything.
+ *
+ * <pre>{@code
+ * try (var s = Session.compile(graph, CompileOptions.world(2))) {
+ *     List<Map<String, NDArray>> out = s.run(List.of(Map.of("x", x0), Map.of("x", x1)));
+ * }
+ * }</pre>
+ */
+public final class Session implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger("dev.gatun.runtime");
+
+    private final Graph graph;
+    private final CompileOptions options;
+    private final Backend backend;
+    private final LoweredGraph lowered;
+    private final Plan plan;
+    private final Executable executable;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private Session(Graph graph, CompileOptions options) {
+        this.graph = graph;
+        this.options = options;
+        this.backend = chooseBackend(options.backend());
+        this.lowered = Lowering.lower(graph, options.lowering());
+        for (String d : lowered.decisions()) LOG.log(System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
+        this.plan = Planner.plan(lowered, options.planning().withCommGranularity(backend.commGranularity()));
+        this.executable = backend.load(plan, options);
+    }
+
+    public static Session compile(Graph graph, CompileOptions options) { return new Session(graph, options); }
+
+    /** All backends on the class path, available or not. */
+    public static List<Backend> backends() {
+        var out = new ArrayList<Backend>();
+        ServiceLoader.load(Backend.class, Session.class.getClassLoader()).forEach(out::add);
+        out.sort((a, b) -> Integer.compare(b.priority(), a.priority()));
+        return out;
+    }
+
+    private static Backend chooseBackend(String name) {
+        var all = backends();
+        if (name.equals("auto")) {
+            for (Backend b : all) if (b.unavailableReason() == null) return b;
+            throw new GatunRuntimeException("no backend is available: " + all.stream().map(b -> b.name() + " (" + b.unavailableReason() + ")").toList());
+        }
+        for (Backend b : all) {
+            if (!b.name().equals(name)) continue;
+            if (b.unavailableReason() != null) throw new GatunRuntimeException("backend '" + name + "' is " + b.unavailableReason());
+            return b;
+        }
+        throw new GatunRuntimeException("unknown backend '" + name + "'; present: " + all.stream().map(Backend::name).toList());
+    }
+
+    public Graph graph() { return graph; }
+    public LoweredGraph lowered() { return lowered; }
+    public Plan plan() { return plan; }
+    public String backendName() { return backend.name(); }
+    public int worldSize() { return options.worldSize(); }
+
+    /** Why each collective took its path. */
+    public String explain() { return lowered.explain(); }
+
+    /** Runs a world of one rank. */
+    public Map<String, NDArray> run(Map<String, NDArray> inputs) {
+        if (worldSize() != 1)
+            throw new GatunRuntimeException("session '" + graph.name() + "' was compiled for a world of " + worldSize()
+                    + " ranks; pass one input map per rank");
+        return run(List.of(inputs)).getFirst();
+    }
+
+    /** Runs every rank: one input map per rank, one output map per rank. */
+    public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+        if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
+        if (inputsPerRank.size() != worldSize())
+            throw new GatunRuntimeException("session '" + graph.name() + "' was compiled for a world of " + worldSize()
+                    + " ranks but got inputs for " + inputsPerRank.size());
+        Map<String, Long> first = null;
+        for (int r = 0; r < inputsPerRank.size(); r++) {
+            var env = validate(r, inputsPerRank.get(r));
+            if (first == null) first = env;
+            else if (!first.equals(env))
+                throw new GatunRuntimeException("graph '" + graph.name() + "': rank " + r + " binds symbols " + env
+                        + " but rank 0 binds " + first + "; every rank must call with the same shapes");
+        }
+        return executable.run(inputsPerRank);
+    }
+
+    /** Checks names, dtypes and shapes; returns the symbol bindings. */
+    private Map<String, Long> validate(int rank, Map<String, NDArray> inputs) {
+        var expected = graph.inputs().keySet();
+        var missing = new TreeSet<>(expected);
+        missing.removeAll(inputs.keySet());
+        var unknown = new TreeSet<>(inputs.keySet());
+        unknown.removeAll(expected);
+        String who = "graph '" + graph.name() + "'" + (worldSize() > 1 ? " rank " + rank : "");
+        if (!missing.isEmpty()) throw new GatunRuntimeException(who + ": missing inputs " + missing);
+        if (!unknown.isEmpty()) throw new GatunRuntimeException(who + ": unknown inputs " + unknown + " (inputs are " + expected + ")");
+        var env = new HashMap<String, Long>();
+        for (Map.Entry<String, Node> e : graph.inputs().entrySet()) {
+            NDArray a = inputs.get(e.getKey());
+            if (a == null) throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' is null");
+            TensorType t = e.getValue().type();
+            long[] shape = a.shape();
+            if (a.dtype() != t.dtype())
+                throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has dtype " + a.dtype() + " but the graph declares " + t);
+            if (shape.length != t.rank())
+                throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
+            for (int d = 0; d < shape.length; d++) {
+                Dim dim = t.shape().dim(d);
+                if (dim.isStatic() && dim.size() != shape[d])
+                    throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
+                if (!dim.isStatic()) {
+                    String sym = ((Dim.Sym) dim).name();
+                    Long prev = env.putIfAbsent(sym, shape[d]);
+                    if (prev != null && prev != shape[d])
+                        throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' dimension " + d + " binds '" + sym + "' to " + shape[d]
+                                + " but an earlier input bound it to " + prev);
+                }
+            }
+        }
+        return env;
+    }
+
+    /** Releases pools and threads; idempotent. */
+    @Override public void close() {
+        if (closed.compareAndSet(false, true)) executable.close();
+    }
+
+    public boolean isClosed() { return closed.get(); }
+
+    @Override public String toString() {
+        return "Session \"" + graph.name() + "\" world=" + worldSize() + " backend=" + backend.name() + (closed.get() ? " (closed)" : "")
+                + "\n" + plan;
+    }
+}

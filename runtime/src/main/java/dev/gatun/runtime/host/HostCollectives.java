@@ -1,0 +1,139 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.Elements;
+
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+
+/**
+ * Collectives among simulated ranks. The symmetric algorithms read peers' communication buffers at the same
+ * offsets and follow the GPU protocol: start barrier, reads, trailing barrier; sums go in rank order so every
+ * rank gets bit-identical results. The NCCL path exchanges copies through a mailbox instead, as NCCL copies
+ * through its own buffers. A rank outside the group passes its input through.
+ */
+final class HostCollectives {
+    private HostCollectives() {}
+
+    static void run(HostExecutable.RankRun r, int step, Step.Collective c) {
+        var call = c.call();
+        List<Integer> members = r.world().members(call.group());
+        Buffer inB = r.executable().plan().buffer(c.input()), outB = r.executable().plan().buffer(c.output());
+        DType t = inB.type().dtype();
+        MemorySegment out = r.segment(c.output());
+        long n = r.numel(inB);
+        if (!members.contains(r.rank())) {
+            MemorySegment.copy(r.segment(c.input()), 0, out, 0, n * t.byteSize());
+            return;
+        }
+        String where = c.format();
+        switch (call.algorithm()) {
+            case ONE_SHOT -> {
+                r.barrier(call.group(), where + " (start)");
+                r.world().maybeDelay(r.rank());
+                for (long i = 0; i < n; i++) {
+                    double acc = 0;
+                    for (int k = 0; k < members.size(); k++) {
+                        double v = Elements.get(r.peer(members.get(k), c.input()), t, i);
+                        acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
+                    }
+                    Elements.set(out, t, i, finish(call.reduceOp(), acc, members.size()));
+                }
+                r.barrier(call.group(), where + " (end)");
+            }
+            case TWO_SHOT -> {
+                // reduce my slice into my own slot (in place), then gather every rank's slice from its slot
+                int me = members.indexOf(r.rank()), size = members.size();
+                long chunk = Math.ceilDiv(n, size);
+                MemorySegment mine = r.peer(r.rank(), c.input());
+                r.barrier(call.group(), where + " (start)");
+                r.world().maybeDelay(r.rank());
+                for (long i = me * chunk; i < Math.min(n, (me + 1) * chunk); i++) {
+                    double acc = 0;
+                    for (int k = 0; k < size; k++) {
+                        double v = Elements.get(r.peer(members.get(k), c.input()), t, i);
+                        acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
+                    }
+                    Elements.set(mine, t, i, finish(call.reduceOp(), acc, size));
+                }
+                r.barrier(call.group(), where + " (reduced)");
+                r.world().maybeDelay(r.rank());
+                for (int k = 0; k < size; k++) {
+                    MemorySegment src = r.peer(members.get(k), c.input());
+                    for (long i = k * chunk; i < Math.min(n, (k + 1) * chunk); i++) Elements.set(out, t, i, Elements.get(src, t, i));
+                }
+                r.barrier(call.group(), where + " (end)");
+            }
+            case SYMM_MEM -> {
+                int me = members.indexOf(r.rank()), size = members.size();
+                r.barrier(call.group(), where + " (start)");
+                r.world().maybeDelay(r.rank());
+                switch (call.kind()) {
+                    case REDUCE_SCATTER -> {
+                        long m = r.numel(outB);
+                        for (long i = 0; i < m; i++) {
+                            double acc = 0;
+                            for (int k = 0; k < size; k++) {
+                                double v = Elements.get(r.peer(members.get(k), c.input()), t, me * m + i);
+                                acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
+                            }
+                            Elements.set(out, t, i, finish(call.reduceOp(), acc, size));
+                        }
+                    }
+                    case ALL_GATHER -> {
+                        for (int k = 0; k < size; k++) {
+                            MemorySegment src = r.peer(members.get(k), c.input());
+                            MemorySegment.copy(src, 0, out, k * n * t.byteSize(), n * t.byteSize());
+                        }
+                    }
+                    default -> throw new IllegalStateException(call.kind() + " has no symmetric-memory algorithm");
+                }
+                r.barrier(call.group(), where + " (end)");
+            }
+            case NCCL -> nccl(r, step, c, members, t, n, out);
+        }
+    }
+
+    private static void nccl(HostExecutable.RankRun r, int step, Step.Collective c, List<Integer> members, DType t, long n, MemorySegment out) {
+        var call = c.call();
+        int me = members.indexOf(r.rank()), size = members.size();
+        double[][] box = r.world().mailbox(step, size);
+        MemorySegment in = r.segment(c.input());
+        double[] mine = new double[Math.toIntExact(n)];
+        for (int i = 0; i < mine.length; i++) mine[i] = Elements.get(in, t, i);
+        box[me] = mine;
+        r.barrier(call.group(), c.format() + " (exchange)");
+        switch (call.kind()) {
+            case ALL_REDUCE, REDUCE_SCATTER -> {
+                long m = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? n : n / size;
+                long base = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? 0 : me * m;
+                for (long i = 0; i < m; i++) {
+                    double acc = 0;
+                    for (int k = 0; k < size; k++) acc = k == 0 ? box[k][(int) (base + i)] : combine(call.reduceOp(), acc, box[k][(int) (base + i)]);
+                    Elements.set(out, t, i, finish(call.reduceOp(), acc, size));
+                }
+            }
+            case ALL_GATHER -> {
+                for (int k = 0; k < size; k++) for (int i = 0; i < n; i++) Elements.set(out, t, k * n + i, box[k][i]);
+            }
+            case BROADCAST -> {
+                double[] src = box[call.root()];
+                for (int i = 0; i < n; i++) Elements.set(out, t, i, src[i]);
+            }
+        }
+        r.barrier(call.group(), c.format() + " (done)");
+    }
+
+    static double combine(ReduceOp op, double acc, double v) {
+        return switch (op) {
+            case SUM, AVG -> acc + v;
+            case MAX -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.max(acc, v);
+            case MIN -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.min(acc, v);
+        };
+    }
+
+    static double finish(ReduceOp op, double acc, int size) { return op == ReduceOp.AVG ? acc / size : acc; }
+}

@@ -1,0 +1,250 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Pool;
+import dev.gatun.planner.Step;
+import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.Elements;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.RankFailedException;
+import dev.gatun.runtime.spi.Executable;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A plan loaded on the host backend: every rank is a thread of this JVM with its own pools (memory
+ * segments); a communication pool is one segment per rank that peers read at the same offsets, so the
+ * collectives run the GPU algorithms with the same barriers, and a slot reused too early shows up as a
+ * wrong result here too.
+ */
+final class HostExecutable implements Executable {
+    private final Plan plan;
+    private final CompileOptions options;
+    private final int world;
+    private final Arena arena = Arena.ofShared();
+    /** pools[rank] : pool name -> memory */
+    private final List<Map<String, MemorySegment>> pools = new ArrayList<>();
+    private final Map<String, List<Integer>> groups = new HashMap<>();
+    private final ExecutorService threads;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final AtomicLong calls = new AtomicLong();
+
+    HostExecutable(Plan plan, CompileOptions options) {
+        this.plan = plan;
+        this.options = options;
+        this.world = plan.worldSize();
+        for (ProcessGroup g : plan.lowered().graph().groups().values()) groups.put(g.name(), g.members(world));
+        for (int r = 0; r < world; r++) {
+            var m = new LinkedHashMap<String, MemorySegment>();
+            for (Pool p : plan.pools()) m.put(p.name(), arena.allocate(Math.max(1, p.allocationBytes()), 128));
+            pools.add(m);
+            writeConstants(r);
+        }
+        threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
+    }
+
+    private void writeConstants(int rank) {
+        for (Buffer b : plan.lowered().buffers()) {
+            if (!(b instanceof ConstantBuffer c)) continue;
+            MemorySegment seg = placed(rank, b.name());
+            double[] v = c.values();
+            for (int i = 0; i < v.length; i++) Elements.set(seg, b.type().dtype(), i, v[i]);
+        }
+    }
+
+    /** A placed buffer's memory on a rank. */
+    MemorySegment placed(int rank, String buffer) {
+        Plan.Placement p = plan.placement(buffer);
+        return pools.get(rank).get(p.pool()).asSlice(p.offset(), p.bytes());
+    }
+
+    Plan plan() { return plan; }
+
+    @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+        if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
+        var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());
+        var futures = new ArrayList<Future<Map<String, NDArray>>>();
+        for (int r = 0; r < world; r++) {
+            int rank = r;
+            futures.add(threads.submit(() -> {
+                try {
+                    return new RankRun(this, hw, rank, inputsPerRank.get(rank)).run();
+                } catch (Throwable t) {
+                    hw.fail(rank, t);
+                    throw t;
+                }
+            }));
+        }
+        var out = new ArrayList<Map<String, NDArray>>();
+        for (Future<Map<String, NDArray>> f : futures) {
+            try {
+                out.add(f.get());
+            } catch (ExecutionException e) {
+                out.add(null);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new GatunRuntimeException("interrupted while running '" + plan.name() + "'", e);
+            }
+        }
+        HostWorld.Failure f = hw.failure();
+        if (f != null) {
+            Throwable c = f.cause();
+            throw new RankFailedException(f.rank(), "graph '" + plan.name() + "': rank " + f.rank() + " failed: " + c.getMessage()
+                    + (world > 1 ? "; the other ranks stopped" : ""), c);
+        }
+        return out;
+    }
+
+    List<Integer> members(String group) { return groups.get(group); }
+
+    @Override public void close() {
+        if (closed.compareAndSet(false, true)) {
+            threads.shutdownNow();
+            arena.close();
+        }
+    }
+
+    /** One rank's execution of one call. */
+    static final class RankRun {
+        private final HostExecutable exe;
+        private final HostWorld world;
+        private final int rank;
+        private final Map<String, NDArray> inputs;
+        private final Map<String, MemorySegment> storage = new HashMap<>();
+        private final Map<String, Long> env = new HashMap<>();
+
+        RankRun(HostExecutable exe, HostWorld world, int rank, Map<String, NDArray> inputs) {
+            this.exe = exe;
+            this.world = world;
+            this.rank = rank;
+            this.inputs = inputs;
+        }
+
+        Map<String, NDArray> run() {
+            Plan plan = exe.plan;
+            for (InputBuffer in : plan.lowered().inputs().values()) {
+                NDArray a = inputs.get(in.inputName());
+                long[] shape = a.shape();
+                for (int d = 0; d < shape.length; d++)
+                    if (!in.type().shape().dim(d).isStatic()) env.put(in.type().shape().dim(d).toString(), shape[d]);
+                if (plan.placement(in.name()) == null) storage.put(in.name(), a.segment());
+            }
+            for (var p : plan.placements().values()) storage.put(p.buffer(), exe.placed(rank, p.buffer()));
+            try (Arena dynamic = Arena.ofConfined()) {
+                List<Step> steps = plan.steps();
+                for (int i = 0; i < steps.size(); i++) {
+                    world.maybeDelay(rank);
+                    world.checkFailed(rank);
+                    execute(i, steps.get(i), dynamic);
+                }
+                var out = new LinkedHashMap<String, NDArray>();
+                plan.outputs().forEach((name, buf) -> out.put(name, readOut(plan.buffer(buf))));
+                return out;
+            }
+        }
+
+        private void execute(int index, Step s, Arena dynamic) {
+            switch (s) {
+                case Step.AllocPool a -> { }
+                case Step.Place p -> { }
+                case Step.Release r -> { }
+                case Step.AllocDynamic d -> storage.put(d.buffer(), dynamic.allocate(Math.max(1, bytes(exe.plan.buffer(d.buffer()))), 16));
+                case Step.CopyIn c -> MemorySegment.copy(inputs.get(c.input()).segment(), 0, storage.get(c.buffer()), 0, bytes(exe.plan.buffer(c.buffer())));
+                case Step.Launch l -> launch(l.kernel());
+                case Step.Collective c -> HostCollectives.run(this, index, c);
+                case Step.Matmul m -> HostMatmul.run(segment(m.a()), exe.plan.buffer(m.a()), segment(m.b()), exe.plan.buffer(m.b()),
+                        segment(m.output()), exe.plan.buffer(m.output()), env);
+                case Step.CallUserOp u -> HostUserOps.run(this, u);
+                case Step.Barrier b -> barrier(b.group(), "barrier(\"" + b.group() + "\")");
+            }
+        }
+
+        private void launch(Kernel k) {
+            int n = k.inputs().size(), m = k.stores().size();
+            var in = new MemorySegment[n];
+            var inT = new DType[n];
+            for (int i = 0; i < n; i++) {
+                in[i] = storage.get(k.inputs().get(i));
+                inT[i] = exe.plan.buffer(k.inputs().get(i)).type().dtype();
+            }
+            var out = new MemorySegment[m];
+            var outT = new DType[m];
+            for (int i = 0; i < m; i++) {
+                String name = k.stores().get(i).buffer();
+                out[i] = storage.get(name);
+                outT[i] = exe.plan.buffer(name).type().dtype();
+            }
+            KernelInterpreter.run(k, new KernelInterpreter.Bound(in, inT, out, outT), env);
+        }
+
+        int rank() { return rank; }
+        HostWorld world() { return world; }
+        HostExecutable executable() { return exe; }
+        Map<String, Long> env() { return env; }
+
+        void barrier(String group, String where) {
+            if (world.members(group).contains(rank)) world.barrier(group).await(rank, where);
+        }
+
+        long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }
+
+        long numel(Buffer b) { return b.type().shape().symNumel().eval(env); }
+
+        /** The memory of a buffer (a view starts at its offset inside its storage). */
+        MemorySegment segment(String name) {
+            Buffer b = exe.plan.buffer(name);
+            MemorySegment base = storage.get(b.storage().name());
+            if (b instanceof ViewBuffer v) {
+                long off = v.layout().offset().eval(env) * b.type().dtype().byteSize();
+                return base.asSlice(off);
+            }
+            return base;
+        }
+
+        /** A peer's memory for a symmetric buffer: the same pool offset on rank {@code peer}. */
+        MemorySegment peer(int peer, String name) {
+            Buffer b = exe.plan.buffer(name).storage();
+            if (!b.isSymmetric()) throw new IllegalStateException(name + " is not in symmetric memory");
+            return exe.placed(peer, b.name());
+        }
+
+        /** An output as a fresh row-major array (views are read through their strides). */
+        private NDArray readOut(Buffer b) {
+            long[] shape = b.type().shape().sizes(env);
+            NDArray out = NDArray.zeros(b.type().dtype(), shape);
+            MemorySegment base = storage.get(b.storage().name());
+            Layout.Fixed l = b.layout().fix();
+            long off = l.offset().eval(env);
+            long[] strides = KernelInterpreter.eval(l.strides(), env);
+            long[] idx = new long[shape.length];
+            for (long i = 0; i < out.numel(); i++) {
+                KernelInterpreter.unravel(i, shape, idx, 0);
+                long p = off;
+                for (int k = 0; k < idx.length; k++) p += strides[k] * idx[k];
+                out.set(i, Elements.get(base, b.type().dtype(), p));
+            }
+            return out;
+        }
+    }
+}

@@ -1,0 +1,45 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.runtime.Elements;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Map;
+
+/** Batched matrix product of row-major operands, batch dimensions broadcast, accumulated in double. */
+final class HostMatmul {
+    private HostMatmul() {}
+
+    static void run(MemorySegment a, Buffer aB, MemorySegment b, Buffer bB, MemorySegment out, Buffer outB, Map<String, Long> env) {
+        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
+        int ra = sa.length, rb = sb.length, ro = so.length;
+        long m = sa[ra - 2], k = sa[ra - 1], n = sb[rb - 1];
+        long batches = 1;
+        for (int d = 0; d < ro - 2; d++) batches *= so[d];
+        DType ta = aB.type().dtype(), tb = bB.type().dtype(), to = outB.type().dtype();
+        long[] idx = new long[Math.max(0, ro - 2)];
+        for (long bi = 0; bi < batches; bi++) {
+            KernelInterpreter.unravel(bi, java.util.Arrays.copyOf(so, ro - 2), idx, 0);
+            long offA = batchOffset(idx, sa, m * k), offB = batchOffset(idx, sb, k * n), offO = bi * m * n;
+            for (long i = 0; i < m; i++)
+                for (long j = 0; j < n; j++) {
+                    double acc = 0;
+                    for (long p = 0; p < k; p++) acc += Elements.get(a, ta, offA + i * k + p) * Elements.get(b, tb, offB + p * n + j);
+                    Elements.set(out, to, offO + i * n + j, acc);
+                }
+        }
+    }
+
+    /** Offset of a broadcast batch index into an operand whose batch dims are right-aligned with the output's. */
+    private static long batchOffset(long[] outIdx, long[] shape, long matrix) {
+        int batchRank = shape.length - 2, shift = outIdx.length - batchRank;
+        long off = 0, stride = matrix;
+        for (int d = batchRank - 1; d >= 0; d--) {
+            long i = shape[d] == 1 ? 0 : outIdx[d + shift];
+            off += i * stride;
+            stride *= shape[d];
+        }
+        return off;
+    }
+}

@@ -1,0 +1,31 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.ir.graph.HostTensor;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+
+import java.util.ArrayList;
+
+/** Calls a user op's host implementation with views of its (row-major) inputs and outputs. */
+final class HostUserOps {
+    private HostUserOps() {}
+
+    static void run(HostExecutable.RankRun r, Step.CallUserOp u) {
+        if (!u.op().hasHostImplementation())
+            throw new GatunRuntimeException("user op '" + u.op().name() + "' has no host implementation, so the host backend cannot run it");
+        var ins = new ArrayList<HostTensor>();
+        for (String name : u.inputs()) ins.add(view(r, name));
+        var outs = new ArrayList<HostTensor>();
+        for (String name : u.outputs()) outs.add(view(r, name));
+        // a user op that reads peers' symmetric inputs relies on the barrier the planner places after it
+        u.op().host().run(java.util.Collections.unmodifiableList(ins), java.util.Collections.unmodifiableList(outs), r.rank(),
+                r.executable().plan().worldSize());
+    }
+
+    private static NDArray view(HostExecutable.RankRun r, String name) {
+        Buffer b = r.executable().plan().buffer(name);
+        return NDArray.wrap(b.type().dtype(), r.segment(name), b.type().shape().sizes(r.env()));
+    }
+}

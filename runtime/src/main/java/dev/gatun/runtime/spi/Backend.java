@@ -1,0 +1,25 @@
+package dev.gatun.runtime.spi;
+
+import dev.gatun.planner.Plan;
+import dev.gatun.runtime.CompileOptions;
+
+/**
+ * Executes plans. Backends are found with {@link java.util.ServiceLoader}; the session picks the available
+ * one with the highest priority unless the options name one.
+ */
+public interface Backend {
+    /** "host", "cuda", ... */
+    String name();
+
+    /** Higher wins in automatic choice. */
+    int priority();
+
+    /** Null when usable here, else why not (e.g. "unavailable: no CUDA driver"). */
+    String unavailableReason();
+
+    /** Allocation granularity of symmetric memory, for the planner to round communication pools to. */
+    long commGranularity();
+
+    /** Allocates what the plan needs once; the result runs the plan any number of times. */
+    Executable load(Plan plan, CompileOptions options);
+}

@@ -1,0 +1,14 @@
+package dev.gatun.runtime.spi;
+
+import dev.gatun.runtime.NDArray;
+
+import java.util.List;
+import java.util.Map;
+
+/** A plan loaded on a backend: pools allocated, kernels ready. Closing releases everything; it is idempotent. */
+public interface Executable extends AutoCloseable {
+    /** Runs every rank this process drives; inputs and outputs per rank. Inputs are already validated. */
+    List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank);
+
+    @Override void close();
+}

@@ -1,0 +1,110 @@
+package dev.gatun.runtime;
+
+import dev.gatun.ir.DType;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class NDArrayTest {
+
+    @Test
+    void factoriesFromJavaArraysKeepValuesAndShape() {
+        var f = NDArray.of(new float[]{1, 2, 3, 4, 5, 6}, 2, 3);
+        assertThat(f.dtype()).isEqualTo(DType.FLOAT32);
+        assertThat(f.shape()).containsExactly(2, 3);
+        assertThat(f.get(1, 2)).isEqualTo(6);
+        assertThat(f.get(-1, 0)).isEqualTo(4);
+        assertThat(f.toFloatArray()).containsExactly(1, 2, 3, 4, 5, 6);
+        assertThat(NDArray.of(new double[]{0.1}, 1).toDoubleArray()).containsExactly(0.1);
+        assertThat(NDArray.of(new int[]{-7, 8}, 2).toIntArray()).containsExactly(-7, 8);
+        assertThat(NDArray.of(new long[]{Long.MAX_VALUE}, 1).toLongArray()).containsExactly(Long.MAX_VALUE);
+        assertThat(NDArray.of(new byte[]{-128, 127}, 2).dtype()).isEqualTo(DType.INT8);
+        assertThat(NDArray.of(new byte[]{-128, 127}, 2).toByteArray()).containsExactly(-128, 127);
+        assertThat(NDArray.of(new boolean[]{true, false}, 2).toBooleanArray()).containsExactly(true, false);
+        assertThat(NDArray.of(new boolean[]{true, false}, 2).segment().byteSize()).isEqualTo(2);
+        assertThatThrownBy(() -> NDArray.of(new float[]{1, 2, 3}, 2, 2)).hasMessageContaining("3 values do not fill shape [2, 2]");
+        assertThatThrownBy(() -> f.get(2, 0)).isInstanceOf(IndexOutOfBoundsException.class).hasMessageContaining("dimension 0");
+    }
+
+    @Test
+    void float16RoundsToNearestEven() {
+        var h = NDArray.zeros(DType.FLOAT16, 4);
+        h.set(0, 1 + Math.pow(2, -11));      // halfway between 1 and the next half (1 + 2^-10): ties to even, 1
+        h.set(1, 1 + 3 * Math.pow(2, -11));  // halfway between 1+2^-10 and 1+2^-9: ties to even, 1 + 2^-9
+        h.set(2, 70000);                     // beyond the largest half (65504): infinity
+        h.set(3, 1e-8);                      // below the smallest subnormal's half: zero
+        assertThat(h.toDoubleArray()).containsExactly(1, 1 + Math.pow(2, -9), Double.POSITIVE_INFINITY, 0);
+        assertThat(h.byteSize()).isEqualTo(8);
+    }
+
+    @Test
+    void bfloat16RoundsToNearestEven() {
+        var b = NDArray.zeros(DType.BFLOAT16, 5);
+        b.set(0, 1 + Math.pow(2, -8));       // tie: stays 1 (even)
+        b.set(1, 1 + 3 * Math.pow(2, -8));   // tie: rounds up to 1 + 2^-6 (even)
+        b.set(2, 1 + Math.pow(2, -8) + Math.pow(2, -20)); // above the tie: up
+        b.set(3, Double.NaN);
+        b.set(4, 3.0e38);                    // inside bfloat16's range (it shares float32's exponent)
+        double[] v = b.toDoubleArray();
+        assertThat(v[0]).isEqualTo(1);
+        assertThat(v[1]).isEqualTo(1 + Math.pow(2, -6));
+        assertThat(v[2]).isEqualTo(1 + Math.pow(2, -7));
+        assertThat(v[3]).isNaN();
+        assertThat(v[4]).isCloseTo(3.0e38, org.assertj.core.data.Percentage.withPercentage(0.5));
+        assertThat(DTypes.floatToBf16(1.0f)).isEqualTo((short) 0x3F80);
+    }
+
+    @Test
+    void integerStoresTruncateTowardZeroAndBoolIsNonZero() {
+        var i = NDArray.of(DType.INT32, new double[]{2.9, -2.9, 0.5}, 3);
+        assertThat(i.toIntArray()).containsExactly(2, -2, 0);
+        var b = NDArray.of(DType.BOOL, new double[]{0, -0.0, 0.1, Double.NaN}, 4);
+        assertThat(b.toBooleanArray()).containsExactly(false, false, true, true);
+        assertThat(NDArray.of(DType.INT8, new double[]{200}, 1).toIntArray()).containsExactly(-56); // wraps like a C cast
+    }
+
+    @Test
+    void fullRandomAndConversions() {
+        assertThat(NDArray.full(DType.FLOAT64, 2.5, 2, 2).toDoubleArray()).containsOnly(2.5);
+        assertThat(NDArray.scalar(DType.INT64, 3).shape()).isEmpty();
+        assertThat(NDArray.scalar(DType.INT64, 3).get(0)).isEqualTo(3);
+        var r1 = NDArray.random(DType.FLOAT32, 42, 3, 5);
+        assertThat(r1).isEqualTo(NDArray.random(DType.FLOAT32, 42, 3, 5)).isNotEqualTo(NDArray.random(DType.FLOAT32, 43, 3, 5));
+        for (double v : r1.toDoubleArray()) assertThat(v).isBetween(-1.0, 1.0);
+        for (int v : NDArray.random(DType.INT32, 1, 100).toIntArray()) assertThat(v).isBetween(-10, 10);
+        assertThat(r1.to(DType.FLOAT16).dtype()).isEqualTo(DType.FLOAT16);
+        assertThat(r1.to(DType.FLOAT16).allClose(r1, 1e-3, 1e-3)).isTrue();
+        assertThat(r1.copy()).isEqualTo(r1);
+    }
+
+    @Test
+    void allCloseFollowsNumPysRuleAndExplainsMismatches() {
+        var a = NDArray.of(new double[]{1, 2, Double.NaN, Double.POSITIVE_INFINITY}, 4);
+        var b = NDArray.of(new double[]{1 + 1e-6, 2, Double.NaN, Double.POSITIVE_INFINITY}, 4);
+        assertThat(a.allClose(b)).isTrue();
+        var c = NDArray.of(new double[]{1, 2.1, Double.NaN, Double.POSITIVE_INFINITY}, 4);
+        assertThat(a.allClose(c)).isFalse();
+        assertThat(a.mismatch(c, 1e-5, 1e-8)).startsWith("element 1 [1]: 2.0 vs 2.1");
+        assertThat(a.allClose(c, 0, 0.2)).isTrue();
+        assertThat(a.mismatch(NDArray.of(new double[]{1, 2}, 2), 1, 1)).contains("shapes differ");
+        var inf = NDArray.of(new double[]{Double.NEGATIVE_INFINITY}, 1);
+        assertThat(inf.allClose(NDArray.of(new double[]{Double.POSITIVE_INFINITY}, 1), 1, 1)).isFalse();
+    }
+
+    @Test
+    void toStringShowsDtypeShapeAndFirstValues() {
+        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 2, 2).toString()).isEqualTo("NDArray f32[2,2] [1.0, 2.0, 3.0, 4.0]");
+        assertThat(NDArray.of(new boolean[]{true}, 1).toString()).isEqualTo("NDArray bool[1] [true]");
+        assertThat(NDArray.full(DType.INT32, 7, 20).toString()).endsWith("7, 7] ... (20 values)");
+    }
+
+    @Test
+    void wrapsAnExistingSegmentWithoutCopying() {
+        var a = NDArray.of(new float[]{1, 2}, 2);
+        var view = NDArray.wrap(DType.FLOAT32, a.segment(), 2);
+        view.set(0, 9);
+        assertThat(a.get(0)).isEqualTo(9);
+        assertThatThrownBy(() -> NDArray.wrap(DType.FLOAT64, a.segment(), 2)).hasMessageContaining("cannot hold");
+    }
+}
