@@ -181,6 +181,9 @@ public final class Planner {
                 long size = sequential(pool, e.getValue());
                 pools.add(new Pool(pool, Pool.Kind.SYMM_INPUTS, e.getKey(), size, size, Bytes.roundUp(size, options.commGranularity())));
                 persistent.addAll(e.getValue());
+                // the next call's copy_in overwrites these slots: peers must have finished reading them by the
+                // end of this call (a trailing barrier of a later collective, or a final barrier)
+                for (Buffer b : e.getValue()) commEnd(b, e.getKey(), lastPeerRead.get(b), n);
             }
             if (!regular.isEmpty()) {
                 var r = OffsetAssigner.assign(regular);

@@ -126,9 +126,7 @@ public final class Lowering {
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
                 var call = (ExternBuffer) ((BufferValue) values.get(n.input(0))).buffer();
-                var out = new ExternOutputBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, o.index(), n.id());
-                call.addExtraOutput(out);
-                yield new BufferValue(register(out));
+                yield new BufferValue(call.extraOutputs().get(o.index() - 1));
             }
         };
     }
@@ -425,7 +423,16 @@ public final class Lowering {
                 operands.add(contiguous(new BufferValue(in), "user op '" + u.name() + "'"));
             }
         }
-        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), new ExternCall.UserOpCall(u, group), operands, n.id()));
+        var call = new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), new ExternCall.UserOpCall(u, group), operands, n.id());
+        register(call);
+        // every output is written by the call, used or not, so each gets a buffer
+        var types = u.outputTypes(n.inputs().stream().map(Node::type).toList());
+        for (int i = 1; i < types.size(); i++) {
+            var extra = new ExternOutputBuffer(next(), Layout.contiguous(types.get(i).dtype(), types.get(i).shape()), call, i, -1);
+            call.addExtraOutput(extra);
+            register(extra);
+        }
+        return call;
     }
 
     /** A node made inside a symmetric region: its result goes to that group's pool where possible. */

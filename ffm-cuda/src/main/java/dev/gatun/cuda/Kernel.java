@@ -1,0 +1,83 @@
+package dev.gatun.cuda;
+
+import dev.gatun.cuda.ffi.driver.driver;
+import dev.gatun.cuda.internal.Errors;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * A kernel of a loaded {@link Module}. {@link #launch} packs Java arguments: {@code Integer}, {@code Long},
+ * {@code Float}, {@code Double}, {@code Short}, {@code Byte}, {@code Boolean} (one byte), {@code Character} (two
+ * bytes) by value; {@link DeviceBuffer}, {@link PinnedHostBuffer} and {@link MemorySegment} as pointers. Kernel
+ * parameters must match those C types exactly (for example {@code int} for Integer, {@code float*} for a buffer).
+ */
+public final class Kernel {
+    private final Module module;
+    private final String name;
+    private final MemorySegment function;
+
+    Kernel(Module module, String name, MemorySegment function) {
+        this.module = module;
+        this.name = name;
+        this.function = function;
+    }
+
+    public String name() { return name; }
+
+    /** The raw {@code CUfunction}. */
+    public MemorySegment handle() {
+        module.ensureOpen();
+        return function;
+    }
+
+    /** Launches with {@code cuLaunchKernel}. */
+    public void launch(LaunchConfig config, Object... args) {
+        module.ensureOpen();
+        Device device = module.device();
+        device.enter();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment params = pack(arena, args);
+            Dim3 g = config.grid();
+            Dim3 b = config.block();
+            Errors.driver(driver.cuLaunchKernel(function, g.x(), g.y(), g.z(), b.x(), b.y(), b.z(),
+                    config.sharedMemBytes(), Stream.handleOf(config.stream()), params, MemorySegment.NULL),
+                    "cuLaunchKernel(" + name + ")");
+        }
+    }
+
+    /** Packs arguments into a {@code void*[]} whose entries point at each value, as cuLaunchKernel wants. */
+    static MemorySegment pack(SegmentAllocator arena, Object... args) {
+        MemorySegment params = arena.allocate(ValueLayout.ADDRESS, Math.max(1, args.length));
+        for (int i = 0; i < args.length; i++) {
+            params.setAtIndex(ValueLayout.ADDRESS, i, value(arena, args[i], i));
+        }
+        return params;
+    }
+
+    private static MemorySegment value(SegmentAllocator a, Object arg, int index) {
+        return switch (arg) {
+            case Integer v -> a.allocateFrom(ValueLayout.JAVA_INT, v);
+            case Long v -> a.allocateFrom(ValueLayout.JAVA_LONG, v);
+            case Float v -> a.allocateFrom(ValueLayout.JAVA_FLOAT, v);
+            case Double v -> a.allocateFrom(ValueLayout.JAVA_DOUBLE, v);
+            case Short v -> a.allocateFrom(ValueLayout.JAVA_SHORT, v);
+            case Byte v -> a.allocateFrom(ValueLayout.JAVA_BYTE, v);
+            case Boolean v -> a.allocateFrom(ValueLayout.JAVA_BYTE, (byte) (v ? 1 : 0));
+            case Character v -> a.allocateFrom(ValueLayout.JAVA_CHAR, v);
+            case DeviceBuffer b -> a.allocateFrom(ValueLayout.JAVA_LONG, b.address());
+            case PinnedHostBuffer b -> a.allocateFrom(ValueLayout.JAVA_LONG, b.address());
+            case MemorySegment s -> a.allocateFrom(ValueLayout.JAVA_LONG, s.address());
+            case null -> throw new IllegalArgumentException("kernel argument " + index + " is null");
+            default -> throw new IllegalArgumentException("kernel argument " + index + " has unsupported type "
+                    + arg.getClass().getName());
+        };
+    }
+
+    @Override
+    public String toString() {
+        return "Kernel[" + name + "]";
+    }
+}

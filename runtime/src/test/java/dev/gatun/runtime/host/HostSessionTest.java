@@ -1,0 +1,141 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.TensorSpec;
+import dev.gatun.ir.graph.UserOp;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.RankFailedException;
+import dev.gatun.runtime.Session;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.DType.I32;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class HostSessionTest {
+
+    static Graph seeds(int n) {
+        var g = Gatun.graph("seeds");
+        var x = g.input("x", F32, n, n);
+        var a = x.add(1).allReduce(SUM);
+        var b = x.add(2).allReduce(SUM);
+        var c = x.add(3).allReduce(SUM);
+        g.output("d", a.add(b).add(c).allReduce(SUM));
+        return g.build();
+    }
+
+    static List<Map<String, NDArray>> rankPlusOne(int world, int n) {
+        return java.util.stream.IntStream.range(0, world).mapToObj(r -> Map.of("x", NDArray.full(F32, r + 1, n, n))).toList();
+    }
+
+    @Test
+    void seedsGives42OnEveryRank() {
+        try (var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"))) {
+            assertThat(s.backendName()).isEqualTo("host");
+            assertThat(s.plan().toString()).contains("alloc_symmetric(192 B");
+            for (int call = 0; call < 3; call++) {
+                var out = s.run(rankPlusOne(2, 4));
+                for (var rank : out) assertThat(rank.get("d").toFloatArray()).containsOnly(42f);
+            }
+        }
+    }
+
+    @Test
+    void seedsOnFourRanksWithDelays() {
+        // x = rank+1 on 4 ranks: a = 4*? ... each all-reduce sums ranks: sum(r+1+k) = 10 + 4k; d = 4 * (14 + 18 + 22)
+        try (var s = Session.compile(seeds(8), CompileOptions.world(4).backend("host").randomDelays(7))) {
+            for (var rank : s.run(rankPlusOne(4, 8))) assertThat(rank.get("d").toFloatArray()).containsOnly(4f * (14 + 18 + 22));
+        }
+    }
+
+    @Test
+    void wrongShapeDtypeNamesAndWorldAreRejected() {
+        try (var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"))) {
+            var good = rankPlusOne(2, 4);
+            assertThatThrownBy(() -> s.run(List.of(Map.of("x", NDArray.full(F32, 1, 4, 5)), good.get(1))))
+                    .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("rank 0").hasMessageContaining("'x' has shape [4, 5]")
+                    .hasMessageContaining("f32[4,4]");
+            assertThatThrownBy(() -> s.run(List.of(good.get(0), Map.of("x", NDArray.full(I32, 1, 4, 4)))))
+                    .hasMessageContaining("rank 1").hasMessageContaining("dtype i32");
+            assertThatThrownBy(() -> s.run(List.of(Map.of("y", NDArray.full(F32, 1, 4, 4)), good.get(1))))
+                    .hasMessageContaining("missing inputs [x]");
+            assertThatThrownBy(() -> s.run(good.subList(0, 1))).hasMessageContaining("world of 2").hasMessageContaining("inputs for 1");
+            assertThatThrownBy(() -> s.run(good.get(0))).hasMessageContaining("one input map per rank");
+        }
+    }
+
+    @Test
+    void closedSessionRefusesAndCloseIsIdempotent() {
+        var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"));
+        s.close();
+        s.close();
+        assertThat(s.isClosed()).isTrue();
+        assertThatThrownBy(() -> s.run(rankPlusOne(2, 4))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("closed");
+    }
+
+    @Test
+    void aRankThatThrowsStopsTheOthersWithItsName() {
+        var boom = UserOp.builder("boom")
+                .input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n"))
+                .host((in, out, rank, world) -> {
+                    if (rank == 1) throw new IllegalStateException("rank one exploded");
+                    for (long i = 0; i < in.getFirst().numel(); i++) out.getFirst().set(i, in.getFirst().get(i));
+                })
+                .build();
+        var g = Gatun.graph("boom").register(boom);
+        var x = g.input("x", F32, 16);
+        g.output("y", g.call1("boom", x).allReduce(SUM));
+        try (var s = Session.compile(g.build(), CompileOptions.world(3).backend("host").timeout(Duration.ofSeconds(20)))) {
+            var in = java.util.stream.IntStream.range(0, 3).mapToObj(r -> Map.of("x", NDArray.full(F32, r, 16))).toList();
+            long t0 = System.nanoTime();
+            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+                    .hasMessageContaining("rank 1 failed").hasMessageContaining("rank one exploded")
+                    .satisfies(e -> assertThat(((RankFailedException) e).rank()).isEqualTo(1));
+            assertThat(System.nanoTime() - t0).as("others stop promptly, not at the timeout").isLessThan(Duration.ofSeconds(10).toNanos());
+        }
+    }
+
+    @Test
+    void aRankThatNeverArrivesTimesOutNamingIt() {
+        var slow = UserOp.builder("slow")
+                .input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n"))
+                .host((in, out, rank, world) -> {
+                    if (rank == 0) {
+                        try { Thread.sleep(3000); } catch (InterruptedException e) { Thread.currentThread().interrupt(); }
+                    }
+                })
+                .build();
+        var g = Gatun.graph("slow").register(slow);
+        g.output("y", g.call1("slow", g.input("x", F32, 8)).allReduce(SUM));
+        try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").timeout(Duration.ofMillis(300)))) {
+            var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
+            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+                    .hasMessageContaining("timed out").hasMessageContaining("waiting for ranks [0]");
+        }
+    }
+
+    @Test
+    void symbolicShapesRunThroughNccl() {
+        var g = Gatun.graph("dyn");
+        var x = g.input("x", F32, "n", 3);
+        g.output("y", x.mul(2).allReduce(SUM).sum(0));
+        try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host"))) {
+            assertThat(s.plan().toString()).contains("all_reduce.nccl").contains("alloc_dynamic");
+            for (int n : new int[]{1, 5}) {
+                var in = List.of(Map.of("x", NDArray.full(F32, 1, n, 3)), Map.of("x", NDArray.full(F32, 2, n, 3)));
+                for (var r : s.run(in)) assertThat(r.get("y").toFloatArray()).containsOnly(6f * n);
+            }
+            var mismatched = List.of(Map.of("x", NDArray.full(F32, 1, 2, 3)), Map.of("x", NDArray.full(F32, 2, 3, 3)));
+            assertThatThrownBy(() -> s.run(mismatched)).hasMessageContaining("same shapes");
+        }
+    }
+}
