@@ -1,0 +1,12 @@
+/** Sessions, host tensors, the backend SPI, the host backend and the reference interpreter. */
+module dev.gatun.runtime {
+    requires transitive dev.gatun.planner;
+    requires transitive dev.gatun.dsl;
+
+    exports dev.gatun.runtime;
+    exports dev.gatun.runtime.spi;
+    exports dev.gatun.runtime.reference;
+
+    uses dev.gatun.runtime.spi.Backend;
+    provides dev.gatun.runtime.spi.Backend with dev.gatun.runtime.host.HostBackend;
+}
