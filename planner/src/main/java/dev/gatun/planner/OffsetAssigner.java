@@ -37,7 +37,6 @@ public final class OffsetAssigner {
                 .thenComparingLong(i -> -(items.get(i).upper() - items.get(i).lower()))
                 .thenComparingLong(i -> items.get(i).lower())
                 .thenComparingInt(i -> i));
-        // placed items sorted by lower bound, so the overlap scan can stop early
         var placed = new ArrayList<Integer>();
         long size = 0;
         for (int idx : order) {

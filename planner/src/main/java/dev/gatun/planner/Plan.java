@@ -45,7 +45,7 @@ public final class Plan {
         this.plainPeak = plainPeak;
         this.chosenPeak = chosenPeak;
         this.text = body();
-        this.fingerprint = Fingerprint.of("world=" + lowered.worldSize() + "\n" + text + "\n" + kernelSources());
+        this.fingerprint = Fingerprint.of(canonical());
     }
 
     public String name() { return lowered.graph().name(); }
@@ -93,6 +93,15 @@ public final class Plan {
 
     /** Why each collective took its path (from lowering). */
     public String explain() { return lowered.explain(); }
+
+    /** Everything that decides what the plan computes: world, groups, constants, steps and kernels. */
+    private String canonical() {
+        var sb = new StringBuilder("world=").append(lowered.worldSize()).append('\n');
+        lowered.graph().groups().values().forEach(g -> sb.append("group ").append(g).append('\n'));
+        for (Buffer b : lowered.buffers())
+            if (b instanceof dev.gatun.ir.lower.ConstantBuffer c) sb.append(b.name()).append(" = ").append(java.util.Arrays.toString(c.values())).append('\n');
+        return sb.append(text).append('\n').append(kernelSources()).toString();
+    }
 
     private String body() {
         var sb = new StringBuilder();

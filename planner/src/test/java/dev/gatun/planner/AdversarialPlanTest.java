@@ -1,0 +1,283 @@
+package dev.gatun.planner;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.ir.testing.RandomGraphs;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.function.Consumer;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** Hand-made graphs aimed at the planner's rules: cross-rank lifetimes, path-2 inputs, in-place reuse. */
+class AdversarialPlanTest {
+
+    static Plan plan(String name, int world, Consumer<GraphBuilder> body) { return plan(name, world, PlanOptions.DEFAULT, body); }
+
+    static Plan plan(String name, int world, PlanOptions options, Consumer<GraphBuilder> body) {
+        var g = Gatun.graph(name).world(world);
+        g.register(RandomGraphs.SPLIT_SIGN);
+        g.register(RandomGraphs.SCALED_ADD);
+        body.accept(g);
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(world)), options);
+        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+        return p;
+    }
+
+    static Step.Place place(Plan p, String buffer) {
+        return p.steps().stream().filter(s -> s instanceof Step.Place pl && pl.buffer().equals(buffer)).map(s -> (Step.Place) s).findFirst().orElseThrow();
+    }
+
+    static Step.CallUserOp userOp(Plan p) {
+        return p.steps().stream().filter(s -> s instanceof Step.CallUserOp).map(s -> (Step.CallUserOp) s).findFirst().orElseThrow();
+    }
+
+    /** A copy of {@code p} with {@code buffer} moved to {@code offset} (its Place step and its placement). */
+    static Plan moved(Plan p, String buffer, long offset) {
+        var steps = new ArrayList<Step>();
+        for (Step s : p.steps())
+            steps.add(s instanceof Step.Place pl && pl.buffer().equals(buffer)
+                    ? new Step.Place(pl.buffer(), pl.pool(), offset, pl.bytes(), pl.type(), pl.strides(), null, false) : s);
+        var placements = new LinkedHashMap<>(p.placements());
+        var at = placements.get(buffer);
+        placements.put(buffer, new Plan.Placement(buffer, at.pool(), offset, at.bytes()));
+        return new Plan(p.lowered(), p.pools(), steps, placements, p.kernels(), p.partitions(), "mutated", p.plainOrderPeak(), p.estimatedPeak());
+    }
+
+    // ------------------------------------------------------------------ cross-rank lifetime
+
+    /**
+     * split_sign reads its symmetric input t from peers and ends with no barrier; u = pos * 2 is written into
+     * the same pool before the all-reduce whose barrier frees t. Locally t is dead when u is written, but a
+     * peer may still read it: u must not take t's slot.
+     */
+    static void peerReadWithoutBarrier(GraphBuilder g) {
+        var x = g.input("x", F32, 4, 4);
+        var r = g.call("split_sign", x.add(1));
+        var y = r.get(0).mul(2).allReduce(SUM);
+        g.output("y", y.add(r.get(1)));
+    }
+
+    @Test
+    void slotReadByPeersWithoutABarrierIsNotReusedBeforeTheNextBarrier() {
+        Plan p = plan("cross_rank", 2, AdversarialPlanTest::peerReadWithoutBarrier);
+        String t = userOp(p).inputs().getFirst();
+        String u = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> ((Step.Collective) s).input()).findFirst().orElseThrow();
+        var tAt = p.placement(t);
+        var uAt = p.placement(u);
+        assertThat(tAt.pool()).isEqualTo(uAt.pool());
+        assertThat(p.pool(tAt.pool()).kind()).isEqualTo(Pool.Kind.COMM);
+        assertThat(uAt.offset()).as(p.toString()).isNotEqualTo(tAt.offset());
+        assertThat(p.pool(tAt.pool()).maxLive()).as("both slots count towards max-live").isEqualTo(128);
+        // the checker catches the mistake the planner avoided
+        Plan bad = moved(p, u, tAt.offset());
+        assertThat(PlanChecks.overlaps(bad)).singleElement().asString().contains(t).contains(u);
+    }
+
+    @Test
+    void withPerRankLifetimesTheSameSlotWouldHaveBeenReused() {
+        // sanity of the previous test: if the user op's input were local (no symmetric input), the slot is reusable
+        Plan p = plan("local_reuse", 2, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var y = g.call1("scaled_add", x.add(1), x.add(2));
+            g.output("y", y.mul(2).allReduce(SUM));
+        });
+        assertThat(p.pools().stream().filter(x -> x.kind() == Pool.Kind.COMM)).singleElement().extracting(Pool::bytes).isEqualTo(64L);
+    }
+
+    @Test
+    void pathTwoInputReadByPeersGetsABarrierBeforeTheCallReturns() {
+        Plan p = plan("userop_input", 2, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var r = g.call("split_sign", x);
+            g.output("p", r.get(0));
+            g.output("n", r.get(1));
+        });
+        assertThat(p.pools()).anySatisfy(x -> assertThat(x.kind()).isEqualTo(Pool.Kind.SYMM_INPUTS));
+        assertThat(p.steps()).anySatisfy(s -> assertThat(s).isInstanceOf(Step.CopyIn.class));
+        var barriers = p.steps().stream().filter(s -> s instanceof Step.Barrier).map(s -> (Step.Barrier) s).toList();
+        assertThat(barriers).as(p.toString()).singleElement().satisfies(b -> {
+            assertThat(b.group()).isEqualTo("world");
+            assertThat(b.why()).contains("x");
+        });
+        int barrierAt = p.steps().indexOf(barriers.getFirst());
+        assertThat(p.partitions().getFirst().last()).isGreaterThanOrEqualTo(barrierAt);
+    }
+
+    @Test
+    void communicationBufferReadByPeersLastGetsAFinalBarrier() {
+        Plan p = plan("final_barrier", 2, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var r = g.call("split_sign", x.add(1));
+            g.output("p", r.get(0));
+            g.output("n", r.get(1));
+        });
+        int barrier = -1, release = -1;
+        for (int i = 0; i < p.steps().size(); i++) {
+            if (p.steps().get(i) instanceof Step.Barrier) barrier = i;
+            if (p.steps().get(i) instanceof Step.Release) release = i;
+        }
+        assertThat(barrier).isGreaterThan(0).isLessThan(release);
+    }
+
+    @Test
+    void subgroupAndWorldPoolsAreSeparate() {
+        Plan p = plan("sub", 4, g -> {
+            g.group("sub", 0, 1);
+            var x = g.input("x", F32, 4, 4);
+            var t = x.add(1).allReduce(SUM, "sub");
+            var r = g.call("split_sign", t);
+            g.output("u", r.get(0).add(x).allReduce(SUM).add(r.get(1)));
+        });
+        var comm = p.pools().stream().filter(x -> x.kind() == Pool.Kind.COMM).toList();
+        assertThat(comm).extracting(Pool::group).containsExactlyInAnyOrder("sub", "world");
+        assertThat(p.steps().stream().filter(s -> s instanceof Step.Release)).hasSize(2);
+    }
+
+    @Test
+    void twoShotAndNcclPlansAreValid() {
+        for (var lo : new LoweringOptions[]{LoweringOptions.world(3).withThresholds(0, 1 << 20), LoweringOptions.world(3).withSymmetricMemory(false)}) {
+            var g = Gatun.graph("seeds").world(3);
+            var x = g.input("x", F32, 4, 4);
+            var a = x.add(1).allReduce(SUM);
+            var b = x.add(2).allReduce(SUM);
+            g.output("d", a.add(b).allReduce(SUM));
+            Plan p = Planner.plan(Lowering.lower(g.build(), lo));
+            assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+            if (!lo.symmetricMemory()) assertThat(p.pools()).noneMatch(Pool::isSymmetric);
+        }
+    }
+
+    // ------------------------------------------------------------------ path 2 and outputs
+
+    @Test
+    void inputThatIsAlsoAnOutputIsCopiedOutOfSymmetricMemory() {
+        Plan p = plan("in_out", 2, g -> {
+            var x = g.input("x", F32, 4, 4);
+            g.output("y", x.allReduce(SUM));
+            g.output("x", x);
+        });
+        String xOut = p.outputs().get("x");
+        var at = p.placement(PlanChecks.storage(p, xOut));
+        assertThat(at).isNotNull();
+        assertThat(p.pool(at.pool()).isSymmetric()).isFalse();
+        assertThat(p.steps().stream().filter(s -> s instanceof Step.CopyIn)).hasSize(1);
+    }
+
+    @Test
+    void symmetricRegionValuesThatAreOutputsAreCopiedOut() {
+        Plan p = plan("region", 2, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var t = g.symmetric("world", () -> x.add(1).exp());
+            g.output("t", t);
+            g.output("s", t.sum(0));
+        });
+        assertThat(PlanChecks.commRules(p)).isEmpty();
+    }
+
+    @Test
+    void sameCommunicationBufferReadByTwoCollectivesLivesUntilTheSecond() {
+        Plan p = plan("twice", 2, g -> {
+            var t = g.input("x", F32, 4, 4).add(1);
+            g.output("a", t.allReduce(SUM));
+            g.output("b", t.allReduce(SUM).mul(3));
+            g.output("c", t.mul(2).allReduce(SUM));
+        });
+        assertThat(PlanChecks.overlaps(p)).isEmpty();
+    }
+
+    // ------------------------------------------------------------------ in-place reuse
+
+    @Test
+    void elementwiseKernelWritesInPlaceOfADeadRegularInput() {
+        Plan p = plan("in_place", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            var m = x.matmul(w);              // regular, extern
+            var e = m.exp().add(1);           // one kernel reading m element by element, m dead after it
+            g.output("y", e.matmul(w));
+        });
+        var inPlace = p.steps().stream().filter(s -> s instanceof Step.Place pl && pl.inPlace()).map(s -> (Step.Place) s).toList();
+        assertThat(inPlace).as(p.toString()).singleElement().satisfies(pl -> {
+            assertThat(p.placement(pl.reuses()).offset()).isEqualTo(pl.offset());
+            assertThat(p.pool(pl.pool()).kind()).isEqualTo(Pool.Kind.REGULAR);
+            assertThat(pl.format()).contains("in place of " + pl.reuses());
+        });
+        Plan without = plan("in_place", 1, PlanOptions.DEFAULT.withInPlace(false), g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            g.output("y", x.matmul(w).exp().add(1).matmul(w));
+        });
+        assertThat(without.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());
+    }
+
+    @Test
+    void noInPlaceWhenTheInputIsReadLaterOrTransposedOrAnOutput() {
+        Plan later = plan("read_later", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            var m = x.matmul(w);
+            var e = m.exp();
+            g.output("y", e.matmul(w).add(m.matmul(w)));
+        });
+        Plan transposed = plan("transposed", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            g.output("y", x.matmul(w).t().exp().matmul(w));
+        });
+        Plan output = plan("output", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            var m = x.matmul(w);
+            g.output("m", m);
+            g.output("y", m.exp().matmul(w));
+        });
+        for (Plan p : new Plan[]{later, transposed, output}) {
+            for (Step s : p.steps()) {
+                if (!(s instanceof Step.Place pl) || !pl.inPlace()) continue;
+                // whatever is written in place, it is never over a buffer read later, a viewed one or an output
+                assertThat(p.outputs().values()).doesNotContain(pl.reuses());
+                assertThat(p.lowered().buffers()).noneMatch(b -> b instanceof dev.gatun.ir.lower.ViewBuffer v && v.base().name().equals(pl.reuses()));
+            }
+        }
+        assertThat(transposed.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());
+        assertThat(output.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());
+    }
+
+    @Test
+    void communicationBuffersAreNeverWrittenInPlace() {
+        Plan p = plan("comm_in_place", 2, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            var m = x.matmul(w);                                  // regular, dead after the next kernel
+            g.output("y", m.exp().allReduce(SUM));                // exp(m) is written straight into the pool
+        });
+        var coll = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> (Step.Collective) s).findFirst().orElseThrow();
+        assertThat(place(p, coll.input()).inPlace()).isFalse();
+        assertThat(p.pool(place(p, coll.input()).pool()).kind()).isEqualTo(Pool.Kind.COMM);
+    }
+
+    // ------------------------------------------------------------------ the checker itself
+
+    @Test
+    void checkerFlagsOverlappingLiveBuffers() {
+        Plan p = SeedsPlanTest.plan(2);
+        var first = p.kernels().getFirst().outputs();
+        Plan bad = moved(p, first.get(1), p.placement(first.get(0)).offset());
+        assertThat(PlanChecks.overlaps(bad)).isNotEmpty();
+        assertThat(PlanChecks.all(p)).isEmpty();
+    }
+
+    @Test
+    void checkerFlagsAPlacementOutsideItsPool() {
+        Plan p = SeedsPlanTest.plan(2);
+        Plan bad = moved(p, p.kernels().getFirst().outputs().getFirst(), 1024);
+        assertThat(PlanChecks.poolSizes(bad)).isNotEmpty();
+    }
+}

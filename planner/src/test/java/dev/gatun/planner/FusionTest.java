@@ -1,0 +1,218 @@
+package dev.gatun.planner;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.ir.graph.PointwiseFn;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.ir.testing.RandomGraphs;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.function.Consumer;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
+
+class FusionTest {
+
+    static Plan plan(String name, int world, Consumer<GraphBuilder> body) {
+        var g = Gatun.graph(name);
+        if (world > 1) g.world(world);
+        body.accept(g);
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(world)));
+        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+        return p;
+    }
+
+    static List<Step> deviceSteps(Plan p) { return p.steps().stream().filter(Step::isDeviceWork).toList(); }
+
+    static boolean uses(KExpr e, PointwiseFn fn) {
+        return switch (e) {
+            case KExpr.Apply a -> a.fn() == fn || a.args().stream().anyMatch(x -> uses(x, fn));
+            case KExpr.Cast c -> uses(c.x(), fn);
+            default -> false;
+        };
+    }
+
+    @Test
+    void verticalChainIsOneKernelStoringOnlyTheLastValue() {
+        Plan p = plan("chain", 1, g -> g.output("y", g.input("x", F32, 8, 8).add(1).mul(2).exp().neg()));
+        assertThat(p.kernels()).hasSize(1);
+        Kernel k = p.kernels().getFirst();
+        assertThat(k.locals()).hasSize(4);
+        assertThat(k.inputs()).containsExactly("x");
+        assertThat(k.outputs()).containsExactly(p.outputs().get("y"));
+        assertThat(k.stores()).singleElement().extracting(Kernel.Store::local).isEqualTo(3);
+        // intermediates are neither stored nor placed anywhere
+        assertThat(p.placements()).containsOnlyKeys(p.outputs().get("y"));
+        assertThat(p.pools()).singleElement().extracting(Pool::bytes).isEqualTo(256L);
+    }
+
+    @Test
+    void horizontalSiblingsReadingOneInputAreOneKernel() {
+        Plan p = plan("siblings", 1, g -> {
+            var x = g.input("x", F32, 4, 4);
+            g.output("a", x.add(1));
+            g.output("b", x.mul(2));
+            g.output("c", x.exp());
+        });
+        assertThat(p.kernels()).hasSize(1);
+        Kernel k = p.kernels().getFirst();
+        assertThat(k.inputs()).containsExactly("x");
+        assertThat(k.outputs()).containsExactlyInAnyOrderElementsOf(p.outputs().values());
+        assertThat(k.name()).startsWith("fused_");
+    }
+
+    @Test
+    void unrelatedPointwiseOpsOnDifferentInputsStayApart() {
+        Plan p = plan("apart", 1, g -> {
+            g.output("a", g.input("x", F32, 4, 4).add(1));
+            g.output("b", g.input("y", F32, 4, 4).add(1));
+        });
+        assertThat(p.kernels()).hasSize(2);
+    }
+
+    @Test
+    void differentIterationSpacesDoNotFuse() {
+        Plan p = plan("shapes", 1, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var r = x.sum(1);              // reduction: its own kernel
+            g.output("a", r.add(1));       // [4]: not in the [4,4] iteration space
+            g.output("b", x.add(1));
+        });
+        assertThat(p.kernels().stream().map(Kernel::ranges).distinct()).hasSizeGreaterThanOrEqualTo(2);
+        for (Kernel k : p.kernels()) if (!k.isReduction()) assertThat(k.locals()).hasSize(1);
+    }
+
+    @Test
+    void reductionAbsorbsAPrivatePointwiseProducer() {
+        Plan p = plan("absorb", 1, g -> g.output("s", g.input("x", F32, 4, 8).mul(2).sum(1)));
+        assertThat(p.kernels()).as(p.toString()).hasSize(1);
+        Kernel k = p.kernels().getFirst();
+        assertThat(k.isReduction()).isTrue();
+        assertThat(k.inputs()).containsExactly("x");
+        assertThat(k.locals()).anySatisfy(e -> assertThat(uses(e, PointwiseFn.MUL)).isTrue());
+        assertThat(p.placements()).containsOnlyKeys(p.outputs().get("s"));
+    }
+
+    @Test
+    void aProducerReadThroughAViewIsStoredNotAbsorbed() {
+        Plan p = plan("absorbT", 1, g -> g.output("s", g.input("x", F32, 4, 8).mul(2).t().sum(1)));
+        assertThat(p.kernels()).hasSize(2);
+        Kernel mul = p.kernels().getFirst(), red = p.kernels().getLast();
+        assertThat(red.isReduction()).isTrue();
+        assertThat(red.inputs()).containsExactlyElementsOf(mul.outputs());
+        // the reduction reads the stored product transposed: buf[i0 + 8*i1]
+        var load = red.locals().stream().flatMap(e -> PlanChecks.loads(e).stream()).findFirst().orElseThrow();
+        assertThat(load.strides().stream().map(Object::toString).toList()).containsExactly("1", "8");
+    }
+
+    /**
+     * Only the reduction's direct producer is absorbed: in {@code exp(x * 2).sum(1)} the exp joins the reduction
+     * and the multiply stays a kernel of its own (a fusion opportunity left open, not an error).
+     */
+    @Test
+    void reductionAbsorbsItsDirectProducerOfAChain() {
+        Plan p = plan("absorbChain", 1, g -> g.output("s", g.input("x", F32, 4, 8).mul(2).exp().sum(1)));
+        Kernel red = p.kernels().getLast();
+        assertThat(red.isReduction()).isTrue();
+        assertThat(red.locals()).anySatisfy(e -> assertThat(uses(e, PointwiseFn.EXP)).isTrue());
+        assertThat(p.kernels()).hasSizeLessThanOrEqualTo(2);
+    }
+
+    @Test
+    void reductionDoesNotAbsorbAProducerOthersNeed() {
+        Plan p = plan("shared", 1, g -> {
+            var t = g.input("x", F32, 4, 8).mul(2);
+            g.output("s", t.sum(1));
+            g.output("t", t);
+        });
+        assertThat(p.kernels()).hasSize(2);
+        var red = p.kernels().stream().filter(Kernel::isReduction).findFirst().orElseThrow();
+        assertThat(red.inputs()).containsExactly(p.outputs().get("t"));
+    }
+
+    @Test
+    void collectivesAreFusionBarriers() {
+        Plan p = plan("coll", 2, g -> g.output("y", g.input("x", F32, 4, 4).add(1).allReduce(SUM).mul(2)));
+        var dev = deviceSteps(p);
+        assertThat(dev).hasSize(3);
+        assertThat(dev.get(0)).isInstanceOf(Step.Launch.class);
+        assertThat(dev.get(1)).isInstanceOf(Step.Collective.class);
+        assertThat(dev.get(2)).isInstanceOf(Step.Launch.class);
+    }
+
+    @Test
+    void matmulIsAFusionBarrier() {
+        Plan p = plan("mm", 1, g -> {
+            var x = g.input("x", F32, 4, 4);
+            var w = g.input("w", F32, 4, 4);
+            g.output("y", x.add(1).matmul(w).mul(2));
+        });
+        var dev = deviceSteps(p);
+        assertThat(dev).hasSize(3);
+        assertThat(dev.get(1)).isInstanceOf(Step.Matmul.class);
+        assertThat(p.kernels()).allSatisfy(k -> assertThat(k.locals()).hasSize(1));
+    }
+
+    @Test
+    void userOpsAreFusionBarriers() {
+        Plan p = plan("user", 1, g -> {
+            g.register(RandomGraphs.SCALED_ADD);
+            var x = g.input("x", F32, 4, 4);
+            var y = g.call1("scaled_add", x.add(1), x.mul(2));
+            g.output("z", y.exp());
+        });
+        var dev = deviceSteps(p);
+        assertThat(dev).hasSize(3);
+        assertThat(dev.get(0)).isInstanceOf(Step.Launch.class);
+        assertThat(((Step.Launch) dev.get(0)).kernel().outputs()).hasSize(2);
+        assertThat(dev.get(1)).isInstanceOf(Step.CallUserOp.class);
+        assertThat(dev.get(2)).isInstanceOf(Step.Launch.class);
+    }
+
+    @Test
+    void fusedIntermediateThatIsAlsoAnOutputIsStored() {
+        Plan p = plan("stored", 1, g -> {
+            var t = g.input("x", F32, 4, 4).add(1);
+            g.output("t", t);
+            g.output("u", t.mul(2).neg());
+        });
+        assertThat(p.kernels()).hasSize(1);
+        Kernel k = p.kernels().getFirst();
+        assertThat(k.locals()).hasSize(3);
+        assertThat(k.outputs()).containsExactlyInAnyOrder(p.outputs().get("t"), p.outputs().get("u"));
+        assertThat(p.placements()).hasSize(2);
+    }
+
+    @Test
+    void fusedIntermediateReadByALaterKernelOutsideIsStored() {
+        Plan p = plan("escape", 2, g -> {
+            var t = g.input("x", F32, 4, 4).add(1);
+            var r = t.mul(2).allReduce(SUM);
+            g.output("y", r.add(t));
+        });
+        var first = p.kernels().getFirst();
+        var last = p.kernels().getLast();
+        assertThat(first.outputs()).hasSize(2);
+        assertThat(last.inputs()).containsAnyElementsOf(first.outputs());
+    }
+
+    @Test
+    void transposedReadOfAFusedValueIsNotFusedVertically() {
+        Plan p = plan("transpose", 1, g -> {
+            var t = g.input("x", F32, 4, 4).add(1);
+            g.output("y", t.t().mul(2));
+        });
+        // either t is stored and read by a second kernel, or y is computed straight from x; never a Local read across indices
+        for (Kernel k : p.kernels())
+            for (int i = 0; i < k.locals().size(); i++)
+                if (k.locals().get(i) instanceof KExpr.Apply a && a.args().stream().anyMatch(x -> x instanceof KExpr.Local))
+                    assertThat(PlanChecks.loads(a)).allSatisfy(l -> assertThat(l.strides()).isNotEqualTo(List.of()));
+        assertThat(p.kernels()).hasSize(2);
+    }
+}

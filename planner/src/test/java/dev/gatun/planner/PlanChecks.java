@@ -1,0 +1,321 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Independent checks of a {@link Plan}: lifetimes are recomputed from the plan's steps alone (not from the
+ * planner's internal liveness), then every invariant DESIGN.md and the planner issue state is verified.
+ * Each check returns a list of violations (empty when the plan is fine), so tests can print them all.
+ */
+final class PlanChecks {
+    private PlanChecks() {}
+
+    /** A storage buffer's lifetime in step indices, inclusive at both ends. */
+    record Life(String buffer, int start, int end, Plan.Placement at) {
+        boolean overlapsInTime(Life o) { return start <= o.end && o.start <= end; }
+        boolean overlapsInMemory(Life o) {
+            return at.pool().equals(o.at.pool()) && at.offset() < o.at.offset() + o.at.bytes() && o.at.offset() < at.offset() + at.bytes()
+                    && at.bytes() > 0 && o.at.bytes() > 0;
+        }
+    }
+
+    static String storage(Plan p, String name) { return p.buffer(name).storage().name(); }
+
+    /** Storages a step reads (views resolved to their base). */
+    static List<String> reads(Plan p, Step s) {
+        var names = switch (s) {
+            case Step.Launch l -> l.kernel().inputs();
+            case Step.Collective c -> List.of(c.input());
+            case Step.Matmul m -> List.of(m.a(), m.b());
+            case Step.CallUserOp u -> u.inputs();
+            default -> List.<String>of();
+        };
+        return names.stream().map(n -> storage(p, n)).distinct().toList();
+    }
+
+    /** Storages a step writes. */
+    static List<String> writes(Plan p, Step s) {
+        var names = switch (s) {
+            case Step.Launch l -> l.kernel().outputs();
+            case Step.Collective c -> List.of(c.output());
+            case Step.Matmul m -> List.of(m.output());
+            case Step.CallUserOp u -> u.outputs();
+            case Step.CopyIn c -> List.of(c.buffer());
+            default -> List.<String>of();
+        };
+        return names.stream().map(n -> storage(p, n)).toList();
+    }
+
+    /** Storages whose memory peers of the step's group read directly (symmetric collectives, symmetric user-op inputs). */
+    static List<String> peerReads(Plan p, Step s) {
+        return switch (s) {
+            case Step.Collective c when c.call().algorithm().isSymmetric() -> List.of(storage(p, c.input()));
+            case Step.CallUserOp u -> {
+                var out = new ArrayList<String>();
+                for (int i = 0; i < u.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(storage(p, u.inputs().get(i)));
+                yield out;
+            }
+            default -> List.of();
+        };
+    }
+
+    /** Whether every rank of {@code group} has finished all earlier peer reads once this step completes. */
+    static boolean isBarrier(Step s, String group) {
+        return switch (s) {
+            case Step.Collective c -> c.call().group().equals(group) && c.call().algorithm().endsWithBarrier();
+            case Step.Barrier b -> b.group().equals(group);
+            default -> false;
+        };
+    }
+
+    /**
+     * Lifetimes of every placed storage: from the step that writes it to its last reader, outputs to the end,
+     * persistent buffers (constants, path-2 inputs) the whole plan; communication buffers until the first
+     * barrier of their group at or after the last peer read (or the end).
+     */
+    static Map<String, Life> lifetimes(Plan p) {
+        var steps = p.steps();
+        int end = steps.size();
+        var start = new HashMap<String, Integer>();
+        var lastRead = new HashMap<String, Integer>();
+        var lastPeer = new HashMap<String, Integer>();
+        for (int i = 0; i < steps.size(); i++) {
+            Step s = steps.get(i);
+            for (String b : writes(p, s)) start.putIfAbsent(b, i);
+            for (String b : reads(p, s)) lastRead.put(b, i);
+            for (String b : peerReads(p, s)) lastPeer.put(b, i);
+        }
+        var outputs = new HashSet<String>();
+        p.outputs().values().forEach(o -> outputs.add(storage(p, o)));
+        var lives = new LinkedHashMap<String, Life>();
+        for (var e : p.placements().entrySet()) {
+            String b = e.getKey();
+            Plan.Placement at = e.getValue();
+            Pool pool = p.pool(at.pool());
+            if (pool.kind() == Pool.Kind.CONSTANT || pool.kind() == Pool.Kind.SYMM_INPUTS) {
+                lives.put(b, new Life(b, 0, end, at));
+                continue;
+            }
+            int s = start.getOrDefault(b, -1);
+            if (s < 0) throw new AssertionError("placed buffer " + b + " is never written by a step");
+            int e2 = Math.max(s, lastRead.getOrDefault(b, s));
+            if (outputs.contains(b)) e2 = end;
+            if (pool.kind() == Pool.Kind.COMM && lastPeer.containsKey(b)) {
+                int free = end;
+                for (int i = lastPeer.get(b); i < steps.size(); i++) if (isBarrier(steps.get(i), pool.group())) { free = i; break; }
+                e2 = Math.max(e2, free);
+            }
+            lives.put(b, new Life(b, s, e2, at));
+        }
+        return lives;
+    }
+
+    static Map<String, Step.Place> places(Plan p) {
+        var m = new HashMap<String, Step.Place>();
+        for (Step s : p.steps()) if (s instanceof Step.Place pl) m.put(pl.buffer(), pl);
+        return m;
+    }
+
+    /** (a) No two buffers alive at once overlap in memory, save a legal in-place reuse. */
+    static List<String> overlaps(Plan p) {
+        var bad = new ArrayList<String>();
+        var lives = new ArrayList<>(lifetimes(p).values());
+        var places = places(p);
+        for (int i = 0; i < lives.size(); i++) {
+            for (int j = i + 1; j < lives.size(); j++) {
+                Life a = lives.get(i), b = lives.get(j);
+                if (!a.overlapsInTime(b) || !a.overlapsInMemory(b)) continue;
+                if (legalInPlace(p, places, a, b) || legalInPlace(p, places, b, a)) continue;
+                bad.add("buffers " + a + " and " + b + " are alive at the same time and overlap in " + a.at.pool());
+            }
+        }
+        return bad;
+    }
+
+    /** {@code out} written in place of {@code in}: regular pool, same slot, by an elementwise kernel that reads in last, aligned. */
+    static boolean legalInPlace(Plan p, Map<String, Step.Place> places, Life in, Life out) {
+        Step.Place pl = places.get(out.buffer());
+        if (pl == null || !pl.inPlace() || !in.buffer().equals(pl.reuses())) return false;
+        if (p.pool(out.at.pool()).kind() != Pool.Kind.REGULAR) return false;
+        if (in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
+        if (in.end != out.start) return false;
+        if (!(p.steps().get(out.start) instanceof Step.Launch l) || l.kernel().isReduction()) return false;
+        int idx = l.kernel().inputs().indexOf(in.buffer());
+        if (idx < 0) return false;
+        var want = p.buffer(in.buffer()).type().shape().contiguousStrides();
+        for (KExpr e : l.kernel().locals())
+            for (KExpr.Load ld : loads(e))
+                if (ld.input() == idx && (!ld.offset().equals(SymInt.ZERO) || !ld.strides().equals(want))) return false;
+        return true;
+    }
+
+    static List<KExpr.Load> loads(KExpr e) {
+        var out = new ArrayList<KExpr.Load>();
+        collect(e, out);
+        return out;
+    }
+
+    private static void collect(KExpr e, List<KExpr.Load> out) {
+        switch (e) {
+            case KExpr.Load l -> out.add(l);
+            case KExpr.Apply a -> a.args().forEach(x -> collect(x, out));
+            case KExpr.Cast c -> collect(c.x(), out);
+            default -> { }
+        }
+    }
+
+    /** (b) Communication buffers are never reused in place and never graph outputs; in-place only in regular pools. */
+    static List<String> commRules(Plan p) {
+        var bad = new ArrayList<String>();
+        for (var e : p.outputs().entrySet()) {
+            var at = p.placement(storage(p, e.getValue()));
+            if (at != null && !at.isDynamic() && p.pool(at.pool()).isSymmetric())
+                bad.add("output " + e.getKey() + " = " + e.getValue() + " lives in symmetric pool " + at.pool());
+            if (p.buffer(e.getValue()).isSymmetric()) bad.add("output " + e.getKey() + " = " + e.getValue() + " is a symmetric buffer");
+        }
+        for (Step s : p.steps()) {
+            if (s instanceof Step.Place pl && pl.inPlace()) {
+                if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR) bad.add("in-place reuse outside a regular pool: " + pl.format());
+                if (p.buffer(pl.reuses()).isSymmetric() || p.buffer(pl.buffer()).isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
+            }
+            if (s instanceof Step.Place pl) {
+                boolean symBuf = p.buffer(pl.buffer()).isSymmetric();
+                boolean symPool = p.pool(pl.pool()).isSymmetric();
+                if (symBuf != symPool) bad.add("buffer and pool disagree on symmetry: " + pl.format());
+            }
+        }
+        return bad;
+    }
+
+    /** (c) Every pool holds at least its max-live bound, every placement fits in its pool, and allocation rounds up. */
+    static List<String> poolSizes(Plan p) {
+        var bad = new ArrayList<String>();
+        for (Pool pool : p.pools()) {
+            if (pool.bytes() < pool.maxLive()) bad.add(pool + ": size below max-live");
+            if (pool.allocationBytes() < pool.bytes()) bad.add(pool + ": allocation below size");
+        }
+        for (var at : p.placements().values()) {
+            if (at.isDynamic()) continue;
+            Pool pool = p.pool(at.pool());
+            if (at.offset() < 0 || at.offset() + at.bytes() > pool.bytes()) bad.add(at + " does not fit in " + pool);
+            if (at.bytes() != p.buffer(at.buffer()).type().byteSize()) bad.add(at + " has the wrong size");
+        }
+        return bad;
+    }
+
+    /** (e) Steps in a valid order: everything a step reads is produced (or placed persistent / a caller input) before it. */
+    static List<String> order(Plan p) {
+        var bad = new ArrayList<String>();
+        var produced = new HashSet<String>();
+        var placed = new HashSet<String>();
+        for (var in : p.lowered().inputs().values()) if (!in.isSymmetric()) produced.add(in.name());
+        int i = 0;
+        for (Step s : p.steps()) {
+            if (s instanceof Step.Place pl) {
+                placed.add(pl.buffer());
+                if (p.buffer(pl.buffer()) instanceof ConstantBuffer) produced.add(pl.buffer());
+            }
+            if (s instanceof Step.AllocDynamic d) placed.add(d.buffer());
+            for (String r : reads(p, s)) {
+                if (!produced.contains(r)) bad.add("step " + i + " (" + s.format() + ") reads " + r + " before it is produced");
+                Buffer rb = p.buffer(r);
+                if (!(rb instanceof InputBuffer in && !in.isSymmetric()) && !placed.contains(r))
+                    bad.add("step " + i + " reads " + r + " which has no Place before it");
+            }
+            for (String w : writes(p, s)) {
+                if (!placed.contains(w)) bad.add("step " + i + " (" + s.format() + ") writes " + w + " which has no Place before it");
+                if (!produced.add(w)) bad.add("step " + i + " writes " + w + " a second time");
+            }
+            i++;
+        }
+        for (String o : p.outputs().values()) if (!produced.contains(storage(p, o))) bad.add("output " + o + " is never produced");
+        return bad;
+    }
+
+    /** (f) Path-2 copies: one per symmetric input, all inside the first capture partition and nowhere else. */
+    static List<String> copyIns(Plan p) {
+        var bad = new ArrayList<String>();
+        var copied = new ArrayList<String>();
+        for (int i = 0; i < p.steps().size(); i++) {
+            if (!(p.steps().get(i) instanceof Step.CopyIn c)) continue;
+            copied.add(c.buffer());
+            if (p.partitions().isEmpty()) { bad.add("copy_in " + c.buffer() + " but no capture partition"); continue; }
+            var first = p.partitions().getFirst();
+            if (i < first.first() || i > first.last()) bad.add("copy_in " + c.buffer() + " at step " + i + " outside partition " + first);
+        }
+        var want = new ArrayList<String>();
+        for (var in : p.lowered().inputs().values()) if (in.isSymmetric()) want.add(in.name());
+        if (!new HashSet<>(copied).equals(new HashSet<>(want)) || copied.size() != want.size())
+            bad.add("copy_in steps " + copied + " but path-2 inputs " + want);
+        return bad;
+    }
+
+    /** Partitions: disjoint, increasing, bounded by device work, and none of them contains host-only steps. */
+    static List<String> partitions(Plan p) {
+        var bad = new ArrayList<String>();
+        int prev = -1;
+        for (var part : p.partitions()) {
+            if (part.first() <= prev || part.last() < part.first()) bad.add("bad partition " + part);
+            prev = part.last();
+            for (int i = part.first(); i <= part.last(); i++) {
+                Step s = p.steps().get(i);
+                if (s instanceof Step.AllocDynamic || s instanceof Step.Release || s instanceof Step.AllocPool)
+                    bad.add("partition " + part + " contains host step " + s.format());
+            }
+            if (!p.steps().get(part.first()).isDeviceWork() || !p.steps().get(part.last()).isDeviceWork())
+                bad.add("partition " + part + " does not start and end with device work");
+        }
+        return bad;
+    }
+
+    /**
+     * Across calls: a symmetric slot is written again by the next call (the first kernels, path-2 copies) or
+     * released for other graphs, so every peer read must be followed by a barrier of its group before the
+     * call returns.
+     */
+    static List<String> barrierBeforeReturn(Plan p) {
+        var bad = new ArrayList<String>();
+        var lastPeer = new LinkedHashMap<String, Integer>();
+        for (int i = 0; i < p.steps().size(); i++) for (String b : peerReads(p, p.steps().get(i))) lastPeer.put(b, i);
+        lastPeer.forEach((b, at) -> {
+            var place = p.placement(b);
+            if (place == null || place.isDynamic()) { bad.add("peers read " + b + " which is not in a symmetric pool"); return; }
+            Pool pool = p.pool(place.pool());
+            if (!pool.isSymmetric()) { bad.add("peers read " + b + " in non-symmetric pool " + pool.name()); return; }
+            boolean ok = false;
+            for (int i = at; i < p.steps().size() && !ok; i++) ok = isBarrier(p.steps().get(i), pool.group());
+            if (!ok) bad.add("peers may still read " + b + " (last at step " + at + ") when the call returns: no barrier of \"" + pool.group() + "\" follows");
+        });
+        return bad;
+    }
+
+    /** Every check at once. */
+    static List<String> all(Plan p) {
+        var bad = new ArrayList<String>();
+        bad.addAll(overlaps(p));
+        bad.addAll(commRules(p));
+        bad.addAll(poolSizes(p));
+        bad.addAll(order(p));
+        bad.addAll(copyIns(p));
+        bad.addAll(partitions(p));
+        bad.addAll(barrierBeforeReturn(p));
+        if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
+        return bad;
+    }
+
+    /** Buffers a kernel stores, resolved. */
+    static Set<String> kernelOutputs(Kernel k) { return new HashSet<>(k.outputs()); }
+}
