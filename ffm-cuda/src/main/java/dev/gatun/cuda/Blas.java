@@ -77,6 +77,17 @@ public final class Blas extends Resource {
      */
     public void gemm(Precision precision, boolean transA, boolean transB, int m, int n, int k, float alpha,
                      DeviceBuffer a, int lda, DeviceBuffer b, int ldb, float beta, DeviceBuffer c, int ldc, Stream stream) {
+        gemm(precision, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, false, stream);
+    }
+
+    /**
+     * As {@link #gemm(Precision, boolean, boolean, int, int, int, float, DeviceBuffer, int, DeviceBuffer, int, float,
+     * DeviceBuffer, int, Stream)}, with C in the inputs' element type when {@code cLikeInputs} (float32 accumulation
+     * either way), so a half-precision product needs no float32 scratch.
+     */
+    public void gemm(Precision precision, boolean transA, boolean transB, int m, int n, int k, float alpha,
+                     DeviceBuffer a, int lda, DeviceBuffer b, int ldb, float beta, DeviceBuffer c, int ldc,
+                     boolean cLikeInputs, Stream stream) {
         ensureOpen();
         device.enter();
         Errors.cublas(cublas.cublasSetStream_v2(handle, Stream.handleOf(stream)), "cublasSetStream");
@@ -85,7 +96,8 @@ public final class Blas extends Resource {
             MemorySegment be = arena.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
             Errors.cublas(cublas.cublasGemmEx(handle, op(transA), op(transB), m, n, k, al, a.pointer(),
                     precision.dataType(), lda, b.pointer(), precision.dataType(), ldb, be, c.pointer(),
-                    cublas.CUDA_R_32F(), ldc, precision.computeType(), cublas.CUBLAS_GEMM_DEFAULT()), "cublasGemmEx");
+                    cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, precision.computeType(),
+                    cublas.CUBLAS_GEMM_DEFAULT()), "cublasGemmEx");
         }
     }
 

@@ -42,12 +42,12 @@ public final class Session implements AutoCloseable {
 
     private Session(Graph graph, CompileOptions options) {
         this.graph = graph;
-        this.options = options;
-        this.backend = chooseBackend(options.backend());
-        this.lowered = Lowering.lower(graph, options.lowering());
+        this.backend = chooseBackend(options.backend(), options.worldSize());
+        this.options = backend.adapt(options);
+        this.lowered = Lowering.lower(graph, this.options.lowering());
         for (String d : lowered.decisions()) LOG.log(System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
-        this.plan = Planner.plan(lowered, options.planning().withCommGranularity(backend.commGranularity()));
-        this.executable = backend.load(plan, options);
+        this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));
+        this.executable = backend.load(plan, this.options);
     }
 
     public static Session compile(Graph graph, CompileOptions options) { return new Session(graph, options); }
@@ -60,15 +60,25 @@ public final class Session implements AutoCloseable {
         return out;
     }
 
-    private static Backend chooseBackend(String name) {
+    private static String whyNot(Backend b, int world) {
+        String why = b.unavailableReason();
+        return why != null ? why : b.cannotRun(world);
+    }
+
+    private static Backend chooseBackend(String name, int world) {
         var all = backends();
         if (name.equals("auto")) {
-            for (Backend b : all) if (b.unavailableReason() == null) return b;
-            throw new GatunRuntimeException("no backend is available: " + all.stream().map(b -> b.name() + " (" + b.unavailableReason() + ")").toList());
+            for (Backend b : all) {
+                String why = whyNot(b, world);
+                if (why == null) return b;
+                LOG.log(System.Logger.Level.DEBUG, "backend {0} not chosen: {1}", b.name(), why);
+            }
+            throw new GatunRuntimeException("no backend is available: " + all.stream().map(b -> b.name() + " (" + whyNot(b, world) + ")").toList());
         }
         for (Backend b : all) {
             if (!b.name().equals(name)) continue;
-            if (b.unavailableReason() != null) throw new GatunRuntimeException("backend '" + name + "' is " + b.unavailableReason());
+            String why = whyNot(b, world);
+            if (why != null) throw new GatunRuntimeException("backend '" + name + "' cannot run this session: " + why);
             return b;
         }
         throw new GatunRuntimeException("unknown backend '" + name + "'; present: " + all.stream().map(Backend::name).toList());
@@ -83,23 +93,28 @@ public final class Session implements AutoCloseable {
     /** Why each collective took its path. */
     public String explain() { return lowered.explain(); }
 
-    /** Runs a world of one rank. */
+    /** The ranks this process drives: every rank when they are simulated, its own one when each process is a rank. */
+    public List<Integer> ranks() { return executable.ranks(); }
+
+    /** Runs the one rank this process drives (a world of one, or one process of a distributed world). */
     public Map<String, NDArray> run(Map<String, NDArray> inputs) {
-        if (worldSize() != 1)
-            throw new GatunRuntimeException("session '" + graph.name() + "' was compiled for a world of " + worldSize()
-                    + " ranks; pass one input map per rank");
+        if (ranks().size() != 1)
+            throw new GatunRuntimeException("session '" + graph.name() + "' drives " + ranks().size()
+                    + " ranks in this process; pass one input map per rank");
         return run(List.of(inputs)).getFirst();
     }
 
-    /** Runs every rank: one input map per rank, one output map per rank. */
+    /** Runs every rank this process drives: one input map per rank, one output map per rank. */
     public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
-        if (inputsPerRank.size() != worldSize())
+        var ranks = ranks();
+        if (inputsPerRank.size() != ranks.size())
             throw new GatunRuntimeException("session '" + graph.name() + "' was compiled for a world of " + worldSize()
-                    + " ranks but got inputs for " + inputsPerRank.size());
+                    + " ranks and drives " + ranks.size() + " of them here, but got inputs for " + inputsPerRank.size());
         Map<String, Long> first = null;
-        for (int r = 0; r < inputsPerRank.size(); r++) {
-            var env = validate(r, inputsPerRank.get(r));
+        for (int i = 0; i < inputsPerRank.size(); i++) {
+            int r = ranks.get(i);
+            var env = validate(r, inputsPerRank.get(i));
             if (first == null) first = env;
             else if (!first.equals(env))
                 throw new GatunRuntimeException("graph '" + graph.name() + "': rank " + r + " binds symbols " + env

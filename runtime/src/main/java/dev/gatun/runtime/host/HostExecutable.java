@@ -81,6 +81,8 @@ final class HostExecutable implements Executable {
 
     Plan plan() { return plan; }
 
+    @Override public List<Integer> ranks() { return java.util.stream.IntStream.range(0, world).boxed().toList(); }
+
     @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());

@@ -17,6 +17,12 @@ public interface Backend {
     /** Null when usable here, else why not (e.g. "unavailable: no CUDA driver"). */
     String unavailableReason();
 
+    /** Null when this backend can run a world of {@code worldSize} ranks from this process, else why not. */
+    default String cannotRun(int worldSize) { return null; }
+
+    /** Options adjusted to what this machine allows (e.g. no symmetric memory without peer access). */
+    default CompileOptions adapt(CompileOptions options) { return options; }
+
     /** Allocation granularity of symmetric memory, for the planner to round communication pools to. */
     long commGranularity();
 

@@ -7,6 +7,9 @@ import java.util.Map;
 
 /** A plan loaded on a backend: pools allocated, kernels ready. Closing releases everything; it is idempotent. */
 public interface Executable extends AutoCloseable {
+    /** The ranks this process drives, in the order {@link #run} takes them: all of them, or its own one. */
+    List<Integer> ranks();
+
     /** Runs every rank this process drives; inputs and outputs per rank. Inputs are already validated. */
     List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank);
 

@@ -1,0 +1,431 @@
+package dev.gatun.cuda.backend;
+
+import dev.gatun.cuda.Blas;
+import dev.gatun.cuda.CompileException;
+import dev.gatun.cuda.CudaException;
+import dev.gatun.cuda.CudaGraph;
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceAttribute;
+import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.Dim3;
+import dev.gatun.cuda.Event;
+import dev.gatun.cuda.GraphExec;
+import dev.gatun.cuda.Kernel;
+import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.cuda.Program;
+import dev.gatun.cuda.ProgramOptions;
+import dev.gatun.cuda.Stream;
+import dev.gatun.cuda.StreamCapture;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Pool;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.Elements;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.spi.Executable;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A plan loaded on one GPU. Pools are device allocations made once; graph inputs are staged into device
+ * buffers at fixed addresses (so captured graphs stay valid whatever address the caller's data has); each
+ * capturable partition is captured on the first call and replayed after, one graph launch per partition.
+ */
+final class CudaExecutable implements Executable {
+    private static final System.Logger LOG = System.getLogger("dev.gatun.cuda");
+
+    private final Plan plan;
+    private final CompileOptions options;
+    private final Device device;
+    private final Stream stream;
+    private final int multiprocessors;
+    private final Map<String, DeviceBuffer> pools = new LinkedHashMap<>();
+    private final Map<String, DeviceBuffer> staging = new HashMap<>();
+    private final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
+    private final Map<String, Kernel> userKernels = new HashMap<>();
+    private final CudaMatmul matmul;
+    private final GraphExec[] partitions;
+    /** Null for a world of one rank. */
+    private final Distributed dist;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    record Compiled(KernelSource source, Kernel function) {}
+
+    CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
+        this.plan = plan;
+        this.options = options;
+        if (ordinal >= Device.count())
+            throw new GatunRuntimeException("rank's GPU " + ordinal + " does not exist: this machine has " + Device.count() + " CUDA device(s)");
+        this.device = Device.open(ordinal);
+        boolean ok = false;
+        try {
+            this.stream = device.createStream();
+            this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
+            for (Pool p : plan.pools()) pools.put(p.name(), allocate(p.name() + " (" + p.kind().name().toLowerCase() + " pool)", p.allocationBytes()));
+            for (InputBuffer in : plan.lowered().inputs().values())
+                if (in.type().shape().isStatic()) staging.put(in.name(), allocate("input '" + in.inputName() + "'", in.type().byteSize()));
+            writeConstants();
+            compileKernels();
+            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
+            this.partitions = new GraphExec[plan.partitions().size()];
+            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, options.timeout()) : null;
+            ok = true;
+        } finally {
+            if (!ok) device.close();
+        }
+    }
+
+    Plan plan() { return plan; }
+
+    @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
+    Device device() { return device; }
+    Stream stream() { return stream; }
+
+    private DeviceBuffer allocate(String what, long bytes) {
+        try {
+            return device.allocate(Math.max(1, bytes));
+        } catch (CudaException e) {
+            long[] info = device.memoryInfo();
+            throw new GatunRuntimeException("plan '" + plan.name() + "': allocating " + what + " of " + bytes + " bytes on GPU "
+                    + device.ordinal() + " failed (" + info[0] + " bytes free of " + info[1] + "): " + e.getMessage(), e);
+        }
+    }
+
+    private void writeConstants() {
+        for (Buffer b : plan.lowered().buffers()) {
+            if (!(b instanceof ConstantBuffer c)) continue;
+            double[] v = c.values();
+            NDArray host = NDArray.of(b.type().dtype(), v, b.type().shape().sizes());
+            var p = plan.placement(b.name());
+            pools.get(p.pool()).copyFrom(host.segment(), p.offset());
+        }
+    }
+
+    // ------------------------------------------------------------------ compilation
+
+    private void compileKernels() {
+        for (var k : plan.kernels()) {
+            KernelSource src = CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype());
+            kernels.put(k, new Compiled(src, compile(src.name(), src.source(), src.name())));
+        }
+        for (Step s : plan.steps()) {
+            if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
+                if (u.op().cudaSource() == null)
+                    throw new GatunRuntimeException("user op '" + u.op().name() + "' has no CUDA source, so the CUDA backend cannot run it");
+                userKernels.put(u.op().name(), compile(u.op().name(), u.op().cudaSource(), u.op().kernelName()));
+            }
+        }
+    }
+
+    /** NVRTC for this device's architecture, cached on disk; a failure saves the source and names the file. */
+    Kernel compile(String programName, String source, String kernelName) {
+        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        var program = Program.of(programName, source).withOptions(ProgramOptions.defaults().withIncludePath(cudaHome + "/include"));
+        try {
+            return program.load(device).kernel(kernelName);
+        } catch (CompileException e) {
+            Path saved = save(programName, source);
+            throw new GatunRuntimeException("kernel '" + programName + "' of plan '" + plan.name() + "' failed to compile; source saved to "
+                    + saved + "\n" + e.getMessage(), e);
+        }
+    }
+
+    private static Path save(String name, String source) {
+        try {
+            Path p = Files.createTempFile("gatun-" + name.replaceAll("[^A-Za-z0-9_]", "_") + "-", ".cu");
+            Files.writeString(p, source);
+            return p;
+        } catch (IOException io) {
+            return Path.of("(could not save: " + io.getMessage() + ")");
+        }
+    }
+
+    // ------------------------------------------------------------------ running
+
+    @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+        if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
+        try {
+            return List.of(new CudaRun(this, inputsPerRank.getFirst()).run());
+        } catch (CudaException e) {
+            String hint = dist == null ? "" : "; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind"
+                    + " and this rank's collective gave up waiting for it";
+            throw new GatunRuntimeException("plan '" + plan.name() + "' failed on GPU " + device.ordinal()
+                    + (dist == null ? "" : " (rank " + dist.rank + ")") + ": " + e.getMessage() + hint, e);
+        }
+    }
+
+    /** One call: stage inputs, run or replay, copy outputs back. */
+    static final class CudaRun {
+        private final CudaExecutable exe;
+        private final Map<String, NDArray> inputs;
+        private final Map<String, Long> env = new HashMap<>();
+        private final Map<String, Long> address = new HashMap<>();
+        private final List<DeviceBuffer> perCall = new ArrayList<>();
+
+        CudaRun(CudaExecutable exe, Map<String, NDArray> inputs) {
+            this.exe = exe;
+            this.inputs = inputs;
+        }
+
+        Map<String, NDArray> run() {
+            Plan plan = exe.plan;
+            try {
+                stageInputs();
+                executeSteps();
+                var out = new LinkedHashMap<String, NDArray>();
+                plan.outputs().forEach((name, buf) -> out.put(name, readOut(plan.buffer(buf))));
+                exe.stream.synchronize();
+                return out;
+            } finally {
+                release();
+            }
+        }
+
+        /** The plan's steps on the stream: captured partitions replay, the rest runs eagerly. */
+        void executeSteps() {
+            List<Step> steps = exe.plan.steps();
+            boolean graphs = exe.options.cudaGraphs();
+            for (int i = 0; i < steps.size(); i++) {
+                Plan.Partition part = graphs ? partitionStartingAt(i) : null;
+                if (part != null) {
+                    replay(part);
+                    i = part.last();
+                } else {
+                    execute(steps.get(i));
+                }
+            }
+        }
+
+        void release() {
+            for (DeviceBuffer b : perCall) b.close();
+            perCall.clear();
+        }
+
+        private Plan.Partition partitionStartingAt(int step) {
+            for (Plan.Partition p : exe.plan.partitions()) if (p.first() == step) return p;
+            return null;
+        }
+
+        private void replay(Plan.Partition part) {
+            GraphExec g = exe.partitions[part.index()];
+            if (g == null) {
+                CudaGraph graph;
+                try (StreamCapture capture = exe.stream.beginCapture()) {
+                    for (int i = part.first(); i <= part.last(); i++) execute(exe.plan.steps().get(i));
+                    graph = capture.end();
+                }
+                g = graph.instantiate();
+                exe.partitions[part.index()] = g;
+                LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", exe.plan.name(), part.index(), graph.nodeCount());
+            }
+            g.launch(exe.stream);
+        }
+
+        void stageInputs() {
+            for (var p : exe.plan.placements().values()) address.put(p.buffer(), exe.pools.get(p.pool()).address() + p.offset());
+            for (InputBuffer in : exe.plan.lowered().inputs().values()) {
+                NDArray a = inputs.get(in.inputName());
+                long[] shape = a.shape();
+                for (int d = 0; d < shape.length; d++)
+                    if (!in.type().shape().dim(d).isStatic()) env.put(in.type().shape().dim(d).toString(), shape[d]);
+                DeviceBuffer dst = exe.staging.get(in.name());
+                if (dst == null) {
+                    dst = exe.device.allocate(Math.max(1, a.byteSize()));
+                    perCall.add(dst);
+                }
+                dst.copyFromAsync(a.segment(), 0, exe.stream);
+                // a path-2 input is copied on into its symmetric slot by the plan's copy_in step
+                if (exe.plan.placement(in.name()) == null) address.put(in.name(), dst.address());
+            }
+        }
+
+        long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }
+
+        /** A buffer's device address (a view's starts at its offset inside its storage). */
+        long addressOf(String name) {
+            Buffer b = exe.plan.buffer(name);
+            Long base = address.get(b.storage().name());
+            if (base == null) throw new IllegalStateException("buffer " + b.storage().name() + " has no memory at this point of plan '" + exe.plan.name() + "'");
+            if (b instanceof ViewBuffer v) return base + v.layout().offset().eval(env) * b.type().dtype().byteSize();
+            return base;
+        }
+
+        private void execute(Step s) {
+            switch (s) {
+                case Step.AllocPool a -> { }
+                case Step.Place p -> { }
+                case Step.Release r -> { }
+                case Step.Barrier b -> { if (exe.dist != null && exe.dist.isMember(b.group())) exe.dist.barrier(b.group(), exe.stream); }
+                case Step.AllocDynamic d -> {
+                    DeviceBuffer buf = exe.device.allocate(Math.max(1, bytes(exe.plan.buffer(d.buffer()))));
+                    perCall.add(buf);
+                    address.put(d.buffer(), buf.address());
+                }
+                case Step.CopyIn c -> copy(exe.staging.get(c.buffer()).address(), addressOf(c.buffer()), bytes(exe.plan.buffer(c.buffer())));
+                case Step.Launch l -> launch(exe.kernels.get(l.kernel()));
+                case Step.Collective c -> collective(c);
+                case Step.Matmul m -> exe.matmul.run(exe.plan.buffer(m.a()), addressOf(m.a()), exe.plan.buffer(m.b()), addressOf(m.b()),
+                        exe.plan.buffer(m.output()), addressOf(m.output()), env, exe.stream);
+                case Step.CallUserOp u -> userOp(u);
+            }
+        }
+
+        private void collective(Step.Collective c) {
+            Buffer in = exe.plan.buffer(c.input());
+            long src = addressOf(c.input()), out = addressOf(c.output()), n = in.type().shape().symNumel().eval(env);
+            if (exe.dist == null || !exe.dist.isMember(c.call().group())) {
+                // a world of one rank, or a rank outside the group: the input passes through
+                copy(src, out, bytes(in));
+            } else if (c.call().algorithm().isSymmetric()) {
+                var p = exe.plan.placement(in.storage().name());
+                exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, n, in.type().dtype(), exe.stream);
+            } else {
+                exe.dist.nccl(c, src, out, n, in.type().dtype(), exe.stream);
+            }
+        }
+
+        private void copy(long src, long dst, long bytes) {
+            if (src == dst || bytes == 0) return;
+            DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
+        }
+
+        private void launch(Compiled c) {
+            KernelSource src = c.source();
+            var k = src.geometry(env, exe.multiprocessors);
+            if (k.elements() == 0) return;
+            var args = new ArrayList<Object>();
+            var kernel = exe.plan.kernels().stream().filter(x -> exe.kernels.get(x) == c).findFirst().orElseThrow();
+            for (String in : kernel.inputs()) args.add(addressOf(in));
+            for (var st : kernel.stores()) args.add(addressOf(st.buffer()));
+            for (String sym : src.symbols()) args.add(env.get(sym));
+            var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
+            try {
+                c.function().launch(config, args.toArray());
+            } catch (CudaException e) {
+                throw new GatunRuntimeException("launching kernel " + src.name() + " (grid " + k.grid() + ", block " + k.block()
+                        + ", shared " + k.sharedBytes() + " B) failed: " + e.getMessage(), e);
+            }
+        }
+
+        private void userOp(Step.CallUserOp u) {
+            Kernel fn = exe.userKernels.get(u.op().name());
+            long n = exe.plan.buffer(u.outputs().getFirst()).type().shape().symNumel().eval(env);
+            if (n == 0) return;
+            int block = u.op().blockSize();
+            var args = new ArrayList<Object>();
+            for (String in : u.inputs()) args.add(addressOf(in));
+            for (String out : u.outputs()) args.add(addressOf(out));
+            args.add(n);
+            long grid = Math.ceilDiv(n, block);
+            var config = new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(block), 0, exe.stream);
+            try {
+                fn.launch(config, args.toArray());
+            } catch (CudaException e) {
+                throw new GatunRuntimeException("launching user op '" + u.op().name() + "' (grid " + grid + ", block " + block + ") failed: " + e.getMessage(), e);
+            }
+        }
+
+        /** An output as a fresh host array; strided views are gathered on the host. */
+        private NDArray readOut(Buffer b) {
+            DType t = b.type().dtype();
+            long[] shape = b.type().shape().sizes(env);
+            NDArray out = NDArray.zeros(t, shape);
+            Layout.Fixed l = b.layout().fix();
+            long base = address.get(b.storage().name());
+            boolean contiguous = l.strides().equals(b.type().shape().contiguousStrides());
+            long off = l.offset().eval(env);
+            if (contiguous) {
+                if (out.byteSize() > 0) DeviceBuffer.wrap(exe.device, base + off * t.byteSize(), out.byteSize()).copyToAsync(out.segment(), 0, exe.stream);
+                exe.stream.synchronize();
+                return out;
+            }
+            long[] strides = new long[shape.length];
+            long extent = off + 1;
+            for (int k = 0; k < shape.length; k++) {
+                strides[k] = l.strides().get(k).eval(env);
+                if (shape[k] > 0) extent += (shape[k] - 1) * strides[k];
+            }
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment host = arena.allocate(extent * t.byteSize(), 16);
+                DeviceBuffer.wrap(exe.device, base, host.byteSize()).copyToAsync(host, 0, exe.stream);
+                exe.stream.synchronize();
+                long[] idx = new long[shape.length];
+                for (long i = 0; i < out.numel(); i++) {
+                    long rem = i, p = off;
+                    for (int k = shape.length - 1; k >= 0; k--) {
+                        idx[k] = rem % shape[k];
+                        rem /= shape[k];
+                        p += idx[k] * strides[k];
+                    }
+                    out.set(i, Elements.get(host, t, p));
+                }
+            }
+            return out;
+        }
+    }
+
+    /**
+     * Device time per execution of the plan with inputs already on the GPU (no host copies): events around
+     * each of {@code iterations} runs after {@code warmup} runs; returns, sorted, per run: device ms, host ms to
+     * enqueue, and host wall ms until the device finished.
+     */
+    double[][] timeDevice(Map<String, NDArray> inputs, int warmup, int iterations) {
+        var run = new CudaRun(this, inputs);
+        try (var start = device.createEvent(); var end = device.createEvent()) {
+            run.stageInputs();
+            for (int i = 0; i < warmup; i++) run.executeSteps();
+            stream.synchronize();
+            double[] dev = new double[iterations], host = new double[iterations], wall = new double[iterations];
+            for (int i = 0; i < iterations; i++) {
+                long t0 = System.nanoTime();
+                start.record(stream);
+                run.executeSteps();
+                end.record(stream);
+                host[i] = (System.nanoTime() - t0) / 1e6;
+                end.synchronize();
+                wall[i] = (System.nanoTime() - t0) / 1e6;
+                dev[i] = Event.elapsedMillis(start, end);
+            }
+            java.util.Arrays.sort(dev);
+            java.util.Arrays.sort(host);
+            java.util.Arrays.sort(wall);
+            return new double[][]{dev, host, wall};
+        } finally {
+            run.release();
+        }
+    }
+
+    /** Synchronizes, then releases graphs, kernels, pools and the device context; idempotent. */
+    @Override public void close() {
+        if (!closed.compareAndSet(false, true)) return;
+        try {
+            stream.synchronize();
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "plan {0}: the GPU reported an error while closing: {1}", plan.name(), e.getMessage());
+        } finally {
+            try {
+                if (dist != null) dist.close();
+            } finally {
+                device.close();
+            }
+        }
+    }
+}

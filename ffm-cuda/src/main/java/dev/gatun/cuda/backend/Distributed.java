@@ -1,0 +1,198 @@
+package dev.gatun.cuda.backend;
+
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceAttribute;
+import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.Dim3;
+import dev.gatun.cuda.Kernel;
+import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.cuda.Nccl;
+import dev.gatun.cuda.NcclComm;
+import dev.gatun.cuda.NcclUniqueId;
+import dev.gatun.cuda.Program;
+import dev.gatun.cuda.ProgramOptions;
+import dev.gatun.cuda.Stream;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.dist.Fingerprints;
+import dev.gatun.runtime.dist.Rendezvous;
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * One rank's share of a distributed plan: the rendezvous, the plan-fingerprint check, the symmetric heap,
+ * the symmetric collective kernels and NCCL communicators (one per group that needs NCCL).
+ */
+final class Distributed implements AutoCloseable {
+    private static final AtomicInteger SESSIONS = new AtomicInteger();
+    private static volatile Rendezvous process;
+
+    final int rank, world;
+    private final Rendezvous rendezvous;
+    private final Device device;
+    private final Map<String, List<Integer>> members = new HashMap<>();
+    private final SymmetricHeap heap;
+    private final Map<String, NcclComm> comms = new HashMap<>();
+    private final Map<String, Kernel> kernels = new HashMap<>();
+    private final int blocks;
+    private final long timeoutNanos;
+
+    /** The process's one connection to the rendezvous, made on first use from RANK, WORLD_SIZE, GATUN_RENDEZVOUS... */
+    static synchronized Rendezvous rendezvous() {
+        if (process == null || process.isClosed()) {
+            process = Rendezvous.fromEnvironment();
+            Runtime.getRuntime().addShutdownHook(new Thread(process::close, "gatun-rendezvous-close"));
+        }
+        return process;
+    }
+
+    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, Duration timeout) {
+        this.rendezvous = rendezvous();
+        this.device = device;
+        this.rank = rendezvous.rank();
+        this.world = rendezvous.worldSize();
+        if (world != plan.worldSize())
+            throw new GatunRuntimeException("plan '" + plan.name() + "' is for a world of " + plan.worldSize() + " but this process is rank "
+                    + rank + " of " + world);
+        this.timeoutNanos = timeout.toNanos();
+        // every rank compiles sessions in the same order, so the counter names the same session everywhere
+        String prefix = "session" + SESSIONS.incrementAndGet() + "/" + plan.fingerprint().substring(0, 16);
+        Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
+        for (ProcessGroup g : plan.lowered().graph().groups().values()) members.put(g.name(), g.members(world));
+        // the same grid on every rank, small enough that every block is resident everywhere
+        int sms = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
+        int min = sms;
+        for (byte[] b : rendezvous.allGather(prefix + "/sms", ByteBuffer.allocate(4).putInt(sms).array(), timeout))
+            min = Math.min(min, ByteBuffer.wrap(b).getInt());
+        this.blocks = Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, min));
+        var barrierGroups = new java.util.ArrayList<String>();
+        boolean nccl = false;
+        for (Step s : plan.steps()) {
+            if (s instanceof Step.Barrier b) barrierGroups.add(b.group());
+            if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
+            if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
+        }
+        this.heap = new SymmetricHeap(device, rendezvous, prefix);
+        heap.open(plan, members, barrierGroups, localPools, timeout);
+        if (!barrierGroups.isEmpty()) loadKernels();
+        if (nccl) openComms(plan, prefix, timeout);
+    }
+
+    private void loadKernels() {
+        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        var module = Program.of("gatun_symmetric", SymmetricKernels.SOURCE)
+                .withOptions(ProgramOptions.defaults().withIncludePath(cudaHome + "/include")).load(device);
+        for (String op : List.of("one_shot", "two_shot", "reduce_scatter", "all_gather"))
+            for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
+        kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
+    }
+
+    private void openComms(Plan plan, String prefix, Duration timeout) {
+        byte[] id = rank == 0 ? Nccl.uniqueId().bytes() : null;
+        if (rank == 0) rendezvous.set(prefix + "/nccl-id", id);
+        else id = rendezvous.get(prefix + "/nccl-id", timeout);
+        NcclComm worldComm = NcclComm.init(device, NcclUniqueId.of(id), world, rank);
+        comms.put(ProcessGroup.WORLD_NAME, worldComm);
+        for (var e : members.entrySet()) {
+            if (e.getKey().equals(ProcessGroup.WORLD_NAME)) continue;
+            boolean member = e.getValue().contains(rank);
+            // ranks keep their world order inside the new communicator, as the group lists them sorted
+            NcclComm c = worldComm.split(member ? 1 : NcclComm.NO_COLOR, e.getValue().indexOf(rank));
+            if (c != null) comms.put(e.getKey(), c);
+        }
+    }
+
+    boolean isMember(String group) { return members.get(group).contains(rank); }
+
+    /** A collective on symmetric memory: {@code offset} is the input slot's offset in {@code pool} (same on every rank). */
+    void symmetric(Step.Collective c, String pool, long offset, long out, long n, DType t, Stream stream) {
+        var call = c.call();
+        var sp = heap.pool(pool);
+        var g = sp.group();
+        String fn = switch (call.kind()) {
+            case ALL_REDUCE -> call.algorithm() == Algorithm.ONE_SHOT ? "one_shot" : "two_shot";
+            case REDUCE_SCATTER -> "reduce_scatter";
+            case ALL_GATHER -> "all_gather";
+            case BROADCAST -> throw new IllegalStateException("broadcast has no symmetric kernel");
+        } + "_" + suffix(t);
+        int vec = 16 / t.byteSize();
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(n, (long) SymmetricKernels.THREADS * vec)));
+        kernels.get(fn).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream),
+                sp.peerTable().address(), offset, out, n, g.groupRank(), g.members().size(), opCode(call.reduceOp()),
+                g.padTable().address(), g.epochs().address(), timeoutNanos);
+    }
+
+    /** A barrier among a group's ranks on the device (for plan steps where no collective gives one). */
+    void barrier(String group, Stream stream) {
+        var g = heap.group(group);
+        if (g == null) return;
+        kernels.get("gatun_barrier").launch(new LaunchConfig(Dim3.of(1), Dim3.of(32), 0, stream),
+                g.padTable().address(), g.groupRank(), g.members().size(), g.epochs().address(), timeoutNanos);
+    }
+
+    void nccl(Step.Collective c, long in, long out, long n, DType t, Stream stream) {
+        var call = c.call();
+        NcclComm comm = comms.get(call.group());
+        Nccl.DataType type = ncclType(t);
+        var send = DeviceBuffer.wrap(device, in, Math.max(1, n * t.byteSize()));
+        long outElements = switch (call.kind()) {
+            case ALL_GATHER -> n * comm.size();
+            case REDUCE_SCATTER -> n / comm.size();
+            default -> n;
+        };
+        var recv = DeviceBuffer.wrap(device, out, Math.max(1, outElements * t.byteSize()));
+        switch (call.kind()) {
+            case ALL_REDUCE -> comm.allReduce(send, recv, n, type, ncclOp(call.reduceOp()), stream);
+            case REDUCE_SCATTER -> comm.reduceScatter(send, recv, outElements, type, ncclOp(call.reduceOp()), stream);
+            case ALL_GATHER -> comm.allGather(send, recv, n, type, stream);
+            case BROADCAST -> comm.broadcast(send, recv, n, type, call.root(), stream);
+        }
+    }
+
+    static String suffix(DType t) {
+        return switch (t) {
+            case FLOAT32 -> "f32";
+            case FLOAT16 -> "f16";
+            case BFLOAT16 -> "bf16";
+            default -> throw new IllegalArgumentException("no symmetric kernel for " + t);
+        };
+    }
+
+    static int opCode(ReduceOp op) {
+        if (op == null) return 0;
+        return switch (op) { case SUM -> 0; case AVG -> 1; case MAX -> 2; case MIN -> 3; };
+    }
+
+    static Nccl.RedOp ncclOp(ReduceOp op) {
+        return switch (op) { case SUM -> Nccl.RedOp.SUM; case AVG -> Nccl.RedOp.AVG; case MAX -> Nccl.RedOp.MAX; case MIN -> Nccl.RedOp.MIN; };
+    }
+
+    static Nccl.DataType ncclType(DType t) {
+        return switch (t) {
+            case FLOAT32 -> Nccl.DataType.FLOAT32;
+            case FLOAT16 -> Nccl.DataType.FLOAT16;
+            case BFLOAT16 -> Nccl.DataType.BFLOAT16;
+            case FLOAT64 -> Nccl.DataType.FLOAT64;
+            case INT8, BOOL -> Nccl.DataType.INT8;
+            case INT32 -> Nccl.DataType.INT32;
+            case INT64 -> Nccl.DataType.INT64;
+        };
+    }
+
+    /** NCCL communicators, then the symmetric heap (which waits for every rank before freeing local memory). */
+    @Override public void close() {
+        for (NcclComm c : comms.values()) c.close();
+        heap.close();
+    }
+}

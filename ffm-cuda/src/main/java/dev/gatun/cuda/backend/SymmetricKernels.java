@@ -1,0 +1,213 @@
+package dev.gatun.cuda.backend;
+
+/**
+ * CUDA C of the collectives on symmetric memory, compiled once per device with NVRTC.
+ *
+ * <p>Protocol (DESIGN.md): every block starts and ends with a barrier among the group's ranks on signal pads
+ * (per block, per peer 32-bit slots): a {@code st.release.sys} of an increasing epoch into each peer's pad,
+ * then an {@code ld.acquire.sys} spin on one's own. Epochs live in device memory and advance inside the
+ * kernel, so CUDA-graph replays stay in step. A spin is bounded by {@code %globaltimer}: past the timeout it
+ * prints a recognisable message and traps instead of hanging. Data moves in 16-byte vectors, accumulates in
+ * float in rank order (bit-identical results on every rank). Grids are capped so every block is resident, and
+ * each block keeps the same element-to-thread mapping in both phases of two-shot.
+ */
+final class SymmetricKernels {
+    private SymmetricKernels() {}
+
+    /** Signal-pad slots per rank and peer: the largest grid a collective may use. */
+    static final int MAX_BLOCKS = 256;
+
+    static final int THREADS = 512;
+
+    static final String SOURCE = """
+            #include <cuda_fp16.h>
+            #include <cuda_bf16.h>
+
+            typedef unsigned int u32;
+            typedef unsigned long long u64;
+
+            // ---- ordering primitives across GPUs (system scope)
+            __device__ __forceinline__ void st_release_sys(u32* p, u32 v) {
+                asm volatile("st.release.sys.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+            }
+            __device__ __forceinline__ u32 ld_acquire_sys(const u32* p) {
+                u32 v;
+                asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+                return v;
+            }
+            __device__ __forceinline__ u64 now_ns() {
+                u64 t;
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+                return t;
+            }
+
+            // Barrier of block blockIdx.x among `world` ranks. pads[r] is rank r's pad: [block][peer] slots.
+            __device__ void block_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {
+                __shared__ u32 epoch;
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    epoch = epochs[blockIdx.x] + 1;
+                    epochs[blockIdx.x] = epoch;
+                }
+                __syncthreads();
+                u32 e = epoch;
+                if (threadIdx.x < world) {
+                    int peer = threadIdx.x;
+                    __threadfence_system();                       // our earlier writes before the signal
+                    st_release_sys(pads[peer] + blockIdx.x * world + rank, e);
+                    const u32* mine = pads[rank] + blockIdx.x * world + peer;
+                    u64 start = now_ns();
+                    unsigned spins = 0;
+                    while ((int) (ld_acquire_sys(mine) - e) < 0) {
+                        if ((++spins & 1023u) == 0 && now_ns() - start > timeout_ns) {
+                            printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d (block %d, epoch %u)\\n",
+                                   rank, (u64) (timeout_ns / 1000000ull), peer, (int) blockIdx.x, e);
+                            __trap();
+                        }
+                    }
+                }
+                __syncthreads();
+            }
+
+            // ---- element types: load/store 16-byte vectors as floats
+            template <typename T> struct Vec;
+            template <> struct Vec<float> {
+                static constexpr int N = 4;
+                __device__ static void load(const void* p, float* f) {
+                    float4 v = *(const float4*) p; f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;
+                }
+                __device__ static void store(void* p, const float* f) { *(float4*) p = make_float4(f[0], f[1], f[2], f[3]); }
+                __device__ static float get(const void* p, long long i) { return ((const float*) p)[i]; }
+                __device__ static void set(void* p, long long i, float v) { ((float*) p)[i] = v; }
+            };
+            template <> struct Vec<__half> {
+                static constexpr int N = 8;
+                __device__ static void load(const void* p, float* f) {
+                    uint4 v = *(const uint4*) p; const __half2* h = (const __half2*) &v;
+                    for (int i = 0; i < 4; i++) { float2 x = __half22float2(h[i]); f[2 * i] = x.x; f[2 * i + 1] = x.y; }
+                }
+                __device__ static void store(void* p, const float* f) {
+                    uint4 v; __half2* h = (__half2*) &v;
+                    for (int i = 0; i < 4; i++) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+                    *(uint4*) p = v;
+                }
+                __device__ static float get(const void* p, long long i) { return __half2float(((const __half*) p)[i]); }
+                __device__ static void set(void* p, long long i, float v) { ((__half*) p)[i] = __float2half_rn(v); }
+            };
+            template <> struct Vec<__nv_bfloat16> {
+                static constexpr int N = 8;
+                __device__ static void load(const void* p, float* f) {
+                    uint4 v = *(const uint4*) p; const __nv_bfloat162* h = (const __nv_bfloat162*) &v;
+                    for (int i = 0; i < 4; i++) { float2 x = __bfloat1622float2(h[i]); f[2 * i] = x.x; f[2 * i + 1] = x.y; }
+                }
+                __device__ static void store(void* p, const float* f) {
+                    uint4 v; __nv_bfloat162* h = (__nv_bfloat162*) &v;
+                    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+                    *(uint4*) p = v;
+                }
+                __device__ static float get(const void* p, long long i) { return __bfloat162float(((const __nv_bfloat16*) p)[i]); }
+                __device__ static void set(void* p, long long i, float v) { ((__nv_bfloat16*) p)[i] = __float2bfloat16_rn(v); }
+            };
+
+            // op: 0 sum, 1 avg, 2 max, 3 min (max and min propagate NaN)
+            __device__ __forceinline__ float combine(int op, float a, float b) {
+                if (op <= 1) return a + b;
+                if (isnan(a) || isnan(b)) return __int_as_float(0x7fffffff);
+                return op == 2 ? fmaxf(a, b) : fminf(a, b);
+            }
+            __device__ __forceinline__ float finish(int op, float a, int world) { return op == 1 ? a / world : a; }
+
+            __device__ __forceinline__ bool aligned16(const void* p) { return (((u64) p) & 15ull) == 0; }
+
+            // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order.
+            template <typename T>
+            __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
+                                         long long begin, long long end, int world, int op) {
+                constexpr int N = Vec<T>::N;
+                long long tid = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
+                bool vec = (begin % N) == 0 && aligned16(dst) && aligned16(peers[0] + offset) && ((dst_shift % N) == 0);
+                for (int p = 1; p < world && vec; p++) vec = aligned16(peers[p] + offset);
+                long long vend = vec ? begin + (end - begin) / N * N : begin;
+                for (long long i = begin + tid * N; i < vend; i += stride * N) {
+                    float acc[N], x[N];
+                    Vec<T>::load(peers[0] + offset + i * sizeof(T), acc);
+                    for (int p = 1; p < world; p++) {
+                        Vec<T>::load(peers[p] + offset + i * sizeof(T), x);
+                        for (int k = 0; k < N; k++) acc[k] = combine(op, acc[k], x[k]);
+                    }
+                    for (int k = 0; k < N; k++) acc[k] = finish(op, acc[k], world);
+                    Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), acc);
+                }
+                for (long long i = vend + tid; i < end; i += stride) {
+                    float acc = Vec<T>::get(peers[0] + offset, i);
+                    for (int p = 1; p < world; p++) acc = combine(op, acc, Vec<T>::get(peers[p] + offset, i));
+                    Vec<T>::set(dst, i - dst_shift, finish(op, acc, world));
+                }
+            }
+
+            // Copies elements [begin, end) of src into dst at the same index minus dst_shift.
+            template <typename T>
+            __device__ void copy_range(const char* src, void* dst, long long dst_shift, long long begin, long long end) {
+                constexpr int N = Vec<T>::N;
+                long long tid = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
+                bool vec = (begin % N) == 0 && (dst_shift % N) == 0 && aligned16(src) && aligned16(dst);
+                long long vend = vec ? begin + (end - begin) / N * N : begin;
+                for (long long i = begin + tid * N; i < vend; i += stride * N)
+                    *(uint4*) ((char*) dst + (i - dst_shift) * sizeof(T)) = *(const uint4*) (src + i * sizeof(T));
+                for (long long i = vend + tid; i < end; i += stride)
+                    ((T*) dst)[i - dst_shift] = ((const T*) src)[i];
+            }
+
+            #define COLLECTIVE_ARGS const char* const* peers, long long offset, void* out, long long n, int rank, int world, \\
+                                    int op, u32* const* pads, u32* epochs, u64 timeout_ns
+
+            template <typename T> __device__ void one_shot(COLLECTIVE_ARGS) {
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                reduce_range<T>(peers, offset, out, 0, 0, n, world, op);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+
+            // Slices are multiples of 8 elements so each stays 16-byte aligned; block b handles the same offsets
+            // of every slice in both phases, so the per-block barrier between them suffices.
+            template <typename T> __device__ void two_shot(COLLECTIVE_ARGS) {
+                long long chunk = ((n + world - 1) / world + 7) / 8 * 8;
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                long long b = rank * chunk, e = b + chunk < n ? b + chunk : n;
+                if (b < e) reduce_range<T>(peers, offset, (void*) (peers[rank] + offset), 0, b, e, world, op);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                for (int p = 0; p < world; p++) {
+                    long long pb = p * chunk, pe = pb + chunk < n ? pb + chunk : n;
+                    if (pb < pe) copy_range<T>(peers[p] + offset, out, 0, pb, pe);
+                }
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+
+            // n: elements of each rank's input; rank r receives [r*n/world, (r+1)*n/world) reduced
+            template <typename T> __device__ void reduce_scatter(COLLECTIVE_ARGS) {
+                long long m = n / world;
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                reduce_range<T>(peers, offset, out, rank * m, rank * m, rank * m + m, world, op);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+
+            template <typename T> __device__ void all_gather(COLLECTIVE_ARGS) {
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                for (int p = 0; p < world; p++) copy_range<T>(peers[p] + offset, (char*) out + p * n * sizeof(T), 0, 0, n);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+
+            #define INSTANTIATE(NAME, T, SUFFIX) \\
+                extern "C" __global__ void __launch_bounds__(512) NAME##_##SUFFIX(COLLECTIVE_ARGS) { \\
+                    NAME<T>(peers, offset, out, n, rank, world, op, pads, epochs, timeout_ns); }
+            #define ALL_TYPES(NAME) INSTANTIATE(NAME, float, f32) INSTANTIATE(NAME, __half, f16) INSTANTIATE(NAME, __nv_bfloat16, bf16)
+            ALL_TYPES(one_shot)
+            ALL_TYPES(two_shot)
+            ALL_TYPES(reduce_scatter)
+            ALL_TYPES(all_gather)
+
+            // A barrier alone, for plan steps that need one where no collective gives it.
+            extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+            """;
+}
