@@ -180,6 +180,8 @@ public final class NcclComm extends Resource {
         if (aborted) {
             Errors.nccl(nccl.ncclCommAbort(comm), "ncclCommAbort", null);
         } else {
+            // finalize (collective: flushes outstanding work) before the local destroy, as NCCL recommends
+            Errors.nccl(nccl.ncclCommFinalize(comm), "ncclCommFinalize", null);
             Errors.nccl(nccl.ncclCommDestroy(comm), "ncclCommDestroy", null);
         }
     }

@@ -30,6 +30,7 @@ public final class CollectiveBenchmark {
         DType t = args.length > 1 ? DType.parse(args[1]) : DType.F32;
         var rv = Distributed.rendezvous();
         int rank = rv.rank(), world = rv.worldSize();
+        Watchdog.startFromEnvironment("rank " + rank);
         long[] sides = {8, 64, 256, 512, 1024, 4096};
         if (rank == 0) {
             System.out.printf(Locale.ROOT, "all-reduce %s, %d ranks, median of %d calls (us): wall = enqueue to completion, dev = events%n", t, world, iters);
@@ -45,7 +46,7 @@ public final class CollectiveBenchmark {
             double[] cells = new double[6];
             int c = 0;
             for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL}) {
-                double[][] r = time(graph, CompileOptions.world(world).forceAllReduce(a), in, iters);
+                double[][] r = time(graph, CompileOptions.world(world).forceAllReduce(a).timeout(java.time.Duration.ofSeconds(20)), in, iters);
                 cells[c++] = r[2][iters / 2] * 1e3;
                 cells[c++] = r[0][iters / 2] * 1e3;
             }

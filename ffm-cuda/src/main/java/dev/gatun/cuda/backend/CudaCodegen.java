@@ -357,11 +357,9 @@ final class CudaCodegen {
                 line(1, "long long start = 0;", null);
                 // the contiguous inputs and every output, each read or written as one aligned vector of vw elements
                 var checks = new ArrayList<String>();
-                var contiguousInputs = new TreeMap<Integer, String>();
                 for (KExpr.Load l : loads())
                     if (access(l) == Access.CONTIGUOUS) {
                         String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + sym(l.offset()));
-                        contiguousInputs.putIfAbsent(l.input(), base);
                         String check = aligned(base, inTypes[l.input()], vw);
                         if (!checks.contains(check)) checks.add(check);
                     }

@@ -235,6 +235,7 @@ final class CudaExecutable implements Executable {
                 g = graph.instantiate();
                 exe.partitions[part.index()] = g;
                 LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", exe.plan.name(), part.index(), graph.nodeCount());
+                graph.close(); // the executable graph is all replays need
             }
             g.launch(exe.stream);
         }
@@ -422,6 +423,8 @@ final class CudaExecutable implements Executable {
             LOG.log(System.Logger.Level.WARNING, "plan {0}: the GPU reported an error while closing: {1}", plan.name(), e.getMessage());
         } finally {
             try {
+                // captured graphs may hold NCCL work: they go before the communicators
+                for (GraphExec g : partitions) if (g != null) g.close();
                 if (dist != null) dist.close();
             } finally {
                 device.close();

@@ -56,7 +56,7 @@ class CudaBackendGpuTest {
 
     @Test
     void randomGraphsMatchTheReferenceWithAndWithoutGraphs() {
-        int graphs = Integer.getInteger("gatun.gpu.graphs", 120);
+        int graphs = Integer.getInteger("gatun.gpu.graphs", 60);
         for (long seed = 0; seed < graphs; seed++) {
             Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(1));
             var in = inputs(g, seed);

@@ -43,6 +43,7 @@ public final class MultiGpuCheck {
         rv = Distributed.rendezvous();
         rank = rv.rank();
         world = rv.worldSize();
+        Watchdog.startFromEnvironment("rank " + rank);
         try {
             seeds();
             randomGraphs(graphs);
@@ -60,6 +61,9 @@ public final class MultiGpuCheck {
         System.exit(0);
     }
 
+    /** A short collective timeout, so a stuck barrier traps soon with its message instead of hanging the check. */
+    static CompileOptions opts() { return CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20)); }
+
     static Graph seedsGraph(int n) {
         var g = Gatun.graph("seeds");
         var x = g.input("x", F32, n, n);
@@ -73,7 +77,7 @@ public final class MultiGpuCheck {
     static void seeds() {
         double want = world * (3 * world * (world + 1) / 2.0 + 6 * world);
         for (boolean graphs : new boolean[]{false, true}) {
-            try (var s = Session.compile(seedsGraph(4), CompileOptions.world(world).cudaGraphs(graphs))) {
+            try (var s = Session.compile(seedsGraph(4), opts().cudaGraphs(graphs))) {
                 check(s.backendName().equals("cuda"), "backend is " + s.backendName());
                 var in = Map.of("x", NDArray.full(F32, rank + 1, 4, 4));
                 int calls = graphs ? 1000 : 20;
@@ -104,7 +108,7 @@ public final class MultiGpuCheck {
             var in = inputs(g, seed);
             var want = ReferenceInterpreter.evaluate(g, in).get(rank);
             for (boolean graphs : new boolean[]{false, true}) {
-                try (var s = Session.compile(g, CompileOptions.world(world).cudaGraphs(graphs))) {
+                try (var s = Session.compile(g, opts().cudaGraphs(graphs))) {
                     var got = s.run(in.get(rank));
                     compare("random seed " + seed + " graphs " + graphs, want, got);
                     sameOnEveryRank("random " + seed + " " + graphs, g, got);
@@ -124,7 +128,7 @@ public final class MultiGpuCheck {
                     var x = g.input("x", t, side, side);
                     g.output("y", x.mul(2).allReduce(SUM));
                     var in = Map.of("x", NDArray.random(t, 100 + rank, side, side));
-                    try (var s = Session.compile(g.build(), CompileOptions.world(world).forceAllReduce(a))) {
+                    try (var s = Session.compile(g.build(), opts().forceAllReduce(a))) {
                         var got = s.run(in);
                         var ref = ReferenceInterpreter.evaluate(g.build(), allRanks(t, side)).get(rank);
                         compare(a + " " + t + " " + side, ref, got);
@@ -154,7 +158,7 @@ public final class MultiGpuCheck {
             var k = h.mul(x).add(1).allReduce(SUM);
             g.output("y", k.add(h).allReduce(SUM));
             graphs.add(g.build());
-            sessions.add(Session.compile(g.build(), CompileOptions.world(world).cudaGraphs(i % 2 == 0)));
+            sessions.add(Session.compile(g.build(), opts().cudaGraphs(i % 2 == 0)));
         }
         var random = new Random(rank * 7919L + 1);
         try {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs Gatun's GPU checks and benchmarks from a built bundle on a GPU host (no JDK needed there).
+#   bundle/gpu-check.sh [stage...]   stages: tests backend multi bench-pointwise bench-collectives launch (default: all)
+# Logs go to $OUT (or ./gpu-check-out). NVLink multicast stays off: the environment passes through unchanged.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"
+B=.bundle/run-gpu-tests.sh
+export GATUN_TEST_REPORTS=/tmp/gatun-reports GATUN_BUNDLE_DIR=/tmp/gatun-bundle
+NPROC=${NPROC:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+JOPT=(--jvm-opt --enable-native-access=ALL-UNNAMED)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(tests multi bench-pointwise bench-collectives)
+echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-unset} NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-unset}"
+nvidia-smi -L
+for s in "${stages[@]}"; do
+  echo "=== $s"
+  case $s in
+    tests) timeout 420 $B 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "tests (successful|failed|skipped|found)|MethodSource|=> |Exception" | tail -40 ;;
+    backend) timeout 200 $B --include-package dev.gatun.cuda.backend 2>&1 | tee "$OUT/backend-tests.log" | grep -E "tests (successful|failed|found)|=> |MethodSource" | tail -30 ;;
+    multi) timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/multi.log" | tail -25 ;;
+    bench-pointwise) timeout 80 $B --main dev.gatun.cuda.backend.PointwiseBenchmark 24 200 2>&1 | tee "$OUT/pointwise.log" | tail -12 ;;
+    bench-collectives) timeout 120 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.CollectiveBenchmark ${BENCH_ARGS:-200} 2>&1 | tee "$OUT/collectives.log" | tail -20 ;;
+    launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;
+  esac
+done
