@@ -47,6 +47,12 @@ public final class CudaBackend implements Backend {
     @Override public CompileOptions adapt(CompileOptions options) {
         int world = options.worldSize();
         if (world == 1 || !options.lowering().symmetricMemory()) return options;
+        String local = System.getenv("LOCAL_WORLD_SIZE");
+        if (local != null && Integer.parseInt(local.trim()) < world) {
+            System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
+                    "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, local.trim());
+            return options.symmetricMemory(false);
+        }
         int gpus = dev.gatun.cuda.Device.count();
         if (world > gpus) return options;
         for (int i = 0; i < world; i++) {

@@ -39,6 +39,7 @@ public final class MultiGpuCheck {
 
     public static void main(String[] args) {
         int graphs = args.length > 0 ? Integer.parseInt(args[0]) : 40;
+        ncclOnly = args.length > 2 && args[2].equals("nccl-only");
         int stress = args.length > 1 ? Integer.parseInt(args[1]) : 200;
         rv = Distributed.rendezvous();
         rank = rv.rank();
@@ -47,9 +48,9 @@ public final class MultiGpuCheck {
         try {
             seeds();
             randomGraphs(graphs);
-            algorithms();
+            if (!ncclOnly) algorithms();
             stress(stress);
-            System.out.println("rank " + rank + ": ALL CHECKS PASSED");
+            System.out.println("rank " + rank + ": ALL CHECKS PASSED" + (ncclOnly ? " (every collective through NCCL)" : ""));
         } catch (Throwable t) {
             System.out.println("rank " + rank + ": FAILED: " + t);
             t.printStackTrace(System.out);
@@ -62,7 +63,13 @@ public final class MultiGpuCheck {
     }
 
     /** A short collective timeout, so a stuck barrier traps soon with its message instead of hanging the check. */
-    static CompileOptions opts() { return CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20)); }
+    static CompileOptions opts() {
+        var o = CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20));
+        return ncclOnly ? o.symmetricMemory(false) : o;
+    }
+
+    /** Every collective through NCCL (with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: its network transport, as across hosts). */
+    static boolean ncclOnly;
 
     static Graph seedsGraph(int n) {
         var g = Gatun.graph("seeds");

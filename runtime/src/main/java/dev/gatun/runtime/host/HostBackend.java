@@ -11,5 +11,14 @@ public final class HostBackend implements Backend {
     @Override public int priority() { return 0; }
     @Override public String unavailableReason() { return null; }
     @Override public long commGranularity() { return 1; }
+
+    /** A process started as one rank of a distributed world (gatun-run) must not silently simulate every rank. */
+    @Override public String cannotRun(int worldSize) {
+        String env = System.getenv("WORLD_SIZE");
+        if (worldSize > 1 && System.getenv("RANK") != null && env != null && env.trim().equals(Integer.toString(worldSize)))
+            return "this process is rank " + System.getenv("RANK").trim() + " of a distributed world of " + worldSize
+                    + ", and the host backend simulates every rank in one process";
+        return null;
+    }
     @Override public Executable load(Plan plan, CompileOptions options) { return new HostExecutable(plan, options); }
 }
