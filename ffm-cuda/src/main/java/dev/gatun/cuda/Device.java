@@ -138,6 +138,20 @@ public final class Device extends Resource {
         }
     }
 
+    /** Whether GPU {@code ordinal} can access GPU {@code peer}'s memory, asked of the devices alone (no context made). */
+    public static boolean canAccessPeer(int ordinal, int peer) {
+        Cuda.requireAvailable();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment dev = arena.allocate(ValueLayout.JAVA_INT, 2);
+            Errors.driver(driver.cuDeviceGet(dev, ordinal), "cuDeviceGet");
+            Errors.driver(driver.cuDeviceGet(dev.asSlice(4), peer), "cuDeviceGet");
+            MemorySegment out = arena.allocate(ValueLayout.JAVA_INT);
+            Errors.driver(driver.cuDeviceCanAccessPeer(out, dev.get(ValueLayout.JAVA_INT, 0), dev.get(ValueLayout.JAVA_INT, 4)),
+                    "cuDeviceCanAccessPeer");
+            return out.get(ValueLayout.JAVA_INT, 0) != 0;
+        }
+    }
+
     /** Lets this device's context access {@code peer}'s memory; a no-op where already enabled. */
     public void enablePeerAccess(Device peer) {
         enter();

@@ -11,7 +11,7 @@ import java.time.Duration;
  * and the host backend's fault-finding knobs (random rank delays, collective timeout).
  */
 public record CompileOptions(LoweringOptions lowering, PlanOptions planning, String backend, long delaySeed,
-                             Duration timeout, boolean cudaGraphs) {
+                             Duration timeout, boolean cudaGraphs, dev.gatun.runtime.dist.Rendezvous rendezvous) {
 
     public CompileOptions {
         if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new IllegalArgumentException("timeout must be positive");
@@ -19,33 +19,41 @@ public record CompileOptions(LoweringOptions lowering, PlanOptions planning, Str
 
     /** Defaults for a world of {@code n} ranks on the automatically chosen backend. */
     public static CompileOptions world(int n) {
-        return new CompileOptions(LoweringOptions.world(n), PlanOptions.DEFAULT, "auto", 0, Duration.ofSeconds(60), true);
+        return new CompileOptions(LoweringOptions.world(n), PlanOptions.DEFAULT, "auto", 0, Duration.ofSeconds(60), true, null);
     }
 
     public int worldSize() { return lowering.worldSize(); }
 
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
-    public CompileOptions backend(String name) { return new CompileOptions(lowering, planning, name, delaySeed, timeout, cudaGraphs); }
+    public CompileOptions backend(String name) { return new CompileOptions(lowering, planning, name, delaySeed, timeout, cudaGraphs, rendezvous); }
 
     /** Host backend: ranks sleep for random short times at random points (seeded), to expose cross-rank races. */
-    public CompileOptions randomDelays(long seed) { return new CompileOptions(lowering, planning, backend, seed, timeout, cudaGraphs); }
+    public CompileOptions randomDelays(long seed) { return new CompileOptions(lowering, planning, backend, seed, timeout, cudaGraphs, rendezvous); }
 
-    public CompileOptions timeout(Duration t) { return new CompileOptions(lowering, planning, backend, delaySeed, t, cudaGraphs); }
+    public CompileOptions timeout(Duration t) { return new CompileOptions(lowering, planning, backend, delaySeed, t, cudaGraphs, rendezvous); }
 
     public CompileOptions thresholds(long oneShotMax, long twoShotMax) {
-        return new CompileOptions(lowering.withThresholds(oneShotMax, twoShotMax), planning, backend, delaySeed, timeout, cudaGraphs);
+        return new CompileOptions(lowering.withThresholds(oneShotMax, twoShotMax), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous);
     }
 
     public CompileOptions forceAllReduce(Algorithm a) {
-        return new CompileOptions(lowering.withForcedAllReduce(a), planning, backend, delaySeed, timeout, cudaGraphs);
+        return new CompileOptions(lowering.withForcedAllReduce(a), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous);
     }
 
     public CompileOptions symmetricMemory(boolean on) {
-        return new CompileOptions(lowering.withSymmetricMemory(on), planning, backend, delaySeed, timeout, cudaGraphs);
+        return new CompileOptions(lowering.withSymmetricMemory(on), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous);
     }
 
-    public CompileOptions planning(PlanOptions p) { return new CompileOptions(lowering, p, backend, delaySeed, timeout, cudaGraphs); }
+    public CompileOptions planning(PlanOptions p) { return new CompileOptions(lowering, p, backend, delaySeed, timeout, cudaGraphs, rendezvous); }
 
     /** CUDA backend: capture partitions as CUDA graphs and replay them (default on). */
-    public CompileOptions cudaGraphs(boolean on) { return new CompileOptions(lowering, planning, backend, delaySeed, timeout, on); }
+    public CompileOptions cudaGraphs(boolean on) { return new CompileOptions(lowering, planning, backend, delaySeed, timeout, on, rendezvous); }
+
+    /**
+     * This session is one rank of a world whose ranks meet through {@code r}: one thread per GPU in one process
+     * (with {@link dev.gatun.runtime.dist.LocalWorld}), instead of one process per GPU started by gatun-run.
+     */
+    public CompileOptions rank(dev.gatun.runtime.dist.Rendezvous r) {
+        return new CompileOptions(lowering, planning, backend, delaySeed, timeout, cudaGraphs, r);
+    }
 }

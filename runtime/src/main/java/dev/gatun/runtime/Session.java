@@ -42,7 +42,7 @@ public final class Session implements AutoCloseable {
 
     private Session(Graph graph, CompileOptions options) {
         this.graph = graph;
-        this.backend = chooseBackend(options.backend(), options.worldSize());
+        this.backend = chooseBackend(options.backend(), options);
         this.options = backend.adapt(options);
         this.lowered = Lowering.lower(graph, this.options.lowering());
         for (String d : lowered.decisions()) LOG.log(System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
@@ -60,12 +60,12 @@ public final class Session implements AutoCloseable {
         return out;
     }
 
-    private static String whyNot(Backend b, int world) {
+    private static String whyNot(Backend b, CompileOptions world) {
         String why = b.unavailableReason();
         return why != null ? why : b.cannotRun(world);
     }
 
-    private static Backend chooseBackend(String name, int world) {
+    private static Backend chooseBackend(String name, CompileOptions world) {
         var all = backends();
         if (name.equals("auto")) {
             for (Backend b : all) {

@@ -74,7 +74,7 @@ public final class CollectiveBenchmark {
 
     static double[][] time(Graph g, CompileOptions options, Map<String, NDArray> in, int iters) {
         var plan = Planner.plan(Lowering.lower(g, options.lowering()), options.planning().withCommGranularity(CudaBackend.GRANULARITY));
-        try (var exe = new CudaExecutable(plan, options, CudaBackend.localRank())) {
+        try (var exe = new CudaExecutable(plan, options, CudaBackend.localRank(options))) {
             return exe.timeDevice(in, 50, iters);
         }
     }

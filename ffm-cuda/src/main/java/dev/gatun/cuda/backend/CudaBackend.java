@@ -27,11 +27,12 @@ public final class CudaBackend implements Backend {
     }
 
     /** One rank per process: a world of one, or this process started as one rank of the world (gatun-run). */
-    @Override public String cannotRun(int worldSize) {
+    @Override public String cannotRun(CompileOptions options) {
+        int worldSize = options.worldSize();
         if (worldSize == 1) return null;
         String env = System.getenv("WORLD_SIZE");
-        if (env != null && env.trim().equals(Integer.toString(worldSize)) && System.getenv("RANK") != null) {
-            int local = localRank();
+        if (options.rendezvous() != null || (env != null && env.trim().equals(Integer.toString(worldSize)) && System.getenv("RANK") != null)) {
+            int local = localRank(options);
             int gpus = dev.gatun.cuda.Device.count();
             return local < gpus ? null : "LOCAL_RANK " + local + " has no GPU: this machine has " + gpus + " (a world of " + worldSize
                     + " needs one GPU per local rank)";
@@ -55,19 +56,30 @@ public final class CudaBackend implements Backend {
         }
         int gpus = dev.gatun.cuda.Device.count();
         if (world > gpus) return options;
-        for (int i = 0; i < world; i++) {
-            for (int j = 0; j < world; j++) {
-                if (i == j) continue;
-                try (var a = dev.gatun.cuda.Device.open(i); var b = dev.gatun.cuda.Device.open(j)) {
-                    if (!a.canAccessPeer(b)) {
-                        System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
-                                "GPUs {0} and {1} have no peer access: every collective falls back to NCCL", i, j);
-                        return options.symmetricMemory(false);
-                    }
-                }
-            }
+        String missing = missingPeerAccess(world);
+        if (missing != null) {
+            System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING, "{0}: every collective falls back to NCCL", missing);
+            return options.symmetricMemory(false);
         }
         return options;
+    }
+
+    private static final java.util.Map<Integer, java.util.Optional<String>> PEER_ACCESS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** The first pair of the world's GPUs without peer access, or null; asked once per process and world size. */
+    static String missingPeerAccess(int world) {
+        return PEER_ACCESS.computeIfAbsent(world, w -> {
+            for (int i = 0; i < w; i++)
+                for (int j = 0; j < w; j++)
+                    if (i != j && !dev.gatun.cuda.Device.canAccessPeer(i, j))
+                        return java.util.Optional.of("GPUs " + i + " and " + j + " have no peer access");
+            return java.util.Optional.empty();
+        }).orElse(null);
+    }
+
+    /** The GPU of this rank: the rendezvous' local rank in threads mode, else LOCAL_RANK (default 0). */
+    static int localRank(CompileOptions options) {
+        return options.rendezvous() != null ? options.rendezvous().localRank() : localRank();
     }
 
     static int localRank() {
@@ -78,6 +90,6 @@ public final class CudaBackend implements Backend {
     @Override public long commGranularity() { return GRANULARITY; }
 
     @Override public Executable load(Plan plan, CompileOptions options) {
-        return new CudaExecutable(plan, options, localRank());
+        return new CudaExecutable(plan, options, localRank(options));
     }
 }

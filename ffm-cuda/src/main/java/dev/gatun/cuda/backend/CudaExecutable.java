@@ -86,7 +86,7 @@ final class CudaExecutable implements Executable {
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.partitions = new GraphExec[plan.partitions().size()];
-            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, options.timeout()) : null;
+            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, options) : null;
             ok = true;
         } finally {
             if (!ok) device.close();

@@ -35,7 +35,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the symmetric collective kernels and NCCL communicators (one per group that needs NCCL).
  */
 final class Distributed implements AutoCloseable {
-    private static final AtomicInteger SESSIONS = new AtomicInteger();
+    /** Sessions made per rendezvous: every rank makes them in the same order, so the count names one session everywhere. */
+    private static final Map<Rendezvous, AtomicInteger> SESSIONS = java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
     private static volatile Rendezvous process;
 
     final int rank, world;
@@ -57,8 +58,9 @@ final class Distributed implements AutoCloseable {
         return process;
     }
 
-    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, Duration timeout) {
-        this.rendezvous = rendezvous();
+    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, dev.gatun.runtime.CompileOptions options) {
+        Duration timeout = options.timeout();
+        this.rendezvous = options.rendezvous() != null ? options.rendezvous() : rendezvous();
         this.device = device;
         this.rank = rendezvous.rank();
         this.world = rendezvous.worldSize();
@@ -67,7 +69,8 @@ final class Distributed implements AutoCloseable {
                     + rank + " of " + world);
         this.timeoutNanos = timeout.toNanos();
         // every rank compiles sessions in the same order, so the counter names the same session everywhere
-        String prefix = "session" + SESSIONS.incrementAndGet() + "/" + plan.fingerprint().substring(0, 16);
+        String prefix = "session" + SESSIONS.computeIfAbsent(rendezvous, r -> new AtomicInteger()).incrementAndGet() + "/"
+                + plan.fingerprint().substring(0, 16);
         Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
         for (ProcessGroup g : plan.lowered().graph().groups().values()) members.put(g.name(), g.members(world));
         // the same grid on every rank, small enough that every block is resident everywhere

@@ -34,6 +34,9 @@ final class SymmetricHeap implements AutoCloseable {
     private final Map<String, Group> groups = new LinkedHashMap<>();
     private final Map<String, SymPool> pools = new LinkedHashMap<>();
     private final List<DeviceBuffer> opened = new ArrayList<>(), owned = new ArrayList<>();
+    /** GPUs of peer threads of this process, retained while their memory is mapped. */
+    private final Map<Integer, Device> peers = new java.util.HashMap<>();
+    private static final long PID = ProcessHandle.current().pid();
 
     SymmetricHeap(Device device, Rendezvous rendezvous, String prefix) {
         this.device = device;
@@ -82,17 +85,32 @@ final class SymmetricHeap implements AutoCloseable {
 
     SymPool pool(String name) { return pools.get(name); }
 
-    /** All-gathers IPC handles over the world; members open their peers' buffers. Returns base addresses by group rank. */
+    /**
+     * All-gathers (IPC handle, process id, address, GPU) over the world; members map their peers' buffers: through
+     * CUDA IPC from another process, or directly with peer access when the peer is a thread of this process
+     * (CUDA cannot open its own process's IPC handles). Returns base addresses by group rank.
+     */
     private long[] exchange(String what, DeviceBuffer mine, List<Integer> members, long bytes, Duration timeout) {
-        byte[] handle = mine == null ? new byte[0] : mine.ipcHandle().bytes();
-        List<byte[]> all = rendezvous.allGather(prefix + "/" + what, handle, timeout);
+        var out = java.nio.ByteBuffer.allocate(mine == null ? 0 : IpcMemHandle.SIZE + 20);
+        if (mine != null) out.put(mine.ipcHandle().bytes()).putLong(PID).putLong(mine.address()).putInt(device.ordinal());
+        List<byte[]> all = rendezvous.allGather(prefix + "/" + what, out.array(), timeout);
         if (mine == null) return null;
         long[] addresses = new long[members.size()];
         for (int i = 0; i < members.size(); i++) {
             int r = members.get(i);
-            if (r == rendezvous.rank()) addresses[i] = mine.address();
-            else {
-                DeviceBuffer peer = device.openIpcBuffer(IpcMemHandle.of(all.get(r)), bytes);
+            if (r == rendezvous.rank()) { addresses[i] = mine.address(); continue; }
+            var in = java.nio.ByteBuffer.wrap(all.get(r));
+            byte[] handle = new byte[IpcMemHandle.SIZE];
+            in.get(handle);
+            long pid = in.getLong(), address = in.getLong();
+            int ordinal = in.getInt();
+            if (pid == PID) {
+                Device peer = peers.computeIfAbsent(ordinal, Device::open);
+                device.enablePeerAccess(peer);
+                device.makeCurrent();
+                addresses[i] = address;
+            } else {
+                DeviceBuffer peer = device.openIpcBuffer(IpcMemHandle.of(handle), bytes);
                 opened.add(peer);
                 addresses[i] = peer.address();
             }
@@ -125,6 +143,8 @@ final class SymmetricHeap implements AutoCloseable {
             // a peer that died cannot read our memory any more either
         }
         for (DeviceBuffer b : owned) b.close();
+        device.makeCurrent();
+        for (Device d : peers.values()) d.close();
     }
 
 }

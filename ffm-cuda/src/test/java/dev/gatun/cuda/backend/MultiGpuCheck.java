@@ -47,6 +47,7 @@ public final class MultiGpuCheck {
         Watchdog.startFromEnvironment("rank " + rank);
         try {
             seeds();
+            dynamicShape();
             randomGraphs(graphs);
             if (!ncclOnly) algorithms();
             stress(stress);
@@ -95,6 +96,22 @@ public final class MultiGpuCheck {
                 System.out.println("rank " + rank + ": seeds d = " + (long) want + " on " + calls + " calls, cuda graphs " + (graphs ? "on (replays)" : "off"));
             }
         }
+    }
+
+    /** A symbolic shape: the all-reduce falls back to NCCL, and one compiled session serves several sizes. */
+    static void dynamicShape() {
+        var g = Gatun.graph("dynamic");
+        var x = g.input("x", F32, "n", 4);
+        g.output("y", x.mul(2).allReduce(SUM));
+        try (var s = Session.compile(g.build(), opts())) {
+            check(s.plan().toString().contains("all_reduce.nccl"), "symbolic all-reduce is not NCCL:\n" + s.plan());
+            for (int n : new int[]{3, 7, 1}) {
+                float want = 2f * world * (world + 1) / 2;
+                for (float v : s.run(Map.of("x", NDArray.full(F32, rank + 1, n, 4))).get("y").toFloatArray())
+                    check(v == want, "dynamic n=" + n + ": " + v + " != " + want);
+            }
+        }
+        System.out.println("rank " + rank + ": symbolic shape [n,4] all-reduce through NCCL right for n = 3, 7, 1");
     }
 
     static List<Map<String, NDArray>> inputs(Graph g, long seed) {

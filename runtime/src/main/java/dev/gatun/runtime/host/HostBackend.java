@@ -13,7 +13,9 @@ public final class HostBackend implements Backend {
     @Override public long commGranularity() { return 1; }
 
     /** A process started as one rank of a distributed world (gatun-run) must not silently simulate every rank. */
-    @Override public String cannotRun(int worldSize) {
+    @Override public String cannotRun(CompileOptions options) {
+        int worldSize = options.worldSize();
+        if (options.rendezvous() != null) return "the session is one rank of a world that meets through a rendezvous, and the host backend simulates every rank itself";
         String env = System.getenv("WORLD_SIZE");
         if (worldSize > 1 && System.getenv("RANK") != null && env != null && env.trim().equals(Integer.toString(worldSize)))
             return "this process is rank " + System.getenv("RANK").trim() + " of a distributed world of " + worldSize

@@ -17,8 +17,8 @@ public interface Backend {
     /** Null when usable here, else why not (e.g. "unavailable: no CUDA driver"). */
     String unavailableReason();
 
-    /** Null when this backend can run a world of {@code worldSize} ranks from this process, else why not. */
-    default String cannotRun(int worldSize) { return null; }
+    /** Null when this backend can run these options' world of ranks from this process (or thread), else why not. */
+    default String cannotRun(CompileOptions options) { return null; }
 
     /** Options adjusted to what this machine allows (e.g. no symmetric memory without peer access). */
     default CompileOptions adapt(CompileOptions options) { return options; }
