@@ -1,5 +1,6 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.planner.kernel.Kernel;
@@ -76,7 +77,7 @@ public final class Plan {
     }
 
     /** The order heuristic chosen, and the estimated peaks of it and of the plain order. */
-    public String orderChoice() { return order + " (estimated peak " + Bytes.format(chosenPeak) + ", plain order " + Bytes.format(plainPeak) + ")"; }
+    public String orderChoice() { return order + " (estimated peak " + ByteSize.format(chosenPeak) + ", plain order " + ByteSize.format(plainPeak) + ")"; }
 
     public long estimatedPeak() { return chosenPeak; }
     public long plainOrderPeak() { return plainPeak; }
@@ -106,7 +107,7 @@ public final class Plan {
     private String body() {
         var sb = new StringBuilder();
         for (Pool p : pools) {
-            sb.append("  ").append(pad(p.declaration(), 72)).append("# max-live ").append(Bytes.format(p.maxLive()));
+            sb.append("  ").append(pad(p.declaration(), 72)).append("# max-live ").append(ByteSize.format(p.maxLive()));
             if (p.kind() != Pool.Kind.COMM && p.kind() != Pool.Kind.SYMM_INPUTS) sb.append(", ").append(p.kind().name().toLowerCase());
             sb.append('\n');
         }

@@ -1,5 +1,6 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConstantBuffer;
@@ -173,13 +174,13 @@ public final class Planner {
             for (var e : commItems.entrySet()) {
                 var r = OffsetAssigner.assign(e.getValue());
                 String pool = "pool" + poolNo++;
-                pools.add(new Pool(pool, Pool.Kind.COMM, e.getKey(), r.size(), r.maxLive(), Bytes.roundUp(r.size(), options.commGranularity())));
+                pools.add(new Pool(pool, Pool.Kind.COMM, e.getKey(), r.size(), r.maxLive(), ByteSize.roundUp(r.size(), options.commGranularity())));
                 record(pool, comm.get(e.getKey()), e.getValue(), r);
             }
             for (var e : symmInputs.entrySet()) {
                 String pool = "pool" + poolNo++;
                 long size = sequential(pool, e.getValue());
-                pools.add(new Pool(pool, Pool.Kind.SYMM_INPUTS, e.getKey(), size, size, Bytes.roundUp(size, options.commGranularity())));
+                pools.add(new Pool(pool, Pool.Kind.SYMM_INPUTS, e.getKey(), size, size, ByteSize.roundUp(size, options.commGranularity())));
                 persistent.addAll(e.getValue());
                 // the next call's copy_in overwrites these slots: peers must have finished reading them by the
                 // end of this call (a trailing barrier of a later collective, or a final barrier)
@@ -188,7 +189,7 @@ public final class Planner {
             if (!regular.isEmpty()) {
                 var r = OffsetAssigner.assign(regular);
                 String pool = "pool" + poolNo++;
-                pools.add(new Pool(pool, Pool.Kind.REGULAR, null, r.size(), r.maxLive(), Bytes.roundUp(r.size(), options.regularGranularity())));
+                pools.add(new Pool(pool, Pool.Kind.REGULAR, null, r.size(), r.maxLive(), ByteSize.roundUp(r.size(), options.regularGranularity())));
                 record(pool, regularBufs, regular, r);
                 for (Buffer out : written) {
                     Buffer in = merged.get(out);

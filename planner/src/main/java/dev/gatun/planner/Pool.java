@@ -1,5 +1,7 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.ByteSize;
+
 /**
  * One allocation the plan places buffers in.
  *
@@ -23,13 +25,13 @@ public record Pool(String name, Kind kind, String group, long bytes, long maxLiv
 
     String declaration() {
         String alloc = switch (kind) {
-            case COMM -> "alloc_symmetric(" + Bytes.format(bytes) + granularity() + ", type=SYMM_MEM, group=\"" + group + "\")";
-            case SYMM_INPUTS -> "alloc_symmetric_persistent(" + Bytes.format(bytes) + granularity() + ", inputs, group=\"" + group + "\")";
-            case REGULAR -> "alloc(" + Bytes.format(bytes) + granularity() + ")";
-            case CONSTANT -> "alloc_constants(" + Bytes.format(bytes) + ")";
+            case COMM -> "alloc_symmetric(" + ByteSize.format(bytes) + granularity() + ", type=SYMM_MEM, group=\"" + group + "\")";
+            case SYMM_INPUTS -> "alloc_symmetric_persistent(" + ByteSize.format(bytes) + granularity() + ", inputs, group=\"" + group + "\")";
+            case REGULAR -> "alloc(" + ByteSize.format(bytes) + granularity() + ")";
+            case CONSTANT -> "alloc_constants(" + ByteSize.format(bytes) + ")";
         };
         return name + " = " + alloc;
     }
 
-    private String granularity() { return allocationBytes != bytes ? " -> " + Bytes.format(allocationBytes) : ""; }
+    private String granularity() { return allocationBytes != bytes ? " -> " + ByteSize.format(allocationBytes) : ""; }
 }

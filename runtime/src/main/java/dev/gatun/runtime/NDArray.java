@@ -21,7 +21,6 @@ import java.util.StringJoiner;
 public final class NDArray implements HostTensor {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble F64 = ValueLayout.JAVA_DOUBLE_UNALIGNED;
-    private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED;
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong I64 = ValueLayout.JAVA_LONG_UNALIGNED;
 
@@ -140,15 +139,7 @@ public final class NDArray implements HostTensor {
     /** The element at a row-major linear index, as a double. */
     @Override public double get(long index) {
         Objects.checkIndex(index, numel);
-        return switch (dtype) {
-            case FLOAT32 -> data.getAtIndex(F32, index);
-            case FLOAT64 -> data.getAtIndex(F64, index);
-            case FLOAT16 -> Float.float16ToFloat(data.getAtIndex(I16, index));
-            case BFLOAT16 -> DTypes.bf16ToFloat(data.getAtIndex(I16, index));
-            case INT8, BOOL -> data.get(ValueLayout.JAVA_BYTE, index);
-            case INT32 -> data.getAtIndex(I32, index);
-            case INT64 -> data.getAtIndex(I64, index);
-        };
+        return Elements.get(data, dtype, index);
     }
 
     /**
@@ -171,16 +162,7 @@ public final class NDArray implements HostTensor {
     /** Writes a value, rounded to the dtype. */
     @Override public void set(long index, double value) {
         Objects.checkIndex(index, numel);
-        double v = DTypes.round(value, dtype);
-        switch (dtype) {
-            case FLOAT32 -> data.setAtIndex(F32, index, (float) v);
-            case FLOAT64 -> data.setAtIndex(F64, index, v);
-            case FLOAT16 -> data.setAtIndex(I16, index, Float.floatToFloat16((float) v));
-            case BFLOAT16 -> data.setAtIndex(I16, index, DTypes.floatToBf16((float) v));
-            case INT8, BOOL -> data.set(ValueLayout.JAVA_BYTE, index, (byte) v);
-            case INT32 -> data.setAtIndex(I32, index, (int) v);
-            case INT64 -> data.setAtIndex(I64, index, (long) v);
-        }
+        Elements.set(data, dtype, index, value);
     }
 
     // ------------------------------------------------------------------ conversions

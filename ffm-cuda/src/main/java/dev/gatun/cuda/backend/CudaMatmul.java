@@ -1,5 +1,7 @@
 package dev.gatun.cuda.backend;
 
+import dev.gatun.runtime.spi.Broadcast;
+
 import dev.gatun.cuda.Blas;
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceBuffer;
@@ -59,7 +61,7 @@ final class CudaMatmul {
         for (long bi = 0; bi < batches; bi++) {
             long rem = bi;
             for (int d = batchShape.length - 1; d >= 0; d--) { idx[d] = rem % batchShape[d]; rem /= batchShape[d]; }
-            long pa = a + batchOffset(idx, sa, (long) m * k) * e, pb = b + batchOffset(idx, sb, (long) k * n) * e, pc = out + bi * m * n * e;
+            long pa = a + Broadcast.batchOffset(idx, sa, (long) m * k) * e, pb = b + Broadcast.batchOffset(idx, sb, (long) k * n) * e, pc = out + bi * m * n * e;
             gemm(t, m, n, k, pa, pb, pc, stream);
         }
     }
@@ -85,16 +87,5 @@ final class CudaMatmul {
         var C = DeviceBuffer.wrap(device, c, (long) m * n * e);
         // k == 0: cuBLAS with beta 0 writes zeros, as an empty sum should
         blas.gemm(p, false, false, n, m, k, 1f, B, n, A, Math.max(1, k), 0f, C, n, true, stream);
-    }
-
-    /** Offset (in elements) of a broadcast batch index into an operand whose batch dims are right-aligned. */
-    static long batchOffset(long[] outIdx, long[] shape, long matrix) {
-        int batchRank = shape.length - 2, shift = outIdx.length - batchRank;
-        long off = 0, stride = matrix;
-        for (int d = batchRank - 1; d >= 0; d--) {
-            off += (shape[d] == 1 ? 0 : outIdx[d + shift]) * stride;
-            stride *= shape[d];
-        }
-        return off;
     }
 }

@@ -6,6 +6,7 @@ import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.CommBufferType;
 import dev.gatun.ir.AllocatorType;
+import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.SymInt;
 import dev.gatun.ir.TensorType;
@@ -322,19 +323,19 @@ public final class Lowering {
         if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()))
             return new Choice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
         long bytes = t.byteSize();
-        String size = bytes(bytes);
+        String size = ByteSize.format(bytes);
         return switch (c.kind()) {
             case BROADCAST -> new Choice(Algorithm.NCCL, "broadcast runs through NCCL");
             case REDUCE_SCATTER, ALL_GATHER -> bytes <= options.twoShotMaxBytes()
-                    ? new Choice(Algorithm.SYMM_MEM, size + " <= " + bytes(options.twoShotMaxBytes()) + " symmetric threshold")
-                    : new Choice(Algorithm.NCCL, size + " > " + bytes(options.twoShotMaxBytes()) + " symmetric threshold");
+                    ? new Choice(Algorithm.SYMM_MEM, size + " <= " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold")
+                    : new Choice(Algorithm.NCCL, size + " > " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold");
             case ALL_REDUCE -> {
                 if (options.forceAllReduce() != null) yield new Choice(options.forceAllReduce(), "forced by options");
                 if (bytes <= options.oneShotMaxBytes())
-                    yield new Choice(Algorithm.ONE_SHOT, size + " <= one-shot threshold " + bytes(options.oneShotMaxBytes()));
+                    yield new Choice(Algorithm.ONE_SHOT, size + " <= one-shot threshold " + ByteSize.format(options.oneShotMaxBytes()));
                 if (bytes <= options.twoShotMaxBytes())
-                    yield new Choice(Algorithm.TWO_SHOT, size + " <= two-shot threshold " + bytes(options.twoShotMaxBytes()));
-                yield new Choice(Algorithm.NCCL, size + " > two-shot threshold " + bytes(options.twoShotMaxBytes()));
+                    yield new Choice(Algorithm.TWO_SHOT, size + " <= two-shot threshold " + ByteSize.format(options.twoShotMaxBytes()));
+                yield new Choice(Algorithm.NCCL, size + " > two-shot threshold " + ByteSize.format(options.twoShotMaxBytes()));
             }
         };
     }
@@ -479,11 +480,5 @@ public final class Lowering {
         String n = name.matches("[A-Za-z_][A-Za-z0-9_]*") && !name.matches("buf[0-9]+") ? name : "in_" + name.replaceAll("[^A-Za-z0-9_]", "_");
         while (!names.add(n)) n = n + "_";
         return n;
-    }
-
-    private static String bytes(long b) {
-        if (b >= 1 << 20 && b % (1 << 20) == 0) return (b >> 20) + " MiB";
-        if (b >= 1 << 10 && b % (1 << 10) == 0) return (b >> 10) + " KiB";
-        return b + " B";
     }
 }

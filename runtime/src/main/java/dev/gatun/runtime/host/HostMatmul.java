@@ -1,5 +1,7 @@
 package dev.gatun.runtime.host;
 
+import dev.gatun.runtime.spi.Broadcast;
+
 import dev.gatun.ir.DType;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.runtime.Elements;
@@ -21,7 +23,7 @@ final class HostMatmul {
         long[] idx = new long[Math.max(0, ro - 2)];
         for (long bi = 0; bi < batches; bi++) {
             KernelInterpreter.unravel(bi, java.util.Arrays.copyOf(so, ro - 2), idx, 0);
-            long offA = batchOffset(idx, sa, m * k), offB = batchOffset(idx, sb, k * n), offO = bi * m * n;
+            long offA = Broadcast.batchOffset(idx, sa, m * k), offB = Broadcast.batchOffset(idx, sb, k * n), offO = bi * m * n;
             for (long i = 0; i < m; i++)
                 for (long j = 0; j < n; j++) {
                     double acc = 0;
@@ -29,17 +31,5 @@ final class HostMatmul {
                     Elements.set(out, to, offO + i * n + j, acc);
                 }
         }
-    }
-
-    /** Offset of a broadcast batch index into an operand whose batch dims are right-aligned with the output's. */
-    private static long batchOffset(long[] outIdx, long[] shape, long matrix) {
-        int batchRank = shape.length - 2, shift = outIdx.length - batchRank;
-        long off = 0, stride = matrix;
-        for (int d = batchRank - 1; d >= 0; d--) {
-            long i = shape[d] == 1 ? 0 : outIdx[d + shift];
-            off += i * stride;
-            stride *= shape[d];
-        }
-        return off;
     }
 }

@@ -23,15 +23,7 @@ import static org.assertj.core.api.Assertions.fail;
  */
 class HostDifferentialTest {
 
-    static List<Map<String, NDArray>> inputs(Graph g, long seed, int world) {
-        var out = new ArrayList<Map<String, NDArray>>();
-        for (int r = 0; r < world; r++) {
-            var m = new LinkedHashMap<String, NDArray>();
-            RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
-            out.add(m);
-        }
-        return out;
-    }
+    static List<Map<String, NDArray>> inputs(Graph g, long seed, int world) { return dev.gatun.runtime.TestInputs.of(g, seed, world); }
 
     /** Float32 within 1e-5 relative (fusion changes no rounding here, but sums may), half types within their ulp. */
     static void assertMatches(Graph g, long seed, List<Map<String, NDArray>> expected, List<Map<String, NDArray>> actual) {

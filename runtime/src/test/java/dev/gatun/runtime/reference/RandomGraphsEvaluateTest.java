@@ -15,15 +15,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** Random graphs of every feature evaluate, deterministically, with finite results and equal collectives. */
 class RandomGraphsEvaluateTest {
 
-    static List<Map<String, NDArray>> inputs(Graph g, long seed, int world) {
-        var out = new ArrayList<Map<String, NDArray>>();
-        for (int r = 0; r < world; r++) {
-            var m = new LinkedHashMap<String, NDArray>();
-            RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
-            out.add(m);
-        }
-        return out;
-    }
+    static List<Map<String, NDArray>> inputs(Graph g, long seed, int world) { return dev.gatun.runtime.TestInputs.of(g, seed, world); }
 
     @Test
     void hundredsOfRandomGraphsEvaluate() {
