@@ -45,7 +45,10 @@ public final class Session implements AutoCloseable {
         this.backend = chooseBackend(options.backend(), options);
         this.options = backend.adapt(options);
         this.lowered = Lowering.lower(graph, this.options.lowering());
-        for (String d : lowered.decisions()) LOG.log(System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
+        // -Dgatun.verbose=true (or GATUN_VERBOSE=1) prints every lowering decision; otherwise they go to DEBUG
+        boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(System.getenv("GATUN_VERBOSE"));
+        for (String d : lowered.decisions()) LOG.log(verbose ? System.Logger.Level.INFO : System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
+        if (verbose) LOG.log(System.Logger.Level.INFO, "{0}", lowered.explain());
         this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));
         this.executable = backend.load(plan, this.options);
     }

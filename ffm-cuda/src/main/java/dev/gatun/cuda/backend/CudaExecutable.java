@@ -122,9 +122,14 @@ final class CudaExecutable implements Executable {
     // ------------------------------------------------------------------ compilation
 
     private void compileKernels() {
+        int n = plan.kernels().size(), done = 0;
+        long t0 = System.nanoTime();
         for (var k : plan.kernels()) {
             KernelSource src = CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype());
             kernels.put(k, new Compiled(src, compile(src.name(), src.source(), src.name())));
+            // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
+            if (n >= 8 && (++done % 8 == 0 || done == n))
+                LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, (System.nanoTime() - t0) / 1_000_000);
         }
         for (Step s : plan.steps()) {
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
