@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Gatun's GPU checks and benchmarks from a built bundle on a GPU host (no JDK needed there).
-#   bundle/gpu-check.sh [stage...]   stages: tests backend multi threads fault nccl-net bench-pointwise bench-collectives launch
+#   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault nccl-net bench-pointwise bench-collectives launch
 #   (default: tests multi bench-pointwise bench-collectives)
 # Logs go to $OUT (or ./gpu-check-out). NVLink multicast stays off: the environment passes through unchanged.
 set -uo pipefail
@@ -24,6 +24,7 @@ for s in "${stages[@]}"; do
     fault) timeout 90 $B --main dev.gatun.runtime.dist.Launcher --nproc 2 "${JOPT[@]}" --main dev.gatun.cuda.backend.FaultCheck 2>&1 | tee "$OUT/fault.log" | grep -E "GATUN_BARRIER_TIMEOUT|FAULT|first call|stayed|stopped after|exited" | cut -c1-400 ;;
     nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
     threads) timeout 120 $B --main dev.gatun.cuda.backend.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
+    vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
     launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;
   esac
 done

@@ -79,14 +79,25 @@ final class CudaExecutable implements Executable {
         try {
             this.stream = device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
-            for (Pool p : plan.pools()) pools.put(p.name(), allocate(p.name() + " (" + p.kind().name().toLowerCase() + " pool)", p.allocationBytes()));
+            var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
+            // threads of one process share memory directly; VMM file descriptors are for separate processes
+            boolean vmm = plan.worldSize() > 1 && options.rendezvous() == null && SymmetricHeap.vmm();
+            for (Pool p : plan.pools()) {
+                if (vmm && p.isSymmetric()) {
+                    var v = SymmetricHeap.allocateVmm(device, p.allocationBytes());
+                    vmmPools.put(p.name(), v);
+                    pools.put(p.name(), v.view());
+                } else {
+                    pools.put(p.name(), allocate(p.name() + " (" + p.kind().name().toLowerCase() + " pool)", p.allocationBytes()));
+                }
+            }
             for (InputBuffer in : plan.lowered().inputs().values())
                 if (in.type().shape().isStatic()) staging.put(in.name(), allocate("input '" + in.inputName() + "'", in.type().byteSize()));
             writeConstants();
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.partitions = new GraphExec[plan.partitions().size()];
-            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, options) : null;
+            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, vmmPools, options) : null;
             ok = true;
         } finally {
             if (!ok) device.close();
@@ -128,8 +139,10 @@ final class CudaExecutable implements Executable {
             KernelSource src = CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype());
             kernels.put(k, new Compiled(src, compile(src.name(), src.source(), src.name())));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
-            if (n >= 8 && (++done % 8 == 0 || done == n))
-                LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, (System.nanoTime() - t0) / 1_000_000);
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            done++;
+            if (n >= 8 && ms > 500 && (done % 8 == 0 || done == n))
+                LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, ms);
         }
         for (Step s : plan.steps()) {
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {

@@ -58,7 +58,8 @@ final class Distributed implements AutoCloseable {
         return process;
     }
 
-    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, dev.gatun.runtime.CompileOptions options) {
+    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, Map<String, SymmetricHeap.VmmBuffer> vmmPools,
+                dev.gatun.runtime.CompileOptions options) {
         Duration timeout = options.timeout();
         this.rendezvous = options.rendezvous() != null ? options.rendezvous() : rendezvous();
         this.device = device;
@@ -87,7 +88,7 @@ final class Distributed implements AutoCloseable {
             if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
         }
         this.heap = new SymmetricHeap(device, rendezvous, prefix);
-        heap.open(plan, members, barrierGroups, localPools, timeout);
+        heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
         if (!barrierGroups.isEmpty()) loadKernels();
         if (nccl) openComms(plan, prefix, timeout);
     }

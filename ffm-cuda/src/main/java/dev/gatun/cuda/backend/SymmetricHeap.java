@@ -2,7 +2,10 @@ package dev.gatun.cuda.backend;
 
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.FileDescriptors;
 import dev.gatun.cuda.IpcMemHandle;
+import dev.gatun.cuda.PhysicalMemory;
+import dev.gatun.cuda.VirtualRange;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Pool;
 import dev.gatun.runtime.dist.Rendezvous;
@@ -38,6 +41,24 @@ final class SymmetricHeap implements AutoCloseable {
     private final Map<Integer, Device> peers = new java.util.HashMap<>();
     private static final long PID = ProcessHandle.current().pid();
 
+    /** Symmetric pools are exchanged as CUDA IPC handles unless GATUN_SYMMETRIC_HANDLES=vmm asks for VMM file descriptors. */
+    static boolean vmm() { return "vmm".equalsIgnoreCase(System.getenv().getOrDefault("GATUN_SYMMETRIC_HANDLES", "ipc").trim()); }
+
+    /** An exportable VMM allocation mapped on its own device: cuMemCreate, reserve, map, set access. */
+    record VmmBuffer(PhysicalMemory memory, VirtualRange range, DeviceBuffer view) {}
+
+    static VmmBuffer allocateVmm(Device device, long bytes) {
+        long size = PhysicalMemory.roundUp(Math.max(1, bytes), PhysicalMemory.granularity(device, false));
+        PhysicalMemory mem = PhysicalMemory.create(device, size);
+        VirtualRange range = VirtualRange.reserve(device, size);
+        range.map(0, mem);
+        range.setAccess(0, size, device);
+        return new VmmBuffer(mem, range, range.buffer(0, size));
+    }
+
+    private final List<AutoCloseable> imported = new ArrayList<>();
+    private final List<Integer> exportedFds = new ArrayList<>();
+
     SymmetricHeap(Device device, Rendezvous rendezvous, String prefix) {
         this.device = device;
         this.rendezvous = rendezvous;
@@ -46,7 +67,7 @@ final class SymmetricHeap implements AutoCloseable {
 
     /** Sets up pads for {@code groups} and opens every symmetric pool of the plan; every rank calls it alike. */
     void open(Plan plan, Map<String, List<Integer>> groupMembers, List<String> barrierGroups, Map<String, DeviceBuffer> localPools,
-              Duration timeout) {
+              Map<String, VmmBuffer> vmmPools, Duration timeout) {
         var needed = new java.util.TreeSet<>(barrierGroups);
         for (Pool p : plan.pools()) if (p.isSymmetric()) needed.add(p.group());
         int rank = rendezvous.rank();
@@ -76,8 +97,16 @@ final class SymmetricHeap implements AutoCloseable {
             if (!p.isSymmetric()) continue;
             List<Integer> members = groupMembers.get(p.group());
             DeviceBuffer mine = members.contains(rank) ? localPools.get(p.name()) : null;
-            long[] addresses = exchange("pool/" + p.name(), mine, members, Math.max(1, p.allocationBytes()), timeout);
+            VmmBuffer v = vmmPools.get(p.name());
+            long[] addresses = v != null ? exchangeVmm("pool/" + p.name(), mine == null ? null : v, members, timeout)
+                    : exchange("pool/" + p.name(), mine, members, Math.max(1, p.allocationBytes()), timeout);
             if (mine != null) pools.put(p.name(), new SymPool(p.name(), groups.get(p.group()), table(addresses)));
+        }
+        if (!exportedFds.isEmpty() || !vmmPools.isEmpty()) {
+            // every peer has taken its copies of our descriptors; ours can go
+            rendezvous.barrier(prefix + "/fds-taken", timeout);
+            for (int fd : exportedFds) FileDescriptors.close(fd);
+            exportedFds.clear();
         }
     }
 
@@ -118,6 +147,45 @@ final class SymmetricHeap implements AutoCloseable {
         return addresses;
     }
 
+    /**
+     * The VMM variant: all-gathers (process id, exported file descriptor, size); peers take the descriptor with
+     * pidfd_getfd, import it, and map it into a range of their own.
+     */
+    private long[] exchangeVmm(String what, VmmBuffer mine, List<Integer> members, Duration timeout) {
+        var out = java.nio.ByteBuffer.allocate(mine == null ? 0 : 20);
+        if (mine != null) {
+            int fd = mine.memory().exportFileDescriptor();
+            exportedFds.add(fd);
+            out.putLong(PID).putInt(fd).putLong(mine.memory().size());
+        }
+        List<byte[]> all = rendezvous.allGather(prefix + "/" + what, out.array(), timeout);
+        if (mine == null) return null;
+        long[] addresses = new long[members.size()];
+        for (int i = 0; i < members.size(); i++) {
+            int r = members.get(i);
+            if (r == rendezvous.rank()) { addresses[i] = mine.view().address(); continue; }
+            var in = java.nio.ByteBuffer.wrap(all.get(r));
+            long pid = in.getLong();
+            int fd = in.getInt();
+            long size = in.getLong();
+            if (pid == PID) throw new IllegalStateException("VMM exchange between threads of one process is not supported; use IPC handles");
+            int local = FileDescriptors.takeFrom(pid, fd);
+            PhysicalMemory mem;
+            try {
+                mem = PhysicalMemory.importFileDescriptor(device, local, size);
+            } finally {
+                FileDescriptors.close(local);
+            }
+            VirtualRange range = VirtualRange.reserve(device, size);
+            range.map(0, mem);
+            range.setAccess(0, size, device);
+            imported.add(range);
+            imported.add(mem);
+            addresses[i] = range.address();
+        }
+        return addresses;
+    }
+
     private DeviceBuffer table(long[] addresses) {
         DeviceBuffer t = own(device.allocate(8L * addresses.length));
         t.copyFrom(MemorySegment.ofArray(addresses));
@@ -137,6 +205,13 @@ final class SymmetricHeap implements AutoCloseable {
             // a sticky device error: still release what we can
         }
         for (DeviceBuffer b : opened) b.close();
+        for (AutoCloseable c : imported) {
+            try {
+                c.close();
+            } catch (Exception ignored) {
+                // keep unmapping the rest
+            }
+        }
         try {
             rendezvous.barrier(prefix + "/unmapped", Duration.ofSeconds(30));
         } catch (RuntimeException ignored) {
