@@ -96,6 +96,9 @@ public final class Session implements AutoCloseable {
     /** Why each collective took its path. */
     public String explain() { return lowered.explain(); }
 
+    /** The kernels as the backend runs them: CUDA C on the CUDA backend, the kernel IR on the host. */
+    public String generatedSource() { return backend.generatedSource(plan); }
+
     /** The ranks this process drives: every rank when they are simulated, its own one when each process is a rank. */
     public List<Integer> ranks() { return executable.ranks(); }
 

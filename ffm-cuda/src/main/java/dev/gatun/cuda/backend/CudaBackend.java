@@ -89,6 +89,13 @@ public final class CudaBackend implements Backend {
 
     @Override public long commGranularity() { return GRANULARITY; }
 
+    @Override public String generatedSource(dev.gatun.planner.Plan plan) {
+        var sb = new StringBuilder();
+        for (var k : plan.kernels())
+            sb.append(CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype()).source()).append('\n');
+        return sb.toString();
+    }
+
     @Override public Executable load(Plan plan, CompileOptions options) {
         return new CudaExecutable(plan, options, localRank(options));
     }

@@ -23,6 +23,9 @@ public interface Backend {
     /** Options adjusted to what this machine allows (e.g. no symmetric memory without peer access). */
     default CompileOptions adapt(CompileOptions options) { return options; }
 
+    /** The code this backend runs for the plan's kernels (the host backend interprets the kernel IR itself). */
+    default String generatedSource(Plan plan) { return plan.kernelSources(); }
+
     /** Allocation granularity of symmetric memory, for the planner to round communication pools to. */
     long commGranularity();
 
