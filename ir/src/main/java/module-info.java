@@ -6,4 +6,5 @@ module dev.gatun.ir {
     exports dev.gatun.ir;
     exports dev.gatun.ir.graph;
     exports dev.gatun.ir.lower;
+    exports dev.gatun.ir.viz;
 }

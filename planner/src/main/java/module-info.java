@@ -4,4 +4,5 @@ module dev.gatun.planner {
 
     exports dev.gatun.planner;
     exports dev.gatun.planner.kernel;
+    exports dev.gatun.planner.viz;
 }
