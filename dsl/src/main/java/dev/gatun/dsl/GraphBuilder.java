@@ -28,6 +28,9 @@ import java.util.function.Supplier;
  */
 public final class GraphBuilder {
     private final Graph.Builder b;
+    /** For toString while open: how many nodes exist (ids 0..nodeCount-1) and the outputs named so far. */
+    private int nodeCount;
+    private final java.util.Map<String, Integer> outputs = new java.util.LinkedHashMap<>();
 
     GraphBuilder(String name) { this.b = Graph.builder(name); }
 
@@ -87,6 +90,7 @@ public final class GraphBuilder {
     public GraphBuilder output(String name, Tensor t) {
         check(t, "output");
         b.output(name, t.node());
+        outputs.put(name, t.node().id());
         return this;
     }
 
@@ -104,9 +108,18 @@ public final class GraphBuilder {
                     + "', not to graph '" + name() + "'");
     }
 
-    private Tensor wrap(Node n) { return new Tensor(this, n); }
+    private Tensor wrap(Node n) {
+        nodeCount = Math.max(nodeCount, n.id() + 1);
+        return new Tensor(this, n);
+    }
 
+    /** The graph once built; while open, the nodes and outputs so far, in the graph's own format. */
     @Override public String toString() {
-        return b.isBuilt() ? b.build().toString() : "GraphBuilder '" + name() + "' (open)";
+        if (b.isBuilt()) return b.build().toString();
+        var sb = new StringBuilder("graph \"").append(name()).append("\"  (open: being built)\n");
+        for (int i = 0; i < nodeCount; i++) sb.append("  ").append(b.node(i).format()).append('\n');
+        var parts = new ArrayList<String>();
+        outputs.forEach((k, v) -> parts.add(k + "=%" + v));
+        return sb.append("  return ").append(parts.isEmpty() ? "(no outputs yet)" : String.join(", ", parts)).toString();
     }
 }
