@@ -17,9 +17,9 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The seeds' example graph of DESIGN.md, planned: the figures the design states. */
-class SeedsPlanTest {
+public class SeedsPlanTest {
 
-    static Graph seeds() {
+    public static Graph seeds() {
         var g = Gatun.graph("seeds");
         var x = g.input("x", F32, 4, 4);
         var a = x.add(1).allReduce(SUM);
@@ -29,7 +29,7 @@ class SeedsPlanTest {
         return g.build();
     }
 
-    static Plan plan(int world) { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(world))); }
+    public static Plan plan(int world) { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(world))); }
 
     @ParameterizedTest
     @ValueSource(ints = {2, 3, 4})

@@ -36,17 +36,8 @@ class PlanSvgTest {
     }
 
 
-    static Graph seeds() {
-        var g = Gatun.graph("seeds");
-        var x = g.input("x", F32, 4, 4);
-        var a = x.add(1).allReduce(SUM);
-        var b = x.add(2).allReduce(SUM);
-        var c = x.add(3).allReduce(SUM);
-        g.output("d", a.add(b).add(c).allReduce(SUM));
-        return g.build();
-    }
 
-    static Plan seedsPlan() { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(2))); }
+    static Plan seedsPlan() { return dev.gatun.planner.SeedsPlanTest.plan(2); }
 
     static long placeSteps(Plan p) { return p.steps().stream().filter(s -> s instanceof Step.Place).count(); }
 
