@@ -50,6 +50,9 @@ public final class Rendezvous implements AutoCloseable {
     /** Extra time the client gives the store to answer after a wait's own timeout. */
     private static final long ANSWER_GRACE_MS = 10_000;
     private static final SecureRandom RANDOM = new SecureRandom();
+    private static final System.Logger PROGRESS = System.getLogger("dev.gatun.runtime.dist");
+    /** How often a long wait reports that it is still waiting. */
+    private static final long PROGRESS_MS = 10_000;
 
     private final int rank;
     private final int localRank;
@@ -382,7 +385,20 @@ public final class Rendezvous implements AutoCloseable {
         Response r;
         try {
             long waitMs = Math.max(0, timeout.toMillis()) + ANSWER_GRACE_MS;
-            r = future.get(waitMs, TimeUnit.MILLISECONDS);
+            long start = System.nanoTime();
+            while (true) {
+                long left = waitMs - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+                if (left <= 0) throw new TimeoutException();
+                try {
+                    r = future.get(Math.min(left, PROGRESS_MS), TimeUnit.MILLISECONDS);
+                    break;
+                } catch (TimeoutException still) {
+                    // long waits (peers still compiling, or stuck) say so, so users see progress instead of silence
+                    if (TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) < waitMs)
+                        PROGRESS.log(System.Logger.Level.INFO, "rank {0}: rendezvous {1} still waiting after {2} s",
+                                rank, what, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - start));
+                }
+            }
         } catch (TimeoutException e) {
             pending.remove(id);
             throw new RendezvousTimeoutException("rank " + rank + ": " + what + ": no answer from the rendezvous store at "
