@@ -296,21 +296,56 @@ public final class Planner {
             return off;
         }
 
-        /** Records placements and, for each buffer, the earlier occupant of its slot if any. */
+        /**
+         * Records placements and, for each buffer, the earlier occupant of its slot if any: among the items
+         * that ended by its start and share a byte with it, the one that ended last (the first of those in
+         * item order on ties). A sweep over time paints each ended item's byte range into a segment map,
+         * in order of end and then of falling index, so that a query reads the latest occupant of every byte.
+         */
         private void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r) {
-            for (int i = 0; i < bufs.size(); i++) {
-                Buffer b = bufs.get(i);
-                placements.put(b.name(), new Plan.Placement(b.name(), pool, r.offsets()[i], items.get(i).size()));
-                OffsetAssigner.Item it = items.get(i);
-                String prev = null;
-                long prevEnd = Long.MIN_VALUE;
-                for (int j = 0; j < bufs.size(); j++) {
-                    OffsetAssigner.Item o = items.get(j);
-                    boolean shares = r.offsets()[j] < r.offsets()[i] + it.size() && r.offsets()[i] < r.offsets()[j] + o.size();
-                    if (j != i && shares && o.upper() <= it.lower() && o.upper() > prevEnd) { prev = o.id(); prevEnd = o.upper(); }
+            int n = bufs.size();
+            long[] off = r.offsets();
+            for (int i = 0; i < n; i++) placements.put(bufs.get(i).name(), new Plan.Placement(bufs.get(i).name(), pool, off[i], items.get(i).size()));
+            Integer[] byEnd = new Integer[n], byStart = new Integer[n];
+            for (int i = 0; i < n; i++) { byEnd[i] = i; byStart[i] = i; }
+            java.util.Arrays.sort(byEnd, java.util.Comparator.<Integer>comparingLong(i -> items.get(i).upper()).thenComparing(i -> -i));
+            java.util.Arrays.sort(byStart, java.util.Comparator.comparingLong(i -> items.get(i).lower()));
+            var paint = new TreeMap<Long, long[]>();   // start -> {end, item}
+            int e = 0;
+            for (int q : byStart) {
+                OffsetAssigner.Item it = items.get(q);
+                while (e < n && items.get(byEnd[e]).upper() <= it.lower()) {
+                    int j = byEnd[e++];
+                    long a = off[j], b = off[j] + items.get(j).size();
+                    if (a >= b) continue;
+                    var lo = paint.lowerEntry(a);
+                    if (lo != null && lo.getValue()[0] > a) {
+                        long[] v = lo.getValue();
+                        paint.put(lo.getKey(), new long[]{a, v[1]});
+                        if (v[0] > b) paint.put(b, new long[]{v[0], v[1]});
+                    }
+                    var inside = paint.subMap(a, true, b, false);
+                    if (!inside.isEmpty()) {
+                        long[] last = inside.lastEntry().getValue();
+                        if (last[0] > b) paint.put(b, new long[]{last[0], last[1]});
+                        inside.clear();
+                    }
+                    paint.put(a, new long[]{b, j});
                 }
-                if (prev != null) reuses.put(b, prev);
+                long a = off[q], b = off[q] + it.size();
+                if (a >= b || it.upper() == it.lower()) continue;
+                int prev = -1;
+                var lo = paint.lowerEntry(a);
+                if (lo != null && lo.getValue()[0] > a) prev = (int) lo.getValue()[1];
+                for (long[] v : paint.subMap(a, true, b, false).values()) prev = better(items, prev, (int) v[1]);
+                if (prev >= 0) reuses.put(bufs.get(q), items.get(prev).id());
             }
+        }
+
+        private static int better(List<OffsetAssigner.Item> items, int x, int y) {
+            if (x < 0) return y;
+            long ux = items.get(x).upper(), uy = items.get(y).upper();
+            return uy > ux || (uy == ux && y < x) ? y : x;
         }
 
         Step placeStep(Buffer b) {
@@ -329,6 +364,16 @@ public final class Planner {
             };
         }
 
-        private boolean isDynamicName(String name) { return !graph.buffer(name).type().shape().isStatic(); }
+        private Map<String, Buffer> byName;
+
+        /** LoweredGraph.buffer(name) scans every buffer: index them once, the first of a name winning as there. */
+        private boolean isDynamicName(String name) {
+            if (byName == null) {
+                byName = new HashMap<>();
+                for (Buffer b : graph.buffers()) byName.putIfAbsent(b.name(), b);
+            }
+            Buffer b = byName.get(name);
+            return !(b != null ? b : graph.buffer(name)).type().shape().isStatic();
+        }
     }
 }

@@ -1,0 +1,49 @@
+package dev.gatun.planner.bench;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.graph.Graph;
+
+import java.util.ArrayList;
+import java.util.SplittableRandom;
+
+import static dev.gatun.ir.DType.F32;
+
+/**
+ * Fast synthetic graphs of a given node count for planning-time benchmarks: long chains of elementwise ops
+ * broken by matmuls (extern calls, so fusion keeps many works), with layers that fan out and join back,
+ * and reductions. Linear time in the node count (RandomGraphs is too slow at a million nodes).
+ */
+public final class SyntheticGraphs {
+    private SyntheticGraphs() {}
+
+    public static Graph chainsAndLayers(int nodes, long seed) {
+        var rnd = new SplittableRandom(seed);
+        var g = Gatun.graph("synthetic-" + nodes);
+        var x = g.input("x", F32, 16, 16);
+        var w = g.input("w", F32, 16, 16);
+        var recent = new ArrayList<Tensor>();
+        recent.add(x);
+        Tensor cur = x;
+        int made = 0, outputs = 0;
+        while (made < nodes) {
+            int kind = rnd.nextInt(10);
+            if (kind < 4) cur = cur.tanh();                                  // chain
+            else if (kind < 6) cur = cur.matmul(w);                          // extern call: a fusion barrier
+            else if (kind < 8) cur = cur.add(recent.get(rnd.nextInt(recent.size())));   // join back a layer
+            else if (kind < 9) {                                             // a layer: fan out
+                var layer = new ArrayList<Tensor>();
+                int width = 2 + rnd.nextInt(4);
+                for (int i = 0; i < width && made < nodes; i++, made++) layer.add(cur.matmul(w).mul(0.5));
+                made += layer.size();
+                for (Tensor t : layer) cur = cur.add(t);
+            } else cur = cur.add(cur.sum(true, 1));                          // a reduction, broadcast back
+            made++;
+            recent.add(cur);
+            if (recent.size() > 8) recent.remove(0);
+            if (rnd.nextInt(Math.max(1, nodes / 4)) == 0 && outputs < 8) g.output("o" + outputs++, cur);
+        }
+        g.output("y", cur);
+        return g.build();
+    }
+}
