@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Gatun's GPU checks and benchmarks from a built bundle on a GPU host (no JDK needed there).
-#   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault nccl-net bench-pointwise bench-collectives launch
+#   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault nccl-net bench-pointwise bench-collectives torch-allreduce launch
 #   (default: tests multi bench-pointwise bench-collectives)
 # Logs go to $OUT (or ./gpu-check-out). NVLink multicast stays off: the environment passes through unchanged.
 set -uo pipefail
@@ -25,6 +25,7 @@ for s in "${stages[@]}"; do
     nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
     threads) timeout 120 $B --main dev.gatun.cuda.backend.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
     vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
+    torch-allreduce) timeout 150 torchrun --nproc_per_node "$NPROC" bench/torch_allreduce.py ${TORCH_ARGS:-200} 2>&1 | tee "$OUT/torch-allreduce.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS" | tail -12 ;;
     launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;
   esac
 done
