@@ -136,6 +136,23 @@ public final class NDArray implements HostTensor {
     /** The elements' memory (row-major, native byte order). */
     public MemorySegment segment() { return data.asSlice(0, byteSize()); }
 
+    /**
+     * A row-major copy of the strided view {@code offset + sum(strides[k] * i_k)} (in elements) of {@code src}: how
+     * backends read an output that is a view of some storage.
+     */
+    public static NDArray gather(MemorySegment src, DType dtype, long[] shape, long offset, long[] strides) {
+        NDArray out = zeros(dtype, shape);
+        for (long i = 0; i < out.numel; i++) {
+            long rem = i, p = offset;
+            for (int k = shape.length - 1; k >= 0; k--) {
+                p += (rem % shape[k]) * strides[k];
+                rem /= shape[k];
+            }
+            out.set(i, Elements.get(src, dtype, p));
+        }
+        return out;
+    }
+
     /** The element at a row-major linear index, as a double. */
     @Override public double get(long index) {
         Objects.checkIndex(index, numel);

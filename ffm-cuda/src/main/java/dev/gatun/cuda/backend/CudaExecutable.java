@@ -26,7 +26,6 @@ import dev.gatun.planner.Plan;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;
-import dev.gatun.runtime.Elements;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.spi.Executable;
@@ -67,7 +66,7 @@ final class CudaExecutable implements Executable {
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
 
-    record Compiled(KernelSource source, Kernel function) {}
+    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function) {}
 
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
         this.plan = plan;
@@ -137,7 +136,7 @@ final class CudaExecutable implements Executable {
         long t0 = System.nanoTime();
         for (var k : plan.kernels()) {
             KernelSource src = CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype());
-            kernels.put(k, new Compiled(src, compile(src.name(), src.source(), src.name())));
+            kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name())));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
             long ms = (System.nanoTime() - t0) / 1_000_000;
             done++;
@@ -153,15 +152,19 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** NVRTC for this device's architecture, cached on disk; a failure saves the source and names the file. */
     Kernel compile(String programName, String source, String kernelName) {
+        return compile(device, plan.name(), programName, source).kernel(kernelName);
+    }
+
+    /** NVRTC for the device's architecture, cached on disk; a failure saves the source and names the file. */
+    static dev.gatun.cuda.Module compile(Device device, String planName, String programName, String source) {
         String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
         var program = Program.of(programName, source).withOptions(ProgramOptions.defaults().withIncludePath(cudaHome + "/include"));
         try {
-            return program.load(device).kernel(kernelName);
+            return program.load(device);
         } catch (CompileException e) {
             Path saved = save(programName, source);
-            throw new GatunRuntimeException("kernel '" + programName + "' of plan '" + plan.name() + "' failed to compile; source saved to "
+            throw new GatunRuntimeException("kernel '" + programName + "' of plan '" + planName + "' failed to compile; source saved to "
                     + saved + "\n" + e.getMessage(), e);
         }
     }
@@ -331,7 +334,7 @@ final class CudaExecutable implements Executable {
             var k = src.geometry(env, exe.multiprocessors);
             if (k.elements() == 0) return;
             var args = new ArrayList<Object>();
-            var kernel = exe.plan.kernels().stream().filter(x -> exe.kernels.get(x) == c).findFirst().orElseThrow();
+            var kernel = c.kernel();
             for (String in : kernel.inputs()) args.add(addressOf(in));
             for (var st : kernel.stores()) args.add(addressOf(st.buffer()));
             for (String sym : src.symbols()) args.add(env.get(sym));
@@ -366,12 +369,12 @@ final class CudaExecutable implements Executable {
         private NDArray readOut(Buffer b) {
             DType t = b.type().dtype();
             long[] shape = b.type().shape().sizes(env);
-            NDArray out = NDArray.zeros(t, shape);
             Layout.Fixed l = b.layout().fix();
             long base = address.get(b.storage().name());
             boolean contiguous = l.strides().equals(b.type().shape().contiguousStrides());
             long off = l.offset().eval(env);
             if (contiguous) {
+                NDArray out = NDArray.zeros(t, shape);
                 if (out.byteSize() > 0) DeviceBuffer.wrap(exe.device, base + off * t.byteSize(), out.byteSize()).copyToAsync(out.segment(), 0, exe.stream);
                 exe.stream.synchronize();
                 return out;
@@ -386,18 +389,8 @@ final class CudaExecutable implements Executable {
                 MemorySegment host = arena.allocate(extent * t.byteSize(), 16);
                 DeviceBuffer.wrap(exe.device, base, host.byteSize()).copyToAsync(host, 0, exe.stream);
                 exe.stream.synchronize();
-                long[] idx = new long[shape.length];
-                for (long i = 0; i < out.numel(); i++) {
-                    long rem = i, p = off;
-                    for (int k = shape.length - 1; k >= 0; k--) {
-                        idx[k] = rem % shape[k];
-                        rem /= shape[k];
-                        p += idx[k] * strides[k];
-                    }
-                    out.set(i, Elements.get(host, t, p));
-                }
+                return NDArray.gather(host, t, shape, off, strides);
             }
-            return out;
         }
     }
 

@@ -9,8 +9,6 @@ import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Nccl;
 import dev.gatun.cuda.NcclComm;
 import dev.gatun.cuda.NcclUniqueId;
-import dev.gatun.cuda.Program;
-import dev.gatun.cuda.ProgramOptions;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
@@ -89,14 +87,12 @@ final class Distributed implements AutoCloseable {
         }
         this.heap = new SymmetricHeap(device, rendezvous, prefix);
         heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
-        if (!barrierGroups.isEmpty()) loadKernels();
+        if (!barrierGroups.isEmpty()) loadKernels(plan.name());
         if (nccl) openComms(plan, prefix, timeout);
     }
 
-    private void loadKernels() {
-        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
-        var module = Program.of("gatun_symmetric", SymmetricKernels.SOURCE)
-                .withOptions(ProgramOptions.defaults().withIncludePath(cudaHome + "/include")).load(device);
+    private void loadKernels(String planName) {
+        var module = CudaExecutable.compile(device, planName, "gatun_symmetric", SymmetricKernels.SOURCE);
         for (String op : List.of("one_shot", "two_shot", "reduce_scatter", "all_gather"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));

@@ -233,20 +233,9 @@ final class HostExecutable implements Executable {
 
         /** An output as a fresh row-major array (views are read through their strides). */
         private NDArray readOut(Buffer b) {
-            long[] shape = b.type().shape().sizes(env);
-            NDArray out = NDArray.zeros(b.type().dtype(), shape);
-            MemorySegment base = storage.get(b.storage().name());
             Layout.Fixed l = b.layout().fix();
-            long off = l.offset().eval(env);
-            long[] strides = KernelInterpreter.eval(l.strides(), env);
-            long[] idx = new long[shape.length];
-            for (long i = 0; i < out.numel(); i++) {
-                KernelInterpreter.unravel(i, shape, idx, 0);
-                long p = off;
-                for (int k = 0; k < idx.length; k++) p += strides[k] * idx[k];
-                out.set(i, Elements.get(base, b.type().dtype(), p));
-            }
-            return out;
+            return NDArray.gather(storage.get(b.storage().name()), b.type().dtype(), b.type().shape().sizes(env), l.offset().eval(env),
+                    KernelInterpreter.eval(l.strides(), env));
         }
     }
 }
