@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Gatun's GPU checks and benchmarks from a built bundle on a GPU host (no JDK needed there).
-#   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault nccl-net bench-pointwise bench-collectives torch-allreduce launch
-#   (default: tests multi bench-pointwise bench-collectives)
+#   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault nccl-net bench-pointwise launch
+#   (default: tests multi bench-pointwise). The benchmark suite against PyTorch is bundle/gpu-suite.sh.
 # Logs go to $OUT (or ./gpu-check-out). NVLink multicast stays off: the environment passes through unchanged.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ B=.bundle/run-gpu-tests.sh
 export GATUN_TEST_REPORTS=/tmp/gatun-reports GATUN_BUNDLE_DIR=/tmp/gatun-bundle
 NPROC=${NPROC:-$(nvidia-smi -L 2>/dev/null | wc -l)}
 JOPT=(--jvm-opt --enable-native-access=ALL-UNNAMED)
-stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(tests multi bench-pointwise bench-collectives)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(tests multi bench-pointwise)
 echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset} TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-unset} NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-unset}"
 nvidia-smi -L
 for s in "${stages[@]}"; do
@@ -20,12 +20,10 @@ for s in "${stages[@]}"; do
     backend) timeout 200 $B --include-package dev.gatun.cuda.backend 2>&1 | tee "$OUT/backend-tests.log" | grep -E "tests (successful|failed|found)|=> |MethodSource" | tail -30 ;;
     multi) timeout 280 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/multi.log" | tail -25 ;;
     bench-pointwise) timeout 80 $B --main dev.gatun.cuda.backend.PointwiseBenchmark 24 200 2>&1 | tee "$OUT/pointwise.log" | tail -12 ;;
-    bench-collectives) timeout 120 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.CollectiveBenchmark ${BENCH_ARGS:-200} 2>&1 | tee "$OUT/collectives.log" | tail -20 ;;
     fault) timeout 90 $B --main dev.gatun.runtime.dist.Launcher --nproc 2 "${JOPT[@]}" --main dev.gatun.cuda.backend.FaultCheck 2>&1 | tee "$OUT/fault.log" | grep -E "GATUN_BARRIER_TIMEOUT|FAULT|first call|stayed|stopped after|exited" | cut -c1-400 ;;
     nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
     threads) timeout 120 $B --main dev.gatun.cuda.backend.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
     vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
-    torch-allreduce) timeout 150 torchrun --nproc_per_node "$NPROC" bench/torch_allreduce.py ${TORCH_ARGS:-200} 2>&1 | tee "$OUT/torch-allreduce.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS" | tail -12 ;;
     launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;
   esac
 done

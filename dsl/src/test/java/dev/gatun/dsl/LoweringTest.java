@@ -81,6 +81,18 @@ class LoweringTest {
     }
 
     @Test
+    void graphInputTakesPathThreeWhenSymmetricInputsAreOff() {
+        var g = Gatun.graph("p2off");
+        var x = g.input("x", F32, 8, 4);
+        g.output("y", x.allReduce(SUM));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2).withSymmetricInputs(false));
+        var r = collectives(l).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken()).hasSize(2).last().asString().contains("path 2 not taken", "switched off");
+        assertThat(l.inputs().get("x").layout().allocator().isSymmetric()).isFalse();
+    }
+
+    @Test
     void viewInputTakesPathThree() {
         var g = Gatun.graph("p3");
         var x = g.input("x", F32, 8, 4);
@@ -146,8 +158,11 @@ class LoweringTest {
         g.output("s2", small.add(1).allReduce(SUM));
         g.output("m2", mid.add(1).allReduce(SUM));
         g.output("b2", big.add(1).allReduce(SUM));
-        var rs = collectives(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        var rs = collectives(Lowering.lower(g.build(), LoweringOptions.world(4)));
         assertThat(rs).extracting(Realization::algorithm).containsExactly(Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL);
+        // two ranks: one-shot up to the two-shot threshold (two-shot gains nothing there)
+        var two = collectives(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        assertThat(two).extracting(Realization::algorithm).containsExactly(Algorithm.ONE_SHOT, Algorithm.ONE_SHOT, Algorithm.NCCL);
         var custom = collectives(Lowering.lower(g.build(), LoweringOptions.world(2).withThresholds(1024, 1024)));
         assertThat(custom).extracting(Realization::algorithm).containsExactly(Algorithm.NCCL, Algorithm.NCCL, Algorithm.NCCL);
     }

@@ -44,6 +44,11 @@ public record CompileOptions(LoweringOptions lowering, PlanOptions planning, Str
         return new CompileOptions(lowering.withSymmetricMemory(on), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous);
     }
 
+    /** Path 2 on or off: whether graph inputs feeding collectives get persistent symmetric buffers (default on). */
+    public CompileOptions symmetricInputs(boolean on) {
+        return new CompileOptions(lowering.withSymmetricInputs(on), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous);
+    }
+
     public CompileOptions planning(PlanOptions p) { return new CompileOptions(lowering, p, backend, delaySeed, timeout, cudaGraphs, rendezvous); }
 
     /** CUDA backend: capture partitions as CUDA graphs and replay them (default on). */

@@ -62,6 +62,8 @@ final class CudaExecutable implements Executable {
     private final Map<String, Kernel> userKernels = new HashMap<>();
     private final CudaMatmul matmul;
     private final GraphExec[] partitions;
+    /** Path-2 copies done by the symmetric collective that directly follows them (identity: steps are records). */
+    private final java.util.Set<Step> fusedCopies = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
     /** Null for a world of one rank. */
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -97,6 +99,8 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.partitions = new GraphExec[plan.partitions().size()];
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, vmmPools, options) : null;
+            findFusedCopies();
+            findBatches();
             ok = true;
         } finally {
             if (!ok) device.close();
@@ -104,6 +108,78 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    /**
+     * A path-2 copy immediately followed by a symmetric collective reading exactly that buffer is left to the
+     * collective's kernel, which copies each block's share into the slot before its first barrier: one graph
+     * node and one pass over the slot fewer per call. GATUN_FUSE_INPUT_COPY=0 keeps the separate copy.
+     */
+    /** Batched one-shot all-reduces: the first step of each batch to the whole batch, and the other members. */
+    private final Map<Step, List<Step.Collective>> batches = new IdentityHashMap<>();
+    private final java.util.Set<Step> batched = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    static volatile boolean batchCollectives = !"0".equals(System.getenv("GATUN_BATCH_COLLECTIVES"));
+
+    /**
+     * Consecutive one-shot all-reduces (only placements between them) of one group, pool, dtype and operation,
+     * none reading another's result, run as one launch with two barriers in all (the seeds' three all-reduces
+     * become one). GATUN_BATCH_COLLECTIVES=0 launches each on its own.
+     */
+    private void findBatches() {
+        if (dist == null || !batchCollectives) return;
+        var steps = plan.steps();
+        for (int i = 0; i < steps.size(); i++) {
+            if (!(steps.get(i) instanceof Step.Collective c) || !batchable(c, i)) continue;
+            var run = new ArrayList<Step.Collective>(List.of(c));
+            int j = i + 1;
+            for (; j < steps.size() && run.size() < SymmetricKernels.MULTI_MAX; j++) {
+                Step s = steps.get(j);
+                if (s instanceof Step.Place) continue;
+                if (s instanceof Step.Collective d && batchable(d, j) && joins(run, d)) run.add(d);
+                else break;
+            }
+            if (run.size() > 1) {
+                batches.put(c, run);
+                batched.addAll(run.subList(1, run.size()));
+                i = j - 1;
+            }
+        }
+    }
+
+    private boolean batchable(Step.Collective c, int index) {
+        var call = c.call();
+        return call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE && call.algorithm() == dev.gatun.ir.lower.Algorithm.ONE_SHOT
+                && dist.isMember(call.group()) && !(index > 0 && fusedCopies.contains(plan.steps().get(index - 1)))
+                && plan.placement(plan.buffer(c.input()).storage().name()) != null && plan.placement(plan.buffer(c.output()).storage().name()) != null;
+    }
+
+    /** Same group, pool, dtype and operation as the batch; input not a result of the batch; output overlapping none of its outputs. */
+    private boolean joins(List<Step.Collective> run, Step.Collective d) {
+        Step.Collective first = run.getFirst();
+        if (!first.call().group().equals(d.call().group()) || first.call().reduceOp() != d.call().reduceOp()
+                || plan.buffer(first.input()).type().dtype() != plan.buffer(d.input()).type().dtype()
+                || !poolOf(first.input()).equals(poolOf(d.input()))) return false;
+        var out = plan.placement(plan.buffer(d.output()).storage().name());
+        for (Step.Collective c : run) {
+            if (plan.buffer(d.input()).storage().name().equals(plan.buffer(c.output()).storage().name())) return false;
+            var o = plan.placement(plan.buffer(c.output()).storage().name());
+            if (o.pool().equals(out.pool()) && o.offset() < out.offset() + out.bytes() && out.offset() < o.offset() + o.bytes()) return false;
+        }
+        return true;
+    }
+
+    private String poolOf(String buffer) { return plan.placement(plan.buffer(buffer).storage().name()).pool(); }
+
+    static volatile boolean fuseInputCopies = !"0".equals(System.getenv("GATUN_FUSE_INPUT_COPY"));
+
+    private void findFusedCopies() {
+        if (dist == null || !fuseInputCopies) return;
+        var steps = plan.steps();
+        for (int i = 0; i + 1 < steps.size(); i++)
+            if (steps.get(i) instanceof Step.CopyIn copy && steps.get(i + 1) instanceof Step.Collective c
+                    && c.input().equals(copy.buffer()) && c.call().algorithm().isSymmetric() && dist.isMember(c.call().group())
+                    && staging.containsKey(copy.buffer()))
+                fusedCopies.add(copy);
+    }
 
     @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
     Device device() { return device; }
@@ -200,6 +276,8 @@ final class CudaExecutable implements Executable {
         private final Map<String, Long> env = new HashMap<>();
         private final Map<String, Long> address = new HashMap<>();
         private final List<DeviceBuffer> perCall = new ArrayList<>();
+        /** Set by a fused path-2 copy for the collective right after it: the staged input's address. */
+        private long fusedLocal;
 
         CudaRun(CudaExecutable exe, Map<String, NDArray> inputs) {
             this.exe = exe;
@@ -220,10 +298,11 @@ final class CudaExecutable implements Executable {
             }
         }
 
-        /** The plan's steps on the stream: captured partitions replay, the rest runs eagerly. */
-        void executeSteps() {
+        void executeSteps() { executeSteps(exe.options.cudaGraphs()); }
+
+        /** The plan's steps on the stream: with {@code graphs}, captured partitions replay and the rest runs eagerly. */
+        void executeSteps(boolean graphs) {
             List<Step> steps = exe.plan.steps();
-            boolean graphs = exe.options.cudaGraphs();
             for (int i = 0; i < steps.size(); i++) {
                 Plan.Partition part = graphs ? partitionStartingAt(i) : null;
                 if (part != null) {
@@ -301,9 +380,15 @@ final class CudaExecutable implements Executable {
                     perCall.add(buf);
                     address.put(d.buffer(), buf.address());
                 }
-                case Step.CopyIn c -> copy(exe.staging.get(c.buffer()).address(), addressOf(c.buffer()), bytes(exe.plan.buffer(c.buffer())));
+                case Step.CopyIn c -> {
+                    if (exe.fusedCopies.contains(c)) fusedLocal = exe.staging.get(c.buffer()).address();
+                    else copy(exe.staging.get(c.buffer()).address(), addressOf(c.buffer()), bytes(exe.plan.buffer(c.buffer())));
+                }
                 case Step.Launch l -> launch(exe.kernels.get(l.kernel()));
-                case Step.Collective c -> collective(c);
+                case Step.Collective c -> {
+                    if (exe.batches.containsKey(c)) batch(exe.batches.get(c));
+                    else if (!exe.batched.contains(c)) collective(c);
+                }
                 case Step.Matmul m -> exe.matmul.run(exe.plan.buffer(m.a()), addressOf(m.a()), exe.plan.buffer(m.b()), addressOf(m.b()),
                         exe.plan.buffer(m.output()), addressOf(m.output()), env, exe.stream);
                 case Step.CallUserOp u -> userOp(u);
@@ -311,6 +396,24 @@ final class CudaExecutable implements Executable {
         }
 
         private void collective(Step.Collective c) {
+            try {
+                collectiveStep(c);
+            } finally {
+                fusedLocal = 0;
+            }
+        }
+
+        private void batch(List<Step.Collective> run) {
+            var slots = new ArrayList<Distributed.Slot>();
+            String pool = exe.poolOf(run.getFirst().input());
+            long base = exe.pools.get(pool).address();
+            for (Step.Collective c : run)
+                slots.add(new Distributed.Slot(addressOf(c.input()) - base, addressOf(c.output()),
+                        exe.plan.buffer(c.input()).type().shape().symNumel().eval(env)));
+            exe.dist.oneShotBatch(run.getFirst(), pool, slots, exe.plan.buffer(run.getFirst().input()).type().dtype(), exe.stream);
+        }
+
+        private void collectiveStep(Step.Collective c) {
             Buffer in = exe.plan.buffer(c.input());
             long src = addressOf(c.input()), out = addressOf(c.output()), n = in.type().shape().symNumel().eval(env);
             if (exe.dist == null || !exe.dist.isMember(c.call().group())) {
@@ -318,7 +421,7 @@ final class CudaExecutable implements Executable {
                 copy(src, out, bytes(in));
             } else if (c.call().algorithm().isSymmetric()) {
                 var p = exe.plan.placement(in.storage().name());
-                exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, n, in.type().dtype(), exe.stream);
+                exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, fusedLocal, n, in.type().dtype(), exe.stream);
             } else {
                 exe.dist.nccl(c, src, out, n, in.type().dtype(), exe.stream);
             }
@@ -422,6 +525,83 @@ final class CudaExecutable implements Executable {
             return new double[][]{dev, host, wall};
         } finally {
             run.release();
+        }
+    }
+
+    /**
+     * Per-call times of the plan with its inputs already on the GPU (no host copies), in microseconds: each
+     * call's wall time from enqueue to completion with a synchronization after it (latency), then
+     * {@code iterations} calls back to back with one synchronization at the end (pipelined), and the host
+     * time to enqueue each of those calls.
+     */
+    Timing measure(Map<String, NDArray> inputs, int warmup, int iterations, boolean graphs) {
+        var run = new CudaRun(this, inputs);
+        try {
+            run.stageInputs();
+            for (int i = 0; i < warmup; i++) run.executeSteps(graphs);
+            stream.synchronize();
+            long[] wall = new long[iterations], enqueue = new long[iterations];
+            for (int i = 0; i < iterations; i++) {
+                long t0 = System.nanoTime();
+                run.executeSteps(graphs);
+                stream.synchronize();
+                wall[i] = System.nanoTime() - t0;
+            }
+            long start = System.nanoTime();
+            for (int i = 0; i < iterations; i++) {
+                long t0 = System.nanoTime();
+                run.executeSteps(graphs);
+                enqueue[i] = System.nanoTime() - t0;
+            }
+            stream.synchronize();
+            return Timing.of(wall, (System.nanoTime() - start) / 1e3 / iterations, enqueue);
+        } finally {
+            run.release();
+        }
+    }
+
+    /**
+     * Host time to enqueue one replay: through the plan ({@code executeSteps}) and, for comparison, bare
+     * {@code cudaGraphLaunch} calls of the same captured graphs, in microseconds. Null when some step with GPU
+     * work runs outside the captured partitions (then the two would not be the same work).
+     */
+    Timing[] replayOverhead(Map<String, NDArray> inputs, int warmup, int iterations) {
+        var inPartition = new boolean[plan.steps().size()];
+        for (var p : plan.partitions()) for (int i = p.first(); i <= p.last(); i++) inPartition[i] = true;
+        for (int i = 0; i < inPartition.length; i++)
+            if (!inPartition[i] && !(plan.steps().get(i) instanceof Step.AllocPool || plan.steps().get(i) instanceof Step.Place
+                    || plan.steps().get(i) instanceof Step.Release)) return null;
+        var run = new CudaRun(this, inputs);
+        try {
+            run.stageInputs();
+            for (int i = 0; i < warmup; i++) run.executeSteps(true);
+            stream.synchronize();
+            long[] plan = new long[iterations], bare = new long[iterations];
+            for (int round = 0; round < 2; round++) {
+                long[] into = round == 0 ? bare : plan;
+                for (int i = 0; i < iterations; i++) {
+                    long t0 = System.nanoTime();
+                    if (round == 0) for (GraphExec g : partitions) g.launch(stream);
+                    else run.executeSteps(true);
+                    into[i] = System.nanoTime() - t0;
+                    if (i % 32 == 31) stream.synchronize(); // keep the launch queue short, so no launch waits for room
+                }
+                stream.synchronize();
+            }
+            return new Timing[]{Timing.of(bare, Double.NaN, bare), Timing.of(plan, Double.NaN, plan)};
+        } finally {
+            run.release();
+        }
+    }
+
+    /** Microseconds: latency median and 10th/90th percentiles, pipelined per-call mean, median host enqueue time. */
+    record Timing(double median, double p10, double p90, double pipelined, double enqueue, int calls) {
+        static Timing of(long[] wallNanos, double pipelinedMicros, long[] enqueueNanos) {
+            long[] w = wallNanos.clone(), e = enqueueNanos.clone();
+            java.util.Arrays.sort(w);
+            java.util.Arrays.sort(e);
+            int n = w.length;
+            return new Timing(w[n / 2] / 1e3, w[n / 10] / 1e3, w[Math.min(n - 1, n * 9 / 10)] / 1e3, pipelinedMicros, e[n / 2] / 1e3, n);
         }
     }
 

@@ -92,8 +92,10 @@ final class Distributed implements AutoCloseable {
     }
 
     private void loadKernels(String planName) {
-        var module = CudaExecutable.compile(device, planName, "gatun_symmetric", SymmetricKernels.SOURCE);
-        for (String op : List.of("one_shot", "two_shot", "reduce_scatter", "all_gather"))
+        // GATUN_FENCE_SC=1 adds a full system fence before every signal: only to measure what the release store saves
+        String source = "1".equals(System.getenv("GATUN_FENCE_SC")) ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
+        var module = CudaExecutable.compile(device, planName, "gatun_symmetric", source);
+        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
     }
@@ -115,8 +117,12 @@ final class Distributed implements AutoCloseable {
 
     boolean isMember(String group) { return members.get(group).contains(rank); }
 
-    /** A collective on symmetric memory: {@code offset} is the input slot's offset in {@code pool} (same on every rank). */
-    void symmetric(Step.Collective c, String pool, long offset, long out, long n, DType t, Stream stream) {
+    /**
+     * A collective on symmetric memory: {@code offset} is the input slot's offset in {@code pool} (same on every
+     * rank); {@code local}, when not 0, is this rank's input in ordinary memory, which the kernel copies into the
+     * slot itself before its first barrier (path 2's copy, fused).
+     */
+    void symmetric(Step.Collective c, String pool, long offset, long out, long local, long n, DType t, Stream stream) {
         var call = c.call();
         var sp = heap.pool(pool);
         var g = sp.group();
@@ -129,8 +135,31 @@ final class Distributed implements AutoCloseable {
         int vec = 16 / t.byteSize();
         long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(n, (long) SymmetricKernels.THREADS * vec)));
         kernels.get(fn).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream),
-                sp.peerTable().address(), offset, out, n, g.groupRank(), g.members().size(), opCode(call.reduceOp()),
+                sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(), opCode(call.reduceOp()),
                 g.padTable().address(), g.epochs().address(), timeoutNanos);
+    }
+
+    /** One slot of a batched one-shot all-reduce: the input's offset in the group's pool, the output, elements. */
+    record Slot(long offset, long out, long n) {}
+
+    /**
+     * Independent one-shot all-reduces of one group, pool, dtype and operation in one launch (at most
+     * {@link SymmetricKernels#MULTI_MAX}): two barriers for all of them instead of two each.
+     */
+    void oneShotBatch(Step.Collective first, String pool, List<Slot> slots, DType t, Stream stream) {
+        if (slots.isEmpty() || slots.size() > SymmetricKernels.MULTI_MAX) throw new IllegalArgumentException("batch of " + slots.size());
+        var sp = heap.pool(pool);
+        var g = sp.group();
+        int vec = 16 / t.byteSize();
+        long most = slots.stream().mapToLong(Slot::n).max().orElse(1);
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(most, (long) SymmetricKernels.THREADS * vec)));
+        var args = new java.util.ArrayList<Object>(List.of(sp.peerTable().address(), slots.size()));
+        for (int i = 0; i < SymmetricKernels.MULTI_MAX; i++) {
+            Slot s = i < slots.size() ? slots.get(i) : new Slot(0, 0, 0);
+            args.addAll(List.of(s.offset(), s.out(), s.n()));
+        }
+        args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos));
+        kernels.get("one_shot_multi_" + suffix(t)).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream), args.toArray());
     }
 
     /** A barrier among a group's ranks on the device (for plan steps where no collective gives one). */

@@ -6,7 +6,8 @@ package dev.gatun.cuda.backend;
  * <p>Protocol (DESIGN.md): every block starts and ends with a barrier among the group's ranks on signal pads
  * (per block, per peer 32-bit slots): a {@code st.release.sys} of an increasing epoch into each peer's pad,
  * then an {@code ld.acquire.sys} spin on one's own. Epochs live in device memory and advance inside the
- * kernel, so CUDA-graph replays stay in step. A spin is bounded by {@code %globaltimer}: past the timeout it
+ * kernel, so CUDA-graph replays stay in step. The signal's release (with the block barrier before it) orders the
+ * block's earlier writes, so no full system fence is needed. A spin is bounded by {@code %globaltimer}: past the timeout it
  * prints a recognisable message and traps instead of hanging. Data moves in 16-byte vectors, accumulates in
  * float in rank order (bit-identical results on every rank). Grids are capped so every block is resident, and
  * each block keeps the same element-to-thread mapping in both phases of two-shot.
@@ -18,6 +19,9 @@ final class SymmetricKernels {
     static final int MAX_BLOCKS = 256;
 
     static final int THREADS = 512;
+
+    /** All-reduces per launch of one_shot_multi. */
+    static final int MULTI_MAX = 4;
 
     static final String SOURCE = """
             #include <cuda_fp16.h>
@@ -53,7 +57,9 @@ final class SymmetricKernels {
                 u32 e = epoch;
                 if (threadIdx.x < world) {
                     int peer = threadIdx.x;
-                    __threadfence_system();                       // our earlier writes before the signal
+                    #ifdef GATUN_FENCE_SC
+                    __threadfence_system();  // only for comparison: the release store below already orders earlier writes
+                    #endif
                     st_release_sys(pads[peer] + blockIdx.x * world + rank, e);
                     const u32* mine = pads[rank] + blockIdx.x * world + peer;
                     u64 start = now_ns();
@@ -119,16 +125,28 @@ final class SymmetricKernels {
 
             __device__ __forceinline__ bool aligned16(const void* p) { return (((u64) p) & 15ull) == 0; }
 
+            // Elements [begin, end) are split into one contiguous tile per block, a multiple of 8 elements long so
+            // tiles stay 16-byte aligned. The split depends only on the range and the grid, never on alignment or
+            // rank, so block b of every rank handles the same elements: that is what per-block barriers rely on.
+            __device__ __forceinline__ bool block_tile(long long begin, long long end, long long* b, long long* e) {
+                long long tile = ((end - begin + gridDim.x - 1) / gridDim.x + 7) / 8 * 8;
+                long long s = begin + blockIdx.x * tile, t = s + tile;
+                *b = s < end ? s : end;
+                *e = t < end ? t : end;
+                return *b < *e;
+            }
+
             // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order.
             template <typename T>
             __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
                                          long long begin, long long end, int world, int op) {
                 constexpr int N = Vec<T>::N;
-                long long tid = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
-                bool vec = (begin % N) == 0 && aligned16(dst) && aligned16(peers[0] + offset) && ((dst_shift % N) == 0);
-                for (int p = 1; p < world && vec; p++) vec = aligned16(peers[p] + offset);
-                long long vend = vec ? begin + (end - begin) / N * N : begin;
-                for (long long i = begin + tid * N; i < vend; i += stride * N) {
+                long long b, e;
+                if (!block_tile(begin, end, &b, &e)) return;
+                bool vec = (b % N) == 0 && (dst_shift % N) == 0 && aligned16(dst);
+                for (int p = 0; p < world && vec; p++) vec = aligned16(peers[p] + offset);
+                long long vend = vec ? b + (e - b) / N * N : b;
+                for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N) {
                     float acc[N], x[N];
                     Vec<T>::load(peers[0] + offset + i * sizeof(T), acc);
                     for (int p = 1; p < world; p++) {
@@ -138,42 +156,50 @@ final class SymmetricKernels {
                     for (int k = 0; k < N; k++) acc[k] = finish(op, acc[k], world);
                     Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), acc);
                 }
-                for (long long i = vend + tid; i < end; i += stride) {
+                for (long long i = vend + threadIdx.x; i < e; i += blockDim.x) {
                     float acc = Vec<T>::get(peers[0] + offset, i);
                     for (int p = 1; p < world; p++) acc = combine(op, acc, Vec<T>::get(peers[p] + offset, i));
                     Vec<T>::set(dst, i - dst_shift, finish(op, acc, world));
                 }
             }
 
-            // Copies elements [begin, end) of src into dst at the same index minus dst_shift.
+            // Copies elements [begin, end) of src into dst at the same index minus dst_shift (this block's tile).
             template <typename T>
             __device__ void copy_range(const char* src, void* dst, long long dst_shift, long long begin, long long end) {
                 constexpr int N = Vec<T>::N;
-                long long tid = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
-                bool vec = (begin % N) == 0 && (dst_shift % N) == 0 && aligned16(src) && aligned16(dst);
-                long long vend = vec ? begin + (end - begin) / N * N : begin;
-                for (long long i = begin + tid * N; i < vend; i += stride * N)
+                long long b, e;
+                if (!block_tile(begin, end, &b, &e)) return;
+                bool vec = (b % N) == 0 && (dst_shift % N) == 0 && aligned16(src) && aligned16(dst);
+                long long vend = vec ? b + (e - b) / N * N : b;
+                for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N)
                     *(uint4*) ((char*) dst + (i - dst_shift) * sizeof(T)) = *(const uint4*) (src + i * sizeof(T));
-                for (long long i = vend + tid; i < end; i += stride)
+                for (long long i = vend + threadIdx.x; i < e; i += blockDim.x)
                     ((T*) dst)[i - dst_shift] = ((const T*) src)[i];
             }
 
-            #define COLLECTIVE_ARGS const char* const* peers, long long offset, void* out, long long n, int rank, int world, \\
-                                    int op, u32* const* pads, u32* epochs, u64 timeout_ns
+            // local: when not null, this rank's input in ordinary memory. Each block first copies into its own
+            // slot the tiles that block of every peer will read (path 2's copy, fused: no separate copy node),
+            // and the first barrier publishes them.
+            #define COLLECTIVE_ARGS const char* const* peers, long long offset, void* out, const char* local, long long n, \
+                                    int rank, int world, int op, u32* const* pads, u32* epochs, u64 timeout_ns
+            #define MINE ((char*) (peers[rank] + offset))
 
             template <typename T> __device__ void one_shot(COLLECTIVE_ARGS) {
+                if (local) copy_range<T>(local, MINE, 0, 0, n);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 reduce_range<T>(peers, offset, out, 0, 0, n, world, op);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
-            // Slices are multiples of 8 elements so each stays 16-byte aligned; block b handles the same offsets
-            // of every slice in both phases, so the per-block barrier between them suffices.
+            // Slices are multiples of 8 elements so each stays 16-byte aligned; block b handles the same tile of
+            // every slice in both phases, so the per-block barrier between them suffices.
             template <typename T> __device__ void two_shot(COLLECTIVE_ARGS) {
                 long long chunk = ((n + world - 1) / world + 7) / 8 * 8;
+                if (local)
+                    for (int p = 0; p < world; p++) copy_range<T>(local, MINE, 0, p * chunk, p * chunk + chunk < n ? p * chunk + chunk : n);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 long long b = rank * chunk, e = b + chunk < n ? b + chunk : n;
-                if (b < e) reduce_range<T>(peers, offset, (void*) (peers[rank] + offset), 0, b, e, world, op);
+                if (b < e) reduce_range<T>(peers, offset, MINE, 0, b, e, world, op);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 for (int p = 0; p < world; p++) {
                     long long pb = p * chunk, pe = pb + chunk < n ? pb + chunk : n;
@@ -185,20 +211,42 @@ final class SymmetricKernels {
             // n: elements of each rank's input; rank r receives [r*n/world, (r+1)*n/world) reduced
             template <typename T> __device__ void reduce_scatter(COLLECTIVE_ARGS) {
                 long long m = n / world;
+                if (local)
+                    for (int p = 0; p < world; p++) copy_range<T>(local, MINE, 0, p * m, p * m + m);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 reduce_range<T>(peers, offset, out, rank * m, rank * m, rank * m + m, world, op);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
             template <typename T> __device__ void all_gather(COLLECTIVE_ARGS) {
+                if (local) copy_range<T>(local, MINE, 0, 0, n);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 for (int p = 0; p < world; p++) copy_range<T>(peers[p] + offset, (char*) out + p * n * sizeof(T), 0, 0, n);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
+            // Up to four independent one-shot all-reduces of one group in one launch: one barrier before and
+            // one after all of them, instead of two per all-reduce.
+            #define MULTI_ARGS const char* const* peers, int count, long long o0, void* d0, long long n0, \
+                               long long o1, void* d1, long long n1, long long o2, void* d2, long long n2, \
+                               long long o3, void* d3, long long n3, int rank, int world, int op, \
+                               u32* const* pads, u32* epochs, u64 timeout_ns
+            template <typename T> __device__ void one_shot_multi(MULTI_ARGS) {
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                reduce_range<T>(peers, o0, d0, 0, 0, n0, world, op);
+                if (count > 1) reduce_range<T>(peers, o1, d1, 0, 0, n1, world, op);
+                if (count > 2) reduce_range<T>(peers, o2, d2, 0, 0, n2, world, op);
+                if (count > 3) reduce_range<T>(peers, o3, d3, 0, 0, n3, world, op);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+            #define INSTANTIATE_MULTI(T, SUFFIX) \
+                extern "C" __global__ void __launch_bounds__(512) one_shot_multi_##SUFFIX(MULTI_ARGS) { \
+                    one_shot_multi<T>(peers, count, o0, d0, n0, o1, d1, n1, o2, d2, n2, o3, d3, n3, rank, world, op, pads, epochs, timeout_ns); }
+            INSTANTIATE_MULTI(float, f32) INSTANTIATE_MULTI(__half, f16) INSTANTIATE_MULTI(__nv_bfloat16, bf16)
+
             #define INSTANTIATE(NAME, T, SUFFIX) \\
                 extern "C" __global__ void __launch_bounds__(512) NAME##_##SUFFIX(COLLECTIVE_ARGS) { \\
-                    NAME<T>(peers, offset, out, n, rank, world, op, pads, epochs, timeout_ns); }
+                    NAME<T>(peers, offset, out, local, n, rank, world, op, pads, epochs, timeout_ns); }
             #define ALL_TYPES(NAME) INSTANTIATE(NAME, float, f32) INSTANTIATE(NAME, __half, f16) INSTANTIATE(NAME, __nv_bfloat16, bf16)
             ALL_TYPES(one_shot)
             ALL_TYPES(two_shot)

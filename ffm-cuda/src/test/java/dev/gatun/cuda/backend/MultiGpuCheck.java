@@ -148,20 +148,29 @@ public final class MultiGpuCheck {
         for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL}) {
             for (DType t : new DType[]{DType.F32, DType.BF16, DType.F16}) {
                 for (long side : sides) {
-                    var g = Gatun.graph("ar");
+                    // the input computed into its slot (path 1), and the graph input itself (path 2, whose copy
+                    // the collective kernel does), plus reduce-scatter and all-gather of a graph input
+                    var g = Gatun.graph("ar").world(world);
                     var x = g.input("x", t, side, side);
                     g.output("y", x.mul(2).allReduce(SUM));
+                    g.output("z", x.allReduce(SUM));
+                    if (a == Algorithm.ONE_SHOT && side % world == 0) {
+                        g.output("rs", x.reduceScatter(SUM));
+                        g.output("ag", x.allGather());
+                    }
                     var in = Map.of("x", NDArray.random(t, 100 + rank, side, side));
                     try (var s = Session.compile(g.build(), opts().forceAllReduce(a))) {
-                        var got = s.run(in);
-                        var ref = ReferenceInterpreter.evaluate(g.build(), allRanks(t, side)).get(rank);
-                        compare(a + " " + t + " " + side, ref, got);
-                        sameOnEveryRank(a + " " + t + " " + side, g.build(), got);
+                        for (int call = 0; call < 3; call++) { // the first call captures, later ones replay
+                            var got = s.run(in);
+                            var ref = ReferenceInterpreter.evaluate(g.build(), allRanks(t, side)).get(rank);
+                            compare(a + " " + t + " " + side + " call " + call, ref, got);
+                            sameOnEveryRank(a + " " + t + " " + side + " call " + call, g.build(), got);
+                        }
                     }
                 }
             }
         }
-        System.out.println("rank " + rank + ": one-shot, two-shot and NCCL all-reduce match the reference for f32, bf16, f16 at 8^2..1024^2");
+        System.out.println("rank " + rank + ": one-shot, two-shot and NCCL all-reduce (of computed and input slots), reduce-scatter and all-gather match the reference for f32, bf16, f16 at 8^2..1024^2");
     }
 
     static List<Map<String, NDArray>> allRanks(DType t, long side) {

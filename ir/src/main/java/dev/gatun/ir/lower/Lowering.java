@@ -401,6 +401,7 @@ public final class Lowering {
 
     private String pathTwoBlocker(Buffer in, String group) {
         if (!(in instanceof InputBuffer)) return in.name() + " is not a graph input";
+        if (!options.symmetricInputs()) return "symmetric graph inputs are switched off by the lowering options";
         if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
         AllocatorType a = in.layout().allocator();
         if (a.isSymmetric() && !a.group().equals(group))

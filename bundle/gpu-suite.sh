@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
+#   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,input_path,host_overhead]
+#                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."]
+# Needs the bundle (bundle/build.sh, no JDK on the GPU host), python3 with PyTorch and torchrun.
+# Writes to $OUT (default ./gpu-suite-out): rows.jsonl (every measurement of both systems), results.csv,
+# results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
+# NVLink multicast stays off: the script refuses to run unless it is switched off, and passes that on.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
+ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --worlds) WORLDS=$2; shift 2 ;;
+    --iters) ITERS=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --gatun) GATUN=$2; shift 2 ;;
+    --torch) TORCH=$2; shift 2 ;;
+    --gatun-args) GATUN_ARGS=$2; shift 2 ;;
+    *) echo "gpu-suite: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [ "${NCCL_NVLS_ENABLE:-}" != 0 ] || [ "${TORCH_SYMM_MEM_DISABLE_MULTICAST:-}" != 1 ] || [ "${NVSHMEM_DISABLE_NVLS:-}" != 1 ]; then
+  echo "gpu-suite: refusing to run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 must be set" >&2
+  exit 2
+fi
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
+ROWS=$OUT/rows.jsonl
+B=.bundle/run-gpu-tests.sh
+export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
+nvidia-smi -L | tee "$OUT/machine.txt"
+nvidia-smi topo -m >> "$OUT/machine.txt" 2>&1
+
+for W in ${WORLDS//,/ }; do
+  if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
+  [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPUs" && timeout 1200 $B --main dev.gatun.runtime.dist.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
+    --main dev.gatun.cuda.backend.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
+    | grep -v "^WARNING"
+  # PyTorch: the all-reduce in one process; torch.compile needs one process per shape and mode
+  [ "$TORCH" = 1 ] || continue
+  echo "=== PyTorch, $W GPUs"
+  torch() { timeout "${1}" torchrun --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
+    | tee -a "$OUT/torch.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"; }
+  [[ $ONLY == *all_reduce* ]] && torch 600 --workload all_reduce --deadline-s 420
+  python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
+    wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
+    [[ ,$ONLY, == *,$wl,* ]] && torch 240 $job < /dev/null
+  done
+done
+python3 bench/report.py "$ROWS" --csv "$OUT/results.csv" --json "$OUT/results.json" --md "$OUT/results.md"
