@@ -136,6 +136,29 @@ final class SymmetricKernels {
                 return *b < *e;
             }
 
+            // The vector part of a tile for a world size known at compile time: every peer's load is issued before
+            // any is used, so remote loads overlap instead of waiting one after another.
+            template <typename T, int W>
+            __device__ void reduce_vectors(const char* const* peers, long long offset, void* dst, long long dst_shift,
+                                           long long b, long long vend, int op) {
+                constexpr int N = Vec<T>::N;
+                const char* src[W];
+                #pragma unroll
+                for (int p = 0; p < W; p++) src[p] = peers[p] + offset;
+                for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N) {
+                    float x[W][N];
+                    #pragma unroll
+                    for (int p = 0; p < W; p++) Vec<T>::load(src[p] + i * sizeof(T), x[p]);
+                    #pragma unroll
+                    for (int p = 1; p < W; p++)
+                        #pragma unroll
+                        for (int k = 0; k < N; k++) x[0][k] = combine(op, x[0][k], x[p][k]);
+                    #pragma unroll
+                    for (int k = 0; k < N; k++) x[0][k] = finish(op, x[0][k], W);
+                    Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), x[0]);
+                }
+            }
+
             // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order.
             template <typename T>
             __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
@@ -146,15 +169,21 @@ final class SymmetricKernels {
                 bool vec = (b % N) == 0 && (dst_shift % N) == 0 && aligned16(dst);
                 for (int p = 0; p < world && vec; p++) vec = aligned16(peers[p] + offset);
                 long long vend = vec ? b + (e - b) / N * N : b;
-                for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N) {
-                    float acc[N], x[N];
-                    Vec<T>::load(peers[0] + offset + i * sizeof(T), acc);
-                    for (int p = 1; p < world; p++) {
-                        Vec<T>::load(peers[p] + offset + i * sizeof(T), x);
-                        for (int k = 0; k < N; k++) acc[k] = combine(op, acc[k], x[k]);
-                    }
-                    for (int k = 0; k < N; k++) acc[k] = finish(op, acc[k], world);
-                    Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), acc);
+                switch (vec ? world : 0) {
+                    case 2: reduce_vectors<T, 2>(peers, offset, dst, dst_shift, b, vend, op); break;
+                    case 4: reduce_vectors<T, 4>(peers, offset, dst, dst_shift, b, vend, op); break;
+                    case 8: reduce_vectors<T, 8>(peers, offset, dst, dst_shift, b, vend, op); break;
+                    default:
+                        for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N) {
+                            float acc[N], x[N];
+                            Vec<T>::load(peers[0] + offset + i * sizeof(T), acc);
+                            for (int p = 1; p < world; p++) {
+                                Vec<T>::load(peers[p] + offset + i * sizeof(T), x);
+                                for (int k = 0; k < N; k++) acc[k] = combine(op, acc[k], x[k]);
+                            }
+                            for (int k = 0; k < N; k++) acc[k] = finish(op, acc[k], world);
+                            Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), acc);
+                        }
                 }
                 for (long long i = vend + threadIdx.x; i < e; i += blockDim.x) {
                     float acc = Vec<T>::get(peers[0] + offset, i);

@@ -4,8 +4,9 @@ import dev.gatun.ir.GraphException;
 
 /**
  * Options of lowering: the world size and the thresholds that pick a collective's algorithm. By default an
- * all-reduce of up to 256 KiB per rank runs one-shot (up to 16 MiB with two ranks), up to 16 MiB two-shot, and
- * NCCL above.
+ * all-reduce of up to 512 KiB per rank runs one-shot, up to 4 MiB two-shot, and NCCL above; with two ranks,
+ * one-shot up to 16 MiB and NCCL above. Reduce-scatter and all-gather use symmetric memory up to the two-shot
+ * threshold.
  *
  * @param forceAllReduce when set, every all-reduce with a static shape uses this algorithm (benchmarks)
  * @param symmetricInputs when false, a graph input never takes path 2 (a persistent symmetric buffer filled by a
@@ -13,7 +14,7 @@ import dev.gatun.ir.GraphException;
  */
 public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotMaxBytes, boolean symmetricMemory,
                               Algorithm forceAllReduce, boolean symmetricInputs) {
-    public static final long DEFAULT_ONE_SHOT_MAX = 256 * 1024, DEFAULT_TWO_SHOT_MAX = 16 * 1024 * 1024;
+    private static final long MIB = 1024 * 1024;
 
     public LoweringOptions {
         if (worldSize < 1) throw new GraphException("world size must be at least 1, got " + worldSize);
@@ -23,13 +24,14 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
     }
 
     /**
-     * Defaults for a world of {@code worldSize} ranks. With two ranks, two-shot moves as many bytes over NVLink
-     * as one-shot and adds a phase and a barrier: on 2 x H200 one-shot was as fast or faster at every size up
-     * to 16 MiB (docs/BENCHMARKS.md), so two ranks use one-shot up to the two-shot threshold.
+     * Defaults for a world of {@code worldSize} ranks, from the suite's measurements on H200s with NVLink
+     * (docs/BENCHMARKS.md). Two ranks: two-shot moves as many bytes over NVLink as one-shot and adds a phase and
+     * a barrier, and one-shot was as fast or faster at every size up to 64 MiB, so one-shot runs up to 16 MiB.
+     * More ranks: one-shot up to 512 KiB, two-shot up to 4 MiB (NCCL was faster from 32 MiB on four GPUs).
      */
     public static LoweringOptions world(int worldSize) {
-        long oneShot = worldSize <= 2 ? DEFAULT_TWO_SHOT_MAX : DEFAULT_ONE_SHOT_MAX;
-        return new LoweringOptions(worldSize, oneShot, DEFAULT_TWO_SHOT_MAX, true, null, true);
+        if (worldSize <= 2) return new LoweringOptions(worldSize, 16 * MIB, 16 * MIB, true, null, true);
+        return new LoweringOptions(worldSize, MIB / 2, 4 * MIB, true, null, true);
     }
 
     public LoweringOptions withThresholds(long oneShotMax, long twoShotMax) {
