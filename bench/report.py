@@ -133,6 +133,8 @@ def cell_text(row, notes):
             notes.append(msg)
         return f"FAILED({short_error(msg)}) [{notes.index(msg) + 1}]"
     text = f"{fmt_us(row.get('median_us'))} / {fmt_us(row.get('pipelined_us'))}"
+    if row.get("workload") == "host_overhead":
+        return f"{fmt_us(row.get('median_us'))} ({row['chosen']})" if row.get("chosen") else fmt_us(row.get("median_us"))
     if row.get("chosen"):
         text += f" ({row['chosen']})"
     if row.get("correct") is False:
