@@ -140,7 +140,7 @@ final class SymmetricKernels {
             // any is used, so remote loads overlap instead of waiting one after another.
             template <typename T, int W>
             __device__ void reduce_vectors(const char* const* peers, long long offset, void* dst, long long dst_shift,
-                                           long long b, long long vend, int op) {
+                                           long long b, long long vend, int op, bool push) {
                 constexpr int N = Vec<T>::N;
                 const char* src[W];
                 #pragma unroll
@@ -156,13 +156,17 @@ final class SymmetricKernels {
                     #pragma unroll
                     for (int k = 0; k < N; k++) x[0][k] = finish(op, x[0][k], W);
                     Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), x[0]);
+                    if (push)
+                        #pragma unroll
+                        for (int p = 0; p < W; p++) Vec<T>::store((char*) src[p] + i * sizeof(T), x[0]);
                 }
             }
 
-            // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order.
+            // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order; with push,
+            // also stores each result into every peer's slot at the same place (two-shot's gather by remote stores).
             template <typename T>
             __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
-                                         long long begin, long long end, int world, int op) {
+                                         long long begin, long long end, int world, int op, bool push = false) {
                 constexpr int N = Vec<T>::N;
                 long long b, e;
                 if (!block_tile(begin, end, &b, &e)) return;
@@ -170,9 +174,9 @@ final class SymmetricKernels {
                 for (int p = 0; p < world && vec; p++) vec = aligned16(peers[p] + offset);
                 long long vend = vec ? b + (e - b) / N * N : b;
                 switch (vec ? world : 0) {
-                    case 2: reduce_vectors<T, 2>(peers, offset, dst, dst_shift, b, vend, op); break;
-                    case 4: reduce_vectors<T, 4>(peers, offset, dst, dst_shift, b, vend, op); break;
-                    case 8: reduce_vectors<T, 8>(peers, offset, dst, dst_shift, b, vend, op); break;
+                    case 2: reduce_vectors<T, 2>(peers, offset, dst, dst_shift, b, vend, op, push); break;
+                    case 4: reduce_vectors<T, 4>(peers, offset, dst, dst_shift, b, vend, op, push); break;
+                    case 8: reduce_vectors<T, 8>(peers, offset, dst, dst_shift, b, vend, op, push); break;
                     default:
                         for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N) {
                             float acc[N], x[N];
@@ -183,12 +187,15 @@ final class SymmetricKernels {
                             }
                             for (int k = 0; k < N; k++) acc[k] = finish(op, acc[k], world);
                             Vec<T>::store((char*) dst + (i - dst_shift) * sizeof(T), acc);
+                            if (push) for (int p = 0; p < world; p++) Vec<T>::store((char*) peers[p] + offset + i * sizeof(T), acc);
                         }
                 }
                 for (long long i = vend + threadIdx.x; i < e; i += blockDim.x) {
                     float acc = Vec<T>::get(peers[0] + offset, i);
                     for (int p = 1; p < world; p++) acc = combine(op, acc, Vec<T>::get(peers[p] + offset, i));
-                    Vec<T>::set(dst, i - dst_shift, finish(op, acc, world));
+                    acc = finish(op, acc, world);
+                    Vec<T>::set(dst, i - dst_shift, acc);
+                    if (push) for (int p = 0; p < world; p++) Vec<T>::set((void*) (peers[p] + offset), i, acc);
                 }
             }
 
@@ -220,21 +227,23 @@ final class SymmetricKernels {
                 block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
-            // Slices are multiples of 8 elements so each stays 16-byte aligned; block b handles the same tile of
-            // every slice in both phases, so the per-block barrier between them suffices.
+            // Slices are multiples of 8 elements so each stays 16-byte aligned. Rank r reduces slice r and stores the
+            // result into out and into slice r of every rank's slot; after the second barrier each rank copies the
+            // other slices from its own slot. Only rank r reads or writes slice r before that barrier, and after it
+            // every rank reads only its own slot, so no third barrier is needed. Block b handles the same tile of
+            // every slice on every rank, so per-block barriers suffice.
             template <typename T> __device__ void two_shot(COLLECTIVE_ARGS) {
                 long long chunk = ((n + world - 1) / world + 7) / 8 * 8;
                 if (local)
                     for (int p = 0; p < world; p++) copy_range<T>(local, MINE, 0, p * chunk, p * chunk + chunk < n ? p * chunk + chunk : n);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 long long b = rank * chunk, e = b + chunk < n ? b + chunk : n;
-                if (b < e) reduce_range<T>(peers, offset, MINE, 0, b, e, world, op);
+                if (b < e) reduce_range<T>(peers, offset, out, 0, b, e, world, op, true);
                 block_barrier(pads, rank, world, epochs, timeout_ns);
                 for (int p = 0; p < world; p++) {
                     long long pb = p * chunk, pe = pb + chunk < n ? pb + chunk : n;
-                    if (pb < pe) copy_range<T>(peers[p] + offset, out, 0, pb, pe);
+                    if (p != rank && pb < pe) copy_range<T>(MINE, out, 0, pb, pe);
                 }
-                block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
             // n: elements of each rank's input; rank r receives [r*n/world, (r+1)*n/world) reduced
