@@ -90,19 +90,25 @@ public final class GpuSuite {
 
     // ------------------------------------------------------------------ workloads
 
+    /** {@code y = x.allReduce(SUM)} on a graph input of side x side, this rank's input and the float64 sum over ranks. */
+    private record AllReduceCase(Graph graph, Map<String, NDArray> in, double[] ref, String shape, long bytes) {}
+
+    private AllReduceCase allReduceCase(String name, DType t, long side) {
+        var g = Gatun.graph(name);
+        g.output("y", g.input("x", t, side, side).allReduce(SUM));
+        return new AllReduceCase(g.build(), Map.of("x", NDArray.random(t, 100 + rank, side, side)),
+                sumOverRanks(r -> NDArray.random(t, 100 + r, side, side)), side + "x" + side, side * side * t.byteSize());
+    }
+
     /** x.allReduce(SUM) on a graph input, per algorithm (null: Gatun's automatic choice). */
     void allReduce(DType t, long[] sides) {
         for (long side : sides) {
-            var g = Gatun.graph("allreduce");
-            g.output("y", g.input("x", t, side, side).allReduce(SUM));
-            Graph graph = g.build();
-            var in = Map.of("x", NDArray.random(t, 100 + rank, side, side));
-            double[] ref = sumOverRanks(r -> NDArray.random(t, 100 + r, side, side));
+            var c = allReduceCase("allreduce", t, side);
             for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL, null}) {
                 var options = CompileOptions.world(world);
                 if (a != null) options = options.forceAllReduce(a);
                 String variant = a == null ? "auto" : a.name().toLowerCase(Locale.ROOT);
-                run("all_reduce", variant, t, side + "x" + side, side * side * t.byteSize(), graph, options, in, "y", ref, tolerance(t));
+                run("all_reduce", variant, t, c.shape(), c.bytes(), c.graph(), options, c.in(), "y", c.ref(), tolerance(t));
             }
         }
     }
@@ -111,21 +117,16 @@ public final class GpuSuite {
     void inputPaths(long[] sides) {
         DType t = DType.F32;
         for (long side : sides) {
-            var g = Gatun.graph("input_path");
-            g.output("y", g.input("x", t, side, side).allReduce(SUM));
-            Graph graph = g.build();
-            var in = Map.of("x", NDArray.random(t, 100 + rank, side, side));
-            double[] ref = sumOverRanks(r -> NDArray.random(t, 100 + r, side, side));
-            String shape = side + "x" + side;
-            long bytes = side * side * t.byteSize();
-            run("input_path", "path2_fused", t, shape, bytes, graph, CompileOptions.world(world), in, "y", ref, 1e-5);
+            var c = allReduceCase("input_path", t, side);
+            run("input_path", "path2_fused", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
             CudaExecutable.fuseInputCopies = false;
             try {
-                run("input_path", "path2_dma", t, shape, bytes, graph, CompileOptions.world(world), in, "y", ref, 1e-5);
+                run("input_path", "path2_dma", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
             } finally {
                 CudaExecutable.fuseInputCopies = true;
             }
-            run("input_path", "path3", t, shape, bytes, graph, CompileOptions.world(world).symmetricInputs(false), in, "y", ref, 1e-5);
+            run("input_path", "path3", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world).symmetricInputs(false), c.in(), "y",
+                    c.ref(), 1e-5);
         }
     }
 

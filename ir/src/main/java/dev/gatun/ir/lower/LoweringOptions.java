@@ -4,7 +4,7 @@ import dev.gatun.ir.GraphException;
 
 /**
  * Options of lowering: the world size and the thresholds that pick a collective's algorithm. By default an
- * all-reduce of up to 512 KiB per rank runs one-shot, up to 4 MiB two-shot, and NCCL above; with two ranks,
+ * all-reduce of up to 256 KiB per rank runs one-shot, up to 4 MiB two-shot, and NCCL above; with two ranks,
  * one-shot up to 16 MiB and NCCL above. Reduce-scatter and all-gather use symmetric memory up to the two-shot
  * threshold.
  *
@@ -27,11 +27,12 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
      * Defaults for a world of {@code worldSize} ranks, from the suite's measurements on H200s with NVLink
      * (docs/BENCHMARKS.md). Two ranks: two-shot moves as many bytes over NVLink as one-shot and adds a phase and
      * a barrier, and one-shot was as fast or faster at every size up to 64 MiB, so one-shot runs up to 16 MiB.
-     * More ranks: one-shot up to 512 KiB, two-shot up to 4 MiB (NCCL was faster from 32 MiB on four GPUs).
+     * More ranks: one-shot up to 256 KiB, two-shot up to 4 MiB (on four GPUs two-shot was as fast from 256 KiB
+     * on, and NCCL faster from 32 MiB).
      */
     public static LoweringOptions world(int worldSize) {
         if (worldSize <= 2) return new LoweringOptions(worldSize, 16 * MIB, 16 * MIB, true, null, true);
-        return new LoweringOptions(worldSize, MIB / 2, 4 * MIB, true, null, true);
+        return new LoweringOptions(worldSize, MIB / 4, 4 * MIB, true, null, true);
     }
 
     public LoweringOptions withThresholds(long oneShotMax, long twoShotMax) {
