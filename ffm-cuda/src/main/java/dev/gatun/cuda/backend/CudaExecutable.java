@@ -64,6 +64,11 @@ final class CudaExecutable implements Executable {
     private final GraphExec[] partitions;
     /** Path-2 copies done by the symmetric collective that directly follows them (identity: steps are records). */
     private final java.util.Set<Step> fusedCopies = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    /** Batched one-shot all-reduces: the first step of each batch to the whole batch, and the other members. */
+    private final Map<Step, List<Step.Collective>> batches = new IdentityHashMap<>();
+    private final java.util.Set<Step> batched = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    static volatile boolean batchCollectives = !"0".equals(System.getenv("GATUN_BATCH_COLLECTIVES"));
+    static volatile boolean fuseInputCopies = !"0".equals(System.getenv("GATUN_FUSE_INPUT_COPY"));
     /** Null for a world of one rank. */
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -108,16 +113,6 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
-
-    /**
-     * A path-2 copy immediately followed by a symmetric collective reading exactly that buffer is left to the
-     * collective's kernel, which copies each block's share into the slot before its first barrier: one graph
-     * node and one pass over the slot fewer per call. GATUN_FUSE_INPUT_COPY=0 keeps the separate copy.
-     */
-    /** Batched one-shot all-reduces: the first step of each batch to the whole batch, and the other members. */
-    private final Map<Step, List<Step.Collective>> batches = new IdentityHashMap<>();
-    private final java.util.Set<Step> batched = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
-    static volatile boolean batchCollectives = !"0".equals(System.getenv("GATUN_BATCH_COLLECTIVES"));
 
     /**
      * Consecutive one-shot all-reduces (only placements between them) of one group, pool, dtype and operation,
@@ -169,8 +164,11 @@ final class CudaExecutable implements Executable {
 
     private String poolOf(String buffer) { return plan.placement(plan.buffer(buffer).storage().name()).pool(); }
 
-    static volatile boolean fuseInputCopies = !"0".equals(System.getenv("GATUN_FUSE_INPUT_COPY"));
-
+    /**
+     * A path-2 copy immediately followed by a symmetric collective reading exactly that buffer is left to the
+     * collective's kernel, which copies each block's share into the slot before its first barrier: one graph
+     * node fewer per call (measured: no difference in time, docs/BENCHMARKS.md). GATUN_FUSE_INPUT_COPY=0 keeps the separate copy.
+     */
     private void findFusedCopies() {
         if (dist == null || !fuseInputCopies) return;
         var steps = plan.steps();
