@@ -3,14 +3,17 @@ package dev.gatun.cuda.backend;
 /**
  * CUDA C of the collectives on symmetric memory, compiled once per device with NVRTC.
  *
- * <p>Protocol (DESIGN.md): every block starts and ends with a barrier among the group's ranks on signal pads
- * (per block, per peer 32-bit slots): a {@code st.release.sys} of an increasing epoch into each peer's pad,
- * then an {@code ld.acquire.sys} spin on one's own. Epochs live in device memory and advance inside the
- * kernel, so CUDA-graph replays stay in step. The signal's release (with the block barrier before it) orders the
- * block's earlier writes, so no full system fence is needed. A spin is bounded by {@code %globaltimer}: past the timeout it
+ * <p>Protocol (DESIGN.md): every block starts with a barrier among the group's ranks on signal pads (per block,
+ * per peer 32-bit slots): a {@code st.release.sys} of an increasing epoch into each peer's pad, then an
+ * {@code ld.acquire.sys} spin on one's own. One-shot, reduce-scatter and all-gather end with another; two-shot's
+ * second barrier follows its last remote access and only local copying comes after it. Either way, when the
+ * kernel finishes on a rank, every peer has finished its remote accesses of this collective: what the plan's
+ * "ends with a barrier" relies on. Epochs live in device memory and advance inside the kernel, so CUDA-graph
+ * replays stay in step. The signal's release (with the block barrier before it) orders the block's earlier
+ * writes, so no full system fence is needed. A spin is bounded by {@code %globaltimer}: past the timeout it
  * prints a recognisable message and traps instead of hanging. Data moves in 16-byte vectors, accumulates in
  * float in rank order (bit-identical results on every rank). Grids are capped so every block is resident, and
- * each block keeps the same element-to-thread mapping in both phases of two-shot.
+ * block b handles the same tile of elements on every rank and in every phase.
  */
 final class SymmetricKernels {
     private SymmetricKernels() {}
