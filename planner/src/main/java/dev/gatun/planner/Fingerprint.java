@@ -69,23 +69,17 @@ final class Fingerprint {
         Stripping(Sink out) { this.out = out; }
 
         public Stripping append(String s) {
-            int i = 0, n = s.length();
-            while (i < n) {
-                int cp = s.codePointAt(i);
-                int next = i + Character.charCount(cp);
-                if (Character.isWhitespace(cp)) {
-                    if (started) held.append(s, i, next);
-                } else {
-                    // copy the run of non-white characters in one go
-                    int j = next;
-                    while (j < n && !Character.isWhitespace(s.codePointAt(j))) j += Character.charCount(s.codePointAt(j));
-                    if (!held.isEmpty()) { out.append(held.toString()); held.setLength(0); }
-                    out.append(s.substring(i, j));
-                    started = true;
-                    next = j;
-                }
-                i = next;
+            int start = 0, end = s.length();
+            if (!started) while (start < end && Character.isWhitespace(s.charAt(start))) start++;
+            while (end > start && Character.isWhitespace(s.charAt(end - 1))) end--;
+            if (start == end) {                       // nothing but white space
+                if (started) held.append(s, start, s.length());
+                return this;
             }
+            if (!held.isEmpty()) { out.append(held.toString()); held.setLength(0); }
+            out.append(start == 0 && end == s.length() ? s : s.substring(start, end));
+            started = true;
+            held.append(s, end, s.length());
             return this;
         }
 

@@ -38,6 +38,9 @@ final class Fusion {
     private final List<Group> groups = new ArrayList<>();
     private final Map<Buffer, Group> groupOf = new IdentityHashMap<>();
     private final Map<Buffer, Integer> producedAt = new IdentityHashMap<>();
+    // each asked for several times per buffer; expression walks and stride products are the bulk of fusion's time
+    private final Map<ComputedBuffer, Set<Buffer>> loads = new IdentityHashMap<>();
+    private final Map<Buffer, List<SymInt>> contiguous = new IdentityHashMap<>();
 
     private static final class Group {
         final int position;
@@ -106,7 +109,7 @@ final class Fusion {
     }
 
     /** Storages whose data this buffer's own work reads (views do no work). */
-    private static List<Buffer> directReads(Buffer b) {
+    private List<Buffer> directReads(Buffer b) {
         return switch (b) {
             case ComputedBuffer c -> List.copyOf(loadsOf(c));
             case ExternBuffer e -> e.inputs().stream().map(Buffer::storage).toList();
@@ -114,10 +117,13 @@ final class Fusion {
         };
     }
 
-    private static Set<Buffer> loadsOf(ComputedBuffer c) {
-        var s = new LinkedHashSet<Buffer>();
-        collectLoads(c.body(), s);
-        return s;
+    /** The storages c loads, in first-load order (cached: callers only read it). */
+    private Set<Buffer> loadsOf(ComputedBuffer c) {
+        return loads.computeIfAbsent(c, k -> {
+            var s = new LinkedHashSet<Buffer>();
+            collectLoads(k.body(), s);
+            return s;
+        });
     }
 
     private static void collectLoads(Expr e, Set<Buffer> out) {
@@ -197,8 +203,8 @@ final class Fusion {
         return null;
     }
 
-    private static boolean aligned(Expr.Load l, Buffer s) {
-        return l.offset().equals(SymInt.ZERO) && l.strides().equals(s.type().shape().contiguousStrides());
+    private boolean aligned(Expr.Load l, Buffer s) {
+        return l.offset().equals(SymInt.ZERO) && l.strides().equals(contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()));
     }
 
     // ------------------------------------------------------------ building works
