@@ -109,10 +109,14 @@ final class Fusion {
     }
 
     /** Storages whose data this buffer's own work reads (views do no work). */
-    private List<Buffer> directReads(Buffer b) {
+    private Iterable<Buffer> directReads(Buffer b) {
         return switch (b) {
-            case ComputedBuffer c -> List.copyOf(loadsOf(c));
-            case ExternBuffer e -> e.inputs().stream().map(Buffer::storage).toList();
+            case ComputedBuffer c -> loadsOf(c);
+            case ExternBuffer e -> {
+                var out = new ArrayList<Buffer>(e.inputs().size());
+                for (Buffer in : e.inputs()) out.add(in.storage());
+                yield out;
+            }
             default -> List.of();
         };
     }
@@ -255,7 +259,11 @@ final class Fusion {
         return switch (e) {
             case Expr.Constant c -> new KExpr.Const(c.value(), c.dtype());
             case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, localOf, remap), c.dtype());
-            case Expr.Apply a -> new KExpr.Apply(a.fn(), a.args().stream().map(x -> convert(x, g, inputs, localOf, remap)).toList(), a.dtype());
+            case Expr.Apply a -> {
+                var args = new ArrayList<KExpr>(a.args().size());
+                for (Expr x : a.args()) args.add(convert(x, g, inputs, localOf, remap));
+                yield new KExpr.Apply(a.fn(), List.copyOf(args), a.dtype());
+            }
             case Expr.Load l0 -> {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 Buffer s = l.storage();
