@@ -1,6 +1,5 @@
 package dev.gatun.planner;
 
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.TreeSet;
@@ -18,6 +17,8 @@ import java.util.TreeSet;
  *       time (its "min offset"), and (offset, rank) must grow along a branch, so no placement is built twice;</li>
  *   <li><b>dominance</b>: a buffer is never placed at or above the top that some other unplaced buffer would
  *       reach at its own min offset, since that buffer fits below it in every completion;</li>
+ *   <li><b>hatless</b>: once a buffer that no unplaced buffer overlaps has been tried at a node, the other
+ *       choices there are not (its placement constrained no one);</li>
  *   <li><b>twins</b>: of buffers with the same lifetime, size and alignment, the earlier is placed first;</li>
  *   <li><b>inference</b>: in every time section, the lowest offset still usable there (the top of the placed
  *       buffers, the lowest min offset of its unplaced buffers, the offset of the last placement) plus the
@@ -27,7 +28,8 @@ import java.util.TreeSet;
  *   <li><b>restarts</b>: three static orders (ranks) take turns with a node limit that doubles, since each
  *       solves instances the others get lost in.</li>
  * </ul>
- * Section floors, totals and min offsets are updated incrementally and undone on backtracking.
+ * Section totals and min offsets are updated incrementally and undone on backtracking; each section keeps a
+ * witness for the inference so that it is rescanned only when its witness stops being one.
  */
 final class OffsetSearch {
     private static final int FOUND = 0, NOT_FOUND = 1, ABORTED = 2;
@@ -41,7 +43,7 @@ final class OffsetSearch {
     private final long capacity;
 
     private final long[] offset, minOffset, total;
-    private final int[] unplaced, witness;   // unplaced buffers per section; one of them low enough (see place)
+    private final int[] unplaced, witness;     // unplaced buffers per section; one of them low enough (see place)
     private final int[] cuts;                  // unplaced buffers crossing the boundary after each section
     private final long[] solution;
     private long nodesLeft;
@@ -54,6 +56,7 @@ final class OffsetSearch {
     private int[] undoIndex = new int[1024];
     private int undoTop;
     private int stamp;
+    private final int[] memberStamp;           // see firstSight
 
     /** Which static order ranks the buffers, largest first: letters as in MiniMalloc (W lifetime, A area, T section total). */
     enum Rank { WAT, TAW, TWA }
@@ -106,6 +109,7 @@ final class OffsetSearch {
         total = new long[sections];
         cuts = new int[Math.max(0, sections - 1)];
         solution = new long[n];
+        memberStamp = new int[n];
     }
 
     /** Nodes (placements tried) spent by the last {@link #solve}. */
@@ -172,7 +176,7 @@ final class OffsetSearch {
         int count = 0;
         int[] members = new int[n];
         stamp++;
-        for (int s = lo; s < hi; s++) for (int i : inSection[s]) if (offset[i] < 0 && seen2(i)) members[count++] = i;
+        for (int s = lo; s < hi; s++) for (int i : inSection[s]) if (offset[i] < 0 && firstSight(i)) members[count++] = i;
         if (count == 0) return FOUND;
         long[][] keys = new long[count][];
         for (int k = 0; k < count; k++) {
@@ -198,11 +202,8 @@ final class OffsetSearch {
         return search(lo, hi, byRank, ordering, count, 0, -1);
     }
 
-    private int[] memberStamp;
-
     /** True the first time buffer i is seen under the current stamp (a buffer spans several sections). */
-    private boolean seen2(int i) {
-        if (memberStamp == null) memberStamp = new int[n];
+    private boolean firstSight(int i) {
         if (memberStamp[i] == stamp) return false;
         memberStamp[i] = stamp;
         return true;
