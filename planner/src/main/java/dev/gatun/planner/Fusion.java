@@ -38,6 +38,9 @@ final class Fusion {
     private final List<Group> groups = new ArrayList<>();
     private final Map<Buffer, Group> groupOf = new IdentityHashMap<>();
     private final Map<Buffer, Integer> producedAt = new IdentityHashMap<>();
+    // each asked for several times per buffer; expression walks and stride products are the bulk of fusion's time
+    private final Map<ComputedBuffer, Set<Buffer>> loads = new IdentityHashMap<>();
+    private final Map<Buffer, List<SymInt>> contiguous = new IdentityHashMap<>();
 
     private static final class Group {
         final int position;
@@ -106,18 +109,25 @@ final class Fusion {
     }
 
     /** Storages whose data this buffer's own work reads (views do no work). */
-    private static List<Buffer> directReads(Buffer b) {
+    private Iterable<Buffer> directReads(Buffer b) {
         return switch (b) {
-            case ComputedBuffer c -> List.copyOf(loadsOf(c));
-            case ExternBuffer e -> e.inputs().stream().map(Buffer::storage).toList();
+            case ComputedBuffer c -> loadsOf(c);
+            case ExternBuffer e -> {
+                var out = new ArrayList<Buffer>(e.inputs().size());
+                for (Buffer in : e.inputs()) out.add(in.storage());
+                yield out;
+            }
             default -> List.of();
         };
     }
 
-    private static Set<Buffer> loadsOf(ComputedBuffer c) {
-        var s = new LinkedHashSet<Buffer>();
-        collectLoads(c.body(), s);
-        return s;
+    /** The storages c loads, in first-load order (cached: callers only read it). */
+    private Set<Buffer> loadsOf(ComputedBuffer c) {
+        return loads.computeIfAbsent(c, k -> {
+            var s = new LinkedHashSet<Buffer>();
+            collectLoads(k.body(), s);
+            return s;
+        });
     }
 
     private static void collectLoads(Expr e, Set<Buffer> out) {
@@ -197,8 +207,8 @@ final class Fusion {
         return null;
     }
 
-    private static boolean aligned(Expr.Load l, Buffer s) {
-        return l.offset().equals(SymInt.ZERO) && l.strides().equals(s.type().shape().contiguousStrides());
+    private boolean aligned(Expr.Load l, Buffer s) {
+        return l.offset().equals(SymInt.ZERO) && l.strides().equals(contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()));
     }
 
     // ------------------------------------------------------------ building works
@@ -249,7 +259,11 @@ final class Fusion {
         return switch (e) {
             case Expr.Constant c -> new KExpr.Const(c.value(), c.dtype());
             case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, localOf, remap), c.dtype());
-            case Expr.Apply a -> new KExpr.Apply(a.fn(), a.args().stream().map(x -> convert(x, g, inputs, localOf, remap)).toList(), a.dtype());
+            case Expr.Apply a -> {
+                var args = new ArrayList<KExpr>(a.args().size());
+                for (Expr x : a.args()) args.add(convert(x, g, inputs, localOf, remap));
+                yield new KExpr.Apply(a.fn(), List.copyOf(args), a.dtype());
+            }
             case Expr.Load l0 -> {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 Buffer s = l.storage();

@@ -6,6 +6,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.stream.IntStream;
 
 /**
  * Assigns offsets to buffers with known lifetimes so that no two buffers alive at the same time overlap.
@@ -15,10 +16,9 @@ import java.util.TreeSet;
  *   <li>greedy by size (largest first), each buffer taking the best-fitting gap among the buffers it overlaps
  *       in time, as XLA's heap simulator and TFLite's arena planner do (the historical result, tried first);</li>
  *   <li>the same greedy under other orders (longest lifetime, largest area, earliest start) and first fit;</li>
- *   <li>a bounded exact search in the manner of MiniMalloc: it places buffers bottom-up, always in the
- *       time section whose floor is lowest, and prunes a branch as soon as some section's floor plus the
- *       bytes still to place there exceed the capacity tried. Capacities from max-live upwards are tried
- *       under a node budget ({@link Options#searchNodes()}), so the result is deterministic.</li>
+ *   <li>a bounded exact search ({@link OffsetSearch}, after MiniMalloc): a decision procedure for a capacity,
+ *       run at max-live and then at a few capacities above it under a node budget
+ *       ({@link Options#searchNodes()}), so the result is deterministic.</li>
  * </ol>
  * Pools with more than {@link Options#quadraticLimit()} buffers use an O(n log n) time-ordered best-fit
  * allocator instead, so planning stays near-linear on huge graphs. Usable on its own (MiniMalloc's
@@ -42,12 +42,16 @@ public final class OffsetAssigner {
      * Budgets of the assignment.
      *
      * @param searchNodes    total search nodes (placements tried) of the exact search per pool; 0 turns it off
+     *                       (about 2 to 10 us each on a CI-class core)
      * @param searchMillis   wall-clock cap of the search per pool, 0 for none (a cap makes results depend on speed)
      * @param searchMaxItems pools with more buffers skip the search
      * @param quadraticLimit pools with more buffers skip the O(n^2) greedy orders for the O(n log n) allocator
      */
     public record Options(long searchNodes, long searchMillis, int searchMaxItems, int quadraticLimit) {
+        /** The planner's budget: bounds the time a pool may add to planning (about 0.2 to 1 s at most here). */
         public static final Options DEFAULT = new Options(100_000, 0, 2_000, 4_096);
+        /** The offset command's budget: four times more, for placements worth a few seconds of search. */
+        public static final Options OFFLINE = DEFAULT.withSearchNodes(400_000);
         /** The historical behaviour: one greedy order, no search. */
         public static final Options GREEDY_ONLY = new Options(0, 0, 0, Integer.MAX_VALUE);
 
@@ -96,7 +100,7 @@ public final class OffsetAssigner {
                 }
             }
             if (bestSize > maxLive && n <= options.searchMaxItems()) {
-                var found = new Search(items, options).run(maxLive, bestSize);
+                var found = search(items, maxLive, bestSize, options);
                 if (found != null) {
                     found = placeDegenerate(items, found);
                     long s = extent(items, found);
@@ -105,6 +109,60 @@ public final class OffsetAssigner {
             }
         }
         return new Result(best, bestSize, maxLive, method);
+    }
+
+    /** Capacities tried when max-live is not reached, as factors of max-live: the goal (1.05) and below first. */
+    private static final double[] SLACK = {1.01, 1.02, 1.03, 1.04, 1.05, 1.055, 1.06, 1.07, 1.08, 1.10, 1.15, 1.20};
+
+    /**
+     * The exact search ({@link OffsetSearch}) at max-live with half the node budget, then at each capacity of
+     * {@link #SLACK} below the best size known, in ascending order, with an equal share of what is left (unused
+     * nodes carry over); the first placement found wins. Null when none is found. A search that fails is no
+     * proof, so a larger capacity can succeed where a smaller one ran out of nodes, hence the ascending order.
+     */
+    private static long[] search(List<Item> items, long maxLive, long known, Options options) {
+        int[] which = IntStream.range(0, items.size()).filter(i -> items.get(i).size() > 0 && len(items.get(i)) > 0).toArray();
+        int m = which.length;
+        long[] lower = new long[m], upper = new long[m], size = new long[m], alignment = new long[m];
+        for (int k = 0; k < m; k++) {
+            Item it = items.get(which[k]);
+            lower[k] = it.lower(); upper[k] = it.upper(); size[k] = it.size(); alignment[k] = it.alignment();
+        }
+        long deadline = options.searchMillis() > 0 ? System.nanoTime() + options.searchMillis() * 1_000_000 : Long.MAX_VALUE;
+        var caps = new ArrayList<Long>(List.of(maxLive));
+        for (double f : SLACK) if ((long) Math.ceil(maxLive * f) < known) caps.add((long) Math.ceil(maxLive * f));
+        long budget = options.searchNodes();
+        for (int c = 0; c < caps.size() && budget > 0 && System.nanoTime() < deadline; c++) {
+            long share = c == 0 ? Math.max(1, budget / 2) : budget / (caps.size() - c);
+            var search = new OffsetSearch(lower, upper, size, alignment, caps.get(c));
+            long[] found = onLargeStack(() -> search.solve(share, deadline));
+            budget -= search.nodesUsed();
+            if (found != null) {
+                long[] off = new long[items.size()];
+                for (int k = 0; k < m; k++) off[which[k]] = found[k];
+                return off;
+            }
+        }
+        return null;
+    }
+
+    /** The search recurses once per buffer placed: thousands of frames, more than a default thread stack. */
+    private static <T> T onLargeStack(java.util.function.Supplier<T> work) {
+        var result = new java.util.concurrent.atomic.AtomicReference<T>();
+        var failure = new java.util.concurrent.atomic.AtomicReference<Throwable>();
+        Thread t = new Thread(null, () -> {
+            try { result.set(work.get()); } catch (Throwable e) { failure.set(e); }
+        }, "offset-search", 256L << 20);
+        t.start();
+        try {
+            t.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while searching offsets", e);
+        }
+        if (failure.get() instanceof RuntimeException e) throw e;
+        if (failure.get() instanceof Error e) throw e;
+        return result.get();
     }
 
     /**
@@ -261,168 +319,6 @@ public final class OffsetAssigner {
             live[k] = true;
         }
         return offsets;
-    }
-
-    /**
-     * Bounded search for a placement within a capacity: bottom-up, in the section with the lowest floor,
-     * trying the buffers alive there; a branch dies when a section's floor plus its unplaced bytes exceed
-     * the capacity.
-     */
-    private static final class Search {
-        final List<Item> items;
-        final int n, sections;
-        final int[] from, to;            // section span [from, to) of each item (only items with size > 0 and time)
-        final int[][][] orders;          // per candidate order, per section: the items alive there
-        int[][] itemsAt;
-        final long[] size, alignment;
-        final long[] floor, remaining;
-        final boolean[] placed;
-        final long[] offsets;
-        final long deadline;
-        long nodesLeft;
-        int toPlace;
-        long capacity;
-
-        Search(List<Item> items, Options options) {
-            this.items = items;
-            this.n = items.size();
-            this.nodesLeft = options.searchNodes();
-            this.deadline = options.searchMillis() > 0 ? System.nanoTime() + options.searchMillis() * 1_000_000 : Long.MAX_VALUE;
-            var times = new TreeSet<Long>();
-            for (Item it : items) if (it.size() > 0 && it.upper() > it.lower()) { times.add(it.lower()); times.add(it.upper()); }
-            long[] t = times.stream().mapToLong(Long::longValue).toArray();
-            sections = Math.max(0, t.length - 1);
-            from = new int[n]; to = new int[n];
-            size = new long[n]; alignment = new long[n];
-            var lists = new ArrayList<List<Integer>>();
-            for (int s = 0; s < sections; s++) lists.add(new ArrayList<>());
-            for (int i = 0; i < n; i++) {
-                Item it = items.get(i);
-                size[i] = it.size(); alignment[i] = it.alignment();
-                if (it.size() == 0 || it.upper() == it.lower()) { from[i] = to[i] = 0; continue; }
-                from[i] = Arrays.binarySearch(t, it.lower());
-                to[i] = Arrays.binarySearch(t, it.upper());
-                for (int s = from[i]; s < to[i]; s++) lists.get(s).add(i);
-            }
-            var cmps = candidateOrders();
-            orders = new int[cmps.size()][sections][];
-            for (int c = 0; c < cmps.size(); c++)
-                for (int s = 0; s < sections; s++) orders[c][s] = lists.get(s).stream().sorted(cmps.get(c)).mapToInt(Integer::intValue).toArray();
-            floor = new long[sections];
-            remaining = new long[sections];
-            placed = new boolean[n];
-            offsets = new long[n];
-            tried = new long[n];
-        }
-
-        /** Candidate orders of the portfolio: no single one wins on every instance, so each gets a slice. */
-        private List<Comparator<Integer>> candidateOrders() {
-            Comparator<Integer> bySize = Comparator.<Integer>comparingLong(i -> -size[i]);
-            Comparator<Integer> byLength = Comparator.<Integer>comparingLong(i -> -(items.get(i).upper() - items.get(i).lower()));
-            Comparator<Integer> byArea = Comparator.<Integer>comparingLong(i -> -size[i] * (items.get(i).upper() - items.get(i).lower()));
-            return List.of(byArea.thenComparing(bySize).thenComparingInt(i -> i),
-                    byLength.thenComparing(bySize).thenComparingInt(i -> i),
-                    bySize.thenComparing(byLength).thenComparingInt(i -> i));
-        }
-
-        /**
-         * Tries capacities from max-live up to just below {@code known}, each under every candidate order with
-         * an equal slice of the node budget (unused nodes carry over); returns the first placement found.
-         */
-        long[] run(long maxLive, long known) {
-            double[] factors = {1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.07, 1.1, 1.15, 1.2};
-            int tries = 0;
-            for (double f : factors) if ((long) Math.ceil(maxLive * f) < known) tries += orders.length;
-            if (tries == 0) return null;
-            long perTry = Math.max(1, nodesLeft / tries);
-            long carry = 0;
-            for (double f : factors) {
-                long cap = (long) Math.ceil(maxLive * f);
-                if (cap >= known) break;
-                for (int[][] order : orders) {
-                    itemsAt = order;
-                    long budget = Math.min(perTry + carry, nodesLeft);
-                    long before = nodesLeft;
-                    long[] r = tryCapacity(cap, budget);
-                    carry = Math.max(0, budget - (before - nodesLeft));
-                    if (r != null) return r;
-                    if (nodesLeft <= 0 || System.nanoTime() > deadline) return null;
-                }
-            }
-            return null;
-        }
-
-        private long limit, stamps;
-        private long[] tried;
-
-        long[] tryCapacity(long cap, long budget) {
-            capacity = cap;
-            Arrays.fill(floor, 0);
-            Arrays.fill(remaining, 0);
-            Arrays.fill(placed, false);
-            toPlace = 0;
-            for (int i = 0; i < n; i++) {
-                if (to[i] > from[i]) {
-                    toPlace++;
-                    for (int s = from[i]; s < to[i]; s++) remaining[s] += size[i];
-                } else placed[i] = true;
-            }
-            for (int s = 0; s < sections; s++) if (remaining[s] > cap) return null;
-            limit = nodesLeft - budget;
-            if (!dfs()) return null;
-            long[] out = new long[n];
-            for (int i = 0; i < n; i++) out[i] = to[i] > from[i] ? offsets[i] : 0;
-            return out;
-        }
-
-        private boolean dfs() {
-            if (toPlace == 0) return true;
-            if (nodesLeft <= limit || ((nodesLeft & 1023) == 0 && System.nanoTime() > deadline)) return false;
-            // the section with the lowest floor that still has bytes to place
-            int sec = -1;
-            for (int s = 0; s < sections; s++) if (remaining[s] > 0 && (sec < 0 || floor[s] < floor[sec])) sec = s;
-            long level = floor[sec];
-            int a = sec, b = sec + 1;
-            while (a > 0 && floor[a - 1] == level) a--;
-            while (b < sections && floor[b] == level) b++;
-            long[] saved = null;
-            // every unplaced item of the plateau that can rest on it, once (the stamp marks items tried at this node)
-            long stamp = ++stamps;
-            for (int t = a; t < b; t++) for (int i : itemsAt[t]) {
-                if (placed[i] || tried[i] == stamp) continue;
-                tried[i] = stamp;
-                long base = 0;
-                for (int s = from[i]; s < to[i]; s++) base = Math.max(base, floor[s]);
-                if (base != level) continue;
-                long at = align(base, alignment[i]);
-                long top = at + size[i];
-                if (top > capacity) continue;
-                boolean ok = true;
-                for (int s = from[i]; s < to[i] && ok; s++) if (top + remaining[s] - size[i] > capacity) ok = false;
-                if (!ok) continue;
-                nodesLeft--;
-                int span = to[i] - from[i];
-                if (saved == null || saved.length < span) saved = new long[Math.max(span, 8)];
-                for (int s = from[i]; s < to[i]; s++) { saved[s - from[i]] = floor[s]; floor[s] = top; remaining[s] -= size[i]; }
-                placed[i] = true; offsets[i] = at; toPlace--;
-                if (dfs()) return true;
-                placed[i] = false; toPlace++;
-                for (int s = from[i]; s < to[i]; s++) { floor[s] = saved[s - from[i]]; remaining[s] += size[i]; }
-                if (nodesLeft <= limit) return false;
-            }
-            // leave the lowest plateau empty at this level: raise it to the lower of its higher neighbours
-            long raise = Long.MAX_VALUE;
-            if (a > 0 && floor[a - 1] > floor[sec]) raise = floor[a - 1];
-            if (b < sections && floor[b] > floor[sec]) raise = Math.min(raise, floor[b]);
-            if (raise == Long.MAX_VALUE) return false;
-            for (int s = a; s < b; s++) if (raise + remaining[s] > capacity) return false;
-            long old = floor[sec];
-            for (int s = a; s < b; s++) floor[s] = raise;
-            nodesLeft--;
-            if (dfs()) return true;
-            for (int s = a; s < b; s++) floor[s] = old;
-            return false;
-        }
     }
 
     /** The peak over time of the summed sizes of live items: no assignment can use less. */

@@ -24,7 +24,8 @@ public final class Plan {
     private final List<Partition> partitions;
     private final String order;
     private final long plainPeak, chosenPeak;
-    private final String text, fingerprint;
+    private final String fingerprint;
+    private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
 
     /** Where a storage buffer lives: a pool and offset, or a per-call dynamic allocation. */
     public record Placement(String buffer, String pool, long offset, long bytes) {
@@ -45,8 +46,9 @@ public final class Plan {
         this.order = order;
         this.plainPeak = plainPeak;
         this.chosenPeak = chosenPeak;
-        this.text = body();
-        this.fingerprint = Fingerprint.of(canonical());
+        var digest = new Fingerprint.Digest();
+        canonical(digest);
+        this.fingerprint = digest.hex();
     }
 
     public String name() { return lowered.graph().name(); }
@@ -95,37 +97,58 @@ public final class Plan {
     /** Why each collective took its path (from lowering). */
     public String explain() { return lowered.explain(); }
 
-    /** Everything that decides what the plan computes: world, groups, constants, steps and kernels. */
-    private String canonical() {
-        var sb = new StringBuilder("world=").append(lowered.worldSize()).append('\n');
-        lowered.graph().groups().values().forEach(g -> sb.append("group ").append(g).append('\n'));
+    /**
+     * Everything that decides what the plan computes: world, groups, constants, steps and kernels. Written
+     * straight into the digest: the text is the same as "header + body + '\n' + kernelSources()" but never
+     * held as one string.
+     */
+    private void canonical(Fingerprint.Digest out) {
+        out.append("world=").append(String.valueOf(lowered.worldSize())).append("\n");
+        lowered.graph().groups().values().forEach(g -> out.append("group ").append(String.valueOf(g)).append("\n"));
         for (Buffer b : lowered.buffers())
-            if (b instanceof dev.gatun.ir.lower.ConstantBuffer c) sb.append(b.name()).append(" = ").append(java.util.Arrays.toString(c.values())).append('\n');
-        return sb.append(text).append('\n').append(kernelSources()).toString();
+            if (b instanceof dev.gatun.ir.lower.ConstantBuffer c) out.append(b.name()).append(" = ").append(java.util.Arrays.toString(c.values())).append("\n");
+        body(out);
+        out.append("\n");
+        // kernelSources() is the sources joined by blank lines, stripped: the trailing separator is dropped, and
+        // the leading and trailing white space of the whole (only possible inside the first or last source)
+        var strip = new Fingerprint.Stripping(out);
+        for (Kernel k : kernels) strip.append(k.source()).append("\n\n");
+        strip.finish();
     }
 
     private String body() {
         var sb = new StringBuilder();
+        body(new Fingerprint.Text(sb));
+        return sb.toString();
+    }
+
+    private void body(Fingerprint.Sink sb) {
         for (Pool p : pools) {
             sb.append("  ").append(pad(p.declaration(), 72)).append("# max-live ").append(ByteSize.format(p.maxLive()));
             if (p.kind() != Pool.Kind.COMM && p.kind() != Pool.Kind.SYMM_INPUTS) sb.append(", ").append(p.kind().name().toLowerCase());
-            sb.append('\n');
+            sb.append("\n");
         }
-        int part = 0;
+        // partitions are disjoint and in step order: walk them alongside the steps
+        int begins = 0, ends = 0;
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
+            while (begins < partitions.size() && partitions.get(begins).first() < i) begins++;
+            while (ends < partitions.size() && partitions.get(ends).last() < i) ends++;
             if (s instanceof Step.AllocPool) continue;
-            for (Partition p : partitions) if (p.first() == i) sb.append("  # --- capture partition ").append(p.index()).append(" begins\n");
-            sb.append("  ").append(s.format()).append('\n');
-            for (Partition p : partitions) if (p.last() == i) sb.append("  # --- capture partition ").append(p.index()).append(" ends\n");
+            for (int p = begins; p < partitions.size() && partitions.get(p).first() == i; p++)
+                sb.append("  # --- capture partition ").append(String.valueOf(partitions.get(p).index())).append(" begins\n");
+            sb.append("  ").append(s.format()).append("\n");
+            for (int p = ends; p < partitions.size() && partitions.get(p).last() == i; p++)
+                sb.append("  # --- capture partition ").append(String.valueOf(partitions.get(p).index())).append(" ends\n");
         }
         sb.append("  return ").append(String.join(", ", outputs().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList()));
-        return sb.toString();
     }
 
     private static String pad(String s, int w) { return s.length() >= w ? s + "   " : s + " ".repeat(w - s.length()); }
 
     @Override public String toString() {
-        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint.substring(0, 16) + "\n" + text;
+        String t = text;
+        if (t == null) text = t = body();
+        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint.substring(0, 16) + "\n" + t;
     }
 }

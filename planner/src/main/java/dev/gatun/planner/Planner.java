@@ -355,6 +355,7 @@ public final class Planner {
         }
 
         boolean touchesDynamic(Step s) {
+            if (!anyDynamic()) return false;
             return switch (s) {
                 case Step.Launch l -> l.kernel().inputs().stream().anyMatch(this::isDynamicName) || l.kernel().outputs().stream().anyMatch(this::isDynamicName);
                 case Step.Collective c -> isDynamicName(c.output()) || isDynamicName(c.input());
@@ -365,13 +366,23 @@ public final class Planner {
         }
 
         private Map<String, Buffer> byName;
+        private boolean anyDynamic;
+
+        /** Whether any buffer has a symbolic shape; in the common case none has and no step needs looking at. */
+        private boolean anyDynamic() {
+            if (byName == null) {
+                byName = new HashMap<>();
+                for (Buffer b : graph.buffers()) {
+                    byName.putIfAbsent(b.name(), b);
+                    anyDynamic |= !b.type().shape().isStatic();
+                }
+            }
+            return anyDynamic;
+        }
 
         /** LoweredGraph.buffer(name) scans every buffer: index them once, the first of a name winning as there. */
         private boolean isDynamicName(String name) {
-            if (byName == null) {
-                byName = new HashMap<>();
-                for (Buffer b : graph.buffers()) byName.putIfAbsent(b.name(), b);
-            }
+            if (!anyDynamic()) return false;
             Buffer b = byName.get(name);
             return !(b != null ? b : graph.buffer(name)).type().shape().isStatic();
         }

@@ -3,6 +3,7 @@ package dev.gatun.planner;
 import dev.gatun.ir.lower.Buffer;
 
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -22,32 +23,82 @@ final class Scheduler {
     record Choice(List<Work> order, String name, long peak, long plainPeak) {}
 
     private final List<Work> works;
-    private final Set<Buffer> outputs;
     private final int[][] deps, users;
-    private final Map<Buffer, Integer> writer = new IdentityHashMap<>();
-    private final Map<Buffer, List<Integer>> readers = new IdentityHashMap<>();
+    // buffers by dense id: liveness only needs their sizes, writers and readers, looked up millions of times
+    private final long[] bytes;
+    private final int[] writerOf;              // last work writing each buffer, or -1
+    private final boolean[] isOutput;
+    private final int[][] readersOf;           // works reading each buffer, in work order, repeats kept
+    private final int[] distinctReaders;
+    private final int[][] readIds, writeIds;   // per work, its reads and writes as buffer ids, repeats kept
 
     private Scheduler(List<Work> works, Set<Buffer> outputs) {
         this.works = works;
-        this.outputs = outputs;
         int n = works.size();
-        for (int i = 0; i < n; i++) for (Buffer b : works.get(i).writes()) writer.put(b, i);
-        var d = new ArrayList<TreeSet<Integer>>();
-        var u = new ArrayList<TreeSet<Integer>>();
-        for (int i = 0; i < n; i++) { d.add(new TreeSet<>()); u.add(new TreeSet<>()); }
+        var ids = new IdentityHashMap<Buffer, Integer>();
+        var buffers = new ArrayList<Buffer>();
+        readIds = new int[n][];
+        writeIds = new int[n][];
         for (int i = 0; i < n; i++) {
-            for (Buffer b : works.get(i).reads()) {
-                readers.computeIfAbsent(b, k -> new ArrayList<>()).add(i);
-                Integer w = writer.get(b);
-                if (w != null && w != i) { d.get(i).add(w); u.get(w).add(i); }
+            readIds[i] = idsOf(works.get(i).reads(), ids, buffers);
+            writeIds[i] = idsOf(works.get(i).writes(), ids, buffers);
+        }
+        int m = buffers.size();
+        bytes = new long[m];
+        isOutput = new boolean[m];
+        for (int b = 0; b < m; b++) { bytes[b] = bytes(buffers.get(b)); isOutput[b] = outputs.contains(buffers.get(b)); }
+        writerOf = new int[m];
+        Arrays.fill(writerOf, -1);
+        for (int i = 0; i < n; i++) for (int b : writeIds[i]) writerOf[b] = i;
+        int[] readCount = new int[m];
+        for (int[] r : readIds) for (int b : r) readCount[b]++;
+        readersOf = new int[m][];
+        for (int b = 0; b < m; b++) readersOf[b] = new int[readCount[b]];
+        Arrays.fill(readCount, 0);
+        distinctReaders = new int[m];
+        int[] lastReader = new int[m];
+        Arrays.fill(lastReader, -1);
+        int[] depCount = new int[n], userCount = new int[n];
+        for (int i = 0; i < n; i++) {
+            for (int b : readIds[i]) {
+                readersOf[b][readCount[b]++] = i;
+                if (lastReader[b] != i) { lastReader[b] = i; distinctReaders[b]++; }
+                int w = writerOf[b];
+                if (w >= 0 && w != i) { depCount[i]++; userCount[w]++; }
             }
         }
         deps = new int[n][];
         users = new int[n][];
+        for (int i = 0; i < n; i++) { deps[i] = new int[depCount[i]]; users[i] = new int[userCount[i]]; }
+        Arrays.fill(depCount, 0);
+        Arrays.fill(userCount, 0);
         for (int i = 0; i < n; i++) {
-            deps[i] = d.get(i).stream().mapToInt(Integer::intValue).toArray();
-            users[i] = u.get(i).stream().mapToInt(Integer::intValue).toArray();
+            for (int b : readIds[i]) {
+                int w = writerOf[b];
+                if (w >= 0 && w != i) { deps[i][depCount[i]++] = w; users[w][userCount[w]++] = i; }
+            }
         }
+        // ascending and without repeats, as the sorted sets these replace
+        for (int i = 0; i < n; i++) { deps[i] = sortedDistinct(deps[i]); users[i] = sortedDistinct(users[i]); }
+    }
+
+    private static int[] idsOf(List<Buffer> list, Map<Buffer, Integer> ids, List<Buffer> buffers) {
+        int[] out = new int[list.size()];
+        for (int k = 0; k < out.length; k++) {
+            Buffer b = list.get(k);
+            Integer id = ids.get(b);
+            if (id == null) { id = buffers.size(); ids.put(b, id); buffers.add(b); }
+            out[k] = id;
+        }
+        return out;
+    }
+
+    private static int[] sortedDistinct(int[] a) {
+        if (a.length < 2) return a;
+        Arrays.sort(a);
+        int k = 1;
+        for (int i = 1; i < a.length; i++) if (a[i] != a[k - 1]) a[k++] = a[i];
+        return k == a.length ? a : Arrays.copyOf(a, k);
     }
 
     static Choice choose(List<Work> works, Set<Buffer> outputs, boolean reorder) {
@@ -83,14 +134,14 @@ final class Scheduler {
         int[] pos = new int[n];
         for (int i = 0; i < n; i++) pos[order[i]] = i;
         long[] delta = new long[n + 1];
-        for (var e : writer.entrySet()) {
-            Buffer b = e.getKey();
-            int start = pos[e.getValue()];
+        for (int b = 0; b < bytes.length; b++) {
+            if (writerOf[b] < 0) continue;
+            int start = pos[writerOf[b]];
             int end = start;
-            if (outputs.contains(b)) end = n;
-            else for (int r : readers.getOrDefault(b, List.of())) end = Math.max(end, pos[r]);
-            delta[start] += bytes(b);
-            if (end < n) delta[end + 1] -= bytes(b);
+            if (isOutput[b]) end = n;
+            else for (int r : readersOf[b]) end = Math.max(end, pos[r]);
+            delta[start] += bytes[b];
+            if (end < n) delta[end + 1] -= bytes[b];
         }
         long live = 0, peak = 0;
         for (int i = 0; i < n; i++) { live += delta[i]; peak = Math.max(peak, live); }
@@ -101,8 +152,9 @@ final class Scheduler {
         int n = works.size();
         int[] missing = new int[n];
         for (int i = 0; i < n; i++) missing[i] = deps[i].length;
-        var remainingReaders = new IdentityHashMap<Buffer, Integer>();
-        readers.forEach((b, r) -> remainingReaders.put(b, (int) r.stream().distinct().count()));
+        int[] remainingReaders = distinctReaders.clone();
+        long[] writeBytes = new long[n];
+        for (int i = 0; i < n; i++) for (int b : writeIds[i]) writeBytes[i] += bytes[b];
         var ready = new TreeSet<Integer>();
         for (int i = 0; i < n; i++) if (missing[i] == 0) ready.add(i);
         int[] order = new int[n];
@@ -112,15 +164,14 @@ final class Scheduler {
             int seen = 0;
             for (int i : ready) {
                 if (seen++ >= GREEDY_WINDOW) break;
-                long d = 0;
-                for (Buffer b : works.get(i).writes()) d += bytes(b);
-                for (Buffer b : works.get(i).reads())
-                    if (writer.containsKey(b) && !outputs.contains(b) && remainingReaders.getOrDefault(b, 0) == 1) d -= bytes(b);
+                long d = writeBytes[i];
+                for (int b : readIds[i])
+                    if (writerOf[b] >= 0 && !isOutput[b] && remainingReaders[b] == 1) d -= bytes[b];
                 if (d < bestDelta) { bestDelta = d; pick = i; }
             }
             ready.remove(pick);
             order[k] = pick;
-            for (Buffer b : works.get(pick).reads()) remainingReaders.merge(b, -1, Integer::sum);
+            for (int b : readIds[pick]) remainingReaders[b]--;
             for (int u : users[pick]) if (--missing[u] == 0) ready.add(u);
         }
         return order;

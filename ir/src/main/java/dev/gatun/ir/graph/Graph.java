@@ -39,7 +39,12 @@ public final class Graph {
         this.groups = Collections.unmodifiableMap(new LinkedHashMap<>(b.groups));
         this.worldSize = b.worldSize;
         MutableListMultimap<Node, Node> u = Multimaps.mutable.list.empty();
-        for (Node n : nodes) for (Node in : n.inputs()) if (!u.get(in).contains(n)) u.put(in, n);
+        // each user once, even when it reads a node twice: n can only be the last user recorded so far (nodes come in
+        // order), so compare with that instead of scanning the list (quadratic for a weight read by every layer)
+        for (Node n : nodes) for (Node in : n.inputs()) {
+            var seen = u.get(in);
+            if (seen.isEmpty() || seen.getLast() != n) u.put(in, n);
+        }
         this.users = u.toImmutable();
     }
 

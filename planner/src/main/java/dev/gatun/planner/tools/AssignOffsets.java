@@ -24,7 +24,7 @@ import java.util.stream.Stream;
  * java -cp planner/target/classes:ir/target/classes dev.gatun.planner.tools.AssignOffsets [options] FILE.csv|DIR
  *   -o PATH       offsets CSV (for a file; "-" or absent: stdout, the summary then goes to stderr)
  *                 or a directory for one offsets CSV per instance (for a directory)
- *   --nodes N     search budget in nodes per pool (default 100000; 0: heuristics only)
+ *   --nodes N     search budget in nodes per pool (default 400000, the planner uses 100000; 0: heuristics only)
  *   --millis M    wall-clock cap of the search per pool (default none; results then depend on speed)
  *   --greedy      the historical single greedy order only
  *   --repeat N    run each instance N times and report the fastest (warm JIT)
@@ -163,7 +163,7 @@ public final class AssignOffsets {
     }
 
     public static void main(String[] args) throws IOException {
-        var options = OffsetAssigner.Options.DEFAULT;
+        var options = OffsetAssigner.Options.OFFLINE;
         String outPath = null, input = null;
         int repeat = 1;
         try {

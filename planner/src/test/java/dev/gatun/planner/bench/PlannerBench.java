@@ -64,12 +64,14 @@ public final class PlannerBench {
     }
 
     public static void timing(int[] sizes, PrintStream out) {
-        // warm-up: JIT the whole pipeline on mid-sized graphs first
-        for (int i = 0; i < 3; i++) Planner.plan(lowered(20_000));
+        // warm-up: JIT the whole pipeline on a mid-sized graph first; the C2 code for the planner's loops
+        // settles only after several hundred thousand steps, so plan it repeatedly
+        var warm = lowered(20_000);
+        for (int i = 0; i < 8; i++) Planner.plan(warm);
         out.printf("%-10s %8s %10s %10s %12s %12s %7s%n", "nodes", "steps", "lower ms", "plan ms", "arena", "max-live", "ratio");
         var rows = new ArrayList<Timing>();
         for (int n : sizes) {
-            int runs = n >= 1_000_000 ? 2 : n >= 100_000 ? 3 : 10;
+            int runs = n >= 1_000_000 ? 3 : n >= 100_000 ? 6 : 10;
             var t = time(n, runs, out);
             rows.add(t);
             out.printf("%-10d %8d %10.1f %10.2f %12d %12d %7.3f%n", t.nodes(), t.works(), t.lowerMs(), t.planMs(), t.arena(), t.arenaMaxLive(),

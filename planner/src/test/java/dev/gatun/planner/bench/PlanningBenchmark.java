@@ -21,8 +21,8 @@ import java.util.concurrent.TimeUnit;
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SingleShotTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
-@Warmup(iterations = 3)
-@Measurement(iterations = 5)
+@Warmup(iterations = 10)
+@Measurement(iterations = 8)
 @Fork(value = 1, jvmArgs = {"-Xss16m", "-Xmx8g"})
 public class PlanningBenchmark {
     @Param({"1000", "10000", "100000", "1000000"})
