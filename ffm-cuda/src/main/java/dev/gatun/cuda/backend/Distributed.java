@@ -132,11 +132,15 @@ final class Distributed implements AutoCloseable {
             case ALL_GATHER -> "all_gather";
             case BROADCAST -> throw new IllegalStateException("broadcast has no symmetric kernel");
         } + "_" + suffix(t);
-        int vec = 16 / t.byteSize();
-        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(n, (long) SymmetricKernels.THREADS * vec)));
-        kernels.get(fn).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream),
+        kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(), opCode(call.reduceOp()),
                 g.padTable().address(), g.epochs().address(), timeoutNanos);
+    }
+
+    /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */
+    private LaunchConfig launchConfig(long elements, DType t, Stream stream) {
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(elements, (long) SymmetricKernels.THREADS * (16 / t.byteSize()))));
+        return new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream);
     }
 
     /** One slot of a batched one-shot all-reduce: the input's offset in the group's pool, the output, elements. */
@@ -150,16 +154,14 @@ final class Distributed implements AutoCloseable {
         if (slots.isEmpty() || slots.size() > SymmetricKernels.MULTI_MAX) throw new IllegalArgumentException("batch of " + slots.size());
         var sp = heap.pool(pool);
         var g = sp.group();
-        int vec = 16 / t.byteSize();
         long most = slots.stream().mapToLong(Slot::n).max().orElse(1);
-        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(most, (long) SymmetricKernels.THREADS * vec)));
         var args = new java.util.ArrayList<Object>(List.of(sp.peerTable().address(), slots.size()));
         for (int i = 0; i < SymmetricKernels.MULTI_MAX; i++) {
             Slot s = i < slots.size() ? slots.get(i) : new Slot(0, 0, 0);
             args.addAll(List.of(s.offset(), s.out(), s.n()));
         }
         args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos));
-        kernels.get("one_shot_multi_" + suffix(t)).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream), args.toArray());
+        kernels.get("one_shot_multi_" + suffix(t)).launch(launchConfig(most, t, stream), args.toArray());
     }
 
     /** A barrier among a group's ranks on the device (for plan steps where no collective gives one). */

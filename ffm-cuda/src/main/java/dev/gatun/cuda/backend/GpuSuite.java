@@ -195,25 +195,24 @@ public final class GpuSuite {
         return ref;
     }
 
+    private record OverheadCase(String name, Graph graph, CompileOptions options, Map<String, NDArray> in) {}
+
     /** Host time to enqueue one replay through the plan against the bare graph launch of the same captured graph. */
     void hostOverhead() {
         var g = Gatun.graph("allreduce");
         g.output("y", g.input("x", DType.F32, 8, 8).allReduce(SUM));
-        var local = PointwiseBenchmark.seedsLocal(64);
         var cases = List.of(
-                new Object[]{"seeds_local 64x64, 1 GPU", local, CompileOptions.world(1), Map.of("x", NDArray.random(DType.F32, 3, 64, 64))},
-                new Object[]{"all_reduce 8x8", g.build(), CompileOptions.world(world), Map.of("x", NDArray.random(DType.F32, 3 + rank, 8, 8))});
-        for (Object[] c : cases) {
-            Graph graph = (Graph) c[1];
-            CompileOptions options = (CompileOptions) c[2];
-            @SuppressWarnings("unchecked") var in = (Map<String, NDArray>) c[3];
+                new OverheadCase("seeds_local 64x64, 1 GPU", PointwiseBenchmark.seedsLocal(64), CompileOptions.world(1),
+                        Map.of("x", NDArray.random(DType.F32, 3, 64, 64))),
+                new OverheadCase("all_reduce 8x8", g.build(), CompileOptions.world(world), Map.of("x", NDArray.random(DType.F32, 3 + rank, 8, 8))));
+        for (OverheadCase c : cases) {
             // the one-GPU plan runs on rank 0 only; the collective on every rank
-            if (options.worldSize() == 1 && rank != 0) continue;
-            try (var exe = executable(graph, options)) {
-                var t = exe.replayOverhead(in, WARMUP, Math.max(iters, 1000));
+            if (c.options().worldSize() == 1 && rank != 0) continue;
+            try (var exe = executable(c.graph(), c.options())) {
+                var t = exe.replayOverhead(c.in(), WARMUP, Math.max(iters, 1000));
                 if (t == null) continue;
-                row("host_overhead", "graph_launch", DType.F32, (String) c[0], 0, t[0], null, null, null, "bare cudaGraphLaunch from Java (FFM)");
-                row("host_overhead", "gatun_replay", DType.F32, (String) c[0], 0, t[1], null, null, null,
+                row("host_overhead", "graph_launch", DType.F32, c.name(), 0, t[0], null, null, null, "bare cudaGraphLaunch from Java (FFM)");
+                row("host_overhead", "gatun_replay", DType.F32, c.name(), 0, t[1], null, null, null,
                         String.format(Locale.ROOT, "plan replay: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
             }
         }
