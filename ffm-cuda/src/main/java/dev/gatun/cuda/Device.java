@@ -89,6 +89,23 @@ public final class Device extends Resource {
         return n;
     }
 
+    /**
+     * The GPU's UUID as the driver reports it ({@code cuDeviceGetUuid_v2}), in the usual 8-4-4-4-12 hex form: the
+     * same physical GPU has the same UUID in every process, whatever ordinal {@code CUDA_VISIBLE_DEVICES} gives it.
+     */
+    public String uuid() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment buf = arena.allocate(16);
+            Errors.driver(driver.cuDeviceGetUuid_v2(buf, handle), "cuDeviceGetUuid_v2");
+            var sb = new StringBuilder("GPU-");
+            for (int i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10) sb.append('-');
+                sb.append(String.format("%02x", buf.get(ValueLayout.JAVA_BYTE, i) & 0xff));
+            }
+            return sb.toString();
+        }
+    }
+
     /** A raw {@code CUdevice_attribute} value, for example {@link DeviceAttribute#MULTIPROCESSOR_COUNT}. */
     public int attribute(DeviceAttribute attribute) {
         return attribute(attribute.code());

@@ -17,7 +17,9 @@ public enum DeviceAttribute {
     MULTICAST_SUPPORTED(driver.CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED()),
     IPC_EVENT_SUPPORTED(driver.CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED()),
     PCI_BUS_ID(driver.CU_DEVICE_ATTRIBUTE_PCI_BUS_ID()),
-    CLOCK_RATE(driver.CU_DEVICE_ATTRIBUTE_CLOCK_RATE());
+    CLOCK_RATE(driver.CU_DEVICE_ATTRIBUTE_CLOCK_RATE()),
+    /** 1 when contexts on this device are served by the Multi-Process Service (kernels of several processes run at once). */
+    MPS_ENABLED(driver.CU_DEVICE_ATTRIBUTE_MPS_ENABLED());
 
     private final int code;
 

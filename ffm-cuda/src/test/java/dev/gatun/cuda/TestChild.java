@@ -51,7 +51,7 @@ public final class TestChild {
     }
 
     private static void ipc(IpcMemHandle h, long size) throws Exception {
-        try (Device d1 = Device.open(1); DeviceBuffer b = d1.openIpcBuffer(h, size)) {
+        try (Device d1 = Device.open(otherGpu()); DeviceBuffer b = d1.openIpcBuffer(h, size)) {
             verify(b.toByteArray());
             System.out.println("READ_OK");
             b.memset(0x5A);
@@ -62,7 +62,7 @@ public final class TestChild {
     }
 
     private static void vmm(int fd, long size) throws Exception {
-        try (Device d1 = Device.open(1)) {
+        try (Device d1 = Device.open(otherGpu())) {
             PhysicalMemory mem = PhysicalMemory.importFileDescriptor(d1, fd, size);
             FileDescriptors.close(fd);
             VirtualRange range = VirtualRange.reserve(d1, size);
@@ -105,4 +105,7 @@ public final class TestChild {
     private static void waitForParent() throws Exception {
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
     }
+
+    /** GPU 1 where there are two; on a single-GPU machine the parent's GPU 0 (IPC and VMM work within one GPU too). */
+    static int otherGpu() { return Device.count() > 1 ? 1 : 0; }
 }

@@ -26,43 +26,61 @@ public final class CudaBackend implements Backend {
         return p.deviceCount() > 0 ? null : "unavailable: no CUDA device";
     }
 
-    /** One rank per process: a world of one, or this process started as one rank of the world (gatun-run). */
+    /**
+     * One rank per process (a world of one, or this process started as one rank of the world by gatun-run), or one
+     * rank per thread with a rendezvous; each rank's GPU must exist (several ranks share one with ranksPerGpu).
+     */
     @Override public String cannotRun(CompileOptions options) {
         int worldSize = options.worldSize();
         if (worldSize == 1) return null;
         String env = System.getenv("WORLD_SIZE");
         if (options.rendezvous() != null || (env != null && env.trim().equals(Integer.toString(worldSize)) && System.getenv("RANK") != null)) {
-            int local = localRank(options);
+            int k = ranksPerGpu(options), gpu = gpu(options);
             int gpus = dev.gatun.cuda.Device.count();
-            return local < gpus ? null : "LOCAL_RANK " + local + " has no GPU: this machine has " + gpus + " (a world of " + worldSize
-                    + " needs one GPU per local rank)";
+            if (gpu < gpus) return null;
+            return "local rank " + localRank(options) + " has no GPU: this machine has " + gpus + (k > 1 ? " and " + k + " ranks share each" : "")
+                    + " (a world of " + worldSize + " needs " + Math.ceilDiv(worldSize, k) + "; ranksPerGpu(" + Math.ceilDiv(worldSize, gpus)
+                    + ") or gatun-run --ranks-per-gpu " + Math.ceilDiv(worldSize, gpus) + " lets ranks share GPUs)";
         }
         return "the CUDA backend drives one rank per process and this session has " + worldSize
                 + " ranks; start one process per GPU with gatun-run, or use the host backend to simulate the ranks";
     }
 
     /**
-     * Without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
+     * Ranks sharing a GPU (set by {@code gatun-run --ranks-per-gpu} in GATUN_RANKS_PER_GPU) enter the options here;
+     * without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
      * falls back to NCCL, and the log says so.
      */
     @Override public CompileOptions adapt(CompileOptions options) {
         int world = options.worldSize();
-        if (world == 1 || !options.lowering().symmetricMemory()) return options;
+        if (world == 1) return options;
+        if (ranksPerGpu(options) != options.ranksPerGpu()) options = options.ranksPerGpu(ranksPerGpu(options));
+        if (!options.lowering().symmetricMemory()) return options;
         String local = System.getenv("LOCAL_WORLD_SIZE");
-        if (local != null && Integer.parseInt(local.trim()) < world) {
+        if (options.rendezvous() == null && local != null && Integer.parseInt(local.trim()) < world) {
             System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
                     "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, local.trim());
             return options.symmetricMemory(false);
         }
-        int gpus = dev.gatun.cuda.Device.count();
-        if (world > gpus) return options;
-        String missing = missingPeerAccess(world);
+        int used = Math.ceilDiv(world, options.ranksPerGpu()), gpus = dev.gatun.cuda.Device.count();
+        if (used > gpus) return options;
+        String missing = missingPeerAccess(used);
         if (missing != null) {
             System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING, "{0}: every collective falls back to NCCL", missing);
             return options.symmetricMemory(false);
         }
         return options;
     }
+
+    /** Ranks per GPU: the options' own when they ask for sharing, else GATUN_RANKS_PER_GPU for processes gatun-run started. */
+    static int ranksPerGpu(CompileOptions options) {
+        if (options.ranksPerGpu() > 1 || options.rendezvous() != null) return options.ranksPerGpu();
+        String k = System.getenv("GATUN_RANKS_PER_GPU");
+        return k == null || k.isBlank() ? 1 : Integer.parseInt(k.trim());
+    }
+
+    /** This rank's GPU: its local rank divided by the ranks that share each GPU. */
+    static int gpu(CompileOptions options) { return localRank(options) / ranksPerGpu(options); }
 
     private static final java.util.Map<Integer, java.util.Optional<String>> PEER_ACCESS = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -97,6 +115,6 @@ public final class CudaBackend implements Backend {
     }
 
     @Override public Executable load(Plan plan, CompileOptions options) {
-        return new CudaExecutable(plan, options, localRank(options));
+        return new CudaExecutable(plan, options, gpu(options));
     }
 }

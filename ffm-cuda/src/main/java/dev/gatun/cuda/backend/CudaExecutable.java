@@ -103,7 +103,8 @@ final class CudaExecutable implements Executable {
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.partitions = new GraphExec[plan.partitions().size()];
-            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, pools, vmmPools, options) : null;
+            if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
+            this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             findFusedCopies();
             findBatches();
             ok = true;
@@ -300,6 +301,7 @@ final class CudaExecutable implements Executable {
 
         /** The plan's steps on the stream: with {@code graphs}, captured partitions replay and the rest runs eagerly. */
         void executeSteps(boolean graphs) {
+            if (graphs) captureAll();
             List<Step> steps = exe.plan.steps();
             for (int i = 0; i < steps.size(); i++) {
                 Plan.Partition part = graphs ? partitionStartingAt(i) : null;
@@ -322,24 +324,34 @@ final class CudaExecutable implements Executable {
             return null;
         }
 
-        private void replay(Plan.Partition part) {
-            GraphExec g = exe.partitions[part.index()];
-            if (g == null) {
+        /**
+         * On the first call, every partition is captured and instantiated before any is launched, and the ranks
+         * meet after that: instantiating may wait for every kernel of the context, and where ranks share a GPU
+         * a peer's collective spins until this rank's kernels arrive.
+         */
+        private void captureAll() {
+            boolean captured = false;
+            for (Plan.Partition part : exe.plan.partitions()) {
+                if (exe.partitions[part.index()] != null) continue;
                 CudaGraph graph;
                 try (StreamCapture capture = exe.stream.beginCapture()) {
                     for (int i = part.first(); i <= part.last(); i++) execute(exe.plan.steps().get(i));
                     graph = capture.end();
                 }
-                g = graph.instantiate();
-                exe.partitions[part.index()] = g;
+                exe.partitions[part.index()] = graph.instantiate();
                 LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", exe.plan.name(), part.index(), graph.nodeCount());
                 graph.close(); // the executable graph is all replays need
+                captured = true;
             }
-            g.launch(exe.stream);
+            if (captured && exe.dist != null) exe.dist.meet("captured");
+        }
+
+        private void replay(Plan.Partition part) {
+            exe.partitions[part.index()].launch(exe.stream);
         }
 
         void stageInputs() {
-            for (var p : exe.plan.placements().values()) address.put(p.buffer(), exe.pools.get(p.pool()).address() + p.offset());
+            bindAddresses();
             for (InputBuffer in : exe.plan.lowered().inputs().values()) {
                 NDArray a = inputs.get(in.inputName());
                 long[] shape = a.shape();
@@ -354,6 +366,30 @@ final class CudaExecutable implements Executable {
                 // a path-2 input is copied on into its symmetric slot by the plan's copy_in step
                 if (exe.plan.placement(in.name()) == null) address.put(in.name(), dst.address());
             }
+        }
+
+        /** Every placed buffer's and staged static input's address (the same on every call). */
+        void bindAddresses() {
+            for (var p : exe.plan.placements().values()) address.put(p.buffer(), exe.pools.get(p.pool()).address() + p.offset());
+            for (InputBuffer in : exe.plan.lowered().inputs().values())
+                if (exe.plan.placement(in.name()) == null && exe.staging.containsKey(in.name())) address.put(in.name(), exe.staging.get(in.name()).address());
+        }
+
+        /**
+         * Runs each matmul of static shape once on the plan's memory, before any rank launches: cuBLAS loads its
+         * kernels on first use, and loading may wait for every kernel of the context, a peer's spinning collective
+         * included, where ranks share a GPU. Nothing is read from what these runs write: every call rewrites it.
+         */
+        void warmUpMatmuls() {
+            bindAddresses();
+            for (Step s : exe.plan.steps()) {
+                if (!(s instanceof Step.Matmul m)) continue;
+                boolean ready = true;
+                for (String b : List.of(m.a(), m.b(), m.output()))
+                    ready &= exe.plan.buffer(b).type().shape().isStatic() && address.containsKey(exe.plan.buffer(b).storage().name());
+                if (ready) execute(m);
+            }
+            exe.stream.synchronize();
         }
 
         long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }

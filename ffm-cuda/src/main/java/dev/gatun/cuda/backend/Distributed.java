@@ -45,7 +45,11 @@ final class Distributed implements AutoCloseable {
     private final Map<String, NcclComm> comms = new HashMap<>();
     private final Map<String, Kernel> kernels = new HashMap<>();
     private final int blocks;
+    /** The most ranks that share one GPU in this world (1 unless ranksPerGpu asked for sharing). */
+    private final int colocated;
     private final long timeoutNanos;
+    /** This session's keys in the rendezvous: the same on every rank. */
+    private final String prefix;
 
     /** The process's one connection to the rendezvous, made on first use from RANK, WORLD_SIZE, GATUN_RENDEZVOUS... */
     static synchronized Rendezvous rendezvous() {
@@ -56,7 +60,7 @@ final class Distributed implements AutoCloseable {
         return process;
     }
 
-    Distributed(Plan plan, Device device, Map<String, DeviceBuffer> localPools, Map<String, SymmetricHeap.VmmBuffer> vmmPools,
+    Distributed(Plan plan, Device device, Stream stream, Map<String, DeviceBuffer> localPools, Map<String, SymmetricHeap.VmmBuffer> vmmPools,
                 dev.gatun.runtime.CompileOptions options) {
         Duration timeout = options.timeout();
         this.rendezvous = options.rendezvous() != null ? options.rendezvous() : rendezvous();
@@ -68,16 +72,10 @@ final class Distributed implements AutoCloseable {
                     + rank + " of " + world);
         this.timeoutNanos = timeout.toNanos();
         // every rank compiles sessions in the same order, so the counter names the same session everywhere
-        String prefix = "session" + SESSIONS.computeIfAbsent(rendezvous, r -> new AtomicInteger()).incrementAndGet() + "/"
+        this.prefix = "session" + SESSIONS.computeIfAbsent(rendezvous, r -> new AtomicInteger()).incrementAndGet() + "/"
                 + plan.fingerprint().substring(0, 16);
         Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
         for (ProcessGroup g : plan.lowered().graph().groups().values()) members.put(g.name(), g.members(world));
-        // the same grid on every rank, small enough that every block is resident everywhere
-        int sms = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
-        int min = sms;
-        for (byte[] b : rendezvous.allGather(prefix + "/sms", ByteBuffer.allocate(4).putInt(sms).array(), timeout))
-            min = Math.min(min, ByteBuffer.wrap(b).getInt());
-        this.blocks = Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, min));
         var barrierGroups = new java.util.ArrayList<String>();
         boolean nccl = false;
         for (Step s : plan.steps()) {
@@ -85,17 +83,27 @@ final class Distributed implements AutoCloseable {
             if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
             if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
         }
-        this.heap = new SymmetricHeap(device, rendezvous, prefix);
+        // the same grid on every rank, small enough that every block of every rank is resident at once, also where
+        // several ranks share one GPU (their spin barriers wait for each other's blocks)
+        var sharing = GpuSharing.of(rendezvous, prefix, device, options.ranksPerGpu(), timeout);
+        sharing.check(plan.name(), !barrierGroups.isEmpty(), nccl);
+        this.colocated = sharing.mostRanksOnOneGpu();
+        this.blocks = Math.max(1, Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, sharing.fewestMultiprocessors() / colocated)));
+        this.heap = new SymmetricHeap(device, stream, rendezvous, prefix);
         heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
         if (!barrierGroups.isEmpty()) loadKernels(plan.name());
         if (nccl) openComms(plan, prefix, timeout);
+        // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
+        // its context), a rank still loading must not wait for a peer's collective that spins until this rank
+        // arrives: no rank launches before every rank has loaded everything.
+        rendezvous.barrier(prefix + "/loaded", timeout);
     }
 
     private void loadKernels(String planName) {
         // GATUN_FENCE_SC=1 adds a full system fence before every signal: only to measure what the release store saves
         String source = "1".equals(System.getenv("GATUN_FENCE_SC")) ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
         var module = CudaExecutable.compile(device, planName, "gatun_symmetric", source);
-        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather"))
+        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
     }
@@ -115,6 +123,9 @@ final class Distributed implements AutoCloseable {
         }
     }
 
+    /** A host-side meeting of every rank of the world (once per name and session). */
+    void meet(String what) { rendezvous.barrier(prefix + "/" + what, java.time.Duration.ofNanos(timeoutNanos)); }
+
     boolean isMember(String group) { return members.get(group).contains(rank); }
 
     /**
@@ -130,11 +141,11 @@ final class Distributed implements AutoCloseable {
             case ALL_REDUCE -> call.algorithm() == Algorithm.ONE_SHOT ? "one_shot" : "two_shot";
             case REDUCE_SCATTER -> "reduce_scatter";
             case ALL_GATHER -> "all_gather";
-            case BROADCAST -> throw new IllegalStateException("broadcast has no symmetric kernel");
+            case BROADCAST -> "broadcast";
         } + "_" + suffix(t);
         kernels.get(fn).launch(launchConfig(n, t, stream),
-                sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(), opCode(call.reduceOp()),
-                g.padTable().address(), g.epochs().address(), timeoutNanos);
+                sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
+                call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos);
     }
 
     /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */

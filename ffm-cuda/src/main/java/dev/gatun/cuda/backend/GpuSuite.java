@@ -242,7 +242,7 @@ public final class GpuSuite {
     private CudaExecutable executable(Graph g, CompileOptions options) {
         options = options.timeout(Duration.ofSeconds(30));
         var plan = Planner.plan(Lowering.lower(g, options.lowering()), options.planning().withCommGranularity(CudaBackend.GRANULARITY));
-        return new CudaExecutable(plan, options, CudaBackend.localRank(options));
+        return new CudaExecutable(plan, options, CudaBackend.gpu(options));
     }
 
     private double[] sumOverRanks(Function<Integer, NDArray> input) { return sumOverRanks(world, input); }

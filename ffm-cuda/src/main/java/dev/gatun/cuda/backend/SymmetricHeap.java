@@ -32,6 +32,8 @@ final class SymmetricHeap implements AutoCloseable {
     record SymPool(String name, Group group, DeviceBuffer peerTable) {}
 
     private final Device device;
+    /** The rank's own stream: other ranks may share this GPU (and its context), so nothing here waits on the whole device. */
+    private final dev.gatun.cuda.Stream stream;
     private final Rendezvous rendezvous;
     private final String prefix;
     private final Map<String, Group> groups = new LinkedHashMap<>();
@@ -59,8 +61,9 @@ final class SymmetricHeap implements AutoCloseable {
     private final List<AutoCloseable> imported = new ArrayList<>();
     private final List<Integer> exportedFds = new ArrayList<>();
 
-    SymmetricHeap(Device device, Rendezvous rendezvous, String prefix) {
+    SymmetricHeap(Device device, dev.gatun.cuda.Stream stream, Rendezvous rendezvous, String prefix) {
         this.device = device;
+        this.stream = stream;
         this.rendezvous = rendezvous;
         this.prefix = prefix;
     }
@@ -77,12 +80,12 @@ final class SymmetricHeap implements AutoCloseable {
             if (!members.contains(rank)) continue;
             DeviceBuffer pad = own(device.allocate(4L * SymmetricKernels.MAX_BLOCKS * members.size()));
             DeviceBuffer epochs = own(device.allocate(4L * SymmetricKernels.MAX_BLOCKS));
-            pad.memset(0);
-            epochs.memset(0);
+            pad.memsetAsync(0, stream);
+            epochs.memsetAsync(0, stream);
             pads.put(g, pad);
             groups.put(g, new Group(g, members, members.indexOf(rank), null, epochs));
         }
-        device.synchronize();
+        stream.synchronize();
         // no peer may signal into a pad before its owner zeroed it
         rendezvous.barrier(prefix + "/pads-zeroed", timeout);
         for (String g : needed) {
@@ -133,7 +136,10 @@ final class SymmetricHeap implements AutoCloseable {
             in.get(handle);
             long pid = in.getLong(), address = in.getLong();
             int ordinal = in.getInt();
-            if (pid == PID) {
+            if (pid == PID && ordinal == device.ordinal()) {
+                // a rank thread sharing this GPU (ranksPerGpu > 1): one context, its memory is ours to address
+                addresses[i] = address;
+            } else if (pid == PID) {
                 Device peer = peers.computeIfAbsent(ordinal, Device::open);
                 device.enablePeerAccess(peer);
                 device.makeCurrent();
@@ -188,7 +194,7 @@ final class SymmetricHeap implements AutoCloseable {
 
     private DeviceBuffer table(long[] addresses) {
         DeviceBuffer t = own(device.allocate(8L * addresses.length));
-        t.copyFrom(MemorySegment.ofArray(addresses));
+        t.copyFrom(MemorySegment.ofArray(addresses)); // legacy stream: waits for no rank's non-blocking stream
         return t;
     }
 
@@ -200,7 +206,7 @@ final class SymmetricHeap implements AutoCloseable {
     /** Device synchronised, peers' mappings closed, every rank past that point, then local memory freed. */
     @Override public void close() {
         try {
-            device.synchronize();
+            stream.synchronize();
         } catch (RuntimeException ignored) {
             // a sticky device error: still release what we can
         }

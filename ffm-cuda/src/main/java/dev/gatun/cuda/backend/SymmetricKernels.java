@@ -266,6 +266,15 @@ final class SymmetricKernels {
                 block_barrier(pads, rank, world, epochs, timeout_ns);
             }
 
+            // op: the root's index in the group. Every rank copies the root's slot; the second barrier keeps the
+            // root's slot from being reused before every rank has read it.
+            template <typename T> __device__ void broadcast(COLLECTIVE_ARGS) {
+                if (local && rank == op) copy_range<T>(local, MINE, 0, 0, n);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+                copy_range<T>(peers[op] + offset, out, 0, 0, n);
+                block_barrier(pads, rank, world, epochs, timeout_ns);
+            }
+
             // Up to four independent one-shot all-reduces of one group in one launch: one barrier before and
             // one after all of them, instead of two per all-reduce.
             #define MULTI_ARGS const char* const* peers, int count, long long o0, void* d0, long long n0, \
@@ -293,6 +302,7 @@ final class SymmetricKernels {
             ALL_TYPES(two_shot)
             ALL_TYPES(reduce_scatter)
             ALL_TYPES(all_gather)
+            ALL_TYPES(broadcast)
 
             // A barrier alone, for plan steps that need one where no collective gives it.
             extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {

@@ -8,6 +8,7 @@ import dev.gatun.ir.testing.RandomGraphs;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
+import dev.gatun.runtime.dist.LocalWorld;
 import dev.gatun.runtime.dist.Rendezvous;
 import dev.gatun.runtime.reference.ReferenceInterpreter;
 
@@ -23,37 +24,64 @@ import static dev.gatun.ir.DType.F32;
 import static dev.gatun.ir.graph.ReduceOp.SUM;
 
 /**
- * One rank of the multi-GPU acceptance checks, started by gatun-run (one JVM per GPU): the seeds' graph
- * eagerly and over 1000 graph replays, random graphs with collectives against the reference interpreter
- * (all-reduce results compared bit for bit across ranks), every all-reduce algorithm forced, and a stress
- * run that reuses communication slots across many graphs and calls with random per-rank delays. Prints one
- * line per check; exits non-zero on the first wrong value.
+ * One rank of the multi-GPU acceptance checks: the seeds' graph eagerly and over 1000 graph replays, random graphs
+ * with collectives against the reference interpreter (all-reduce results compared bit for bit across ranks), every
+ * algorithm forced, and a stress run that reuses communication slots across many graphs and calls with random
+ * per-rank delays. Prints one line per check; exits non-zero on the first wrong value.
  *
- * <p>Arguments: [random graphs, default 40] [stress calls, default 200].
+ * <p>Started by gatun-run (one JVM per rank; {@code --ranks-per-gpu K} there lets ranks share GPUs under MPS), or
+ * as one process whose threads are the ranks: {@code --threads N [--ranks-per-gpu K]}, which is how a world of
+ * several ranks runs on a single GPU. Where ranks share a GPU, NCCL cannot run: the checks then expect every
+ * collective on symmetric memory, and a clear refusal for what only NCCL could do.
+ *
+ * <p>Arguments: [--threads N] [--ranks-per-gpu K] [random graphs, default 40] [stress calls, default 200] [nccl-only].
  */
 public final class MultiGpuCheck {
-    private MultiGpuCheck() {}
+    final int rank, world, ranksPerGpu;
+    final Rendezvous rv;
+    final boolean threads, ncclOnly;
 
-    static int rank, world;
-    static Rendezvous rv;
+    MultiGpuCheck(Rendezvous rv, boolean threads, int ranksPerGpu, boolean ncclOnly) {
+        this.rv = rv;
+        this.rank = rv.rank();
+        this.world = rv.worldSize();
+        this.threads = threads;
+        this.ranksPerGpu = ranksPerGpu;
+        this.ncclOnly = ncclOnly;
+    }
 
     public static void main(String[] args) {
-        int graphs = args.length > 0 ? Integer.parseInt(args[0]) : 40;
-        ncclOnly = args.length > 2 && args[2].equals("nccl-only");
-        int stress = args.length > 1 ? Integer.parseInt(args[1]) : 200;
-        rv = Distributed.rendezvous();
-        rank = rv.rank();
-        world = rv.worldSize();
-        Watchdog.startFromEnvironment("rank " + rank);
+        var rest = new ArrayList<>(List.of(args));
+        int threadRanks = flag(rest, "--threads", 0);
+        String env = System.getenv("GATUN_RANKS_PER_GPU");
+        int perGpu = flag(rest, "--ranks-per-gpu", env == null ? 1 : Integer.parseInt(env.trim()));
+        int graphs = rest.size() > 0 ? Integer.parseInt(rest.get(0)) : 40;
+        int stress = rest.size() > 1 ? Integer.parseInt(rest.get(1)) : 200;
+        boolean ncclOnly = rest.size() > 2 && rest.get(2).equals("nccl-only");
+        if (threadRanks > 0) {
+            try {
+                LocalWorld.run(threadRanks, rv -> {
+                    var check = new MultiGpuCheck(rv, true, perGpu, ncclOnly);
+                    Watchdog.startFromEnvironment("rank " + rv.rank());
+                    check.all(graphs, stress);
+                });
+                System.out.println("MULTI CHECK PASSED: " + threadRanks + " ranks as threads, " + perGpu + " per GPU");
+            } catch (Throwable t) {
+                System.out.println("FAILED: " + t);
+                t.printStackTrace(System.out);
+                System.out.flush();
+                Runtime.getRuntime().halt(1);
+            }
+            System.out.flush();
+            System.exit(0);
+        }
+        Rendezvous rv = Distributed.rendezvous();
+        var check = new MultiGpuCheck(rv, false, perGpu, ncclOnly);
+        Watchdog.startFromEnvironment("rank " + check.rank);
         try {
-            seeds();
-            dynamicShape();
-            randomGraphs(graphs);
-            if (!ncclOnly) algorithms();
-            stress(stress);
-            System.out.println("rank " + rank + ": ALL CHECKS PASSED" + (ncclOnly ? " (every collective through NCCL)" : ""));
+            check.all(graphs, stress);
         } catch (Throwable t) {
-            System.out.println("rank " + rank + ": FAILED: " + t);
+            System.out.println("rank " + check.rank + ": FAILED: " + t);
             t.printStackTrace(System.out);
             System.out.flush();
             Runtime.getRuntime().halt(1);
@@ -63,14 +91,64 @@ public final class MultiGpuCheck {
         System.exit(0);
     }
 
-    /** A short collective timeout, so a stuck barrier traps soon with its message instead of hanging the check. */
-    static CompileOptions opts() {
-        var o = CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20));
-        return ncclOnly ? o.symmetricMemory(false) : o;
+    private static int flag(List<String> args, String name, int otherwise) {
+        int i = args.indexOf(name);
+        if (i < 0) return otherwise;
+        int v = Integer.parseInt(args.get(i + 1));
+        args.remove(i + 1);
+        args.remove(i);
+        return v;
     }
 
-    /** Every collective through NCCL (with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: its network transport, as across hosts). */
-    static boolean ncclOnly;
+    void all(int graphs, int stress) throws InterruptedException {
+        if (shared() && !threads && !mps()) {
+            timeSlicedProcesses();
+            return;
+        }
+        seeds();
+        dynamicShape();
+        randomGraphs(graphs);
+        if (!ncclOnly) algorithms();
+        stress(stress);
+        System.out.println("rank " + rank + ": ALL CHECKS PASSED" + (ncclOnly ? " (every collective through NCCL)" : "")
+                + (shared() ? " (" + ranksPerGpu + " ranks per GPU" + (threads ? ", threads" : ", processes") + ")" : ""));
+    }
+
+    boolean shared() { return ranksPerGpu > 1; }
+
+    static boolean mps() {
+        try (var d = dev.gatun.cuda.Device.open(0)) {
+            return d.attribute(dev.gatun.cuda.DeviceAttribute.MPS_ENABLED) == 1;
+        }
+    }
+
+    /**
+     * Ranks as separate processes on one GPU without MPS: a plan whose collectives spin is refused on every rank at
+     * compile time, with the reason; a plan without collectives still runs.
+     */
+    void timeSlicedProcesses() {
+        try (var s = Session.compile(seedsGraph(4), opts())) {
+            throw new AssertionError("the seeds' graph compiled for processes time-sliced on one GPU");
+        } catch (dev.gatun.runtime.GatunRuntimeException e) {
+            check(e.getMessage().contains("without the Multi-Process Service"), "unexpected refusal: " + e.getMessage());
+        }
+        var g = Gatun.graph("local").world(world);
+        g.output("y", g.input("x", F32, 4, 4).mul(3));
+        try (var s = Session.compile(g.build(), opts())) {
+            for (float v : s.run(Map.of("x", NDArray.full(F32, rank, 4, 4))).get("y").toFloatArray())
+                check(v == 3f * rank, "local graph: " + v);
+        }
+        System.out.println("rank " + rank + ": ALL CHECKS PASSED (" + ranksPerGpu + " ranks per GPU as processes without MPS:"
+                + " collectives refused at compile time with the reason, a graph without collectives runs)");
+    }
+
+    /** A short collective timeout, so a stuck barrier traps soon with its message instead of hanging the check. */
+    CompileOptions opts() {
+        var o = CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20));
+        if (threads) o = o.rank(rv);
+        if (shared()) o = o.ranksPerGpu(ranksPerGpu);
+        return ncclOnly ? o.symmetricMemory(false) : o;
+    }
 
     static Graph seedsGraph(int n) {
         var g = Gatun.graph("seeds");
@@ -82,7 +160,7 @@ public final class MultiGpuCheck {
         return g.build();
     }
 
-    static void seeds() {
+    void seeds() {
         double want = world * (3 * world * (world + 1) / 2.0 + 6 * world);
         for (boolean graphs : new boolean[]{false, true}) {
             try (var s = Session.compile(seedsGraph(4), opts().cudaGraphs(graphs))) {
@@ -98,11 +176,23 @@ public final class MultiGpuCheck {
         }
     }
 
-    /** A symbolic shape: the all-reduce falls back to NCCL, and one compiled session serves several sizes. */
-    static void dynamicShape() {
+    /**
+     * A symbolic shape: the all-reduce falls back to NCCL, and one compiled session serves several sizes; where ranks
+     * share a GPU, NCCL cannot run, and compiling says so on every rank.
+     */
+    void dynamicShape() {
         var g = Gatun.graph("dynamic");
         var x = g.input("x", F32, "n", 4);
         g.output("y", x.mul(2).allReduce(SUM));
+        if (shared()) {
+            try (var s = Session.compile(g.build(), opts())) {
+                throw new AssertionError("a symbolic all-reduce compiled with ranks sharing a GPU:\n" + s.plan());
+            } catch (dev.gatun.ir.GraphException e) {
+                check(e.getMessage().contains("NCCL cannot run here"), "unexpected refusal: " + e.getMessage());
+            }
+            System.out.println("rank " + rank + ": symbolic shape [n,4] all-reduce refused at compile time (NCCL cannot run with ranks sharing a GPU)");
+            return;
+        }
         try (var s = Session.compile(g.build(), opts())) {
             check(s.plan().toString().contains("all_reduce.nccl"), "symbolic all-reduce is not NCCL:\n" + s.plan());
             for (int n : new int[]{3, 7, 1}) {
@@ -114,7 +204,7 @@ public final class MultiGpuCheck {
         System.out.println("rank " + rank + ": symbolic shape [n,4] all-reduce through NCCL right for n = 3, 7, 1");
     }
 
-    static List<Map<String, NDArray>> inputs(Graph g, long seed) {
+    List<Map<String, NDArray>> inputs(Graph g, long seed) {
         var out = new ArrayList<Map<String, NDArray>>();
         for (int r = 0; r < world; r++) {
             var m = new LinkedHashMap<String, NDArray>();
@@ -124,10 +214,12 @@ public final class MultiGpuCheck {
         return out;
     }
 
-    static void randomGraphs(int count) {
+    void randomGraphs(int count) {
         int compared = 0;
         for (long seed = 0; seed < count; seed++) {
             var opts = RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false);
+            // with ranks sharing a GPU every collective runs on symmetric memory, which has f32, f16 and bf16 kernels
+            if (shared()) opts = opts.withDTypes(DType.F32, DType.F16, DType.BF16);
             Graph g = RandomGraphs.generate(seed, opts);
             var in = inputs(g, seed);
             var want = ReferenceInterpreter.evaluate(g, in).get(rank);
@@ -143,7 +235,7 @@ public final class MultiGpuCheck {
         System.out.println("rank " + rank + ": " + compared + " random-graph runs match the reference; all-reduce outputs bit-identical across ranks");
     }
 
-    static void algorithms() {
+    void algorithms() {
         long[] sides = {8, 64, 256, 1024};
         for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL}) {
             for (DType t : new DType[]{DType.F32, DType.BF16, DType.F16}) {
@@ -154,6 +246,15 @@ public final class MultiGpuCheck {
                     var x = g.input("x", t, side, side);
                     g.output("y", x.mul(2).allReduce(SUM));
                     g.output("z", x.allReduce(SUM));
+                    if (a == Algorithm.ONE_SHOT) g.output("bc", x.add(1).broadcast(world - 1));
+                    if (shared() && a == Algorithm.NCCL) {
+                        try (var s = Session.compile(g.build(), opts().forceAllReduce(a))) {
+                            throw new AssertionError("an all-reduce forced to NCCL compiled with ranks sharing a GPU");
+                        } catch (dev.gatun.ir.GraphException e) {
+                            check(e.getMessage().contains("NCCL cannot run here"), "unexpected refusal: " + e.getMessage());
+                        }
+                        continue;
+                    }
                     if (a == Algorithm.ONE_SHOT && side % world == 0) {
                         g.output("rs", x.reduceScatter(SUM));
                         g.output("ag", x.allGather());
@@ -170,17 +271,19 @@ public final class MultiGpuCheck {
                 }
             }
         }
-        System.out.println("rank " + rank + ": one-shot, two-shot and NCCL all-reduce (of computed and input slots), reduce-scatter and all-gather match the reference for f32, bf16, f16 at 8^2..1024^2");
+        System.out.println("rank " + rank + ": one-shot, two-shot" + (shared() ? "" : " and NCCL") + " all-reduce (of computed and input slots),"
+                + " reduce-scatter, all-gather and broadcast match the reference for f32, bf16, f16 at 8^2..1024^2"
+                + (shared() ? "; NCCL forced is refused at compile time (ranks share a GPU)" : ""));
     }
 
-    static List<Map<String, NDArray>> allRanks(DType t, long side) {
+    List<Map<String, NDArray>> allRanks(DType t, long side) {
         var out = new ArrayList<Map<String, NDArray>>();
         for (int r = 0; r < world; r++) out.add(Map.of("x", NDArray.random(t, 100 + r, side, side)));
         return out;
     }
 
     /** Several graphs alive at once, called in turn, with random host-side delays per rank and call. */
-    static void stress(int calls) throws InterruptedException {
+    void stress(int calls) throws InterruptedException {
         var sessions = new ArrayList<Session>();
         var graphs = new ArrayList<Graph>();
         for (int i = 0; i < 4; i++) {
@@ -221,7 +324,7 @@ public final class MultiGpuCheck {
     }
 
     /** Outputs produced by a world all-reduce must be bit-identical on every rank. */
-    static void sameOnEveryRank(String what, Graph g, Map<String, NDArray> got) {
+    void sameOnEveryRank(String what, Graph g, Map<String, NDArray> got) {
         var sb = new StringBuilder();
         g.outputs().forEach((name, node) -> {
             if (node.op() instanceof dev.gatun.ir.graph.Op.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE

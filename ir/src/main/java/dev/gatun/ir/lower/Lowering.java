@@ -297,7 +297,7 @@ public final class Lowering {
     private Buffer collective(Node n, Op.Collective c) {
         Buffer in = asBuffer(n.input(0));
         TensorType t = n.input(0).type();
-        var choice = chooseAlgorithm(c, t);
+        var choice = chooseAlgorithm(n, c, t);
         Buffer operand;
         String out = next();
         String op = c.kind().opName() + "." + choice.algorithm.opName();
@@ -317,7 +317,21 @@ public final class Lowering {
 
     private record Choice(Algorithm algorithm, String why) {}
 
-    private Choice chooseAlgorithm(Op.Collective c, TensorType t) {
+    private Choice chooseAlgorithm(Node n, Op.Collective c, TensorType t) {
+        Choice choice = preferredAlgorithm(c, t);
+        String noNccl = options.ncclUnavailable();
+        if (choice.algorithm != Algorithm.NCCL || noNccl == null) return choice;
+        // NCCL cannot run here: a symmetric algorithm serves the collective where one can, else a clear refusal
+        boolean symmetricPossible = options.symmetricMemory() && t.shape().isStatic() && (t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
+                && options.forceAllReduce() != Algorithm.NCCL;
+        if (!symmetricPossible)
+            throw new GraphException(n.format() + ": " + c.kind().opName() + " would run through NCCL (" + choice.why + "), but NCCL cannot run here: "
+                    + noNccl + ". Give it a static shape and an f32, f16 or bf16 dtype (the symmetric kernels' cases), or run one rank per GPU");
+        Algorithm a = c.kind() == CollectiveKind.ALL_REDUCE ? Algorithm.TWO_SHOT : Algorithm.SYMM_MEM;
+        return new Choice(a, choice.why + ", but NCCL cannot run here (" + noNccl + "): " + a.opName() + " instead");
+    }
+
+    private Choice preferredAlgorithm(Op.Collective c, TensorType t) {
         if (!options.symmetricMemory()) return new Choice(Algorithm.NCCL, "symmetric memory is switched off");
         if (!t.shape().isStatic()) return new Choice(Algorithm.NCCL, "shape " + t.shape() + " is symbolic");
         if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()))

@@ -11,9 +11,12 @@ import dev.gatun.ir.GraphException;
  * @param forceAllReduce when set, every all-reduce with a static shape uses this algorithm (benchmarks)
  * @param symmetricInputs when false, a graph input never takes path 2 (a persistent symmetric buffer filled by a
  *                        copy each call) and reaches a collective by path 3 (an identity kernel into the pool)
+ * @param ncclUnavailable null where NCCL may run the collectives symmetric memory does not; otherwise why it cannot
+ *                        (several ranks share a GPU, which NCCL refuses): collectives that would take NCCL are then
+ *                        served by a symmetric algorithm where one exists, and refused at compile time where none does
  */
 public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotMaxBytes, boolean symmetricMemory,
-                              Algorithm forceAllReduce, boolean symmetricInputs) {
+                              Algorithm forceAllReduce, boolean symmetricInputs, String ncclUnavailable) {
     private static final long MIB = 1024 * 1024;
 
     public LoweringOptions {
@@ -31,25 +34,33 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
      * on, and NCCL faster from 32 MiB).
      */
     public static LoweringOptions world(int worldSize) {
-        if (worldSize <= 2) return new LoweringOptions(worldSize, 16 * MIB, 16 * MIB, true, null, true);
-        return new LoweringOptions(worldSize, MIB / 4, 4 * MIB, true, null, true);
+        if (worldSize <= 2) return new LoweringOptions(worldSize, 16 * MIB, 16 * MIB, true, null, true, null);
+        return new LoweringOptions(worldSize, MIB / 4, 4 * MIB, true, null, true, null);
     }
 
     public LoweringOptions withThresholds(long oneShotMax, long twoShotMax) {
-        return new LoweringOptions(worldSize, oneShotMax, twoShotMax, symmetricMemory, forceAllReduce, symmetricInputs);
+        return new LoweringOptions(worldSize, oneShotMax, twoShotMax, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
 
     /** With symmetric memory off, every collective lowers to NCCL. */
     public LoweringOptions withSymmetricMemory(boolean on) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, on, forceAllReduce, symmetricInputs);
+        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, on, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
 
     public LoweringOptions withForcedAllReduce(Algorithm a) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, a, symmetricInputs);
+        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, a, symmetricInputs, ncclUnavailable);
     }
 
     /** Path 2 on or off for graph inputs (off: inputs reach collectives through an identity kernel, path 3). */
     public LoweringOptions withSymmetricInputs(boolean on) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, on);
+        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, on, ncclUnavailable);
+    }
+
+    /**
+     * NCCL cannot run in this world, for the reason given (null: it can): every collective is then served by
+     * symmetric memory or refused with that reason.
+     */
+    public LoweringOptions withNcclUnavailable(String why) {
+        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, why);
     }
 }

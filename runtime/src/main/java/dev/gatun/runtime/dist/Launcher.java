@@ -40,6 +40,8 @@ public final class Launcher {
                    gatun-run [options] --main CLASS [args...]
             options:
               --nproc N, --world N    ranks to start (default: the GPUs nvidia-smi lists, else 1)
+              --ranks-per-gpu K       K ranks share each GPU (GATUN_RANKS_PER_GPU=K; rank r runs on GPU r / K); separate
+                                      processes on one GPU need MPS for symmetric collectives (threads of one process do not)
               --allow-oversubscribe   start more ranks than GPUs (the CUDA backend still refuses two ranks on one GPU)
               --timeout S             stop every rank and exit 124 after S seconds (default: no limit)
               --grace S               seconds between asking ranks to stop and killing them (default 5)
@@ -111,7 +113,7 @@ public final class Launcher {
         Usage(String m) { super(m); }
     }
 
-    private record Options(int nproc, boolean allowOversubscribe, Duration timeout, Duration grace, String rendezvousTimeout,
+    private record Options(int nproc, boolean allowOversubscribe, int ranksPerGpu, Duration timeout, Duration grace, String rendezvousTimeout,
                            List<String> command) {}
 
     /** Parses {@code args}, starts the ranks, supervises them; returns the exit status. */
@@ -129,8 +131,13 @@ public final class Launcher {
             return 0;
         }
         int gpus = gpuCount.getAsInt();
-        int n = o.nproc() > 0 ? o.nproc() : Math.max(1, gpus);
-        if (gpus > 0 && n > gpus && !o.allowOversubscribe()) {
+        int n = o.nproc() > 0 ? o.nproc() : Math.max(1, gpus * o.ranksPerGpu());
+        if (gpus > 0 && n > gpus * o.ranksPerGpu() && !o.allowOversubscribe()) {
+            if (o.ranksPerGpu() > 1) {
+                err.println("gatun-run: " + n + " ranks asked for, but this host has " + gpus + (gpus == 1 ? " GPU" : " GPUs")
+                        + " and --ranks-per-gpu " + o.ranksPerGpu() + " puts at most " + gpus * o.ranksPerGpu() + " ranks on them");
+                return 2;
+            }
             err.println("gatun-run: " + n + " ranks asked for, but this host has " + gpus + (gpus == 1 ? " GPU" : " GPUs")
                     + " and each rank needs its own; pass --allow-oversubscribe to start them anyway"
                     + " (the CUDA backend will still refuse two ranks on one GPU)");
@@ -140,7 +147,7 @@ public final class Launcher {
     }
 
     private Options parse(List<String> args) throws Usage {
-        int nproc = 0;
+        int nproc = 0, perGpu = 1;
         boolean over = false;
         Duration timeout = null, grace = Duration.ofSeconds(5);
         String rdvTimeout = null, cp = null, main = null;
@@ -160,7 +167,7 @@ public final class Launcher {
                 }
                 case "-h", "--help" -> { return null; }
                 case "--allow-oversubscribe" -> over = true;
-                case "--nproc", "--world", "--timeout", "--grace", "--rendezvous-timeout", "--cp", "--class-path", "--jvm-opt", "--main" -> {
+                case "--nproc", "--world", "--ranks-per-gpu", "--timeout", "--grace", "--rendezvous-timeout", "--cp", "--class-path", "--jvm-opt", "--main" -> {
                     if (value == null) {
                         if (i + 1 >= args.size()) throw new Usage(name + " needs a value");
                         value = args.get(++i);
@@ -169,6 +176,7 @@ public final class Launcher {
                         case "--nproc", "--world" -> {
                             nproc = positiveInt(name, value);
                         }
+                        case "--ranks-per-gpu" -> perGpu = positiveInt(name, value);
                         case "--timeout" -> timeout = seconds(name, value);
                         case "--grace" -> grace = seconds(name, value);
                         case "--rendezvous-timeout" -> {
@@ -202,7 +210,7 @@ public final class Launcher {
             if (cp != null || !jvmOpts.isEmpty()) throw new Usage("--cp and --jvm-opt go with --main; after '--' give the java arguments yourself");
             command.addAll(rest);
         }
-        return new Options(nproc, over, timeout, grace, rdvTimeout, command);
+        return new Options(nproc, over, perGpu, timeout, grace, rdvTimeout, command);
     }
 
     private static int positiveInt(String name, String v) throws Usage {
@@ -261,6 +269,7 @@ public final class Launcher {
                 env.put(Rendezvous.GATUN_SECRET, secret);
                 env.put(Rendezvous.GATUN_RENDEZVOUS_SERVER, "launcher");
                 if (o.rendezvousTimeout() != null) env.put(Rendezvous.GATUN_RENDEZVOUS_TIMEOUT, o.rendezvousTimeout());
+                if (o.ranksPerGpu() > 1) env.put("GATUN_RANKS_PER_GPU", Integer.toString(o.ranksPerGpu()));
                 try {
                     procs[r] = pb.start();
                 } catch (IOException e) {

@@ -89,6 +89,7 @@ final class HostCollectives {
                             MemorySegment.copy(src, 0, out, k * n * t.byteSize(), n * t.byteSize());
                         }
                     }
+                    case BROADCAST -> MemorySegment.copy(r.peer(members.get(call.root()), c.input()), 0, out, 0, n * t.byteSize());
                     default -> throw new IllegalStateException(call.kind() + " has no symmetric-memory algorithm");
                 }
                 r.barrier(call.group(), where + " (end)");

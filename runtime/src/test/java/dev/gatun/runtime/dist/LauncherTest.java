@@ -97,6 +97,21 @@ class LauncherTest {
     }
 
     @Test
+    void ranksPerGpuLetsRanksShareGpusAndTellsTheChildren() {
+        var tooMany = launch(1, null, "--world", "3", "--ranks-per-gpu", "2", "--", "-version");
+        assertThat(tooMany.code()).isEqualTo(2);
+        assertThat(tooMany.err()).contains("3 ranks asked for, but this host has 1 GPU and --ranks-per-gpu 2 puts at most 2 ranks on them");
+        assertThat(launch(1, null, "--ranks-per-gpu", "0", "--", "-version").err()).contains("--ranks-per-gpu must be at least 1");
+
+        var args = new ArrayList<>(List.of("--ranks-per-gpu", "2"));  // default world: 1 GPU x 2 ranks
+        for (String o : FAST_JVM) args.addAll(List.of("--jvm-opt", o));
+        args.addAll(List.of("--main", RankMain.class.getName()));
+        var r = launch(1, envWithMulticastOff(), args.toArray(String[]::new));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("[rank 0] ranks per GPU 2", "[rank 1] ranks per GPU 2", "[rank 1] hello from rank 1 of 2");
+    }
+
+    @Test
     void jobTimeoutStopsEveryRank() {
         var r = launch(0, null, "--nproc", "1", "--timeout", "1.5", "--grace", "1", "--", "-Xshare:auto", "-cp", CP,
                 RankMain.class.getName(), "--fail-rank", "5");

@@ -26,6 +26,7 @@ public final class RankMain {
                     + " TORCH_SYMM_MEM_DISABLE_MULTICAST=" + System.getenv("TORCH_SYMM_MEM_DISABLE_MULTICAST")
                     + " NVSHMEM_DISABLE_NVLS=" + System.getenv("NVSHMEM_DISABLE_NVLS")
                     + " server=" + System.getenv("GATUN_RENDEZVOUS_SERVER"));
+            if (System.getenv("GATUN_RANKS_PER_GPU") != null) System.out.println("ranks per GPU " + System.getenv("GATUN_RANKS_PER_GPU"));
             if (failRank >= 0) {
                 if (r.rank() == failRank) {
                     System.out.println("rank " + r.rank() + " exits with code " + code);

@@ -1,0 +1,118 @@
+package dev.gatun.cuda.backend;
+
+import dev.gatun.cuda.Cuda;
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.testing.RandomGraphs;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+import dev.gatun.runtime.dist.LocalWorld;
+import dev.gatun.runtime.reference.ReferenceInterpreter;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import static dev.gatun.ir.DType.F32;
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Several ranks on one GPU, as threads of this process ({@code ranksPerGpu}): the symmetric collectives and their
+ * barriers run unchanged between ranks that share the device, so every multi-rank path is checked on a machine
+ * with a single GPU. Values against the reference interpreter; skipped where there is no GPU.
+ */
+@Tag("gpu")
+class SharedGpuGpuTest {
+
+    @BeforeAll
+    static void requireGpu() {
+        assumeTrue(Cuda.isAvailable(), Cuda.probe().summary());
+    }
+
+    static CompileOptions shared(int world, dev.gatun.runtime.dist.Rendezvous rv) {
+        return CompileOptions.world(world).rank(rv).ranksPerGpu(world).timeout(java.time.Duration.ofSeconds(20));
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {2, 3, 4})
+    void seedsAndEveryAlgorithmWithRanksSharingOneGpu(int world) {
+        LocalWorld.run(world, rv -> {
+            int rank = rv.rank();
+            double want = world * (3 * world * (world + 1) / 2.0 + 6 * world);
+            for (boolean replay : new boolean[]{false, true}) {
+                try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(world, rv).cudaGraphs(replay))) {
+                    assertThat(s.backendName()).isEqualTo("cuda");
+                    for (int i = 0; i < 50; i++)
+                        assertThat(s.run(Map.of("x", NDArray.full(F32, rank + 1, 8, 8))).get("d").toFloatArray()).containsOnly((float) want);
+                }
+            }
+            for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT}) {
+                var g = Gatun.graph("alg").world(world);
+                var x = g.input("x", DType.BF16, 64 * world, 64);
+                g.output("ar", x.mul(2).allReduce(SUM));
+                g.output("rs", x.reduceScatter(SUM));
+                g.output("ag", x.allGather());
+                g.output("bc", x.add(1).broadcast(world - 1));
+                Graph graph = g.build();
+                var all = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < world; r++) all.add(Map.of("x", NDArray.random(DType.BF16, 9 + r, 64 * world, 64)));
+                var ref = ReferenceInterpreter.evaluate(graph, all).get(rank);
+                try (var s = Session.compile(graph, shared(world, rv).forceAllReduce(a))) {
+                    assertThat(s.plan().steps()).noneMatch(st -> st instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL);
+                    for (int call = 0; call < 3; call++) {
+                        var got = s.run(all.get(rank));
+                        for (var e : ref.entrySet())
+                            assertThat(e.getValue().mismatch(got.get(e.getKey()), 3e-2, 3e-2)).as("%s rank %d %s", a, rank, e.getKey()).isNull();
+                    }
+                }
+            }
+            for (long seed = 900; seed < 904; seed++) {
+                Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
+                        .withDTypes(DType.F32, DType.F16, DType.BF16));
+                var in = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < world; r++) {
+                    var m = new java.util.LinkedHashMap<String, NDArray>();
+                    RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
+                    in.add(m);
+                }
+                var want2 = ReferenceInterpreter.evaluate(g, in).get(rank);
+                try (var s = Session.compile(g, shared(world, rv))) {
+                    MultiGpuCheck.compare("shared seed " + seed, want2, s.run(in.get(rank)));
+                }
+            }
+        });
+    }
+
+    @Test
+    void aWorldLargerThanTheGpusWithoutSharingSaysHowToShare() {
+        int gpus = dev.gatun.cuda.Device.count();
+        List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+        try {
+            LocalWorld.run(gpus + 1, rv -> {
+                try (var s = Session.compile(MultiGpuCheck.seedsGraph(4), CompileOptions.world(gpus + 1).rank(rv).backend("cuda"))) {
+                    s.run(Map.of("x", NDArray.full(F32, 1, 4, 4)));
+                } catch (GatunRuntimeException e) {
+                    errors.add(e);
+                    throw e;
+                }
+            });
+        } catch (RuntimeException expected) {
+            // the ranks that found no GPU failed; the world stops
+        }
+        assertThat(errors).isNotEmpty();
+        assertThat(errors.getFirst().getMessage()).contains("has no GPU").contains("ranksPerGpu(");
+    }
+}
