@@ -42,7 +42,7 @@ public final class Launcher {
               --nproc N, --world N    ranks to start (default: the GPUs nvidia-smi lists, else 1)
               --ranks-per-gpu K       K ranks share each GPU (GATUN_RANKS_PER_GPU=K; rank r runs on GPU r / K); separate
                                       processes on one GPU need MPS for symmetric collectives (threads of one process do not)
-              --allow-oversubscribe   start more ranks than GPUs (the CUDA backend still refuses two ranks on one GPU)
+              --allow-oversubscribe   start more ranks than GPUs (the CUDA backend refuses two ranks on one GPU unless --ranks-per-gpu says so)
               --timeout S             stop every rank and exit 124 after S seconds (default: no limit)
               --grace S               seconds between asking ranks to stop and killing them (default 5)
               --rendezvous-timeout S  default timeout of the ranks' rendezvous waits (GATUN_RENDEZVOUS_TIMEOUT)
@@ -140,7 +140,7 @@ public final class Launcher {
             }
             err.println("gatun-run: " + n + " ranks asked for, but this host has " + gpus + (gpus == 1 ? " GPU" : " GPUs")
                     + " and each rank needs its own; pass --allow-oversubscribe to start them anyway"
-                    + " (the CUDA backend will still refuse two ranks on one GPU)");
+                    + " (the CUDA backend will refuse two ranks on one GPU); --ranks-per-gpu K lets K ranks share each GPU");
             return 2;
         }
         return supervise(n, o);
