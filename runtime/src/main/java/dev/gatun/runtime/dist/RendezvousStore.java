@@ -35,7 +35,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>Every connection must prove it knows the shared secret (HMAC-SHA256 challenge-response, see {@code Wire});
  * a connection that does not is rejected, closed and logged ({@code System.Logger} "dev.gatun.runtime.dist",
- * level WARNING). Each rank may hold one connection at a time.
+ * level WARNING; the first {@value #LOGGED_REJECTIONS} rejections one line each, then one line at every power of
+ * ten, so a flood cannot flood the log). Each rank may hold one connection at a time. A handshake must finish
+ * within {@link #HANDSHAKE_DEADLINE} in all (a client trickling a byte every few seconds is cut off), and at most
+ * {@value #MAX_PENDING_HANDSHAKES} may be under way at once: connections beyond that are closed unanswered. After
+ * the handshake, a frame's length prefix is only a claim: memory follows the bytes that arrive.
  *
  * <p>Waits are kept on the server, so their timeout messages can name the ranks that never arrived. When a rank's
  * connection drops (its process died) or it closes its client, every barrier or all-gather still waiting for that
@@ -58,6 +62,13 @@ public final class RendezvousStore implements AutoCloseable {
     private final ScheduledExecutorService timer;
     private final Thread acceptor;
     private final AtomicInteger rejected = new AtomicInteger();
+
+    /** How long a connection may take, in all, to prove it knows the secret. */
+    static final Duration HANDSHAKE_DEADLINE = Duration.ofSeconds(10);
+    static final int MAX_PENDING_HANDSHAKES = 64;
+    static final int LOGGED_REJECTIONS = 10;
+    private volatile Duration handshakeDeadline = HANDSHAKE_DEADLINE;
+    private final java.util.concurrent.Semaphore pending = new java.util.concurrent.Semaphore(MAX_PENDING_HANDSHAKES);
 
     // all below guarded by this
     private final RankState[] state;
@@ -175,21 +186,34 @@ public final class RendezvousStore implements AutoCloseable {
                 if (!isClosed()) LOG.log(System.Logger.Level.ERROR, "rendezvous store at " + hostPort() + " stopped accepting: " + e);
                 return;
             }
+            if (!pending.tryAcquire()) {
+                logRejection("closed a connection from " + s.getRemoteSocketAddress() + " unanswered: " + MAX_PENDING_HANDSHAKES
+                        + " handshakes are under way already");
+                closeQuietly(s);
+                continue;
+            }
             Thread.ofVirtual().name("gatun-rendezvous-conn").start(() -> serve(s));
         }
     }
 
+    /** For tests: a shorter handshake deadline. */
+    void handshakeDeadline(Duration d) { handshakeDeadline = d; }
+
     private void serve(Socket s) {
         Connection conn;
+        var cutOff = timer.schedule(() -> closeQuietly(s), handshakeDeadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
         try {
             conn = handshake(s);
         } catch (IOException | RuntimeException e) {
-            rejected.incrementAndGet();
-            LOG.log(System.Logger.Level.WARNING, "rendezvous store at " + hostPort() + " dropped a connection from "
-                    + s.getRemoteSocketAddress() + " during the handshake: " + e.getMessage());
+            logRejection("dropped a connection from " + s.getRemoteSocketAddress() + " during the handshake: "
+                    + (cutOff.isDone() ? "not finished within " + Wire.human(handshakeDeadline) : e.getMessage()));
             closeQuietly(s);
             return;
+        } finally {
+            cutOff.cancel(false);
+            pending.release();
         }
+
         if (conn == null) {
             closeQuietly(s);
             return;
@@ -257,10 +281,18 @@ public final class RendezvousStore implements AutoCloseable {
         return conn;
     }
 
+    /** Counts a rejection; logs the first few, then one line at each power of ten. */
+    private void logRejection(String what) {
+        int n = rejected.incrementAndGet();
+        if (n <= LOGGED_REJECTIONS) LOG.log(System.Logger.Level.WARNING, "rendezvous store at " + hostPort() + " " + what);
+        if (n == LOGGED_REJECTIONS) LOG.log(System.Logger.Level.WARNING, "rendezvous store at " + hostPort() + ": " + n
+                + " connections rejected; further rejections are counted (rejectedConnections()) and logged at every power of ten");
+        else if (n > LOGGED_REJECTIONS && Long.toString(n).matches("10+"))
+            LOG.log(System.Logger.Level.WARNING, "rendezvous store at " + hostPort() + ": " + n + " connections rejected so far; the last: " + what);
+    }
+
     private Connection reject(Socket s, DataOutputStream out, String from, int rank, String reason) {
-        rejected.incrementAndGet();
-        LOG.log(System.Logger.Level.WARNING, "rendezvous store at " + hostPort() + " rejected a connection from " + from
-                + " (claiming rank " + rank + "): " + reason);
+        logRejection("rejected a connection from " + from + " (claiming rank " + rank + "): " + reason);
         try {
             out.writeByte(Wire.REJECT);
             Wire.writeString(out, reason);

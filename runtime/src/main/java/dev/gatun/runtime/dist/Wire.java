@@ -10,6 +10,7 @@ import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
@@ -89,8 +90,30 @@ final class Wire {
     static byte[] readBytes(DataInputStream in, int max) throws IOException {
         int n = in.readInt();
         if (n < 0 || n > max) throw new IOException("bad length " + n + " (at most " + max + ")");
-        byte[] b = new byte[n];
-        in.readFully(b);
+        return readExactly(in, n);
+    }
+
+    /** Below this a length is read into one array at once; above it the array grows with the bytes that arrive. */
+    static final int EAGER_BYTES = 64 << 10;
+
+    /**
+     * Reads {@code n} bytes. A length prefix is only a claim: memory is taken as the bytes arrive (doubling from
+     * 64 KiB), so a peer that announces 256 MiB and sends nothing makes the reader allocate nothing of it.
+     */
+    static byte[] readExactly(DataInputStream in, int n) throws IOException {
+        if (n <= EAGER_BYTES) {
+            byte[] b = new byte[n];
+            in.readFully(b);
+            return b;
+        }
+        byte[] b = new byte[EAGER_BYTES];
+        int have = 0;
+        while (have < n) {
+            if (have == b.length) b = Arrays.copyOf(b, (int) Math.min(n, 2L * b.length));
+            int got = in.read(b, have, b.length - have);
+            if (got < 0) throw new EOFException("the peer announced " + n + " bytes and closed after " + have);
+            have += got;
+        }
         return b;
     }
 
@@ -110,9 +133,7 @@ final class Wire {
             return null;
         }
         if (n < 0 || n > MAX_FRAME) throw new IOException("bad frame length " + n);
-        byte[] b = new byte[n];
-        in.readFully(b);
-        return b;
+        return readExactly(in, n);
     }
 
     /** "30 s", "1.5 s", "250 ms". */
