@@ -257,7 +257,7 @@ public final class Launcher {
             Runtime.getRuntime().addShutdownHook(hook);
             var exited = new LinkedBlockingQueue<Integer>();
             for (int r = 0; r < n; r++) {
-                var pb = new ProcessBuilder(o.command());
+                var pb = new ProcessBuilder(withParentDeathSignal(o.command()));
                 var env = pb.environment();
                 env.clear();
                 env.putAll(baseEnvironment);
@@ -360,6 +360,23 @@ public final class Launcher {
         List<Integer> l = new ArrayList<>();
         for (int i = 0; i < procs.length; i++) if (procs[i] != null && procs[i].isAlive()) l.add(i);
         return l;
+    }
+
+    /**
+     * The command run so that the kernel kills the rank when the launcher dies, even by {@code kill -9} (no shutdown
+     * hook runs then): {@code setpriv --pdeathsig KILL} where util-linux's setpriv exists. It sets the signal and
+     * execs the command in the same process, so the rank is still the launcher's child. Without setpriv the ranks
+     * outlive a killed launcher (their rendezvous waits fail once the store is gone).
+     */
+    static List<String> withParentDeathSignal(List<String> command) {
+        for (String setpriv : List.of("/usr/bin/setpriv", "/bin/setpriv")) {
+            if (java.nio.file.Files.isExecutable(java.nio.file.Path.of(setpriv))) {
+                var out = new ArrayList<>(List.of(setpriv, "--pdeathsig", "KILL", "--"));
+                out.addAll(command);
+                return out;
+            }
+        }
+        return command;
     }
 
     private static void stop(Process p) {

@@ -112,6 +112,38 @@ class LauncherTest {
     }
 
     @Test
+    void ranksDieWithAKilledLauncher() throws Exception {
+        assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")) || Files.isExecutable(Path.of("/bin/setpriv")), "no setpriv on this machine");
+        var cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", CP,
+                Launcher.class.getName(), "--nproc", "2", "--"));
+        cmd.addAll(FAST_JVM);
+        cmd.addAll(List.of("-cp", CP, RankMain.class.getName(), "--fail-rank", "7")); // no rank fails: both sleep 60 s
+        var pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+        pb.environment().putAll(Map.of("NCCL_NVLS_ENABLE", "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "NVSHMEM_DISABLE_NVLS", "1"));
+        Process launcher = pb.start();
+        launcher.getOutputStream().close();
+        var pids = new ArrayList<Long>();
+        try (var lines = new java.io.BufferedReader(new java.io.InputStreamReader(launcher.getInputStream(), StandardCharsets.UTF_8))) {
+            for (String line; pids.size() < 2 && (line = lines.readLine()) != null; ) {
+                int at = line.indexOf("] pid ");
+                if (at > 0) pids.add(Long.parseLong(line.substring(at + 6).trim()));
+            }
+            assertThat(pids).hasSize(2);
+            for (long pid : pids) assertThat(ProcessHandle.of(pid)).as("rank pid %d alive", pid).isPresent();
+            launcher.destroyForcibly();                       // SIGKILL: no shutdown hook runs
+            assertThat(launcher.waitFor(10, TimeUnit.SECONDS)).isTrue();
+            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            for (long pid : pids) {
+                while (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && System.nanoTime() < deadline) Thread.sleep(50);
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("rank pid %d after the launcher died", pid).isFalse();
+            }
+        } finally {
+            launcher.destroyForcibly();
+            for (long pid : pids) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+        }
+    }
+
+    @Test
     void jobTimeoutStopsEveryRank() {
         var r = launch(0, null, "--nproc", "1", "--timeout", "1.5", "--grace", "1", "--", "-Xshare:auto", "-cp", CP,
                 RankMain.class.getName(), "--fail-rank", "5");

@@ -19,6 +19,7 @@ public final class RankMain {
         var timeout = Duration.ofSeconds(20);
         try (Rendezvous r = Rendezvous.fromEnvironment()) {
             System.out.println("hello from rank " + r.rank() + " of " + r.worldSize() + " (local rank " + r.localRank() + ")");
+            System.out.println("pid " + ProcessHandle.current().pid());
             System.err.println("stderr line from rank " + r.rank());
             List<byte[]> all = r.allGather("names", ("rank-" + r.rank()).getBytes(StandardCharsets.UTF_8), timeout);
             System.out.println("gathered " + all.stream().map(b -> new String(b, StandardCharsets.UTF_8)).toList());
