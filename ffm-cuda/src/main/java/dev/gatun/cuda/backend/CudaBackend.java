@@ -4,6 +4,7 @@ import dev.gatun.cuda.Cuda;
 import dev.gatun.cuda.CudaProbe;
 import dev.gatun.planner.Plan;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.dist.LaunchEnvironment;
 import dev.gatun.runtime.spi.Backend;
 import dev.gatun.runtime.spi.Executable;
 
@@ -33,8 +34,8 @@ public final class CudaBackend implements Backend {
     @Override public String cannotRun(CompileOptions options) {
         int worldSize = options.worldSize();
         if (worldSize == 1) return null;
-        String env = System.getenv("WORLD_SIZE");
-        if (options.rendezvous() != null || (env != null && env.trim().equals(Integer.toString(worldSize)) && System.getenv("RANK") != null)) {
+        var job = LaunchEnvironment.current();
+        if (options.rendezvous() != null || (job != null && job.worldSize() == worldSize)) {
             int k = ranksPerGpu(options), gpu = gpu(options);
             int gpus = dev.gatun.cuda.Device.count();
             if (gpu < gpus) return null;
@@ -56,10 +57,10 @@ public final class CudaBackend implements Backend {
         if (world == 1) return options;
         if (ranksPerGpu(options) != options.ranksPerGpu()) options = options.ranksPerGpu(ranksPerGpu(options));
         if (!options.lowering().symmetricMemory()) return options;
-        String local = System.getenv("LOCAL_WORLD_SIZE");
-        if (options.rendezvous() == null && local != null && Integer.parseInt(local.trim()) < world) {
+        var job = options.rendezvous() == null ? LaunchEnvironment.current() : null;
+        if (job != null && job.localWorldSize() != null && job.localWorldSize() < world) {
             System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
-                    "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, local.trim());
+                    "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, job.localWorldSize());
             return options.symmetricMemory(false);
         }
         int used = Math.ceilDiv(world, options.ranksPerGpu()), gpus = dev.gatun.cuda.Device.count();
@@ -100,9 +101,10 @@ public final class CudaBackend implements Backend {
         return options.rendezvous() != null ? options.rendezvous().localRank() : localRank();
     }
 
+    /** This process's local rank as its launcher (gatun-run, torchrun, Slurm, Open MPI) says; 0 when none started it. */
     static int localRank() {
-        String local = System.getenv("LOCAL_RANK");
-        return local == null ? 0 : Integer.parseInt(local.trim());
+        var job = LaunchEnvironment.current();
+        return job == null ? 0 : job.localRank();
     }
 
     @Override public long commGranularity() { return GRANULARITY; }

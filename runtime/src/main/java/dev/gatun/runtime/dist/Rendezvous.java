@@ -167,21 +167,22 @@ public final class Rendezvous implements AutoCloseable {
     public static Rendezvous fromEnvironment() { return fromEnvironment(System.getenv()); }
 
     /**
-     * Connects as the rank the environment describes: RANK, LOCAL_RANK, WORLD_SIZE, GATUN_RENDEZVOUS (host:port),
-     * GATUN_SECRET (all required; gatun-run sets them) and GATUN_RENDEZVOUS_TIMEOUT (seconds, optional, default 300).
+     * Connects as the rank the environment describes ({@link LaunchEnvironment}: gatun-run's or torchrun's RANK,
+     * LOCAL_RANK, WORLD_SIZE, Slurm's or Open MPI's own variables), at GATUN_RENDEZVOUS (host:port; else
+     * MASTER_ADDR and MASTER_PORT + 1), with GATUN_SECRET (required; gatun-run sets it) and GATUN_RENDEZVOUS_TIMEOUT
+     * (seconds, optional, default 300).
      *
      * <p>Unless GATUN_RENDEZVOUS_SERVER is {@code launcher} (or {@code external}), rank 0 hosts the store itself,
      * listening at GATUN_RENDEZVOUS; closing rank 0's client then waits (at most the default timeout) for the other
      * ranks to close theirs before stopping the store. gatun-run hosts the store in the launcher instead.
      */
     public static Rendezvous fromEnvironment(Map<String, String> env) {
-        int world = intVar(env, WORLD_SIZE, 1);
-        int rank = intVar(env, RANK, 0);
-        int localRank = intVar(env, LOCAL_RANK, 0);
-        if (rank >= world) throw new RendezvousException("RANK=" + rank + " must be below WORLD_SIZE=" + world);
-        if (localRank >= world) throw new RendezvousException("LOCAL_RANK=" + localRank + " must be below WORLD_SIZE=" + world);
-        String addr = required(env, GATUN_RENDEZVOUS, "host:port of the rendezvous store, for example 127.0.0.1:29500");
-        InetSocketAddress address = Wire.parseAddress(addr, GATUN_RENDEZVOUS);
+        LaunchEnvironment job = LaunchEnvironment.of(env);
+        if (job == null) required(env, RANK, "this process's rank");
+        int world = job.worldSize(), rank = job.rank(), localRank = job.localRank();
+        String addr = job.address() != null ? job.address()
+                : required(env, GATUN_RENDEZVOUS, "host:port of the rendezvous store, for example 127.0.0.1:29500; or MASTER_ADDR and MASTER_PORT");
+        InetSocketAddress address = Wire.parseAddress(addr, env.containsKey(GATUN_RENDEZVOUS) ? GATUN_RENDEZVOUS : "MASTER_ADDR:MASTER_PORT+1");
         String secret = required(env, GATUN_SECRET, "the shared secret that authenticates rendezvous connections");
         Duration timeout = DEFAULT_TIMEOUT;
         String t = env.get(GATUN_RENDEZVOUS_TIMEOUT);
@@ -216,21 +217,10 @@ public final class Rendezvous implements AutoCloseable {
     private static String required(Map<String, String> env, String name, String what) {
         String v = env.get(name);
         if (v == null || v.isBlank())
-            throw new RendezvousException("environment variable " + name + " is not set (" + what + "); start ranks with gatun-run, "
-                    + "or set RANK, LOCAL_RANK, WORLD_SIZE, GATUN_RENDEZVOUS and GATUN_SECRET");
+            throw new RendezvousException("environment variable " + name + " is not set (" + what + "); " + LaunchEnvironment.HOW);
         return v.trim();
     }
 
-    private static int intVar(Map<String, String> env, String name, int min) {
-        String v = required(env, name, "an integer");
-        try {
-            int i = Integer.parseInt(v);
-            if (i < min) throw new RendezvousException("environment variable " + name + "=" + v + " must be at least " + min);
-            return i;
-        } catch (NumberFormatException e) {
-            throw new RendezvousException("environment variable " + name + "='" + v + "' is not an integer");
-        }
-    }
 
     public int rank() { return rank; }
 

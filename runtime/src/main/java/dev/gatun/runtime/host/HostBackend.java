@@ -16,11 +16,20 @@ public final class HostBackend implements Backend {
     @Override public String cannotRun(CompileOptions options) {
         int worldSize = options.worldSize();
         if (options.rendezvous() != null) return "the session is one rank of a world that meets through a rendezvous, and the host backend simulates every rank itself";
-        String env = System.getenv("WORLD_SIZE");
-        if (worldSize > 1 && System.getenv("RANK") != null && env != null && env.trim().equals(Integer.toString(worldSize)))
-            return "this process is rank " + System.getenv("RANK").trim() + " of a distributed world of " + worldSize
-                    + ", and the host backend simulates every rank in one process";
+        var job = launchedRank();
+        if (worldSize > 1 && job != null && job.worldSize() == worldSize)
+            return "this process is rank " + job.rank() + " of a distributed world of " + worldSize + " (started by " + job.source()
+                    + "), and the host backend simulates every rank in one process";
         return null;
     }
+    /** The launcher's description of this process, or null where it was not started as a rank (or says nonsense). */
+    private static dev.gatun.runtime.dist.LaunchEnvironment launchedRank() {
+        try {
+            return dev.gatun.runtime.dist.LaunchEnvironment.current();
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
     @Override public Executable load(Plan plan, CompileOptions options) { return new HostExecutable(plan, options); }
 }
