@@ -39,6 +39,8 @@ public final class Session implements AutoCloseable {
     private final Plan plan;
     private final Executable executable;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** One call at a time (see {@link #run(List)}). */
+    private final java.util.concurrent.locks.ReentrantLock running = new java.util.concurrent.locks.ReentrantLock();
 
     private Session(Graph graph, CompileOptions options) {
         this.graph = graph;
@@ -110,8 +112,23 @@ public final class Session implements AutoCloseable {
         return run(List.of(inputs)).getFirst();
     }
 
-    /** Runs every rank this process drives: one input map per rank, one output map per rank. */
+    /**
+     * Runs every rank this process drives: one input map per rank, one output map per rank.
+     *
+     * <p>Calls on one session run one at a time: a session owns one set of pools, staging buffers and rank
+     * threads, so a second thread's call waits until the first has returned (compile a second session to run
+     * two calls at once).
+     */
     public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+        running.lock();
+        try {
+            return runAlone(inputsPerRank);
+        } finally {
+            running.unlock();
+        }
+    }
+
+    private List<Map<String, NDArray>> runAlone(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
         var ranks = ranks();
         if (inputsPerRank.size() != ranks.size())

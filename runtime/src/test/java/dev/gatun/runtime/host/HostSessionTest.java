@@ -105,6 +105,38 @@ class HostSessionTest {
     }
 
     @Test
+    void callsFromManyThreadsAreServedOneAtATimeAndEveryValueIsRight() throws Exception {
+        // a host user op then an all-reduce: before calls were serialised, two calls' ranks shared one pool of rank
+        // threads, and rank 0 got 1 instead of 3 (rank 1's contribution missing)
+        var copy = UserOp.builder("copy").input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n"))
+                .host((in, out, rank, world) -> { for (long i = 0; i < in.getFirst().numel(); i++) out.getFirst().set(i, in.getFirst().get(i)); })
+                .build();
+        var g = Gatun.graph("concurrent").register(copy);
+        g.output("y", g.call1("copy", g.input("x", F32, 8)).allReduce(SUM));
+        try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").randomDelays(3).timeout(Duration.ofSeconds(30)))) {
+            int threads = 8, calls = 12;
+            var pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+            try {
+                var futures = new java.util.ArrayList<java.util.concurrent.Future<?>>();
+                for (int t = 0; t < threads; t++) {
+                    int base = t * 100;
+                    futures.add(pool.submit(() -> {
+                        for (int c = 0; c < calls; c++) {
+                            float a = base + c, b = 2 * (base + c) + 1;
+                            var out = s.run(List.of(Map.of("x", NDArray.full(F32, a, 8)), Map.of("x", NDArray.full(F32, b, 8))));
+                            for (var r : out) assertThat(r.get("y").toFloatArray()).containsOnly(a + b);
+                        }
+                        return null;
+                    }));
+                }
+                for (var f : futures) f.get(120, java.util.concurrent.TimeUnit.SECONDS);
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
+
+    @Test
     void aRankThatNeverArrivesTimesOutNamingIt() {
         var slow = UserOp.builder("slow")
                 .input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n"))
