@@ -1,7 +1,5 @@
 /** Gatun's IR: types, layouts, graphs, user ops, JSON and lowering. The JSON model stays internal. */
 module dev.gatun.ir {
-    requires transitive org.eclipse.collections.api;
-    requires org.eclipse.collections.impl;
 
     exports dev.gatun.ir;
     exports dev.gatun.ir.graph;

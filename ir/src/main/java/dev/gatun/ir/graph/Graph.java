@@ -3,12 +3,6 @@ package dev.gatun.ir.graph;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.TensorType;
-import org.eclipse.collections.api.factory.Lists;
-import org.eclipse.collections.impl.factory.Multimaps;
-import org.eclipse.collections.api.list.ImmutableList;
-import org.eclipse.collections.api.list.MutableList;
-import org.eclipse.collections.api.multimap.list.ImmutableListMultimap;
-import org.eclipse.collections.api.multimap.list.MutableListMultimap;
 
 import java.util.ArrayList;
 import java.util.Collections;
@@ -23,35 +17,39 @@ import java.util.Map;
  */
 public final class Graph {
     private final String name;
-    private final ImmutableList<Node> nodes;
+    private final List<Node> nodes;
     private final Map<String, Node> inputs, outputs;
     private final Map<String, UserOp> userOps;
     private final Map<String, ProcessGroup> groups;
     private final Integer worldSize;
-    private final ImmutableListMultimap<Node, Node> users;
+    /** Users of each node, by node id. */
+    private final List<List<Node>> users;
 
     private Graph(Builder b) {
         this.name = b.name;
-        this.nodes = b.nodes.toImmutable();
+        this.nodes = List.copyOf(b.nodes);
         this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.inputs));
         this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.outputs));
         this.userOps = Collections.unmodifiableMap(new LinkedHashMap<>(b.userOps));
         this.groups = Collections.unmodifiableMap(new LinkedHashMap<>(b.groups));
         this.worldSize = b.worldSize;
-        MutableListMultimap<Node, Node> u = Multimaps.mutable.list.empty();
+        var u = new ArrayList<List<Node>>(nodes.size());
+        for (int i = 0; i < nodes.size(); i++) u.add(new ArrayList<>(2));
         // each user once, even when it reads a node twice: n can only be the last user recorded so far (nodes come in
         // order), so compare with that instead of scanning the list (quadratic for a weight read by every layer)
         for (Node n : nodes) for (Node in : n.inputs()) {
-            var seen = u.get(in);
-            if (seen.isEmpty() || seen.getLast() != n) u.put(in, n);
+            var seen = u.get(in.id());
+            if (seen.isEmpty() || seen.getLast() != n) seen.add(n);
         }
-        this.users = u.toImmutable();
+        for (int i = 0; i < u.size(); i++) u.set(i, Collections.unmodifiableList(u.get(i)));
+        this.users = u;
     }
 
     public static Builder builder(String name) { return new Builder(name); }
 
     public String name() { return name; }
-    public ImmutableList<Node> nodes() { return nodes; }
+    /** Every node, in order: a node's id is its index. */
+    public List<Node> nodes() { return nodes; }
     public Node node(int id) { return nodes.get(id); }
     public Map<String, Node> inputs() { return inputs; }
     public Map<String, Node> outputs() { return outputs; }
@@ -62,7 +60,7 @@ public final class Graph {
     public Integer worldSize() { return worldSize; }
 
     /** Nodes that read {@code n}, in graph order. */
-    public ImmutableList<Node> users(Node n) { return users.get(n); }
+    public List<Node> users(Node n) { return users.get(n.id()); }
 
     public boolean isOutput(Node n) { return outputs.containsValue(n); }
 
@@ -83,7 +81,7 @@ public final class Graph {
     /** Builds a graph node by node, checking types as it goes; {@link #build()} freezes it. */
     public static final class Builder implements TypeInference.Context {
         private final String name;
-        private final MutableList<Node> nodes = Lists.mutable.empty();
+        private final List<Node> nodes = new ArrayList<>();
         private final Map<String, Node> inputs = new LinkedHashMap<>(), outputs = new LinkedHashMap<>();
         private final Map<String, UserOp> userOps = new LinkedHashMap<>();
         private final Map<String, ProcessGroup> groups = new LinkedHashMap<>();
