@@ -62,6 +62,19 @@ final class HostExecutable implements Executable {
             writeConstants(r);
         }
         threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
+        // a session dropped without close() still gives its rank threads and memory back once it is unreachable
+        this.cleanup = CLEANER.register(this, new Release(threads, arena));
+    }
+
+    private static final java.lang.ref.Cleaner CLEANER = java.lang.ref.Cleaner.create(Thread.ofPlatform().name("gatun-host-cleaner").daemon(true).factory());
+    private final java.lang.ref.Cleaner.Cleanable cleanup;
+
+    /** What closing releases; holds no reference to the executable, so the executable can become unreachable. */
+    private record Release(ExecutorService threads, Arena arena) implements Runnable {
+        @Override public void run() {
+            threads.shutdownNow();
+            arena.close();
+        }
     }
 
     private void writeConstants(int rank) {
@@ -121,10 +134,7 @@ final class HostExecutable implements Executable {
     List<Integer> members(String group) { return groups.get(group); }
 
     @Override public void close() {
-        if (closed.compareAndSet(false, true)) {
-            threads.shutdownNow();
-            arena.close();
-        }
+        if (closed.compareAndSet(false, true)) cleanup.clean();
     }
 
     /** One rank's execution of one call. */

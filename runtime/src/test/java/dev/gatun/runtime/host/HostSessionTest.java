@@ -136,6 +136,30 @@ class HostSessionTest {
         }
     }
 
+    static long rankThreads() {
+        return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("gatun-host-rank-") && t.isAlive()).count();
+    }
+
+    @Test
+    void sessionsDroppedWithoutCloseGiveTheirThreadsBack() throws Exception {
+        long before = rankThreads();
+        var g = Gatun.graph("dropped");
+        g.output("y", g.input("x", F32, 4).add(1).allReduce(SUM));
+        var graph = g.build();
+        for (int i = 0; i < 5; i++) {
+            var s = Session.compile(graph, CompileOptions.world(4).backend("host"));
+            var in = java.util.stream.IntStream.range(0, 4).mapToObj(r -> Map.of("x", NDArray.full(F32, r, 4))).toList();
+            assertThat(s.run(in).getFirst().get("y").toFloatArray()).containsOnly(10f);
+        }
+        assertThat(rankThreads()).isGreaterThanOrEqualTo(before + 20);
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (rankThreads() > before && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(50);
+        }
+        assertThat(rankThreads()).as("rank threads left after the sessions became unreachable").isLessThanOrEqualTo(before);
+    }
+
     @Test
     void aRankThatNeverArrivesTimesOutNamingIt() {
         var slow = UserOp.builder("slow")
