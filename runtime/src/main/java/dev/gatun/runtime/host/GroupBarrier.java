@@ -39,7 +39,7 @@ final class GroupBarrier {
                     var missing = new ArrayList<Integer>();
                     for (int i = 0; i < epochs.length; i++) if (epochs[i] < target) missing.add(members.get(i));
                     throw new HostWorld.Timeout("rank " + rank + " timed out after " + world.timeoutNanos() / 1_000_000 + " ms at " + where
-                            + " waiting for ranks " + missing);
+                            + " waiting for ranks " + missing, missing);
                 }
                 try {
                     wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(Math.min(left, 50_000_000L))));

@@ -29,6 +29,9 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -98,8 +101,10 @@ final class HostExecutable implements Executable {
 
     @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
+        if (unusable != null) throw new GatunRuntimeException("plan '" + plan.name() + "' cannot run again: " + unusable + "; close the session and compile a new one");
         var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());
         var futures = new ArrayList<Future<Map<String, NDArray>>>();
+        var finished = new java.util.concurrent.atomic.AtomicIntegerArray(world);
         for (int r = 0; r < world; r++) {
             int rank = r;
             futures.add(threads.submit(() -> {
@@ -108,27 +113,74 @@ final class HostExecutable implements Executable {
                 } catch (Throwable t) {
                     hw.fail(rank, t);
                     throw t;
+                } finally {
+                    finished.set(rank, 1);
                 }
             }));
         }
         var out = new ArrayList<Map<String, NDArray>>();
-        for (Future<Map<String, NDArray>> f : futures) {
+        var stuck = new ArrayList<Integer>();
+        long stopBy = 0;
+        for (int r = 0; r < world; r++) {
+            Future<Map<String, NDArray>> f = futures.get(r);
             try {
-                out.add(f.get());
-            } catch (ExecutionException e) {
+                while (!f.isDone()) {
+                    // once a rank failed, the others get a short grace to stop; a rank still busy after it is left behind
+                    if (hw.failure() != null && stopBy == 0) stopBy = System.nanoTime() + STOP_GRACE_NANOS;
+                    if (stopBy != 0 && System.nanoTime() - stopBy > 0) break;
+                    try {
+                        f.get(10, TimeUnit.MILLISECONDS);
+                    } catch (TimeoutException notYet) {
+                        // poll again
+                    }
+                }
+                if (!f.isDone()) {
+                    f.cancel(true); // interrupts the rank: a sleep or a wait ends, a busy loop does not
+                    stuck.add(r);
+                    out.add(null);
+                } else {
+                    out.add(f.get());
+                }
+            } catch (ExecutionException | java.util.concurrent.CancellationException e) {
                 out.add(null);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+                hw.fail(-1, e);
                 throw new GatunRuntimeException("interrupted while running '" + plan.name() + "'", e);
             }
         }
-        HostWorld.Failure f = hw.failure();
-        if (f != null) {
-            Throwable c = f.cause();
-            throw new RankFailedException(f.rank(), "graph '" + plan.name() + "': rank " + f.rank() + " failed: " + c.getMessage()
-                    + (world > 1 ? "; the other ranks stopped" : ""), c);
+        if (!stuck.isEmpty()) {
+            long until = System.nanoTime() + STOP_GRACE_NANOS;
+            while (stuck.stream().anyMatch(r -> finished.get(r) == 0) && System.nanoTime() - until < 0) LockSupport.parkNanos(5_000_000);
+            var busy = stuck.stream().filter(r -> finished.get(r) == 0).toList();
+            if (!busy.isEmpty())
+                unusable = "ranks " + busy + " of an earlier call never stopped (busy in a host user op that ignores interrupts?), so their threads are"
+                        + " not free for another call";
         }
+        HostWorld.Failure f = hw.failure();
+        if (f != null) throw failed(f, stuck);
         return out;
+    }
+
+    /** How long ranks get to stop after the first failure before the call returns without them. */
+    private static final long STOP_GRACE_NANOS = 500_000_000L;
+
+    /** Why this executable cannot run another call, or null. */
+    private volatile String unusable;
+
+    /**
+     * The failure as the caller should see it: a timeout names the rank that never arrived (not the one that
+     * waited for it), and ranks that did not stop are listed.
+     */
+    private RankFailedException failed(HostWorld.Failure f, List<Integer> stuck) {
+        Throwable c = f.cause();
+        String left = stuck.isEmpty() ? "" : "; ranks " + stuck + " did not stop within " + STOP_GRACE_NANOS / 1_000_000 + " ms and were left behind";
+        if (c instanceof HostWorld.Timeout t && !t.missing.isEmpty()) {
+            int missing = t.missing.getFirst();
+            return new RankFailedException(missing, "graph '" + plan.name() + "': rank " + missing + " did not arrive in time: " + c.getMessage() + left, c);
+        }
+        return new RankFailedException(f.rank(), "graph '" + plan.name() + "': rank " + f.rank() + " failed: " + c.getMessage()
+                + (world > 1 ? "; the other ranks stopped" : "") + left, c);
     }
 
     List<Integer> members(String group) { return groups.get(group); }

@@ -12,9 +12,14 @@ import java.util.concurrent.locks.LockSupport;
  * exchanges data through, the first failure, and the random delays that expose cross-rank races.
  */
 final class HostWorld {
-    /** A rank gave up waiting. */
+    /** A rank gave up waiting for {@code missing}, the ranks that never arrived. */
     static final class Timeout extends RuntimeException {
-        Timeout(String m) { super(m); }
+        final List<Integer> missing;
+
+        Timeout(String m, List<Integer> missing) {
+            super(m);
+            this.missing = List.copyOf(missing);
+        }
     }
 
     /** A rank stopped because another failed. */

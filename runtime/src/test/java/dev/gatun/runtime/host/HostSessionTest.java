@@ -174,8 +174,37 @@ class HostSessionTest {
         g.output("y", g.call1("slow", g.input("x", F32, 8)).allReduce(SUM));
         try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").timeout(Duration.ofMillis(300)))) {
             var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
+            long t0 = System.nanoTime();
             assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
-                    .hasMessageContaining("timed out").hasMessageContaining("waiting for ranks [0]");
+                    .hasMessageContaining("rank 0 did not arrive in time").hasMessageContaining("waiting for ranks [0]")
+                    .satisfies(e -> assertThat(((RankFailedException) e).rank()).as("the rank that never arrived").isZero());
+            assertThat(System.nanoTime() - t0).as("fails soon after the timeout, not when the sleeping rank wakes").isLessThan(Duration.ofMillis(2500).toNanos());
+        }
+    }
+
+    @Test
+    void aRankBusyForeverFailsTheCallWithinTheTimeoutAndTheSessionSaysItCannotRunAgain() {
+        var stop = new java.util.concurrent.atomic.AtomicBoolean();
+        var busy = UserOp.builder("busy")
+                .input(TensorSpec.of("x", F32, "n")).output(TensorSpec.of("y", F32, "n"))
+                .host((in, out, rank, world) -> {
+                    long until = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+                    if (rank == 1) while (!stop.get() && System.nanoTime() < until) Thread.onSpinWait(); // ignores interrupts
+                })
+                .build();
+        var g = Gatun.graph("busy").register(busy);
+        g.output("y", g.call1("busy", g.input("x", F32, 8)).allReduce(SUM));
+        try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").timeout(Duration.ofMillis(500)))) {
+            var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
+            long t0 = System.nanoTime();
+            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+                    .hasMessageContaining("rank 1 did not arrive in time").hasMessageContaining("ranks [1] did not stop")
+                    .satisfies(e -> assertThat(((RankFailedException) e).rank()).isEqualTo(1));
+            assertThat(System.nanoTime() - t0).isLessThan(Duration.ofSeconds(3).toNanos());
+            assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class)
+                    .hasMessageContaining("cannot run again").hasMessageContaining("ranks [1]").hasMessageContaining("compile a new one");
+        } finally {
+            stop.set(true);
         }
     }
 
