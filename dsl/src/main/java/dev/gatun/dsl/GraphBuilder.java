@@ -48,6 +48,31 @@ public final class GraphBuilder {
         return this;
     }
 
+    /**
+     * A one-axis device mesh: a group {@code axis} of every rank ({@code size} of them), which fixes the world size.
+     * See {@link #mesh(String, int, String, int)}.
+     */
+    public GraphBuilder mesh(String axis, int size) {
+        b.mesh(java.util.List.of(axis), java.util.List.of(size));
+        return this;
+    }
+
+    /**
+     * A two-axis device mesh, as PyTorch's {@code DeviceMesh} and JAX's {@code Mesh}: {@code mesh("dp", 2, "tp", 4)}
+     * is a world of 8 laid out row-major, with groups "tp" ({0,1,2,3} and {4,5,6,7}) and "dp" ({0,4}, {1,5}, {2,6},
+     * {3,7}). A collective along an axis, {@code x.allReduce(SUM, "tp")}, runs in every slice of that axis at once.
+     */
+    public GraphBuilder mesh(String axis0, int size0, String axis1, int size1) {
+        b.mesh(java.util.List.of(axis0, axis1), java.util.List.of(size0, size1));
+        return this;
+    }
+
+    /** A three-axis device mesh (for example data, pipeline and tensor parallelism); see {@link #mesh(String, int, String, int)}. */
+    public GraphBuilder mesh(String axis0, int size0, String axis1, int size1, String axis2, int size2) {
+        b.mesh(java.util.List.of(axis0, axis1, axis2), java.util.List.of(size0, size1, size2));
+        return this;
+    }
+
     public GraphBuilder register(UserOp op) {
         b.register(op);
         return this;

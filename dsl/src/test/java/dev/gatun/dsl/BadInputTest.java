@@ -94,7 +94,11 @@ class BadInputTest {
         var x = g.input("x", F32, 6, 2);
         assertThatThrownBy(() -> x.reduceScatter(SUM)).isInstanceOf(GraphException.class)
                 .hasMessage("reduce_scatter('x' f32[6,2]): dimension 0 of size 6 is not divisible by the size 4 of group 'world'");
-        x.reduceScatter(SUM, "pair"); // 6 splits over 2 ranks
+        // a group that leaves out ranks 2 and 3 has no result of the new shape for them: refused, a mesh axis suggested
+        assertThatThrownBy(() -> x.reduceScatter(SUM, "pair")).isInstanceOf(GraphException.class)
+                .hasMessageContaining("group 'pair' [0, 1] leaves out ranks [2, 3] of the world of 4").hasMessageContaining("g.mesh(");
+        var m = Gatun.graph("m").mesh("dp", 2, "tp", 2);
+        m.input("x", F32, 6, 2).reduceScatter(SUM, "tp"); // 6 splits over the 2 ranks of each tp slice
     }
 
     @Test

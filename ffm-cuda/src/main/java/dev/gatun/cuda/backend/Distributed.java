@@ -41,6 +41,7 @@ final class Distributed implements AutoCloseable {
     private final Rendezvous rendezvous;
     private final Device device;
     private final Map<String, List<Integer>> members = new HashMap<>();
+    private final Map<String, List<List<Integer>>> slices = new HashMap<>();
     private final SymmetricHeap heap;
     private final Map<String, NcclComm> comms = new HashMap<>();
     private final Map<String, Kernel> kernels = new HashMap<>();
@@ -75,7 +76,11 @@ final class Distributed implements AutoCloseable {
         this.prefix = "session" + SESSIONS.computeIfAbsent(rendezvous, r -> new AtomicInteger()).incrementAndGet() + "/"
                 + plan.fingerprint().substring(0, 16);
         Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
-        for (ProcessGroup g : plan.lowered().graph().groups().values()) members.put(g.name(), g.members(world));
+        // each group as this rank sees it: the ranks of its own slice (a mesh axis has several), empty outside the group
+        for (ProcessGroup g : plan.lowered().graph().groups().values()) {
+            members.put(g.name(), g.members(world, rank));
+            slices.put(g.name(), g.slices(world));
+        }
         var barrierGroups = new java.util.ArrayList<String>();
         boolean nccl = false;
         for (Step s : plan.steps()) {
@@ -116,9 +121,10 @@ final class Distributed implements AutoCloseable {
         comms.put(ProcessGroup.WORLD_NAME, worldComm);
         for (var e : members.entrySet()) {
             if (e.getKey().equals(ProcessGroup.WORLD_NAME)) continue;
-            boolean member = e.getValue().contains(rank);
-            // ranks keep their world order inside the new communicator, as the group lists them sorted
-            NcclComm c = worldComm.split(member ? 1 : NcclComm.NO_COLOR, e.getValue().indexOf(rank));
+            // one communicator per slice (a mesh axis has several): the colour is the slice's index; ranks keep
+            // their order inside it, as the slice lists them sorted
+            int color = slices.get(e.getKey()).indexOf(e.getValue());
+            NcclComm c = worldComm.split(color < 0 ? NcclComm.NO_COLOR : color, e.getValue().indexOf(rank));
             if (c != null) comms.put(e.getKey(), c);
         }
     }

@@ -106,12 +106,16 @@ public final class Graph {
             if (n < 1) throw new GraphException("graph '" + name + "': world size must be at least 1, got " + n);
             if (!nodes.isEmpty() && worldSize != null && worldSize != n)
                 throw new GraphException("graph '" + name + "': world size is already " + worldSize);
-            for (var g : groups.values())
+            for (var g : groups.values()) {
                 for (int r : g.ranks()) if (r >= n) throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + n);
+                if (g.isMeshAxis() && g.meshWorldSize() != n)
+                    throw new GraphException("graph '" + name + "': the mesh (axis '" + g.name() + "') is a world of " + g.meshWorldSize() + ", not " + n);
+            }
             this.worldSize = n;
             return this;
         }
 
+        /** Declares an explicit group (or a mesh axis, as {@link #mesh} makes them). */
         public Builder group(ProcessGroup g) {
             checkOpen();
             if (g.isWorld() && !g.name().equals(ProcessGroup.WORLD_NAME))
@@ -120,7 +124,33 @@ public final class Graph {
             if (prev != null && !prev.equals(g)) throw new GraphException("group '" + g.name() + "' is already declared as " + prev);
             if (worldSize != null)
                 for (int r : g.ranks()) if (r >= worldSize) throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + worldSize);
+            if (g.isMeshAxis()) {
+                if (worldSize != null && worldSize.intValue() != g.meshWorldSize())
+                    throw new GraphException("graph '" + name + "': the mesh (axis '" + g.name() + "') is a world of " + g.meshWorldSize()
+                            + " but the graph is declared for " + worldSize);
+                worldSize = g.meshWorldSize();
+            }
             groups.put(g.name(), g);
+            return this;
+        }
+
+        /**
+         * Declares a device mesh: one group per axis, named after it, ranks laid out row-major (see
+         * {@link ProcessGroup#meshAxes}); fixes the world size to the product of the axis sizes.
+         */
+        public Builder mesh(List<String> axes, List<Integer> sizes) {
+            checkOpen();
+            List<ProcessGroup> groupsOfMesh;
+            try {
+                groupsOfMesh = ProcessGroup.meshAxes(axes, sizes);
+            } catch (IllegalArgumentException | ArithmeticException e) {
+                throw new GraphException("graph '" + name + "': mesh " + axes + " x " + sizes + ": " + e.getMessage(), e);
+            }
+            for (ProcessGroup g : groupsOfMesh)
+                if (groups.containsKey(g.name()))
+                    throw new GraphException("graph '" + name + "': mesh axis '" + g.name() + "' clashes with the group '" + g.name()
+                            + "' declared already; name the axis differently");
+            for (ProcessGroup g : groupsOfMesh) group(g);
             return this;
         }
 

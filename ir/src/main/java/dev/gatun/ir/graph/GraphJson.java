@@ -45,7 +45,13 @@ public final class GraphJson {
         var groups = new ArrayList<Json>();
         for (var pg : g.groups().values()) {
             if (pg.isWorld()) continue;
-            groups.add(obj("name", Json.of(pg.name()), "ranks", longs(pg.ranks().stream().mapToLong(Integer::longValue).toArray())));
+            if (pg.isMeshAxis()) {
+                var slices = new ArrayList<Json>();
+                for (var slice : pg.slices()) slices.add(longs(slice.stream().mapToLong(Integer::longValue).toArray()));
+                groups.add(obj("name", Json.of(pg.name()), "slices", new Json.Arr(slices)));
+            } else {
+                groups.add(obj("name", Json.of(pg.name()), "ranks", longs(pg.ranks().stream().mapToLong(Integer::longValue).toArray())));
+            }
         }
         doc.put("groups", new Json.Arr(groups));
         var ops = new ArrayList<Json>();
@@ -204,9 +210,18 @@ public final class GraphJson {
                 String gname = str(go, "name", "graph JSON: a group");
                 String where = "graph JSON: group '" + gname + "'";
                 var ranks = new ArrayList<Integer>();
-                for (Json r : arr(go, "ranks", where).items()) ranks.add(toInt(asLong(r, where, "ranks"), where, "ranks"));
+                var slices = new ArrayList<List<Integer>>();
+                if (go.get("slices") != null) {
+                    for (Json sj : arr(go, "slices", where).items()) {
+                        var slice = new ArrayList<Integer>();
+                        for (Json r : asArr(sj, where, "slices").items()) slice.add(toInt(asLong(r, where, "slices"), where, "slices"));
+                        slices.add(slice);
+                    }
+                } else {
+                    for (Json r : arr(go, "ranks", where).items()) ranks.add(toInt(asLong(r, where, "ranks"), where, "ranks"));
+                }
                 try {
-                    b.group(new ProcessGroup(gname, ranks));
+                    b.group(new ProcessGroup(gname, ranks, slices));
                 } catch (IllegalArgumentException e) {
                     throw new GraphException(where + ": " + e.getMessage(), e);
                 }

@@ -166,6 +166,22 @@ public final class TypeInference {
         return new TensorType(a.type().dtype(), new Shape(out));
     }
 
+    /**
+     * Reduce-scatter and all-gather change their result's shape, so a rank outside the group would have no defined
+     * result of that shape: over a group that misses a rank they are refused (a mesh axis puts every rank in one slice).
+     * All-reduce and broadcast keep the shape, and a rank outside the group passes its input through.
+     */
+    public static void checkCoversEveryRank(Op.Collective c, String operand, ProcessGroup g, int worldSize) {
+        if (c.kind() != CollectiveKind.REDUCE_SCATTER && c.kind() != CollectiveKind.ALL_GATHER) return;
+        if (g.coversEveryRank(worldSize)) return;
+        var outside = new ArrayList<Integer>();
+        for (int r = 0; r < worldSize; r++) if (!g.ranks().contains(r)) outside.add(r);
+        throw new GraphException(c.opName() + "(" + operand + "): group '" + g.name() + "' " + g.ranks() + " leaves out ranks " + outside
+                + " of the world of " + worldSize + ", which would have no " + c.opName() + " result of the new shape. Use a mesh axis,"
+                + " so every rank is in one slice (e.g. g.mesh(\"dp\", " + Math.max(1, worldSize / Math.max(1, g.ranks().size())) + ", \"tp\", "
+                + g.ranks().size() + ") and " + c.opName() + "(..., \"tp\")), or all_reduce / broadcast, which pass the input through outside the group");
+    }
+
     private static TensorType collective(Op.Collective c, Node x, Context ctx) {
         if (c.group() == null || c.group().isBlank()) throw new GraphException(c.opName() + "(" + x.describe() + "): a group is required");
         ProcessGroup g = ctx.group(c.group());
@@ -176,6 +192,7 @@ public final class TypeInference {
         if (c.kind() == CollectiveKind.BROADCAST && (c.root() < 0 || (size != null && c.root() >= size)))
             throw new GraphException("broadcast(" + x.describe() + "): root " + c.root() + " is not a rank of group '" + g.name() + "'"
                     + (size == null ? "" : " of size " + size));
+        if (ctx.worldSize() != null) checkCoversEveryRank(c, x.describe(), g, ctx.worldSize());
         var dims = new ArrayList<>(x.type().shape().dims());
         if (c.kind() == CollectiveKind.REDUCE_SCATTER || c.kind() == CollectiveKind.ALL_GATHER) {
             if (x.type().rank() == 0) throw new GraphException(c.opName() + "(" + x.describe() + "): needs at least one dimension");

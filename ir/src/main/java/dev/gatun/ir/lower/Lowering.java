@@ -83,13 +83,25 @@ public final class Lowering {
 
     private void checkWorld() {
         Integer declared = graph.worldSize();
-        if (declared != null && declared != options.worldSize())
-            throw new GraphException("graph '" + graph.name() + "' was built for a world of " + declared
-                    + " ranks but is compiled for " + options.worldSize());
+        if (declared != null && declared != options.worldSize()) {
+            var axes = graph.groups().values().stream().filter(ProcessGroup::isMeshAxis).map(ProcessGroup::name).toList();
+            throw new GraphException("graph '" + graph.name() + "' was built for a world of " + declared + " ranks"
+                    + (axes.isEmpty() ? "" : " (its mesh of axes " + axes + ")") + " but is compiled for " + options.worldSize());
+        }
         for (ProcessGroup g : graph.groups().values())
             for (int r : g.ranks())
                 if (r >= options.worldSize())
                     throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + options.worldSize());
+        // what the graph could not check before the world size was known
+        for (Node n : graph.nodes()) {
+            if (!(n.op() instanceof Op.Collective c)) continue;
+            ProcessGroup g = graph.groups().get(c.group());
+            dev.gatun.ir.graph.TypeInference.checkCoversEveryRank(c, n.input(0).describe(), g, options.worldSize());
+            int size = g.size(options.worldSize());
+            if (c.kind() == CollectiveKind.BROADCAST && c.root() >= size)
+                throw new GraphException(n.format() + ": broadcast root " + c.root() + " is not a rank of group '" + g.name() + "', which has "
+                        + size + " rank" + (size == 1 ? "" : "s") + " in a world of " + options.worldSize());
+        }
     }
 
     private Set<Node> liveNodes() {
@@ -119,7 +131,7 @@ public final class Lowering {
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
                     new ExternCall.Matmul(), List.of(contiguous(arg(n, 0), "matmul"), contiguous(arg(n, 1), "matmul")), n.id())));
-            case Op.Collective c -> new BufferValue(collective(n, c));
+            case Op.Collective c -> oneRank(n, c) ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
@@ -313,6 +325,21 @@ public final class Lowering {
         decisions.add(out + ": " + op + " (" + choice.why + ")");
         var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm);
         return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.of(operand), n.id()));
+    }
+
+    /** Whether the collective runs among one rank (a world of one, or a group or mesh slice of one rank). */
+    private boolean oneRank(Node n, Op.Collective c) {
+        return graph.groups().get(c.group()).size(options.worldSize()) == 1;
+    }
+
+    /** A collective among one rank is the identity: its value is its input's, and nothing is planned for it. */
+    private Value identity(Node n, Op.Collective c) {
+        Value in = arg(n, 0);
+        String input = in instanceof BufferValue(Buffer b) ? b.name() : "a scalar";
+        String why = "over \"" + c.group() + "\", " + (options.worldSize() == 1 ? "a world of one rank" : "a group of one rank") + ": the identity";
+        realizations.add(new Realization(input, c.kind().opName(), null, why, input, Realization.Path.IDENTITY, null, List.of()));
+        decisions.add(n.label() + ": " + c.kind().opName() + " " + why);
+        return in;
     }
 
     private record Choice(Algorithm algorithm, String why) {}

@@ -28,7 +28,9 @@ public record Realization(String consumer, String op, Algorithm algorithm, Strin
         /** Path 3: an identity-copy kernel into a new communication buffer. */
         IDENTITY_COPY(3, "identity copy into a new communication buffer"),
         /** The op does not run on symmetric memory (NCCL). */
-        NONE(0, "no communication buffer (NCCL)");
+        NONE(0, "no communication buffer (NCCL)"),
+        /** A collective among one rank: its result is its input; nothing runs. */
+        IDENTITY(0, "the result is the input itself: no kernel, no barrier, no copy");
 
         private final int number;
         private final String meaning;

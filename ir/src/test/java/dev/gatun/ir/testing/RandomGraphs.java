@@ -45,34 +45,47 @@ public final class RandomGraphs {
      */
     public record Options(int worldSize, int maxNodes, int outputs, Set<DType> dtypes, boolean collectives,
                           boolean subgroups, boolean symbolic, boolean userOps, boolean matmul, boolean reductions,
-                          boolean views, boolean comparisons, boolean symmetricRegions) {
+                          boolean views, boolean comparisons, boolean symmetricRegions, List<Integer> mesh) {
         public Options {
             if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1");
             if (maxNodes < 2) throw new IllegalArgumentException("maxNodes must be at least 2");
             if (outputs < 1) throw new IllegalArgumentException("outputs must be at least 1");
             dtypes = Collections.unmodifiableSet(new LinkedHashSet<>(dtypes));
             if (!dtypes.contains(DType.FLOAT32)) throw new IllegalArgumentException("the dtype set must contain f32 (the main dtype)");
+            mesh = List.copyOf(mesh);
+            if (!mesh.isEmpty() && mesh.stream().reduce(1, (a, b) -> a * b) != worldSize)
+                throw new IllegalArgumentException("a mesh of " + mesh + " is not a world of " + worldSize);
         }
 
         /** World of 2, up to 24 nodes, 2 outputs, every feature, dtypes f32 (mostly), f64, f16, bf16, i32. */
         public static Options defaults() {
             return new Options(2, 24, 2, Set.of(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32),
-                    true, true, true, true, true, true, true, true, true);
+                    true, true, true, true, true, true, true, true, true, List.of());
         }
 
-        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions); }
-        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions); }
-        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions); }
-        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions); }
-        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions); }
-        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on); }
+        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions, mesh); }
+        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions, mesh); }
+        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions, mesh); }
+        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions, mesh); }
+        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on, mesh); }
+
+        /**
+         * A device mesh of these axis sizes (axes "ax0", "ax1", ...; the world size becomes their product): collectives
+         * of every kind then also run along each axis.
+         */
+        public Options withMesh(Integer... sizes) {
+            int w = 1;
+            for (int s : sizes) w *= s;
+            return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, List.of(sizes));
+        }
 
         /** No symbolic dimensions anywhere (the shapes symmetric-memory lowering can take). */
         public Options staticOnly() { return withSymbolic(false); }
@@ -198,6 +211,7 @@ public final class RandomGraphs {
         private int regionLeft;
         private int inputs;
         private int count; // nodes added so far
+        private final List<String> axes = new ArrayList<>();
 
         Generator(long seed, Options o) {
             this.rnd = new Random(seed);
@@ -208,6 +222,12 @@ public final class RandomGraphs {
 
         Graph run() {
             b.worldSize(o.worldSize);
+            if (!o.mesh.isEmpty()) {
+                var names = new ArrayList<String>();
+                for (int i = 0; i < o.mesh.size(); i++) names.add("ax" + i);
+                b.mesh(names, o.mesh);
+                axes.addAll(names);
+            }
             if (o.collectives && o.subgroups && o.worldSize >= 2 && rnd.nextBoolean()) {
                 var ranks = new ArrayList<Integer>();
                 for (int r = 0; r < o.worldSize; r++) ranks.add(r);
@@ -420,6 +440,8 @@ public final class RandomGraphs {
             // (the reference interpreter's rule), which would leave them a differently shaped value otherwise.
             boolean shapeKept = kind == CollectiveKind.ALL_REDUCE || kind == CollectiveKind.BROADCAST;
             String group = subgroup != null && shapeKept && rnd.nextInt(2) == 0 ? subgroup : ProcessGroup.WORLD_NAME;
+            // a mesh axis holds every rank in one slice: every kind of collective may run along it
+            if (!axes.isEmpty() && rnd.nextInt(3) != 0) group = axes.get(rnd.nextInt(axes.size()));
             int size = b.group(group).size(o.worldSize);
             return switch (kind) {
                 case ALL_REDUCE -> {

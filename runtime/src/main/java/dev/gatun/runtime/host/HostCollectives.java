@@ -13,14 +13,15 @@ import java.util.List;
  * Collectives among simulated ranks. The symmetric algorithms read peers' communication buffers at the same
  * offsets and follow the GPU protocol: start barrier, reads, trailing barrier; sums go in rank order so every
  * rank gets bit-identical results. The NCCL path exchanges copies through a mailbox instead, as NCCL copies
- * through its own buffers. A rank outside the group passes its input through.
+ * through its own buffers. A rank outside the group passes its input through; along a mesh axis every slice runs
+ * the collective among its own ranks, with its own barriers.
  */
 final class HostCollectives {
     private HostCollectives() {}
 
     static void run(HostExecutable.RankRun r, int step, Step.Collective c) {
         var call = c.call();
-        List<Integer> members = r.world().members(call.group());
+        List<Integer> members = r.world().members(call.group(), r.rank());
         Buffer inB = r.executable().plan().buffer(c.input()), outB = r.executable().plan().buffer(c.output());
         DType t = inB.type().dtype();
         MemorySegment out = r.segment(c.output());
@@ -101,7 +102,7 @@ final class HostCollectives {
     private static void nccl(HostExecutable.RankRun r, int step, Step.Collective c, List<Integer> members, DType t, long n, MemorySegment out) {
         var call = c.call();
         int me = members.indexOf(r.rank()), size = members.size();
-        double[][] box = r.world().mailbox(step, size);
+        double[][] box = r.world().mailbox(step, members);
         MemorySegment in = r.segment(c.input());
         double[] mine = new double[Math.toIntExact(n)];
         for (int i = 0; i < mine.length; i++) mine[i] = Elements.get(in, t, i);

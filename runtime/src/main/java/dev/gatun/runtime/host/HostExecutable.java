@@ -48,7 +48,8 @@ final class HostExecutable implements Executable {
     private final Arena arena = Arena.ofShared();
     /** pools[rank] : pool name -> memory */
     private final List<Map<String, MemorySegment>> pools = new ArrayList<>();
-    private final Map<String, List<Integer>> groups = new HashMap<>();
+    /** Each group's slices: the sets of ranks that run its collectives together. */
+    private final Map<String, List<List<Integer>>> groups = new HashMap<>();
     private final ExecutorService threads;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicLong calls = new AtomicLong();
@@ -57,7 +58,7 @@ final class HostExecutable implements Executable {
         this.plan = plan;
         this.options = options;
         this.world = plan.worldSize();
-        for (ProcessGroup g : plan.lowered().graph().groups().values()) groups.put(g.name(), g.members(world));
+        for (ProcessGroup g : plan.lowered().graph().groups().values()) groups.put(g.name(), g.slices(world));
         for (int r = 0; r < world; r++) {
             var m = new LinkedHashMap<String, MemorySegment>();
             for (Pool p : plan.pools()) m.put(p.name(), arena.allocate(Math.max(1, p.allocationBytes()), 128));
@@ -183,7 +184,8 @@ final class HostExecutable implements Executable {
                 + (world > 1 ? "; the other ranks stopped" : "") + left, c);
     }
 
-    List<Integer> members(String group) { return groups.get(group); }
+    /** The ranks {@code rank} runs the group's collectives with; empty when it is outside the group. */
+    List<Integer> members(String group, int rank) { return HostWorld.sliceOf(groups.get(group), rank); }
 
     @Override public void close() {
         if (closed.compareAndSet(false, true)) cleanup.clean();
@@ -268,7 +270,7 @@ final class HostExecutable implements Executable {
         Map<String, Long> env() { return env; }
 
         void barrier(String group, String where) {
-            if (world.members(group).contains(rank)) world.barrier(group).await(rank, where);
+            if (!world.members(group, rank).isEmpty()) world.barrier(group, rank).await(rank, where);
         }
 
         long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }

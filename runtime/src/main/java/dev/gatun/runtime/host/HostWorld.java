@@ -30,14 +30,15 @@ final class HostWorld {
     record Failure(int rank, Throwable cause) {}
 
     private final Map<String, GroupBarrier> barriers = new ConcurrentHashMap<>();
-    private final Map<Integer, double[][]> mailbox = new ConcurrentHashMap<>();
+    private final Map<String, double[][]> mailbox = new ConcurrentHashMap<>();
     private final AtomicReference<Failure> failure = new AtomicReference<>();
-    private final Map<String, List<Integer>> groups;
+    /** Each group's slices: the sets of ranks that run its collectives together. */
+    private final Map<String, List<List<Integer>>> groups;
     private final long timeoutNanos;
     private final long delaySeed;
     private final Random[] random;
 
-    HostWorld(Map<String, List<Integer>> groups, int worldSize, long timeoutNanos, long delaySeed, long call) {
+    HostWorld(Map<String, List<List<Integer>>> groups, int worldSize, long timeoutNanos, long delaySeed, long call) {
         this.groups = groups;
         this.timeoutNanos = timeoutNanos;
         this.delaySeed = delaySeed;
@@ -47,12 +48,25 @@ final class HostWorld {
 
     long timeoutNanos() { return timeoutNanos; }
 
-    List<Integer> members(String group) { return groups.get(group); }
+    /** The slice of {@code slices} that holds {@code rank}; empty when none does. */
+    static List<Integer> sliceOf(List<List<Integer>> slices, int rank) {
+        for (List<Integer> s : slices) if (s.contains(rank)) return s;
+        return List.of();
+    }
 
-    GroupBarrier barrier(String group) { return barriers.computeIfAbsent(group, g -> new GroupBarrier(groups.get(g), this)); }
+    /** The ranks {@code rank} runs the group's collectives with (its slice); empty when it is outside the group. */
+    List<Integer> members(String group, int rank) { return sliceOf(groups.get(group), rank); }
 
-    /** The slot array of an NCCL-emulated collective (one entry per group rank). */
-    double[][] mailbox(int step, int size) { return mailbox.computeIfAbsent(step, s -> new double[size][]); }
+    /** The barrier of {@code rank}'s slice of the group (a mesh axis has one per slice). */
+    GroupBarrier barrier(String group, int rank) {
+        List<Integer> slice = members(group, rank);
+        return barriers.computeIfAbsent(group + "/" + slice.getFirst(), g -> new GroupBarrier(slice, this));
+    }
+
+    /** The slot array of an NCCL-emulated collective among {@code members} (one entry per member). */
+    double[][] mailbox(int step, List<Integer> members) {
+        return mailbox.computeIfAbsent(step + "/" + members.getFirst(), s -> new double[members.size()][]);
+    }
 
     void fail(int rank, Throwable t) {
         if (failure.compareAndSet(null, new Failure(rank, t))) barriers.values().forEach(GroupBarrier::wake);

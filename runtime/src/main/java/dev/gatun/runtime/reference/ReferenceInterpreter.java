@@ -348,7 +348,15 @@ public final class ReferenceInterpreter {
     private void collective(Node n, Op.Collective c, List<RankState> ranks) {
         int world = ranks.size();
         ProcessGroup g = graph.groups().get(c.group());
-        List<Integer> members = g.members(world);
+        // non-members (of an explicit group) pass their input through unchanged (documented in the class comment)
+        var inSome = new boolean[world];
+        for (List<Integer> slice : g.slices(world)) for (int r : slice) inSome[r] = true;
+        for (RankState s : ranks) if (!inSome[s.rank]) s.values[n.id()] = s.values[n.input(0).id()];
+        // a mesh axis runs in every slice at once, each among its own ranks
+        for (List<Integer> slice : g.slices(world)) collective(n, c, ranks, slice);
+    }
+
+    private void collective(Node n, Op.Collective c, List<RankState> ranks, List<Integer> members) {
         int size = members.size();
         var inputs = new ArrayList<Dense>();
         for (int r : members) inputs.add(ranks.get(r).values[n.input(0).id()]);
@@ -358,8 +366,6 @@ public final class ReferenceInterpreter {
                 throw new GraphException(n.format() + ": rank " + members.get(i) + " contributes " + inputs.get(i) + " but rank "
                         + members.getFirst() + " contributes " + first);
         DType t = n.type().dtype();
-        // non-members pass their input through unchanged (documented in the class comment)
-        for (RankState s : ranks) if (!members.contains(s.rank)) s.values[n.id()] = s.values[n.input(0).id()];
 
         switch (c.kind()) {
             case ALL_REDUCE -> {
