@@ -3,9 +3,11 @@ package dev.gatun.runtime;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.HostTensor;
 
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Objects;
 import java.util.Random;
@@ -17,6 +19,8 @@ import java.util.StringJoiner;
  * (float16 and bfloat16 round to nearest even, integers truncate toward zero).
  *
  * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
+ *
+ * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files.
  */
 public final class NDArray implements HostTensor {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -124,6 +128,22 @@ public final class NDArray implements HostTensor {
         }
         return a;
     }
+
+    // ------------------------------------------------------------------ .npy files
+
+    /**
+     * Writes NumPy's {@code .npy} format (what {@code np.save} writes, byte for byte), readable by
+     * {@code np.load(file)} and {@code torch.from_numpy(np.load(file))}. bfloat16 is refused (NumPy has no such
+     * dtype): save {@code a.to(DType.F32)}, which is exact.
+     */
+    public void saveNpy(Path file) throws IOException { Npy.write(this, file); }
+
+    /**
+     * Reads a {@code .npy} file of float32/64/16, int8/32/64 or bool (NumPy's {@code <f4 <f8 <f2 |i1 <i4 <i8 |b1});
+     * versions 1.0 to 3.0. Fortran order, big-endian data, other dtypes, truncated data and oversized headers are
+     * refused with the file and the reason.
+     */
+    public static NDArray loadNpy(Path file) throws IOException { return Npy.read(file); }
 
     // ------------------------------------------------------------------ accessors
 
