@@ -8,7 +8,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Objects;
 import java.util.Random;
 import java.util.StringJoiner;
@@ -20,7 +22,8 @@ import java.util.StringJoiner;
  *
  * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
  *
- * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files.
+ * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files, and {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
+ * parallelism splits a weight over ranks.
  */
 public final class NDArray implements HostTensor {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -250,6 +253,111 @@ public final class NDArray implements HostTensor {
     }
 
     public NDArray copy() { return to(dtype); }
+
+    // ------------------------------------------------------------------ slicing and sharding
+
+    /**
+     * A copy of the indices {@code [start, end)} of dimension {@code dim}, like {@code a[:, start:end]} in NumPy;
+     * negative {@code dim}, {@code start} and {@code end} count from the end. A copy, not a view: an NDArray is always
+     * contiguous, so writes to the result never reach this array.
+     */
+    public NDArray slice(int dim, long start, long end) {
+        int d = checkDim(dim, "slice");
+        long size = shape[d];
+        long s = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
+        if (s < 0 || e > size || s > e)
+            throw new IndexOutOfBoundsException("slice(dim " + dim + ", " + start + ", " + end + "): [" + s + ", " + e
+                    + ") is not inside dimension " + d + " of " + describe() + " (size " + size + ")");
+        long[] outShape = shape.clone();
+        outShape[d] = e - s;
+        NDArray out = zeros(dtype, outShape);
+        long inner = numel(Arrays.copyOfRange(shape, d + 1, shape.length)) * dtype.byteSize();
+        long outer = numel(Arrays.copyOfRange(shape, 0, d));
+        long block = (e - s) * inner;
+        for (long o = 0; o < outer; o++)
+            MemorySegment.copy(data, (o * size + s) * inner, out.data, o * block, block);
+        return out;
+    }
+
+    /**
+     * {@code parts} equal copies along {@code dim}, in order (like {@code torch.chunk}, but the size must divide
+     * evenly: an uneven split of a weight is almost always a mistake in a tensor-parallel layout).
+     */
+    public List<NDArray> chunk(int dim, int parts) {
+        int d = checkDim(dim, "chunk");
+        long step = evenPart(d, parts, "chunk(dim " + dim + ", " + parts + ")");
+        var out = new ArrayList<NDArray>(parts);
+        for (int p = 0; p < parts; p++) out.add(slice(d, p * step, (p + 1) * step));
+        return out;
+    }
+
+    /**
+     * Rank {@code rank}'s part of this array split evenly over {@code worldSize} ranks along {@code dim}: for a
+     * tensor-parallel linear layer {@code y = x W} with {@code W} of shape {@code [in, out]}, {@code shard(1, r, n)}
+     * is the column-parallel weight of rank r and {@code shard(0, r, n)} the row-parallel one. A copy.
+     */
+    public NDArray shard(int dim, int rank, int worldSize) {
+        int d = checkDim(dim, "shard");
+        String op = "shard(dim " + dim + ", rank " + rank + ", worldSize " + worldSize + ")";
+        long step = evenPart(d, worldSize, op);
+        if (rank < 0 || rank >= worldSize) throw new IndexOutOfBoundsException(op + ": rank must be in [0, " + worldSize + ")");
+        return slice(d, rank * step, (rank + 1) * step);
+    }
+
+    /** Joins arrays along {@code dim} (the inverse of {@link #chunk}): same dtype, same sizes in the other dimensions. */
+    public static NDArray concat(int dim, List<NDArray> parts) {
+        if (parts.isEmpty()) throw new IllegalArgumentException("concat: no arrays to join");
+        NDArray first = parts.getFirst();
+        int d = first.checkDim(dim, "concat");
+        long[] outShape = first.shape.clone();
+        outShape[d] = 0;
+        for (NDArray p : parts) {
+            if (p.dtype != first.dtype || p.shape.length != first.shape.length || !sameExcept(p.shape, first.shape, d))
+                throw new IllegalArgumentException("concat(dim " + dim + "): " + p.describe() + " does not match " + first.describe()
+                        + " (same dtype and the same sizes outside dimension " + d + " are needed)");
+            outShape[d] += p.shape[d];
+        }
+        NDArray out = zeros(first.dtype, outShape);
+        long inner = numel(Arrays.copyOfRange(outShape, d + 1, outShape.length)) * first.dtype.byteSize();
+        long outer = numel(Arrays.copyOfRange(outShape, 0, d));
+        long offset = 0;
+        for (long o = 0; o < outer; o++) {
+            for (NDArray p : parts) {
+                long block = p.shape[d] * inner;
+                MemorySegment.copy(p.data, o * block, out.data, offset, block);
+                offset += block;
+            }
+        }
+        return out;
+    }
+
+    private static boolean sameExcept(long[] a, long[] b, int d) {
+        for (int k = 0; k < a.length; k++) if (k != d && a[k] != b[k]) return false;
+        return true;
+    }
+
+    private int checkDim(int dim, String op) {
+        int d = dim < 0 ? dim + shape.length : dim;
+        if (d < 0 || d >= shape.length)
+            throw new IndexOutOfBoundsException(op + ": dimension " + dim + " does not exist in " + describe()
+                    + (shape.length == 0 ? " (a scalar has no dimensions)" : " (rank " + shape.length + ")"));
+        return d;
+    }
+
+    private long evenPart(int d, int parts, String op) {
+        if (parts <= 0) throw new IllegalArgumentException(op + ": the number of parts must be positive");
+        if (shape[d] % parts != 0)
+            throw new IllegalArgumentException(op + ": dimension " + d + " of " + describe() + " has size " + shape[d]
+                    + ", which " + parts + " does not divide; pad it to a multiple of " + parts + " or split over a number of ranks that divides " + shape[d]);
+        return shape[d] / parts;
+    }
+
+    /** {@code f32[2,3]}. */
+    private String describe() {
+        var dims = new StringJoiner(",", "[", "]");
+        for (long s : shape) dims.add(Long.toString(s));
+        return dtype.shortName() + dims;
+    }
 
     // ------------------------------------------------------------------ comparison
 

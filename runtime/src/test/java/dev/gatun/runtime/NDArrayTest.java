@@ -100,6 +100,52 @@ class NDArrayTest {
     }
 
     @Test
+    void sliceCopiesARangeOfOneDimension() {
+        var a = NDArray.of(iota(3 * 4), 3, 4);                  // a[i][j] = 4 i + j
+        var cols = a.slice(1, 1, 3);
+        assertThat(cols.shape()).containsExactly(3, 2);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) assertThat(cols.get(i, j)).isEqualTo(4 * i + (j + 1));
+        assertThat(a.slice(0, -1, 3).toFloatArray()).containsExactly(8, 9, 10, 11);  // the last row
+        assertThat(a.slice(-1, 0, 0).shape()).containsExactly(3, 0);
+        cols.set(0, 99);
+        assertThat(a.get(0, 1)).as("a slice is a copy").isEqualTo(1);
+        assertThatThrownBy(() -> a.slice(1, 2, 5)).isInstanceOf(IndexOutOfBoundsException.class)
+                .hasMessageContaining("[2, 5) is not inside dimension 1 of f32[3,4] (size 4)");
+        assertThatThrownBy(() -> a.slice(2, 0, 1)).hasMessageContaining("dimension 2 does not exist in f32[3,4]");
+    }
+
+    @Test
+    void shardSplitsAWeightByRowsOrColumnsPerRank() {
+        int in = 4, out = 6, world = 3;
+        var w = NDArray.of(iota(in * out), in, out);            // w[i][j] = 6 i + j
+        for (int r = 0; r < world; r++) {
+            var col = w.shard(1, r, world);                    // column-parallel: columns 2r, 2r+1
+            assertThat(col.shape()).containsExactly(in, out / world);
+            for (int i = 0; i < in; i++)
+                for (int j = 0; j < out / world; j++) assertThat(col.get(i, j)).isEqualTo(6 * i + 2 * r + j);
+        }
+        var rows = w.shard(0, 1, 2);                           // row-parallel: rows 2, 3
+        assertThat(rows.toFloatArray()).containsExactly(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
+        assertThat(NDArray.concat(1, w.chunk(1, world))).isEqualTo(w);
+        assertThat(NDArray.concat(0, w.chunk(0, 2))).isEqualTo(w);
+        assertThat(w.chunk(-1, 2)).extracting(NDArray::shape).containsExactly(new long[]{4, 3}, new long[]{4, 3});
+
+        assertThatThrownBy(() -> w.shard(0, 0, 3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("shard(dim 0, rank 0, worldSize 3): dimension 0 of f32[4,6] has size 4, which 3 does not divide");
+        assertThatThrownBy(() -> w.shard(1, 3, 3)).hasMessageContaining("rank must be in [0, 3)");
+        assertThatThrownBy(() -> w.chunk(1, 4)).hasMessageContaining("chunk(dim 1, 4)").hasMessageContaining("size 6, which 4 does not divide");
+        assertThatThrownBy(() -> NDArray.concat(0, java.util.List.of(w, w.to(DType.F64))))
+                .hasMessageContaining("f64[4,6] does not match f32[4,6]");
+    }
+
+    private static float[] iota(int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = i;
+        return v;
+    }
+
+    @Test
     void wrapsAnExistingSegmentWithoutCopying() {
         var a = NDArray.of(new float[]{1, 2}, 2);
         var view = NDArray.wrap(DType.FLOAT32, a.segment(), 2);
