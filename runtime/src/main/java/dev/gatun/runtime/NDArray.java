@@ -22,8 +22,9 @@ import java.util.StringJoiner;
  *
  * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
  *
- * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files, and {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
- * parallelism splits a weight over ranks.
+ * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files,
+ * {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
+ * parallelism splits a weight over ranks, and {@link #randn} draws normal values.
  */
 public final class NDArray implements HostTensor {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -129,6 +130,21 @@ public final class NDArray implements HostTensor {
                 case BOOL -> rnd.nextBoolean() ? 1 : 0;
             });
         }
+        return a;
+    }
+
+    /**
+     * Seeded standard normal values (mean 0, variance 1, from {@link Random#nextGaussian()}, whose algorithm Java
+     * specifies, so the same seed gives the same array on every JVM), rounded to a floating {@code dtype}: the
+     * usual initialization of weights, like {@code torch.randn}.
+     */
+    public static NDArray randn(DType dtype, long seed, long... shape) {
+        if (!dtype.isFloating())
+            throw new IllegalArgumentException("randn: normal values need a floating dtype, not " + dtype
+                    + "; use random(" + dtype + ", seed, shape) for uniform integers");
+        var a = zeros(dtype, shape);
+        var rnd = new Random(seed);
+        for (long i = 0; i < a.numel; i++) a.set(i, rnd.nextGaussian());
         return a;
     }
 

@@ -146,6 +146,25 @@ class NDArrayTest {
     }
 
     @Test
+    void randnHasMeanZeroAndVarianceOne() {
+        int n = 200_000;
+        var a = NDArray.randn(DType.FLOAT64, 5, n);
+        double sum = 0, sumSq = 0;
+        for (int i = 0; i < n; i++) sum += a.get(i);
+        double mean = sum / n;
+        for (int i = 0; i < n; i++) sumSq += (a.get(i) - mean) * (a.get(i) - mean);
+        double variance = sumSq / (n - 1);
+        // standard errors: 1/sqrt(n) ~ 0.0022 for the mean, sqrt(2/n) ~ 0.0032 for the variance; 5 sigma
+        assertThat(mean).isBetween(-0.011, 0.011);
+        assertThat(variance).isBetween(1 - 0.016, 1 + 0.016);
+        long beyond2 = 0;
+        for (int i = 0; i < n; i++) if (Math.abs(a.get(i)) > 2) beyond2++;
+        assertThat(beyond2 / (double) n).as("P(|z| > 2) = 0.0455").isBetween(0.043, 0.048);
+        assertThat(NDArray.randn(DType.F32, 5, 3, 3)).isEqualTo(NDArray.randn(DType.F32, 5, 3, 3)).isNotEqualTo(NDArray.randn(DType.F32, 6, 3, 3));
+        assertThatThrownBy(() -> NDArray.randn(DType.I32, 1, 3)).hasMessageContaining("randn: normal values need a floating dtype, not i32");
+    }
+
+    @Test
     void wrapsAnExistingSegmentWithoutCopying() {
         var a = NDArray.of(new float[]{1, 2}, 2);
         var view = NDArray.wrap(DType.FLOAT32, a.segment(), 2);
