@@ -50,7 +50,7 @@ class GatunShellTest {
                 // Tensor, GraphBuilder (open), NDArray
                 .contains("x ==> Tensor %0 = input(\"x\") : f32[4,4]  (graph 'jshell')")
                 .contains("graph \"jshell\"  (open: being built)")
-                .contains("==> NDArray f32[4,4] [42.0, 42.0,")
+                .contains("==> NDArray f32[4,4]\n[[42.0, 42.0, 42.0, 42.0],\n [42.0, 42.0, 42.0, 42.0],")
                 .contains("rank 1: d = 42.0")
                 // LoweredGraph, Plan, explain, Graph, Session
                 .contains("lowered \"jshell\"  world=2")

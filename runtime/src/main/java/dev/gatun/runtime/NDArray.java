@@ -416,16 +416,19 @@ public final class NDArray implements HostTensor {
         return h;
     }
 
-    /** {@code NDArray f32[2,3] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}; long arrays show their first 16 values. */
+    /**
+     * The dtype, the shape and the values laid out as NumPy prints them: rank 0 and 1 on one line
+     * ({@code NDArray f32[3] [1.0, 2.0, 3.0]}), higher ranks one row a line after the header
+     * ({@code NDArray f32[2,2]\n[[1.0, 2.0],\n [3.0, 4.0]]}), values padded to one width. Arrays of more than
+     * {@value ArrayFormat#THRESHOLD} elements show the first and last {@value ArrayFormat#EDGE} entries of each
+     * dimension around {@code ...}, and only those elements are read.
+     */
     @Override public String toString() {
-        var dims = new StringJoiner(",", "[", "]");
-        for (long s : shape) dims.add(Long.toString(s));
-        var vals = new StringJoiner(", ", "[", "]");
-        long shown = Math.min(numel, 16);
-        for (long i = 0; i < shown; i++) vals.add(format(get(i)));
-        String more = numel > shown ? " ... (" + numel + " values)" : "";
-        return "NDArray " + dtype.shortName() + dims + " " + vals + more;
+        String values = new ArrayFormat(this).format();
+        return "NDArray " + describe() + (shape.length >= 2 ? "\n" : " ") + values;
     }
+
+    String formatValue(double v) { return format(v); }
 
     private String format(double v) {
         if (dtype == DType.BOOL) return v != 0 ? "true" : "false";

@@ -93,10 +93,61 @@ class NDArrayTest {
     }
 
     @Test
-    void toStringShowsDtypeShapeAndFirstValues() {
-        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 2, 2).toString()).isEqualTo("NDArray f32[2,2] [1.0, 2.0, 3.0, 4.0]");
+    void toStringShowsRank0And1OnOneLine() {
+        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 4).toString()).isEqualTo("NDArray f32[4] [1.0, 2.0, 3.0, 4.0]");
         assertThat(NDArray.of(new boolean[]{true}, 1).toString()).isEqualTo("NDArray bool[1] [true]");
-        assertThat(NDArray.full(DType.INT32, 7, 20).toString()).endsWith("7, 7] ... (20 values)");
+        assertThat(NDArray.scalar(DType.INT64, 3).toString()).isEqualTo("NDArray i64[] 3");
+        assertThat(NDArray.zeros(DType.FLOAT32, 0).toString()).isEqualTo("NDArray f32[0] []");
+    }
+
+    @Test
+    void toStringShowsMatricesAsRowsLikeNumPy() {
+        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 2, 2).toString()).isEqualTo("NDArray f32[2,2]\n[[1.0, 2.0],\n [3.0, 4.0]]");
+        // values right-aligned to the widest
+        assertThat(NDArray.of(new int[]{1, 10, 100, -5}, 2, 2).toString()).isEqualTo("NDArray i32[2,2]\n[[  1,  10],\n [100,  -5]]");
+        // rank 3: a blank line between blocks, the inner brackets indented
+        assertThat(NDArray.of(new int[]{0, 1, 2, 3, 4, 5, 6, 7}, 2, 2, 2).toString())
+                .isEqualTo("NDArray i32[2,2,2]\n[[[0, 1],\n  [2, 3]],\n\n [[4, 5],\n  [6, 7]]]");
+    }
+
+    @Test
+    void toStringElidesTheMiddleOfLargeArrays() {
+        int n = 100;
+        int[] v = new int[n * n];
+        for (int i = 0; i < v.length; i++) v[i] = i;
+        assertThat(NDArray.of(v, n, n).toString()).isEqualTo(String.join("\n",
+                "NDArray i32[100,100]",
+                "[[   0,    1,    2, ...,   97,   98,   99],",
+                " [ 100,  101,  102, ...,  197,  198,  199],",
+                " [ 200,  201,  202, ...,  297,  298,  299],",
+                " ...,",
+                " [9700, 9701, 9702, ..., 9797, 9798, 9799],",
+                " [9800, 9801, 9802, ..., 9897, 9898, 9899],",
+                " [9900, 9901, 9902, ..., 9997, 9998, 9999]]"));
+        assertThat(NDArray.full(DType.INT32, 7, 2000).toString()).isEqualTo("NDArray i32[2000] [7, 7, 7, ..., 7, 7, 7]");
+        // at the threshold everything is shown
+        assertThat(NDArray.full(DType.INT8, 1, 1000).toString()).doesNotContain("...");
+    }
+
+    @Test
+    void toStringWrapsLongRows() {
+        float[] v = new float[30];
+        for (int i = 0; i < v.length; i++) v[i] = i + 1;
+        String s = NDArray.of(v, 30).toString();
+        String values = s.substring("NDArray f32[30] ".length());
+        for (String line : values.split("\n")) assertThat(line.length()).as(line).isLessThanOrEqualTo(75);
+        assertThat(values.replace(",\n ", ", ")).isEqualTo(expectedList(v));
+        assertThat(values).contains("\n ");
+    }
+
+    private static String expectedList(float[] v) {
+        var sb = new StringBuilder("[");
+        for (int i = 0; i < v.length; i++) {
+            if (i > 0) sb.append(", ");
+            String x = Float.toString(v[i]);
+            sb.append(" ".repeat(4 - x.length())).append(x);
+        }
+        return sb.append("]").toString();
     }
 
     @Test
