@@ -24,4 +24,4 @@ REPORTS=${GATUN_TEST_REPORTS:-$PWD/gatun-test-reports}
 mkdir -p "$REPORTS"
 exec "$JAVA" --enable-native-access=ALL-UNNAMED -Xss4m -cp "$CP" org.junit.platform.console.ConsoleLauncher execute \
     --disable-banner --details=tree --scan-class-path "${FILTER[@]}" \
-    --config "jqwik.database=$REPORTS/jqwik-database" --reports-dir "$REPORTS" "$@"
+    --config "jqwik.database=$REPORTS/jqwik-database" --config jqwik.reporting.onlyfailures=true --reports-dir "$REPORTS" "$@"

@@ -6,8 +6,9 @@
 //   output("y", x.add(1).allReduce(SUM))
 //   compile(2)                                    // the last session: session, plan(), explain()
 //   run(r -> Map.of("x", full(F32, r + 1, 4, 4)))   // one input map per rank; one output map per rank
+//   random(F32, 4, 4)                             // a 4x4 array; random(F32, seed(7), 4, 4) fixes the seed
 //
-// Type help() for the list.
+// Type help() for the list, with every helper's arguments.
 import dev.gatun.dsl.*;
 import dev.gatun.runtime.*;
 import dev.gatun.ir.DType;

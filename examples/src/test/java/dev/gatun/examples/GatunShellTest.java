@@ -30,9 +30,12 @@ class GatunShellTest {
             System.out.println("rank 1: d = " + out.get(1).get("d").get(3, 3))
             print(lowered())
             print(plan())
-            System.out.println(explain())
+            explain()
             print(graph)
             s.backendName()
+            array(new float[]{1, 2, 3, 4}, 2, 2)
+            random(F32, 4, 4).shape()
+            random(F32, seed(7), 2).equals(NDArray.random(F32, 7, 2))
             graph("second")
             var y = input("y", BF16, "n")
             g
@@ -50,7 +53,7 @@ class GatunShellTest {
                 // Tensor, GraphBuilder (open), NDArray
                 .contains("x ==> Tensor %0 = input(\"x\") : f32[4,4]  (graph 'jshell')")
                 .contains("graph \"jshell\"  (open: being built)")
-                .contains("==> NDArray f32[4,4] [42.0, 42.0,")
+                .contains("==> NDArray f32[4,4]\n[[42.0, 42.0, 42.0, 42.0],\n [42.0, 42.0, 42.0, 42.0],")
                 .contains("rank 1: d = 42.0")
                 // LoweredGraph, Plan, explain, Graph, Session
                 .contains("lowered \"jshell\"  world=2")
@@ -60,6 +63,11 @@ class GatunShellTest {
                 .contains("  %12 = all_reduce(%11, sum, \"world\") : f32[4,4]\n  return d=%12")
                 .contains("s ==> Session \"jshell\" world=2 backend=host")
                 .contains("==> \"host\"")
+                // explain() prints text, not an escaped string; the array helpers take Java arrays; numbers are a shape
+                .doesNotContain("\\n")
+                .contains("==> NDArray f32[2,2]\n[[1.0, 2.0],\n [3.0, 4.0]]")
+                .contains("==> long[2] { 4, 4 }")
+                .contains("==> true")
                 // a second graph with a symbolic dim; g follows graph(...)
                 .contains("y ==> Tensor %0 = input(\"y\") : bf16[n]  (graph 'second')")
                 .contains("  %0 = input(\"y\") : bf16[n]\n  return (no outputs yet)");

@@ -1,12 +1,9 @@
 package dev.gatun.cuda;
 
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
-
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-/** Base of GPU tests: tagged {@code gpu}; every test skips (assumption) where the probe finds no GPU. */
-@Tag("gpu")
+/** Base of GPU tests: tagged {@code gpu}; every test is reported skipped, with the probe's reason, where there is no GPU. */
+@RequiresGpu
 abstract class GpuTest {
     static final String SAXPY = """
             extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
@@ -19,12 +16,6 @@ abstract class GpuTest {
             }
             extern "C" __global__ void empty() {}
             """;
-
-    @BeforeAll
-    static void requireGpu() {
-        CudaProbe p = Cuda.probe();
-        assumeTrue(p.available(), p.summary());
-    }
 
     static void requireDevices(int n) {
         assumeTrue(Device.count() >= n, "needs " + n + " GPUs, have " + Device.count());

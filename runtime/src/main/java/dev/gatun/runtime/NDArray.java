@@ -3,10 +3,14 @@ package dev.gatun.runtime;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.HostTensor;
 
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Objects;
 import java.util.Random;
 import java.util.StringJoiner;
@@ -17,6 +21,10 @@ import java.util.StringJoiner;
  * (float16 and bfloat16 round to nearest even, integers truncate toward zero).
  *
  * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
+ *
+ * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files,
+ * {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
+ * parallelism splits a weight over ranks, and {@link #randn} draws normal values.
  */
 public final class NDArray implements HostTensor {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -125,6 +133,37 @@ public final class NDArray implements HostTensor {
         return a;
     }
 
+    /**
+     * Seeded standard normal values (mean 0, variance 1, from {@link Random#nextGaussian()}, whose algorithm Java
+     * specifies, so the same seed gives the same array on every JVM), rounded to a floating {@code dtype}: the
+     * usual initialization of weights, like {@code torch.randn}.
+     */
+    public static NDArray randn(DType dtype, long seed, long... shape) {
+        if (!dtype.isFloating())
+            throw new IllegalArgumentException("randn: normal values need a floating dtype, not " + dtype
+                    + "; use random(" + dtype + ", seed, shape) for uniform integers");
+        var a = zeros(dtype, shape);
+        var rnd = new Random(seed);
+        for (long i = 0; i < a.numel; i++) a.set(i, rnd.nextGaussian());
+        return a;
+    }
+
+    // ------------------------------------------------------------------ .npy files
+
+    /**
+     * Writes NumPy's {@code .npy} format (what {@code np.save} writes, byte for byte), readable by
+     * {@code np.load(file)} and {@code torch.from_numpy(np.load(file))}. bfloat16 is refused (NumPy has no such
+     * dtype): save {@code a.to(DType.F32)}, which is exact.
+     */
+    public void saveNpy(Path file) throws IOException { Npy.write(this, file); }
+
+    /**
+     * Reads a {@code .npy} file of float32/64/16, int8/32/64 or bool (NumPy's {@code <f4 <f8 <f2 |i1 <i4 <i8 |b1});
+     * versions 1.0 to 3.0. Fortran order, big-endian data, other dtypes, truncated data and oversized headers are
+     * refused with the file and the reason.
+     */
+    public static NDArray loadNpy(Path file) throws IOException { return Npy.read(file); }
+
     // ------------------------------------------------------------------ accessors
 
     @Override public DType dtype() { return dtype; }
@@ -231,6 +270,111 @@ public final class NDArray implements HostTensor {
 
     public NDArray copy() { return to(dtype); }
 
+    // ------------------------------------------------------------------ slicing and sharding
+
+    /**
+     * A copy of the indices {@code [start, end)} of dimension {@code dim}, like {@code a[:, start:end]} in NumPy;
+     * negative {@code dim}, {@code start} and {@code end} count from the end. A copy, not a view: an NDArray is always
+     * contiguous, so writes to the result never reach this array.
+     */
+    public NDArray slice(int dim, long start, long end) {
+        int d = checkDim(dim, "slice");
+        long size = shape[d];
+        long s = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
+        if (s < 0 || e > size || s > e)
+            throw new IndexOutOfBoundsException("slice(dim " + dim + ", " + start + ", " + end + "): [" + s + ", " + e
+                    + ") is not inside dimension " + d + " of " + describe() + " (size " + size + ")");
+        long[] outShape = shape.clone();
+        outShape[d] = e - s;
+        NDArray out = zeros(dtype, outShape);
+        long inner = numel(Arrays.copyOfRange(shape, d + 1, shape.length)) * dtype.byteSize();
+        long outer = numel(Arrays.copyOfRange(shape, 0, d));
+        long block = (e - s) * inner;
+        for (long o = 0; o < outer; o++)
+            MemorySegment.copy(data, (o * size + s) * inner, out.data, o * block, block);
+        return out;
+    }
+
+    /**
+     * {@code parts} equal copies along {@code dim}, in order (like {@code torch.chunk}, but the size must divide
+     * evenly: an uneven split of a weight is almost always a mistake in a tensor-parallel layout).
+     */
+    public List<NDArray> chunk(int dim, int parts) {
+        int d = checkDim(dim, "chunk");
+        long step = evenPart(d, parts, "chunk(dim " + dim + ", " + parts + ")");
+        var out = new ArrayList<NDArray>(parts);
+        for (int p = 0; p < parts; p++) out.add(slice(d, p * step, (p + 1) * step));
+        return out;
+    }
+
+    /**
+     * Rank {@code rank}'s part of this array split evenly over {@code worldSize} ranks along {@code dim}: for a
+     * tensor-parallel linear layer {@code y = x W} with {@code W} of shape {@code [in, out]}, {@code shard(1, r, n)}
+     * is the column-parallel weight of rank r and {@code shard(0, r, n)} the row-parallel one. A copy.
+     */
+    public NDArray shard(int dim, int rank, int worldSize) {
+        int d = checkDim(dim, "shard");
+        String op = "shard(dim " + dim + ", rank " + rank + ", worldSize " + worldSize + ")";
+        long step = evenPart(d, worldSize, op);
+        if (rank < 0 || rank >= worldSize) throw new IndexOutOfBoundsException(op + ": rank must be in [0, " + worldSize + ")");
+        return slice(d, rank * step, (rank + 1) * step);
+    }
+
+    /** Joins arrays along {@code dim} (the inverse of {@link #chunk}): same dtype, same sizes in the other dimensions. */
+    public static NDArray concat(int dim, List<NDArray> parts) {
+        if (parts.isEmpty()) throw new IllegalArgumentException("concat: no arrays to join");
+        NDArray first = parts.getFirst();
+        int d = first.checkDim(dim, "concat");
+        long[] outShape = first.shape.clone();
+        outShape[d] = 0;
+        for (NDArray p : parts) {
+            if (p.dtype != first.dtype || p.shape.length != first.shape.length || !sameExcept(p.shape, first.shape, d))
+                throw new IllegalArgumentException("concat(dim " + dim + "): " + p.describe() + " does not match " + first.describe()
+                        + " (same dtype and the same sizes outside dimension " + d + " are needed)");
+            outShape[d] += p.shape[d];
+        }
+        NDArray out = zeros(first.dtype, outShape);
+        long inner = numel(Arrays.copyOfRange(outShape, d + 1, outShape.length)) * first.dtype.byteSize();
+        long outer = numel(Arrays.copyOfRange(outShape, 0, d));
+        long offset = 0;
+        for (long o = 0; o < outer; o++) {
+            for (NDArray p : parts) {
+                long block = p.shape[d] * inner;
+                MemorySegment.copy(p.data, o * block, out.data, offset, block);
+                offset += block;
+            }
+        }
+        return out;
+    }
+
+    private static boolean sameExcept(long[] a, long[] b, int d) {
+        for (int k = 0; k < a.length; k++) if (k != d && a[k] != b[k]) return false;
+        return true;
+    }
+
+    private int checkDim(int dim, String op) {
+        int d = dim < 0 ? dim + shape.length : dim;
+        if (d < 0 || d >= shape.length)
+            throw new IndexOutOfBoundsException(op + ": dimension " + dim + " does not exist in " + describe()
+                    + (shape.length == 0 ? " (a scalar has no dimensions)" : " (rank " + shape.length + ")"));
+        return d;
+    }
+
+    private long evenPart(int d, int parts, String op) {
+        if (parts <= 0) throw new IllegalArgumentException(op + ": the number of parts must be positive");
+        if (shape[d] % parts != 0)
+            throw new IllegalArgumentException(op + ": dimension " + d + " of " + describe() + " has size " + shape[d]
+                    + ", which " + parts + " does not divide; pad it to a multiple of " + parts + " or split over a number of ranks that divides " + shape[d]);
+        return shape[d] / parts;
+    }
+
+    /** {@code f32[2,3]}. */
+    private String describe() {
+        var dims = new StringJoiner(",", "[", "]");
+        for (long s : shape) dims.add(Long.toString(s));
+        return dtype.shortName() + dims;
+    }
+
     // ------------------------------------------------------------------ comparison
 
     /**
@@ -272,16 +416,19 @@ public final class NDArray implements HostTensor {
         return h;
     }
 
-    /** {@code NDArray f32[2,3] [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}; long arrays show their first 16 values. */
+    /**
+     * The dtype, the shape and the values laid out as NumPy prints them: rank 0 and 1 on one line
+     * ({@code NDArray f32[3] [1.0, 2.0, 3.0]}), higher ranks one row a line after the header
+     * ({@code NDArray f32[2,2]\n[[1.0, 2.0],\n [3.0, 4.0]]}), values padded to one width. Arrays of more than
+     * {@value ArrayFormat#THRESHOLD} elements show the first and last {@value ArrayFormat#EDGE} entries of each
+     * dimension around {@code ...}, and only those elements are read.
+     */
     @Override public String toString() {
-        var dims = new StringJoiner(",", "[", "]");
-        for (long s : shape) dims.add(Long.toString(s));
-        var vals = new StringJoiner(", ", "[", "]");
-        long shown = Math.min(numel, 16);
-        for (long i = 0; i < shown; i++) vals.add(format(get(i)));
-        String more = numel > shown ? " ... (" + numel + " values)" : "";
-        return "NDArray " + dtype.shortName() + dims + " " + vals + more;
+        String values = new ArrayFormat(this).format();
+        return "NDArray " + describe() + (shape.length >= 2 ? "\n" : " ") + values;
     }
+
+    String formatValue(double v) { return format(v); }
 
     private String format(double v) {
         if (dtype == DType.BOOL) return v != 0 ? "true" : "false";

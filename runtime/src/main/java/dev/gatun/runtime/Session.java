@@ -17,6 +17,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.ServiceLoader;
+import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -154,8 +155,9 @@ public final class Session implements AutoCloseable {
         var unknown = new TreeSet<>(inputs.keySet());
         unknown.removeAll(expected);
         String who = "graph '" + graph.name() + "'" + (worldSize() > 1 ? " rank " + rank : "");
-        if (!missing.isEmpty()) throw new GatunRuntimeException(who + ": missing inputs " + missing);
-        if (!unknown.isEmpty()) throw new GatunRuntimeException(who + ": unknown inputs " + unknown + " (inputs are " + expected + ")");
+        if (!unknown.isEmpty()) throw new GatunRuntimeException(who + ": " + unknownInputs(unknown, missing, expected));
+        if (!missing.isEmpty())
+            throw new GatunRuntimeException(who + ": missing inputs " + missing + "; inputs are " + new TreeSet<>(expected));
         var env = new HashMap<String, Long>();
         for (Map.Entry<String, Node> e : graph.inputs().entrySet()) {
             NDArray a = inputs.get(e.getKey());
@@ -180,6 +182,23 @@ public final class Session implements AutoCloseable {
             }
         }
         return env;
+    }
+
+    /**
+     * "unknown input 'xx'; did you mean 'x'? inputs are [x]": a misspelled name is the usual cause of both an unknown
+     * and a missing input, so each unknown name is matched to the closest declared one (missing ones first).
+     */
+    private static String unknownInputs(Set<String> unknown, Set<String> missing, Set<String> expected) {
+        var named = new ArrayList<String>();
+        for (String u : unknown) {
+            String guess = Spelling.closest(u, missing);
+            if (guess == null) guess = Spelling.closest(u, expected);
+            String hint = guess == null ? "" : unknown.size() == 1 ? "; did you mean '" + guess + "'?" : " (did you mean '" + guess + "'?)";
+            named.add("'" + u + "'" + hint);
+        }
+        String head = "unknown input" + (unknown.size() > 1 ? "s " : " ") + String.join(", ", named);
+        return head + (head.endsWith("?") ? " " : "; ") + "inputs are " + new TreeSet<>(expected)
+                + (missing.isEmpty() ? "" : "; missing inputs " + missing);
     }
 
     /** Releases pools and threads; idempotent. */

@@ -93,10 +93,126 @@ class NDArrayTest {
     }
 
     @Test
-    void toStringShowsDtypeShapeAndFirstValues() {
-        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 2, 2).toString()).isEqualTo("NDArray f32[2,2] [1.0, 2.0, 3.0, 4.0]");
+    void toStringShowsRank0And1OnOneLine() {
+        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 4).toString()).isEqualTo("NDArray f32[4] [1.0, 2.0, 3.0, 4.0]");
         assertThat(NDArray.of(new boolean[]{true}, 1).toString()).isEqualTo("NDArray bool[1] [true]");
-        assertThat(NDArray.full(DType.INT32, 7, 20).toString()).endsWith("7, 7] ... (20 values)");
+        assertThat(NDArray.scalar(DType.INT64, 3).toString()).isEqualTo("NDArray i64[] 3");
+        assertThat(NDArray.zeros(DType.FLOAT32, 0).toString()).isEqualTo("NDArray f32[0] []");
+    }
+
+    @Test
+    void toStringShowsMatricesAsRowsLikeNumPy() {
+        assertThat(NDArray.of(new float[]{1, 2, 3, 4}, 2, 2).toString()).isEqualTo("NDArray f32[2,2]\n[[1.0, 2.0],\n [3.0, 4.0]]");
+        // values right-aligned to the widest
+        assertThat(NDArray.of(new int[]{1, 10, 100, -5}, 2, 2).toString()).isEqualTo("NDArray i32[2,2]\n[[  1,  10],\n [100,  -5]]");
+        // rank 3: a blank line between blocks, the inner brackets indented
+        assertThat(NDArray.of(new int[]{0, 1, 2, 3, 4, 5, 6, 7}, 2, 2, 2).toString())
+                .isEqualTo("NDArray i32[2,2,2]\n[[[0, 1],\n  [2, 3]],\n\n [[4, 5],\n  [6, 7]]]");
+    }
+
+    @Test
+    void toStringElidesTheMiddleOfLargeArrays() {
+        int n = 100;
+        int[] v = new int[n * n];
+        for (int i = 0; i < v.length; i++) v[i] = i;
+        assertThat(NDArray.of(v, n, n).toString()).isEqualTo(String.join("\n",
+                "NDArray i32[100,100]",
+                "[[   0,    1,    2, ...,   97,   98,   99],",
+                " [ 100,  101,  102, ...,  197,  198,  199],",
+                " [ 200,  201,  202, ...,  297,  298,  299],",
+                " ...,",
+                " [9700, 9701, 9702, ..., 9797, 9798, 9799],",
+                " [9800, 9801, 9802, ..., 9897, 9898, 9899],",
+                " [9900, 9901, 9902, ..., 9997, 9998, 9999]]"));
+        assertThat(NDArray.full(DType.INT32, 7, 2000).toString()).isEqualTo("NDArray i32[2000] [7, 7, 7, ..., 7, 7, 7]");
+        // at the threshold everything is shown
+        assertThat(NDArray.full(DType.INT8, 1, 1000).toString()).doesNotContain("...");
+    }
+
+    @Test
+    void toStringWrapsLongRows() {
+        float[] v = new float[30];
+        for (int i = 0; i < v.length; i++) v[i] = i + 1;
+        String s = NDArray.of(v, 30).toString();
+        String values = s.substring("NDArray f32[30] ".length());
+        for (String line : values.split("\n")) assertThat(line.length()).as(line).isLessThanOrEqualTo(75);
+        assertThat(values.replace(",\n ", ", ")).isEqualTo(expectedList(v));
+        assertThat(values).contains("\n ");
+    }
+
+    private static String expectedList(float[] v) {
+        var sb = new StringBuilder("[");
+        for (int i = 0; i < v.length; i++) {
+            if (i > 0) sb.append(", ");
+            String x = Float.toString(v[i]);
+            sb.append(" ".repeat(4 - x.length())).append(x);
+        }
+        return sb.append("]").toString();
+    }
+
+    @Test
+    void sliceCopiesARangeOfOneDimension() {
+        var a = NDArray.of(iota(3 * 4), 3, 4);                  // a[i][j] = 4 i + j
+        var cols = a.slice(1, 1, 3);
+        assertThat(cols.shape()).containsExactly(3, 2);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++) assertThat(cols.get(i, j)).isEqualTo(4 * i + (j + 1));
+        assertThat(a.slice(0, -1, 3).toFloatArray()).containsExactly(8, 9, 10, 11);  // the last row
+        assertThat(a.slice(-1, 0, 0).shape()).containsExactly(3, 0);
+        cols.set(0, 99);
+        assertThat(a.get(0, 1)).as("a slice is a copy").isEqualTo(1);
+        assertThatThrownBy(() -> a.slice(1, 2, 5)).isInstanceOf(IndexOutOfBoundsException.class)
+                .hasMessageContaining("[2, 5) is not inside dimension 1 of f32[3,4] (size 4)");
+        assertThatThrownBy(() -> a.slice(2, 0, 1)).hasMessageContaining("dimension 2 does not exist in f32[3,4]");
+    }
+
+    @Test
+    void shardSplitsAWeightByRowsOrColumnsPerRank() {
+        int in = 4, out = 6, world = 3;
+        var w = NDArray.of(iota(in * out), in, out);            // w[i][j] = 6 i + j
+        for (int r = 0; r < world; r++) {
+            var col = w.shard(1, r, world);                    // column-parallel: columns 2r, 2r+1
+            assertThat(col.shape()).containsExactly(in, out / world);
+            for (int i = 0; i < in; i++)
+                for (int j = 0; j < out / world; j++) assertThat(col.get(i, j)).isEqualTo(6 * i + 2 * r + j);
+        }
+        var rows = w.shard(0, 1, 2);                           // row-parallel: rows 2, 3
+        assertThat(rows.toFloatArray()).containsExactly(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
+        assertThat(NDArray.concat(1, w.chunk(1, world))).isEqualTo(w);
+        assertThat(NDArray.concat(0, w.chunk(0, 2))).isEqualTo(w);
+        assertThat(w.chunk(-1, 2)).extracting(NDArray::shape).containsExactly(new long[]{4, 3}, new long[]{4, 3});
+
+        assertThatThrownBy(() -> w.shard(0, 0, 3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("shard(dim 0, rank 0, worldSize 3): dimension 0 of f32[4,6] has size 4, which 3 does not divide");
+        assertThatThrownBy(() -> w.shard(1, 3, 3)).hasMessageContaining("rank must be in [0, 3)");
+        assertThatThrownBy(() -> w.chunk(1, 4)).hasMessageContaining("chunk(dim 1, 4)").hasMessageContaining("size 6, which 4 does not divide");
+        assertThatThrownBy(() -> NDArray.concat(0, java.util.List.of(w, w.to(DType.F64))))
+                .hasMessageContaining("f64[4,6] does not match f32[4,6]");
+    }
+
+    private static float[] iota(int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) v[i] = i;
+        return v;
+    }
+
+    @Test
+    void randnHasMeanZeroAndVarianceOne() {
+        int n = 200_000;
+        var a = NDArray.randn(DType.FLOAT64, 5, n);
+        double sum = 0, sumSq = 0;
+        for (int i = 0; i < n; i++) sum += a.get(i);
+        double mean = sum / n;
+        for (int i = 0; i < n; i++) sumSq += (a.get(i) - mean) * (a.get(i) - mean);
+        double variance = sumSq / (n - 1);
+        // standard errors: 1/sqrt(n) ~ 0.0022 for the mean, sqrt(2/n) ~ 0.0032 for the variance; 5 sigma
+        assertThat(mean).isBetween(-0.011, 0.011);
+        assertThat(variance).isBetween(1 - 0.016, 1 + 0.016);
+        long beyond2 = 0;
+        for (int i = 0; i < n; i++) if (Math.abs(a.get(i)) > 2) beyond2++;
+        assertThat(beyond2 / (double) n).as("P(|z| > 2) = 0.0455").isBetween(0.043, 0.048);
+        assertThat(NDArray.randn(DType.F32, 5, 3, 3)).isEqualTo(NDArray.randn(DType.F32, 5, 3, 3)).isNotEqualTo(NDArray.randn(DType.F32, 6, 3, 3));
+        assertThatThrownBy(() -> NDArray.randn(DType.I32, 1, 3)).hasMessageContaining("randn: normal values need a floating dtype, not i32");
     }
 
     @Test

@@ -1,6 +1,6 @@
 package dev.gatun.cuda.backend;
 
-import dev.gatun.cuda.Cuda;
+import dev.gatun.cuda.RequiresGpu;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
@@ -12,8 +12,6 @@ import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.reference.ReferenceInterpreter;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
@@ -28,16 +26,10 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.fail;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** The CUDA backend against the reference interpreter, on one GPU; skipped where there is none. */
-@Tag("gpu")
+@RequiresGpu
 class CudaBackendGpuTest {
-
-    @BeforeAll
-    static void requireGpu() {
-        assumeTrue(Cuda.isAvailable(), Cuda.probe().summary());
-    }
 
     static Map<String, NDArray> inputs(Graph g, long seed) {
         var m = new LinkedHashMap<String, NDArray>();

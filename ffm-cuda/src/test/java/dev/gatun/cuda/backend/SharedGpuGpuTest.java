@@ -1,6 +1,6 @@
 package dev.gatun.cuda.backend;
 
-import dev.gatun.cuda.Cuda;
+import dev.gatun.cuda.RequiresGpu;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
@@ -13,8 +13,6 @@ import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.dist.LocalWorld;
 import dev.gatun.runtime.reference.ReferenceInterpreter;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -27,20 +25,14 @@ import static dev.gatun.ir.DType.F32;
 import static dev.gatun.ir.graph.ReduceOp.SUM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Several ranks on one GPU, as threads of this process ({@code ranksPerGpu}): the symmetric collectives and their
  * barriers run unchanged between ranks that share the device, so every multi-rank path is checked on a machine
  * with a single GPU. Values against the reference interpreter; skipped where there is no GPU.
  */
-@Tag("gpu")
+@RequiresGpu
 class SharedGpuGpuTest {
-
-    @BeforeAll
-    static void requireGpu() {
-        assumeTrue(Cuda.isAvailable(), Cuda.probe().summary());
-    }
 
     static CompileOptions shared(int world, dev.gatun.runtime.dist.Rendezvous rv) {
         return CompileOptions.world(world).rank(rv).ranksPerGpu(world).timeout(java.time.Duration.ofSeconds(20));
