@@ -108,6 +108,7 @@ public final class MultiGpuCheck {
         seeds();
         dynamicShape();
         randomGraphs(graphs);
+        meshes(Math.max(2, graphs / 4));
         if (!ncclOnly) algorithms();
         stress(stress);
         System.out.println("rank " + rank + ": ALL CHECKS PASSED" + (ncclOnly ? " (every collective through NCCL)" : "")
@@ -233,6 +234,26 @@ public final class MultiGpuCheck {
             }
         }
         System.out.println("rank " + rank + ": " + compared + " random-graph runs match the reference; all-reduce outputs bit-identical across ranks");
+    }
+
+    /** Random graphs on a device mesh (2 x world/2) with collectives along both axes, against the reference. */
+    void meshes(int count) {
+        if (world < 4 || world % 2 != 0) return;
+        int compared = 0;
+        for (long seed = 300; seed < 300 + count; seed++) {
+            var opts = RandomGraphs.Options.defaults().withMesh(2, world / 2).staticOnly().withSubgroups(false);
+            if (shared()) opts = opts.withDTypes(DType.F32, DType.F16, DType.BF16);
+            Graph g = RandomGraphs.generate(seed, opts);
+            var in = inputs(g, seed);
+            var want = ReferenceInterpreter.evaluate(g, in).get(rank);
+            for (boolean graphs : new boolean[]{false, true}) {
+                try (var s = Session.compile(g, opts().cudaGraphs(graphs))) {
+                    compare("mesh seed " + seed + " graphs " + graphs, want, s.run(in.get(rank)));
+                    compared++;
+                }
+            }
+        }
+        System.out.println("rank " + rank + ": " + compared + " random-graph runs on a 2 x " + world / 2 + " mesh match the reference");
     }
 
     void algorithms() {

@@ -249,7 +249,7 @@ public final class Graph {
         public boolean isBuilt() { return built != null; }
 
         private void checkOpen() {
-            if (built != null) throw new GraphException("graph '" + name + "' is already built and cannot change");
+            if (built != null) throw new GraphException("graph '" + name + "' is already built and cannot change; start a new one with Gatun.graph(\"name\") (graph(\"name\") in jshell)");
         }
 
         private void checkOwned(Op op, Node n) {
