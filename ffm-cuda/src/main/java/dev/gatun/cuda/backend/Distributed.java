@@ -110,6 +110,8 @@ final class Distributed implements AutoCloseable {
         var module = CudaExecutable.compile(device, planName, "gatun_symmetric", source);
         for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
+        for (String op : List.of("all_gather", "broadcast"))
+            for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
     }
 
@@ -148,7 +150,7 @@ final class Distributed implements AutoCloseable {
             case REDUCE_SCATTER -> "reduce_scatter";
             case ALL_GATHER -> "all_gather";
             case BROADCAST -> "broadcast";
-        } + "_" + suffix(t);
+        } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
         kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
                 call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos);
@@ -206,6 +208,14 @@ final class Distributed implements AutoCloseable {
             case ALL_GATHER -> comm.allGather(send, recv, n, type, stream);
             case BROADCAST -> comm.broadcast(send, recv, n, type, call.root(), stream);
         }
+    }
+
+    /** Collectives that only move data use the dtype's own kernel where there is one, else raw elements of its width. */
+    static String movedAs(DType t) {
+        return switch (t) {
+            case FLOAT32, FLOAT16, BFLOAT16 -> suffix(t);
+            default -> "b" + 8 * t.byteSize();
+        };
     }
 
     static String suffix(DType t) {

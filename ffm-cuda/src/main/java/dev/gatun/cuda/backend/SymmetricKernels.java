@@ -118,6 +118,14 @@ final class SymmetricKernels {
                 __device__ static void set(void* p, long long i, float v) { ((__nv_bfloat16*) p)[i] = __float2bfloat16_rn(v); }
             };
 
+            // Raw elements of 1, 2, 4 and 8 bytes, for the collectives that only move data (all-gather, broadcast)
+            // of any dtype: copy_range needs nothing but the vector width.
+            typedef unsigned char b8; typedef unsigned short b16; typedef unsigned int b32; typedef unsigned long long b64;
+            template <> struct Vec<b8> { static constexpr int N = 16; };
+            template <> struct Vec<b16> { static constexpr int N = 8; };
+            template <> struct Vec<b32> { static constexpr int N = 4; };
+            template <> struct Vec<b64> { static constexpr int N = 2; };
+
             // op: 0 sum, 1 avg, 2 max, 3 min (max and min propagate NaN)
             __device__ __forceinline__ float combine(int op, float a, float b) {
                 if (op <= 1) return a + b;
@@ -303,6 +311,9 @@ final class SymmetricKernels {
             ALL_TYPES(reduce_scatter)
             ALL_TYPES(all_gather)
             ALL_TYPES(broadcast)
+            #define RAW_TYPES(NAME) INSTANTIATE(NAME, b8, b8) INSTANTIATE(NAME, b16, b16) INSTANTIATE(NAME, b32, b32) INSTANTIATE(NAME, b64, b64)
+            RAW_TYPES(all_gather)
+            RAW_TYPES(broadcast)
 
             // A barrier alone, for plan steps that need one where no collective gives it.
             extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {

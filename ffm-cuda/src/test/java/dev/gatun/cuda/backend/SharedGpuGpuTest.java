@@ -58,6 +58,8 @@ class SharedGpuGpuTest {
                 g.output("rs", x.reduceScatter(SUM));
                 g.output("ag", x.allGather());
                 g.output("bc", x.add(1).broadcast(world - 1));
+                g.output("bcBool", x.gt(0).broadcast(0));            // data movement of any dtype: raw-byte kernels
+                g.output("agInt", x.cast(DType.I32).allGather());
                 Graph graph = g.build();
                 var all = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < world; r++) all.add(Map.of("x", NDArray.random(DType.BF16, 9 + r, 64 * world, 64)));

@@ -349,8 +349,11 @@ public final class Lowering {
         String noNccl = options.ncclUnavailable();
         if (choice.algorithm != Algorithm.NCCL || noNccl == null) return choice;
         // NCCL cannot run here: a symmetric algorithm serves the collective where one can, else a clear refusal
-        boolean symmetricPossible = options.symmetricMemory() && t.shape().isStatic() && (t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
-                && options.forceAllReduce() != Algorithm.NCCL;
+        // all-gather and broadcast only move data: any dtype; the reductions have f32, f16 and bf16 kernels
+        boolean movesOnly = c.kind() == CollectiveKind.ALL_GATHER || c.kind() == CollectiveKind.BROADCAST;
+        boolean symmetricPossible = options.symmetricMemory() && t.shape().isStatic()
+                && (movesOnly || t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
+                && (c.kind() != CollectiveKind.ALL_REDUCE || options.forceAllReduce() != Algorithm.NCCL);
         if (!symmetricPossible)
             throw new GraphException(n.format() + ": " + c.kind().opName() + " would run through NCCL (" + choice.why + "), but NCCL cannot run here: "
                     + noNccl + ". Give it a static shape and an f32, f16 or bf16 dtype (the symmetric kernels' cases), or run one rank per GPU");

@@ -69,6 +69,26 @@ class SharedGpuPlanTest {
     }
 
     @Test
+    void collectivesThatOnlyMoveDataServeEveryDtype() {
+        var g = Gatun.graph("moves").world(3);
+        var x = g.input("x", DType.I32, 4);
+        g.output("ag", x.allGather());
+        g.output("bc", x.gt(x.mul(0)).broadcast(2));    // bool
+        g.output("bc64", x.cast(DType.F64).broadcast(1));
+        Graph graph = g.build();
+        try (var s = Session.compile(graph, shared(3))) {
+            assertThat(collectives(s)).extracting(c -> c.call().algorithm()).containsOnly(Algorithm.SYMM_MEM);
+            var in = new ArrayList<Map<String, NDArray>>();
+            for (int r = 0; r < 3; r++) in.add(Map.of("x", NDArray.of(DType.I32, new double[]{r - 1, 10 * r, -3, r}, 4)));
+            var want = ReferenceInterpreter.evaluate(graph, in);
+            var got = s.run(in);
+            for (int r = 0; r < 3; r++)
+                for (String o : List.of("ag", "bc", "bc64"))
+                    assertThat(want.get(r).get(o).mismatch(got.get(r).get(o), 0, 0)).as("rank %d %s", r, o).isNull();
+        }
+    }
+
+    @Test
     void collectivesNoSymmetricKernelCanServeAreRefusedAtCompileTime() {
         var dynamic = Gatun.graph("dynamic");
         dynamic.output("y", dynamic.input("x", F32, "n", 4).allReduce(SUM));
