@@ -83,7 +83,8 @@ final class CudaExecutable implements Executable {
         this.device = Device.open(ordinal);
         boolean ok = false;
         try {
-            this.stream = device.createStream();
+            // ranks sharing a GPU keep one stream each for the life of the process (see RankStreams)
+            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, rankOf(options)) : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
             // threads of one process share memory directly; VMM file descriptors are for separate processes
@@ -114,6 +115,12 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    private static int rankOf(CompileOptions options) {
+        if (options.rendezvous() != null) return options.rendezvous().rank();
+        var job = dev.gatun.runtime.dist.LaunchEnvironment.current();
+        return job == null ? 0 : job.rank();
+    }
 
     /**
      * Consecutive one-shot all-reduces (only placements between them) of one group, pool, dtype and operation,

@@ -25,7 +25,17 @@ import java.util.TreeMap;
  * serves them: then one rank's spinning kernel can hold the GPU while the rank it waits for never runs, so such a
  * world is refused before anything is launched. NCCL refuses two ranks on one device in any mode.
  */
-record GpuSharing(List<Rank> ranks, int ranksPerGpu) {
+record GpuSharing(List<Rank> ranks, int ranksPerGpu, int hardwareQueues) {
+
+    /** Streams feed the GPU through this many hardware queues per process (CUDA's default is 8). */
+    static int hardwareQueuesFromEnvironment() {
+        String v = System.getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        try {
+            return v == null || v.isBlank() ? 8 : Integer.parseInt(v.trim());
+        } catch (NumberFormatException e) {
+            return 8;
+        }
+    }
 
     /** What one rank reported: its GPU, its process, the GPU's multiprocessors and whether MPS serves it. */
     record Rank(int rank, String gpu, long pid, int multiprocessors, boolean mps) {}
@@ -42,7 +52,7 @@ record GpuSharing(List<Rank> ranks, int ranksPerGpu) {
             in.get(u);
             ranks.add(new Rank(r, new String(u, StandardCharsets.US_ASCII), in.getLong(), in.getInt(), in.get() == 1));
         }
-        return new GpuSharing(List.copyOf(ranks), ranksPerGpu);
+        return new GpuSharing(List.copyOf(ranks), ranksPerGpu, hardwareQueuesFromEnvironment());
     }
 
     private static boolean mps(Device device) {
@@ -86,6 +96,12 @@ record GpuSharing(List<Rank> ranks, int ranksPerGpu) {
                         + " through NCCL, which refuses two ranks on one device; compile with ranksPerGpu(" + ranksPerGpu + ") on every rank so"
                         + " lowering serves collectives with symmetric memory");
             boolean processes = on.stream().map(Rank::pid).distinct().count() > 1;
+            long threads = on.stream().map(Rank::pid).distinct().mapToLong(pid -> on.stream().filter(r -> r.pid() == pid).count()).max().orElse(1);
+            if (spinBarriers && threads > hardwareQueues)
+                throw new GatunRuntimeException("plan '" + plan + "': " + threads + " ranks of one process share GPU " + e.getKey() + ", but CUDA feeds"
+                        + " a process's streams through " + hardwareQueues + " hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), so two ranks"
+                        + " would share one and a spinning collective could hold up its peer's kernels. Start the process with"
+                        + " CUDA_DEVICE_MAX_CONNECTIONS=32, or put at most " + hardwareQueues + " ranks on the GPU");
             boolean mps = on.stream().allMatch(Rank::mps);
             if (spinBarriers && processes && !mps)
                 throw new GatunRuntimeException("plan '" + plan + "': ranks " + who + " share GPU " + e.getKey() + " from separate processes without"
