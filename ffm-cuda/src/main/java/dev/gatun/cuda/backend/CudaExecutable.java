@@ -295,6 +295,9 @@ final class CudaExecutable implements Executable {
             try {
                 stageInputs();
                 executeSteps();
+                // where ranks share a GPU, no copy may wait in a copy engine's queue behind this rank's collectives
+                // (a peer's copy queued behind it could never run): the results are read once the work is done
+                if (exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
                 var out = new LinkedHashMap<String, NDArray>();
                 plan.outputs().forEach((name, buf) -> out.put(name, readOut(plan.buffer(buf))));
                 exe.stream.synchronize();
@@ -468,9 +471,11 @@ final class CudaExecutable implements Executable {
             }
         }
 
+        /** A device-to-device copy: the copy engine, or a kernel where ranks share a GPU (see {@link Distributed#copy}). */
         private void copy(long src, long dst, long bytes) {
             if (src == dst || bytes == 0) return;
-            DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
+            if (exe.dist != null && exe.dist.sharesGpu()) exe.dist.copy(src, dst, bytes, exe.stream);
+            else DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
         }
 
         private void launch(Compiled c) {

@@ -96,7 +96,7 @@ final class Distributed implements AutoCloseable {
         this.blocks = Math.max(1, Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, sharing.fewestMultiprocessors() / colocated)));
         this.heap = new SymmetricHeap(device, stream, rendezvous, prefix);
         heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
-        if (!barrierGroups.isEmpty()) loadKernels(plan.name());
+        if (!barrierGroups.isEmpty() || colocated > 1) loadKernels(plan.name());
         if (nccl) openComms(plan, prefix, timeout);
         // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
         // its context), a rank still loading must not wait for a peer's collective that spins until this rank
@@ -113,6 +113,7 @@ final class Distributed implements AutoCloseable {
         for (String op : List.of("all_gather", "broadcast"))
             for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
+        kernels.put("gatun_copy", module.kernel("gatun_copy"));
     }
 
     private void openComms(Plan plan, String prefix, Duration timeout) {
@@ -129,6 +130,20 @@ final class Distributed implements AutoCloseable {
             NcclComm c = worldComm.split(color < 0 ? NcclComm.NO_COLOR : color, e.getValue().indexOf(rank));
             if (c != null) comms.put(e.getKey(), c);
         }
+    }
+
+    /** Whether another rank runs on this rank's GPU. */
+    boolean sharesGpu() { return colocated > 1; }
+
+    /**
+     * A device-to-device copy as a kernel on this rank's stream. Where ranks share a GPU, a copy-engine copy queued
+     * behind this rank's spinning collective would hold up a peer's copies queued after it in the engine, and the
+     * collective would wait for that peer forever; a kernel waits in this rank's own queue only.
+     */
+    void copy(long src, long dst, long bytes, Stream stream) {
+        int threads = 256;
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(bytes, 16L * threads)));
+        kernels.get("gatun_copy").launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(threads), 0, stream), src, dst, bytes);
     }
 
     /** A host-side meeting of every rank of the world (once per name and session). */

@@ -315,6 +315,18 @@ final class SymmetricKernels {
             RAW_TYPES(all_gather)
             RAW_TYPES(broadcast)
 
+            // A device-to-device copy by the SMs, for ranks that share a GPU (no copy-engine queue shared with a peer).
+            extern "C" __global__ void gatun_copy(const char* src, char* dst, long long bytes) {
+                long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
+                long long head = 0;
+                if (((((u64) src) | ((u64) dst)) & 15ull) == 0) {
+                    long long n16 = bytes / 16;
+                    for (long long k = i; k < n16; k += stride) ((uint4*) dst)[k] = ((const uint4*) src)[k];
+                    head = n16 * 16;
+                }
+                for (long long k = head + i; k < bytes; k += stride) dst[k] = src[k];
+            }
+
             // A barrier alone, for plan steps that need one where no collective gives it.
             extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {
                 block_barrier(pads, rank, world, epochs, timeout_ns);
