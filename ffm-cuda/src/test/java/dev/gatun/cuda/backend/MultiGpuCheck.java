@@ -216,44 +216,37 @@ public final class MultiGpuCheck {
     }
 
     void randomGraphs(int count) {
-        int compared = 0;
-        for (long seed = 0; seed < count; seed++) {
-            var opts = RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false);
-            // with ranks sharing a GPU every collective runs on symmetric memory, which has f32, f16 and bf16 kernels
-            if (shared()) opts = opts.withDTypes(DType.F32, DType.F16, DType.BF16);
-            Graph g = RandomGraphs.generate(seed, opts);
-            var in = inputs(g, seed);
-            var want = ReferenceInterpreter.evaluate(g, in).get(rank);
-            for (boolean graphs : new boolean[]{false, true}) {
-                try (var s = Session.compile(g, opts().cudaGraphs(graphs))) {
-                    var got = s.run(in.get(rank));
-                    compare("random seed " + seed + " graphs " + graphs, want, got);
-                    sameOnEveryRank("random " + seed + " " + graphs, g, got);
-                    compared++;
-                }
-            }
-        }
+        int compared = compareRandom("random", 0, count, RandomGraphs.Options.defaults().withWorldSize(world));
         System.out.println("rank " + rank + ": " + compared + " random-graph runs match the reference; all-reduce outputs bit-identical across ranks");
     }
 
     /** Random graphs on a device mesh (2 x world/2) with collectives along both axes, against the reference. */
     void meshes(int count) {
         if (world < 4 || world % 2 != 0) return;
+        int compared = compareRandom("mesh", 300, count, RandomGraphs.Options.defaults().withMesh(2, world / 2));
+        System.out.println("rank " + rank + ": " + compared + " random-graph runs on a 2 x " + world / 2 + " mesh match the reference");
+    }
+
+    /** Seeds [first, first + count) of static random graphs, eagerly and replayed, against the reference; returns the runs. */
+    int compareRandom(String what, long first, int count, RandomGraphs.Options base) {
+        var opts = base.staticOnly().withSubgroups(false);
+        // with ranks sharing a GPU every collective runs on symmetric memory, whose reductions have f32, f16 and bf16 kernels
+        if (shared()) opts = opts.withDTypes(DType.F32, DType.F16, DType.BF16);
         int compared = 0;
-        for (long seed = 300; seed < 300 + count; seed++) {
-            var opts = RandomGraphs.Options.defaults().withMesh(2, world / 2).staticOnly().withSubgroups(false);
-            if (shared()) opts = opts.withDTypes(DType.F32, DType.F16, DType.BF16);
+        for (long seed = first; seed < first + count; seed++) {
             Graph g = RandomGraphs.generate(seed, opts);
             var in = inputs(g, seed);
             var want = ReferenceInterpreter.evaluate(g, in).get(rank);
             for (boolean graphs : new boolean[]{false, true}) {
                 try (var s = Session.compile(g, opts().cudaGraphs(graphs))) {
-                    compare("mesh seed " + seed + " graphs " + graphs, want, s.run(in.get(rank)));
+                    var got = s.run(in.get(rank));
+                    compare(what + " seed " + seed + " graphs " + graphs, want, got);
+                    sameOnEveryRank(what + " " + seed + " " + graphs, g, got);
                     compared++;
                 }
             }
         }
-        System.out.println("rank " + rank + ": " + compared + " random-graph runs on a 2 x " + world / 2 + " mesh match the reference");
+        return compared;
     }
 
     void algorithms() {
