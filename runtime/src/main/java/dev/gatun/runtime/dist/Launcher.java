@@ -283,7 +283,13 @@ public final class Launcher {
                 final int rank = r;
                 procs[r].onExit().thenRun(() -> exited.add(rank));
             }
-            int status = watch(procs, exited, o);
+            Thread familyWatch = watchFamily(procs);
+            int status;
+            try {
+                status = watch(procs, exited, o);
+            } finally {
+                familyWatch.interrupt();
+            }
             for (Thread t : pumps) t.join(5_000);
             out.flush();
             err.flush();
@@ -348,6 +354,7 @@ public final class Launcher {
                 jobDeadline = Long.MAX_VALUE;
             }
         }
+        if (timedOut || failedRank >= 0) stopFamily(o.grace());
         if (timedOut) return 124;
         if (failedRank >= 0) {
             err.println("gatun-run: failed: rank " + failedRank + " exited with code " + failedCode);
@@ -389,7 +396,39 @@ public final class Launcher {
         p.destroyForcibly();
     }
 
-    private static void stopAll(Process[] procs, Duration grace) {
+    /**
+     * Every process a rank started, recorded while the ranks run: a rank that dies leaves its children to init, where
+     * {@link Process#descendants()} no longer finds them, so stopping the job also stops what was recorded here.
+     */
+    private final java.util.Set<ProcessHandle> family = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    private Thread watchFamily(Process[] procs) {
+        return Thread.ofPlatform().daemon().name("gatun-run-family").start(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                for (Process p : procs) if (p != null && p.isAlive()) p.descendants().forEach(family::add);
+                try {
+                    Thread.sleep(50);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /** Stops what the ranks started and left behind (asked first, killed after the grace period). */
+    private void stopFamily(Duration grace) {
+        var left = family.stream().filter(ProcessHandle::isAlive).toList();
+        left.forEach(ProcessHandle::destroy);
+        long deadline = System.nanoTime() + grace.toNanos();
+        for (ProcessHandle h : left) {
+            while (h.isAlive() && System.nanoTime() - deadline < 0) java.util.concurrent.locks.LockSupport.parkNanos(20_000_000);
+            if (h.isAlive()) h.destroyForcibly();
+        }
+    }
+
+    private void stopAll(Process[] procs, Duration grace) {
+        for (Process p : procs) if (p != null && p.isAlive()) p.descendants().forEach(family::add);
+        for (ProcessHandle h : family) if (h.isAlive()) h.destroy();
         for (Process p : procs) if (p != null && p.isAlive()) stop(p);
         long deadline = System.nanoTime() + grace.toNanos();
         for (Process p : procs) {
@@ -402,6 +441,7 @@ public final class Launcher {
                 Thread.currentThread().interrupt();
             }
         }
+        for (ProcessHandle h : family) if (h.isAlive()) h.destroyForcibly();
     }
 
     private static Thread pump(InputStream in, PrintStream to, int rank) {

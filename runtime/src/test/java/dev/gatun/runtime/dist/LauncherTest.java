@@ -144,6 +144,26 @@ class LauncherTest {
     }
 
     @Test
+    void theChildrenOfAFailedRankAreStoppedToo() throws Exception {
+        var args = new ArrayList<>(List.of("--nproc", "2", "--grace", "1", "--"));
+        args.addAll(FAST_JVM);
+        args.addAll(List.of("-cp", CP, RankMain.class.getName(), "--spawn-child", "--fail-rank", "1", "--code", "5"));
+        var r = launch(0, null, args.toArray(String[]::new));
+        assertThat(r.code()).as(r.err()).isEqualTo(5);
+        var children = r.out().lines().filter(l -> l.contains("] child pid ")).map(l -> Long.parseLong(l.substring(l.indexOf("child pid ") + 10).trim())).toList();
+        assertThat(children).hasSize(2);
+        try {
+            long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+            for (long pid : children) {
+                while (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && System.nanoTime() < deadline) Thread.sleep(50);
+                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("child %d of a rank", pid).isFalse();
+            }
+        } finally {
+            for (long pid : children) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+        }
+    }
+
+    @Test
     void jobTimeoutStopsEveryRank() {
         var r = launch(0, null, "--nproc", "1", "--timeout", "1.5", "--grace", "1", "--", "-Xshare:auto", "-cp", CP,
                 RankMain.class.getName(), "--fail-rank", "5");

@@ -12,9 +12,17 @@ import java.util.List;
 public final class RankMain {
     public static void main(String[] args) throws Exception {
         int failRank = -1, code = 0;
+        boolean spawn = false;
         for (int i = 0; i < args.length; i++) {
             if (args[i].equals("--fail-rank")) failRank = Integer.parseInt(args[++i]);
             else if (args[i].equals("--code")) code = Integer.parseInt(args[++i]);
+            else if (args[i].equals("--spawn-child")) spawn = true;
+        }
+        if (spawn) { // a child of this rank that outlives it unless someone stops it
+            Process child = new ProcessBuilder("sleep", "60").start();
+            System.out.println("child pid " + child.pid());
+            System.out.flush();
+            Thread.sleep(300); // long enough for the launcher to see it
         }
         var timeout = Duration.ofSeconds(20);
         try (Rendezvous r = Rendezvous.fromEnvironment()) {
