@@ -80,7 +80,8 @@ public final class GraphBuilder {
 
     /** A graph input; dims are numbers (static) or strings (symbols bound at call time). */
     public Tensor input(String name, DType dtype, Object... dims) {
-        return wrap(b.input(name, new TensorType(dtype, Shape.parse(dims))));
+        if (dtype == null) throw new GraphException("input '" + name + "': the dtype is null");
+        return wrap(b.input(name, new TensorType(dtype, Tensor.shape("input '" + name + "'", dims))));
     }
 
     public Tensor constant(DType dtype, long[] shape, double... values) {

@@ -109,7 +109,7 @@ public final class Tensor {
     public Tensor broadcast(int root, String group) { return collective(CollectiveKind.BROADCAST, null, group, root); }
 
     // ---- views
-    public Tensor reshape(Object... dims) { return graph.op(new Op.Reshape(Shape.parse(dims)), this); }
+    public Tensor reshape(Object... dims) { return graph.op(new Op.Reshape(shape("reshape(" + node.describe() + ")", dims)), this); }
     public Tensor view(Object... dims) { return reshape(dims); }
     public Tensor permute(int... perm) {
         var p = new ArrayList<Integer>();
@@ -130,7 +130,17 @@ public final class Tensor {
     public Tensor t() { return transpose(-2, -1); }
     public Tensor slice(int dim, long start, long end) { return slice(dim, start, end, 1); }
     public Tensor slice(int dim, long start, long end, long step) { return graph.op(new Op.Slice(dim, start, end, step), this); }
-    public Tensor expand(Object... dims) { return graph.op(new Op.Expand(Shape.parse(dims)), this); }
+    public Tensor expand(Object... dims) { return graph.op(new Op.Expand(shape("expand(" + node.describe() + ")", dims)), this); }
+
+    /** Dims as the user wrote them (numbers or symbol names), or an error naming {@code where} and what was wrong. */
+    static Shape shape(String where, Object... dims) {
+        if (dims == null) throw new dev.gatun.ir.GraphException(where + ": the dimensions are null; give numbers or symbol names");
+        try {
+            return Shape.parse(dims);
+        } catch (IllegalArgumentException | NullPointerException e) {
+            throw new dev.gatun.ir.GraphException(where + ": " + (e.getMessage() == null ? "a dimension is null" : e.getMessage()), e);
+        }
+    }
     public Tensor broadcastTo(Object... dims) { return expand(dims); }
 
     /** Marks this tensor as a graph output. */

@@ -13,6 +13,7 @@ import java.util.List;
 import static dev.gatun.ir.DType.F32;
 import static dev.gatun.ir.DType.F64;
 import static dev.gatun.ir.graph.ReduceOp.SUM;
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The bad inputs of issue 2: each fails early, and the message names the op, the tensors and the problem. */
@@ -132,5 +133,61 @@ class BadInputTest {
                 .hasMessageMatching("malformed JSON at line \\d+, column \\d+: expected a value .*found 'relu'");
         assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"relu\"", "\"relux\""))).isInstanceOf(GraphException.class)
                 .hasMessage("graph JSON: node 1 (relux): field 'op': unknown op 'relux'");
+    }
+
+    @Test
+    void hugeShapesAreRefusedWhereTheyAppearNamingTheSize() {
+        var g = Gatun.graph("huge");
+        assertThatThrownBy(() -> g.input("x", F32, 1L << 32, 1L << 31)).isInstanceOf(GraphException.class)
+                .hasMessage("input 'x': f32[4294967296,2147483648] has more elements than 2^63; no tensor can be this large");
+        var x = g.input("y", F32, 1L << 24, 1L << 20);   // 2^44 elements: 64 TiB, still planned
+        assertThatThrownBy(() -> x.expand(1L << 10, 1L << 24, 1L << 20)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("expand('y' f32[16777216,1048576]): f32[1024,16777216,1048576] is 18014398509481984 elements")
+                .hasMessageContaining("at most 256 TiB");
+    }
+
+    @Test
+    void badDimensionsAndNullsNameTheOp() {
+        var g = Gatun.graph("bad");
+        assertThatThrownBy(() -> g.input("x", F32, -1)).isInstanceOf(GraphException.class).hasMessage("input 'x': a dimension cannot be negative: -1");
+        assertThatThrownBy(() -> g.input("x", null, 4)).isInstanceOf(GraphException.class).hasMessage("input 'x': the dtype is null");
+        assertThatThrownBy(() -> g.input("x", F32, (Object[]) null)).isInstanceOf(GraphException.class).hasMessageContaining("input 'x': the dimensions are null");
+        var x = g.input("x", F32, 4);
+        assertThatThrownBy(() -> x.reshape(-2, -2)).isInstanceOf(GraphException.class).hasMessage("reshape('x' f32[4]): a dimension cannot be negative: -2");
+        assertThatThrownBy(() -> x.add((Tensor) null)).isInstanceOf(GraphException.class).hasMessageContaining("add: a tensor argument is null");
+    }
+
+    @Test
+    void integerConstantsKeepTheirValueOrAreRefused() {
+        var g = Gatun.graph("ints");
+        var x = g.input("x", dev.gatun.ir.DType.I32, 4);
+        assertThatThrownBy(() -> x.add(1e20)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("constant of i32: 1.0E20 is not an integer from -2147483648 to 2147483647");
+        assertThatThrownBy(() -> g.scalar(Double.NaN, dev.gatun.ir.DType.I32)).isInstanceOf(GraphException.class).hasMessageContaining("NaN is not an integer");
+        assertThatThrownBy(() -> g.scalar(2, dev.gatun.ir.DType.BOOL)).isInstanceOf(GraphException.class).hasMessageContaining("2.0 is not 0 or 1");
+        x.add(2147483647).mul(-3);                       // in range: fine
+        assertThat(x.add(0.5).dtype()).isEqualTo(F32); // a fraction promotes, as before
+    }
+
+    @Test
+    void namesAreBoundedSoErrorsStayReadable() {
+        String longName = "g".repeat(100_000_000);
+        assertThatThrownBy(() -> Gatun.graph(longName)).isInstanceOf(GraphException.class)
+                .hasMessageStartingWith("a graph name may have at most 256 characters, not 100000000")
+                .satisfies(e -> assertThat(e.getMessage().length()).isLessThan(200));
+        var g = Gatun.graph("names");
+        assertThatThrownBy(() -> g.input("i".repeat(300), F32, 4)).isInstanceOf(GraphException.class).hasMessageContaining("an input name may have at most 256");
+    }
+
+    @Test
+    void aMisspelledJsonFieldIsAnErrorNotDropped() {
+        var g = Gatun.graph("j").world(2);
+        g.output("y", g.input("x", F32, 4).allReduce(dev.gatun.ir.graph.ReduceOp.SUM));
+        String json = GraphJson.toJson(g.build());
+        assertThat(GraphJson.fromJson(json).worldSize()).isEqualTo(2);
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"world_size\"", "\"worldsize\""))).isInstanceOf(GraphException.class)
+                .hasMessageContaining("graph JSON: unknown field 'worldsize'; did you mean 'world_size'?");
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"reduce_op\"", "\"reduceop\""))).isInstanceOf(GraphException.class)
+                .hasMessageContaining("unknown field 'reduceop'; did you mean 'reduce_op'?");
     }
 }

@@ -1,5 +1,7 @@
 package dev.gatun.ir.graph;
 
+import dev.gatun.ir.Dim;
+
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.TensorType;
@@ -91,6 +93,7 @@ public final class Graph {
 
         private Builder(String name) {
             if (name == null || name.isBlank()) throw new GraphException("a graph needs a name");
+            checkName("a graph name", name);
             this.name = name;
             groups.put(ProcessGroup.WORLD_NAME, ProcessGroup.WORLD);
         }
@@ -175,6 +178,9 @@ public final class Graph {
         public Node input(String inputName, TensorType type) {
             checkOpen();
             if (inputName == null || inputName.isBlank()) throw new GraphException("graph '" + name + "': an input needs a name");
+            checkName("graph '" + name + "': an input name", inputName);
+            if (type == null) throw new GraphException("graph '" + name + "': input '" + inputName + "' needs a dtype and a shape");
+            checkSize("input '" + inputName + "'", type);
             if (inputs.containsKey(inputName)) throw new GraphException("graph '" + name + "' already has an input named '" + inputName + "'");
             Node n = new Node(nodes.size(), new Op.Input(inputName), List.of(), type, null, this);
             nodes.add(n);
@@ -188,6 +194,8 @@ public final class Graph {
             if (!s.isStatic()) throw new GraphException("constant: shape " + s + " must be static");
             if (values.length != s.numel())
                 throw new GraphException("constant: " + values.length + " values for shape " + s + " (" + s.numel() + " elements)");
+            checkSize("constant", type);
+            checkValues(values, type.dtype());
             Node n = new Node(nodes.size(), new Op.Constant(values), List.of(), type, null, this);
             nodes.add(n);
             return n;
@@ -209,6 +217,7 @@ public final class Graph {
                 throw new GraphException(op.opName() + ": symmetric region of unknown group '" + symm + "'");
             for (Node a : args) checkOwned(op, a);
             TensorType t = TypeInference.infer(op, args, this);
+            checkSize(op.opName() + "(" + String.join(", ", args.stream().map(Node::describe).toList()) + ")", t);
             Node n = new Node(nodes.size(), op, args, t, symm, this);
             nodes.add(n);
             return n;
@@ -229,6 +238,7 @@ public final class Graph {
             checkOpen();
             checkOwned(null, n);
             if (outputName == null || outputName.isBlank()) throw new GraphException("graph '" + name + "': an output needs a name");
+            checkName("graph '" + name + "': an output name", outputName);
             if (outputs.containsKey(outputName)) throw new GraphException("graph '" + name + "' already has an output named '" + outputName + "'");
             outputs.put(outputName, n);
             return this;
@@ -247,6 +257,45 @@ public final class Graph {
         }
 
         public boolean isBuilt() { return built != null; }
+
+        /** Names go into every error message: a name longer than this is refused (and shown cut short). */
+        static final int MAX_NAME = 256;
+
+        /** The largest tensor Gatun plans (2^48 bytes, 256 TiB): anything larger is a mistake, and overflows offsets soon after. */
+        static final long MAX_TENSOR_BYTES = 1L << 48;
+
+        private static void checkName(String what, String name) {
+            if (name.length() > MAX_NAME)
+                throw new GraphException(what + " may have at most " + MAX_NAME + " characters, not " + name.length() + " ('" + name.substring(0, 32) + "…')");
+        }
+
+        /** Refuses a tensor whose element count or bytes are past what Gatun can address, naming where it came from. */
+        private static void checkSize(String what, TensorType t) {
+            long elements = 1;
+            for (Dim d : t.shape().dims()) {
+                if (!d.isStatic()) continue;
+                try {
+                    elements = Math.multiplyExact(elements, d.size());
+                } catch (ArithmeticException e) {
+                    throw new GraphException(what + ": " + t + " has more elements than 2^63; no tensor can be this large");
+                }
+            }
+            double bytes = (double) elements * t.dtype().byteSize();
+            if (bytes > MAX_TENSOR_BYTES)
+                throw new GraphException(what + ": " + t + " is " + elements + " elements (" + String.format("%.3g", bytes / (1L << 40))
+                        + " TiB); Gatun plans tensors of at most 256 TiB");
+        }
+
+        /** Integer and bool constants must hold exactly the value given: no silent rounding, wrapping or NaN-to-zero. */
+        private static void checkValues(double[] values, dev.gatun.ir.DType t) {
+            if (t.isFloating()) return;
+            double lo = switch (t) { case BOOL -> 0; case INT8 -> Byte.MIN_VALUE; case INT32 -> Integer.MIN_VALUE; default -> Long.MIN_VALUE; };
+            double hi = switch (t) { case BOOL -> 1; case INT8 -> Byte.MAX_VALUE; case INT32 -> Integer.MAX_VALUE; default -> 0x1p63; };
+            for (double v : values)
+                if (!(v >= lo && v < hi + 1 && v == Math.rint(v)))
+                    throw new GraphException("constant of " + t + ": " + v + " is not " + (t == dev.gatun.ir.DType.BOOL ? "0 or 1" : "an integer from "
+                            + (long) lo + " to " + (long) Math.min(hi, Long.MAX_VALUE)) + "; combine with a floating tensor (cast it first) for such values");
+        }
 
         private void checkOpen() {
             if (built != null) throw new GraphException("graph '" + name + "' is already built and cannot change; start a new one with Gatun.graph(\"name\") (graph(\"name\") in jshell)");

@@ -194,6 +194,7 @@ public final class GraphJson {
 
         Graph read(Json root) {
             Json.Obj doc = asObj(root, "graph JSON", "the document");
+            onlyKnown(doc, "graph JSON", "format", "version", "name", "world_size", "groups", "user_ops", "nodes", "outputs");
             String format = str(doc, "format", "graph JSON");
             if (!FORMAT.equals(format))
                 throw new GraphException("graph JSON: field 'format' is \"" + format + "\", expected \"" + FORMAT + "\"");
@@ -209,6 +210,7 @@ public final class GraphJson {
                 Json.Obj go = asObj(gj, "graph JSON: groups", "a group");
                 String gname = str(go, "name", "graph JSON: a group");
                 String where = "graph JSON: group '" + gname + "'";
+                onlyKnown(go, where, "name", "ranks", "slices");
                 var ranks = new ArrayList<Integer>();
                 var slices = new ArrayList<List<Integer>>();
                 if (go.get("slices") != null) {
@@ -233,6 +235,7 @@ public final class GraphJson {
             int index = 0;
             for (Json nj : arr(doc, "nodes", "graph JSON").items()) {
                 Json.Obj no = asObj(nj, "graph JSON: nodes[" + index + "]", "a node");
+                onlyKnown(no, "graph JSON: nodes[" + index + "]", NODE_FIELDS);
                 node(b, no, byId, index++);
             }
 
@@ -328,6 +331,8 @@ public final class GraphJson {
 
         private UserOp userOp(Json.Obj uo) {
             String name = str(uo, "name", "graph JSON: a user op");
+            onlyKnown(uo, "graph JSON: user op '" + name + "'", "name", "inputs", "outputs", "symmetric_inputs", "cuda_source", "kernel_name",
+                    "block_size", "signatures");
             String where = "graph JSON: user op '" + name + "'";
             var inputs = specs(arr(uo, "inputs", where), where, "inputs");
             var outputs = specs(arr(uo, "outputs", where), where, "outputs");
@@ -350,6 +355,7 @@ public final class GraphJson {
             if (sj != null) {
                 for (Json s : asArr(sj, where, "signatures").items()) {
                     Json.Obj so = asObj(s, where + ": signatures", "a signature");
+                    onlyKnown(so, where + ": a signature", "inputs", "outputs");
                     sigs.put(typeList(arr(so, "inputs", where), where), typeList(arr(so, "outputs", where), where));
                 }
             }
@@ -388,6 +394,7 @@ public final class GraphJson {
                 Json.Obj so = asObj(j, where, field);
                 String sname = str(so, "name", where + ": " + field);
                 String w = where + ": " + field + " '" + sname + "'";
+                onlyKnown(so, w, "name", "dtype", "shape");
                 Json dt = so.get("dtype"), sh = so.get("shape");
                 if (dt == null) throw missing(w, "dtype");
                 if (sh == null) throw missing(w, "shape");
@@ -425,6 +432,34 @@ public final class GraphJson {
                 case Json.Bool b -> b.value() ? "true" : "false";
                 default -> j.kind();
             };
+        }
+
+        /** Every field any node may carry (which ones an op needs is checked as it is read). */
+        private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "values", "dims", "keepdim", "shape", "perm",
+                "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "symmetric_group"};
+
+        /** A misspelled or foreign field is an error, not something silently dropped. */
+        private static void onlyKnown(Json.Obj o, String where, String... known) {
+            var allowed = java.util.Set.of(known);
+            for (String k : o.fields().keySet()) {
+                if (allowed.contains(k)) continue;
+                String close = null;
+                for (String a : known) if (close == null && editDistance(k, a) <= 2) close = a;
+                throw new GraphException(where + ": unknown field '" + (k.length() > 64 ? k.substring(0, 64) + "…" : k) + "'"
+                        + (close != null ? "; did you mean '" + close + "'?" : "") + " (fields here: " + String.join(", ", known) + ")");
+            }
+        }
+
+        private static int editDistance(String a, String b) {
+            int[] prev = new int[b.length() + 1], cur = new int[b.length() + 1];
+            for (int j = 0; j <= b.length(); j++) prev[j] = j;
+            for (int i = 1; i <= a.length(); i++) {
+                cur[0] = i;
+                for (int j = 1; j <= b.length(); j++)
+                    cur[j] = Math.min(Math.min(cur[j - 1], prev[j]) + 1, prev[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1));
+                int[] t = prev; prev = cur; cur = t;
+            }
+            return prev[b.length()];
         }
 
         private static Json field(Json.Obj o, String f, String where) {

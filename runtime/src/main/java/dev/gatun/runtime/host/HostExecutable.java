@@ -61,7 +61,7 @@ final class HostExecutable implements Executable {
         for (ProcessGroup g : plan.lowered().graph().groups().values()) groups.put(g.name(), g.slices(world));
         for (int r = 0; r < world; r++) {
             var m = new LinkedHashMap<String, MemorySegment>();
-            for (Pool p : plan.pools()) m.put(p.name(), arena.allocate(Math.max(1, p.allocationBytes()), 128));
+            for (Pool p : plan.pools()) m.put(p.name(), allocate(p, r));
             pools.add(m);
             writeConstants(r);
         }
@@ -78,6 +78,18 @@ final class HostExecutable implements Executable {
         @Override public void run() {
             threads.shutdownNow();
             arena.close();
+        }
+    }
+
+    /** A pool of one simulated rank; every rank's pools live in this JVM, so a pool too large for it is named, not an OutOfMemoryError. */
+    private MemorySegment allocate(Pool p, int rank) {
+        try {
+            return arena.allocate(Math.max(1, p.allocationBytes()), 128);
+        } catch (OutOfMemoryError | IllegalArgumentException e) {
+            arena.close();
+            throw new GatunRuntimeException("plan '" + plan.name() + "': the host backend cannot allocate " + p.name() + " of "
+                    + dev.gatun.ir.ByteSize.format(p.allocationBytes()) + " for rank " + rank + " (" + e.getMessage() + "); it keeps every"
+                    + " simulated rank's pools in this process's memory: run smaller shapes on the host, or this plan on a GPU", e);
         }
     }
 

@@ -136,6 +136,14 @@ class HostSessionTest {
         }
     }
 
+    @Test
+    void aPlanTooLargeForTheHostNamesThePoolInsteadOfRunningOutOfMemory() {
+        var g = Gatun.graph("big");
+        g.output("y", g.input("x", F32, 1L << 20, 1L << 20).add(1));   // 4 TiB
+        assertThatThrownBy(() -> Session.compile(g.build(), CompileOptions.world(1).backend("host"))).isInstanceOf(GatunRuntimeException.class)
+                .hasMessageContaining("plan 'big': the host backend cannot allocate pool").hasMessageContaining("4096 GiB");
+    }
+
     static long rankThreads() {
         return Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().startsWith("gatun-host-rank-") && t.isAlive()).count();
     }
