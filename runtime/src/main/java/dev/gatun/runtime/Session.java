@@ -42,6 +42,7 @@ public final class Session implements AutoCloseable {
     private final AtomicBoolean closed = new AtomicBoolean();
     /** One call at a time (see {@link #run(List)}). */
     private final java.util.concurrent.locks.ReentrantLock running = new java.util.concurrent.locks.ReentrantLock();
+    private volatile boolean aborted;
 
     private Session(Graph graph, CompileOptions options) {
         this.graph = graph;
@@ -123,11 +124,24 @@ public final class Session implements AutoCloseable {
     public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
         running.lock();
         try {
+            if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
             return runAlone(inputsPerRank);
         } finally {
             running.unlock();
         }
     }
+
+    /**
+     * Stops a call in flight on every rank this session drives, promptly (as {@code ncclCommAbort} does): the call
+     * fails with an error saying it was aborted, and the session cannot run again (close it). Safe from any thread; it
+     * does not wait for the call to end. Ranks in other processes wait for this one until their collective timeout.
+     */
+    public void abort() {
+        aborted = true;
+        executable.abort();
+    }
+
+    public boolean isAborted() { return aborted; }
 
     private List<Map<String, NDArray>> runAlone(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
@@ -201,9 +215,21 @@ public final class Session implements AutoCloseable {
                 + (missing.isEmpty() ? "" : "; missing inputs " + missing);
     }
 
-    /** Releases pools and threads; idempotent. */
+    /**
+     * Releases pools and threads; idempotent. From another thread while a call runs, the call is aborted first and
+     * its end awaited, so no rank is left using memory that is being freed.
+     */
     @Override public void close() {
-        if (closed.compareAndSet(false, true)) executable.close();
+        if (!closed.compareAndSet(false, true)) return;
+        if (!running.tryLock()) {
+            abort();
+            running.lock();
+        }
+        try {
+            executable.close();
+        } finally {
+            running.unlock();
+        }
     }
 
     public boolean isClosed() { return closed.get(); }

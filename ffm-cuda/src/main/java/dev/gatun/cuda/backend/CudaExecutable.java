@@ -188,6 +188,21 @@ final class CudaExecutable implements Executable {
     }
 
     @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
+
+    private volatile boolean aborted;
+
+    /**
+     * Stops the call in flight: the collectives' barriers of this session's ranks in this process give up at once
+     * (their kernels end early, without a trap, so the GPU context stays usable) and the call fails. Kernels without
+     * a barrier run to their end. Ranks in other processes wait until their collective timeout.
+     */
+    @Override public void abort() {
+        aborted = true;
+        if (dist != null) dist.abort();
+    }
+
+    /** Aborted here, or by another rank of this session in this process (they share the flag). */
+    private boolean aborted() { return aborted || (dist != null && dist.wasAborted()); }
     Device device() { return device; }
     Stream stream() { return stream; }
 
@@ -265,8 +280,11 @@ final class CudaExecutable implements Executable {
 
     @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
+        if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "' was aborted and cannot run again; compile a new session");
         try {
-            return List.of(new CudaRun(this, inputsPerRank.getFirst()).run());
+            var out = List.of(new CudaRun(this, inputsPerRank.getFirst()).run());
+            if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "': the call was aborted (Session.abort); its results are void");
+            return out;
         } catch (CudaException e) {
             String hint = dist == null ? "" : "; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind"
                     + " and this rank's collective gave up waiting for it";

@@ -101,7 +101,13 @@ final class Distributed implements AutoCloseable {
         // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
         // its context), a rank still loading must not wait for a peer's collective that spins until this rank
         // arrives: no rank launches before every rank has loaded everything.
-        rendezvous.barrier(prefix + "/loaded", timeout);
+        this.abortFlag = abortFlag(prefix, device.ordinal());
+        try {
+            rendezvous.barrier(prefix + "/loaded", timeout);
+        } catch (RuntimeException e) {
+            releaseAbortFlag(prefix);
+            throw e;
+        }
     }
 
     private void loadKernels(String planName) {
@@ -131,6 +137,42 @@ final class Distributed implements AutoCloseable {
             if (c != null) comms.put(e.getKey(), c);
         }
     }
+
+    /**
+     * Set by {@link #abort}: a word of pinned host memory every spin of the collectives' barriers reads now and then.
+     * The ranks of this session in this process share it (threads mode), so an abort stops all of them.
+     */
+    private final dev.gatun.cuda.PinnedHostBuffer abortFlag;
+
+    /** A session's abort flag and the ranks of this process using it; the last to close frees it. */
+    private record AbortFlag(Device device, dev.gatun.cuda.PinnedHostBuffer buffer, AtomicInteger users) {}
+
+    /** Abort flags by session, for the ranks of one session that are threads of this process. */
+    private static final Map<String, AbortFlag> ABORT_FLAGS = new HashMap<>();
+
+    private static synchronized dev.gatun.cuda.PinnedHostBuffer abortFlag(String session, int ordinal) {
+        var f = ABORT_FLAGS.computeIfAbsent(session, k -> {
+            Device d = Device.open(ordinal);
+            var b = d.allocatePinned(4);
+            b.segment().set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 0);
+            return new AbortFlag(d, b, new AtomicInteger());
+        });
+        f.users().incrementAndGet();
+        return f.buffer();
+    }
+
+    private static synchronized void releaseAbortFlag(String session) {
+        var f = ABORT_FLAGS.get(session);
+        if (f == null || f.users().decrementAndGet() > 0) return;
+        ABORT_FLAGS.remove(session);
+        f.device().close(); // closes the buffer with it
+    }
+
+    /** Makes every barrier of this session's ranks in this process give up: their kernels end early, no trap. */
+    void abort() { abortFlag.segment().set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 1); }
+
+    /** Whether this session was aborted, by this rank or another rank of it in this process. */
+    boolean wasAborted() { return abortFlag.segment().get(java.lang.foreign.ValueLayout.JAVA_INT, 0) != 0; }
 
     /** Whether another rank runs on this rank's GPU. */
     boolean sharesGpu() { return colocated > 1; }
@@ -168,7 +210,8 @@ final class Distributed implements AutoCloseable {
         } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
         kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
-                call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos);
+                call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
+                abortFlag.address());
     }
 
     /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */
@@ -194,7 +237,8 @@ final class Distributed implements AutoCloseable {
             Slot s = i < slots.size() ? slots.get(i) : new Slot(0, 0, 0);
             args.addAll(List.of(s.offset(), s.out(), s.n()));
         }
-        args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos));
+        args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
+                abortFlag.address()));
         kernels.get("one_shot_multi_" + suffix(t)).launch(launchConfig(most, t, stream), args.toArray());
     }
 
@@ -203,7 +247,7 @@ final class Distributed implements AutoCloseable {
         var g = heap.group(group);
         if (g == null) return;
         kernels.get("gatun_barrier").launch(new LaunchConfig(Dim3.of(1), Dim3.of(32), 0, stream),
-                g.padTable().address(), g.groupRank(), g.members().size(), g.epochs().address(), timeoutNanos);
+                g.padTable().address(), g.groupRank(), g.members().size(), g.epochs().address(), timeoutNanos, abortFlag.address());
     }
 
     void nccl(Step.Collective c, long in, long out, long n, DType t, Stream stream) {
@@ -267,5 +311,6 @@ final class Distributed implements AutoCloseable {
     @Override public void close() {
         for (NcclComm c : comms.values()) c.close();
         heap.close();
+        releaseAbortFlag(prefix);
     }
 }

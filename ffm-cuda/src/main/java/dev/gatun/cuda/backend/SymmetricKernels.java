@@ -48,8 +48,10 @@ final class SymmetricKernels {
                 return t;
             }
 
-            // Barrier of block blockIdx.x among `world` ranks. pads[r] is rank r's pad: [block][peer] slots.
-            __device__ void block_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {
+            // Barrier of block blockIdx.x among `world` ranks. pads[r] is rank r's pad: [block][peer] slots. Where the
+            // host sets *abort (pinned host memory, Session.abort), the spin gives up at once, without a trap: the
+            // kernel ends early, the call fails on the host, and the context stays usable.
+            __device__ void block_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns, const volatile u32* abort) {
                 __shared__ u32 epoch;
                 __syncthreads();
                 if (threadIdx.x == 0) {
@@ -68,6 +70,7 @@ final class SymmetricKernels {
                     u64 start = now_ns();
                     unsigned spins = 0;
                     while ((int) (ld_acquire_sys(mine) - e) < 0) {
+                        if ((spins & 1023u) == 1023u && *abort) break;
                         if ((++spins & 1023u) == 0 && now_ns() - start > timeout_ns) {
                             printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d (block %d, epoch %u)\\n",
                                    rank, (u64) (timeout_ns / 1000000ull), peer, (int) blockIdx.x, e);
@@ -228,14 +231,14 @@ final class SymmetricKernels {
             // slot the tiles that block of every peer will read (path 2's copy, fused: no separate copy node),
             // and the first barrier publishes them.
             #define COLLECTIVE_ARGS const char* const* peers, long long offset, void* out, const char* local, long long n, \
-                                    int rank, int world, int op, u32* const* pads, u32* epochs, u64 timeout_ns
+                                    int rank, int world, int op, u32* const* pads, u32* epochs, u64 timeout_ns, const volatile u32* abort
             #define MINE ((char*) (peers[rank] + offset))
 
             template <typename T> __device__ void one_shot(COLLECTIVE_ARGS) {
                 if (local) copy_range<T>(local, MINE, 0, 0, n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 reduce_range<T>(peers, offset, out, 0, 0, n, world, op);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
 
             // Slices are multiples of 8 elements so each stays 16-byte aligned. Rank r reduces slice r and stores the
@@ -247,10 +250,10 @@ final class SymmetricKernels {
                 long long chunk = ((n + world - 1) / world + 7) / 8 * 8;
                 if (local)
                     for (int p = 0; p < world; p++) copy_range<T>(local, MINE, 0, p * chunk, p * chunk + chunk < n ? p * chunk + chunk : n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 long long b = rank * chunk, e = b + chunk < n ? b + chunk : n;
                 if (b < e) reduce_range<T>(peers, offset, out, 0, b, e, world, op, true);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 for (int p = 0; p < world; p++) {
                     long long pb = p * chunk, pe = pb + chunk < n ? pb + chunk : n;
                     if (p != rank && pb < pe) copy_range<T>(MINE, out, 0, pb, pe);
@@ -262,25 +265,25 @@ final class SymmetricKernels {
                 long long m = n / world;
                 if (local)
                     for (int p = 0; p < world; p++) copy_range<T>(local, MINE, 0, p * m, p * m + m);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 reduce_range<T>(peers, offset, out, rank * m, rank * m, rank * m + m, world, op);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
 
             template <typename T> __device__ void all_gather(COLLECTIVE_ARGS) {
                 if (local) copy_range<T>(local, MINE, 0, 0, n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 for (int p = 0; p < world; p++) copy_range<T>(peers[p] + offset, (char*) out + p * n * sizeof(T), 0, 0, n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
 
             // op: the root's index in the group. Every rank copies the root's slot; the second barrier keeps the
             // root's slot from being reused before every rank has read it.
             template <typename T> __device__ void broadcast(COLLECTIVE_ARGS) {
                 if (local && rank == op) copy_range<T>(local, MINE, 0, 0, n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 copy_range<T>(peers[op] + offset, out, 0, 0, n);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
 
             // Up to four independent one-shot all-reduces of one group in one launch: one barrier before and
@@ -288,23 +291,23 @@ final class SymmetricKernels {
             #define MULTI_ARGS const char* const* peers, int count, long long o0, void* d0, long long n0, \
                                long long o1, void* d1, long long n1, long long o2, void* d2, long long n2, \
                                long long o3, void* d3, long long n3, int rank, int world, int op, \
-                               u32* const* pads, u32* epochs, u64 timeout_ns
+                               u32* const* pads, u32* epochs, u64 timeout_ns, const volatile u32* abort
             template <typename T> __device__ void one_shot_multi(MULTI_ARGS) {
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 reduce_range<T>(peers, o0, d0, 0, 0, n0, world, op);
                 if (count > 1) reduce_range<T>(peers, o1, d1, 0, 0, n1, world, op);
                 if (count > 2) reduce_range<T>(peers, o2, d2, 0, 0, n2, world, op);
                 if (count > 3) reduce_range<T>(peers, o3, d3, 0, 0, n3, world, op);
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
             #define INSTANTIATE_MULTI(T, SUFFIX) \
                 extern "C" __global__ void __launch_bounds__(512) one_shot_multi_##SUFFIX(MULTI_ARGS) { \
-                    one_shot_multi<T>(peers, count, o0, d0, n0, o1, d1, n1, o2, d2, n2, o3, d3, n3, rank, world, op, pads, epochs, timeout_ns); }
+                    one_shot_multi<T>(peers, count, o0, d0, n0, o1, d1, n1, o2, d2, n2, o3, d3, n3, rank, world, op, pads, epochs, timeout_ns, abort); }
             INSTANTIATE_MULTI(float, f32) INSTANTIATE_MULTI(__half, f16) INSTANTIATE_MULTI(__nv_bfloat16, bf16)
 
             #define INSTANTIATE(NAME, T, SUFFIX) \\
                 extern "C" __global__ void __launch_bounds__(512) NAME##_##SUFFIX(COLLECTIVE_ARGS) { \\
-                    NAME<T>(peers, offset, out, local, n, rank, world, op, pads, epochs, timeout_ns); }
+                    NAME<T>(peers, offset, out, local, n, rank, world, op, pads, epochs, timeout_ns, abort); }
             #define ALL_TYPES(NAME) INSTANTIATE(NAME, float, f32) INSTANTIATE(NAME, __half, f16) INSTANTIATE(NAME, __nv_bfloat16, bf16)
             ALL_TYPES(one_shot)
             ALL_TYPES(two_shot)
@@ -328,8 +331,8 @@ final class SymmetricKernels {
             }
 
             // A barrier alone, for plan steps that need one where no collective gives it.
-            extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns) {
-                block_barrier(pads, rank, world, epochs, timeout_ns);
+            extern "C" __global__ void gatun_barrier(u32* const* pads, int rank, int world, u32* epochs, u64 timeout_ns, const volatile u32* abort) {
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
             }
             """;
 }

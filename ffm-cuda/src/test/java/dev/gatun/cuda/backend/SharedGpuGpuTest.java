@@ -129,6 +129,42 @@ class SharedGpuGpuTest {
         });
     }
 
+    /**
+     * Rank 0 calls while rank 1 does not, so rank 0's collective spins; Session.abort from another thread stops it at
+     * once (not at the 60 s timeout), rank 1's session of the same world is aborted with it, and the GPU stays usable.
+     */
+    @Test
+    void abortStopsASpinningCollectivePromptlyAndTheGpuStaysUsable() {
+        LocalWorld.run(2, rv -> {
+            int rank = rv.rank();
+            var in = Map.of("x", NDArray.full(F32, rank + 1, 8, 8));
+            try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(2, rv).timeout(java.time.Duration.ofSeconds(60)))) {
+                assertThat(s.run(in).get("d").toFloatArray()).containsOnly(42f); // both ranks: captured, warm
+                rv.barrier("warm");
+                if (rank == 0) {
+                    var abortLater = Thread.ofPlatform().start(() -> {
+                        try {
+                            Thread.sleep(500);
+                        } catch (InterruptedException e) {
+                            return;
+                        }
+                        s.abort();
+                    });
+                    long t0 = System.nanoTime();
+                    assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
+                    assertThat(System.nanoTime() - t0).as("stopped by the abort, not the timeout").isLessThan(java.time.Duration.ofSeconds(10).toNanos());
+                    abortLater.join();
+                }
+                rv.barrier("aborted");
+                assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
+            }
+            // no trap, no sticky error: the GPU runs the next session right
+            try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(2, rv))) {
+                for (int i = 0; i < 10; i++) assertThat(s.run(in).get("d").toFloatArray()).containsOnly(42f);
+            }
+        });
+    }
+
     @Test
     void aWorldLargerThanTheGpusWithoutSharingSaysHowToShare() {
         int gpus = dev.gatun.cuda.Device.count();

@@ -116,6 +116,8 @@ final class HostExecutable implements Executable {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         if (unusable != null) throw new GatunRuntimeException("plan '" + plan.name() + "' cannot run again: " + unusable + "; close the session and compile a new one");
         var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());
+        current = hw;
+        if (aborted) hw.fail(-1, new HostWorld.Stopped("aborted"));
         var futures = new ArrayList<Future<Map<String, NDArray>>>();
         var finished = new java.util.concurrent.atomic.AtomicIntegerArray(world);
         for (int r = 0; r < world; r++) {
@@ -171,8 +173,21 @@ final class HostExecutable implements Executable {
                         + " not free for another call";
         }
         HostWorld.Failure f = hw.failure();
+        if (aborted) throw new GatunRuntimeException("graph '" + plan.name() + "': the call was aborted (Session.abort) and its ranks stopped");
         if (f != null) throw failed(f, stuck);
         return out;
+    }
+
+    /** The call in flight (or the last one). */
+    private volatile HostWorld current;
+    private volatile boolean aborted;
+
+    /** Fails the call in flight: every rank stops at its next barrier or wait, and waiting ranks wake at once. */
+    @Override public void abort() {
+        aborted = true;
+        unusable = "it was aborted";
+        HostWorld hw = current;
+        if (hw != null) hw.fail(-1, new HostWorld.Stopped("the call was aborted"));
     }
 
     /** How long ranks get to stop after the first failure before the call returns without them. */

@@ -76,7 +76,8 @@ final class HostWorld {
 
     void checkFailed(int rank) {
         Failure f = failure.get();
-        if (f != null && f.rank() != rank) throw new Stopped("rank " + rank + " stopped because rank " + f.rank() + " failed");
+        if (f != null && f.rank() != rank)
+            throw new Stopped("rank " + rank + " stopped because " + (f.rank() < 0 ? "the call was aborted" : "rank " + f.rank() + " failed"));
     }
 
     /** With random delays on, sometimes sleeps up to 2 ms. */

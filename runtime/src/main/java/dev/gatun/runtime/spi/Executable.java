@@ -13,5 +13,12 @@ public interface Executable extends AutoCloseable {
     /** Runs every rank this process drives; inputs and outputs per rank. Inputs are already validated. */
     List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank);
 
+    /**
+     * Stops a call in flight on every rank this process drives, promptly, as {@code ncclCommAbort} does: its ranks
+     * stop waiting for each other and the call fails; the executable cannot run again. Safe from any thread; returns
+     * without waiting for the call to end.
+     */
+    void abort();
+
     @Override void close();
 }
