@@ -223,7 +223,7 @@ public final class GpuSuite {
     private void run(String workload, String variant, DType t, String shape, long bytes, Graph graph, CompileOptions options,
                      Map<String, NDArray> in, String output, double[] ref, double tol) {
         String chosen = Lowering.lower(graph, options.lowering()).realizations().stream()
-                .map(r -> r.algorithm().opName() + (workload.equals("input_path") ? " " + r.path() : "")).distinct()
+                .map(r -> (r.algorithm() == null ? "identity" : r.algorithm().opName()) + (workload.equals("input_path") ? " " + r.path() : "")).distinct()
                 .reduce((a, b) -> a + "+" + b).orElse(null);
         var modes = new ArrayList<>(List.of("replay", "eager"));
         try (var exe = executable(graph, options)) {
