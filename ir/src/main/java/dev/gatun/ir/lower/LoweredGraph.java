@@ -15,6 +15,8 @@ public final class LoweredGraph {
     private final Graph graph;
     private final LoweringOptions options;
     private final List<Buffer> buffers;
+    /** Buffers by name: backends look buffers up per step and element, so a scan made large graphs quadratic. */
+    private final Map<String, Buffer> byName;
     private final Map<String, InputBuffer> inputs;
     private final Map<String, Buffer> outputs;
     private final List<Realization> realizations;
@@ -25,6 +27,8 @@ public final class LoweredGraph {
         this.graph = graph;
         this.options = options;
         this.buffers = List.copyOf(buffers);
+        this.byName = new java.util.HashMap<>(this.buffers.size() * 2);
+        for (Buffer b : this.buffers) byName.put(b.name(), b);
         this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(inputs));
         this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(outputs));
         this.realizations = List.copyOf(realizations);
@@ -43,7 +47,8 @@ public final class LoweredGraph {
     public List<String> decisions() { return decisions; }
 
     public Buffer buffer(String name) {
-        for (Buffer b : buffers) if (b.name().equals(name)) return b;
+        Buffer b = byName.get(name);
+        if (b != null) return b;
         throw new IllegalArgumentException("no buffer named '" + name + "' in lowered graph '" + graph.name() + "'");
     }
 
