@@ -35,14 +35,7 @@ final class HostCollectives {
             case ONE_SHOT -> {
                 r.barrier(call.group(), where + " (start)");
                 r.world().maybeDelay(r.rank());
-                for (long i = 0; i < n; i++) {
-                    double acc = 0;
-                    for (int k = 0; k < members.size(); k++) {
-                        double v = Elements.get(r.peer(members.get(k), c.input()), t, i);
-                        acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
-                    }
-                    Elements.set(out, t, i, finish(call.reduceOp(), acc, members.size()));
-                }
+                reduceInto(r, c, members, t, 0, n, out, 0);
                 r.barrier(call.group(), where + " (end)");
             }
             case TWO_SHOT -> {
@@ -52,14 +45,7 @@ final class HostCollectives {
                 MemorySegment mine = r.peer(r.rank(), c.input());
                 r.barrier(call.group(), where + " (start)");
                 r.world().maybeDelay(r.rank());
-                for (long i = me * chunk; i < Math.min(n, (me + 1) * chunk); i++) {
-                    double acc = 0;
-                    for (int k = 0; k < size; k++) {
-                        double v = Elements.get(r.peer(members.get(k), c.input()), t, i);
-                        acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
-                    }
-                    Elements.set(mine, t, i, finish(call.reduceOp(), acc, size));
-                }
+                reduceInto(r, c, members, t, me * chunk, Math.min(n, (me + 1) * chunk), mine, me * chunk);
                 r.barrier(call.group(), where + " (reduced)");
                 r.world().maybeDelay(r.rank());
                 for (int k = 0; k < size; k++) {
@@ -75,14 +61,7 @@ final class HostCollectives {
                 switch (call.kind()) {
                     case REDUCE_SCATTER -> {
                         long m = r.numel(outB);
-                        for (long i = 0; i < m; i++) {
-                            double acc = 0;
-                            for (int k = 0; k < size; k++) {
-                                double v = Elements.get(r.peer(members.get(k), c.input()), t, me * m + i);
-                                acc = k == 0 ? v : combine(call.reduceOp(), acc, v);
-                            }
-                            Elements.set(out, t, i, finish(call.reduceOp(), acc, size));
-                        }
+                        reduceInto(r, c, members, t, me * m, me * m + m, out, 0);
                     }
                     case ALL_GATHER -> {
                         for (int k = 0; k < size; k++) {
@@ -127,6 +106,22 @@ final class HostCollectives {
             }
         }
         r.barrier(call.group(), c.format() + " (done)");
+    }
+
+    /**
+     * Elements [begin, end) of every member's input slot, combined in member order (so every rank gets the same bits)
+     * and finished (avg divides), written to {@code to} from index {@code toFirst} on.
+     */
+    private static void reduceInto(HostExecutable.RankRun r, Step.Collective c, List<Integer> members, DType t, long begin, long end,
+                                   MemorySegment to, long toFirst) {
+        ReduceOp op = c.call().reduceOp();
+        var peers = new MemorySegment[members.size()];
+        for (int k = 0; k < peers.length; k++) peers[k] = r.peer(members.get(k), c.input());
+        for (long i = begin; i < end; i++) {
+            double acc = Elements.get(peers[0], t, i);
+            for (int k = 1; k < peers.length; k++) acc = combine(op, acc, Elements.get(peers[k], t, i));
+            Elements.set(to, t, toFirst + (i - begin), finish(op, acc, peers.length));
+        }
     }
 
     static double combine(ReduceOp op, double acc, double v) {
