@@ -1,7 +1,6 @@
 package dev.gatun.cuda.backend;
 
 import dev.gatun.cuda.Device;
-import dev.gatun.cuda.DeviceAttribute;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.Kernel;
@@ -21,7 +20,6 @@ import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.dist.Fingerprints;
 import dev.gatun.runtime.dist.Rendezvous;
 
-import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;

@@ -180,7 +180,7 @@ public final class Graph {
             if (inputName == null || inputName.isBlank()) throw new GraphException("graph '" + name + "': an input needs a name");
             checkName("graph '" + name + "': an input name", inputName);
             if (type == null) throw new GraphException("graph '" + name + "': input '" + inputName + "' needs a dtype and a shape");
-            checkSize("input '" + inputName + "'", type);
+            checkSize(type, () -> "input '" + inputName + "'");
             if (inputs.containsKey(inputName)) throw new GraphException("graph '" + name + "' already has an input named '" + inputName + "'");
             Node n = new Node(nodes.size(), new Op.Input(inputName), List.of(), type, null, this);
             nodes.add(n);
@@ -194,7 +194,7 @@ public final class Graph {
             if (!s.isStatic()) throw new GraphException("constant: shape " + s + " must be static");
             if (values.length != s.numel())
                 throw new GraphException("constant: " + values.length + " values for shape " + s + " (" + s.numel() + " elements)");
-            checkSize("constant", type);
+            checkSize(type, () -> "constant");
             checkValues(values, type.dtype());
             Node n = new Node(nodes.size(), new Op.Constant(values), List.of(), type, null, this);
             nodes.add(n);
@@ -217,7 +217,7 @@ public final class Graph {
                 throw new GraphException(op.opName() + ": symmetric region of unknown group '" + symm + "'");
             for (Node a : args) checkOwned(op, a);
             TensorType t = TypeInference.infer(op, args, this);
-            checkSize(op.opName() + "(" + String.join(", ", args.stream().map(Node::describe).toList()) + ")", t);
+            checkSize(t, () -> op.opName() + "(" + String.join(", ", args.stream().map(Node::describe).toList()) + ")");
             Node n = new Node(nodes.size(), op, args, t, symm, this);
             nodes.add(n);
             return n;
@@ -269,20 +269,23 @@ public final class Graph {
                 throw new GraphException(what + " may have at most " + MAX_NAME + " characters, not " + name.length() + " ('" + name.substring(0, 32) + "…')");
         }
 
-        /** Refuses a tensor whose element count or bytes are past what Gatun can address, naming where it came from. */
-        private static void checkSize(String what, TensorType t) {
+        /**
+         * Refuses a tensor whose element count or bytes are past what Gatun can address, naming where it came from
+         * ({@code where} is built only then: this runs for every node).
+         */
+        private static void checkSize(TensorType t, java.util.function.Supplier<String> where) {
             long elements = 1;
             for (Dim d : t.shape().dims()) {
                 if (!d.isStatic()) continue;
                 try {
                     elements = Math.multiplyExact(elements, d.size());
                 } catch (ArithmeticException e) {
-                    throw new GraphException(what + ": " + t + " has more elements than 2^63; no tensor can be this large");
+                    throw new GraphException(where.get() + ": " + t + " has more elements than 2^63; no tensor can be this large");
                 }
             }
             double bytes = (double) elements * t.dtype().byteSize();
             if (bytes > MAX_TENSOR_BYTES)
-                throw new GraphException(what + ": " + t + " is " + elements + " elements (" + String.format("%.3g", bytes / (1L << 40))
+                throw new GraphException(where.get() + ": " + t + " is " + elements + " elements (" + String.format("%.3g", bytes / (1L << 40))
                         + " TiB); Gatun plans tensors of at most 256 TiB");
         }
 

@@ -235,7 +235,7 @@ public final class GraphJson {
             int index = 0;
             for (Json nj : arr(doc, "nodes", "graph JSON").items()) {
                 Json.Obj no = asObj(nj, "graph JSON: nodes[" + index + "]", "a node");
-                onlyKnown(no, "graph JSON: nodes[" + index + "]", NODE_FIELDS);
+                onlyKnown(no, "graph JSON: nodes[" + index + "]", NODE_FIELD_SET, NODE_FIELDS);
                 node(b, no, byId, index++);
             }
 
@@ -438,9 +438,12 @@ public final class GraphJson {
         private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "values", "dims", "keepdim", "shape", "perm",
                 "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "symmetric_group"};
 
+        private static final java.util.Set<String> NODE_FIELD_SET = java.util.Set.of(NODE_FIELDS);
+
         /** A misspelled or foreign field is an error, not something silently dropped. */
-        private static void onlyKnown(Json.Obj o, String where, String... known) {
-            var allowed = java.util.Set.of(known);
+        private static void onlyKnown(Json.Obj o, String where, String... known) { onlyKnown(o, where, java.util.Set.of(known), known); }
+
+        private static void onlyKnown(Json.Obj o, String where, java.util.Set<String> allowed, String[] known) {
             for (String k : o.fields().keySet()) {
                 if (allowed.contains(k)) continue;
                 String close = null;

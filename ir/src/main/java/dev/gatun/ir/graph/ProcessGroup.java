@@ -102,20 +102,13 @@ public record ProcessGroup(String name, List<Integer> ranks, List<List<Integer>>
     /** The disjoint sets of ranks that run this group's collectives together: the world, the explicit ranks, or the axis' slices. */
     public List<List<Integer>> slices(int worldSize) {
         if (!slices.isEmpty()) return slices;
-        return List.of(members(worldSize));
+        return List.of(ranks.isEmpty() ? IntStream.range(0, worldSize).boxed().toList() : ranks);
     }
 
     /** The ranks {@code rank} runs this group's collectives with, in ascending order; empty when it is not a member. */
     public List<Integer> members(int worldSize, int rank) {
         for (List<Integer> s : slices(worldSize)) if (s.contains(rank)) return s;
         return List.of();
-    }
-
-    /** The ranks of this group in a world of the given size; for a mesh axis, every rank of every slice. */
-    public List<Integer> members(int worldSize) {
-        if (!slices.isEmpty()) return IntStream.range(0, meshWorldSize()).boxed().toList();
-        if (ranks.isEmpty()) return IntStream.range(0, worldSize).boxed().toList();
-        return ranks;
     }
 
     @Override public String toString() {

@@ -131,7 +131,7 @@ public final class Lowering {
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
                     new ExternCall.Matmul(), List.of(contiguous(arg(n, 0), "matmul"), contiguous(arg(n, 1), "matmul")), n.id())));
-            case Op.Collective c -> oneRank(n, c) ? identity(n, c) : new BufferValue(collective(n, c));
+            case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
@@ -328,7 +328,7 @@ public final class Lowering {
     }
 
     /** Whether the collective runs among one rank (a world of one, or a group or mesh slice of one rank). */
-    private boolean oneRank(Node n, Op.Collective c) {
+    private boolean oneRank(Op.Collective c) {
         return graph.groups().get(c.group()).size(options.worldSize()) == 1;
     }
 

@@ -211,9 +211,6 @@ final class HostExecutable implements Executable {
                 + (world > 1 ? "; the other ranks stopped" : "") + left, c);
     }
 
-    /** The ranks {@code rank} runs the group's collectives with; empty when it is outside the group. */
-    List<Integer> members(String group, int rank) { return HostWorld.sliceOf(groups.get(group), rank); }
-
     @Override public void close() {
         if (closed.compareAndSet(false, true)) cleanup.clean();
     }
