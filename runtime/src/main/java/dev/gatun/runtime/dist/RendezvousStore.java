@@ -200,18 +200,22 @@ public final class RendezvousStore implements AutoCloseable {
     void handshakeDeadline(Duration d) { handshakeDeadline = d; }
 
     private void serve(Socket s) {
-        Connection conn;
+        Connection conn = null;
+        String dropped = null;
         var cutOff = timer.schedule(() -> closeQuietly(s), handshakeDeadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
         try {
             conn = handshake(s);
         } catch (IOException | RuntimeException e) {
-            logRejection("dropped a connection from " + s.getRemoteSocketAddress() + " during the handshake: "
-                    + (cutOff.isDone() ? "not finished within " + Wire.human(handshakeDeadline) : e.getMessage()));
-            closeQuietly(s);
-            return;
+            dropped = cutOff.isDone() ? "not finished within " + Wire.human(handshakeDeadline)
+                    : e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
         } finally {
             cutOff.cancel(false);
             pending.release();
+        }
+        if (dropped != null) { // counted once its place among the pending handshakes is free again
+            logRejection("dropped a connection from " + s.getRemoteSocketAddress() + " during the handshake: " + dropped);
+            closeQuietly(s);
+            return;
         }
 
         if (conn == null) {

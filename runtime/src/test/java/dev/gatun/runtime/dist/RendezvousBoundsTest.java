@@ -43,8 +43,9 @@ class RendezvousBoundsTest {
     @Test
     @Timeout(30)
     void aClientTricklingBytesIsCutOffAtTheHandshakeDeadline() throws Exception {
-        try (var store = RendezvousStore.start(2, SECRET); var s = new Socket(store.address().getAddress(), store.address().getPort())) {
-            store.handshakeDeadline(Duration.ofMillis(800));
+        try (var store = RendezvousStore.start(2, SECRET)) {
+            store.handshakeDeadline(Duration.ofMillis(800)); // before connecting: the deadline is taken when the handshake starts
+            var s = new Socket(store.address().getAddress(), store.address().getPort());
             assertThat(hello(s)).isTrue();
             var out = new java.io.DataOutputStream(s.getOutputStream());
             out.writeInt(Wire.MAGIC);   // a well-formed start, so only the deadline can stop what follows
@@ -69,6 +70,7 @@ class RendezvousBoundsTest {
             assertThat(cut).as("the store closed the connection").isTrue();
             assertThat(ms).isLessThan(5_000);
             waitFor(() -> store.rejectedConnections() == 1);
+            s.close();
         }
     }
 
@@ -92,7 +94,9 @@ class RendezvousBoundsTest {
             } finally {
                 for (Socket s : silent) s.close();
             }
-            // the silent ones ran out of time; a rank that knows the secret still gets in
+            // every silent handshake ended (and gave its place back) once it is counted as dropped
+            waitFor(() -> store.rejectedConnections() >= RendezvousStore.MAX_PENDING_HANDSHAKES + 6);
+            // a rank that knows the secret still gets in
             try (var rank = Rendezvous.connect(store.address(), 0, 0, 1, SECRET, Duration.ofSeconds(10))) {
                 rank.set("k", new byte[]{1});
                 assertThat(rank.get("k")).containsExactly(1);
