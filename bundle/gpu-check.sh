@@ -25,15 +25,15 @@ for s in "${stages[@]}"; do
   echo "=== $s"
   case $s in
     tests) timeout 420 $B 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "tests (successful|failed|skipped|found)|MethodSource|=> |Exception" | tail -40 ;;
-    backend) timeout 200 $B --include-package dev.gatun.cuda.backend 2>&1 | tee "$OUT/backend-tests.log" | grep -E "tests (successful|failed|found)|=> |MethodSource" | tail -30 ;;
-    shared) for n in ${SHARED_RANKS:-2 3 4}; do echo "--- $n ranks as threads on GPU 0"; timeout 400 $B --main dev.gatun.cuda.backend.MultiGpuCheck --threads "$n" --ranks-per-gpu "$n" ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/shared-$n.log" | tail -8; done ;;
-    shared-processes) timeout 120 $B --main dev.gatun.runtime.dist.Launcher --nproc 2 --ranks-per-gpu 2 "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 2 10 2>&1 | tee "$OUT/shared-processes.log" | tail -6 ;;
-    multi) timeout 280 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/multi.log" | tail -25 ;;
-    bench-pointwise) timeout 80 $B --main dev.gatun.cuda.backend.PointwiseBenchmark 24 200 2>&1 | tee "$OUT/pointwise.log" | tail -12 ;;
-    fault) timeout 90 $B --main dev.gatun.runtime.dist.Launcher --nproc 2 "${JOPT[@]}" --main dev.gatun.cuda.backend.FaultCheck 2>&1 | tee "$OUT/fault.log" | grep -E "GATUN_BARRIER_TIMEOUT|FAULT|first call|stayed|stopped after|exited" | cut -c1-400 ;;
-    nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
-    threads) timeout 120 $B --main dev.gatun.cuda.backend.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
-    vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.dist.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.cuda.backend.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
+    backend) timeout 200 $B --include-package dev.gatun.runtime.cuda 2>&1 | tee "$OUT/backend-tests.log" | grep -E "tests (successful|failed|found)|=> |MethodSource" | tail -30 ;;
+    shared) for n in ${SHARED_RANKS:-2 3 4}; do echo "--- $n ranks as threads on GPU 0"; timeout 400 $B --main dev.gatun.runtime.cuda.MultiGpuCheck --threads "$n" --ranks-per-gpu "$n" ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/shared-$n.log" | tail -8; done ;;
+    shared-processes) timeout 120 $B --main dev.gatun.runtime.distributed.Launcher --nproc 2 --ranks-per-gpu 2 "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck 2 10 2>&1 | tee "$OUT/shared-processes.log" | tail -6 ;;
+    multi) timeout 280 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck ${MULTI_ARGS:-20 200} 2>&1 | tee "$OUT/multi.log" | tail -25 ;;
+    bench-pointwise) timeout 80 $B --main dev.gatun.runtime.cuda.PointwiseBenchmark 24 200 2>&1 | tee "$OUT/pointwise.log" | tail -12 ;;
+    fault) timeout 90 $B --main dev.gatun.runtime.distributed.Launcher --nproc 2 "${JOPT[@]}" --main dev.gatun.runtime.cuda.FaultCheck 2>&1 | tee "$OUT/fault.log" | grep -E "GATUN_BARRIER_TIMEOUT|FAULT|first call|stayed|stopped after|exited" | cut -c1-400 ;;
+    nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
+    threads) timeout 120 $B --main dev.gatun.runtime.cuda.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
+    vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
     launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;
   esac
 done

@@ -35,8 +35,8 @@ nvidia-smi topo -m >> "$OUT/machine.txt" 2>&1
 
 for W in ${WORLDS//,/ }; do
   if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
-  [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPUs" && timeout 1200 $B --main dev.gatun.runtime.dist.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
-    --main dev.gatun.cuda.backend.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
+  [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPUs" && timeout 1200 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
+    --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
     | grep -v "^WARNING"
   # PyTorch: the all-reduce in one process; torch.compile needs one process per shape and mode
   [ "$TORCH" = 1 ] || continue

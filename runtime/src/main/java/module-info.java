@@ -6,7 +6,7 @@ module dev.gatun.runtime {
     exports dev.gatun.runtime;
     exports dev.gatun.runtime.spi;
     exports dev.gatun.runtime.reference;
-    exports dev.gatun.runtime.dist;
+    exports dev.gatun.runtime.distributed;
 
     uses dev.gatun.runtime.spi.Backend;
     provides dev.gatun.runtime.spi.Backend with dev.gatun.runtime.host.HostBackend;

@@ -28,8 +28,8 @@ class RequiresGpuTest {
     @Test
     void withoutAGpuEachGpuTestIsReportedSkippedWithTheReason() throws ClassNotFoundException {
         assumeFalse(Cuda.isAvailable(), "this machine has a GPU, so the GPU tests run");
-        for (String name : List.of("dev.gatun.cuda.DeviceGpuTest", "dev.gatun.cuda.backend.CudaBackendGpuTest",
-                "dev.gatun.cuda.backend.SharedGpuGpuTest")) {
+        for (String name : List.of("dev.gatun.cuda.DeviceGpuTest", "dev.gatun.runtime.cuda.CudaBackendGpuTest",
+                "dev.gatun.runtime.cuda.SharedGpuGpuTest")) {
             Class<?> cls = Class.forName(name);
             var skipped = new LinkedHashMap<String, String>();
             var notSuccessful = new ArrayList<String>();

@@ -185,11 +185,12 @@ class OffsetAssignerTest {
         }
     }
 
-    /** Every instance of the shared benchmark folder, when this machine has it. */
+    /** Every instance of a folder of MiniMalloc benchmarks named by -Dgatun.minimalloc.dir, when given. */
     @Test
-    void allSharedMiniMallocInstances() throws IOException {
-        Path dir = Path.of("/work/shared/benchmarks/minimalloc-challenging");
-        assumeTrue(Files.isDirectory(dir), "no shared MiniMalloc benchmarks here");
+    void allMiniMallocInstancesOfAFolder() throws IOException {
+        String given = System.getProperty("gatun.minimalloc.dir");
+        assumeTrue(given != null && Files.isDirectory(Path.of(given)), "no folder of MiniMalloc instances given (-Dgatun.minimalloc.dir)");
+        Path dir = Path.of(given);
         try (Stream<Path> files = Files.list(dir)) {
             for (Path f : files.filter(p -> p.toString().endsWith(".csv")).sorted().toList())
                 checkInstance(f.getFileName().toString(), parse(Files.readString(f)));

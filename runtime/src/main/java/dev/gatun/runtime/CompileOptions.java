@@ -11,7 +11,7 @@ import java.time.Duration;
  * and the host backend's fault-finding knobs (random rank delays, collective timeout).
  */
 public record CompileOptions(LoweringOptions lowering, PlanOptions planning, String backend, long delaySeed,
-                             Duration timeout, boolean cudaGraphs, dev.gatun.runtime.dist.Rendezvous rendezvous, int ranksPerGpu) {
+                             Duration timeout, boolean cudaGraphs, dev.gatun.runtime.distributed.Rendezvous rendezvous, int ranksPerGpu) {
 
     public CompileOptions {
         if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new IllegalArgumentException("timeout must be positive");
@@ -57,9 +57,9 @@ public record CompileOptions(LoweringOptions lowering, PlanOptions planning, Str
 
     /**
      * This session is one rank of a world whose ranks meet through {@code r}: one thread per GPU in one process
-     * (with {@link dev.gatun.runtime.dist.LocalWorld}), instead of one process per GPU started by gatun-run.
+     * (with {@link dev.gatun.runtime.distributed.LocalWorld}), instead of one process per GPU started by gatun-run.
      */
-    public CompileOptions rank(dev.gatun.runtime.dist.Rendezvous r) {
+    public CompileOptions rank(dev.gatun.runtime.distributed.Rendezvous r) {
         return new CompileOptions(lowering, planning, backend, delaySeed, timeout, cudaGraphs, r, ranksPerGpu);
     }
 

@@ -23,9 +23,9 @@ public final class HostBackend implements Backend {
         return null;
     }
     /** The launcher's description of this process, or null where it was not started as a rank (or says nonsense). */
-    private static dev.gatun.runtime.dist.LaunchEnvironment launchedRank() {
+    private static dev.gatun.runtime.distributed.LaunchEnvironment launchedRank() {
         try {
-            return dev.gatun.runtime.dist.LaunchEnvironment.current();
+            return dev.gatun.runtime.distributed.LaunchEnvironment.current();
         } catch (RuntimeException e) {
             return null;
         }

@@ -1,0 +1,122 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.Cuda;
+import dev.gatun.cuda.CudaProbe;
+import dev.gatun.planner.Plan;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.distributed.LaunchEnvironment;
+import dev.gatun.runtime.spi.Backend;
+import dev.gatun.runtime.spi.Executable;
+
+/**
+ * Runs plans on an NVIDIA GPU: generated kernels compiled with NVRTC, cuBLAS for matmul, pools as device
+ * allocations, capturable partitions replayed as CUDA graphs. One rank per process (the GPU named by
+ * {@code LOCAL_RANK}, default 0).
+ */
+public final class CudaBackend implements Backend {
+    /** VMM granularity of H100/H200; communication pools round up to it so they can later be mapped by peers. */
+    static final long GRANULARITY = 2L << 20;
+
+    @Override public String name() { return "cuda"; }
+
+    @Override public int priority() { return 10; }
+
+    @Override public String unavailableReason() {
+        CudaProbe p = Cuda.probe();
+        if (!p.available()) return p.summary();
+        return p.deviceCount() > 0 ? null : "unavailable: no CUDA device";
+    }
+
+    /**
+     * One rank per process (a world of one, or this process started as one rank of the world by gatun-run), or one
+     * rank per thread with a rendezvous; each rank's GPU must exist (several ranks share one with ranksPerGpu).
+     */
+    @Override public String cannotRun(CompileOptions options) {
+        int worldSize = options.worldSize();
+        if (worldSize == 1) return null;
+        var job = LaunchEnvironment.current();
+        if (options.rendezvous() != null || (job != null && job.worldSize() == worldSize)) {
+            int k = ranksPerGpu(options), gpu = gpu(options);
+            int gpus = dev.gatun.cuda.Device.count();
+            if (gpu < gpus) return null;
+            return "local rank " + localRank(options) + " has no GPU: this machine has " + gpus + (k > 1 ? " and " + k + " ranks share each" : "")
+                    + " (a world of " + worldSize + " needs " + Math.ceilDiv(worldSize, k) + "; ranksPerGpu(" + Math.ceilDiv(worldSize, gpus)
+                    + ") or gatun-run --ranks-per-gpu " + Math.ceilDiv(worldSize, gpus) + " lets ranks share GPUs)";
+        }
+        return "the CUDA backend drives one rank per process and this session has " + worldSize
+                + " ranks; start one process per GPU with gatun-run, or use the host backend to simulate the ranks";
+    }
+
+    /**
+     * Ranks sharing a GPU (set by {@code gatun-run --ranks-per-gpu} in GATUN_RANKS_PER_GPU) enter the options here;
+     * without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
+     * falls back to NCCL, and the log says so.
+     */
+    @Override public CompileOptions adapt(CompileOptions options) {
+        int world = options.worldSize();
+        if (world == 1) return options;
+        if (ranksPerGpu(options) != options.ranksPerGpu()) options = options.ranksPerGpu(ranksPerGpu(options));
+        if (!options.lowering().symmetricMemory()) return options;
+        var job = options.rendezvous() == null ? LaunchEnvironment.current() : null;
+        if (job != null && job.localWorldSize() != null && job.localWorldSize() < world) {
+            System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
+                    "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, job.localWorldSize());
+            return options.symmetricMemory(false);
+        }
+        int used = Math.ceilDiv(world, options.ranksPerGpu()), gpus = dev.gatun.cuda.Device.count();
+        if (used > gpus) return options;
+        String missing = missingPeerAccess(used);
+        if (missing != null) {
+            System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING, "{0}: every collective falls back to NCCL", missing);
+            return options.symmetricMemory(false);
+        }
+        return options;
+    }
+
+    /** Ranks per GPU: the options' own when they ask for sharing, else GATUN_RANKS_PER_GPU for processes gatun-run started. */
+    static int ranksPerGpu(CompileOptions options) {
+        if (options.ranksPerGpu() > 1 || options.rendezvous() != null) return options.ranksPerGpu();
+        String k = System.getenv("GATUN_RANKS_PER_GPU");
+        return k == null || k.isBlank() ? 1 : Integer.parseInt(k.trim());
+    }
+
+    /** This rank's GPU: its local rank divided by the ranks that share each GPU. */
+    static int gpu(CompileOptions options) { return localRank(options) / ranksPerGpu(options); }
+
+    private static final java.util.Map<Integer, java.util.Optional<String>> PEER_ACCESS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** The first pair of the world's GPUs without peer access, or null; asked once per process and world size. */
+    static String missingPeerAccess(int world) {
+        return PEER_ACCESS.computeIfAbsent(world, w -> {
+            for (int i = 0; i < w; i++)
+                for (int j = 0; j < w; j++)
+                    if (i != j && !dev.gatun.cuda.Device.canAccessPeer(i, j))
+                        return java.util.Optional.of("GPUs " + i + " and " + j + " have no peer access");
+            return java.util.Optional.empty();
+        }).orElse(null);
+    }
+
+    /** The GPU of this rank: the rendezvous' local rank in threads mode, else LOCAL_RANK (default 0). */
+    static int localRank(CompileOptions options) {
+        return options.rendezvous() != null ? options.rendezvous().localRank() : localRank();
+    }
+
+    /** This process's local rank as its launcher (gatun-run, torchrun, Slurm, Open MPI) says; 0 when none started it. */
+    static int localRank() {
+        var job = LaunchEnvironment.current();
+        return job == null ? 0 : job.localRank();
+    }
+
+    @Override public long commGranularity() { return GRANULARITY; }
+
+    @Override public String generatedSource(dev.gatun.planner.Plan plan) {
+        var sb = new StringBuilder();
+        for (var k : plan.kernels())
+            sb.append(CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype()).source()).append('\n');
+        return sb.toString();
+    }
+
+    @Override public Executable load(Plan plan, CompileOptions options) {
+        return new CudaExecutable(plan, options, gpu(options));
+    }
+}

@@ -1,0 +1,737 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.graph.PointwiseFn;
+import dev.gatun.ir.graph.ReduceFn;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.runtime.DTypes;
+
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * CUDA C for the planner's fused kernels, computing what the host backend's kernel interpreter computes.
+ *
+ * <p><b>ABI.</b> {@code extern "C" __global__ void <name>(const IN0* in0, ..., OUT0* out0, ..., long long sym, ...)}:
+ * input pointers in {@link Kernel#inputs()} order (each points at the buffer's storage: loads add their own
+ * offsets), output pointers in {@link Kernel#stores()} order (each points at element 0 of a row-major output),
+ * then one {@code long long} per shape symbol, in {@link KernelSource#symbols()} (sorted) order. Element types:
+ * f16 {@code __half}, bf16 {@code __nv_bfloat16}, f32 {@code float}, f64 {@code double}, i8 {@code signed char},
+ * i32 {@code int}, i64 {@code long long}, bool {@code bool} (one byte, 0 or 1). No {@code __restrict__}: an output
+ * may alias an input, and every element's loads happen before its stores.
+ *
+ * <p><b>Arithmetic.</b> Each op's result is rounded to its dtype, as the reference does: f16/bf16 values live in
+ * {@code float} variables holding half-representable values (each op computes in float, then rounds through the
+ * half type), f32 computes in float, f64 in double, integers in {@code long long} and wrap to their width,
+ * division, pow and transcendental functions of integer dtype compute in double and truncate. Float-to-integer
+ * conversions truncate toward zero through {@code long long} (saturating, NaN to 0, then wrapping, as Java's
+ * {@code (int) (long) v}); conversions to bool are {@code != 0}.
+ *
+ * <p><b>Pointwise kernels</b>: a grid-stride loop of one thread per output element with 64-bit indices. When every
+ * load reads either the output's own row-major element or one fixed element (a broadcast), a 16-byte vector path
+ * handles {@code 16 / (largest element size)} elements per step whenever all the pointers it touches are aligned
+ * (checked in the kernel); the remainder, or everything when misaligned, goes through the scalar loop.
+ *
+ * <p><b>Reductions</b>: one block per output element (grid-stride over outputs), each thread accumulating a strided
+ * part of the reduction range, then a tree: warp shuffles, one partial per warp in shared memory, a last warp
+ * shuffle. The block size must be a multiple of 32 (see {@link KernelSource#geometry}); any reduction length,
+ * including 0, works. Accumulators: float for f16/bf16/f32, double for f64, {@code long long} for integers and
+ * bool; MEAN divides by the count (NaN for an empty range); MAX/MIN propagate NaN.
+ *
+ * <p>Multiplications use {@code __fmul_rn}/{@code __dmul_rn}, which the compiler never contracts into an FMA with a
+ * following add (an FMA rounds once where the reference rounds twice, which matters under cancellation); compiling
+ * with {@code --fmad=false} also keeps the helpers' internal arithmetic uncontracted.
+ *
+ * <p>The source needs {@code --include-path=<cuda>/include} (for {@code cuda_fp16.h} / {@code cuda_bf16.h}, which
+ * it includes only when a half type occurs), {@code -std=c++17} (the default of NVRTC 12+) and the device's
+ * {@code --gpu-architecture}; it must not be compiled with {@code --use_fast_math} (NaN tests, accurate erf/exp).
+ */
+final class CudaCodegen {
+    private CudaCodegen() {}
+
+    private static final Pattern IDENT = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
+
+    /** Names the generated code uses itself, C++ keywords and CUDA built-ins: symbols so named get a prefix. */
+    private static final Set<String> RESERVED = Set.of(
+            "o", "r", "v", "l", "d", "o_rem", "r_rem", "total", "count", "step", "start", "nvec", "acc", "lane", "warp", "warps",
+            "partial", "tid", "aligned", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+            "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+            "extern", "false", "float", "for", "goto", "if", "inline", "int", "long", "register", "return", "short",
+            "signed", "sizeof", "static", "struct", "switch", "true", "typedef", "union", "unsigned", "void",
+            "volatile", "while", "class", "new", "delete", "this", "template", "typename", "namespace", "using",
+            "operator", "private", "public", "protected", "virtual", "friend", "try", "catch", "throw", "alignas",
+            "alignof", "constexpr", "decltype", "noexcept", "nullptr", "static_assert", "thread_local", "explicit",
+            "mutable", "export", "asm", "and", "or", "not", "xor", "bitand", "bitor", "compl", "and_eq", "or_eq",
+            "xor_eq", "not_eq", "char16_t", "char32_t", "wchar_t", "const_cast", "static_cast", "dynamic_cast",
+            "reinterpret_cast", "typeid", "concept", "requires", "co_await", "co_yield", "co_return", "char8_t",
+            "consteval", "constinit",
+            "exp", "expf", "log", "logf", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "sin", "sinf", "cos", "cosf", "tanh",
+            "tanhf", "pow", "powf", "fabs", "fabsf", "erf", "erff", "fmax", "fmaxf", "fmin", "fminf", "min", "max",
+            "NAN", "INFINITY");
+    private static final Pattern RESERVED_FORM = Pattern.compile("(?:i|n|t|in|out|x|y)\\d+|sym_.*|gt_.*|__.*|_[A-Z].*");
+
+    /** dtypeOf maps each input/output buffer name to its dtype. */
+    static KernelSource generate(Kernel k, Function<String, DType> dtypeOf) {
+        if (!IDENT.matcher(k.name()).matches()) throw new IllegalArgumentException("kernel name is not a C identifier: " + k.name());
+        return new Gen(k, dtypeOf).run();
+    }
+
+    /** The C type a value of {@code t} is computed in (half types compute in float). */
+    static String valueType(DType t) {
+        return switch (t) {
+            case BOOL -> "bool";
+            case INT8 -> "signed char";
+            case INT32 -> "int";
+            case INT64 -> "long long";
+            case FLOAT16, BFLOAT16, FLOAT32 -> "float";
+            case FLOAT64 -> "double";
+        };
+    }
+
+    /** The C type of a buffer element of {@code t}. */
+    static String storageType(DType t) {
+        return switch (t) {
+            case FLOAT16 -> "__half";
+            case BFLOAT16 -> "__nv_bfloat16";
+            default -> valueType(t);
+        };
+    }
+
+    /** Arithmetic domains: what an op computes in before rounding to its dtype. */
+    private enum Domain {
+        FLOAT("float", DType.FLOAT32), DOUBLE("double", DType.FLOAT64), LONG("long long", DType.INT64);
+
+        final String c;
+        final DType type;
+
+        Domain(String c, DType type) { this.c = c; this.type = type; }
+
+        static Domain of(DType t) {
+            return switch (t) {
+                case FLOAT64 -> DOUBLE;
+                case FLOAT16, BFLOAT16, FLOAT32 -> FLOAT;
+                default -> LONG;
+            };
+        }
+    }
+
+    private static final class Gen {
+        final Kernel k;
+        final DType[] inTypes, outTypes;
+        final Map<String, String> symbolNames = new TreeMap<>();
+        final Set<String> helpers = new LinkedHashSet<>();
+        final int rank, dims;
+        final StringBuilder body = new StringBuilder();
+        boolean usesF16, usesBF16;
+        /** Iteration dims some load's index uses; locals some store, later local or the reduction uses. */
+        final Set<Integer> usedDims = new TreeSet<>();
+        final boolean[] usedLocals;
+
+        Gen(Kernel k, Function<String, DType> dtypeOf) {
+            this.k = k;
+            inTypes = new DType[k.inputs().size()];
+            for (int i = 0; i < inTypes.length; i++) inTypes[i] = require(dtypeOf, k.inputs().get(i));
+            outTypes = new DType[k.stores().size()];
+            for (int i = 0; i < outTypes.length; i++) outTypes[i] = require(dtypeOf, k.stores().get(i).buffer());
+            rank = k.ranges().size();
+            dims = rank + k.reductionRanges().size();
+            if (k.locals().isEmpty() && !k.stores().isEmpty()) throw new IllegalArgumentException("kernel " + k.name() + " stores but has no locals");
+            for (var s : k.stores())
+                if (s.local() < 0 || s.local() >= k.locals().size())
+                    throw new IllegalArgumentException("kernel " + k.name() + " stores local t" + s.local() + " it does not have");
+            var syms = new TreeSet<String>();
+            k.ranges().forEach(x -> syms.addAll(x.symbols()));
+            k.reductionRanges().forEach(x -> syms.addAll(x.symbols()));
+            for (KExpr e : k.locals()) collectSymbols(e, syms);
+            for (String s : syms) symbolNames.put(s, IDENT.matcher(s).matches() && !RESERVED.contains(s) && !RESERVED_FORM.matcher(s).matches() ? s : "sym_" + sanitize(s));
+            for (DType t : inTypes) noteType(t);
+            for (DType t : outTypes) noteType(t);
+            for (KExpr e : k.locals()) noteTypes(e);
+            usedLocals = new boolean[k.locals().size()];
+            for (var s : k.stores()) usedLocals[s.local()] = true;
+            if (k.isReduction() && !k.locals().isEmpty()) usedLocals[k.locals().size() - 1] = true;
+            for (int i = k.locals().size() - 1; i >= 0; i--) if (usedLocals[i]) markUses(k.locals().get(i));
+        }
+
+        private void markUses(KExpr e) {
+            switch (e) {
+                case KExpr.Local l -> {
+                    if (l.index() >= 0 && l.index() < usedLocals.length) usedLocals[l.index()] = true;
+                }
+                case KExpr.Apply a -> a.args().forEach(this::markUses);
+                case KExpr.Cast c -> markUses(c.x());
+                case KExpr.Load l -> {
+                    // a pointwise kernel indexes contiguous and broadcast loads without the digits of its index
+                    if (!k.isReduction() && access(l) != Access.GENERAL) return;
+                    for (int d = 0; d < Math.min(dims, l.strides().size()); d++) if (!l.strides().get(d).equals(SymInt.ZERO)) usedDims.add(d);
+                }
+                default -> {}
+            }
+        }
+
+        private static DType require(Function<String, DType> dtypeOf, String buffer) {
+            DType t = dtypeOf.apply(buffer);
+            if (t == null) throw new IllegalArgumentException("no dtype for buffer " + buffer);
+            return t;
+        }
+
+        private static String sanitize(String s) { return s.replaceAll("[^A-Za-z0-9_]", "_"); }
+
+        private void noteType(DType t) {
+            if (t == DType.FLOAT16) usesF16 = true;
+            if (t == DType.BFLOAT16) usesBF16 = true;
+        }
+
+        private void noteTypes(KExpr e) {
+            noteType(e.dtype());
+            switch (e) {
+                case KExpr.Apply a -> a.args().forEach(this::noteTypes);
+                case KExpr.Cast c -> noteTypes(c.x());
+                default -> {}
+            }
+        }
+
+        private static void collectSymbols(KExpr e, Set<String> out) {
+            switch (e) {
+                case KExpr.Load l -> {
+                    out.addAll(l.offset().symbols());
+                    l.strides().forEach(s -> out.addAll(s.symbols()));
+                }
+                case KExpr.Apply a -> a.args().forEach(x -> collectSymbols(x, out));
+                case KExpr.Cast c -> collectSymbols(c.x(), out);
+                default -> {}
+            }
+        }
+
+        // ------------------------------------------------------------------ the kernel
+
+        KernelSource run() {
+            int vw = k.isReduction() ? 1 : vectorWidth();
+            if (k.isReduction()) reductionBody(); else pointwiseBody(vw);
+
+            var src = new StringBuilder();
+            src.append("// ").append(k.name()).append(": ").append(k.ops().isEmpty() ? "(no ops)" : String.join(", ", k.ops()))
+                    .append(k.isReduction() ? " (" + k.reduce().opName() + " reduction)" : "").append('\n');
+            src.append("// generated by Gatun's CUDA backend from the planner's kernel:\n");
+            for (String line : k.source().split("\n")) src.append("//   ").append(line).append('\n');
+            if (usesF16) src.append("#include <cuda_fp16.h>\n");
+            if (usesBF16) src.append("#include <cuda_bf16.h>\n");
+            if (usesF16 || usesBF16) src.append('\n');
+            if (vw > 1) src.append("template <typename T, int N> struct alignas(sizeof(T) * N) gt_vec { T e[N]; };\n\n");
+            for (String h : helpers) src.append(helperSource(h));
+            if (!helpers.isEmpty()) src.append('\n');
+
+            int block = k.isReduction() ? KernelSource.MAX_REDUCTION_BLOCK : KernelSource.POINTWISE_BLOCK;
+            src.append("extern \"C\" __global__ void __launch_bounds__(").append(block).append(") ").append(k.name()).append("(\n");
+            var params = new ArrayList<String>();
+            var notes = new ArrayList<String>();
+            for (int i = 0; i < inTypes.length; i++) {
+                params.add("const " + storageType(inTypes[i]) + "* in" + i);
+                notes.add(k.inputs().get(i) + " (" + inTypes[i] + ")");
+            }
+            for (int i = 0; i < outTypes.length; i++) {
+                var s = k.stores().get(i);
+                params.add(storageType(outTypes[i]) + "* out" + i);
+                notes.add(s.buffer() + " (" + outTypes[i] + ") <- " + (k.isReduction() ? k.reduce().opName() + " of t" + s.local() : "t" + s.local()));
+            }
+            for (var e : symbolNames.entrySet()) {
+                params.add("long long " + e.getValue());
+                notes.add("symbol " + e.getKey());
+            }
+            if (params.isEmpty()) src.append("    void)\n");
+            for (int i = 0; i < params.size(); i++) {
+                String p = "    " + params.get(i) + (i + 1 < params.size() ? "," : ")");
+                src.append(p).append(" ".repeat(Math.max(1, 44 - p.length()))).append("// ").append(notes.get(i)).append('\n');
+            }
+            src.append("{\n").append(body).append("}\n");
+            return new KernelSource(k.name(), src.toString(), List.copyOf(symbolNames.keySet()), k.isReduction(), vw,
+                    k.ranges(), k.reductionRanges());
+        }
+
+        /** Iteration-space extents n0.. (ranges, then reduction ranges) and the counts. */
+        private void extents() {
+            for (int d = 0; d < dims; d++) {
+                SymInt r = d < rank ? k.ranges().get(d) : k.reductionRanges().get(d - rank);
+                line(1, "const long long n" + d + " = " + sym(r) + ";", "i" + d + " < " + r + (d >= rank ? " (reduced)" : ""));
+            }
+            line(1, "const long long total = " + product(0, rank) + ";", k.isReduction() ? "output elements" : "elements");
+            if (k.isReduction()) line(1, "const long long count = " + product(rank, dims) + ";", "elements reduced into each output");
+        }
+
+        private String product(int from, int to) {
+            if (from == to) return "1";
+            var parts = new ArrayList<String>();
+            for (int d = from; d < to; d++) parts.add("n" + d);
+            return String.join(" * ", parts);
+        }
+
+        /**
+         * Row-major digits of {@code linear} (which is below the product of the extents) over dims from..to-1; only
+         * the digits some load uses are declared.
+         */
+        private void unravel(int indent, String linear, int from, int to) {
+            int first = to;
+            for (int d = from; d < to; d++) if (usedDims.contains(d)) { first = d; break; }
+            if (first == to) return;
+            if (first == to - 1 && first == from) {
+                line(indent, "const long long i" + from + " = " + linear + ";", null);
+                return;
+            }
+            String rem = linear + "_rem";
+            line(indent, "long long " + rem + " = " + linear + ";", null);
+            for (int d = to - 1; d > first; d--)
+                line(indent, (usedDims.contains(d) ? "const long long i" + d + " = " + rem + " % n" + d + "; " : "") + rem + " /= n" + d + ";", null);
+            line(indent, "const long long i" + first + " = " + rem + (first == from ? "" : " % n" + first) + ";", null);
+        }
+
+        // ------------------------------------------------------------------ pointwise
+
+        /** How a pointwise load addresses memory, relative to the output's row-major index. */
+        private enum Access { CONTIGUOUS, BROADCAST, GENERAL }
+
+        private Access access(KExpr.Load l) {
+            SymInt rowMajor = SymInt.ONE;
+            boolean contiguous = true, broadcast = true;
+            for (int d = rank - 1; d >= 0; d--) {
+                SymInt r = k.ranges().get(d);
+                SymInt s = d < l.strides().size() ? l.strides().get(d) : SymInt.ZERO;
+                if (!r.equals(SymInt.ONE)) {
+                    if (!s.equals(rowMajor)) contiguous = false;
+                    if (!s.equals(SymInt.ZERO)) broadcast = false;
+                }
+                rowMajor = rowMajor.times(r);
+            }
+            return broadcast ? Access.BROADCAST : contiguous ? Access.CONTIGUOUS : Access.GENERAL;
+        }
+
+        private List<KExpr.Load> loads() {
+            var out = new ArrayList<KExpr.Load>();
+            for (int i = 0; i < k.locals().size(); i++) if (usedLocals[i]) loads(k.locals().get(i), out);
+            return out;
+        }
+
+        private static void loads(KExpr e, List<KExpr.Load> out) {
+            switch (e) {
+                case KExpr.Load l -> out.add(l);
+                case KExpr.Apply a -> a.args().forEach(x -> loads(x, out));
+                case KExpr.Cast c -> loads(c.x(), out);
+                default -> {}
+            }
+        }
+
+        /** Elements per 16-byte vector, or 1 where the layout rules the vector path out. */
+        private int vectorWidth() {
+            if (k.stores().isEmpty()) return 1;
+            int widest = 1;
+            for (DType t : outTypes) widest = Math.max(widest, t.byteSize());
+            for (KExpr.Load l : loads()) {
+                Access a = access(l);
+                if (a == Access.GENERAL) return 1;
+                if (a == Access.CONTIGUOUS) widest = Math.max(widest, inTypes[l.input()].byteSize());
+            }
+            int vw = 16 / widest;
+            SymInt total = SymInt.ONE;
+            for (SymInt r : k.ranges()) total = total.times(r);
+            if (vw < 2 || (total.isConstant() && total.constant() < vw)) return 1;
+            return vw;
+        }
+
+        private void pointwiseBody(int vw) {
+            extents();
+            line(1, "const long long step = (long long) gridDim.x * blockDim.x;", null);
+            line(1, "const long long tid = (long long) blockIdx.x * blockDim.x + threadIdx.x;", null);
+            boolean general = loads().stream().anyMatch(l -> access(l) == Access.GENERAL);
+            String start = "0";
+            if (vw > 1) {
+                start = "start";
+                line(1, "long long start = 0;", null);
+                // the contiguous inputs and every output, each read or written as one aligned vector of vw elements
+                var checks = new ArrayList<String>();
+                for (KExpr.Load l : loads())
+                    if (access(l) == Access.CONTIGUOUS) {
+                        String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + sym(l.offset()));
+                        String check = aligned(base, inTypes[l.input()], vw);
+                        if (!checks.contains(check)) checks.add(check);
+                    }
+                for (int s = 0; s < outTypes.length; s++) checks.add(aligned("out" + s, outTypes[s], vw));
+                body.append("    // 16-byte vectors of ").append(vw).append(" elements when every pointer they touch is aligned\n");
+                body.append("    if (").append(String.join("\n        && ", checks)).append(") {\n");
+                line(2, "const long long nvec = total / " + vw + ";", null);
+                line(2, "for (long long v = tid; v < nvec; v += step) {", null);
+                line(3, "const long long o = v * " + vw + ";", null);
+                // one vector load per distinct contiguous load (input and offset)
+                var vectorOf = new TreeMap<String, String>();
+                int x = 0;
+                for (KExpr.Load l : loads()) {
+                    if (access(l) != Access.CONTIGUOUS) continue;
+                    String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + sym(l.offset()));
+                    if (vectorOf.containsKey(base)) continue;
+                    String name = "x" + x++;
+                    vectorOf.put(base, name);
+                    String vt = "gt_vec<" + storageType(inTypes[l.input()]) + ", " + vw + ">";
+                    line(3, "const " + vt + " " + name + " = *reinterpret_cast<const " + vt + "*>(" + base + " + o);", k.inputs().get(l.input()));
+                }
+                for (int s = 0; s < outTypes.length; s++)
+                    line(3, "gt_vec<" + storageType(outTypes[s]) + ", " + vw + "> y" + s + ";", null);
+                line(3, "#pragma unroll", null);
+                line(3, "for (int l = 0; l < " + vw + "; l++) {", null);
+                Function<KExpr.Load, String> vecLoad = l -> access(l) == Access.CONTIGUOUS
+                        ? vectorOf.get("in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + sym(l.offset()))) + ".e[l]"
+                        : "in" + l.input() + "[" + sym(l.offset()) + "]";
+                locals(4, vecLoad);
+                for (int s = 0; s < outTypes.length; s++) {
+                    var st = k.stores().get(s);
+                    line(4, "y" + s + ".e[l] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", null);
+                }
+                line(3, "}", null);
+                for (int s = 0; s < outTypes.length; s++) {
+                    String vt = "gt_vec<" + storageType(outTypes[s]) + ", " + vw + ">";
+                    line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer());
+                }
+                line(2, "}", null);
+                line(2, "start = nvec * " + vw + ";", null);
+                line(1, "}", null);
+                body.append("    // scalar loop: ").append(vw > 1 ? "the tail, or everything when a pointer is misaligned\n" : "\n");
+            }
+            String begin = start.equals("0") ? "tid" : "start + tid";
+            line(1, "for (long long o = " + begin + "; o < total; o += step) {", null);
+            if (general) unravel(2, "o", 0, rank);
+            Function<KExpr.Load, String> scalarLoad = l -> switch (access(l)) {
+                case CONTIGUOUS -> "in" + l.input() + "[" + (l.offset().equals(SymInt.ZERO) ? "o" : sym(l.offset()) + " + o") + "]";
+                case BROADCAST -> "in" + l.input() + "[" + sym(l.offset()) + "]";
+                case GENERAL -> "in" + l.input() + "[" + index(l) + "]";
+            };
+            locals(2, scalarLoad);
+            for (int s = 0; s < outTypes.length; s++) {
+                var st = k.stores().get(s);
+                line(2, "out" + s + "[o] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer());
+            }
+            line(1, "}", null);
+        }
+
+        private static String aligned(String pointer, DType t, int vw) {
+            return "(reinterpret_cast<unsigned long long>(" + pointer + ") % " + (t.byteSize() * vw) + " == 0)";
+        }
+
+        // ------------------------------------------------------------------ reduction
+
+        private void reductionBody() {
+            ReduceFn fn = k.reduce();
+            KExpr last = k.locals().getLast();
+            Domain acc = Domain.of(last.dtype());
+            String init = switch (fn) {
+                case SUM, MEAN -> acc == Domain.LONG ? "0LL" : acc == Domain.DOUBLE ? "0.0" : "0.0f";
+                case MAX -> acc == Domain.LONG ? "(-9223372036854775807LL - 1)" : negInf(acc);
+                case MIN -> acc == Domain.LONG ? "9223372036854775807LL" : posInf(acc);
+            };
+            extents();
+            line(1, "__shared__ " + acc.c + " partial[32];", "one partial result per warp");
+            line(1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;", "blockDim.x is a multiple of 32");
+            line(1, "for (long long o = blockIdx.x; o < total; o += gridDim.x) {", "one output element per block");
+            unravel(2, "o", 0, rank);
+            line(2, acc.c + " acc = " + init + ";", fn.opName() + " accumulator");
+            line(2, "for (long long r = threadIdx.x; r < count; r += blockDim.x) {", null);
+            unravel(3, "r", rank, dims);
+            locals(3, l -> "in" + l.input() + "[" + index(l) + "]");
+            String v = convert("t" + (k.locals().size() - 1), last.dtype(), acc.type);
+            line(3, "acc = " + combine(fn, acc, "acc", v) + ";", null);
+            line(2, "}", null);
+            line(2, "// tree: within each warp, then across the warps' partial results", null);
+            line(2, "for (int d = 16; d > 0; d >>= 1) acc = " + combine(fn, acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", null);
+            line(2, "if (lane == 0) partial[warp] = acc;", null);
+            line(2, "__syncthreads();", null);
+            line(2, "if (warp == 0) {", null);
+            line(3, "acc = lane < warps ? partial[lane] : " + init + ";", null);
+            line(3, "for (int d = 16; d > 0; d >>= 1) acc = " + combine(fn, acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", null);
+            String result = "acc";
+            DType resultType = acc.type;
+            if (fn == ReduceFn.MEAN) {
+                Domain m = acc == Domain.LONG ? Domain.DOUBLE : acc;
+                String a = acc == Domain.LONG ? "(double) acc" : "acc";
+                result = "(count == 0 ? " + nan(m) + " : " + a + " / (" + m.c + ") count)";
+                resultType = m.type;
+            }
+            line(3, "if (lane == 0) out0[o] = " + store(result, resultType, outTypes[0]) + ";", k.stores().getFirst().buffer());
+            line(2, "}", null);
+            line(2, "__syncthreads();", "partial[] is reused by the next output");
+            line(1, "}", null);
+        }
+
+        private String combine(ReduceFn fn, Domain d, String a, String b) {
+            return switch (fn) {
+                case SUM, MEAN -> a + " + " + b;
+                case MAX -> helper("max", d) + "(" + a + ", " + b + ")";
+                case MIN -> helper("min", d) + "(" + a + ", " + b + ")";
+            };
+        }
+
+        // ------------------------------------------------------------------ expressions
+
+        private void locals(int indent, Function<KExpr.Load, String> load) {
+            for (int i = 0; i < k.locals().size(); i++) {
+                KExpr e = k.locals().get(i);
+                if (!usedLocals[i]) {
+                    line(indent, "// t" + i + " = " + k.format(e) + "  (unused)", null);
+                    continue;
+                }
+                line(indent, "const " + valueType(e.dtype()) + " t" + i + " = " + strip(expr(e, load)) + ";", "t" + i + " = " + k.format(e));
+            }
+        }
+
+        /** Index expression {@code offset + sum(stride_d * i_d)}, leaving out zero strides. */
+        private String index(KExpr.Load l) {
+            var parts = new ArrayList<String>();
+            if (!l.offset().equals(SymInt.ZERO)) parts.add(sym(l.offset()));
+            for (int d = 0; d < Math.min(dims, l.strides().size()); d++) {
+                SymInt s = l.strides().get(d);
+                if (s.equals(SymInt.ZERO)) continue;
+                parts.add(s.equals(SymInt.ONE) ? "i" + d : sym(s) + " * i" + d);
+            }
+            return parts.isEmpty() ? "0" : String.join(" + ", parts);
+        }
+
+        /** A C expression of {@code e}'s value type. */
+        private String expr(KExpr e, Function<KExpr.Load, String> load) {
+            return switch (e) {
+                case KExpr.Const c -> literal(c.value(), c.dtype());
+                case KExpr.Local l -> convert("t" + l.index(), k.locals().get(l.index()).dtype(), l.dtype());
+                case KExpr.Load l -> {
+                    DType bt = inTypes[l.input()];
+                    String raw = load.apply(l);
+                    String v = switch (bt) {
+                        case FLOAT16 -> "__half2float(" + raw + ")";
+                        case BFLOAT16 -> "__bfloat162float(" + raw + ")";
+                        default -> raw;
+                    };
+                    yield convert(v, bt, l.dtype());
+                }
+                case KExpr.Cast c -> convert(expr(c.x(), load), c.x().dtype(), c.dtype());
+                case KExpr.Apply a -> apply(a, load);
+            };
+        }
+
+        private String apply(KExpr.Apply a, Function<KExpr.Load, String> load) {
+            PointwiseFn fn = a.fn();
+            List<KExpr> args = a.args();
+            if (args.size() != fn.arity()) throw new IllegalArgumentException(fn + " takes " + fn.arity() + " operands, got " + args.size());
+            DType t = a.dtype();
+            if (fn == PointwiseFn.WHERE) {
+                String c = expr(args.get(0), load);
+                String x = convert(expr(args.get(1), load), args.get(1).dtype(), t);
+                String y = convert(expr(args.get(2), load), args.get(2).dtype(), t);
+                return "(" + c + " ? " + x + " : " + y + ")";
+            }
+            if (fn.isComparison()) {
+                DType ct = DType.promote(args.get(0).dtype(), args.get(1).dtype());
+                Domain d = Domain.of(ct);
+                String x = toDomain(expr(args.get(0), load), args.get(0).dtype(), d);
+                String y = toDomain(expr(args.get(1), load), args.get(1).dtype(), d);
+                String op = switch (fn) {
+                    case EQ -> " == "; case NE -> " != "; case LT -> " < "; case LE -> " <= "; case GT -> " > ";
+                    default -> " >= ";
+                };
+                return convert("(" + x + op + y + ")", DType.BOOL, t);
+            }
+            // the domain: the dtype's, except that integer results of non-integer arithmetic compute in double
+            Domain d = Domain.of(t);
+            if (d == Domain.LONG) {
+                boolean integerOp = switch (fn) {
+                    case ADD, SUB, MUL, NEG, ABS, MAXIMUM, MINIMUM, RELU, IDENTITY -> true;
+                    default -> false;
+                };
+                boolean integerArgs = args.stream().noneMatch(x -> x.dtype().isFloating());
+                if (!integerOp || !integerArgs) d = Domain.DOUBLE;
+            }
+            var xs = new ArrayList<String>();
+            for (KExpr x : args) xs.add(toDomain(expr(x, load), x.dtype(), d));
+            String x = xs.getFirst(), y = xs.size() > 1 ? xs.get(1) : null;
+            boolean f = d == Domain.FLOAT;
+            String r = switch (fn) {
+                case ADD -> "(" + x + " + " + y + ")";
+                case SUB -> "(" + x + " - " + y + ")";
+                // __fmul_rn/__dmul_rn are never contracted into an FMA with a later add: each op rounds, as the reference
+                case MUL -> d == Domain.LONG ? "(" + x + " * " + y + ")" : (f ? "__fmul_rn(" : "__dmul_rn(") + x + ", " + y + ")";
+                case DIV -> "(" + x + " / " + y + ")";
+                case POW -> (f ? "powf(" : "pow(") + x + ", " + y + ")";
+                case MAXIMUM -> helper("max", d) + "(" + x + ", " + y + ")";
+                case MINIMUM -> helper("min", d) + "(" + x + ", " + y + ")";
+                case NEG -> "(-" + x + ")";
+                case ABS -> d == Domain.LONG ? helper("abs", d) + "(" + x + ")" : (f ? "fabsf(" : "fabs(") + x + ")";
+                case EXP -> (f ? "expf(" : "exp(") + x + ")";
+                case LOG -> (f ? "logf(" : "log(") + x + ")";
+                case SQRT -> (f ? "sqrtf(" : "sqrt(") + x + ")";
+                case RSQRT -> (f ? "rsqrtf(" : "rsqrt(") + x + ")";
+                case SIN -> (f ? "sinf(" : "sin(") + x + ")";
+                case COS -> (f ? "cosf(" : "cos(") + x + ")";
+                case TANH -> (f ? "tanhf(" : "tanh(") + x + ")";
+                case SIGMOID -> helper("sigmoid", d) + "(" + x + ")";
+                case RELU -> helper("relu", d) + "(" + x + ")";
+                case GELU -> helper("gelu", d) + "(" + x + ")";
+                case SILU -> {
+                    helper("sigmoid", d); // gt_silu calls gt_sigmoid: define that first
+                    yield helper("silu", d) + "(" + x + ")";
+                }
+                case IDENTITY -> x;
+                default -> throw new IllegalStateException("unhandled " + fn);
+            };
+            return convert(r, d.type, t);
+        }
+
+        /** Converts a value of {@code from} into domain {@code d}'s C type (exactly, for half values into float). */
+        private String toDomain(String v, DType from, Domain d) {
+            if (Domain.of(from) == d && (d != Domain.LONG || from == DType.INT64)) return v;
+            return "(" + d.c + ") " + paren(v);
+        }
+
+        /**
+         * Converts a value of dtype {@code from} (in its value type) to a value of dtype {@code to}, rounding as the
+         * reference does.
+         */
+        private String convert(String v, DType from, DType to) {
+            if (from == to) return v;
+            return switch (to) {
+                case FLOAT64 -> "(double) " + paren(v);
+                case FLOAT32 -> from.isHalf() ? v : "(float) " + paren(v);
+                case FLOAT16, BFLOAT16 -> {
+                    String f = from.isHalf() || from == DType.FLOAT32 ? strip(v) : "(float) " + paren(v);
+                    yield helper(to == DType.FLOAT16 ? "f16" : "bf16", Domain.FLOAT) + "(" + f + ")";
+                }
+                case INT8, INT32 -> from.isFloating()
+                        ? "(" + valueType(to) + ") (long long) " + paren(v)
+                        : "(" + valueType(to) + ") " + paren(v);
+                case INT64 -> "(long long) " + paren(v);
+                case BOOL -> "(" + paren(v) + " != 0)";
+            };
+        }
+
+        /** The element to store for a value of {@code from} in a buffer of {@code to}. */
+        private String store(String v, DType from, DType to) {
+            if (!to.isHalf()) return convert(v, from, to);
+            // float -> half rounds once; double -> float -> half is what the reference does too
+            String f = strip(convert(v, from, DType.FLOAT32));
+            return (to == DType.FLOAT16 ? "__float2half_rn(" : "__float2bfloat16_rn(") + f + ")";
+        }
+
+        private String literal(double value, DType t) {
+            double v = DTypes.round(value, t);
+            return switch (t) {
+                case BOOL -> v != 0 ? "true" : "false";
+                case INT8 -> "(signed char) " + longLiteral((long) v, false);
+                case INT32 -> longLiteral((long) v, false);
+                case INT64 -> longLiteral((long) v, true);
+                case FLOAT64 -> Double.isNaN(v) ? nan(Domain.DOUBLE) : Double.isInfinite(v) ? (v > 0 ? posInf(Domain.DOUBLE) : negInf(Domain.DOUBLE))
+                        : v < 0 || (v == 0 && 1 / v < 0) ? "(" + Double.toString(v) + ")" : Double.toString(v);
+                case FLOAT32, FLOAT16, BFLOAT16 -> {
+                    float f = (float) v;
+                    yield Float.isNaN(f) ? nan(Domain.FLOAT) : Float.isInfinite(f) ? (f > 0 ? posInf(Domain.FLOAT) : negInf(Domain.FLOAT))
+                            : f < 0 || (f == 0 && 1 / f < 0) ? "(" + Float.toString(f) + "f)" : Float.toString(f) + "f";
+                }
+            };
+        }
+
+        private static String longLiteral(long v, boolean ll) {
+            if (v == Long.MIN_VALUE) return "(-9223372036854775807LL - 1)";
+            if (v == Integer.MIN_VALUE && !ll) return "(-2147483647 - 1)";
+            String s = Long.toString(v) + (ll ? "LL" : "");
+            return v < 0 ? "(" + s + ")" : s;
+        }
+
+        private static String nan(Domain d) {
+            return d == Domain.DOUBLE ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fc00000)";
+        }
+
+        private static String posInf(Domain d) {
+            return d == Domain.DOUBLE ? "__longlong_as_double(0x7ff0000000000000LL)" : "__int_as_float(0x7f800000)";
+        }
+
+        private static String negInf(Domain d) {
+            return d == Domain.DOUBLE ? "(-__longlong_as_double(0x7ff0000000000000LL))" : "(-__int_as_float(0x7f800000))";
+        }
+
+        /** A SymInt as a C expression over the symbol parameters. */
+        private String sym(SymInt s) {
+            String text = s.toString();
+            if (s.isConstant()) return s.constant() < 0 ? "(" + text + ")" : text;
+            Matcher m = IDENT.matcher(text);
+            var sb = new StringBuilder();
+            while (m.find()) m.appendReplacement(sb, Matcher.quoteReplacement(symbolNames.getOrDefault(m.group(), m.group())));
+            m.appendTail(sb);
+            String c = sb.toString();
+            return IDENT.matcher(c).matches() ? c : "(" + c + ")";
+        }
+
+        private static String paren(String v) {
+            if (IDENT.matcher(v).matches() || v.matches("[0-9.eE+]+f?(LL)?") || isWrapped(v)) return v;
+            if (v.matches("[A-Za-z_][A-Za-z0-9_]*(\\.e\\[l\\]|\\[[^\\[\\]]*\\])")) return v;
+            Matcher call = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*(\\(.*\\))").matcher(v);
+            if (call.matches() && isWrapped(call.group(1))) return v;
+            return "(" + v + ")";
+        }
+
+        /** Strips one pair of outer parentheses enclosing the whole expression. */
+        private static String strip(String v) {
+            return isWrapped(v) ? v.substring(1, v.length() - 1) : v;
+        }
+
+        private static boolean isWrapped(String v) {
+            if (v.length() < 2 || v.charAt(0) != '(' || v.charAt(v.length() - 1) != ')') return false;
+            int depth = 0;
+            for (int i = 0; i < v.length(); i++) {
+                char c = v.charAt(i);
+                if (c == '(') depth++;
+                else if (c == ')' && --depth == 0 && i < v.length() - 1) return false;
+            }
+            return true;
+        }
+
+        // ------------------------------------------------------------------ helpers
+
+        private String helper(String name, Domain d) {
+            String key = name + (name.equals("f16") || name.equals("bf16") ? "" : "_" + d.name());
+            helpers.add(key);
+            return "gt_" + name;
+        }
+
+        private static String helperSource(String key) {
+            String prefix = "static __device__ __forceinline__ ";
+            return switch (key) {
+                case "f16" -> prefix + "float gt_f16(float x) { return __half2float(__float2half_rn(x)); }  // round to f16\n";
+                case "bf16" -> prefix + "float gt_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }  // round to bf16\n";
+                case "max_FLOAT" -> prefix + "float gt_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }  // NaN propagates\n";
+                case "min_FLOAT" -> prefix + "float gt_min(float a, float b) { return a != a ? a : b != b ? b : fminf(a, b); }\n";
+                case "max_DOUBLE" -> prefix + "double gt_max(double a, double b) { return a != a ? a : b != b ? b : fmax(a, b); }\n";
+                case "min_DOUBLE" -> prefix + "double gt_min(double a, double b) { return a != a ? a : b != b ? b : fmin(a, b); }\n";
+                case "max_LONG" -> prefix + "long long gt_max(long long a, long long b) { return a > b ? a : b; }\n";
+                case "min_LONG" -> prefix + "long long gt_min(long long a, long long b) { return a < b ? a : b; }\n";
+                case "abs_LONG" -> prefix + "long long gt_abs(long long a) { return a < 0 ? -a : a; }\n";
+                case "relu_FLOAT" -> prefix + "float gt_relu(float a) { return a != a ? a : a > 0.0f ? a : 0.0f; }  // relu(NaN) = NaN, relu(-0) = 0\n";
+                case "relu_DOUBLE" -> prefix + "double gt_relu(double a) { return a != a ? a : a > 0.0 ? a : 0.0; }\n";
+                case "relu_LONG" -> prefix + "long long gt_relu(long long a) { return a > 0 ? a : 0; }\n";
+                case "sigmoid_FLOAT" -> prefix + "float gt_sigmoid(float a) { if (a >= 0.0f) return 1.0f / (1.0f + expf(-a)); float e = expf(a); return e / (1.0f + e); }\n";
+                case "sigmoid_DOUBLE" -> prefix + "double gt_sigmoid(double a) { if (a >= 0.0) return 1.0 / (1.0 + exp(-a)); double e = exp(a); return e / (1.0 + e); }\n";
+                case "gelu_FLOAT" -> prefix + "float gt_gelu(float a) { return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f)); }  // exact (erf) form\n";
+                case "gelu_DOUBLE" -> prefix + "double gt_gelu(double a) { return 0.5 * a * (1.0 + erf(a / 1.4142135623730951)); }\n";
+                case "silu_FLOAT" -> prefix + "float gt_silu(float a) { return a * gt_sigmoid(a); }\n";
+                case "silu_DOUBLE" -> prefix + "double gt_silu(double a) { return a * gt_sigmoid(a); }\n";
+                default -> throw new IllegalStateException("no helper " + key);
+            };
+        }
+
+        private void line(int indent, String code, String comment) {
+            String s = "    ".repeat(indent) + code;
+            body.append(s);
+            if (comment != null) body.append(" ".repeat(Math.max(2, 60 - s.length()))).append("// ").append(comment.replace('\n', ' '));
+            body.append('\n');
+        }
+    }
+}

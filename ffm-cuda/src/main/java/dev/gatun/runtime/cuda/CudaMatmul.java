@@ -1,0 +1,91 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.runtime.spi.Broadcast;
+
+import dev.gatun.cuda.Blas;
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.Dim3;
+import dev.gatun.cuda.Kernel;
+import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.cuda.Stream;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.runtime.GatunRuntimeException;
+
+import java.util.Arrays;
+import java.util.Map;
+
+/**
+ * Row-major (batched, broadcast) matrix products through cuBLAS: C = A B row-major is C^T = B^T A^T
+ * column-major, so cuBLAS gets B first with no transposes. float64, which the bound GEMM does not cover,
+ * runs a plain kernel.
+ */
+final class CudaMatmul {
+    interface Compiler {
+        Kernel compile(String programName, String source, String kernelName);
+    }
+
+    private static final String F64_SOURCE = """
+            // C[m,n] = A[m,k] B[k,n], row-major, float64: one thread per output element
+            extern "C" __global__ void matmul_f64(const double* a, const double* b, double* c, long long m, long long n, long long k) {
+                long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x;
+                if (i >= m * n) return;
+                long long r = i / n, col = i % n;
+                double acc = 0;
+                for (long long p = 0; p < k; p++) acc += a[r * k + p] * b[p * n + col];
+                c[i] = acc;
+            }
+            """;
+
+    private final Device device;
+    private final Blas blas;
+    private final Compiler compiler;
+    private Kernel f64;
+
+    CudaMatmul(Device device, Compiler compiler) {
+        this.device = device;
+        this.blas = Blas.create(device);
+        this.compiler = compiler;
+    }
+
+    void run(Buffer aB, long a, Buffer bB, long b, Buffer outB, long out, Map<String, Long> env, Stream stream) {
+        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
+        int m = Math.toIntExact(sa[sa.length - 2]), k = Math.toIntExact(sa[sa.length - 1]), n = Math.toIntExact(sb[sb.length - 1]);
+        DType t = aB.type().dtype();
+        long[] batchShape = Arrays.copyOf(so, so.length - 2);
+        long batches = 1;
+        for (long d : batchShape) batches *= d;
+        long[] idx = new long[batchShape.length];
+        int e = t.byteSize();
+        for (long bi = 0; bi < batches; bi++) {
+            long rem = bi;
+            for (int d = batchShape.length - 1; d >= 0; d--) { idx[d] = rem % batchShape[d]; rem /= batchShape[d]; }
+            long pa = a + Broadcast.batchOffset(idx, sa, (long) m * k) * e, pb = b + Broadcast.batchOffset(idx, sb, (long) k * n) * e, pc = out + bi * m * n * e;
+            gemm(t, m, n, k, pa, pb, pc, stream);
+        }
+    }
+
+    private void gemm(DType t, int m, int n, int k, long a, long b, long c, Stream stream) {
+        if (m == 0 || n == 0) return;
+        if (t == DType.FLOAT64) {
+            if (f64 == null) f64 = compiler.compile("matmul_f64", F64_SOURCE, "matmul_f64");
+            long total = (long) m * n;
+            f64.launch(new LaunchConfig(Dim3.of(Math.toIntExact(Math.ceilDiv(total, 256))), Dim3.of(256), 0, stream),
+                    a, b, c, (long) m, (long) n, (long) k);
+            return;
+        }
+        Blas.Precision p = switch (t) {
+            case FLOAT32 -> Blas.Precision.FP32;
+            case FLOAT16 -> Blas.Precision.FP16;
+            case BFLOAT16 -> Blas.Precision.BF16;
+            default -> throw new GatunRuntimeException("matmul of " + t + " is not supported on the GPU");
+        };
+        int e = t.byteSize();
+        var A = DeviceBuffer.wrap(device, a, Math.max(1L, (long) m * k * e));
+        var B = DeviceBuffer.wrap(device, b, Math.max(1L, (long) k * n * e));
+        var C = DeviceBuffer.wrap(device, c, (long) m * n * e);
+        // k == 0: cuBLAS with beta 0 writes zeros, as an empty sum should
+        blas.gemm(p, false, false, n, m, k, 1f, B, n, A, Math.max(1, k), 0f, C, n, true, stream);
+    }
+}

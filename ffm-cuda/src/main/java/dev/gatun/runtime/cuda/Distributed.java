@@ -1,0 +1,314 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.Dim3;
+import dev.gatun.cuda.Kernel;
+import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.cuda.Nccl;
+import dev.gatun.cuda.NcclComm;
+import dev.gatun.cuda.NcclUniqueId;
+import dev.gatun.cuda.Stream;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.distributed.Fingerprints;
+import dev.gatun.runtime.distributed.Rendezvous;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * One rank's share of a distributed plan: the rendezvous, the plan-fingerprint check, the symmetric heap,
+ * the symmetric collective kernels and NCCL communicators (one per group that needs NCCL).
+ */
+final class Distributed implements AutoCloseable {
+    /** Sessions made per rendezvous: every rank makes them in the same order, so the count names one session everywhere. */
+    private static final Map<Rendezvous, AtomicInteger> SESSIONS = java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+    private static volatile Rendezvous process;
+
+    final int rank, world;
+    private final Rendezvous rendezvous;
+    private final Device device;
+    private final Map<String, List<Integer>> members = new HashMap<>();
+    private final Map<String, List<List<Integer>>> slices = new HashMap<>();
+    private final SymmetricHeap heap;
+    private final Map<String, NcclComm> comms = new HashMap<>();
+    private final Map<String, Kernel> kernels = new HashMap<>();
+    private final int blocks;
+    /** The most ranks that share one GPU in this world (1 unless ranksPerGpu asked for sharing). */
+    private final int colocated;
+    private final long timeoutNanos;
+    /** This session's keys in the rendezvous: the same on every rank. */
+    private final String prefix;
+
+    /** The process's one connection to the rendezvous, made on first use from RANK, WORLD_SIZE, GATUN_RENDEZVOUS... */
+    static synchronized Rendezvous rendezvous() {
+        if (process == null || process.isClosed()) {
+            process = Rendezvous.fromEnvironment();
+            Runtime.getRuntime().addShutdownHook(new Thread(process::close, "gatun-rendezvous-close"));
+        }
+        return process;
+    }
+
+    Distributed(Plan plan, Device device, Stream stream, Map<String, DeviceBuffer> localPools, Map<String, SymmetricHeap.VmmBuffer> vmmPools,
+                dev.gatun.runtime.CompileOptions options) {
+        Duration timeout = options.timeout();
+        this.rendezvous = options.rendezvous() != null ? options.rendezvous() : rendezvous();
+        this.device = device;
+        this.rank = rendezvous.rank();
+        this.world = rendezvous.worldSize();
+        if (world != plan.worldSize())
+            throw new GatunRuntimeException("plan '" + plan.name() + "' is for a world of " + plan.worldSize() + " but this process is rank "
+                    + rank + " of " + world);
+        this.timeoutNanos = timeout.toNanos();
+        // every rank compiles sessions in the same order, so the counter names the same session everywhere
+        this.prefix = "session" + SESSIONS.computeIfAbsent(rendezvous, r -> new AtomicInteger()).incrementAndGet() + "/"
+                + plan.fingerprint().substring(0, 16);
+        Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
+        // each group as this rank sees it: the ranks of its own slice (a mesh axis has several), empty outside the group
+        for (ProcessGroup g : plan.lowered().graph().groups().values()) {
+            members.put(g.name(), g.members(world, rank));
+            slices.put(g.name(), g.slices(world));
+        }
+        var barrierGroups = new java.util.ArrayList<String>();
+        boolean nccl = false;
+        for (Step s : plan.steps()) {
+            if (s instanceof Step.Barrier b) barrierGroups.add(b.group());
+            if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
+            if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
+        }
+        // the same grid on every rank, small enough that every block of every rank is resident at once, also where
+        // several ranks share one GPU (their spin barriers wait for each other's blocks)
+        var sharing = GpuSharing.of(rendezvous, prefix, device, options.ranksPerGpu(), timeout);
+        sharing.check(plan.name(), !barrierGroups.isEmpty(), nccl);
+        this.colocated = sharing.mostRanksOnOneGpu();
+        this.blocks = Math.max(1, Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, sharing.fewestMultiprocessors() / colocated)));
+        this.heap = new SymmetricHeap(device, stream, rendezvous, prefix);
+        heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
+        if (!barrierGroups.isEmpty() || colocated > 1) loadKernels(plan.name());
+        if (nccl) openComms(plan, prefix, timeout);
+        // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
+        // its context), a rank still loading must not wait for a peer's collective that spins until this rank
+        // arrives: no rank launches before every rank has loaded everything.
+        this.abortFlag = abortFlag(prefix, device.ordinal());
+        try {
+            rendezvous.barrier(prefix + "/loaded", timeout);
+        } catch (RuntimeException e) {
+            releaseAbortFlag(prefix);
+            throw e;
+        }
+    }
+
+    private void loadKernels(String planName) {
+        // GATUN_FENCE_SC=1 adds a full system fence before every signal: only to measure what the release store saves
+        String source = "1".equals(System.getenv("GATUN_FENCE_SC")) ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
+        var module = CudaExecutable.compile(device, planName, "gatun_symmetric", source);
+        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast"))
+            for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
+        for (String op : List.of("all_gather", "broadcast"))
+            for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
+        kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
+        kernels.put("gatun_copy", module.kernel("gatun_copy"));
+    }
+
+    private void openComms(Plan plan, String prefix, Duration timeout) {
+        byte[] id = rank == 0 ? Nccl.uniqueId().bytes() : null;
+        if (rank == 0) rendezvous.set(prefix + "/nccl-id", id);
+        else id = rendezvous.get(prefix + "/nccl-id", timeout);
+        NcclComm worldComm = NcclComm.init(device, NcclUniqueId.of(id), world, rank);
+        comms.put(ProcessGroup.WORLD_NAME, worldComm);
+        for (var e : members.entrySet()) {
+            if (e.getKey().equals(ProcessGroup.WORLD_NAME)) continue;
+            // one communicator per slice (a mesh axis has several): the colour is the slice's index; ranks keep
+            // their order inside it, as the slice lists them sorted
+            int color = slices.get(e.getKey()).indexOf(e.getValue());
+            NcclComm c = worldComm.split(color < 0 ? NcclComm.NO_COLOR : color, e.getValue().indexOf(rank));
+            if (c != null) comms.put(e.getKey(), c);
+        }
+    }
+
+    /**
+     * Set by {@link #abort}: a word of pinned host memory every spin of the collectives' barriers reads now and then.
+     * The ranks of this session in this process share it (threads mode), so an abort stops all of them.
+     */
+    private final dev.gatun.cuda.PinnedHostBuffer abortFlag;
+
+    /** A session's abort flag and the ranks of this process using it; the last to close frees it. */
+    private record AbortFlag(Device device, dev.gatun.cuda.PinnedHostBuffer buffer, AtomicInteger users) {}
+
+    /** Abort flags by session, for the ranks of one session that are threads of this process. */
+    private static final Map<String, AbortFlag> ABORT_FLAGS = new HashMap<>();
+
+    private static synchronized dev.gatun.cuda.PinnedHostBuffer abortFlag(String session, int ordinal) {
+        var f = ABORT_FLAGS.computeIfAbsent(session, k -> {
+            Device d = Device.open(ordinal);
+            var b = d.allocatePinned(4);
+            b.segment().set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 0);
+            return new AbortFlag(d, b, new AtomicInteger());
+        });
+        f.users().incrementAndGet();
+        return f.buffer();
+    }
+
+    private static synchronized void releaseAbortFlag(String session) {
+        var f = ABORT_FLAGS.get(session);
+        if (f == null || f.users().decrementAndGet() > 0) return;
+        ABORT_FLAGS.remove(session);
+        f.device().close(); // closes the buffer with it
+    }
+
+    /** Makes every barrier of this session's ranks in this process give up: their kernels end early, no trap. */
+    void abort() { abortFlag.segment().set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 1); }
+
+    /** Whether this session was aborted, by this rank or another rank of it in this process. */
+    boolean wasAborted() { return abortFlag.segment().get(java.lang.foreign.ValueLayout.JAVA_INT, 0) != 0; }
+
+    /** Whether another rank runs on this rank's GPU. */
+    boolean sharesGpu() { return colocated > 1; }
+
+    /**
+     * A device-to-device copy as a kernel on this rank's stream. Where ranks share a GPU, a copy-engine copy queued
+     * behind this rank's spinning collective would hold up a peer's copies queued after it in the engine, and the
+     * collective would wait for that peer forever; a kernel waits in this rank's own queue only.
+     */
+    void copy(long src, long dst, long bytes, Stream stream) {
+        int threads = 256;
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(bytes, 16L * threads)));
+        kernels.get("gatun_copy").launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(threads), 0, stream), src, dst, bytes);
+    }
+
+    /** A host-side meeting of every rank of the world (once per name and session). */
+    void meet(String what) { rendezvous.barrier(prefix + "/" + what, java.time.Duration.ofNanos(timeoutNanos)); }
+
+    boolean isMember(String group) { return members.get(group).contains(rank); }
+
+    /**
+     * A collective on symmetric memory: {@code offset} is the input slot's offset in {@code pool} (same on every
+     * rank); {@code local}, when not 0, is this rank's input in ordinary memory, which the kernel copies into the
+     * slot itself before its first barrier (path 2's copy, fused).
+     */
+    void symmetric(Step.Collective c, String pool, long offset, long out, long local, long n, DType t, Stream stream) {
+        var call = c.call();
+        var sp = heap.pool(pool);
+        var g = sp.group();
+        String fn = switch (call.kind()) {
+            case ALL_REDUCE -> call.algorithm() == Algorithm.ONE_SHOT ? "one_shot" : "two_shot";
+            case REDUCE_SCATTER -> "reduce_scatter";
+            case ALL_GATHER -> "all_gather";
+            case BROADCAST -> "broadcast";
+        } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
+        kernels.get(fn).launch(launchConfig(n, t, stream),
+                sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
+                call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
+                abortFlag.address());
+    }
+
+    /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */
+    private LaunchConfig launchConfig(long elements, DType t, Stream stream) {
+        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(elements, (long) SymmetricKernels.THREADS * (16 / t.byteSize()))));
+        return new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream);
+    }
+
+    /** One slot of a batched one-shot all-reduce: the input's offset in the group's pool, the output, elements. */
+    record Slot(long offset, long out, long n) {}
+
+    /**
+     * Independent one-shot all-reduces of one group, pool, dtype and operation in one launch (at most
+     * {@link SymmetricKernels#MULTI_MAX}): two barriers for all of them instead of two each.
+     */
+    void oneShotBatch(Step.Collective first, String pool, List<Slot> slots, DType t, Stream stream) {
+        if (slots.isEmpty() || slots.size() > SymmetricKernels.MULTI_MAX) throw new IllegalArgumentException("batch of " + slots.size());
+        var sp = heap.pool(pool);
+        var g = sp.group();
+        long most = slots.stream().mapToLong(Slot::n).max().orElse(1);
+        var args = new java.util.ArrayList<Object>(List.of(sp.peerTable().address(), slots.size()));
+        for (int i = 0; i < SymmetricKernels.MULTI_MAX; i++) {
+            Slot s = i < slots.size() ? slots.get(i) : new Slot(0, 0, 0);
+            args.addAll(List.of(s.offset(), s.out(), s.n()));
+        }
+        args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
+                abortFlag.address()));
+        kernels.get("one_shot_multi_" + suffix(t)).launch(launchConfig(most, t, stream), args.toArray());
+    }
+
+    /** A barrier among a group's ranks on the device (for plan steps where no collective gives one). */
+    void barrier(String group, Stream stream) {
+        var g = heap.group(group);
+        if (g == null) return;
+        kernels.get("gatun_barrier").launch(new LaunchConfig(Dim3.of(1), Dim3.of(32), 0, stream),
+                g.padTable().address(), g.groupRank(), g.members().size(), g.epochs().address(), timeoutNanos, abortFlag.address());
+    }
+
+    void nccl(Step.Collective c, long in, long out, long n, DType t, Stream stream) {
+        var call = c.call();
+        NcclComm comm = comms.get(call.group());
+        Nccl.DataType type = ncclType(t);
+        var send = DeviceBuffer.wrap(device, in, Math.max(1, n * t.byteSize()));
+        long outElements = switch (call.kind()) {
+            case ALL_GATHER -> n * comm.size();
+            case REDUCE_SCATTER -> n / comm.size();
+            default -> n;
+        };
+        var recv = DeviceBuffer.wrap(device, out, Math.max(1, outElements * t.byteSize()));
+        switch (call.kind()) {
+            case ALL_REDUCE -> comm.allReduce(send, recv, n, type, ncclOp(call.reduceOp()), stream);
+            case REDUCE_SCATTER -> comm.reduceScatter(send, recv, outElements, type, ncclOp(call.reduceOp()), stream);
+            case ALL_GATHER -> comm.allGather(send, recv, n, type, stream);
+            case BROADCAST -> comm.broadcast(send, recv, n, type, call.root(), stream);
+        }
+    }
+
+    /** Collectives that only move data use the dtype's own kernel where there is one, else raw elements of its width. */
+    static String movedAs(DType t) {
+        return switch (t) {
+            case FLOAT32, FLOAT16, BFLOAT16 -> suffix(t);
+            default -> "b" + 8 * t.byteSize();
+        };
+    }
+
+    static String suffix(DType t) {
+        return switch (t) {
+            case FLOAT32 -> "f32";
+            case FLOAT16 -> "f16";
+            case BFLOAT16 -> "bf16";
+            default -> throw new IllegalArgumentException("no symmetric kernel for " + t);
+        };
+    }
+
+    static int opCode(ReduceOp op) {
+        if (op == null) return 0;
+        return switch (op) { case SUM -> 0; case AVG -> 1; case MAX -> 2; case MIN -> 3; };
+    }
+
+    static Nccl.RedOp ncclOp(ReduceOp op) {
+        return switch (op) { case SUM -> Nccl.RedOp.SUM; case AVG -> Nccl.RedOp.AVG; case MAX -> Nccl.RedOp.MAX; case MIN -> Nccl.RedOp.MIN; };
+    }
+
+    static Nccl.DataType ncclType(DType t) {
+        return switch (t) {
+            case FLOAT32 -> Nccl.DataType.FLOAT32;
+            case FLOAT16 -> Nccl.DataType.FLOAT16;
+            case BFLOAT16 -> Nccl.DataType.BFLOAT16;
+            case FLOAT64 -> Nccl.DataType.FLOAT64;
+            case INT8, BOOL -> Nccl.DataType.INT8;
+            case INT32 -> Nccl.DataType.INT32;
+            case INT64 -> Nccl.DataType.INT64;
+        };
+    }
+
+    /** NCCL communicators, then the symmetric heap (which waits for every rank before freeing local memory). */
+    @Override public void close() {
+        for (NcclComm c : comms.values()) c.close();
+        heap.close();
+        releaseAbortFlag(prefix);
+    }
+}

@@ -1,0 +1,107 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.runtime.cuda.CudaCodegenFixtures.Case;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Predicate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Every generated source compiles with {@code nvcc -ptx -arch=sm_90} (warnings are errors): the hand-built kernels
+ * (every op at every dtype, every reduction, every cast, layouts and constants) and the distinct kernels of a few
+ * hundred planned random graphs. Sources are checked in batches (one nvcc run for many, each in its own namespace);
+ * a failing batch is recompiled source by source to name the culprit. A sample also compiles on its own, exactly as
+ * generated, which checks that each source includes the headers it needs. Skipped where nvcc is absent.
+ */
+class CudaCodegenCompileTest {
+    /** Random graphs to plan; raise with -Dgatun.codegen.graphs=N. */
+    static final int GRAPHS = Integer.getInteger("gatun.codegen.graphs", 200);
+    static final int BATCH = 150;
+
+    static Path nvcc;
+
+    @BeforeAll
+    static void findNvcc() {
+        nvcc = CudaCodegenFixtures.nvcc().orElse(null);
+        assumeTrue(nvcc != null, "nvcc is not on the PATH: skipping compile tests");
+    }
+
+    @Test
+    void symmetricCollectivesCompileWithAndWithoutTheComparisonFence(@TempDir Path dir) throws Exception {
+        for (String variant : List.of("", "#define GATUN_FENCE_SC\n")) {
+            var r = CudaCodegenFixtures.compile(nvcc, dir, variant.isEmpty() ? "symm" : "symm_fence", variant + SymmetricKernels.SOURCE);
+            assertThat(r.ok()).as(r.log()).isTrue();
+            for (String k : List.of("one_shot_f32", "one_shot_multi_bf16", "two_shot_bf16", "reduce_scatter_f16", "all_gather_f32", "gatun_barrier"))
+                assertThat(r.ptx()).contains(".entry " + k);
+            assertThat(r.ptx().contains("membar.sys") || r.ptx().contains("fence.sc.sys")).isEqualTo(!variant.isEmpty());
+        }
+    }
+
+    @Test
+    void handBuiltKernelsCompile(@TempDir Path dir) throws Exception {
+        var cases = CudaCodegenFixtures.handBuilt();
+        assertThat(cases).hasSizeGreaterThan(150);
+        compileAll(dir, "hand", cases);
+    }
+
+    @Test
+    void plannedRandomKernelsCompile(@TempDir Path dir) throws Exception {
+        var cases = CudaCodegenFixtures.planned(0, GRAPHS);
+        assertThat(cases).hasSizeGreaterThan(GRAPHS / 2);
+        assertThat(cases).as("random graphs give reductions").anyMatch(c -> c.kernel().isReduction());
+        assertThat(cases).as("and vector paths").anyMatch(c -> c.generate().vectorWidth() > 1);
+        assertThat(cases).as("and symbolic shapes").anyMatch(c -> !c.generate().symbols().isEmpty());
+        compileAll(dir, "planned", cases);
+    }
+
+    @Test
+    void sourcesCompileOnTheirOwn(@TempDir Path dir) throws Exception {
+        var all = new ArrayList<Case>(CudaCodegenFixtures.special());
+        all.addAll(CudaCodegenFixtures.planned(0, 20));
+        // one of each kind: f16, bf16, f64, reduction, vector, symbolic, plus the special layouts
+        var sample = new ArrayList<Case>(CudaCodegenFixtures.special());
+        for (Predicate<KernelSource> p : List.<Predicate<KernelSource>>of(
+                s -> s.source().contains("cuda_fp16.h"), s -> s.source().contains("cuda_bf16.h"), s -> s.source().contains("double"),
+                KernelSource::reduction, s -> s.vectorWidth() > 1, s -> !s.symbols().isEmpty()))
+            CudaCodegenFixtures.handBuilt().stream().filter(c -> p.test(c.generate())).findFirst().ifPresent(sample::add);
+        var failures = new ArrayList<String>();
+        for (Case c : sample) {
+            KernelSource s = c.generate();
+            var r = CudaCodegenFixtures.compile(nvcc, dir, s.name(), s.source());
+            if (!r.ok()) failures.add(s.name() + ":\n" + r.log() + "\n" + s.source());
+            else assertThat(r.ptx()).contains(".entry " + s.name() + "(");
+        }
+        assertThat(failures).as(String.join("\n\n", failures)).isEmpty();
+    }
+
+    private static void compileAll(Path dir, String label, List<Case> cases) throws Exception {
+        var failures = new ArrayList<String>();
+        for (int from = 0; from < cases.size(); from += BATCH) {
+            var part = cases.subList(from, Math.min(cases.size(), from + BATCH));
+            var sources = part.stream().map(Case::generate).toList();
+            var unit = CudaCodegenFixtures.batch(sources);
+            var r = CudaCodegenFixtures.compile(nvcc, dir, label + "_" + from, unit.getKey());
+            if (r.ok()) {
+                for (String name : unit.getValue()) assertThat(r.ptx()).contains(".entry " + name + "(");
+                continue;
+            }
+            // find the culprits
+            for (KernelSource s : sources) {
+                var one = CudaCodegenFixtures.compile(nvcc, dir, s.name(), s.source());
+                if (!one.ok()) failures.add(s.name() + ":\n" + one.log() + "\n" + s.source());
+            }
+            if (failures.isEmpty()) failures.add("batch " + r.source() + " failed but every source compiles alone:\n" + r.log());
+        }
+        System.out.printf("%s: %d kernel sources compiled with nvcc (%d reductions, %d with a vector path, %d symbolic)%n", label, cases.size(),
+                cases.stream().filter(x -> x.kernel().isReduction()).count(), cases.stream().filter(x -> x.generate().vectorWidth() > 1).count(),
+                cases.stream().filter(x -> !x.generate().symbols().isEmpty()).count());
+        assertThat(failures).as(failures.size() + " sources fail to compile; first:\n" + (failures.isEmpty() ? "" : failures.getFirst())).isEmpty();
+    }
+}

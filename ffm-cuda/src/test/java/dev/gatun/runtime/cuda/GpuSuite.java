@@ -1,0 +1,371 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.Device;
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.planner.Planner;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.distributed.Rendezvous;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.function.Function;
+
+import static dev.gatun.ir.graph.ReduceOp.SUM;
+
+/**
+ * Gatun's half of the GPU benchmark suite (run by gatun-run, one JVM per GPU): the workloads of the benchmark
+ * issue, each per call under CUDA-graph replay and eagerly, each result checked against a float64 reference.
+ * Rank 0 appends one JSON object per measurement to the file given by {@code --out} (the schema of
+ * {@code bench/report.py}, which merges these rows with PyTorch's and prints the table).
+ *
+ * <pre>
+ * --out FILE            rows (JSON lines), appended
+ * --iters N             timed calls per cell (default 200), after 50 warm-up calls
+ * --only a,b            workloads: all_reduce, seeds, mlp, input_path, host_overhead (default all)
+ * --dtypes f32,bf16     all-reduce dtypes
+ * --sides 8,64,...      all-reduce shapes (side x side)
+ * </pre>
+ *
+ * <p>Times are host wall microseconds per call with the inputs already on the GPU: "median" with a
+ * synchronization after every call (latency), "pipelined" for calls back to back with one synchronization at the
+ * end (the method of DESIGN.md's reference figures).
+ */
+public final class GpuSuite {
+    private static final int WARMUP = 50;
+
+    private final Rendezvous rv;
+    private final int rank, world, iters;
+    private final Path out;
+    private final String device;
+
+    private GpuSuite(Rendezvous rv, int iters, Path out) {
+        this.rv = rv;
+        this.rank = rv.rank();
+        this.world = rv.worldSize();
+        this.iters = iters;
+        this.out = out;
+        try (Device d = Device.open(CudaBackend.localRank())) {
+            this.device = d.name();
+        }
+    }
+
+    public static void main(String[] args) {
+        var opts = new LinkedHashMap<String, String>();
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            if (!args[i].startsWith("--")) throw new IllegalArgumentException("expected --option value, got '" + args[i] + "'");
+            opts.put(args[i].substring(2), args[i + 1]);
+        }
+        var rv = Distributed.rendezvous();
+        Watchdog.startFromEnvironment("rank " + rv.rank());
+        var suite = new GpuSuite(rv, Integer.parseInt(opts.getOrDefault("iters", "200")), Path.of(opts.getOrDefault("out", "gatun-rows.jsonl")));
+        List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,input_path,host_overhead").split(","));
+        long[] sides = Arrays.stream(opts.getOrDefault("sides", "8,64,256,512,1024,4096").split(",")).mapToLong(Long::parseLong).toArray();
+        if (only.contains("host_overhead")) suite.hostOverhead();
+        if (only.contains("all_reduce"))
+            for (String t : opts.getOrDefault("dtypes", "f32,bf16").split(",")) suite.allReduce(DType.parse(t), sides);
+        if (only.contains("input_path")) suite.inputPaths(sides);
+        if (only.contains("seeds")) suite.seeds(new long[]{4, 64, 256, 1024});
+        if (only.contains("mlp")) for (int tokens : new int[]{8, 128}) suite.mlp(tokens);
+        System.out.flush();
+        rv.close();
+        System.exit(0);
+    }
+
+    // ------------------------------------------------------------------ workloads
+
+    /** {@code y = x.allReduce(SUM)} on a graph input of side x side, this rank's input and the float64 sum over ranks. */
+    private record AllReduceCase(Graph graph, Map<String, NDArray> in, double[] ref, String shape, long bytes) {}
+
+    private AllReduceCase allReduceCase(String name, DType t, long side) {
+        var g = Gatun.graph(name);
+        g.output("y", g.input("x", t, side, side).allReduce(SUM));
+        return new AllReduceCase(g.build(), Map.of("x", NDArray.random(t, 100 + rank, side, side)),
+                sumOverRanks(r -> NDArray.random(t, 100 + r, side, side)), side + "x" + side, side * side * t.byteSize());
+    }
+
+    /** x.allReduce(SUM) on a graph input, per algorithm (null: Gatun's automatic choice). */
+    void allReduce(DType t, long[] sides) {
+        for (long side : sides) {
+            var c = allReduceCase("allreduce", t, side);
+            for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL, null}) {
+                var options = CompileOptions.world(world);
+                if (a != null) options = options.forceAllReduce(a);
+                String variant = a == null ? "auto" : a.name().toLowerCase(Locale.ROOT);
+                run("all_reduce", variant, t, c.shape(), c.bytes(), c.graph(), options, c.in(), "y", c.ref(), tolerance(t));
+            }
+        }
+    }
+
+    /** A graph input feeding an all-reduce: path 2 with its copy fused into the collective, path 2 with a DMA copy, path 3. */
+    void inputPaths(long[] sides) {
+        DType t = DType.F32;
+        for (long side : sides) {
+            var c = allReduceCase("input_path", t, side);
+            run("input_path", "path2_fused", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
+            CudaExecutable.fuseInputCopies = false;
+            try {
+                run("input_path", "path2_dma", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
+            } finally {
+                CudaExecutable.fuseInputCopies = true;
+            }
+            run("input_path", "path3", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world).symmetricInputs(false), c.in(), "y",
+                    c.ref(), 1e-5);
+        }
+    }
+
+    /** The seeds' graph: d = allReduce(allReduce(x+1) + allReduce(x+2) + allReduce(x+3)). */
+    void seeds(long[] sides) {
+        for (long side : sides)
+            run("seeds", "default", DType.F32, side + "x" + side, side * side * 4, seedsGraph(side), CompileOptions.world(world),
+                    Map.of("x", seedsInput(rank, side)), "d", seedsReference(world, side), 1e-5);
+    }
+
+    static Graph seedsGraph(long side) {
+        var g = Gatun.graph("seeds");
+        var x = g.input("x", DType.F32, side, side);
+        g.output("d", x.add(1).allReduce(SUM).add(x.add(2).allReduce(SUM)).add(x.add(3).allReduce(SUM)).allReduce(SUM));
+        return g.build();
+    }
+
+    static NDArray seedsInput(int rank, long side) { return plus(NDArray.random(DType.F32, 200 + rank, side, side), rank + 1); }
+
+    static double[] seedsReference(int world, long side) {
+        double[] s = sumOverRanks(world, r -> seedsInput(r, side));
+        // a + b + c = 3 * sum(x) + 6 * world on every rank; the last all-reduce multiplies by world
+        for (int i = 0; i < s.length; i++) s[i] = world * (3 * s[i] + 6.0 * world);
+        return s;
+    }
+
+    /**
+     * The tensor-parallel MLP block in bfloat16: y = allReduce(gelu(x @ w1) @ w2) with hidden 4096, w1 a column
+     * shard [4096, 16384 / world] and w2 a row shard [16384 / world, 4096]. Checked on the first 4 tokens
+     * against float64 over every rank's shards.
+     */
+    void mlp(int tokens) {
+        int hidden = 4096;
+        run("mlp", "default", DType.BF16, tokens + "x" + hidden, (long) tokens * hidden * 2, mlpGraph(world, tokens, hidden),
+                CompileOptions.world(world), mlpInputs(rank, world, tokens, hidden), "y", mlpReference(world, tokens, hidden, 4), 2e-2);
+    }
+
+    static Graph mlpGraph(int world, int tokens, int hidden) {
+        int shard = 4 * hidden / world;
+        var g = Gatun.graph("mlp");
+        Tensor x = g.input("x", DType.BF16, tokens, hidden);
+        Tensor w1 = g.input("w1", DType.BF16, hidden, shard);
+        Tensor w2 = g.input("w2", DType.BF16, shard, hidden);
+        g.output("y", x.matmul(w1).gelu().matmul(w2).allReduce(SUM));
+        return g.build();
+    }
+
+    static Map<String, NDArray> mlpInputs(int rank, int world, int tokens, int hidden) {
+        int shard = 4 * hidden / world;
+        return Map.of("x", weights(7, tokens, hidden, 1.0), "w1", weights(1000 + rank, hidden, shard, 1 / Math.sqrt(hidden)),
+                "w2", weights(2000 + rank, shard, hidden, 1 / Math.sqrt(4.0 * hidden)));
+    }
+
+    /** The first {@code rows} tokens of the MLP block's result, in float64 over every rank's shards. */
+    static double[] mlpReference(int world, int tokens, int hidden, int rows) {
+        int shard = 4 * hidden / world;
+        rows = Math.min(rows, tokens);
+        double[] ref = new double[rows * hidden];
+        for (int r = 0; r < world; r++) {
+            var in = mlpInputs(r, world, tokens, hidden);
+            double[] h = matmul(in.get("x"), rows, hidden, in.get("w1"), shard);
+            for (int i = 0; i < h.length; i++) h[i] = dev.gatun.runtime.reference.ScalarMath.gelu(h[i]);
+            double[] y = matmul(NDArray.of(h, rows, shard), rows, shard, in.get("w2"), hidden);
+            for (int i = 0; i < y.length; i++) ref[i] += y[i];
+        }
+        return ref;
+    }
+
+    private record OverheadCase(String name, Graph graph, CompileOptions options, Map<String, NDArray> in) {}
+
+    /** Host time to enqueue one replay through the plan against the bare graph launch of the same captured graph. */
+    void hostOverhead() {
+        var g = Gatun.graph("allreduce");
+        g.output("y", g.input("x", DType.F32, 8, 8).allReduce(SUM));
+        var cases = List.of(
+                new OverheadCase("seeds_local 64x64, 1 GPU", PointwiseBenchmark.seedsLocal(64), CompileOptions.world(1),
+                        Map.of("x", NDArray.random(DType.F32, 3, 64, 64))),
+                new OverheadCase("all_reduce 8x8", g.build(), CompileOptions.world(world), Map.of("x", NDArray.random(DType.F32, 3 + rank, 8, 8))));
+        for (OverheadCase c : cases) {
+            // the one-GPU plan runs on rank 0 only; the collective on every rank
+            if (c.options().worldSize() == 1 && rank != 0) continue;
+            try (var exe = executable(c.graph(), c.options())) {
+                var t = CudaTiming.replayOverhead(exe, c.in(), WARMUP, Math.max(iters, 1000));
+                if (t == null) continue;
+                row("host_overhead", "graph_launch", DType.F32, c.name(), 0, t[0], null, null, null, "bare cudaGraphLaunch from Java (FFM)");
+                row("host_overhead", "gatun_replay", DType.F32, c.name(), 0, t[1], null, null, null,
+                        String.format(Locale.ROOT, "plan replay: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ measuring
+
+    private void run(String workload, String variant, DType t, String shape, long bytes, Graph graph, CompileOptions options,
+                     Map<String, NDArray> in, String output, double[] ref, double tol) {
+        String chosen = Lowering.lower(graph, options.lowering()).realizations().stream()
+                .map(r -> (r.algorithm() == null ? "identity" : r.algorithm().opName()) + (workload.equals("input_path") ? " " + r.path() : "")).distinct()
+                .reduce((a, b) -> a + "+" + b).orElse(null);
+        var modes = new ArrayList<>(List.of("replay", "eager"));
+        try (var exe = executable(graph, options)) {
+            while (!modes.isEmpty()) {
+                boolean graphs = modes.getFirst().equals("replay");
+                var timing = CudaTiming.measure(exe, in, WARMUP, iters, graphs);
+                double err = relativeError(exe.run(List.of(in)).getFirst().get(output), ref);
+                row(workload, variant, t, shape, bytes, timing, modes.removeFirst(), err, err <= tol, chosen);
+            }
+        } catch (RuntimeException e) {
+            // recorded, not hidden; a failing rank makes its peers' collectives time out, so all ranks move on together
+            for (String mode : modes) failed(workload, variant, t, shape, bytes, mode, e);
+        }
+    }
+
+    private CudaExecutable executable(Graph g, CompileOptions options) {
+        options = options.timeout(Duration.ofSeconds(30));
+        var plan = Planner.plan(Lowering.lower(g, options.lowering()), options.planning().withCommGranularity(CudaBackend.GRANULARITY));
+        return new CudaExecutable(plan, options, CudaBackend.gpu(options));
+    }
+
+    private double[] sumOverRanks(Function<Integer, NDArray> input) { return sumOverRanks(world, input); }
+
+    static double[] sumOverRanks(int world, Function<Integer, NDArray> input) {
+        double[] sum = null;
+        for (int r = 0; r < world; r++) {
+            double[] v = input.apply(r).toDoubleArray();
+            if (sum == null) sum = v;
+            else for (int i = 0; i < v.length; i++) sum[i] += v[i];
+        }
+        return sum;
+    }
+
+    /** ||out - ref|| / ||ref|| over the reference's elements (a prefix of out); NaN anywhere gives NaN. */
+    static double relativeError(NDArray out, double[] ref) {
+        double num = 0, den = 0;
+        for (int i = 0; i < ref.length; i++) {
+            double d = out.get(i) - ref[i];
+            num += d * d;
+            den += ref[i] * ref[i];
+        }
+        return Math.sqrt(num) / Math.max(Math.sqrt(den), Double.MIN_NORMAL);
+    }
+
+    static double tolerance(DType t) { return t == DType.F32 ? 1e-5 : 1e-2; }
+
+    static NDArray plus(NDArray a, double c) {
+        for (long i = 0; i < a.numel(); i++) a.set(i, a.get(i) + c);
+        return a;
+    }
+
+    /** Seeded uniform values with the variance of a unit normal, times {@code scale}, rounded to bfloat16. */
+    static NDArray weights(long seed, int rows, int cols, double scale) {
+        var a = NDArray.zeros(DType.BF16, rows, cols);
+        var rnd = new SplittableRandom(seed);
+        double s = scale * Math.sqrt(3);
+        for (long i = 0; i < a.numel(); i++) a.set(i, (rnd.nextDouble() * 2 - 1) * s);
+        return a;
+    }
+
+    /** The first {@code rows} rows of a [rows, k] x b [k, n] in float64. */
+    static double[] matmul(NDArray a, int rows, int k, NDArray b, int n) {
+        double[] bv = b.toDoubleArray(), out = new double[rows * n];
+        for (int i = 0; i < rows; i++)
+            for (int p = 0; p < k; p++) {
+                double x = a.get((long) i * k + p);
+                if (x == 0) continue;
+                for (int j = 0; j < n; j++) out[i * n + j] += x * bv[p * n + j];
+            }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ rows
+
+    private void row(String workload, String variant, DType t, String shape, long bytes, CudaTiming.Timing timing, String mode,
+                     Double err, Boolean correct, String chosen) {
+        var m = base(workload, variant, t, shape, bytes, mode == null ? "replay" : mode);
+        m.put("median_us", timing.median());
+        m.put("p10_us", timing.p10());
+        m.put("p90_us", timing.p90());
+        m.put("pipelined_us", Double.isNaN(timing.pipelined()) ? null : timing.pipelined());
+        m.put("enqueue_us", timing.enqueue());
+        m.put("calls", timing.calls());
+        m.put("correct", correct);
+        m.put("max_rel_err", err);
+        m.put("chosen", chosen);
+        m.put("error", null);
+        emit(m, String.format(Locale.ROOT, "%-13s %-13s %-7s %-4s %-12s %9.1f us (p10 %.1f, p90 %.1f) pipelined %s enqueue %.1f %s%s",
+                workload, variant, m.get("mode"), t.name().toLowerCase(Locale.ROOT), shape, timing.median(), timing.p10(), timing.p90(),
+                Double.isNaN(timing.pipelined()) ? "-" : String.format(Locale.ROOT, "%.1f", timing.pipelined()), timing.enqueue(),
+                correct == null ? "" : correct ? "ok" : "WRONG err " + err, chosen == null ? "" : " [" + chosen + "]"));
+    }
+
+    private void failed(String workload, String variant, DType t, String shape, long bytes, String mode, RuntimeException e) {
+        var m = base(workload, variant, t, shape, bytes, mode);
+        String msg = e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).lines().findFirst().orElse("");
+        m.put("error", msg.length() > 300 ? msg.substring(0, 300) : msg);
+        emit(m, workload + " " + variant + " " + mode + " " + shape + " FAILED " + msg);
+    }
+
+    private LinkedHashMap<String, Object> base(String workload, String variant, DType t, String shape, long bytes, String mode) {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("system", "gatun");
+        m.put("workload", workload);
+        m.put("variant", variant);
+        m.put("mode", mode);
+        m.put("dtype", t == DType.F32 ? "f32" : t == DType.BF16 ? "bf16" : t.name().toLowerCase(Locale.ROOT));
+        m.put("shape", shape);
+        m.put("bytes", bytes);
+        m.put("world", world);
+        m.put("device", device);
+        m.put("versions", "gatun 0.1.0, java " + Runtime.version());
+        return m;
+    }
+
+    private void emit(Map<String, Object> m, String line) {
+        if (rank != 0) return;
+        System.out.println(line);
+        try {
+            Files.writeString(out, json(m) + "\n", StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        } catch (IOException e) {
+            throw new UncheckedIOException("writing benchmark rows to " + out, e);
+        }
+    }
+
+    static String json(Map<String, Object> m) {
+        var parts = new ArrayList<String>();
+        m.forEach((k, v) -> parts.add("\"" + k + "\": " + value(v)));
+        return "{" + String.join(", ", parts) + "}";
+    }
+
+    private static String value(Object v) {
+        if (v == null) return "null";
+        if (v instanceof Double d)
+            return d.isNaN() || d.isInfinite() ? "null" : java.math.BigDecimal.valueOf(d).round(new java.math.MathContext(5)).toString();
+        if (v instanceof Number || v instanceof Boolean) return v.toString();
+        var sb = new StringBuilder("\"");
+        for (char c : v.toString().toCharArray()) {
+            if (c == '"' || c == '\\') sb.append('\\').append(c);
+            else if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
+            else sb.append(c);
+        }
+        return sb.append('"').toString();
+    }
+}

@@ -1,7 +1,0 @@
-package dev.gatun.runtime.dist;
-
-/** What one rank of a {@link LocalWorld} does, given its rendezvous client. */
-@FunctionalInterface
-public interface RankBody {
-    void run(Rendezvous rank) throws Exception;
-}

@@ -1,0 +1,183 @@
+package dev.gatun.runtime.distributed;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * The rendezvous wire protocol, shared by {@link RendezvousStore} and {@link Rendezvous}.
+ *
+ * <p>Handshake (fixed sizes, so an unauthenticated peer cannot make either side allocate much):
+ * <ol>
+ *   <li>server: {@code MAGIC, VERSION, serverNonce[32]}</li>
+ *   <li>client: {@code MAGIC, VERSION, rank, worldSize, clientNonce[32],
+ *       HMAC-SHA256(secret, "gatun-rendezvous-client" | serverNonce | clientNonce | rank | worldSize)}</li>
+ *   <li>server: {@code ACCEPT, HMAC-SHA256(secret, "gatun-rendezvous-server" | clientNonce | serverNonce)} or
+ *       {@code REJECT, reason} and close. The client checks the server's MAC too (mutual authentication).</li>
+ * </ol>
+ * Then length-prefixed frames. Request: {@code op, id, fields...}. Response: {@code id, status, body}.
+ */
+final class Wire {
+    private Wire() {}
+
+    static final int MAGIC = 0x47545256; // "GTRV"
+    static final int VERSION = 1;
+    static final int NONCE_BYTES = 32;
+    static final int MAC_BYTES = 32;
+    static final int MAX_FRAME = 256 << 20;
+    static final int MAX_REASON = 4096;
+
+    static final byte ACCEPT = 1, REJECT = 2;
+
+    // requests
+    static final byte OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_COLLECT = 4, OP_CLOSE = 5;
+    // collective kinds
+    static final byte KIND_BARRIER = 1, KIND_GATHER = 2;
+    // response status
+    static final byte ST_OK = 0, ST_ERROR = 1, ST_TIMEOUT = 2, ST_PEER_LOST = 3;
+
+    static byte[] clientMac(byte[] secret, byte[] serverNonce, byte[] clientNonce, int rank, int worldSize) {
+        return hmac(secret, "gatun-rendezvous-client".getBytes(StandardCharsets.US_ASCII), serverNonce, clientNonce,
+                ints(rank, worldSize));
+    }
+
+    static byte[] serverMac(byte[] secret, byte[] clientNonce, byte[] serverNonce) {
+        return hmac(secret, "gatun-rendezvous-server".getBytes(StandardCharsets.US_ASCII), clientNonce, serverNonce);
+    }
+
+    private static byte[] ints(int a, int b) {
+        return new byte[] {(byte) (a >>> 24), (byte) (a >>> 16), (byte) (a >>> 8), (byte) a,
+                (byte) (b >>> 24), (byte) (b >>> 16), (byte) (b >>> 8), (byte) b};
+    }
+
+    static byte[] hmac(byte[] secret, byte[]... parts) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(secret.length == 0 ? new byte[1] : secret, "HmacSHA256"));
+            for (byte[] p : parts) mac.update(p);
+            return mac.doFinal();
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 is not available", e);
+        }
+    }
+
+    static boolean macEquals(byte[] a, byte[] b) { return MessageDigest.isEqual(a, b); }
+
+    static void writeString(DataOutputStream out, String s) throws IOException {
+        writeBytes(out, s.getBytes(StandardCharsets.UTF_8));
+    }
+
+    static String readString(DataInputStream in, int max) throws IOException {
+        return new String(readBytes(in, max), StandardCharsets.UTF_8);
+    }
+
+    static void writeBytes(DataOutputStream out, byte[] b) throws IOException {
+        out.writeInt(b.length);
+        out.write(b);
+    }
+
+    static byte[] readBytes(DataInputStream in, int max) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || n > max) throw new IOException("bad length " + n + " (at most " + max + ")");
+        return readExactly(in, n);
+    }
+
+    /** Below this a length is read into one array at once; above it the array grows with the bytes that arrive. */
+    static final int EAGER_BYTES = 64 << 10;
+
+    /**
+     * Reads {@code n} bytes. A length prefix is only a claim: memory is taken as the bytes arrive (doubling from
+     * 64 KiB), so a peer that announces 256 MiB and sends nothing makes the reader allocate nothing of it.
+     */
+    static byte[] readExactly(DataInputStream in, int n) throws IOException {
+        if (n <= EAGER_BYTES) {
+            byte[] b = new byte[n];
+            in.readFully(b);
+            return b;
+        }
+        byte[] b = new byte[EAGER_BYTES];
+        int have = 0;
+        while (have < n) {
+            if (have == b.length) b = Arrays.copyOf(b, (int) Math.min(n, 2L * b.length));
+            int got = in.read(b, have, b.length - have);
+            if (got < 0) throw new EOFException("the peer announced " + n + " bytes and closed after " + have);
+            have += got;
+        }
+        return b;
+    }
+
+    static List<byte[]> readByteList(DataInputStream in) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || n > 1 << 20) throw new IOException("bad list length " + n);
+        List<byte[]> list = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) list.add(readBytes(in, MAX_FRAME));
+        return list;
+    }
+
+    static byte[] readFrame(DataInputStream in) throws IOException {
+        int n;
+        try {
+            n = in.readInt();
+        } catch (EOFException e) {
+            return null;
+        }
+        if (n < 0 || n > MAX_FRAME) throw new IOException("bad frame length " + n);
+        return readExactly(in, n);
+    }
+
+    /** "30 s", "1.5 s", "250 ms". */
+    static String human(Duration d) {
+        long ms = d.toMillis();
+        if (ms < 1000) return ms + " ms";
+        if (ms % 1000 == 0) return (ms / 1000) + " s";
+        return String.format(java.util.Locale.ROOT, "%.1f s", ms / 1000.0);
+    }
+
+    /** {@code host:port}, with the IP literal when the address is resolved (so peers need no name lookup). */
+    static String hostPort(InetSocketAddress a) {
+        String host = a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString();
+        return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + a.getPort();
+    }
+
+    /** Parses {@code host:port} or {@code [v6]:port}. */
+    static InetSocketAddress parseAddress(String s, String what) {
+        String t = s.trim();
+        int colon = t.lastIndexOf(':');
+        if (colon <= 0 || colon == t.length() - 1)
+            throw new RendezvousException(what + " must be host:port (for example 127.0.0.1:29500), not '" + s + "'");
+        String host = t.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) host = host.substring(1, host.length() - 1);
+        int port;
+        try {
+            port = Integer.parseInt(t.substring(colon + 1));
+        } catch (NumberFormatException e) {
+            throw new RendezvousException(what + " has a port that is not a number: '" + s + "'");
+        }
+        if (port < 1 || port > 65535) throw new RendezvousException(what + " has port " + port + ", outside 1..65535: '" + s + "'");
+        return new InetSocketAddress(host, port);
+    }
+
+    static long longOf(byte[] b) {
+        if (b.length != 8) throw new RendezvousException("a rendezvous counter has 8 bytes, not " + b.length);
+        long v = 0;
+        for (byte x : b) v = (v << 8) | (x & 0xff);
+        return v;
+    }
+
+    static byte[] bytesOf(long v) {
+        byte[] b = new byte[8];
+        for (int i = 7; i >= 0; i--, v >>>= 8) b[i] = (byte) v;
+        return b;
+    }
+}
