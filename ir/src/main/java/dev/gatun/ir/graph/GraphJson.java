@@ -556,7 +556,6 @@ public final class GraphJson {
                         default -> throw wrong(where, field, "a dimension (a size or a symbol name)", d);
                     });
                 } catch (IllegalArgumentException e) {
-                    if (e instanceof GraphException ge) throw ge;
                     throw new GraphException(where + ": field '" + field + "': " + e.getMessage());
                 }
             }
