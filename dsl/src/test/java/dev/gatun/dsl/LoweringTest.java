@@ -7,7 +7,7 @@ import dev.gatun.ir.Layout;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.TensorSpec;
 import dev.gatun.ir.graph.UserOp;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.ComputedBuffer;
 import dev.gatun.ir.lower.ExternBuffer;
 import dev.gatun.ir.lower.ExternCall;

@@ -58,9 +58,11 @@ final class Fusion {
         }
     }
 
-    private Fusion(LoweredGraph graph) { this.graph = graph; }
+    private final BufferTable table;
 
-    static List<Work> fuse(LoweredGraph graph) { return new Fusion(graph).run(); }
+    private Fusion(LoweredGraph graph, BufferTable table) { this.graph = graph; this.table = table; }
+
+    static List<Work> fuse(LoweredGraph graph, BufferTable table) { return new Fusion(graph, table).run(); }
 
     private List<Work> run() {
         index();
@@ -235,7 +237,7 @@ final class Fusion {
         var writes = new ArrayList<Buffer>();
         for (ComputedBuffer m : g.members) {
             if (g.reduction || needsStorage(m, g)) {
-                stores.add(new Kernel.Store(m.name(), localOf.get(m)));
+                stores.add(new Kernel.Store(table.of(m), localOf.get(m)));
                 writes.add(m);
             }
         }
@@ -244,7 +246,7 @@ final class Fusion {
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
         ComputedBuffer first = g.members.getFirst();
         var kernel = new Kernel(name, first.ranges(), g.reduction ? first.reduceFn() : null, g.reduction ? first.reductionRanges() : List.of(),
-                inputs.stream().map(Buffer::name).toList(), locals, stores, ops);
+                table.of(inputs), locals, stores, ops);
         return new Work.KernelWork(kernel, writes, List.copyOf(inputs), !g.reduction);
     }
 

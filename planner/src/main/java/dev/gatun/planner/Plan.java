@@ -1,10 +1,13 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.ByteSize;
+import dev.gatun.ir.graph.ProcessGroup;
 import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.planner.kernel.Kernel;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -17,35 +20,47 @@ import java.util.Map;
  */
 public final class Plan {
     private final LoweredGraph lowered;
+    private final List<PlanBuffer> buffers;
     private final List<Pool> pools;
     private final List<Step> steps;
-    private final Map<String, Placement> placements;
     private final List<Kernel> kernels;
     private final List<Partition> partitions;
+    private final List<PlanBuffer> inputs;
+    private final Map<String, PlanBuffer> outputs;
+    private final double[][] constants;
+    private final PlanOptions options;
     private final String order;
     private final long plainPeak, chosenPeak;
     private final String fingerprint;
+    private volatile Map<String, PlanBuffer> byName;
     private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
-
-    /** Where a storage buffer lives: a pool and offset, or a per-call dynamic allocation. */
-    public record Placement(String buffer, String pool, long offset, long bytes) {
-        public boolean isDynamic() { return pool == null; }
-    }
 
     /** Steps {@code [first, last]} (indices into {@link #steps()}) that a CUDA graph can capture and replay. */
     public record Partition(int index, int first, int last) {}
 
-    Plan(LoweredGraph lowered, List<Pool> pools, List<Step> steps, Map<String, Placement> placements, List<Kernel> kernels,
-         List<Partition> partitions, String order, long plainPeak, long chosenPeak) {
+    Plan(LoweredGraph lowered, List<PlanBuffer> buffers, List<Pool> pools, List<Step> steps, List<Kernel> kernels,
+         List<Partition> partitions, String order, long plainPeak, long chosenPeak, PlanOptions options) {
         this.lowered = lowered;
+        this.buffers = List.copyOf(buffers);
         this.pools = List.copyOf(pools);
         this.steps = List.copyOf(steps);
-        this.placements = Collections.unmodifiableMap(new LinkedHashMap<>(placements));
         this.kernels = List.copyOf(kernels);
         this.partitions = List.copyOf(partitions);
+        this.options = options;
         this.order = order;
         this.plainPeak = plainPeak;
         this.chosenPeak = chosenPeak;
+        var lb = lowered.buffers();
+        this.constants = new double[buffers.size()][];
+        for (int i = 0; i < lb.size(); i++) if (lb.get(i) instanceof ConstantBuffer c) constants[i] = c.values();
+        var ins = new ArrayList<PlanBuffer>();
+        var index = new java.util.IdentityHashMap<Buffer, PlanBuffer>();
+        for (int i = 0; i < lb.size(); i++) index.put(lb.get(i), this.buffers.get(i));
+        lowered.inputs().values().forEach(in -> ins.add(index.get(in)));
+        this.inputs = List.copyOf(ins);
+        var outs = new LinkedHashMap<String, PlanBuffer>();
+        lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
+        this.outputs = Collections.unmodifiableMap(outs);
         var digest = new Fingerprint.Digest();
         canonical(digest);
         this.fingerprint = digest.hex();
@@ -53,25 +68,51 @@ public final class Plan {
 
     public String name() { return lowered.graph().name(); }
     public int worldSize() { return lowered.worldSize(); }
+
+    /** The lowered graph this plan was made from: for tools and pictures; backends read the plan's own types only. */
     public LoweredGraph lowered() { return lowered; }
+
+    /** The process groups of the graph, by name. */
+    public Map<String, ProcessGroup> groups() { return lowered.graph().groups(); }
+
+    /** The buffer table: {@code buffers().get(id)} is the buffer of that id. */
+    public List<PlanBuffer> buffers() { return buffers; }
+    public PlanBuffer buffer(int id) { return buffers.get(id); }
+
+    /** A buffer by name, for tools and tests (backends address buffers by id). */
+    public PlanBuffer buffer(String name) {
+        var m = byName;
+        if (m == null) {
+            m = new java.util.HashMap<>(buffers.size() * 2);
+            for (PlanBuffer b : buffers) m.putIfAbsent(b.name(), b);
+            byName = m;
+        }
+        PlanBuffer b = m.get(name);
+        if (b == null) throw new IllegalArgumentException("plan '" + name() + "' has no buffer named '" + name + "'");
+        return b;
+    }
+
     public List<Pool> pools() { return pools; }
     public List<Step> steps() { return steps; }
     public List<Kernel> kernels() { return kernels; }
     public List<Partition> partitions() { return partitions; }
+    public PlanOptions options() { return options; }
 
-    /** Placement of a storage buffer; null for graph inputs that are not path-2 (they live in the caller's memory). */
-    public Placement placement(String buffer) { return placements.get(buffer); }
-
-    public Map<String, Placement> placements() { return placements; }
-
-    public Buffer buffer(String name) { return lowered.buffer(name); }
+    /** The graph's inputs, in the graph's order. */
+    public List<PlanBuffer> inputs() { return inputs; }
 
     /** Output name to the buffer holding it. */
-    public Map<String, String> outputs() {
-        var m = new LinkedHashMap<String, String>();
-        lowered.outputs().forEach((k, v) -> m.put(k, v.name()));
-        return m;
+    public Map<String, PlanBuffer> outputs() { return outputs; }
+
+    /** The values of a constant buffer. */
+    public double[] constant(PlanBuffer b) {
+        double[] v = constants[b.id()];
+        if (v == null) throw new IllegalArgumentException(b.name() + " is not a constant of plan '" + name() + "'");
+        return v.clone();
     }
+
+    /** The pool slot of a buffer's storage, by the buffer's name; null where it has none (see {@link PlanBuffer#placement()}). */
+    public PlanBuffer.Placement placement(String buffer) { return buffer(buffer).placement(); }
 
     public Pool pool(String name) {
         for (Pool p : pools) if (p.name().equals(name)) return p;
@@ -105,8 +146,8 @@ public final class Plan {
     private void canonical(Fingerprint.Digest out) {
         out.append("world=").append(String.valueOf(lowered.worldSize())).append("\n");
         lowered.graph().groups().values().forEach(g -> out.append("group ").append(String.valueOf(g)).append("\n"));
-        for (Buffer b : lowered.buffers())
-            if (b instanceof dev.gatun.ir.lower.ConstantBuffer c) out.append(b.name()).append(" = ").append(java.util.Arrays.toString(c.values())).append("\n");
+        for (PlanBuffer b : buffers)
+            if (constants[b.id()] != null) out.append(b.name()).append(" = ").append(java.util.Arrays.toString(constants[b.id()])).append("\n");
         body(out);
         out.append("\n");
         // kernelSources() is the sources joined by blank lines, stripped: the trailing separator is dropped, and
@@ -141,7 +182,7 @@ public final class Plan {
             for (int p = ends; p < partitions.size() && partitions.get(p).last() == i; p++)
                 sb.append("  # --- capture partition ").append(String.valueOf(partitions.get(p).index())).append(" ends\n");
         }
-        sb.append("  return ").append(String.join(", ", outputs().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue()).toList()));
+        sb.append("  return ").append(String.join(", ", outputs.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue().name()).toList()));
     }
 
     private static String pad(String s, int w) { return s.length() >= w ? s + "   " : s + " ".repeat(w - s.length()); }

@@ -1,21 +1,34 @@
 package dev.gatun.planner;
 
 /**
- * Options of planning.
+ * Options of planning. Every transformation a backend applies to the steps is one of these planner passes, so the
+ * printed plan, its fingerprint and the host simulation are what the GPU runs.
  *
  * @param commGranularity    allocation granularity of symmetric memory the backend reports (host: 1; CUDA VMM: 2 MiB)
  * @param regularGranularity allocation granularity of the regular arena
  * @param reorder            try memory-aware orders and keep the best (never worse than the plain order)
  * @param inPlace            let an elementwise kernel write over a dead input of identical size (regular buffers only)
+ * @param fuseCopyIns        let a symmetric collective that reads a path-2 input copy the caller's tensor in itself,
+ *                           before its first barrier, instead of a separate copy_in step
+ * @param batchCollectives   the most consecutive one-shot all-reduces run as one launch (1: each on its own)
  */
-public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace) {
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true);
+public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
+                          int batchCollectives) {
+    /** The largest batch the symmetric kernels take. */
+    public static final int MAX_BATCH = 4;
+
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH);
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new IllegalArgumentException("granularities must be positive");
+        if (batchCollectives < 1 || batchCollectives > MAX_BATCH)
+            throw new IllegalArgumentException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives); }
+    /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n); }
 }

@@ -31,6 +31,7 @@ public final class Planner {
     private final LoweredGraph graph;
     private final PlanOptions options;
     private List<Work> order;
+    private BufferTable table;
     private final Set<Buffer> outputs = Collections.newSetFromMap(new IdentityHashMap<>());
 
     private Planner(LoweredGraph graph, PlanOptions options) {
@@ -51,18 +52,20 @@ public final class Planner {
 
     private Plan run() {
         for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
-        List<Work> fused = Fusion.fuse(graph);
+        table = BufferTable.of(graph);
+        List<Work> fused = Fusion.fuse(graph, table);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         order = choice.order();
         var memory = new Memory();
         memory.plan();
+        memory.placements.forEach((b, p) -> table.of(b).place(p));
         var steps = new ArrayList<Step>();
         var kernels = new ArrayList<Kernel>();
         for (Pool p : memory.pools) steps.add(new Step.AllocPool(p));
         // persistent buffers first: constants, then path-2 inputs and their copies (inside the first partition)
         for (Buffer b : memory.persistent) steps.add(memory.placeStep(b));
         for (Buffer b : memory.persistent)
-            if (b instanceof InputBuffer in) steps.add(new Step.CopyIn(in.inputName(), in.name()));
+            if (b instanceof InputBuffer in) steps.add(new Step.CopyIn(table.of(in)));
         for (int i = 0; i < order.size(); i++) {
             Work w = order.get(i);
             for (Buffer b : w.writes()) steps.add(memory.placeStep(b));
@@ -73,31 +76,31 @@ public final class Planner {
         }
         memory.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
         for (Pool p : memory.pools) if (p.kind() == Pool.Kind.COMM) steps.add(new Step.Release(p.name()));
-        return new Plan(graph, memory.pools, steps, memory.placements, kernels, partitions(steps, memory), choice.name(), choice.plainPeak(), choice.peak());
+        List<Step> finished = CollectivePasses.apply(steps, options);
+        return new Plan(graph, table.all(), memory.pools, finished, kernels, partitions(finished), choice.name(), choice.plainPeak(), choice.peak(), options);
     }
-
-    private static String name(Buffer b) { return b.name(); }
 
     private Step externStep(ExternBuffer e, String freed) {
         return switch (e.call()) {
-            case ExternCall.Collective c -> new Step.Collective(e.name(), e.inputs().getFirst().name(), c, freed);
-            case ExternCall.Matmul m -> new Step.Matmul(e.name(), e.inputs().get(0).name(), e.inputs().get(1).name());
+            case ExternCall.Collective c -> new Step.Collective(table.of(e), table.of(e.inputs().getFirst()),
+                    new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false);
+            case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.UserOpCall u -> {
-                var outs = new ArrayList<String>();
-                outs.add(e.name());
-                e.extraOutputs().forEach(o -> outs.add(o.name()));
-                yield new Step.CallUserOp(u.op(), u.group(), e.inputs().stream().map(Planner::name).toList(), outs);
+                var outs = new ArrayList<PlanBuffer>();
+                outs.add(table.of(e));
+                e.extraOutputs().forEach(o -> outs.add(table.of(o)));
+                yield new Step.CallUserOp(u.op(), u.group(), table.of(e.inputs()), outs);
             }
         };
     }
 
     /** Contiguous runs of device work without symbolic shapes. */
-    private List<Plan.Partition> partitions(List<Step> steps, Memory memory) {
+    private static List<Plan.Partition> partitions(List<Step> steps) {
         var parts = new ArrayList<Plan.Partition>();
         int start = -1, last = -1;
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
-            if (s instanceof Step.AllocDynamic || (s.isDeviceWork() && memory.touchesDynamic(s))) {
+            if (s instanceof Step.AllocDynamic || (s.isDeviceWork() && touchesDynamic(s))) {
                 if (start >= 0) parts.add(new Plan.Partition(parts.size(), start, last));
                 start = -1;
             } else if (s.isDeviceWork()) {
@@ -109,16 +112,31 @@ public final class Planner {
         return parts;
     }
 
+    private static boolean touchesDynamic(Step s) {
+        return switch (s) {
+            case Step.Launch l -> anyDynamic(l.kernel().inputs()) || anyDynamic(l.kernel().outputs());
+            case Step.Collective c -> c.output().isDynamic() || c.input().isDynamic();
+            case Step.CollectiveBatch b -> b.members().stream().anyMatch(Planner::touchesDynamic);
+            case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
+            case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
+            default -> false;
+        };
+    }
+
+    private static boolean anyDynamic(List<PlanBuffer> bs) {
+        for (PlanBuffer b : bs) if (b.isDynamic()) return true;
+        return false;
+    }
+
     /** Liveness and offsets. */
     private final class Memory {
         final List<Pool> pools = new ArrayList<>();
-        final Map<String, Plan.Placement> placements = new LinkedHashMap<>();
+        final Map<Buffer, PlanBuffer.Placement> placements = new LinkedHashMap<>();
         final List<Buffer> persistent = new ArrayList<>();
         final Map<Integer, String> freedAt = new HashMap<>();
         final Map<String, String> finalBarriers = new TreeMap<>();
         final Map<Buffer, String> reuses = new IdentityHashMap<>();
         final Set<Buffer> inPlace = Collections.newSetFromMap(new IdentityHashMap<>());
-        final Set<String> dynamic = new java.util.HashSet<>();
 
         void plan() {
             int n = order.size();
@@ -150,7 +168,7 @@ public final class Planner {
             var written = new ArrayList<Buffer>();
             for (Work w : order) written.addAll(w.writes());
             for (Buffer b : written) {
-                if (!b.type().shape().isStatic()) { dynamic.add(b.name()); continue; }
+                if (!b.type().shape().isStatic()) continue;
                 int def = writer.get(b);
                 int end = outputs.contains(b) ? n : lastRead.getOrDefault(b, def);
                 if (b.layout() instanceof Layout.CommBuffer cb) {
@@ -194,8 +212,8 @@ public final class Planner {
                 for (Buffer out : written) {
                     Buffer in = merged.get(out);
                     if (in == null) continue;
-                    var p = placements.get(rootOf.get(out).name());
-                    placements.put(out.name(), new Plan.Placement(out.name(), pool, p.offset(), out.type().byteSize()));
+                    var p = placements.get(rootOf.get(out));
+                    placements.put(out, new PlanBuffer.Placement(pool, p.offset(), out.type().byteSize()));
                     reuses.put(out, in.name());
                     inPlace.add(out);
                 }
@@ -290,7 +308,7 @@ public final class Planner {
             for (Buffer b : bufs) {
                 long bytes = b.type().byteSize();
                 off = OffsetAssigner.align(off, alignment(bytes));
-                placements.put(b.name(), new Plan.Placement(b.name(), pool, off, bytes));
+                placements.put(b, new PlanBuffer.Placement(pool, off, bytes));
                 off += bytes;
             }
             return off;
@@ -305,7 +323,7 @@ public final class Planner {
         private void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r) {
             int n = bufs.size();
             long[] off = r.offsets();
-            for (int i = 0; i < n; i++) placements.put(bufs.get(i).name(), new Plan.Placement(bufs.get(i).name(), pool, off[i], items.get(i).size()));
+            for (int i = 0; i < n; i++) placements.put(bufs.get(i), new PlanBuffer.Placement(pool, off[i], items.get(i).size()));
             Integer[] byEnd = new Integer[n], byStart = new Integer[n];
             for (int i = 0; i < n; i++) { byEnd[i] = i; byStart[i] = i; }
             java.util.Arrays.sort(byEnd, java.util.Comparator.<Integer>comparingLong(i -> items.get(i).upper()).thenComparing(i -> -i));
@@ -349,42 +367,9 @@ public final class Planner {
         }
 
         Step placeStep(Buffer b) {
-            if (dynamic.contains(b.name())) return new Step.AllocDynamic(b.name(), b.type());
-            var p = placements.get(b.name());
-            return new Step.Place(b.name(), p.pool(), p.offset(), p.bytes(), b.type(), b.layout().fix().strides(), reuses.get(b), inPlace.contains(b));
-        }
-
-        boolean touchesDynamic(Step s) {
-            if (!anyDynamic()) return false;
-            return switch (s) {
-                case Step.Launch l -> l.kernel().inputs().stream().anyMatch(this::isDynamicName) || l.kernel().outputs().stream().anyMatch(this::isDynamicName);
-                case Step.Collective c -> isDynamicName(c.output()) || isDynamicName(c.input());
-                case Step.Matmul m -> isDynamicName(m.output()) || isDynamicName(m.a()) || isDynamicName(m.b());
-                case Step.CallUserOp u -> u.inputs().stream().anyMatch(this::isDynamicName) || u.outputs().stream().anyMatch(this::isDynamicName);
-                default -> false;
-            };
-        }
-
-        private Map<String, Buffer> byName;
-        private boolean anyDynamic;
-
-        /** Whether any buffer has a symbolic shape; in the common case none has and no step needs looking at. */
-        private boolean anyDynamic() {
-            if (byName == null) {
-                byName = new HashMap<>();
-                for (Buffer b : graph.buffers()) {
-                    byName.putIfAbsent(b.name(), b);
-                    anyDynamic |= !b.type().shape().isStatic();
-                }
-            }
-            return anyDynamic;
-        }
-
-        /** LoweredGraph.buffer(name) scans every buffer: index them once, the first of a name winning as there. */
-        private boolean isDynamicName(String name) {
-            if (!anyDynamic()) return false;
-            Buffer b = byName.get(name);
-            return !(b != null ? b : graph.buffer(name)).type().shape().isStatic();
+            if (!b.type().shape().isStatic()) return new Step.AllocDynamic(table.of(b));
+            var p = placements.get(b);
+            return new Step.Place(table.of(b), p.pool(), p.offset(), p.bytes(), reuses.get(b), inPlace.contains(b));
         }
     }
 }

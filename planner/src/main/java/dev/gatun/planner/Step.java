@@ -1,15 +1,19 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.SymInt;
-import dev.gatun.ir.TensorType;
+import dev.gatun.ir.Algorithm;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
-import dev.gatun.ir.lower.ExternCall;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.List;
 import java.util.StringJoiner;
 
-/** One step of an executable {@link Plan}. Each prints as one line close to the code a backend runs. */
+/**
+ * One step of an executable {@link Plan}. Each prints as one line close to the code a backend runs, and every
+ * backend runs exactly these steps in this order (see {@code dev.gatun.runtime.spi.StepLoop}). Steps refer to
+ * buffers through the plan's buffer table ({@link PlanBuffer}), never by name.
+ */
 public sealed interface Step {
 
     /** Whether a CUDA graph may capture this step (false for host-side bookkeeping). */
@@ -21,58 +25,92 @@ public sealed interface Step {
         @Override public String format() { return pool.declaration(); }
     }
 
-    /** Places a buffer at {@code offset} of {@code pool}; {@code reuses} names the earlier occupant of its slot. */
-    record Place(String buffer, String pool, long offset, long bytes, TensorType type, List<SymInt> strides, String reuses,
-                 boolean inPlace) implements Step {
-        public Place { strides = List.copyOf(strides); }
+    /** Places a storage at {@code offset} of {@code pool}; {@code reuses} names the earlier occupant of its slot. */
+    record Place(PlanBuffer buffer, String pool, long offset, long bytes, String reuses, boolean inPlace) implements Step {
         @Override public String format() {
             var j = new StringJoiner(",", "[", "]");
-            strides.forEach(s -> j.add(s.toString()));
-            return buffer + " = " + pool + ".at(" + offset + ", " + type + " strides " + j + ")"
+            buffer.strides().forEach(s -> j.add(s.toString()));
+            return buffer.name() + " = " + pool + ".at(" + offset + ", " + buffer.type() + " strides " + j + ")"
                     + (reuses == null ? "" : inPlace ? "   # reuse: in place of " + reuses : "   # reuse of " + reuses + "'s slot");
         }
     }
 
     /** A buffer whose size depends on symbols: allocated for each call once the symbols are bound. */
-    record AllocDynamic(String buffer, TensorType type) implements Step {
-        @Override public String format() { return buffer + " = alloc_dynamic(" + type + ")   # symbolic size: " + type.shape().symNumel() + " elements"; }
+    record AllocDynamic(PlanBuffer buffer) implements Step {
+        @Override public String format() {
+            return buffer.name() + " = alloc_dynamic(" + buffer.type() + ")   # symbolic size: " + buffer.shape().symNumel() + " elements";
+        }
     }
 
     /** Path 2: copies the caller's tensor into the input's persistent symmetric buffer (async DMA copy on a GPU). */
-    record CopyIn(String input, String buffer) implements Step {
+    record CopyIn(PlanBuffer buffer) implements Step {
         @Override public boolean isDeviceWork() { return true; }
-        @Override public String format() { return "copy_in(\"" + input + "\") -> " + buffer + "   # path 2: async copy into symmetric memory"; }
+        public String input() { return buffer.input(); }
+        @Override public String format() { return "copy_in(\"" + buffer.input() + "\") -> " + buffer.name() + "   # path 2: async copy into symmetric memory"; }
     }
 
     record Launch(Kernel kernel) implements Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
-            return "kernel " + kernel.name() + "(" + String.join(", ", kernel.inputs()) + ") -> " + String.join(", ", kernel.outputs());
+            return "kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs());
         }
     }
 
-    /** {@code freed} names the input whose slot is free on all ranks once this collective's trailing barrier passes. */
-    record Collective(String output, String input, ExternCall.Collective call, String freed) implements Step {
+    /** What a collective computes and how: its kind, reduction, group, root (broadcast) and algorithm. */
+    record CollectiveCall(CollectiveKind kind, ReduceOp reduceOp, String group, int root, Algorithm algorithm) {
+        public String opName() { return kind.opName() + "." + algorithm.opName(); }
+        String attributes() {
+            return (reduceOp != null ? ", " + reduceOp.opName() : "") + (kind == CollectiveKind.BROADCAST ? ", root=" + root : "");
+        }
+    }
+
+    /**
+     * A collective. {@code freed} names the input whose slot is free on all ranks once its trailing barrier
+     * passes. With {@code copiesIn} (the fused path-2 copy) the input is a path-2 input whose caller's tensor
+     * the collective copies into its symmetric slot itself, before its first barrier, instead of a copy_in step.
+     */
+    record Collective(PlanBuffer output, PlanBuffer input, CollectiveCall call, String freed, boolean copiesIn) implements Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
-            String attrs = (call.reduceOp() != null ? ", " + call.reduceOp().opName() : "")
-                    + (call.kind() == dev.gatun.ir.graph.CollectiveKind.BROADCAST ? ", root=" + call.root() : "");
-            String note = call.algorithm().endsWithBarrier()
-                    ? "   # ends with a barrier" + (freed != null ? ": " + freed + " free on all ranks" : "")
-                    : "   # no trailing barrier";
-            return output + " = " + call.opName() + "(" + input + attrs + ", \"" + call.group() + "\")" + note;
+            return output.name() + " = " + call.opName() + "(" + input.name() + call.attributes() + ", \"" + call.group() + "\")"
+                    + "   # " + (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
+        }
+
+        Collective withCopiesIn() { return new Collective(output, input, call, freed, true); }
+    }
+
+    /**
+     * Consecutive one-shot all-reduces of one group, pool, dtype and operation, none reading another's result,
+     * run as one launch with one pair of barriers for all of them.
+     */
+    record CollectiveBatch(List<Collective> members) implements Step {
+        public CollectiveBatch { members = List.copyOf(members); }
+        @Override public boolean isDeviceWork() { return true; }
+        public Collective first() { return members.getFirst(); }
+        @Override public String format() {
+            var outs = new StringJoiner(", ");
+            var ins = new StringJoiner(", ");
+            var freed = new StringJoiner(", ");
+            for (Collective c : members) {
+                outs.add(c.output().name());
+                ins.add(c.input().name());
+                if (c.freed() != null) freed.add(c.freed());
+            }
+            CollectiveCall call = first().call();
+            return outs + " = " + call.opName() + "×" + members.size() + "(" + ins + call.attributes() + ", \"" + call.group() + "\")"
+                    + "   # one launch for " + members.size() + "; " + barrierNote(call, freed.length() == 0 ? null : freed.toString());
         }
     }
 
-    record Matmul(String output, String a, String b) implements Step {
+    record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) implements Step {
         @Override public boolean isDeviceWork() { return true; }
-        @Override public String format() { return output + " = matmul(" + a + ", " + b + ")"; }
+        @Override public String format() { return output.name() + " = matmul(" + a.name() + ", " + b.name() + ")"; }
     }
 
-    record CallUserOp(UserOp op, String group, List<String> inputs, List<String> outputs) implements Step {
+    record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }
-        @Override public String format() { return String.join(", ", outputs) + " = " + op.name() + "(" + String.join(", ", inputs) + ")"; }
+        @Override public String format() { return names(outputs) + " = " + op.name() + "(" + names(inputs) + ")"; }
     }
 
     /** A barrier among a group's ranks, where no collective gives one before the pool is reused. */
@@ -83,5 +121,15 @@ public sealed interface Step {
 
     record Release(String pool) implements Step {
         @Override public String format() { return "release " + pool; }
+    }
+
+    private static String barrierNote(CollectiveCall call, String freed) {
+        return call.algorithm().endsWithBarrier() ? "ends with a barrier" + (freed != null ? ": " + freed + " free on all ranks" : "") : "no trailing barrier";
+    }
+
+    static String names(List<PlanBuffer> buffers) {
+        var j = new StringJoiner(", ");
+        for (PlanBuffer b : buffers) j.add(b.name());
+        return j.toString();
     }
 }

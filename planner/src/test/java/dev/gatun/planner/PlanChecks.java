@@ -1,9 +1,6 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.SymInt;
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.InputBuffer;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
@@ -24,7 +21,7 @@ final class PlanChecks {
     private PlanChecks() {}
 
     /** A storage buffer's lifetime in step indices, inclusive at both ends. */
-    record Life(String buffer, int start, int end, Plan.Placement at) {
+    record Life(String buffer, int start, int end, PlanBuffer.Placement at) {
         boolean overlapsInTime(Life o) { return start <= o.end && o.start <= end; }
         boolean overlapsInMemory(Life o) {
             return at.pool().equals(o.at.pool()) && at.offset() < o.at.offset() + o.at.bytes() && o.at.offset() < at.offset() + at.bytes()
@@ -34,13 +31,24 @@ final class PlanChecks {
 
     static String storage(Plan p, String name) { return p.buffer(name).storage().name(); }
 
+    static List<String> names(List<PlanBuffer> bs) { return bs.stream().map(PlanBuffer::name).toList(); }
+
+    static List<Step.Collective> collectives(Step s) {
+        return switch (s) {
+            case Step.Collective c -> List.of(c);
+            case Step.CollectiveBatch b -> b.members();
+            default -> List.of();
+        };
+    }
+
     /** Storages a step reads (views resolved to their base). */
     static List<String> reads(Plan p, Step s) {
         var names = switch (s) {
-            case Step.Launch l -> l.kernel().inputs();
-            case Step.Collective c -> List.of(c.input());
-            case Step.Matmul m -> List.of(m.a(), m.b());
-            case Step.CallUserOp u -> u.inputs();
+            case Step.Launch l -> names(l.kernel().inputs());
+            case Step.Collective c -> List.of(c.input().name());
+            case Step.CollectiveBatch b -> b.members().stream().map(c -> c.input().name()).toList();
+            case Step.Matmul m -> List.of(m.a().name(), m.b().name());
+            case Step.CallUserOp u -> names(u.inputs());
             default -> List.<String>of();
         };
         return names.stream().map(n -> storage(p, n)).distinct().toList();
@@ -49,11 +57,12 @@ final class PlanChecks {
     /** Storages a step writes. */
     static List<String> writes(Plan p, Step s) {
         var names = switch (s) {
-            case Step.Launch l -> l.kernel().outputs();
-            case Step.Collective c -> List.of(c.output());
-            case Step.Matmul m -> List.of(m.output());
-            case Step.CallUserOp u -> u.outputs();
-            case Step.CopyIn c -> List.of(c.buffer());
+            case Step.Launch l -> names(l.kernel().outputs());
+            case Step.Collective c -> List.of(c.output().name());
+            case Step.CollectiveBatch b -> b.members().stream().map(c -> c.output().name()).toList();
+            case Step.Matmul m -> List.of(m.output().name());
+            case Step.CallUserOp u -> names(u.outputs());
+            case Step.CopyIn c -> List.of(c.buffer().name());
             default -> List.<String>of();
         };
         return names.stream().map(n -> storage(p, n)).toList();
@@ -62,10 +71,11 @@ final class PlanChecks {
     /** Storages whose memory peers of the step's group read directly (symmetric collectives, symmetric user-op inputs). */
     static List<String> peerReads(Plan p, Step s) {
         return switch (s) {
-            case Step.Collective c when c.call().algorithm().isSymmetric() -> List.of(storage(p, c.input()));
+            case Step.Collective c when c.call().algorithm().isSymmetric() -> List.of(c.input().storage().name());
+            case Step.CollectiveBatch b -> b.members().stream().map(c -> c.input().storage().name()).toList();
             case Step.CallUserOp u -> {
                 var out = new ArrayList<String>();
-                for (int i = 0; i < u.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(storage(p, u.inputs().get(i)));
+                for (int i = 0; i < u.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(u.inputs().get(i).storage().name());
                 yield out;
             }
             default -> List.of();
@@ -76,6 +86,7 @@ final class PlanChecks {
     static boolean isBarrier(Step s, String group) {
         return switch (s) {
             case Step.Collective c -> c.call().group().equals(group) && c.call().algorithm().endsWithBarrier();
+            case Step.CollectiveBatch b -> isBarrier(b.first(), group);
             case Step.Barrier b -> b.group().equals(group);
             default -> false;
         };
@@ -99,11 +110,12 @@ final class PlanChecks {
             for (String b : peerReads(p, s)) lastPeer.put(b, i);
         }
         var outputs = new HashSet<String>();
-        p.outputs().values().forEach(o -> outputs.add(storage(p, o)));
+        p.outputs().values().forEach(o -> outputs.add(o.storage().name()));
         var lives = new LinkedHashMap<String, Life>();
-        for (var e : p.placements().entrySet()) {
-            String b = e.getKey();
-            Plan.Placement at = e.getValue();
+        for (PlanBuffer pb : p.buffers()) {
+            if (pb.placement() == null) continue;
+            String b = pb.name();
+            PlanBuffer.Placement at = pb.placement();
             Pool pool = p.pool(at.pool());
             if (pool.kind() == Pool.Kind.CONSTANT || pool.kind() == Pool.Kind.SYMM_INPUTS) {
                 lives.put(b, new Life(b, 0, end, at));
@@ -125,7 +137,7 @@ final class PlanChecks {
 
     static Map<String, Step.Place> places(Plan p) {
         var m = new HashMap<String, Step.Place>();
-        for (Step s : p.steps()) if (s instanceof Step.Place pl) m.put(pl.buffer(), pl);
+        for (Step s : p.steps()) if (s instanceof Step.Place pl) m.put(pl.buffer().name(), pl);
         return m;
     }
 
@@ -153,7 +165,7 @@ final class PlanChecks {
         if (in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
         if (in.end != out.start) return false;
         if (!(p.steps().get(out.start) instanceof Step.Launch l) || l.kernel().isReduction()) return false;
-        int idx = l.kernel().inputs().indexOf(in.buffer());
+        int idx = names(l.kernel().inputs()).indexOf(in.buffer());
         if (idx < 0) return false;
         var want = p.buffer(in.buffer()).type().shape().contiguousStrides();
         for (KExpr e : l.kernel().locals())
@@ -181,18 +193,18 @@ final class PlanChecks {
     static List<String> commRules(Plan p) {
         var bad = new ArrayList<String>();
         for (var e : p.outputs().entrySet()) {
-            var at = p.placement(storage(p, e.getValue()));
-            if (at != null && !at.isDynamic() && p.pool(at.pool()).isSymmetric())
+            var at = e.getValue().storage().placement();
+            if (at != null && p.pool(at.pool()).isSymmetric())
                 bad.add("output " + e.getKey() + " = " + e.getValue() + " lives in symmetric pool " + at.pool());
-            if (p.buffer(e.getValue()).isSymmetric()) bad.add("output " + e.getKey() + " = " + e.getValue() + " is a symmetric buffer");
+            if (e.getValue().isSymmetric()) bad.add("output " + e.getKey() + " = " + e.getValue() + " is a symmetric buffer");
         }
         for (Step s : p.steps()) {
             if (s instanceof Step.Place pl && pl.inPlace()) {
                 if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR) bad.add("in-place reuse outside a regular pool: " + pl.format());
-                if (p.buffer(pl.reuses()).isSymmetric() || p.buffer(pl.buffer()).isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
+                if (p.buffer(pl.reuses()).isSymmetric() || pl.buffer().isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
             }
             if (s instanceof Step.Place pl) {
-                boolean symBuf = p.buffer(pl.buffer()).isSymmetric();
+                boolean symBuf = pl.buffer().isSymmetric();
                 boolean symPool = p.pool(pl.pool()).isSymmetric();
                 if (symBuf != symPool) bad.add("buffer and pool disagree on symmetry: " + pl.format());
             }
@@ -207,11 +219,12 @@ final class PlanChecks {
             if (pool.bytes() < pool.maxLive()) bad.add(pool + ": size below max-live");
             if (pool.allocationBytes() < pool.bytes()) bad.add(pool + ": allocation below size");
         }
-        for (var at : p.placements().values()) {
-            if (at.isDynamic()) continue;
+        for (PlanBuffer b : p.buffers()) {
+            var at = b.placement();
+            if (at == null) continue;
             Pool pool = p.pool(at.pool());
-            if (at.offset() < 0 || at.offset() + at.bytes() > pool.bytes()) bad.add(at + " does not fit in " + pool);
-            if (at.bytes() != p.buffer(at.buffer()).type().byteSize()) bad.add(at + " has the wrong size");
+            if (at.offset() < 0 || at.offset() + at.bytes() > pool.bytes()) bad.add(b.name() + " " + at + " does not fit in " + pool);
+            if (at.bytes() != b.type().byteSize()) bad.add(b.name() + " " + at + " has the wrong size");
         }
         return bad;
     }
@@ -221,18 +234,19 @@ final class PlanChecks {
         var bad = new ArrayList<String>();
         var produced = new HashSet<String>();
         var placed = new HashSet<String>();
-        for (var in : p.lowered().inputs().values()) if (!in.isSymmetric()) produced.add(in.name());
+        for (var in : p.inputs()) if (!in.isSymmetric()) produced.add(in.name());
         int i = 0;
         for (Step s : p.steps()) {
             if (s instanceof Step.Place pl) {
-                placed.add(pl.buffer());
-                if (p.buffer(pl.buffer()) instanceof ConstantBuffer) produced.add(pl.buffer());
+                placed.add(pl.buffer().name());
+                if (pl.buffer().kind() == PlanBuffer.Kind.CONSTANT) produced.add(pl.buffer().name());
             }
-            if (s instanceof Step.AllocDynamic d) placed.add(d.buffer());
+            if (s instanceof Step.AllocDynamic d) placed.add(d.buffer().name());
+            if (s instanceof Step.Collective c && c.copiesIn()) produced.add(c.input().name()); // its own path-2 copy comes first
             for (String r : reads(p, s)) {
                 if (!produced.contains(r)) bad.add("step " + i + " (" + s.format() + ") reads " + r + " before it is produced");
-                Buffer rb = p.buffer(r);
-                if (!(rb instanceof InputBuffer in && !in.isSymmetric()) && !placed.contains(r))
+                PlanBuffer rb = p.buffer(r);
+                if (!(rb.kind() == PlanBuffer.Kind.INPUT && !rb.isSymmetric()) && !placed.contains(r))
                     bad.add("step " + i + " reads " + r + " which has no Place before it");
             }
             for (String w : writes(p, s)) {
@@ -241,7 +255,7 @@ final class PlanChecks {
             }
             i++;
         }
-        for (String o : p.outputs().values()) if (!produced.contains(storage(p, o))) bad.add("output " + o + " is never produced");
+        for (PlanBuffer o : p.outputs().values()) if (!produced.contains(o.storage().name())) bad.add("output " + o + " is never produced");
         return bad;
     }
 
@@ -250,14 +264,17 @@ final class PlanChecks {
         var bad = new ArrayList<String>();
         var copied = new ArrayList<String>();
         for (int i = 0; i < p.steps().size(); i++) {
-            if (!(p.steps().get(i) instanceof Step.CopyIn c)) continue;
-            copied.add(c.buffer());
-            if (p.partitions().isEmpty()) { bad.add("copy_in " + c.buffer() + " but no capture partition"); continue; }
+            String buffer;
+            if (p.steps().get(i) instanceof Step.CopyIn c) buffer = c.buffer().name();
+            else if (p.steps().get(i) instanceof Step.Collective c && c.copiesIn()) buffer = c.input().name();
+            else continue;
+            copied.add(buffer);
+            if (p.partitions().isEmpty()) { bad.add("copy_in " + buffer + " but no capture partition"); continue; }
             var first = p.partitions().getFirst();
-            if (i < first.first() || i > first.last()) bad.add("copy_in " + c.buffer() + " at step " + i + " outside partition " + first);
+            if (i < first.first() || i > first.last()) bad.add("copy_in " + buffer + " at step " + i + " outside partition " + first);
         }
         var want = new ArrayList<String>();
-        for (var in : p.lowered().inputs().values()) if (in.isSymmetric()) want.add(in.name());
+        for (var in : p.inputs()) if (in.isSymmetric()) want.add(in.name());
         if (!new HashSet<>(copied).equals(new HashSet<>(want)) || copied.size() != want.size())
             bad.add("copy_in steps " + copied + " but path-2 inputs " + want);
         return bad;
@@ -292,7 +309,7 @@ final class PlanChecks {
         for (int i = 0; i < p.steps().size(); i++) for (String b : peerReads(p, p.steps().get(i))) lastPeer.put(b, i);
         lastPeer.forEach((b, at) -> {
             var place = p.placement(b);
-            if (place == null || place.isDynamic()) { bad.add("peers read " + b + " which is not in a symmetric pool"); return; }
+            if (place == null) { bad.add("peers read " + b + " which is not in a symmetric pool"); return; }
             Pool pool = p.pool(place.pool());
             if (!pool.isSymmetric()) { bad.add("peers read " + b + " in non-symmetric pool " + pool.name()); return; }
             boolean ok = false;
@@ -317,5 +334,5 @@ final class PlanChecks {
     }
 
     /** Buffers a kernel stores, resolved. */
-    static Set<String> kernelOutputs(Kernel k) { return new HashSet<>(k.outputs()); }
+    static Set<String> kernelOutputs(Kernel k) { return new HashSet<>(names(k.outputs())); }
 }

@@ -1,7 +1,7 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.ir.lower.Lowering;
 import dev.gatun.ir.lower.LoweringOptions;

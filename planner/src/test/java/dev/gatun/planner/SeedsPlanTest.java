@@ -2,8 +2,7 @@ package dev.gatun.planner;
 
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.ExternCall;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.Lowering;
 import dev.gatun.ir.lower.LoweringOptions;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -49,16 +48,16 @@ public class SeedsPlanTest {
         var launches = p.steps().stream().filter(s -> s instanceof Step.Launch).map(s -> ((Step.Launch) s).kernel()).toList();
         assertThat(launches).hasSize(2);
         var first = launches.getFirst();
-        assertThat(first.inputs()).containsExactly("x");
+        assertThat(PlanChecks.names(first.inputs())).containsExactly("x");
         var loadsOfX = first.locals().stream().flatMap(e -> PlanChecks.loads(e).stream()).filter(l -> l.input() == 0).count();
         assertThat(loadsOfX).as("x is loaded once per local, one kernel input").isEqualTo(3);
-        var collectives = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> (Step.Collective) s).toList();
+        var collectives = p.steps().stream().flatMap(s -> PlanChecks.collectives(s).stream()).toList();
         var firstThreeInputs = collectives.subList(0, 3).stream().map(Step.Collective::input).toList();
         assertThat(first.outputs()).containsExactlyInAnyOrderElementsOf(firstThreeInputs);
         // the three slots are the three 64-byte slots of the communication pool
-        var offsets = first.outputs().stream().map(o -> p.placement(o)).toList();
+        var offsets = first.outputs().stream().map(PlanBuffer::placement).toList();
         assertThat(offsets).allSatisfy(at -> assertThat(p.pool(at.pool()).kind()).isEqualTo(Pool.Kind.COMM));
-        assertThat(offsets.stream().map(Plan.Placement::offset).toList()).containsExactlyInAnyOrder(0L, 64L, 128L);
+        assertThat(offsets.stream().map(PlanBuffer.Placement::offset).toList()).containsExactlyInAnyOrder(0L, 64L, 128L);
     }
 
     @Test
@@ -69,26 +68,34 @@ public class SeedsPlanTest {
         assertThat(second.ops()).containsExactly("add", "add");
         assertThat(second.outputs()).hasSize(1);
         assertThat(second.inputs()).hasSize(3);
-        String out = second.outputs().getFirst();
-        var place = p.steps().stream().filter(s -> s instanceof Step.Place pl && pl.buffer().equals(out)).map(s -> (Step.Place) s).findFirst().orElseThrow();
+        PlanBuffer out = second.outputs().getFirst();
+        var place = p.steps().stream().filter(s -> s instanceof Step.Place pl && pl.buffer() == out).map(s -> (Step.Place) s).findFirst().orElseThrow();
         assertThat(p.pool(place.pool()).kind()).isEqualTo(Pool.Kind.COMM);
         assertThat(place.reuses()).as("a+b+c reuses a slot whose occupant every rank has finished reading").isNotNull();
         assertThat(place.inPlace()).isFalse();
         // the earlier occupant is one of the first kernel's outputs, freed by its one-shot all-reduce's barrier
-        assertThat(launches.getFirst().outputs()).contains(place.reuses());
+        assertThat(PlanChecks.names(launches.getFirst().outputs())).contains(place.reuses());
         assertThat(p.toString()).contains("# reuse");
     }
 
     @Test
-    void fourOneShotCollectivesOnePartitionAndAValidPlan() {
+    void fourOneShotCollectivesTheFirstThreeInOneLaunchOnePartitionAndAValidPlan() {
         Plan p = plan(2);
-        var collectives = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> (Step.Collective) s).toList();
+        var collectives = p.steps().stream().flatMap(s -> PlanChecks.collectives(s).stream()).toList();
         assertThat(collectives).hasSize(4);
         assertThat(collectives).allSatisfy(c -> {
             assertThat(c.call().algorithm()).isEqualTo(Algorithm.ONE_SHOT);
-            assertThat(c.call()).isInstanceOf(ExternCall.Collective.class);
-            assertThat(c.freed()).isEqualTo(c.input());
+            assertThat(c.freed()).isEqualTo(c.input().name());
         });
+        // the three independent all-reduces of the same group, pool, dtype and operation are one batch
+        var batches = p.steps().stream().filter(s -> s instanceof Step.CollectiveBatch).map(s -> (Step.CollectiveBatch) s).toList();
+        assertThat(batches).singleElement().satisfies(b -> assertThat(b.members()).containsExactlyElementsOf(collectives.subList(0, 3)));
+        // switched off, they are three steps again
+        Plan unbatched = Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withBatchCollectives(1));
+        assertThat(unbatched.steps()).noneMatch(s -> s instanceof Step.CollectiveBatch);
+        assertThat(unbatched.steps().stream().filter(s -> s instanceof Step.Collective)).hasSize(4);
+        assertThat(unbatched.fingerprint()).isNotEqualTo(p.fingerprint());
+        assertThat(PlanChecks.all(unbatched)).isEmpty();
         assertThat(p.partitions()).hasSize(1);
         assertThat(p.outputs()).containsOnlyKeys("d");
         assertThat(p.steps().getLast()).isInstanceOf(Step.Release.class);
@@ -120,7 +127,8 @@ public class SeedsPlanTest {
         String text = plan(2).toString();
         assertThat(text).startsWith("plan \"seeds\"  world=2  fingerprint=");
         assertThat(text).contains("# max-live 192 B", "release pool0", "return d=", "# ends with a barrier", "# reuse of ");
-        assertThat(text.lines().filter(l -> l.contains("all_reduce.one_shot("))).hasSize(4);
+        assertThat(text.lines().filter(l -> l.contains("all_reduce.one_shot×3("))).hasSize(1);
+        assertThat(text.lines().filter(l -> l.contains("all_reduce.one_shot("))).hasSize(1);
     }
 
     @Test

@@ -1,6 +1,6 @@
 package dev.gatun.runtime;
 
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.LoweringOptions;
 import dev.gatun.planner.PlanOptions;
 

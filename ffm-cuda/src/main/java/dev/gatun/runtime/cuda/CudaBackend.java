@@ -112,7 +112,7 @@ public final class CudaBackend implements Backend {
     @Override public String generatedSource(dev.gatun.planner.Plan plan) {
         var sb = new StringBuilder();
         for (var k : plan.kernels())
-            sb.append(CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype()).source()).append('\n');
+            sb.append(CudaCodegen.generate(k).source()).append('\n');
         return sb.toString();
     }
 

@@ -80,10 +80,10 @@ final class CudaCodegen {
             "NAN", "INFINITY");
     private static final Pattern RESERVED_FORM = Pattern.compile("(?:i|n|t|in|out|x|y)\\d+|sym_.*|gt_.*|__.*|_[A-Z].*");
 
-    /** dtypeOf maps each input/output buffer name to its dtype. */
-    static KernelSource generate(Kernel k, Function<String, DType> dtypeOf) {
+    /** The CUDA source of a planner kernel; dtypes come from its buffers. */
+    static KernelSource generate(Kernel k) {
         if (!IDENT.matcher(k.name()).matches()) throw new IllegalArgumentException("kernel name is not a C identifier: " + k.name());
-        return new Gen(k, dtypeOf).run();
+        return new Gen(k).run();
     }
 
     /** The C type a value of {@code t} is computed in (half types compute in float). */
@@ -137,12 +137,12 @@ final class CudaCodegen {
         final Set<Integer> usedDims = new TreeSet<>();
         final boolean[] usedLocals;
 
-        Gen(Kernel k, Function<String, DType> dtypeOf) {
+        Gen(Kernel k) {
             this.k = k;
             inTypes = new DType[k.inputs().size()];
-            for (int i = 0; i < inTypes.length; i++) inTypes[i] = require(dtypeOf, k.inputs().get(i));
+            for (int i = 0; i < inTypes.length; i++) inTypes[i] = k.inputs().get(i).dtype();
             outTypes = new DType[k.stores().size()];
-            for (int i = 0; i < outTypes.length; i++) outTypes[i] = require(dtypeOf, k.stores().get(i).buffer());
+            for (int i = 0; i < outTypes.length; i++) outTypes[i] = k.stores().get(i).buffer().dtype();
             rank = k.ranges().size();
             dims = rank + k.reductionRanges().size();
             if (k.locals().isEmpty() && !k.stores().isEmpty()) throw new IllegalArgumentException("kernel " + k.name() + " stores but has no locals");
@@ -177,12 +177,6 @@ final class CudaCodegen {
                 }
                 default -> {}
             }
-        }
-
-        private static DType require(Function<String, DType> dtypeOf, String buffer) {
-            DType t = dtypeOf.apply(buffer);
-            if (t == null) throw new IllegalArgumentException("no dtype for buffer " + buffer);
-            return t;
         }
 
         private static String sanitize(String s) { return s.replaceAll("[^A-Za-z0-9_]", "_"); }
@@ -237,12 +231,12 @@ final class CudaCodegen {
             var notes = new ArrayList<String>();
             for (int i = 0; i < inTypes.length; i++) {
                 params.add("const " + storageType(inTypes[i]) + "* in" + i);
-                notes.add(k.inputs().get(i) + " (" + inTypes[i] + ")");
+                notes.add(k.inputs().get(i).name() + " (" + inTypes[i] + ")");
             }
             for (int i = 0; i < outTypes.length; i++) {
                 var s = k.stores().get(i);
                 params.add(storageType(outTypes[i]) + "* out" + i);
-                notes.add(s.buffer() + " (" + outTypes[i] + ") <- " + (k.isReduction() ? k.reduce().opName() + " of t" + s.local() : "t" + s.local()));
+                notes.add(s.buffer().name() + " (" + outTypes[i] + ") <- " + (k.isReduction() ? k.reduce().opName() + " of t" + s.local() : "t" + s.local()));
             }
             for (var e : symbolNames.entrySet()) {
                 params.add("long long " + e.getValue());
@@ -379,7 +373,7 @@ final class CudaCodegen {
                     String name = "x" + x++;
                     vectorOf.put(base, name);
                     String vt = "gt_vec<" + storageType(inTypes[l.input()]) + ", " + vw + ">";
-                    line(3, "const " + vt + " " + name + " = *reinterpret_cast<const " + vt + "*>(" + base + " + o);", k.inputs().get(l.input()));
+                    line(3, "const " + vt + " " + name + " = *reinterpret_cast<const " + vt + "*>(" + base + " + o);", k.inputs().get(l.input()).name());
                 }
                 for (int s = 0; s < outTypes.length; s++)
                     line(3, "gt_vec<" + storageType(outTypes[s]) + ", " + vw + "> y" + s + ";", null);
@@ -396,7 +390,7 @@ final class CudaCodegen {
                 line(3, "}", null);
                 for (int s = 0; s < outTypes.length; s++) {
                     String vt = "gt_vec<" + storageType(outTypes[s]) + ", " + vw + ">";
-                    line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer());
+                    line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer().name());
                 }
                 line(2, "}", null);
                 line(2, "start = nvec * " + vw + ";", null);
@@ -414,7 +408,7 @@ final class CudaCodegen {
             locals(2, scalarLoad);
             for (int s = 0; s < outTypes.length; s++) {
                 var st = k.stores().get(s);
-                line(2, "out" + s + "[o] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer());
+                line(2, "out" + s + "[o] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer().name());
             }
             line(1, "}", null);
         }
@@ -461,7 +455,7 @@ final class CudaCodegen {
                 result = "(count == 0 ? " + nan(m) + " : " + a + " / (" + m.c + ") count)";
                 resultType = m.type;
             }
-            line(3, "if (lane == 0) out0[o] = " + store(result, resultType, outTypes[0]) + ";", k.stores().getFirst().buffer());
+            line(3, "if (lane == 0) out0[o] = " + store(result, resultType, outTypes[0]) + ";", k.stores().getFirst().buffer().name());
             line(2, "}", null);
             line(2, "__syncthreads();", "partial[] is reused by the next output");
             line(1, "}", null);

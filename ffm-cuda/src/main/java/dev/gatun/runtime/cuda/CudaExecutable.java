@@ -17,18 +17,15 @@ import dev.gatun.cuda.ProgramOptions;
 import dev.gatun.cuda.Stream;
 import dev.gatun.cuda.StreamCapture;
 import dev.gatun.ir.DType;
-import dev.gatun.ir.Layout;
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.ViewBuffer;
 import dev.gatun.planner.Plan;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.spi.Executable;
+import dev.gatun.runtime.spi.StepLoop;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -57,18 +54,12 @@ final class CudaExecutable implements Executable {
     private final Stream stream;
     private final int multiprocessors;
     private final Map<String, DeviceBuffer> pools = new LinkedHashMap<>();
-    private final Map<String, DeviceBuffer> staging = new HashMap<>();
+    /** staging[input buffer id]: the device buffer a static-shape graph input is staged into, at a fixed address. */
+    private final DeviceBuffer[] staging;
     private final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
     private final Map<String, Kernel> userKernels = new HashMap<>();
     private final CudaMatmul matmul;
     private final GraphExec[] partitions;
-    /** Path-2 copies done by the symmetric collective that directly follows them (identity: steps are records). */
-    private final java.util.Set<Step> fusedCopies = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
-    /** Batched one-shot all-reduces: the first step of each batch to the whole batch, and the other members. */
-    private final Map<Step, List<Step.Collective>> batches = new IdentityHashMap<>();
-    private final java.util.Set<Step> batched = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
-    static volatile boolean batchCollectives = !"0".equals(System.getenv("GATUN_BATCH_COLLECTIVES"));
-    static volatile boolean fuseInputCopies = !"0".equals(System.getenv("GATUN_FUSE_INPUT_COPY"));
     /** Null for a world of one rank. */
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -98,16 +89,15 @@ final class CudaExecutable implements Executable {
                     pools.put(p.name(), allocate(p.name() + " (" + p.kind().name().toLowerCase() + " pool)", p.allocationBytes()));
                 }
             }
-            for (InputBuffer in : plan.lowered().inputs().values())
-                if (in.type().shape().isStatic()) staging.put(in.name(), allocate("input '" + in.inputName() + "'", in.type().byteSize()));
+            this.staging = new DeviceBuffer[plan.buffers().size()];
+            for (PlanBuffer in : plan.inputs())
+                if (!in.isDynamic()) staging[in.id()] = allocate("input '" + in.input() + "'", in.type().byteSize());
             writeConstants();
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.partitions = new GraphExec[plan.partitions().size()];
             if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
-            findFusedCopies();
-            findBatches();
             ok = true;
         } finally {
             if (!ok) device.close();
@@ -120,71 +110,6 @@ final class CudaExecutable implements Executable {
         if (options.rendezvous() != null) return options.rendezvous().rank();
         var job = dev.gatun.runtime.distributed.LaunchEnvironment.current();
         return job == null ? 0 : job.rank();
-    }
-
-    /**
-     * Consecutive one-shot all-reduces (only placements between them) of one group, pool, dtype and operation,
-     * none reading another's result, run as one launch with two barriers in all (the seeds' three all-reduces
-     * become one). GATUN_BATCH_COLLECTIVES=0 launches each on its own.
-     */
-    private void findBatches() {
-        if (dist == null || !batchCollectives) return;
-        var steps = plan.steps();
-        for (int i = 0; i < steps.size(); i++) {
-            if (!(steps.get(i) instanceof Step.Collective c) || !batchable(c, i)) continue;
-            var run = new ArrayList<Step.Collective>(List.of(c));
-            int j = i + 1;
-            for (; j < steps.size() && run.size() < SymmetricKernels.MULTI_MAX; j++) {
-                Step s = steps.get(j);
-                if (s instanceof Step.Place) continue;
-                if (s instanceof Step.Collective d && batchable(d, j) && joins(run, d)) run.add(d);
-                else break;
-            }
-            if (run.size() > 1) {
-                batches.put(c, run);
-                batched.addAll(run.subList(1, run.size()));
-                i = j - 1;
-            }
-        }
-    }
-
-    private boolean batchable(Step.Collective c, int index) {
-        var call = c.call();
-        return call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE && call.algorithm() == dev.gatun.ir.lower.Algorithm.ONE_SHOT
-                && dist.isMember(call.group()) && !(index > 0 && fusedCopies.contains(plan.steps().get(index - 1)))
-                && plan.placement(plan.buffer(c.input()).storage().name()) != null && plan.placement(plan.buffer(c.output()).storage().name()) != null;
-    }
-
-    /** Same group, pool, dtype and operation as the batch; input not a result of the batch; output overlapping none of its outputs. */
-    private boolean joins(List<Step.Collective> run, Step.Collective d) {
-        Step.Collective first = run.getFirst();
-        if (!first.call().group().equals(d.call().group()) || first.call().reduceOp() != d.call().reduceOp()
-                || plan.buffer(first.input()).type().dtype() != plan.buffer(d.input()).type().dtype()
-                || !poolOf(first.input()).equals(poolOf(d.input()))) return false;
-        var out = plan.placement(plan.buffer(d.output()).storage().name());
-        for (Step.Collective c : run) {
-            if (plan.buffer(d.input()).storage().name().equals(plan.buffer(c.output()).storage().name())) return false;
-            var o = plan.placement(plan.buffer(c.output()).storage().name());
-            if (o.pool().equals(out.pool()) && o.offset() < out.offset() + out.bytes() && out.offset() < o.offset() + o.bytes()) return false;
-        }
-        return true;
-    }
-
-    private String poolOf(String buffer) { return plan.placement(plan.buffer(buffer).storage().name()).pool(); }
-
-    /**
-     * A path-2 copy immediately followed by a symmetric collective reading exactly that buffer is left to the
-     * collective's kernel, which copies each block's share into the slot before its first barrier: one graph
-     * node fewer per call (measured: no difference in time, docs/BENCHMARKS.md). GATUN_FUSE_INPUT_COPY=0 keeps the separate copy.
-     */
-    private void findFusedCopies() {
-        if (dist == null || !fuseInputCopies) return;
-        var steps = plan.steps();
-        for (int i = 0; i + 1 < steps.size(); i++)
-            if (steps.get(i) instanceof Step.CopyIn copy && steps.get(i + 1) instanceof Step.Collective c
-                    && c.input().equals(copy.buffer()) && c.call().algorithm().isSymmetric() && dist.isMember(c.call().group())
-                    && staging.containsKey(copy.buffer()))
-                fusedCopies.add(copy);
     }
 
     @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
@@ -218,12 +143,10 @@ final class CudaExecutable implements Executable {
     }
 
     private void writeConstants() {
-        for (Buffer b : plan.lowered().buffers()) {
-            if (!(b instanceof ConstantBuffer c)) continue;
-            double[] v = c.values();
-            NDArray host = NDArray.of(b.type().dtype(), v, b.type().shape().sizes());
-            var p = plan.placement(b.name());
-            pools.get(p.pool()).copyFrom(host.segment(), p.offset());
+        for (PlanBuffer b : plan.buffers()) {
+            if (b.kind() != PlanBuffer.Kind.CONSTANT) continue;
+            NDArray host = NDArray.of(b.dtype(), plan.constant(b), b.shape().sizes());
+            pools.get(b.placement().pool()).copyFrom(host.segment(), b.placement().offset());
         }
     }
 
@@ -233,7 +156,7 @@ final class CudaExecutable implements Executable {
         int n = plan.kernels().size(), done = 0;
         long t0 = System.nanoTime();
         for (var k : plan.kernels()) {
-            KernelSource src = CudaCodegen.generate(k, name -> plan.buffer(name).type().dtype());
+            KernelSource src = CudaCodegen.generate(k);
             kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name())));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
             long ms = (System.nanoTime() - t0) / 1_000_000;
@@ -294,23 +217,24 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** One call: stage inputs, run or replay, copy outputs back. */
-    static final class CudaRun {
+    /** One call: stage inputs, run or replay the plan's steps through the shared {@link StepLoop}, copy outputs back. */
+    static final class CudaRun implements StepLoop.Steps {
         private final CudaExecutable exe;
+        private final Plan plan;
         private final Map<String, NDArray> inputs;
         private final Map<String, Long> env = new HashMap<>();
-        private final Map<String, Long> address = new HashMap<>();
+        /** address[storage id]: device address of every storage this call has (0: none yet). */
+        private final long[] address;
         private final List<DeviceBuffer> perCall = new ArrayList<>();
-        /** Set by a fused path-2 copy for the collective right after it: the staged input's address. */
-        private long fusedLocal;
 
         CudaRun(CudaExecutable exe, Map<String, NDArray> inputs) {
             this.exe = exe;
+            this.plan = exe.plan;
             this.inputs = inputs;
+            this.address = new long[plan.buffers().size()];
         }
 
         Map<String, NDArray> run() {
-            Plan plan = exe.plan;
             try {
                 stageInputs();
                 executeSteps();
@@ -318,7 +242,7 @@ final class CudaExecutable implements Executable {
                 // (a peer's copy queued behind it could never run): the results are read once the work is done
                 if (exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
                 var out = new LinkedHashMap<String, NDArray>();
-                plan.outputs().forEach((name, buf) -> out.put(name, readOut(plan.buffer(buf))));
+                plan.outputs().forEach((name, buf) -> out.put(name, readOut(buf)));
                 exe.stream.synchronize();
                 return out;
             } finally {
@@ -331,26 +255,12 @@ final class CudaExecutable implements Executable {
         /** The plan's steps on the stream: with {@code graphs}, captured partitions replay and the rest runs eagerly. */
         void executeSteps(boolean graphs) {
             if (graphs) captureAll();
-            List<Step> steps = exe.plan.steps();
-            for (int i = 0; i < steps.size(); i++) {
-                Plan.Partition part = graphs ? partitionStartingAt(i) : null;
-                if (part != null) {
-                    replay(part);
-                    i = part.last();
-                } else {
-                    execute(steps.get(i));
-                }
-            }
+            StepLoop.run(plan, this, graphs);
         }
 
         void release() {
             for (DeviceBuffer b : perCall) b.close();
             perCall.clear();
-        }
-
-        private Plan.Partition partitionStartingAt(int step) {
-            for (Plan.Partition p : exe.plan.partitions()) if (p.first() == step) return p;
-            return null;
         }
 
         /**
@@ -360,48 +270,51 @@ final class CudaExecutable implements Executable {
          */
         private void captureAll() {
             boolean captured = false;
-            for (Plan.Partition part : exe.plan.partitions()) {
+            for (Plan.Partition part : plan.partitions()) {
                 if (exe.partitions[part.index()] != null) continue;
                 CudaGraph graph;
                 try (StreamCapture capture = exe.stream.beginCapture()) {
-                    for (int i = part.first(); i <= part.last(); i++) execute(exe.plan.steps().get(i));
+                    StepLoop.run(plan, part.first(), part.last(), this);
                     graph = capture.end();
                 }
                 exe.partitions[part.index()] = graph.instantiate();
-                LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", exe.plan.name(), part.index(), graph.nodeCount());
+                LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", plan.name(), part.index(), graph.nodeCount());
                 graph.close(); // the executable graph is all replays need
                 captured = true;
             }
             if (captured && exe.dist != null) exe.dist.meet("captured");
         }
 
-        private void replay(Plan.Partition part) {
+        @Override public boolean replay(Plan.Partition part) {
             exe.partitions[part.index()].launch(exe.stream);
+            return true;
         }
 
         void stageInputs() {
             bindAddresses();
-            for (InputBuffer in : exe.plan.lowered().inputs().values()) {
-                NDArray a = inputs.get(in.inputName());
+            for (PlanBuffer in : plan.inputs()) {
+                NDArray a = inputs.get(in.input());
                 long[] shape = a.shape();
                 for (int d = 0; d < shape.length; d++)
-                    if (!in.type().shape().dim(d).isStatic()) env.put(in.type().shape().dim(d).toString(), shape[d]);
-                DeviceBuffer dst = exe.staging.get(in.name());
+                    if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
+                DeviceBuffer dst = exe.staging[in.id()];
                 if (dst == null) {
                     dst = exe.device.allocate(Math.max(1, a.byteSize()));
                     perCall.add(dst);
                 }
                 dst.copyFromAsync(a.segment(), 0, exe.stream);
-                // a path-2 input is copied on into its symmetric slot by the plan's copy_in step
-                if (exe.plan.placement(in.name()) == null) address.put(in.name(), dst.address());
+                // a path-2 input is copied on into its symmetric slot by the plan's copy_in step (or its collective)
+                if (in.placement() == null) address[in.id()] = dst.address();
             }
         }
 
         /** Every placed buffer's and staged static input's address (the same on every call). */
         void bindAddresses() {
-            for (var p : exe.plan.placements().values()) address.put(p.buffer(), exe.pools.get(p.pool()).address() + p.offset());
-            for (InputBuffer in : exe.plan.lowered().inputs().values())
-                if (exe.plan.placement(in.name()) == null && exe.staging.containsKey(in.name())) address.put(in.name(), exe.staging.get(in.name()).address());
+            for (PlanBuffer b : plan.buffers()) {
+                var p = b.placement();
+                if (p != null) address[b.id()] = exe.pools.get(p.pool()).address() + p.offset();
+                else if (b.kind() == PlanBuffer.Kind.INPUT && exe.staging[b.id()] != null) address[b.id()] = exe.staging[b.id()].address();
+            }
         }
 
         /**
@@ -411,83 +324,92 @@ final class CudaExecutable implements Executable {
          */
         void warmUpMatmuls() {
             bindAddresses();
-            for (Step s : exe.plan.steps()) {
+            for (Step s : plan.steps()) {
                 if (!(s instanceof Step.Matmul m)) continue;
                 boolean ready = true;
-                for (String b : List.of(m.a(), m.b(), m.output()))
-                    ready &= exe.plan.buffer(b).type().shape().isStatic() && address.containsKey(exe.plan.buffer(b).storage().name());
-                if (ready) execute(m);
+                for (PlanBuffer b : List.of(m.a(), m.b(), m.output())) ready &= !b.isDynamic() && address[b.storage().id()] != 0;
+                if (ready) matmul(m);
             }
             exe.stream.synchronize();
         }
 
-        long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }
+        long bytes(PlanBuffer b) { return numel(b) * b.dtype().byteSize(); }
+
+        long numel(PlanBuffer b) { return b.shape().symNumel().eval(env); }
 
         /** A buffer's device address (a view's starts at its offset inside its storage). */
-        long addressOf(String name) {
-            Buffer b = exe.plan.buffer(name);
-            Long base = address.get(b.storage().name());
-            if (base == null) throw new IllegalStateException("buffer " + b.storage().name() + " has no memory at this point of plan '" + exe.plan.name() + "'");
-            if (b instanceof ViewBuffer v) return base + v.layout().offset().eval(env) * b.type().dtype().byteSize();
-            return base;
+        long addressOf(PlanBuffer b) {
+            long base = address[b.storage().id()];
+            if (base == 0) throw new IllegalStateException("buffer " + b.storage().name() + " has no memory at this point of plan '" + plan.name() + "'");
+            return b.isView() ? base + b.offset().eval(env) * b.dtype().byteSize() : base;
         }
 
-        private void execute(Step s) {
-            switch (s) {
-                case Step.AllocPool a -> { }
-                case Step.Place p -> { }
-                case Step.Release r -> { }
-                case Step.Barrier b -> { if (exe.dist != null && exe.dist.isMember(b.group())) exe.dist.barrier(b.group(), exe.stream); }
-                case Step.AllocDynamic d -> {
-                    DeviceBuffer buf = exe.device.allocate(Math.max(1, bytes(exe.plan.buffer(d.buffer()))));
-                    perCall.add(buf);
-                    address.put(d.buffer(), buf.address());
-                }
-                case Step.CopyIn c -> {
-                    if (exe.fusedCopies.contains(c)) fusedLocal = exe.staging.get(c.buffer()).address();
-                    else copy(exe.staging.get(c.buffer()).address(), addressOf(c.buffer()), bytes(exe.plan.buffer(c.buffer())));
-                }
-                case Step.Launch l -> launch(exe.kernels.get(l.kernel()));
-                case Step.Collective c -> {
-                    if (exe.batches.containsKey(c)) batch(exe.batches.get(c));
-                    else if (!exe.batched.contains(c)) collective(c);
-                }
-                case Step.Matmul m -> exe.matmul.run(exe.plan.buffer(m.a()), addressOf(m.a()), exe.plan.buffer(m.b()), addressOf(m.b()),
-                        exe.plan.buffer(m.output()), addressOf(m.output()), env, exe.stream);
-                case Step.CallUserOp u -> userOp(u);
-            }
+        @Override public void barrier(Step.Barrier b) {
+            if (exe.dist != null && exe.dist.isMember(b.group())) exe.dist.barrier(b.group(), exe.stream);
         }
 
-        private void collective(Step.Collective c) {
+        @Override public void allocDynamic(Step.AllocDynamic d) {
+            DeviceBuffer buf = exe.device.allocate(Math.max(1, bytes(d.buffer())));
+            perCall.add(buf);
+            address[d.buffer().id()] = buf.address();
+        }
+
+        @Override public void copyIn(Step.CopyIn c) { copyIn(c.buffer()); }
+
+        private void copyIn(PlanBuffer b) { copy(exe.staging[b.id()].address(), addressOf(b), bytes(b)); }
+
+        @Override public void launch(Step.Launch l) { launch(exe.kernels.get(l.kernel())); }
+
+        @Override public void matmul(Step.Matmul m) {
+            exe.matmul.run(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), m.output(), addressOf(m.output()), env, exe.stream);
+        }
+
+        @Override public void userOp(Step.CallUserOp u) {
+            Kernel fn = exe.userKernels.get(u.op().name());
+            long n = numel(u.outputs().getFirst());
+            if (n == 0) return;
+            int block = u.op().blockSize();
+            var args = new ArrayList<Object>();
+            for (PlanBuffer in : u.inputs()) args.add(addressOf(in));
+            for (PlanBuffer out : u.outputs()) args.add(addressOf(out));
+            args.add(n);
+            long grid = Math.ceilDiv(n, block);
+            var config = new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(block), 0, exe.stream);
             try {
-                collectiveStep(c);
-            } finally {
-                fusedLocal = 0;
+                fn.launch(config, args.toArray());
+            } catch (CudaException e) {
+                throw new GatunRuntimeException("launching user op '" + u.op().name() + "' (grid " + grid + ", block " + block + ") failed: " + e.getMessage(), e);
             }
         }
 
-        private void batch(List<Step.Collective> run) {
-            var slots = new ArrayList<Distributed.Slot>();
-            String pool = exe.poolOf(run.getFirst().input());
-            long base = exe.pools.get(pool).address();
-            for (Step.Collective c : run)
-                slots.add(new Distributed.Slot(addressOf(c.input()) - base, addressOf(c.output()),
-                        exe.plan.buffer(c.input()).type().shape().symNumel().eval(env)));
-            exe.dist.oneShotBatch(run.getFirst(), pool, slots, exe.plan.buffer(run.getFirst().input()).type().dtype(), exe.stream);
-        }
-
-        private void collectiveStep(Step.Collective c) {
-            Buffer in = exe.plan.buffer(c.input());
-            long src = addressOf(c.input()), out = addressOf(c.output()), n = in.type().shape().symNumel().eval(env);
-            if (exe.dist == null || !exe.dist.isMember(c.call().group())) {
+        @Override public void collective(int index, Step.Collective c) {
+            PlanBuffer in = c.input();
+            long src = addressOf(in), out = addressOf(c.output()), n = numel(in);
+            boolean member = exe.dist != null && exe.dist.isMember(c.call().group());
+            if (!member) {
                 // a world of one rank, or a rank outside the group: the input passes through
+                if (c.copiesIn()) copyIn(in);
                 copy(src, out, bytes(in));
             } else if (c.call().algorithm().isSymmetric()) {
-                var p = exe.plan.placement(in.storage().name());
-                exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, fusedLocal, n, in.type().dtype(), exe.stream);
+                var p = in.storage().placement();
+                long local = c.copiesIn() ? exe.staging[in.id()].address() : 0; // the kernel copies the caller's tensor in itself
+                exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, local, n, in.dtype(), exe.stream);
             } else {
-                exe.dist.nccl(c, src, out, n, in.type().dtype(), exe.stream);
+                if (c.copiesIn()) copyIn(in);
+                exe.dist.nccl(c, src, out, n, in.dtype(), exe.stream);
             }
+        }
+
+        @Override public void batch(int index, Step.CollectiveBatch b) {
+            if (exe.dist == null || !exe.dist.isMember(b.first().call().group())) {
+                for (Step.Collective c : b.members()) collective(index, c);
+                return;
+            }
+            String pool = b.first().input().storage().placement().pool();
+            long base = exe.pools.get(pool).address();
+            var slots = new ArrayList<Distributed.Slot>();
+            for (Step.Collective c : b.members()) slots.add(new Distributed.Slot(addressOf(c.input()) - base, addressOf(c.output()), numel(c.input())));
+            exe.dist.oneShotBatch(b.first(), pool, slots, b.first().input().dtype(), exe.stream);
         }
 
         /** A device-to-device copy: the copy engine, or a kernel where ranks share a GPU (see {@link Distributed#copy}). */
@@ -503,7 +425,7 @@ final class CudaExecutable implements Executable {
             if (k.elements() == 0) return;
             var args = new ArrayList<Object>();
             var kernel = c.kernel();
-            for (String in : kernel.inputs()) args.add(addressOf(in));
+            for (PlanBuffer in : kernel.inputs()) args.add(addressOf(in));
             for (var st : kernel.stores()) args.add(addressOf(st.buffer()));
             for (String sym : src.symbols()) args.add(env.get(sym));
             var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
@@ -515,33 +437,13 @@ final class CudaExecutable implements Executable {
             }
         }
 
-        private void userOp(Step.CallUserOp u) {
-            Kernel fn = exe.userKernels.get(u.op().name());
-            long n = exe.plan.buffer(u.outputs().getFirst()).type().shape().symNumel().eval(env);
-            if (n == 0) return;
-            int block = u.op().blockSize();
-            var args = new ArrayList<Object>();
-            for (String in : u.inputs()) args.add(addressOf(in));
-            for (String out : u.outputs()) args.add(addressOf(out));
-            args.add(n);
-            long grid = Math.ceilDiv(n, block);
-            var config = new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(block), 0, exe.stream);
-            try {
-                fn.launch(config, args.toArray());
-            } catch (CudaException e) {
-                throw new GatunRuntimeException("launching user op '" + u.op().name() + "' (grid " + grid + ", block " + block + ") failed: " + e.getMessage(), e);
-            }
-        }
-
         /** An output as a fresh host array; strided views are gathered on the host. */
-        private NDArray readOut(Buffer b) {
-            DType t = b.type().dtype();
-            long[] shape = b.type().shape().sizes(env);
-            Layout.Fixed l = b.layout().fix();
-            long base = address.get(b.storage().name());
-            boolean contiguous = l.strides().equals(b.type().shape().contiguousStrides());
-            long off = l.offset().eval(env);
-            if (contiguous) {
+        private NDArray readOut(PlanBuffer b) {
+            DType t = b.dtype();
+            long[] shape = b.shape().sizes(env);
+            long base = address[b.storage().id()];
+            long off = b.offset().eval(env);
+            if (b.strides().equals(b.shape().contiguousStrides())) {
                 NDArray out = NDArray.zeros(t, shape);
                 if (out.byteSize() > 0) DeviceBuffer.wrap(exe.device, base + off * t.byteSize(), out.byteSize()).copyToAsync(out.segment(), 0, exe.stream);
                 exe.stream.synchronize();
@@ -550,7 +452,7 @@ final class CudaExecutable implements Executable {
             long[] strides = new long[shape.length];
             long extent = off + 1;
             for (int k = 0; k < shape.length; k++) {
-                strides[k] = l.strides().get(k).eval(env);
+                strides[k] = b.strides().get(k).eval(env);
                 if (shape[k] > 0) extent += (shape[k] - 1) * strides[k];
             }
             try (Arena arena = Arena.ofConfined()) {

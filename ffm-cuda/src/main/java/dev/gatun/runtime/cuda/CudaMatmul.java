@@ -10,7 +10,7 @@ import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.runtime.GatunRuntimeException;
 
 import java.util.Arrays;
@@ -49,7 +49,7 @@ final class CudaMatmul {
         this.compiler = compiler;
     }
 
-    void run(Buffer aB, long a, Buffer bB, long b, Buffer outB, long out, Map<String, Long> env, Stream stream) {
+    void run(PlanBuffer aB, long a, PlanBuffer bB, long b, PlanBuffer outB, long out, Map<String, Long> env, Stream stream) {
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int m = Math.toIntExact(sa[sa.length - 2]), k = Math.toIntExact(sa[sa.length - 1]), n = Math.toIntExact(sb[sb.length - 1]);
         DType t = aB.type().dtype();

@@ -13,7 +13,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.ProcessGroup;
 import dev.gatun.ir.graph.ReduceOp;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.GatunRuntimeException;
@@ -75,7 +75,7 @@ final class Distributed implements AutoCloseable {
                 + plan.fingerprint().substring(0, 16);
         Fingerprints.check(rendezvous, plan.name(), plan.fingerprint(), timeout);
         // each group as this rank sees it: the ranks of its own slice (a mesh axis has several), empty outside the group
-        for (ProcessGroup g : plan.lowered().graph().groups().values()) {
+        for (ProcessGroup g : plan.groups().values()) {
             members.put(g.name(), g.members(world, rank));
             slices.put(g.name(), g.slices(world));
         }
@@ -84,6 +84,7 @@ final class Distributed implements AutoCloseable {
         for (Step s : plan.steps()) {
             if (s instanceof Step.Barrier b) barrierGroups.add(b.group());
             if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
+            if (s instanceof Step.CollectiveBatch b) barrierGroups.add(b.first().call().group());
             if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
         }
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where

@@ -24,7 +24,7 @@ final class SymmetricKernels {
     static final int THREADS = 512;
 
     /** All-reduces per launch of one_shot_multi. */
-    static final int MULTI_MAX = 4;
+    static final int MULTI_MAX = dev.gatun.planner.PlanOptions.MAX_BATCH; // one_shot_multi takes this many slots
 
     static final String SOURCE = """
             #include <cuda_fp16.h>

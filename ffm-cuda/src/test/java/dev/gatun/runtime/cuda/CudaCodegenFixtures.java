@@ -13,6 +13,9 @@ import dev.gatun.planner.Plan;
 import dev.gatun.planner.Planner;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.planner.PlanBuffer;
+import dev.gatun.ir.TensorType;
+import dev.gatun.ir.Shape;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -35,9 +38,36 @@ final class CudaCodegenFixtures {
 
     static SymInt c(long v) { return SymInt.of(v); }
 
+    /** A kernel as the tests write it: buffers by name; {@link #toKernel} gives them their dtypes. */
+    record Spec(String name, List<SymInt> ranges, ReduceFn reduce, List<SymInt> reductionRanges, List<String> inputs,
+                List<KExpr> locals, List<Store> stores, List<String> ops) {
+        record Store(String buffer, int local) {}
+
+        boolean isReduction() { return reduce != null; }
+
+        static Spec from(Kernel k) {
+            return new Spec(k.name(), k.ranges(), k.reduce(), k.reductionRanges(), k.inputs().stream().map(PlanBuffer::name).toList(),
+                    k.locals(), k.stores().stream().map(s -> new Store(s.buffer().name(), s.local())).toList(), k.ops());
+        }
+
+        Kernel toKernel(Function<String, DType> dtypes) {
+            Function<String, PlanBuffer> b = n -> PlanBuffer.standalone(n, new TensorType(require(dtypes, n), Shape.of(new long[0])));
+            return new Kernel(name, ranges, reduce, reductionRanges, inputs.stream().map(b).toList(), locals,
+                    stores.stream().map(s -> new Kernel.Store(b.apply(s.buffer()), s.local())).toList(), ops);
+        }
+
+        private static DType require(Function<String, DType> dtypes, String name) {
+            DType t = dtypes.apply(name);
+            if (t == null) throw new IllegalArgumentException("no dtype for buffer " + name);
+            return t;
+        }
+    }
+
+    static KernelSource generate(Spec k, Function<String, DType> dtypes) { return CudaCodegen.generate(k.toKernel(dtypes)); }
+
     /** A kernel together with the dtypes of its buffers. */
-    record Case(Kernel kernel, Map<String, DType> dtypes) {
-        KernelSource generate() { return CudaCodegen.generate(kernel, dtypes::get); }
+    record Case(Spec kernel, Map<String, DType> dtypes) {
+        KernelSource generate() { return CudaCodegenFixtures.generate(kernel, dtypes::get); }
         @Override public String toString() { return kernel.name(); }
     }
 
@@ -70,16 +100,16 @@ final class CudaCodegenFixtures {
             types.put("x" + i, at);
         }
         types.put("y", result);
-        var k = new Kernel(name, ranges, null, List.of(), inputs, List.of(new KExpr.Apply(fn, args, result)),
-                List.of(new Kernel.Store("y", 0)), List.of(fn.opName()));
+        var k = new Spec(name, ranges, null, List.of(), inputs, List.of(new KExpr.Apply(fn, args, result)),
+                List.of(new Spec.Store("y", 0)), List.of(fn.opName()));
         return new Case(k, types);
     }
 
     /** {@code y = reduce(x)} over the last dimension of a [rows, cols] tensor of dtype {@code t}. */
     static Case reduction(String name, ReduceFn fn, DType t, DType out, SymInt rows, SymInt cols) {
-        var k = new Kernel(name, List.of(rows), fn, List.of(cols), List.of("x"),
+        var k = new Spec(name, List.of(rows), fn, List.of(cols), List.of("x"),
                 List.of(new KExpr.Load(0, SymInt.ZERO, List.of(cols, SymInt.ONE), t)),
-                List.of(new Kernel.Store("y", 0)), List.of(fn.opName()));
+                List.of(new Spec.Store("y", 0)), List.of(fn.opName()));
         return new Case(k, Map.of("x", t, "y", out));
     }
 
@@ -101,8 +131,8 @@ final class CudaCodegenFixtures {
             // casts from every dtype to every other
             for (DType to : DType.values()) {
                 if (to == t) continue;
-                var k = new Kernel("cast_" + t.shortName() + "_" + to.shortName(), List.of(c(1000)), null, List.of(), List.of("x"),
-                        List.of(new KExpr.Cast(load(0, List.of(SymInt.ONE), t), to)), List.of(new Kernel.Store("y", 0)), List.of("cast"));
+                var k = new Spec("cast_" + t.shortName() + "_" + to.shortName(), List.of(c(1000)), null, List.of(), List.of("x"),
+                        List.of(new KExpr.Cast(load(0, List.of(SymInt.ONE), t), to)), List.of(new Spec.Store("y", 0)), List.of("cast"));
                 out.add(new Case(k, Map.of("x", t, "y", to)));
             }
         }
@@ -115,12 +145,12 @@ final class CudaCodegenFixtures {
         var out = new ArrayList<Case>();
         SymInt m = SymInt.symbol("m");
         // transpose: reads x[i1 * n + i0] into y[i0, i1] (no vector path)
-        out.add(new Case(new Kernel("transpose_0", List.of(m, N), null, List.of(), List.of("x"),
+        out.add(new Case(new Spec("transpose_0", List.of(m, N), null, List.of(), List.of("x"),
                 List.of(new KExpr.Apply(PointwiseFn.IDENTITY, List.of(load(0, List.of(SymInt.ONE, m), DType.FLOAT32)), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 0)), List.of("identity")), Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)));
+                List.of(new Spec.Store("y", 0)), List.of("identity")), Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)));
         // broadcast row bias + scalar + constant, with an offset load, two outputs of different dtypes
         var ranges = List.of(N, c(64));
-        var k = new Kernel("fused_add_mul_relu_cast_1", ranges, null, List.of(), List.of("x", "bias", "scale"),
+        var k = new Spec("fused_add_mul_relu_cast_1", ranges, null, List.of(), List.of("x", "bias", "scale"),
                 List.of(
                         new KExpr.Apply(PointwiseFn.ADD, List.of(new KExpr.Load(0, N.times(2), rowMajor(ranges, 0), DType.FLOAT32),
                                 load(1, List.of(SymInt.ZERO, SymInt.ONE), DType.FLOAT32)), DType.FLOAT32),
@@ -129,42 +159,42 @@ final class CudaCodegenFixtures {
                         new KExpr.Apply(PointwiseFn.RELU, List.of(new KExpr.Apply(PointwiseFn.SUB, List.of(new KExpr.Local(1, DType.FLOAT32),
                                 new KExpr.Const(-0.5, DType.FLOAT32)), DType.FLOAT32)), DType.FLOAT32),
                         new KExpr.Cast(new KExpr.Local(2, DType.FLOAT32), DType.FLOAT16)),
-                List.of(new Kernel.Store("y", 2), new Kernel.Store("yh", 3)), List.of("add", "mul", "relu", "cast"));
+                List.of(new Spec.Store("y", 2), new Spec.Store("yh", 3)), List.of("add", "mul", "relu", "cast"));
         out.add(new Case(k, Map.of("x", DType.FLOAT32, "bias", DType.FLOAT32, "scale", DType.FLOAT32, "y", DType.FLOAT32, "yh", DType.FLOAT16)));
         // a scalar kernel (no ranges) and a full reduction (no output ranges), symbolic reduction length
-        out.add(new Case(new Kernel("scalar_add_2", List.of(), null, List.of(), List.of("x"),
+        out.add(new Case(new Spec("scalar_add_2", List.of(), null, List.of(), List.of("x"),
                 List.of(new KExpr.Apply(PointwiseFn.ADD, List.of(load(0, List.of(), DType.FLOAT64), new KExpr.Const(1, DType.FLOAT64)), DType.FLOAT64)),
-                List.of(new Kernel.Store("y", 0)), List.of("add")), Map.of("x", DType.FLOAT64, "y", DType.FLOAT64)));
-        out.add(new Case(new Kernel("sum_all_3", List.of(), ReduceFn.SUM, List.of(m, N), List.of("x"),
+                List.of(new Spec.Store("y", 0)), List.of("add")), Map.of("x", DType.FLOAT64, "y", DType.FLOAT64)));
+        out.add(new Case(new Spec("sum_all_3", List.of(), ReduceFn.SUM, List.of(m, N), List.of("x"),
                 List.of(new KExpr.Apply(PointwiseFn.MUL, List.of(load(0, List.of(N, SymInt.ONE), DType.BFLOAT16),
                         load(0, List.of(N, SymInt.ONE), DType.BFLOAT16)), DType.BFLOAT16)),
-                List.of(new Kernel.Store("y", 0)), List.of("mul", "sum")), Map.of("x", DType.BFLOAT16, "y", DType.BFLOAT16)));
+                List.of(new Spec.Store("y", 0)), List.of("mul", "sum")), Map.of("x", DType.BFLOAT16, "y", DType.BFLOAT16)));
         // a reduction over a middle dimension of [a, b, c] with a fused pointwise prologue (gelu), symbol names that
         // collide with the generated code's own names
         SymInt a = SymInt.symbol("total"), b = SymInt.symbol("i0"), cc = SymInt.symbol("int");
-        out.add(new Case(new Kernel("fused_gelu_max_4", List.of(a, cc), ReduceFn.MAX, List.of(b), List.of("x"),
+        out.add(new Case(new Spec("fused_gelu_max_4", List.of(a, cc), ReduceFn.MAX, List.of(b), List.of("x"),
                 List.of(new KExpr.Load(0, SymInt.ZERO, List.of(b.times(cc), SymInt.ONE, cc), DType.FLOAT16),
                         new KExpr.Apply(PointwiseFn.GELU, List.of(new KExpr.Local(0, DType.FLOAT16)), DType.FLOAT16)),
-                List.of(new Kernel.Store("y", 1)), List.of("gelu", "max")), Map.of("x", DType.FLOAT16, "y", DType.FLOAT16)));
+                List.of(new Spec.Store("y", 1)), List.of("gelu", "max")), Map.of("x", DType.FLOAT16, "y", DType.FLOAT16)));
         // constants: NaN, infinities, -0, extreme integers
         var consts = new ArrayList<KExpr>();
         for (double v : new double[] {Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, -0.0, 1e-5, 65504, 1e300})
             for (DType t : List.of(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16)) consts.add(new KExpr.Const(v, t));
         for (double v : new double[] {Long.MIN_VALUE, Integer.MIN_VALUE, -128, 127, 1, 0})
             for (DType t : List.of(DType.INT8, DType.INT32, DType.INT64, DType.BOOL)) consts.add(new KExpr.Const(v, t));
-        var stores = new ArrayList<Kernel.Store>();
+        var stores = new ArrayList<Spec.Store>();
         var types = new HashMap<String, DType>();
         for (int i = 0; i < consts.size(); i++) {
-            stores.add(new Kernel.Store("c" + i, i));
+            stores.add(new Spec.Store("c" + i, i));
             types.put("c" + i, consts.get(i).dtype());
         }
-        out.add(new Case(new Kernel("constants_5", List.of(c(8)), null, List.of(), List.of(), consts, stores, List.of("const")), types));
+        out.add(new Case(new Spec("constants_5", List.of(c(8)), null, List.of(), List.of(), consts, stores, List.of("const")), types));
         // mixed dtypes: i8 and f64 inputs into an f16 output (vector width 2: 8-byte elements)
         var r1 = List.of(c(1024));
-        out.add(new Case(new Kernel("fused_cast_add_6", r1, null, List.of(), List.of("a", "b"),
+        out.add(new Case(new Spec("fused_cast_add_6", r1, null, List.of(), List.of("a", "b"),
                 List.of(new KExpr.Apply(PointwiseFn.ADD, List.of(new KExpr.Cast(load(0, List.of(SymInt.ONE), DType.INT8), DType.FLOAT64),
                         load(1, List.of(SymInt.ONE), DType.FLOAT64)), DType.FLOAT64), new KExpr.Cast(new KExpr.Local(0, DType.FLOAT64), DType.FLOAT16)),
-                List.of(new Kernel.Store("y", 1)), List.of("cast", "add", "cast")), Map.of("a", DType.INT8, "b", DType.FLOAT64, "y", DType.FLOAT16)));
+                List.of(new Spec.Store("y", 1)), List.of("cast", "add", "cast")), Map.of("a", DType.INT8, "b", DType.FLOAT64, "y", DType.FLOAT16)));
         return out;
     }
 
@@ -183,12 +213,11 @@ final class CudaCodegenFixtures {
             }
             LoweredGraph lowered = Lowering.lower(g, LoweringOptions.world(options.worldSize()));
             Plan plan = Planner.plan(lowered);
-            Function<String, DType> dt = name -> plan.buffer(name).type().dtype();
             for (Kernel k : plan.kernels()) {
                 var types = new HashMap<String, DType>();
-                for (String s : k.inputs()) types.put(s, dt.apply(s));
-                for (String s : k.outputs()) types.put(s, dt.apply(s));
-                var cs = new Case(k, types);
+                for (PlanBuffer b : k.inputs()) types.put(b.name(), b.dtype());
+                for (PlanBuffer b : k.outputs()) types.put(b.name(), b.dtype());
+                var cs = new Case(Spec.from(k), types);
                 if (seen.putIfAbsent(cs.generate().source(), true) == null) out.add(cs);
             }
         }

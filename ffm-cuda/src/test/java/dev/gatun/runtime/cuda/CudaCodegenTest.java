@@ -6,7 +6,7 @@ import dev.gatun.ir.SymInt;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.planner.kernel.KExpr;
-import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.runtime.cuda.CudaCodegenFixtures.Spec;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -43,12 +43,12 @@ class CudaCodegenTest {
     void abiListsInputsThenOutputsThenSortedSymbols() {
         SymInt m = SymInt.symbol("m"), b = SymInt.symbol("batch");
         var ranges = List.of(b, N);
-        var k = new Kernel("fused_add_mul_0", ranges, null, List.of(), List.of("x", "w"),
+        var k = new Spec("fused_add_mul_0", ranges, null, List.of(), List.of("x", "w"),
                 List.of(new KExpr.Apply(PointwiseFn.ADD, List.of(new KExpr.Load(0, m, List.of(N.times(2), SymInt.ONE), DType.FLOAT32),
                                 new KExpr.Cast(load(1, rowMajor(ranges, 0), DType.FLOAT16), DType.FLOAT32)), DType.FLOAT32),
                         new KExpr.Apply(PointwiseFn.MUL, List.of(new KExpr.Local(0, DType.FLOAT32), new KExpr.Const(2, DType.FLOAT32)), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 1), new Kernel.Store("z", 0)), List.of("add", "mul"));
-        var s = CudaCodegen.generate(k, Map.of("x", DType.FLOAT32, "w", DType.FLOAT16, "y", DType.FLOAT32, "z", DType.BFLOAT16)::get);
+                List.of(new Spec.Store("y", 1), new Spec.Store("z", 0)), List.of("add", "mul"));
+        var s = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "w", DType.FLOAT16, "y", DType.FLOAT32, "z", DType.BFLOAT16)::get);
         assertThat(s.name()).isEqualTo("fused_add_mul_0");
         assertThat(s.symbols()).containsExactly("batch", "m", "n");
         assertThat(signature(s)).isEqualTo("const float* in0, const __half* in1, float* out0, __nv_bfloat16* out1, long long batch, long long m, long long n");
@@ -63,19 +63,19 @@ class CudaCodegenTest {
 
     @Test
     void symbolsThatCollideWithGeneratedNamesOrKeywordsAreRenamed() {
-        var k = new Kernel("k_0", List.of(SymInt.symbol("total"), SymInt.symbol("int"), SymInt.symbol("i3")), null, List.of(), List.of("x"),
+        var k = new Spec("k_0", List.of(SymInt.symbol("total"), SymInt.symbol("int"), SymInt.symbol("i3")), null, List.of(), List.of("x"),
                 List.of(load(0, List.of(SymInt.symbol("int").times(SymInt.symbol("i3")), SymInt.symbol("i3"), SymInt.ONE), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 0)), List.of("copy"));
-        var s = CudaCodegen.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get);
+                List.of(new Spec.Store("y", 0)), List.of("copy"));
+        var s = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get);
         assertThat(s.symbols()).containsExactly("i3", "int", "total");
         assertThat(signature(s)).isEqualTo("const float* in0, float* out0, long long sym_i3, long long sym_int, long long sym_total");
     }
 
     @Test
     void noArgumentsAtAll() {
-        var k = new Kernel("fill_0", List.of(c(3)), null, List.of(), List.of(), List.of(new KExpr.Const(1.5, DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 0)), List.of("const"));
-        var s = CudaCodegen.generate(k, Map.of("y", DType.FLOAT32)::get);
+        var k = new Spec("fill_0", List.of(c(3)), null, List.of(), List.of(), List.of(new KExpr.Const(1.5, DType.FLOAT32)),
+                List.of(new Spec.Store("y", 0)), List.of("const"));
+        var s = CudaCodegenFixtures.generate(k, Map.of("y", DType.FLOAT32)::get);
         assertThat(signature(s)).isEqualTo("float* out0");
         assertThat(s.symbols()).isEmpty();
     }
@@ -99,21 +99,21 @@ class CudaCodegenTest {
     @Test
     void vectorPathTakesContiguousAndBroadcastLoads() {
         var ranges = List.of(N, c(64));
-        var k = new Kernel("fused_mul_add_0", ranges, null, List.of(), List.of("x", "s", "bias"),
+        var k = new Spec("fused_mul_add_0", ranges, null, List.of(), List.of("x", "s", "bias"),
                 List.of(new KExpr.Apply(PointwiseFn.MUL, List.of(load(0, rowMajor(ranges, 0), DType.FLOAT32),
                                 new KExpr.Load(1, c(3), List.of(SymInt.ZERO, SymInt.ZERO), DType.FLOAT32)), DType.FLOAT32),
                         new KExpr.Apply(PointwiseFn.ADD, List.of(new KExpr.Local(0, DType.FLOAT32),
                                 new KExpr.Load(2, SymInt.ZERO, List.of(SymInt.ZERO, SymInt.ONE), DType.FLOAT32)), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 1)), List.of("mul", "add"));
+                List.of(new Spec.Store("y", 1)), List.of("mul", "add"));
         // the row bias (strides [0, 1]) is neither: scalar path only
-        var s = CudaCodegen.generate(k, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "bias", DType.FLOAT32, "y", DType.FLOAT32)::get);
+        var s = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "bias", DType.FLOAT32, "y", DType.FLOAT32)::get);
         assertThat(s.vectorWidth()).isEqualTo(1);
         assertThat(code(s)).contains("in2[i1]").contains("in0[o]").contains("in1[3]");
 
         // without it: a vector path, the scalar x[3] read once per lane, alignment checked at run time, a scalar tail
-        var k2 = new Kernel("fused_mul_0", ranges, null, List.of(), List.of("x", "s"), List.of(k.locals().getFirst()),
-                List.of(new Kernel.Store("y", 0)), List.of("mul"));
-        var s2 = CudaCodegen.generate(k2, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "y", DType.FLOAT32)::get);
+        var k2 = new Spec("fused_mul_0", ranges, null, List.of(), List.of("x", "s"), List.of(k.locals().getFirst()),
+                List.of(new Spec.Store("y", 0)), List.of("mul"));
+        var s2 = CudaCodegenFixtures.generate(k2, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "y", DType.FLOAT32)::get);
         assertThat(s2.vectorWidth()).isEqualTo(4);
         assertThat(code(s2)).contains("gt_vec<float, 4>", "reinterpret_cast<unsigned long long>(in0) % 16 == 0",
                 "reinterpret_cast<unsigned long long>(out0) % 16 == 0", "__fmul_rn(x0.e[l], in1[3])", "start = nvec * 4", "for (long long o = start + tid;");
@@ -125,9 +125,9 @@ class CudaCodegenTest {
     @Test
     void offsetLoadsCheckTheAlignmentOfTheirFirstElement() {
         var ranges = List.of(N);
-        var k = new Kernel("copy_0", ranges, null, List.of(), List.of("x"),
-                List.of(new KExpr.Load(0, N.plus(1), List.of(SymInt.ONE), DType.FLOAT16)), List.of(new Kernel.Store("y", 0)), List.of("copy"));
-        var s = CudaCodegen.generate(k, Map.of("x", DType.FLOAT16, "y", DType.FLOAT16)::get);
+        var k = new Spec("copy_0", ranges, null, List.of(), List.of("x"),
+                List.of(new KExpr.Load(0, N.plus(1), List.of(SymInt.ONE), DType.FLOAT16)), List.of(new Spec.Store("y", 0)), List.of("copy"));
+        var s = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT16, "y", DType.FLOAT16)::get);
         assertThat(s.vectorWidth()).isEqualTo(8);
         assertThat(code(s)).contains("reinterpret_cast<unsigned long long>(in0 + (1 + n)) % 16 == 0", "in0[(1 + n) + o]");
     }
@@ -233,10 +233,10 @@ class CudaCodegenTest {
                 "const float t24 = __int_as_float(0x7f800000);" /* 1e300 overflows f32 */, "const long long t30 = -9223372036854775807LL - 1;",
                 "const int t33 = -2147483647 - 1;", "const bool t51 = false;");
         // unused locals stay visible as comments, and their loads are left out
-        var k = new Kernel("unused_0", List.of(N), null, List.of(), List.of("x"),
+        var k = new Spec("unused_0", List.of(N), null, List.of(), List.of("x"),
                 List.of(new KExpr.Apply(PointwiseFn.EXP, List.of(load(0, List.of(SymInt.ONE), DType.FLOAT32)), DType.FLOAT32),
-                        new KExpr.Const(2, DType.FLOAT32)), List.of(new Kernel.Store("y", 1)), List.of("exp", "const"));
-        var u = CudaCodegen.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get);
+                        new KExpr.Const(2, DType.FLOAT32)), List.of(new Spec.Store("y", 1)), List.of("exp", "const"));
+        var u = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get);
         assertThat(u.source()).contains("// t0 = exp(x[i0])  (unused)");
         assertThat(code(u)).doesNotContain("in0[").doesNotContain("expf");
     }
@@ -275,12 +275,12 @@ class CudaCodegenTest {
 
     @Test
     void badKernelsAreRefused() {
-        var k = new Kernel("not a name", List.of(N), null, List.of(), List.of("x"), List.of(load(0, List.of(SymInt.ONE), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 0)), List.of("copy"));
-        assertThatThrownBy(() -> CudaCodegen.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get)).hasMessageContaining("not a C identifier");
-        var k2 = new Kernel("copy_0", List.of(N), null, List.of(), List.of("x"), List.of(load(0, List.of(SymInt.ONE), DType.FLOAT32)),
-                List.of(new Kernel.Store("y", 0)), List.of("copy"));
-        assertThatThrownBy(() -> CudaCodegen.generate(k2, Map.of("x", DType.FLOAT32)::get)).hasMessageContaining("no dtype for buffer y");
+        var k = new Spec("not a name", List.of(N), null, List.of(), List.of("x"), List.of(load(0, List.of(SymInt.ONE), DType.FLOAT32)),
+                List.of(new Spec.Store("y", 0)), List.of("copy"));
+        assertThatThrownBy(() -> CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "y", DType.FLOAT32)::get)).hasMessageContaining("not a C identifier");
+        var k2 = new Spec("copy_0", List.of(N), null, List.of(), List.of("x"), List.of(load(0, List.of(SymInt.ONE), DType.FLOAT32)),
+                List.of(new Spec.Store("y", 0)), List.of("copy"));
+        assertThatThrownBy(() -> CudaCodegenFixtures.generate(k2, Map.of("x", DType.FLOAT32)::get)).hasMessageContaining("no dtype for buffer y");
     }
 
     @Test

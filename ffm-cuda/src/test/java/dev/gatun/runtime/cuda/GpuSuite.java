@@ -5,7 +5,7 @@ import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.Lowering;
 import dev.gatun.planner.Planner;
 import dev.gatun.runtime.CompileOptions;
@@ -119,12 +119,8 @@ public final class GpuSuite {
         for (long side : sides) {
             var c = allReduceCase("input_path", t, side);
             run("input_path", "path2_fused", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
-            CudaExecutable.fuseInputCopies = false;
-            try {
-                run("input_path", "path2_dma", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world), c.in(), "y", c.ref(), 1e-5);
-            } finally {
-                CudaExecutable.fuseInputCopies = true;
-            }
+            run("input_path", "path2_dma", t, c.shape(), c.bytes(), c.graph(),
+                    CompileOptions.world(world).planning(dev.gatun.planner.PlanOptions.DEFAULT.withFusedCopyIns(false)), c.in(), "y", c.ref(), 1e-5);
             run("input_path", "path3", t, c.shape(), c.bytes(), c.graph(), CompileOptions.world(world).symmetricInputs(false), c.in(), "y",
                     c.ref(), 1e-5);
         }

@@ -3,7 +3,7 @@ package dev.gatun.runtime.cuda;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.testing.RandomGraphs;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;

@@ -1,5 +1,6 @@
 package dev.gatun.ir.lower;
 
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.GraphException;
 
 /**

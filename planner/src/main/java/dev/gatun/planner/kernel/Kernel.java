@@ -4,6 +4,7 @@ import dev.gatun.ir.SymInt;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.ir.lower.Expr;
+import dev.gatun.planner.PlanBuffer;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -14,12 +15,12 @@ import java.util.StringJoiner;
  * its locals in order and stores some of them. Pointwise kernels store local values at the row-major index
  * of the ranges; a reduction kernel reduces its last local over the reduction ranges and stores the result.
  *
- * @param inputs  names of the buffers (storages) the kernel reads, addressed by {@link KExpr.Load#input()}
+ * @param inputs  the storages the kernel reads, addressed by {@link KExpr.Load#input()}
  * @param locals  one expression per fused op, in order; later ones may refer to earlier ones
  * @param stores  which locals are written to which buffers
  * @param ops     the fused ops' names, for the kernel's name and its printout
  */
-public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<SymInt> reductionRanges, List<String> inputs,
+public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
                      List<KExpr> locals, List<Store> stores, List<String> ops) {
 
     public Kernel {
@@ -33,19 +34,18 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
     }
 
     /** Writes local {@code local} into buffer {@code buffer}. */
-    public record Store(String buffer, int local) {}
+    public record Store(PlanBuffer buffer, int local) {}
 
     public boolean isReduction() { return reduce != null; }
 
-    public List<String> outputs() { return stores.stream().map(Store::buffer).toList(); }
+    public List<PlanBuffer> outputs() { return stores.stream().map(Store::buffer).toList(); }
 
     /** The kernel as readable pseudo-code, close to what a backend generates. */
     public String source() {
         var sb = new StringBuilder();
         var idx = new StringJoiner(", ");
         for (int k = 0; k < ranges.size(); k++) idx.add("i" + k + " < " + ranges.get(k));
-        sb.append("kernel ").append(name).append('(').append(String.join(", ", inputs)).append(") -> ")
-                .append(String.join(", ", outputs())).append('\n');
+        sb.append("kernel ").append(name).append('(').append(names(inputs)).append(") -> ").append(names(outputs())).append('\n');
         sb.append("  for (").append(ranges.isEmpty() ? "scalar" : idx.toString()).append(") {\n");
         String pad = "    ";
         if (reduce != null) {
@@ -59,14 +59,14 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
             sb.append(pad).append('t').append(i).append(" = ").append(format(locals.get(i))).append('\n');
         if (reduce != null) sb.append("    }\n");
         for (Store s : stores)
-            sb.append("    ").append(s.buffer()).append("[i] = ").append(reduce != null ? "acc" : "t" + s.local()).append('\n');
+            sb.append("    ").append(s.buffer().name()).append("[i] = ").append(reduce != null ? "acc" : "t" + s.local()).append('\n');
         sb.append("  }");
         return sb.toString();
     }
 
     public String format(KExpr e) {
         return switch (e) {
-            case KExpr.Load l -> inputs.get(l.input()) + "[" + Expr.index(l.offset(), l.strides()) + "]";
+            case KExpr.Load l -> inputs.get(l.input()).name() + "[" + Expr.index(l.offset(), l.strides()) + "]";
             case KExpr.Const c -> Double.toString(c.value());
             case KExpr.Local l -> "t" + l.index();
             case KExpr.Cast c -> "(" + c.dtype() + ") " + format(c.x());
@@ -91,4 +91,11 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
     }
 
     @Override public String toString() { return source(); }
+
+    private static String names(List<PlanBuffer> bs) {
+        var j = new StringJoiner(", ");
+        for (PlanBuffer b : bs) j.add(b.name());
+        return j.toString();
+    }
+
 }

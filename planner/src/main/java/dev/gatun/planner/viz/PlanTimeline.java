@@ -1,8 +1,8 @@
 package dev.gatun.planner.viz;
 
 import dev.gatun.ir.TensorType;
-import dev.gatun.ir.lower.Buffer;
 import dev.gatun.planner.Plan;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
 
@@ -42,8 +42,9 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
         public String label() {
             return switch (step) {
                 case Step.Launch l -> l.kernel().name();
-                case Step.Collective c -> c.call().opName() + "(" + c.input() + ")";
-                case Step.Matmul m -> "matmul(" + m.a() + ", " + m.b() + ")";
+                case Step.Collective c -> c.call().opName() + "(" + c.input().name() + ")";
+                case Step.CollectiveBatch b -> b.first().call().opName() + "×" + b.members().size() + "(" + b.first().input().name() + ", ...)";
+                case Step.Matmul m -> "matmul(" + m.a().name() + ", " + m.b().name() + ")";
                 case Step.CallUserOp u -> u.op().name();
                 case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
                 case Step.Barrier b -> "barrier(\"" + b.group() + "\")";
@@ -81,18 +82,18 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
         var freedBy = new HashMap<String, Integer>();
         for (Operation op : ops) {
             int t = op.index();
-            for (String w : writes(op.step())) {
-                String s = storage(plan, w);
+            for (PlanBuffer w : writes(op.step())) {
+                String s = w.storage().name();
                 firstWrite.putIfAbsent(s, t);
                 lastUse.merge(s, t, Math::max);
             }
-            for (String r : reads(op.step())) lastUse.merge(storage(plan, r), t, Math::max);
-            for (String r : peerReads(op.step())) lastPeerRead.merge(storage(plan, r), t, Math::max);
-            if (op.step() instanceof Step.Collective c && c.freed() != null)
-                for (String f : c.freed().split(",\\s*")) freedBy.merge(storage(plan, f.strip()), t, Math::max);
+            for (PlanBuffer r : reads(op.step())) lastUse.merge(r.storage().name(), t, Math::max);
+            for (PlanBuffer r : peerReads(op.step())) lastPeerRead.merge(r.storage().name(), t, Math::max);
+            for (Step.Collective c : collectives(op.step()))
+                if (c.freed() != null) for (String f : c.freed().split(",\\s*")) freedBy.merge(storage(plan, f.strip()), t, Math::max);
         }
         var outputs = new HashSet<String>();
-        for (String o : plan.outputs().values()) outputs.add(storage(plan, o));
+        for (PlanBuffer o : plan.outputs().values()) outputs.add(o.storage().name());
 
         var boxes = new ArrayList<Box>();
         var dynamic = new ArrayList<Step.AllocDynamic>();
@@ -101,6 +102,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
             if (s instanceof Step.AllocDynamic d) { dynamic.add(d); continue; }
             if (!(s instanceof Step.Place p)) continue;
             Pool pool = plan.pool(p.pool());
+            String name = p.buffer().name();
             int nextOp = nextOperation(ops, i);
             int first, end;
             Role role;
@@ -108,15 +110,15 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
             switch (pool.kind()) {
                 case CONSTANT -> { first = 0; end = last; role = Role.CONSTANT; lifetime = "persistent (constant, written once per session)"; }
                 case SYMM_INPUTS -> {
-                    first = firstWrite.getOrDefault(p.buffer(), nextOp);
+                    first = firstWrite.getOrDefault(name, nextOp);
                     end = last;
                     role = Role.SYMM_INPUT;
                     lifetime = "persistent (path-2 input: the next call's copy_in overwrites it)";
                 }
                 case COMM -> {
-                    first = firstWrite.getOrDefault(p.buffer(), nextOp);
-                    int local = lastUse.getOrDefault(p.buffer(), first);
-                    int cross = crossRankEnd(ops, pool.group(), lastPeerRead.get(p.buffer()), freedBy.get(p.buffer()), last);
+                    first = firstWrite.getOrDefault(name, nextOp);
+                    int local = lastUse.getOrDefault(name, first);
+                    int cross = crossRankEnd(ops, pool.group(), lastPeerRead.get(name), freedBy.get(name), last);
                     end = Math.max(local, cross);
                     role = Role.COMM;
                     lifetime = cross > local
@@ -124,14 +126,14 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                             : cross >= 0 ? "cross-rank: freed by the trailing barrier of operation " + cross : "local";
                 }
                 default -> {
-                    first = firstWrite.getOrDefault(p.buffer(), nextOp);
-                    boolean out = outputs.contains(p.buffer());
-                    end = out ? last : lastUse.getOrDefault(p.buffer(), first);
+                    first = firstWrite.getOrDefault(name, nextOp);
+                    boolean out = outputs.contains(name);
+                    end = out ? last : lastUse.getOrDefault(name, first);
                     role = out ? Role.OUTPUT : Role.REGULAR;
                     lifetime = out ? "graph output: live to the end of the call" : "until its last read";
                 }
             }
-            boxes.add(new Box(p.buffer(), pool, p.offset(), p.bytes(), p.type(), Math.min(first, last), Math.max(end, Math.min(first, last)),
+            boxes.add(new Box(name, pool, p.offset(), p.bytes(), p.buffer().type(), Math.min(first, last), Math.max(end, Math.min(first, last)),
                     role, p.reuses(), p.inPlace(), lifetime));
         }
         return new PlanTimeline(ops, boxes, dynamic);
@@ -146,7 +148,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
     }
 
     static boolean isOperation(Step s) {
-        return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.Matmul
+        return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.Matmul
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }
 
@@ -164,25 +166,34 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
         int end = last;
         for (int t = lastPeer; t < ops.size(); t++) {
             Step s = ops.get(t).step();
-            if (s instanceof Step.Collective c && group.equals(c.call().group()) && c.call().algorithm().endsWithBarrier()
-                    || s instanceof Step.Barrier b && group.equals(b.group())) { end = t; break; }
+            boolean barrier = s instanceof Step.Barrier b && group.equals(b.group());
+            for (Step.Collective c : collectives(s)) barrier |= group.equals(c.call().group()) && c.call().algorithm().endsWithBarrier();
+            if (barrier) { end = t; break; }
         }
         return freed == null ? end : Math.max(end, freed);
     }
 
     private static String storage(Plan plan, String name) {
         try {
-            Buffer b = plan.buffer(name);
-            return b.storage().name();
+            return plan.buffer(name).storage().name();
         } catch (IllegalArgumentException e) {
             return name;
         }
     }
 
-    private static List<String> writes(Step s) {
+    private static List<Step.Collective> collectives(Step s) {
+        return switch (s) {
+            case Step.Collective c -> List.of(c);
+            case Step.CollectiveBatch b -> b.members();
+            default -> List.of();
+        };
+    }
+
+    private static List<PlanBuffer> writes(Step s) {
         return switch (s) {
             case Step.Launch l -> l.kernel().outputs();
-            case Step.Collective c -> List.of(c.output());
+            case Step.Collective c -> c.copiesIn() ? List.of(c.input(), c.output()) : List.of(c.output());
+            case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
             case Step.Matmul m -> List.of(m.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());
@@ -190,10 +201,11 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
         };
     }
 
-    private static List<String> reads(Step s) {
+    private static List<PlanBuffer> reads(Step s) {
         return switch (s) {
             case Step.Launch l -> l.kernel().inputs();
             case Step.Collective c -> List.of(c.input());
+            case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.CallUserOp u -> u.inputs();
             case Step.CopyIn c -> List.of(c.buffer());
@@ -202,11 +214,12 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
     }
 
     /** Inputs read by peers: symmetric collectives' inputs, and user-op inputs declared symmetric. */
-    private static List<String> peerReads(Step s) {
+    private static List<PlanBuffer> peerReads(Step s) {
         return switch (s) {
             case Step.Collective c -> c.call().algorithm().isSymmetric() ? List.of(c.input()) : List.of();
+            case Step.CollectiveBatch b -> reads(b);
             case Step.CallUserOp u -> {
-                var out = new ArrayList<String>();
+                var out = new ArrayList<PlanBuffer>();
                 for (int i = 0; i < u.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(u.inputs().get(i));
                 yield out;
             }

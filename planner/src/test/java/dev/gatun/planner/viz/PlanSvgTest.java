@@ -44,17 +44,18 @@ class PlanSvgTest {
     @Test
     void seedsLivenessFollowsTheCrossRankLifetimes() {
         var t = PlanTimeline.of(seedsPlan());
-        assertThat(t.operations()).hasSize(6);
+        // the kernel, the batch of three all-reduces (one launch), the sum kernel, the last all-reduce
+        assertThat(t.operations()).hasSize(4);
         Map<String, int[]> live = new HashMap<>();
         t.boxes().forEach(b -> live.put(b.buffer(), new int[]{b.first(), b.last()}));
-        // x+1, x+2, x+3 written by operation 0, each freed by the trailing barrier of its own all-reduce
+        // x+1, x+2, x+3 written by operation 0, all freed by the trailing barrier of the batch
         assertThat(live.get("buf0")).containsExactly(0, 1);
-        assertThat(live.get("buf2")).containsExactly(0, 2);
-        assertThat(live.get("buf4")).containsExactly(0, 3);
-        assertThat(live.get("buf7")).containsExactly(4, 5);
+        assertThat(live.get("buf2")).containsExactly(0, 1);
+        assertThat(live.get("buf4")).containsExactly(0, 1);
+        assertThat(live.get("buf7")).containsExactly(2, 3);
         // regular buffers: from the collective that writes them to the kernel that reads them; the output to the end
-        assertThat(live.get("buf1")).containsExactly(1, 4);
-        assertThat(live.get("buf8")).containsExactly(5, 5);
+        assertThat(live.get("buf1")).containsExactly(1, 2);
+        assertThat(live.get("buf8")).containsExactly(3, 3);
         assertThat(t.boxes().stream().filter(b -> b.buffer().equals("buf8")).findFirst().orElseThrow().role()).isEqualTo(PlanTimeline.Role.OUTPUT);
     }
 

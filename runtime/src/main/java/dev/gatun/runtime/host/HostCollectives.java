@@ -2,7 +2,7 @@ package dev.gatun.runtime.host;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.ReduceOp;
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.Elements;
 
@@ -22,8 +22,8 @@ final class HostCollectives {
     static void run(HostExecutable.RankRun r, int step, Step.Collective c) {
         var call = c.call();
         List<Integer> members = r.world().members(call.group(), r.rank());
-        Buffer inB = r.executable().plan().buffer(c.input()), outB = r.executable().plan().buffer(c.output());
-        DType t = inB.type().dtype();
+        PlanBuffer inB = c.input(), outB = c.output();
+        DType t = inB.dtype();
         MemorySegment out = r.segment(c.output());
         long n = r.numel(inB);
         if (!members.contains(r.rank())) {
@@ -76,6 +76,24 @@ final class HostCollectives {
             }
             case NCCL -> nccl(r, step, c, members, t, n, out);
         }
+    }
+
+    /**
+     * A batch of one-shot all-reduces as the GPU runs it: one start barrier, every member reduced, one end barrier
+     * (a rank outside the group passes each input through).
+     */
+    static void batch(HostExecutable.RankRun r, Step.CollectiveBatch b) {
+        var call = b.first().call();
+        List<Integer> members = r.world().members(call.group(), r.rank());
+        if (!members.contains(r.rank())) {
+            for (Step.Collective c : b.members()) MemorySegment.copy(r.segment(c.input()), 0, r.segment(c.output()), 0, r.bytes(c.input()));
+            return;
+        }
+        String where = b.format();
+        r.barrier(call.group(), where + " (start)");
+        r.world().maybeDelay(r.rank());
+        for (Step.Collective c : b.members()) reduceInto(r, c, members, c.input().dtype(), 0, r.numel(c.input()), r.segment(c.output()), 0);
+        r.barrier(call.group(), where + " (end)");
     }
 
     private static void nccl(HostExecutable.RankRun r, int step, Step.Collective c, List<Integer> members, DType t, long n, MemorySegment out) {

@@ -1,13 +1,9 @@
 package dev.gatun.runtime.host;
 
 import dev.gatun.ir.DType;
-import dev.gatun.ir.Layout;
 import dev.gatun.ir.graph.ProcessGroup;
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.ViewBuffer;
 import dev.gatun.planner.Plan;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
 import dev.gatun.planner.kernel.Kernel;
@@ -17,6 +13,7 @@ import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.RankFailedException;
 import dev.gatun.runtime.spi.Executable;
+import dev.gatun.runtime.spi.StepLoop;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -46,8 +43,8 @@ final class HostExecutable implements Executable {
     private final CompileOptions options;
     private final int world;
     private final Arena arena = Arena.ofShared();
-    /** pools[rank] : pool name -> memory */
-    private final List<Map<String, MemorySegment>> pools = new ArrayList<>();
+    /** placed[rank][buffer id]: the slot of every placed storage on every rank. */
+    private final MemorySegment[][] placed;
     /** Each group's slices: the sets of ranks that run its collectives together. */
     private final Map<String, List<List<Integer>>> groups = new HashMap<>();
     private final ExecutorService threads;
@@ -58,11 +55,15 @@ final class HostExecutable implements Executable {
         this.plan = plan;
         this.options = options;
         this.world = plan.worldSize();
-        for (ProcessGroup g : plan.lowered().graph().groups().values()) groups.put(g.name(), g.slices(world));
+        for (ProcessGroup g : plan.groups().values()) groups.put(g.name(), g.slices(world));
+        this.placed = new MemorySegment[world][plan.buffers().size()];
         for (int r = 0; r < world; r++) {
             var m = new LinkedHashMap<String, MemorySegment>();
             for (Pool p : plan.pools()) m.put(p.name(), allocate(p, r));
-            pools.add(m);
+            for (PlanBuffer b : plan.buffers()) {
+                var at = b.placement();
+                if (at != null) placed[r][b.id()] = m.get(at.pool()).asSlice(at.offset(), at.bytes());
+            }
             writeConstants(r);
         }
         threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
@@ -94,19 +95,15 @@ final class HostExecutable implements Executable {
     }
 
     private void writeConstants(int rank) {
-        for (Buffer b : plan.lowered().buffers()) {
-            if (!(b instanceof ConstantBuffer c)) continue;
-            MemorySegment seg = placed(rank, b.name());
-            double[] v = c.values();
-            for (int i = 0; i < v.length; i++) Elements.set(seg, b.type().dtype(), i, v[i]);
+        for (PlanBuffer b : plan.buffers()) {
+            if (b.kind() != PlanBuffer.Kind.CONSTANT) continue;
+            double[] v = plan.constant(b);
+            for (int i = 0; i < v.length; i++) Elements.set(placed[rank][b.id()], b.dtype(), i, v[i]);
         }
     }
 
-    /** A placed buffer's memory on a rank. */
-    MemorySegment placed(int rank, String buffer) {
-        Plan.Placement p = plan.placement(buffer);
-        return pools.get(rank).get(p.pool()).asSlice(p.offset(), p.bytes());
-    }
+    /** A placed storage's memory on a rank. */
+    MemorySegment placed(int rank, PlanBuffer storage) { return placed[rank][storage.id()]; }
 
     Plan plan() { return plan; }
 
@@ -215,75 +212,91 @@ final class HostExecutable implements Executable {
         if (closed.compareAndSet(false, true)) cleanup.clean();
     }
 
-    /** One rank's execution of one call. */
-    static final class RankRun {
+    /** For tests: called with every step each rank runs, in the order it runs them. */
+    volatile java.util.function.BiConsumer<Integer, Step> trace;
+
+    /** One rank's execution of one call: the plan's steps through the shared {@link StepLoop}. */
+    static final class RankRun implements StepLoop.Steps {
         private final HostExecutable exe;
+        private final Plan plan;
         private final HostWorld world;
         private final int rank;
         private final Map<String, NDArray> inputs;
-        private final Map<String, MemorySegment> storage = new HashMap<>();
+        /** storage[buffer id]: the memory of every storage this call has. */
+        private final MemorySegment[] storage;
         private final Map<String, Long> env = new HashMap<>();
+        private Arena dynamic;
 
         RankRun(HostExecutable exe, HostWorld world, int rank, Map<String, NDArray> inputs) {
             this.exe = exe;
+            this.plan = exe.plan;
             this.world = world;
             this.rank = rank;
             this.inputs = inputs;
+            this.storage = exe.placed[rank].clone();
         }
 
         Map<String, NDArray> run() {
-            Plan plan = exe.plan;
-            for (InputBuffer in : plan.lowered().inputs().values()) {
-                NDArray a = inputs.get(in.inputName());
+            for (PlanBuffer in : plan.inputs()) {
+                NDArray a = inputs.get(in.input());
                 long[] shape = a.shape();
                 for (int d = 0; d < shape.length; d++)
-                    if (!in.type().shape().dim(d).isStatic()) env.put(in.type().shape().dim(d).toString(), shape[d]);
-                if (plan.placement(in.name()) == null) storage.put(in.name(), a.segment());
+                    if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
+                if (in.placement() == null) storage[in.id()] = a.segment();
             }
-            for (var p : plan.placements().values()) storage.put(p.buffer(), exe.placed(rank, p.buffer()));
-            try (Arena dynamic = Arena.ofConfined()) {
-                List<Step> steps = plan.steps();
-                for (int i = 0; i < steps.size(); i++) {
-                    world.maybeDelay(rank);
-                    world.checkFailed(rank);
-                    execute(i, steps.get(i), dynamic);
-                }
+            try (Arena arena = Arena.ofConfined()) {
+                dynamic = arena;
+                StepLoop.run(plan, this, false);
                 var out = new LinkedHashMap<String, NDArray>();
-                plan.outputs().forEach((name, buf) -> out.put(name, readOut(plan.buffer(buf))));
+                plan.outputs().forEach((name, buf) -> out.put(name, readOut(buf)));
                 return out;
             }
         }
 
-        private void execute(int index, Step s, Arena dynamic) {
-            switch (s) {
-                case Step.AllocPool a -> { }
-                case Step.Place p -> { }
-                case Step.Release r -> { }
-                case Step.AllocDynamic d -> storage.put(d.buffer(), dynamic.allocate(Math.max(1, bytes(exe.plan.buffer(d.buffer()))), 16));
-                case Step.CopyIn c -> MemorySegment.copy(inputs.get(c.input()).segment(), 0, storage.get(c.buffer()), 0, bytes(exe.plan.buffer(c.buffer())));
-                case Step.Launch l -> launch(l.kernel());
-                case Step.Collective c -> HostCollectives.run(this, index, c);
-                case Step.Matmul m -> HostMatmul.run(segment(m.a()), exe.plan.buffer(m.a()), segment(m.b()), exe.plan.buffer(m.b()),
-                        segment(m.output()), exe.plan.buffer(m.output()), env);
-                case Step.CallUserOp u -> HostUserOps.run(this, u);
-                case Step.Barrier b -> barrier(b.group(), "barrier(\"" + b.group() + "\")");
-            }
+        @Override public void before(int index, Step step) {
+            var t = exe.trace;
+            if (t != null) t.accept(rank, step);
+            world.maybeDelay(rank);
+            world.checkFailed(rank);
         }
+
+        @Override public void allocDynamic(Step.AllocDynamic d) { storage[d.buffer().id()] = dynamic.allocate(Math.max(1, bytes(d.buffer())), 16); }
+
+        @Override public void copyIn(Step.CopyIn c) { copyIn(c.buffer()); }
+
+        private void copyIn(PlanBuffer b) { MemorySegment.copy(inputs.get(b.input()).segment(), 0, storage[b.id()], 0, bytes(b)); }
+
+        @Override public void launch(Step.Launch l) { launch(l.kernel()); }
+
+        @Override public void collective(int index, Step.Collective c) {
+            if (c.copiesIn()) copyIn(c.input());
+            HostCollectives.run(this, index, c);
+        }
+
+        @Override public void batch(int index, Step.CollectiveBatch b) { HostCollectives.batch(this, b); }
+
+        @Override public void matmul(Step.Matmul m) {
+            HostMatmul.run(segment(m.a()), m.a(), segment(m.b()), m.b(), segment(m.output()), m.output(), env);
+        }
+
+        @Override public void userOp(Step.CallUserOp u) { HostUserOps.run(this, u); }
+
+        @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }
 
         private void launch(Kernel k) {
             int n = k.inputs().size(), m = k.stores().size();
             var in = new MemorySegment[n];
             var inT = new DType[n];
             for (int i = 0; i < n; i++) {
-                in[i] = storage.get(k.inputs().get(i));
-                inT[i] = exe.plan.buffer(k.inputs().get(i)).type().dtype();
+                in[i] = storage[k.inputs().get(i).id()];
+                inT[i] = k.inputs().get(i).dtype();
             }
             var out = new MemorySegment[m];
             var outT = new DType[m];
             for (int i = 0; i < m; i++) {
-                String name = k.stores().get(i).buffer();
-                out[i] = storage.get(name);
-                outT[i] = exe.plan.buffer(name).type().dtype();
+                PlanBuffer b = k.stores().get(i).buffer();
+                out[i] = storage[b.id()];
+                outT[i] = b.dtype();
             }
             KernelInterpreter.run(k, new KernelInterpreter.Bound(in, inT, out, outT), env);
         }
@@ -297,33 +310,26 @@ final class HostExecutable implements Executable {
             if (!world.members(group, rank).isEmpty()) world.barrier(group, rank).await(rank, where);
         }
 
-        long bytes(Buffer b) { return b.type().shape().symNumel().eval(env) * b.type().dtype().byteSize(); }
+        long bytes(PlanBuffer b) { return numel(b) * b.dtype().byteSize(); }
 
-        long numel(Buffer b) { return b.type().shape().symNumel().eval(env); }
+        long numel(PlanBuffer b) { return b.shape().symNumel().eval(env); }
 
         /** The memory of a buffer (a view starts at its offset inside its storage). */
-        MemorySegment segment(String name) {
-            Buffer b = exe.plan.buffer(name);
-            MemorySegment base = storage.get(b.storage().name());
-            if (b instanceof ViewBuffer v) {
-                long off = v.layout().offset().eval(env) * b.type().dtype().byteSize();
-                return base.asSlice(off);
-            }
-            return base;
+        MemorySegment segment(PlanBuffer b) {
+            MemorySegment base = storage[b.storage().id()];
+            return b.isView() ? base.asSlice(b.offset().eval(env) * b.dtype().byteSize()) : base;
         }
 
         /** A peer's memory for a symmetric buffer: the same pool offset on rank {@code peer}. */
-        MemorySegment peer(int peer, String name) {
-            Buffer b = exe.plan.buffer(name).storage();
-            if (!b.isSymmetric()) throw new IllegalStateException(name + " is not in symmetric memory");
-            return exe.placed(peer, b.name());
+        MemorySegment peer(int peer, PlanBuffer b) {
+            if (!b.isSymmetric()) throw new IllegalStateException(b.name() + " is not in symmetric memory");
+            return exe.placed(peer, b.storage());
         }
 
         /** An output as a fresh row-major array (views are read through their strides). */
-        private NDArray readOut(Buffer b) {
-            Layout.Fixed l = b.layout().fix();
-            return NDArray.gather(storage.get(b.storage().name()), b.type().dtype(), b.type().shape().sizes(env), l.offset().eval(env),
-                    KernelInterpreter.eval(l.strides(), env));
+        private NDArray readOut(PlanBuffer b) {
+            return NDArray.gather(storage[b.storage().id()], b.dtype(), b.shape().sizes(env), b.offset().eval(env),
+                    KernelInterpreter.eval(b.strides(), env));
         }
     }
 }

@@ -3,7 +3,7 @@ package dev.gatun.runtime.host;
 import dev.gatun.runtime.spi.Broadcast;
 
 import dev.gatun.ir.DType;
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.runtime.Elements;
 
 import java.lang.foreign.MemorySegment;
@@ -13,7 +13,7 @@ import java.util.Map;
 final class HostMatmul {
     private HostMatmul() {}
 
-    static void run(MemorySegment a, Buffer aB, MemorySegment b, Buffer bB, MemorySegment out, Buffer outB, Map<String, Long> env) {
+    static void run(MemorySegment a, PlanBuffer aB, MemorySegment b, PlanBuffer bB, MemorySegment out, PlanBuffer outB, Map<String, Long> env) {
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int ra = sa.length, rb = sb.length, ro = so.length;
         long m = sa[ra - 2], k = sa[ra - 1], n = sb[rb - 1];

@@ -1,7 +1,7 @@
 package dev.gatun.runtime.host;
 
 import dev.gatun.ir.graph.HostTensor;
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
@@ -16,16 +16,15 @@ final class HostUserOps {
         if (!u.op().hasHostImplementation())
             throw new GatunRuntimeException("user op '" + u.op().name() + "' has no host implementation, so the host backend cannot run it");
         var ins = new ArrayList<HostTensor>();
-        for (String name : u.inputs()) ins.add(view(r, name));
+        for (PlanBuffer b : u.inputs()) ins.add(view(r, b));
         var outs = new ArrayList<HostTensor>();
-        for (String name : u.outputs()) outs.add(view(r, name));
+        for (PlanBuffer b : u.outputs()) outs.add(view(r, b));
         // a user op that reads peers' symmetric inputs relies on the barrier the planner places after it
         u.op().host().run(java.util.Collections.unmodifiableList(ins), java.util.Collections.unmodifiableList(outs), r.rank(),
                 r.executable().plan().worldSize());
     }
 
-    private static NDArray view(HostExecutable.RankRun r, String name) {
-        Buffer b = r.executable().plan().buffer(name);
-        return NDArray.wrap(b.type().dtype(), r.segment(name), b.type().shape().sizes(r.env()));
+    private static NDArray view(HostExecutable.RankRun r, PlanBuffer b) {
+        return NDArray.wrap(b.dtype(), r.segment(b), b.shape().sizes(r.env()));
     }
 }

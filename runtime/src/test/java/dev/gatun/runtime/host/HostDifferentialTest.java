@@ -68,8 +68,8 @@ class HostDifferentialTest {
 
     @Test
     void everyAllReduceAlgorithmMatches() {
-        for (var alg : dev.gatun.ir.lower.Algorithm.values()) {
-            if (alg == dev.gatun.ir.lower.Algorithm.SYMM_MEM) continue;
+        for (var alg : dev.gatun.ir.Algorithm.values()) {
+            if (alg == dev.gatun.ir.Algorithm.SYMM_MEM) continue;
             for (long seed = 2000; seed < 2040; seed++) {
                 int world = 2 + (int) (seed % 3);
                 var opts = RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false);

@@ -2,7 +2,7 @@ package dev.gatun.runtime.host;
 
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.testing.RandomGraphs;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;

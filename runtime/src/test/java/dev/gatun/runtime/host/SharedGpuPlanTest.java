@@ -4,7 +4,7 @@ import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;

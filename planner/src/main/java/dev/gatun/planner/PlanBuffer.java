@@ -1,0 +1,119 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.Shape;
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.TensorType;
+
+import java.util.List;
+
+/**
+ * One buffer of a plan's buffer table: what a backend needs to address it, and nothing of the compiler's IR.
+ * {@link #id()} is the buffer's index in {@link Plan#buffers()}; backends keep their per-rank memory in arrays
+ * indexed by it, so running a step looks nothing up by name.
+ *
+ * <p>A buffer is a <em>storage</em> (it owns memory: in a pool at {@link #placement()}, allocated per call when
+ * its size is symbolic, or the caller's array for an input the plan does not place) or a <em>view</em> of one
+ * (its {@link #base()}, at an element {@link #offset()} with its own {@link #strides()}). Built by the planner; a
+ * buffer of a finished plan never changes.
+ */
+public final class PlanBuffer {
+    /** Where a buffer's elements come from. */
+    public enum Kind {
+        /** A graph input: the caller's array, or a persistent symmetric slot it is copied into (path 2). */
+        INPUT,
+        /** A constant tensor, written into the constant pool once per session. */
+        CONSTANT,
+        /** Written by a step of the plan (a kernel, a collective, a matrix product, a user op). */
+        COMPUTED,
+        /** A view of another buffer's storage (reshape, permute, slice, expand): no memory of its own. */
+        VIEW
+    }
+
+    /** Where a storage lives: a pool and the offset in it; {@code bytes} is its size. */
+    public record Placement(String pool, long offset, long bytes) {}
+
+    private final int id;
+    private final String name;
+    private final TensorType type;
+    private final Kind kind;
+    private final PlanBuffer base;
+    private final SymInt offset;
+    private final List<SymInt> strides;
+    private final String group;
+    private final String input;
+    private Placement placement;
+
+    PlanBuffer(int id, String name, TensorType type, Kind kind, PlanBuffer base, SymInt offset, List<SymInt> strides, String group, String input) {
+        this.id = id;
+        this.name = name;
+        this.type = type;
+        this.kind = kind;
+        this.base = base;
+        this.offset = offset;
+        this.strides = List.copyOf(strides);
+        this.group = group;
+        this.input = input;
+    }
+
+    /**
+     * A contiguous buffer that belongs to no plan (id -1), for tools and tests that build kernels by hand; a backend
+     * never runs one.
+     */
+    public static PlanBuffer standalone(String name, TensorType type) {
+        return new PlanBuffer(-1, name, type, Kind.COMPUTED, null, dev.gatun.ir.SymInt.ZERO, type.shape().contiguousStrides(), null, null);
+    }
+
+    /** Index in the plan's buffer table. */
+    public int id() { return id; }
+    public String name() { return name; }
+    public TensorType type() { return type; }
+    public DType dtype() { return type.dtype(); }
+    public Shape shape() { return type.shape(); }
+    public Kind kind() { return kind; }
+
+    /** The storage a view reads; the buffer itself for a storage. */
+    public PlanBuffer storage() { return base != null ? base : this; }
+
+    /** The viewed storage, or null for a storage. */
+    public PlanBuffer base() { return base; }
+
+    public boolean isView() { return base != null; }
+
+    /** Element offset inside the storage (zero for a storage). */
+    public SymInt offset() { return offset; }
+
+    /** Element strides, one per dimension. */
+    public List<SymInt> strides() { return strides; }
+
+    /** The process group whose symmetric memory holds this buffer's storage, or null when it is not symmetric. */
+    public String group() { return group; }
+
+    public boolean isSymmetric() { return group != null; }
+
+    /** The graph input's name, for {@link Kind#INPUT}. */
+    public String input() { return input; }
+
+    /** Whether the size depends on symbols: allocated for each call once they are bound. */
+    public boolean isDynamic() { return !type.shape().isStatic(); }
+
+    /** The pool slot of a storage; null for a view, a buffer of symbolic size, or an input the plan reads where the caller's array lies. */
+    public Placement placement() { return placement; }
+
+    void place(Placement p) {
+        if (placement != null && !placement.equals(p)) throw new IllegalStateException(name + " is placed twice");
+        placement = p;
+    }
+
+    /** A copy at another placement (for tests that check what a checker makes of a wrong plan). */
+    PlanBuffer withPlacement(Placement p) {
+        var b = new PlanBuffer(id, name, type, kind, base, offset, strides, group, input);
+        b.placement = p;
+        return b;
+    }
+
+    /** Contiguous row-major with no offset. */
+    public boolean isContiguous() { return offset.equals(SymInt.ZERO) && strides.equals(type.shape().contiguousStrides()); }
+
+    @Override public String toString() { return name + " " + type; }
+}

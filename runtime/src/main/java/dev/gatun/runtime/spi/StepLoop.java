@@ -1,0 +1,72 @@
+package dev.gatun.runtime.spi;
+
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Step;
+
+/**
+ * The one run loop of every backend: a plan's steps, in order, each handed to the backend's implementation of
+ * it. Backends differ in what a step does ({@link Steps}), never in which steps run or in what order: what runs
+ * is what the plan prints. A backend that captures partitions (CUDA graphs) replays a partition in place of its
+ * steps, which it captured by running exactly those steps through this loop.
+ */
+public final class StepLoop {
+    private StepLoop() {}
+
+    /** What a backend does for each kind of step; bookkeeping steps (pools, placements, releases) do nothing by default. */
+    public interface Steps {
+        /** Called before each step, with its index in {@link Plan#steps()}: a hook for tracing, delays and stopping. */
+        default void before(int index, Step step) {}
+
+        default void allocPool(Step.AllocPool s) {}
+        default void place(Step.Place s) {}
+        default void release(Step.Release s) {}
+        void allocDynamic(Step.AllocDynamic s);
+        void copyIn(Step.CopyIn s);
+        void launch(Step.Launch s);
+        void collective(int index, Step.Collective s);
+        void batch(int index, Step.CollectiveBatch s);
+        void matmul(Step.Matmul s);
+        void userOp(Step.CallUserOp s);
+        void barrier(Step.Barrier s);
+
+        /** Replays partition {@code p} instead of running its steps; false to run them one by one. */
+        default boolean replay(Plan.Partition p) { return false; }
+    }
+
+    /** Runs every step of {@code plan}; where {@code partitions} is set, each partition is offered to {@link Steps#replay} first. */
+    public static void run(Plan plan, Steps backend, boolean partitions) {
+        var steps = plan.steps();
+        var parts = plan.partitions();
+        int next = 0;
+        for (int i = 0; i < steps.size(); i++) {
+            while (next < parts.size() && parts.get(next).first() < i) next++;
+            if (partitions && next < parts.size() && parts.get(next).first() == i && backend.replay(parts.get(next))) {
+                i = parts.get(next).last();
+                continue;
+            }
+            run(i, steps.get(i), backend);
+        }
+    }
+
+    /** Runs the steps {@code [first, last]} of {@code plan} (a partition being captured). */
+    public static void run(Plan plan, int first, int last, Steps backend) {
+        for (int i = first; i <= last; i++) run(i, plan.steps().get(i), backend);
+    }
+
+    private static void run(int index, Step step, Steps backend) {
+        backend.before(index, step);
+        switch (step) {
+            case Step.AllocPool s -> backend.allocPool(s);
+            case Step.Place s -> backend.place(s);
+            case Step.Release s -> backend.release(s);
+            case Step.AllocDynamic s -> backend.allocDynamic(s);
+            case Step.CopyIn s -> backend.copyIn(s);
+            case Step.Launch s -> backend.launch(s);
+            case Step.Collective s -> backend.collective(index, s);
+            case Step.CollectiveBatch s -> backend.batch(index, s);
+            case Step.Matmul s -> backend.matmul(s);
+            case Step.CallUserOp s -> backend.userOp(s);
+            case Step.Barrier s -> backend.barrier(s);
+        }
+    }
+}
