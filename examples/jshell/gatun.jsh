@@ -20,7 +20,7 @@ import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.graph.TensorSpec;
 import dev.gatun.ir.graph.HostTensor;
 import dev.gatun.ir.lower.LoweredGraph;
-import dev.gatun.ir.lower.Algorithm;
+import dev.gatun.ir.Algorithm;
 import dev.gatun.planner.Plan;
 import static dev.gatun.ir.DType.*;
 import static dev.gatun.ir.graph.ReduceOp.*;

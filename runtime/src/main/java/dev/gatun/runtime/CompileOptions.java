@@ -7,61 +7,72 @@ import dev.gatun.planner.PlanOptions;
 import java.time.Duration;
 
 /**
- * How a graph is compiled and run: world size, collective thresholds, planning switches, which backend,
- * and the host backend's fault-finding knobs (random rank delays, collective timeout).
+ * How a graph is compiled and run, grouped by concern: the {@link World} it runs on, {@link LoweringOptions}
+ * (collective thresholds, symmetric memory, path 2), {@link PlanOptions} (reordering, in-place reuse, the collective
+ * passes) and {@link ExecutionOptions} (backend, timeout, CUDA graphs, host delays). The fluent methods below
+ * change one of them.
  */
-public record CompileOptions(LoweringOptions lowering, PlanOptions planning, String backend, long delaySeed,
-                             Duration timeout, boolean cudaGraphs, dev.gatun.runtime.distributed.Rendezvous rendezvous, int ranksPerGpu) {
+public record CompileOptions(World world, LoweringOptions lowering, PlanOptions planning, ExecutionOptions execution) {
 
     public CompileOptions {
-        if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new IllegalArgumentException("timeout must be positive");
-        if (ranksPerGpu < 1) throw new IllegalArgumentException("ranksPerGpu must be at least 1, not " + ranksPerGpu);
+        if (world == null || lowering == null || planning == null || execution == null)
+            throw new GatunRuntimeException("compile options need a world, lowering, planning and execution options");
+        // the world is the one source of the world size; NCCL cannot serve ranks that share a GPU
+        lowering = lowering.withWorldSize(world.size()).withNcclUnavailable(world.ranksPerGpu() > 1 && world.size() > 1
+                ? world.ranksPerGpu() + " ranks share each GPU (ranksPerGpu), and NCCL refuses two ranks on one device" : null);
     }
 
-    /** Defaults for a world of {@code n} ranks on the automatically chosen backend. */
-    public static CompileOptions world(int n) {
-        return new CompileOptions(LoweringOptions.world(n), PlanOptions.DEFAULT, "auto", 0, Duration.ofSeconds(60), true, null, 1);
+    /** Defaults for {@code world}, with what this process's environment sets. */
+    public static CompileOptions of(World world) {
+        return new CompileOptions(world, LoweringOptions.world(world.size()), PlanOptions.DEFAULT, ExecutionOptions.fromEnvironment(System.getenv()));
     }
 
-    public int worldSize() { return lowering.worldSize(); }
+    /**
+     * Defaults for a world of {@code n} ranks ({@link World#of(int)}: this process's rank of it where a launcher
+     * started this process as one, else {@code n} simulated ranks) on the automatically chosen backend.
+     */
+    public static CompileOptions world(int n) { return of(World.of(n)); }
+
+    public int worldSize() { return world.size(); }
+    public String backend() { return execution.backend(); }
+    public Duration timeout() { return execution.timeout(); }
+    public boolean cudaGraphs() { return execution.cudaGraphs(); }
+    public long delaySeed() { return execution.delaySeed(); }
+    public int ranksPerGpu() { return world.ranksPerGpu(); }
+
+    /** The rendezvous of a {@link World.Local} world (threads of this process), else null. */
+    public dev.gatun.runtime.distributed.Rendezvous rendezvous() { return world instanceof World.Local l ? l.rendezvous() : null; }
+
+    public CompileOptions world(World w) { return new CompileOptions(w, lowering, planning, execution); }
+    public CompileOptions lowering(LoweringOptions l) { return new CompileOptions(world, l, planning, execution); }
+    public CompileOptions planning(PlanOptions p) { return new CompileOptions(world, lowering, p, execution); }
+    public CompileOptions execution(ExecutionOptions e) { return new CompileOptions(world, lowering, planning, e); }
 
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
-    public CompileOptions backend(String name) { return new CompileOptions(lowering, planning, name, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu); }
+    public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 
     /** Host backend: ranks sleep for random short times at random points (seeded), to expose cross-rank races. */
-    public CompileOptions randomDelays(long seed) { return new CompileOptions(lowering, planning, backend, seed, timeout, cudaGraphs, rendezvous, ranksPerGpu); }
+    public CompileOptions randomDelays(long seed) { return execution(execution.withDelaySeed(seed)); }
 
-    public CompileOptions timeout(Duration t) { return new CompileOptions(lowering, planning, backend, delaySeed, t, cudaGraphs, rendezvous, ranksPerGpu); }
-
-    public CompileOptions thresholds(long oneShotMax, long twoShotMax) {
-        return new CompileOptions(lowering.withThresholds(oneShotMax, twoShotMax), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu);
-    }
-
-    public CompileOptions forceAllReduce(Algorithm a) {
-        return new CompileOptions(lowering.withForcedAllReduce(a), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu);
-    }
-
-    public CompileOptions symmetricMemory(boolean on) {
-        return new CompileOptions(lowering.withSymmetricMemory(on), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu);
-    }
-
-    /** Path 2 on or off: whether graph inputs feeding collectives get persistent symmetric buffers (default on). */
-    public CompileOptions symmetricInputs(boolean on) {
-        return new CompileOptions(lowering.withSymmetricInputs(on), planning, backend, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu);
-    }
-
-    public CompileOptions planning(PlanOptions p) { return new CompileOptions(lowering, p, backend, delaySeed, timeout, cudaGraphs, rendezvous, ranksPerGpu); }
+    public CompileOptions timeout(Duration t) { return execution(execution.withTimeout(t)); }
 
     /** CUDA backend: capture partitions as CUDA graphs and replay them (default on). */
-    public CompileOptions cudaGraphs(boolean on) { return new CompileOptions(lowering, planning, backend, delaySeed, timeout, on, rendezvous, ranksPerGpu); }
+    public CompileOptions cudaGraphs(boolean on) { return execution(execution.withCudaGraphs(on)); }
+
+    public CompileOptions thresholds(long oneShotMax, long twoShotMax) { return lowering(lowering.withThresholds(oneShotMax, twoShotMax)); }
+
+    public CompileOptions forceAllReduce(Algorithm a) { return lowering(lowering.withForcedAllReduce(a)); }
+
+    public CompileOptions symmetricMemory(boolean on) { return lowering(lowering.withSymmetricMemory(on)); }
+
+    /** Path 2 on or off: whether graph inputs feeding collectives get persistent symmetric buffers (default on). */
+    public CompileOptions symmetricInputs(boolean on) { return lowering(lowering.withSymmetricInputs(on)); }
 
     /**
      * This session is one rank of a world whose ranks meet through {@code r}: one thread per GPU in one process
      * (with {@link dev.gatun.runtime.distributed.LocalWorld}), instead of one process per GPU started by gatun-run.
      */
-    public CompileOptions rank(dev.gatun.runtime.distributed.Rendezvous r) {
-        return new CompileOptions(lowering, planning, backend, delaySeed, timeout, cudaGraphs, r, ranksPerGpu);
-    }
+    public CompileOptions rank(dev.gatun.runtime.distributed.Rendezvous r) { return world(new World.Local(r, world.ranksPerGpu())); }
 
     /**
      * Several ranks share each GPU (opt-in; default 1): the rank of local rank {@code L} runs on GPU {@code L / k}, so
@@ -70,10 +81,5 @@ public record CompileOptions(LoweringOptions lowering, PlanOptions planning, Str
      * resident at once. NCCL refuses two ranks on one device, so collectives that would take NCCL run a symmetric
      * algorithm instead, or are refused at compile time where none fits ({@code explain()} says which).
      */
-    public CompileOptions ranksPerGpu(int k) {
-        if (k < 1) throw new IllegalArgumentException("ranksPerGpu must be at least 1, not " + k);
-        var l = lowering.withNcclUnavailable(k > 1 && worldSize() > 1
-                ? k + " ranks share each GPU (ranksPerGpu), and NCCL refuses two ranks on one device" : null);
-        return new CompileOptions(l, planning, backend, delaySeed, timeout, cudaGraphs, rendezvous, k);
-    }
+    public CompileOptions ranksPerGpu(int k) { return world(world.withRanksPerGpu(k)); }
 }

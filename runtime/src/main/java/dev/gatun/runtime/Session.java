@@ -50,7 +50,7 @@ public final class Session implements AutoCloseable {
         this.options = backend.adapt(options);
         this.lowered = Lowering.lower(graph, this.options.lowering());
         // -Dgatun.verbose=true (or GATUN_VERBOSE=1) prints every lowering decision; otherwise they go to DEBUG
-        boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(System.getenv("GATUN_VERBOSE"));
+        boolean verbose = this.options.execution().verbose();
         for (String d : lowered.decisions()) LOG.log(verbose ? System.Logger.Level.INFO : System.Logger.Level.DEBUG, "{0}: {1}", graph.name(), d);
         if (verbose) LOG.log(System.Logger.Level.INFO, "{0}", lowered.explain());
         this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));

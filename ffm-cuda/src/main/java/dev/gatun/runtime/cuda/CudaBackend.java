@@ -4,7 +4,7 @@ import dev.gatun.cuda.Cuda;
 import dev.gatun.cuda.CudaProbe;
 import dev.gatun.planner.Plan;
 import dev.gatun.runtime.CompileOptions;
-import dev.gatun.runtime.distributed.LaunchEnvironment;
+import dev.gatun.runtime.World;
 import dev.gatun.runtime.spi.Backend;
 import dev.gatun.runtime.spi.Executable;
 
@@ -34,12 +34,11 @@ public final class CudaBackend implements Backend {
     @Override public String cannotRun(CompileOptions options) {
         int worldSize = options.worldSize();
         if (worldSize == 1) return null;
-        var job = LaunchEnvironment.current();
-        if (options.rendezvous() != null || (job != null && job.worldSize() == worldSize)) {
-            int k = ranksPerGpu(options), gpu = gpu(options);
+        if (!options.world().drivesEveryRank()) {
+            int k = options.ranksPerGpu(), gpu = gpu(options);
             int gpus = dev.gatun.cuda.Device.count();
             if (gpu < gpus) return null;
-            return "local rank " + localRank(options) + " has no GPU: this machine has " + gpus + (k > 1 ? " and " + k + " ranks share each" : "")
+            return "local rank " + options.world().localRank() + " has no GPU: this machine has " + gpus + (k > 1 ? " and " + k + " ranks share each" : "")
                     + " (a world of " + worldSize + " needs " + Math.ceilDiv(worldSize, k) + "; ranksPerGpu(" + Math.ceilDiv(worldSize, gpus)
                     + ") or gatun-run --ranks-per-gpu " + Math.ceilDiv(worldSize, gpus) + " lets ranks share GPUs)";
         }
@@ -48,16 +47,14 @@ public final class CudaBackend implements Backend {
     }
 
     /**
-     * Ranks sharing a GPU (set by {@code gatun-run --ranks-per-gpu} in GATUN_RANKS_PER_GPU) enter the options here;
-     * without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
-     * falls back to NCCL, and the log says so.
+     * Without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
+     * falls back to NCCL, and the log says so. So it does where the world spans hosts.
      */
     @Override public CompileOptions adapt(CompileOptions options) {
         int world = options.worldSize();
         if (world == 1) return options;
-        if (ranksPerGpu(options) != options.ranksPerGpu()) options = options.ranksPerGpu(ranksPerGpu(options));
         if (!options.lowering().symmetricMemory()) return options;
-        var job = options.rendezvous() == null ? LaunchEnvironment.current() : null;
+        var job = options.world() instanceof World.Launched l ? l.job() : null;
         if (job != null && job.localWorldSize() != null && job.localWorldSize() < world) {
             System.getLogger("dev.gatun.cuda").log(System.Logger.Level.WARNING,
                     "the world of {0} ranks spans hosts ({1} on this one): every collective runs through NCCL", world, job.localWorldSize());
@@ -73,15 +70,8 @@ public final class CudaBackend implements Backend {
         return options;
     }
 
-    /** Ranks per GPU: the options' own when they ask for sharing, else GATUN_RANKS_PER_GPU for processes gatun-run started. */
-    static int ranksPerGpu(CompileOptions options) {
-        if (options.ranksPerGpu() > 1 || options.rendezvous() != null) return options.ranksPerGpu();
-        String k = System.getenv("GATUN_RANKS_PER_GPU");
-        return k == null || k.isBlank() ? 1 : Integer.parseInt(k.trim());
-    }
-
     /** This rank's GPU: its local rank divided by the ranks that share each GPU. */
-    static int gpu(CompileOptions options) { return localRank(options) / ranksPerGpu(options); }
+    static int gpu(CompileOptions options) { return options.world().localRank() / options.ranksPerGpu(); }
 
     private static final java.util.Map<Integer, java.util.Optional<String>> PEER_ACCESS = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -94,17 +84,6 @@ public final class CudaBackend implements Backend {
                         return java.util.Optional.of("GPUs " + i + " and " + j + " have no peer access");
             return java.util.Optional.empty();
         }).orElse(null);
-    }
-
-    /** The GPU of this rank: the rendezvous' local rank in threads mode, else LOCAL_RANK (default 0). */
-    static int localRank(CompileOptions options) {
-        return options.rendezvous() != null ? options.rendezvous().localRank() : localRank();
-    }
-
-    /** This process's local rank as its launcher (gatun-run, torchrun, Slurm, Open MPI) says; 0 when none started it. */
-    static int localRank() {
-        var job = LaunchEnvironment.current();
-        return job == null ? 0 : job.localRank();
     }
 
     @Override public long commGranularity() { return GRANULARITY; }

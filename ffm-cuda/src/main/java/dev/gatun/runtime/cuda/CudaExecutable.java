@@ -75,11 +75,11 @@ final class CudaExecutable implements Executable {
         boolean ok = false;
         try {
             // ranks sharing a GPU keep one stream each for the life of the process (see RankStreams)
-            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, rankOf(options)) : device.createStream();
+            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, options.world().rank()) : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
             // threads of one process share memory directly; VMM file descriptors are for separate processes
-            boolean vmm = plan.worldSize() > 1 && options.rendezvous() == null && SymmetricHeap.vmm();
+            boolean vmm = plan.worldSize() > 1 && options.world() instanceof dev.gatun.runtime.World.Launched && options.execution().cuda().vmmHandles();
             for (Pool p : plan.pools()) {
                 if (vmm && p.isSymmetric()) {
                     var v = SymmetricHeap.allocateVmm(device, p.allocationBytes());
@@ -105,12 +105,6 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
-
-    private static int rankOf(CompileOptions options) {
-        if (options.rendezvous() != null) return options.rendezvous().rank();
-        var job = dev.gatun.runtime.distributed.LaunchEnvironment.current();
-        return job == null ? 0 : job.rank();
-    }
 
     @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
 
@@ -174,12 +168,11 @@ final class CudaExecutable implements Executable {
     }
 
     Kernel compile(String programName, String source, String kernelName) {
-        return compile(device, plan.name(), programName, source).kernel(kernelName);
+        return compile(device, options.execution().cuda().cudaHome(), plan.name(), programName, source).kernel(kernelName);
     }
 
     /** NVRTC for the device's architecture, cached on disk; a failure saves the source and names the file. */
-    static dev.gatun.cuda.Module compile(Device device, String planName, String programName, String source) {
-        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+    static dev.gatun.cuda.Module compile(Device device, String cudaHome, String planName, String programName, String source) {
         var program = Program.of(programName, source).withOptions(ProgramOptions.defaults().withIncludePath(cudaHome + "/include"));
         try {
             return program.load(device);

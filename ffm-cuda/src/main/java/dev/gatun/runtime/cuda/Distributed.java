@@ -33,10 +33,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class Distributed implements AutoCloseable {
     /** Sessions made per rendezvous: every rank makes them in the same order, so the count names one session everywhere. */
     private static final Map<Rendezvous, AtomicInteger> SESSIONS = java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
-    private static volatile Rendezvous process;
 
     final int rank, world;
     private final Rendezvous rendezvous;
+    private final dev.gatun.runtime.ExecutionOptions.Cuda settings;
     private final Device device;
     private final Map<String, List<Integer>> members = new HashMap<>();
     private final Map<String, List<List<Integer>>> slices = new HashMap<>();
@@ -50,19 +50,11 @@ final class Distributed implements AutoCloseable {
     /** This session's keys in the rendezvous: the same on every rank. */
     private final String prefix;
 
-    /** The process's one connection to the rendezvous, made on first use from RANK, WORLD_SIZE, GATUN_RENDEZVOUS... */
-    static synchronized Rendezvous rendezvous() {
-        if (process == null || process.isClosed()) {
-            process = Rendezvous.fromEnvironment();
-            Runtime.getRuntime().addShutdownHook(new Thread(process::close, "gatun-rendezvous-close"));
-        }
-        return process;
-    }
-
     Distributed(Plan plan, Device device, Stream stream, Map<String, DeviceBuffer> localPools, Map<String, SymmetricHeap.VmmBuffer> vmmPools,
                 dev.gatun.runtime.CompileOptions options) {
         Duration timeout = options.timeout();
-        this.rendezvous = options.rendezvous() != null ? options.rendezvous() : rendezvous();
+        this.rendezvous = options.world().rendezvous();
+        this.settings = options.execution().cuda();
         this.device = device;
         this.rank = rendezvous.rank();
         this.world = rendezvous.worldSize();
@@ -89,7 +81,7 @@ final class Distributed implements AutoCloseable {
         }
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where
         // several ranks share one GPU (their spin barriers wait for each other's blocks)
-        var sharing = GpuSharing.of(rendezvous, prefix, device, options.ranksPerGpu(), timeout);
+        var sharing = GpuSharing.of(rendezvous, prefix, device, options.ranksPerGpu(), settings.hardwareQueues(), timeout);
         sharing.check(plan.name(), !barrierGroups.isEmpty(), nccl);
         this.colocated = sharing.mostRanksOnOneGpu();
         this.blocks = Math.max(1, Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, sharing.fewestMultiprocessors() / colocated)));
@@ -110,9 +102,9 @@ final class Distributed implements AutoCloseable {
     }
 
     private void loadKernels(String planName) {
-        // GATUN_FENCE_SC=1 adds a full system fence before every signal: only to measure what the release store saves
-        String source = "1".equals(System.getenv("GATUN_FENCE_SC")) ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
-        var module = CudaExecutable.compile(device, planName, "gatun_symmetric", source);
+        // fenceSc (GATUN_FENCE_SC=1) adds a full system fence before every signal: only to measure what the release store saves
+        String source = settings.fenceSc() ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
+        var module = CudaExecutable.compile(device, settings.cudaHome(), planName, "gatun_symmetric", source);
         for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         for (String op : List.of("all_gather", "broadcast"))

@@ -27,20 +27,11 @@ import java.util.TreeMap;
  */
 record GpuSharing(List<Rank> ranks, int ranksPerGpu, int hardwareQueues) {
 
-    /** Streams feed the GPU through this many hardware queues per process (CUDA's default is 8). */
-    static int hardwareQueuesFromEnvironment() {
-        String v = System.getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-        try {
-            return v == null || v.isBlank() ? 8 : Integer.parseInt(v.trim());
-        } catch (NumberFormatException e) {
-            return 8;
-        }
-    }
-
     /** What one rank reported: its GPU, its process, the GPU's multiprocessors and whether MPS serves it. */
     record Rank(int rank, String gpu, long pid, int multiprocessors, boolean mps) {}
 
-    static GpuSharing of(Rendezvous rendezvous, String prefix, Device device, int ranksPerGpu, Duration timeout) {
+    /** {@code hardwareQueues}: streams feed the GPU through this many hardware queues per process (CUDA_DEVICE_MAX_CONNECTIONS, default 8). */
+    static GpuSharing of(Rendezvous rendezvous, String prefix, Device device, int ranksPerGpu, int hardwareQueues, Duration timeout) {
         byte[] uuid = device.uuid().getBytes(StandardCharsets.US_ASCII);
         var mine = ByteBuffer.allocate(4 + uuid.length + 8 + 4 + 1).putInt(uuid.length).put(uuid).putLong(ProcessHandle.current().pid())
                 .putInt(device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT)).put((byte) (mps(device) ? 1 : 0));
@@ -52,7 +43,7 @@ record GpuSharing(List<Rank> ranks, int ranksPerGpu, int hardwareQueues) {
             in.get(u);
             ranks.add(new Rank(r, new String(u, StandardCharsets.US_ASCII), in.getLong(), in.getInt(), in.get() == 1));
         }
-        return new GpuSharing(List.copyOf(ranks), ranksPerGpu, hardwareQueuesFromEnvironment());
+        return new GpuSharing(List.copyOf(ranks), ranksPerGpu, hardwareQueues);
     }
 
     private static boolean mps(Device device) {

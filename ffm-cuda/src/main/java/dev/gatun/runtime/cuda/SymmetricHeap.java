@@ -43,9 +43,6 @@ final class SymmetricHeap implements AutoCloseable {
     private final Map<Integer, Device> peers = new java.util.HashMap<>();
     private static final long PID = ProcessHandle.current().pid();
 
-    /** Symmetric pools are exchanged as CUDA IPC handles unless GATUN_SYMMETRIC_HANDLES=vmm asks for VMM file descriptors. */
-    static boolean vmm() { return "vmm".equalsIgnoreCase(System.getenv().getOrDefault("GATUN_SYMMETRIC_HANDLES", "ipc").trim()); }
-
     /** An exportable VMM allocation mapped on its own device: cuMemCreate, reserve, map, set access. */
     record VmmBuffer(PhysicalMemory memory, VirtualRange range, DeviceBuffer view) {}
 

@@ -21,7 +21,7 @@ public final class FaultCheck {
     private FaultCheck() {}
 
     public static void main(String[] args) throws Exception {
-        var rv = Distributed.rendezvous();
+        var rv = dev.gatun.runtime.World.fromEnvironment(System.getenv()).rendezvous();
         int rank = rv.rank();
         var g = Gatun.graph("fault");
         var x = g.input("x", F32, 64);

@@ -10,6 +10,7 @@ import dev.gatun.ir.lower.Lowering;
 import dev.gatun.planner.Planner;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.World;
 import dev.gatun.runtime.distributed.Rendezvous;
 
 import java.io.IOException;
@@ -61,7 +62,7 @@ public final class GpuSuite {
         this.world = rv.worldSize();
         this.iters = iters;
         this.out = out;
-        try (Device d = Device.open(CudaBackend.localRank())) {
+        try (Device d = Device.open(World.fromEnvironment(System.getenv()).localRank())) {
             this.device = d.name();
         }
     }
@@ -72,7 +73,7 @@ public final class GpuSuite {
             if (!args[i].startsWith("--")) throw new IllegalArgumentException("expected --option value, got '" + args[i] + "'");
             opts.put(args[i].substring(2), args[i + 1]);
         }
-        var rv = Distributed.rendezvous();
+        var rv = dev.gatun.runtime.World.fromEnvironment(System.getenv()).rendezvous();
         Watchdog.startFromEnvironment("rank " + rv.rank());
         var suite = new GpuSuite(rv, Integer.parseInt(opts.getOrDefault("iters", "200")), Path.of(opts.getOrDefault("out", "gatun-rows.jsonl")));
         List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,input_path,host_overhead").split(","));

@@ -75,7 +75,7 @@ public final class MultiGpuCheck {
             System.out.flush();
             System.exit(0);
         }
-        Rendezvous rv = Distributed.rendezvous();
+        Rendezvous rv = dev.gatun.runtime.World.fromEnvironment(System.getenv()).rendezvous();
         var check = new MultiGpuCheck(rv, false, perGpu, ncclOnly);
         Watchdog.startFromEnvironment("rank " + check.rank);
         try {

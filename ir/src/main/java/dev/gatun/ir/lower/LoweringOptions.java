@@ -39,6 +39,11 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
         return new LoweringOptions(worldSize, MIB / 4, 4 * MIB, true, null, true, null);
     }
 
+    /** The same options for a world of {@code n} ranks (the thresholds stay as they are). */
+    public LoweringOptions withWorldSize(int n) {
+        return n == worldSize ? this : new LoweringOptions(n, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
+    }
+
     public LoweringOptions withThresholds(long oneShotMax, long twoShotMax) {
         return new LoweringOptions(worldSize, oneShotMax, twoShotMax, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
@@ -62,6 +67,7 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
      * symmetric memory or refused with that reason.
      */
     public LoweringOptions withNcclUnavailable(String why) {
+        if (java.util.Objects.equals(why, ncclUnavailable)) return this;
         return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, why);
     }
 }

@@ -2,6 +2,7 @@ package dev.gatun.runtime.host;
 
 import dev.gatun.planner.Plan;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.World;
 import dev.gatun.runtime.spi.Backend;
 import dev.gatun.runtime.spi.Executable;
 
@@ -14,21 +15,12 @@ public final class HostBackend implements Backend {
 
     /** A process started as one rank of a distributed world (gatun-run) must not silently simulate every rank. */
     @Override public String cannotRun(CompileOptions options) {
-        int worldSize = options.worldSize();
-        if (options.rendezvous() != null) return "the session is one rank of a world that meets through a rendezvous, and the host backend simulates every rank itself";
-        var job = launchedRank();
-        if (worldSize > 1 && job != null && job.worldSize() == worldSize)
-            return "this process is rank " + job.rank() + " of a distributed world of " + worldSize + " (started by " + job.source()
-                    + "), and the host backend simulates every rank in one process";
-        return null;
-    }
-    /** The launcher's description of this process, or null where it was not started as a rank (or says nonsense). */
-    private static dev.gatun.runtime.distributed.LaunchEnvironment launchedRank() {
-        try {
-            return dev.gatun.runtime.distributed.LaunchEnvironment.current();
-        } catch (RuntimeException e) {
-            return null;
-        }
+        return switch (options.world()) {
+            case World.Simulated s -> null;
+            case World.Local l -> "the session is one rank of a world that meets through a rendezvous, and the host backend simulates every rank itself";
+            case World.Launched l -> l.size() == 1 ? null : "this process is rank " + l.rank() + " of a distributed world of " + l.size()
+                    + " (started by " + l.job().source() + "), and the host backend simulates every rank in one process";
+        };
     }
 
     @Override public Executable load(Plan plan, CompileOptions options) { return new HostExecutable(plan, options); }

@@ -1,6 +1,6 @@
 package dev.gatun.runtime.cuda;
 
-/** Diagnostics for multi-rank programs: with GATUN_WATCHDOG=S set, prints every thread's stack every S seconds. */
+/** Diagnostics for the multi-rank test programs (MultiGpuCheck, GpuSuite): with GATUN_WATCHDOG=S set, prints every thread's stack every S seconds. */
 final class Watchdog {
     private Watchdog() {}
 

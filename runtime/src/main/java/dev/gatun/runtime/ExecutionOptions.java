@@ -1,0 +1,64 @@
+package dev.gatun.runtime;
+
+import java.time.Duration;
+import java.util.Map;
+
+/**
+ * How a compiled plan runs: which backend, the collective timeout, CUDA graphs, the host backend's fault-finding
+ * delays, and the CUDA backend's settings. The environment's settings are read once, here, by
+ * {@link #fromEnvironment(Map)}; nothing deeper reads environment variables.
+ *
+ * @param backend   "auto" (CUDA where a GPU is present, else host), "host" or "cuda"
+ * @param timeout   how long a rank waits for its peers in a collective or barrier
+ * @param cudaGraphs CUDA backend: capture partitions as CUDA graphs and replay them
+ * @param delaySeed host backend: ranks sleep for random short times at random points, seeded (0: off)
+ * @param verbose   log every lowering decision at INFO (GATUN_VERBOSE=1 or -Dgatun.verbose=true)
+ * @param cuda      the CUDA backend's settings
+ */
+public record ExecutionOptions(String backend, Duration timeout, boolean cudaGraphs, long delaySeed, boolean verbose, Cuda cuda) {
+
+    public ExecutionOptions {
+        if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new GatunRuntimeException("the timeout must be positive, not " + timeout);
+        if (backend == null || backend.isBlank()) throw new GatunRuntimeException("name a backend (\"auto\", \"host\" or \"cuda\")");
+    }
+
+    /**
+     * The CUDA backend's settings.
+     *
+     * @param cudaHome       where NVRTC finds the CUDA headers (CUDA_HOME, default /usr/local/cuda)
+     * @param vmmHandles     share symmetric memory between processes by VMM file descriptors instead of IPC handles
+     *                       (GATUN_SYMMETRIC_HANDLES=vmm)
+     * @param fenceSc        a full system fence before every signal of the symmetric kernels, only to measure what the
+     *                       release store saves (GATUN_FENCE_SC=1)
+     * @param hardwareQueues the hardware queues streams feed the GPU through (CUDA_DEVICE_MAX_CONNECTIONS, default 8)
+     */
+    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8);
+    }
+
+    public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
+
+    /** The defaults with what this environment sets. */
+    public static ExecutionOptions fromEnvironment(Map<String, String> env) {
+        String handles = env.getOrDefault("GATUN_SYMMETRIC_HANDLES", "ipc").trim();
+        if (!handles.equalsIgnoreCase("ipc") && !handles.equalsIgnoreCase("vmm"))
+            throw new GatunRuntimeException("GATUN_SYMMETRIC_HANDLES='" + handles + "': use ipc (the default) or vmm");
+        int queues = 8;
+        String q = env.get("CUDA_DEVICE_MAX_CONNECTIONS");
+        try {
+            if (q != null && !q.isBlank()) queues = Integer.parseInt(q.trim());
+        } catch (NumberFormatException e) {
+            queues = 8; // CUDA ignores it too
+        }
+        var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
+                "1".equals(env.get("GATUN_FENCE_SC")), queues);
+        boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
+        return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
+    }
+
+    public ExecutionOptions withBackend(String b) { return new ExecutionOptions(b, timeout, cudaGraphs, delaySeed, verbose, cuda); }
+    public ExecutionOptions withTimeout(Duration t) { return new ExecutionOptions(backend, t, cudaGraphs, delaySeed, verbose, cuda); }
+    public ExecutionOptions withCudaGraphs(boolean on) { return new ExecutionOptions(backend, timeout, on, delaySeed, verbose, cuda); }
+    public ExecutionOptions withDelaySeed(long seed) { return new ExecutionOptions(backend, timeout, cudaGraphs, seed, verbose, cuda); }
+    public ExecutionOptions withCuda(Cuda c) { return new ExecutionOptions(backend, timeout, cudaGraphs, delaySeed, verbose, c); }
+}
