@@ -185,7 +185,7 @@ public final class GpuSuite {
         for (int r = 0; r < world; r++) {
             var in = mlpInputs(r, world, tokens, hidden);
             double[] h = matmul(in.get("x"), rows, hidden, in.get("w1"), shard);
-            for (int i = 0; i < h.length; i++) h[i] = dev.gatun.runtime.reference.ScalarMath.gelu(h[i]);
+            for (int i = 0; i < h.length; i++) h[i] = dev.gatun.ir.graph.ScalarMath.gelu(h[i]);
             double[] y = matmul(NDArray.of(h, rows, shard), rows, shard, in.get("w2"), hidden);
             for (int i = 0; i < y.length; i++) ref[i] += y[i];
         }

@@ -8,7 +8,7 @@ import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.Elements;
-import dev.gatun.runtime.reference.ScalarMath;
+import dev.gatun.ir.graph.ScalarMath;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;

@@ -1,5 +1,6 @@
 package dev.gatun.runtime.reference;
 
+import dev.gatun.ir.graph.ScalarMath;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.GraphException;

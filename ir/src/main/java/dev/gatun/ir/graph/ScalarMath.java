@@ -1,8 +1,6 @@
-package dev.gatun.runtime.reference;
+package dev.gatun.ir.graph;
 
-import dev.gatun.ir.graph.PointwiseFn;
-
-/** The pointwise functions in double precision, with the semantics PyTorch users expect. */
+/** What each {@link PointwiseFn} computes, in double precision, with the semantics PyTorch users expect: the one definition the reference interpreter and the host backend share. */
 public final class ScalarMath {
     private ScalarMath() {}
 
