@@ -42,7 +42,7 @@ public sealed interface World {
     /** Every rank simulated in this process. */
     record Simulated(int size, int ranksPerGpu) implements World {
         public Simulated {
-            if (size < 1) throw new IllegalArgumentException("a world needs at least one rank, not " + size);
+            if (size < 1) throw new GatunRuntimeException("a world needs at least one rank, not " + size);
             checkSharing(ranksPerGpu);
         }
         @Override public int rank() { return 0; }
