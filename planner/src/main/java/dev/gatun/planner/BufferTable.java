@@ -24,7 +24,8 @@ final class BufferTable {
 
     private BufferTable(LoweredGraph graph) {
         for (Buffer b : graph.buffers()) {
-            Layout.Fixed l = b.layout().fix();
+            // a flexible layout is row-major from offset 0: its strides are made only if someone asks (fix() multiplies symbols)
+            Layout.Fixed l = b.layout() instanceof Layout.Flexible ? null : b.layout().fix();
             PlanBuffer base = b instanceof ViewBuffer v ? of(v.base()) : null;
             PlanBuffer.Kind kind = switch (b) {
                 case InputBuffer i -> PlanBuffer.Kind.INPUT;
@@ -34,7 +35,8 @@ final class BufferTable {
             };
             String group = b.isSymmetric() ? b.storage().layout().allocator().group() : null;
             String input = b instanceof InputBuffer in ? in.inputName() : null;
-            var pb = new PlanBuffer(all.size(), b.name(), b.type(), kind, base, base == null ? SymInt.ZERO : l.offset(), l.strides(), group, input);
+            var pb = new PlanBuffer(all.size(), b.name(), b.type(), kind, base, base == null || l == null ? SymInt.ZERO : l.offset(),
+                    l == null ? null : l.strides(), group, input);
             all.add(pb);
             of.put(b, pb);
         }

@@ -39,7 +39,7 @@ public final class PlanBuffer {
     private final Kind kind;
     private final PlanBuffer base;
     private final SymInt offset;
-    private final List<SymInt> strides;
+    private List<SymInt> strides;       // null until asked for, where the layout is contiguous by default
     private final String group;
     private final String input;
     private Placement placement;
@@ -51,7 +51,7 @@ public final class PlanBuffer {
         this.kind = kind;
         this.base = base;
         this.offset = offset;
-        this.strides = List.copyOf(strides);
+        this.strides = strides == null ? null : List.copyOf(strides);
         this.group = group;
         this.input = input;
     }
@@ -61,7 +61,7 @@ public final class PlanBuffer {
      * never runs one.
      */
     public static PlanBuffer standalone(String name, TensorType type) {
-        return new PlanBuffer(-1, name, type, Kind.COMPUTED, null, dev.gatun.ir.SymInt.ZERO, type.shape().contiguousStrides(), null, null);
+        return new PlanBuffer(-1, name, type, Kind.COMPUTED, null, dev.gatun.ir.SymInt.ZERO, null, null, null);
     }
 
     /** Index in the plan's buffer table. */
@@ -84,7 +84,11 @@ public final class PlanBuffer {
     public SymInt offset() { return offset; }
 
     /** Element strides, one per dimension. */
-    public List<SymInt> strides() { return strides; }
+    public List<SymInt> strides() {
+        List<SymInt> s = strides;
+        if (s == null) strides = s = type.shape().contiguousStrides(); // row-major: made on first use, most buffers never need it
+        return s;
+    }
 
     /** The process group whose symmetric memory holds this buffer's storage, or null when it is not symmetric. */
     public String group() { return group; }
@@ -113,7 +117,7 @@ public final class PlanBuffer {
     }
 
     /** Contiguous row-major with no offset. */
-    public boolean isContiguous() { return offset.equals(SymInt.ZERO) && strides.equals(type.shape().contiguousStrides()); }
+    public boolean isContiguous() { return offset.equals(SymInt.ZERO) && (strides == null || strides.equals(type.shape().contiguousStrides())); }
 
     @Override public String toString() { return name + " " + type; }
 }
