@@ -21,8 +21,10 @@ import java.util.Map;
 final class BufferTable {
     private final List<PlanBuffer> all = new ArrayList<>();
     private final Map<Buffer, PlanBuffer> of = new IdentityHashMap<>();
+    private final List<Buffer> lowered;
 
     private BufferTable(LoweredGraph graph) {
+        this.lowered = graph.buffers();
         for (Buffer b : graph.buffers()) {
             // a flexible layout is row-major from offset 0: its strides are made only if someone asks (fix() multiplies symbols)
             Layout.Fixed l = b.layout() instanceof Layout.Flexible ? null : b.layout().fix();
@@ -55,6 +57,9 @@ final class BufferTable {
         for (Buffer b : bs) out.add(of(b));
         return out;
     }
+
+    /** The lowered buffer a plan buffer was made from. */
+    Buffer lowered(PlanBuffer b) { return lowered.get(b.id()); }
 
     List<PlanBuffer> all() { return all; }
 }

@@ -1,5 +1,7 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.CompilationException;
+
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.graph.ProcessGroup;
 import dev.gatun.ir.lower.Buffer;
@@ -25,6 +27,7 @@ public final class Plan {
     private final List<Step> steps;
     private final List<Kernel> kernels;
     private final List<Partition> partitions;
+    private final List<Slot> slots;
     private final List<PlanBuffer> inputs;
     private final Map<String, PlanBuffer> outputs;
     private final double[][] constants;
@@ -38,14 +41,25 @@ public final class Plan {
     /** Steps {@code [first, last]} (indices into {@link #steps()}) that a CUDA graph can capture and replay. */
     public record Partition(int index, int first, int last) {}
 
+    /**
+     * The planner's history of one pool slot (one per {@link Step.Place}), in indices into {@link #steps()}: the
+     * buffer holds bytes {@code [offset, offset + bytes)} of {@code pool} from step {@code first} (its writer; for a
+     * path-2 input its copy, for a constant the start) to step {@code last}. {@code localLast} is its last use on
+     * this rank; {@code crossRankLast}, for a slot peers read, the step whose barrier tells that every rank has
+     * finished reading it (-1: no peer reads it). {@code reuses} names the earlier occupant of the slot.
+     */
+    public record Slot(PlanBuffer buffer, String pool, long offset, long bytes, int first, int last, int localLast, int crossRankLast,
+                       String reuses, boolean inPlace) {}
+
     Plan(LoweredGraph lowered, List<PlanBuffer> buffers, List<Pool> pools, List<Step> steps, List<Kernel> kernels,
-         List<Partition> partitions, String order, long plainPeak, long chosenPeak, PlanOptions options) {
+         List<Partition> partitions, List<Slot> slots, String order, long plainPeak, long chosenPeak, PlanOptions options) {
         this.lowered = lowered;
         this.buffers = List.copyOf(buffers);
         this.pools = List.copyOf(pools);
         this.steps = List.copyOf(steps);
         this.kernels = List.copyOf(kernels);
         this.partitions = List.copyOf(partitions);
+        this.slots = List.copyOf(slots);
         this.options = options;
         this.order = order;
         this.plainPeak = plainPeak;
@@ -88,7 +102,7 @@ public final class Plan {
             byName = m;
         }
         PlanBuffer b = m.get(name);
-        if (b == null) throw new IllegalArgumentException("plan '" + name() + "' has no buffer named '" + name + "'");
+        if (b == null) throw new CompilationException("plan '" + name() + "' has no buffer named '" + name + "'");
         return b;
     }
 
@@ -96,6 +110,9 @@ public final class Plan {
     public List<Step> steps() { return steps; }
     public List<Kernel> kernels() { return kernels; }
     public List<Partition> partitions() { return partitions; }
+
+    /** The slot history: each placed buffer's slot and when it holds it, as the planner decided. */
+    public List<Slot> slots() { return slots; }
     public PlanOptions options() { return options; }
 
     /** The graph's inputs, in the graph's order. */
@@ -107,7 +124,7 @@ public final class Plan {
     /** The values of a constant buffer. */
     public double[] constant(PlanBuffer b) {
         double[] v = constants[b.id()];
-        if (v == null) throw new IllegalArgumentException(b.name() + " is not a constant of plan '" + name() + "'");
+        if (v == null) throw new CompilationException(b.name() + " is not a constant of plan '" + name() + "'");
         return v.clone();
     }
 
@@ -116,7 +133,7 @@ public final class Plan {
 
     public Pool pool(String name) {
         for (Pool p : pools) if (p.name().equals(name)) return p;
-        throw new IllegalArgumentException("plan '" + name() + "' has no pool " + name);
+        throw new CompilationException("plan '" + name() + "' has no pool " + name);
     }
 
     /** The order heuristic chosen, and the estimated peaks of it and of the plain order. */

@@ -1,5 +1,7 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.CompilationException;
+
 /**
  * Options of planning. Every transformation a backend applies to the steps is one of these planner passes, so the
  * printed plan, its fingerprint and the host simulation are what the GPU runs.
@@ -20,9 +22,9 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
     public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH);
 
     public PlanOptions {
-        if (commGranularity < 1 || regularGranularity < 1) throw new IllegalArgumentException("granularities must be positive");
+        if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
         if (batchCollectives < 1 || batchCollectives > MAX_BATCH)
-            throw new IllegalArgumentException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
+            throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
     public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives); }

@@ -47,7 +47,7 @@ class AdversarialPlanTest {
         var steps = new ArrayList<Step>();
         for (Step s : p.steps())
             steps.add(s instanceof Step.Place pl && pl.buffer() == old ? new Step.Place(moved, pl.pool(), offset, pl.bytes(), null, false) : s);
-        return new Plan(p.lowered(), buffers, p.pools(), steps, p.kernels(), p.partitions(), "mutated", p.plainOrderPeak(), p.estimatedPeak(), p.options());
+        return new Plan(p.lowered(), buffers, p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(), p.estimatedPeak(), p.options());
     }
 
     // ------------------------------------------------------------------ cross-rank lifetime

@@ -119,7 +119,7 @@ public class SeedsPlanTest {
         assertThat(p.toString()).contains("alloc_symmetric(192 B -> 2 MiB");
         assertThat(p.fingerprint()).isNotEqualTo(plan(2).fingerprint());
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> PlanOptions.DEFAULT.withCommGranularity(0))
-                .isInstanceOf(IllegalArgumentException.class);
+                .isInstanceOf(dev.gatun.ir.CompilationException.class);
     }
 
     @Test

@@ -1,0 +1,71 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Which elementwise kernels may write an output over one of their inputs (the output takes the input's slot):
+ * both regular, static, of identical type, neither viewed, nor a graph input, constant or output; the input dies
+ * at this kernel and every load of it reads element {@code i} at index {@code i} (so no element is read after it
+ * was overwritten). Each input is taken at most once.
+ */
+final class InPlace {
+    private InPlace() {}
+
+    /** Output to the input whose slot it takes. */
+    static Map<Buffer, Buffer> pairs(LoweredGraph graph, Liveness live, Set<Buffer> outputs) {
+        var pairs = new IdentityHashMap<Buffer, Buffer>();
+        var taken = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+        var viewed = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+        for (Buffer b : graph.buffers()) if (b instanceof ViewBuffer v) viewed.add(v.base());
+        for (int i = 0; i < live.n; i++) {
+            if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
+            for (Buffer out : k.writes()) {
+                if (!candidate(out, outputs) || viewed.contains(out)) continue;
+                for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
+                    Buffer in = k.reads().get(inIdx);
+                    if (taken.contains(in) || !candidate(in, outputs) || viewed.contains(in) || !live.isWritten(in)
+                            || !live.lastReadAt(in, i) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)) continue;
+                    pairs.put(out, in);
+                    taken.add(in);
+                    break;
+                }
+            }
+        }
+        return pairs;
+    }
+
+    private static boolean candidate(Buffer b, Set<Buffer> outputs) {
+        return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
+                && b.type().shape().isStatic();
+    }
+
+    private static boolean readsAligned(Kernel k, int input, Buffer b) {
+        var want = b.type().shape().contiguousStrides();
+        var ok = new boolean[]{true};
+        for (KExpr e : k.locals()) visitLoads(e, l -> {
+            if (l.input() == input && (!l.offset().equals(SymInt.ZERO) || !l.strides().equals(want))) ok[0] = false;
+        });
+        return ok[0];
+    }
+
+    private static void visitLoads(KExpr e, java.util.function.Consumer<KExpr.Load> f) {
+        switch (e) {
+            case KExpr.Load l -> f.accept(l);
+            case KExpr.Apply a -> a.args().forEach(x -> visitLoads(x, f));
+            case KExpr.Cast c -> visitLoads(c.x(), f);
+            default -> { }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ExternBuffer;
+import dev.gatun.ir.lower.ExternCall;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * When each buffer lives, over the chosen order of work (indices into it): the work that writes it, the last that
+ * reads it on this rank, and the last that reads it from a peer. A slot a peer reads directly is free only once
+ * every rank has finished reading it, that is after the trailing barrier of the first collective of its group
+ * that ends with one at or after the last peer read ({@link #crossRankEnd}); where no later collective gives
+ * such a barrier, the plan ends with an explicit barrier of the group, and the reason is recorded for the
+ * printout.
+ */
+final class Liveness {
+    final List<Work> order;
+    final int n;
+    /** Every written storage, in order of writing. */
+    final List<Buffer> written = new ArrayList<>();
+    private final Map<Buffer, Integer> writer = new IdentityHashMap<>(), lastRead = new IdentityHashMap<>(), lastPeerRead = new IdentityHashMap<>();
+    private final Set<Buffer> outputs;
+    /** Work index to the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"). */
+    final Map<Integer, String> freedAt = new HashMap<>();
+    /** Group to why the call must end with a barrier of it. */
+    final Map<String, String> finalBarriers = new TreeMap<>();
+
+    Liveness(List<Work> order, Set<Buffer> outputs) {
+        this.order = order;
+        this.n = order.size();
+        this.outputs = outputs;
+        for (int i = 0; i < n; i++) {
+            Work w = order.get(i);
+            written.addAll(w.writes());
+            for (Buffer b : w.writes()) writer.put(b, i);
+            for (Buffer b : w.reads()) lastRead.put(b, i);
+            if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead.put(b, i);
+        }
+    }
+
+    /** The work that writes {@code b}. */
+    int def(Buffer b) { return writer.get(b); }
+
+    boolean isWritten(Buffer b) { return writer.containsKey(b); }
+
+    /** The last work that reads {@code b} on this rank; {@link #n} for a graph output (it lives to the end). */
+    int localEnd(Buffer b) { return outputs.contains(b) ? n : lastRead.getOrDefault(b, def(b)); }
+
+    /** Whether {@code b} is last read by work {@code i}. */
+    boolean lastReadAt(Buffer b, int i) { return lastRead.get(b) != null && lastRead.get(b) == i; }
+
+    /**
+     * The work whose trailing barrier frees a slot of {@code group} that peers read ({@code -1} when none does;
+     * {@link #n} when only a final barrier does, whose reason is then recorded). A collective that frees its own
+     * input is noted in {@link #freedAt}.
+     */
+    int crossRankEnd(Buffer b, String group) {
+        Integer lastPeer = lastPeerRead.get(b);
+        if (lastPeer == null) return -1;
+        for (int i = lastPeer; i < n; i++) {
+            if (order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Collective c
+                    && c.group().equals(group) && c.algorithm().endsWithBarrier()) {
+                if (i == lastPeer && e.reads().contains(b)) freedAt.merge(i, b.name(), (x, y) -> x + ", " + y);
+                return i;
+            }
+        }
+        finalBarriers.put(group, "peers may still read " + b.name() + " and no later collective of \"" + group + "\" ends with a barrier");
+        return n;
+    }
+
+    /** Storages peers read directly: symmetric collectives' inputs and user-op inputs declared symmetric. */
+    static List<Buffer> peerReads(ExternBuffer e) {
+        return switch (e.call()) {
+            case ExternCall.Collective c -> c.algorithm().isSymmetric() ? List.of(e.inputs().getFirst().storage()) : List.of();
+            case ExternCall.UserOpCall u -> {
+                var out = new ArrayList<Buffer>();
+                for (int i = 0; i < e.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(e.inputs().get(i).storage());
+                yield out;
+            }
+            case ExternCall.Matmul m -> List.of();
+        };
+    }
+}

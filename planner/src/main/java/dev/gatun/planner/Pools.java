@@ -1,0 +1,145 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.ByteSize;
+import dev.gatun.ir.Layout;
+import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.InputBuffer;
+import dev.gatun.ir.lower.LoweredGraph;
+
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The pool planners, one per kind of pool, run in this order (which is also the pools' numbering):
+ * <ol>
+ *   <li>{@link #communication}: one pool per group for the buffers lowering put in symmetric memory, planned in
+ *   isolation from everything else, each slot live until every rank has finished reading it
+ *   ({@link Liveness#crossRankEnd}); same offsets on every rank, released before the call returns;</li>
+ *   <li>{@link #symmetricInputs}: one persistent pool per group for path-2 graph inputs, a slot each;</li>
+ *   <li>{@link #regular}: the rank's arena for every other buffer, an in-place chain sharing one slot;</li>
+ *   <li>{@link #constants}: constant tensors, written once per session.</li>
+ * </ol>
+ * Offsets come from {@link OffsetAssigner}; {@link SlotHistory} records, for each slot, its interval and its
+ * earlier occupant.
+ */
+final class Pools {
+    private final PlanOptions options;
+    final List<Pool> pools = new ArrayList<>();
+    final Map<Buffer, PlanBuffer.Placement> placements = new LinkedHashMap<>();
+    /** Constants, then path-2 inputs: placed once, before the first step. */
+    final List<Buffer> persistent = new ArrayList<>();
+    final SlotHistory history = new SlotHistory();
+
+    Pools(PlanOptions options) { this.options = options; }
+
+    /** Slot alignment: 128 bytes, or the buffer's size rounded up to a power of two (at least 16) when smaller. */
+    static long alignment(long bytes) {
+        long p = Long.highestOneBit(Math.max(bytes, 1));
+        if (p < bytes) p <<= 1;
+        return Math.min(128, Math.max(16, p));
+    }
+
+    private String nextName() { return "pool" + pools.size(); }
+
+    private static OffsetAssigner.Item item(Buffer b, int def, int end) {
+        long bytes = b.type().byteSize();
+        return new OffsetAssigner.Item(b.name(), def, end + 1, bytes, alignment(bytes));
+    }
+
+    /** The communication pool of each group: lifetimes end where every rank has finished reading. */
+    void communication(Liveness live) {
+        var bufs = new TreeMap<String, List<Buffer>>();
+        var items = new TreeMap<String, List<OffsetAssigner.Item>>();
+        for (Buffer b : live.written) {
+            if (!b.type().shape().isStatic() || !(b.layout() instanceof Layout.CommBuffer cb)) continue;
+            int cross = live.crossRankEnd(b, cb.group());
+            int end = Math.max(live.localEnd(b), cross);
+            history.interval(b, live.def(b), live.localEnd(b), cross);
+            bufs.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(b);
+            items.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(item(b, live.def(b), end));
+        }
+        for (var e : items.entrySet()) {
+            var r = OffsetAssigner.assign(e.getValue());
+            String pool = nextName();
+            pools.add(new Pool(pool, Pool.Kind.COMM, e.getKey(), r.size(), r.maxLive(), ByteSize.roundUp(r.size(), options.commGranularity())));
+            history.record(pool, bufs.get(e.getKey()), e.getValue(), r, placements);
+        }
+    }
+
+    /**
+     * Path-2 inputs of each group, a slot each for the session. The next call's copy overwrites them, so peers
+     * must have finished reading them by the end of this call: a trailing barrier of a later collective, or a
+     * final barrier.
+     */
+    void symmetricInputs(LoweredGraph graph, Liveness live) {
+        var groups = new TreeMap<String, List<Buffer>>();
+        for (Buffer b : graph.buffers())
+            if (b instanceof InputBuffer in && in.isSymmetric()) groups.computeIfAbsent(in.layout().allocator().group(), g -> new ArrayList<>()).add(b);
+        for (var e : groups.entrySet()) {
+            String pool = nextName();
+            long size = sequential(pool, e.getValue());
+            pools.add(new Pool(pool, Pool.Kind.SYMM_INPUTS, e.getKey(), size, size, ByteSize.roundUp(size, options.commGranularity())));
+            persistent.addAll(e.getValue());
+            for (Buffer b : e.getValue()) live.crossRankEnd(b, e.getKey());
+        }
+    }
+
+    /** The regular arena: every other static buffer; an in-place chain shares one slot, from its first write to its last read. */
+    void regular(Liveness live, Map<Buffer, Buffer> inPlace) {
+        var rootOf = new IdentityHashMap<Buffer, Buffer>();
+        var chainEnd = new IdentityHashMap<Buffer, Integer>();
+        for (Buffer b : live.written) {
+            if (!b.type().shape().isStatic() || b.layout() instanceof Layout.CommBuffer) continue;
+            history.interval(b, live.def(b), live.localEnd(b), -1);
+            Buffer root = inPlace.containsKey(b) ? rootOf.get(inPlace.get(b)) : b;
+            rootOf.put(b, root);
+            chainEnd.merge(root, live.localEnd(b), Math::max);
+        }
+        var bufs = new ArrayList<Buffer>();
+        var items = new ArrayList<OffsetAssigner.Item>();
+        for (Buffer b : live.written) {
+            if (rootOf.get(b) != b) continue;
+            bufs.add(b);
+            items.add(item(b, live.def(b), chainEnd.get(b)));
+        }
+        if (items.isEmpty()) return;
+        var r = OffsetAssigner.assign(items);
+        String pool = nextName();
+        pools.add(new Pool(pool, Pool.Kind.REGULAR, null, r.size(), r.maxLive(), ByteSize.roundUp(r.size(), options.regularGranularity())));
+        history.record(pool, bufs, items, r, placements);
+        for (Buffer out : live.written) {
+            Buffer in = inPlace.get(out);
+            if (in == null) continue;
+            var p = placements.get(rootOf.get(out));
+            placements.put(out, new PlanBuffer.Placement(pool, p.offset(), out.type().byteSize()));
+            history.inPlace(out, in);
+        }
+    }
+
+    /** Constant tensors, one after the other. */
+    void constants(LoweredGraph graph) {
+        var constants = new ArrayList<Buffer>();
+        for (Buffer b : graph.buffers()) if (b instanceof ConstantBuffer) constants.add(b);
+        if (constants.isEmpty()) return;
+        String pool = nextName();
+        long size = sequential(pool, constants);
+        pools.add(new Pool(pool, Pool.Kind.CONSTANT, null, size, size, size));
+        persistent.addAll(0, constants);
+    }
+
+    private long sequential(String pool, List<Buffer> bufs) {
+        long off = 0;
+        for (Buffer b : bufs) {
+            long bytes = b.type().byteSize();
+            off = OffsetAssigner.align(off, alignment(bytes));
+            placements.put(b, new PlanBuffer.Placement(pool, off, bytes));
+            off += bytes;
+        }
+        return off;
+    }
+}

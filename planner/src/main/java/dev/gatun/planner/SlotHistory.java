@@ -1,0 +1,137 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.lower.Buffer;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The history of every pool slot, kept as part of the plan ({@link Plan#slots()}): who occupies it when, and who
+ * occupied it before. The pool planners report each buffer's interval over the order of work and the occupant
+ * it follows; once the steps are final, {@link #slots} turns work indices into step indices, so pictures and
+ * checks read the planner's own intervals instead of reconstructing them.
+ */
+final class SlotHistory {
+    private final Map<Buffer, String> reuses = new IdentityHashMap<>();
+    private final Map<Buffer, Boolean> inPlace = new IdentityHashMap<>();
+    /** def, local end, cross-rank end (-1: none), in work indices. */
+    private final Map<Buffer, int[]> intervals = new IdentityHashMap<>();
+
+    void interval(Buffer b, int def, int localEnd, int crossEnd) { intervals.put(b, new int[]{def, localEnd, crossEnd}); }
+
+    void inPlace(Buffer out, Buffer in) {
+        reuses.put(out, in.name());
+        inPlace.put(out, true);
+    }
+
+    String reuses(Buffer b) { return reuses.get(b); }
+
+    boolean isInPlace(Buffer b) { return inPlace.containsKey(b); }
+
+    /**
+     * Records placements and, for each buffer, the earlier occupant of its slot if any: among the items
+     * that ended by its start and share a byte with it, the one that ended last (the first of those in
+     * item order on ties). A sweep over time paints each ended item's byte range into a segment map,
+     * in order of end and then of falling index, so that a query reads the latest occupant of every byte.
+     */
+    void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r, Map<Buffer, PlanBuffer.Placement> placements) {
+        int n = bufs.size();
+        long[] off = r.offsets();
+        for (int i = 0; i < n; i++) placements.put(bufs.get(i), new PlanBuffer.Placement(pool, off[i], items.get(i).size()));
+        Integer[] byEnd = new Integer[n], byStart = new Integer[n];
+        for (int i = 0; i < n; i++) { byEnd[i] = i; byStart[i] = i; }
+        Arrays.sort(byEnd, Comparator.<Integer>comparingLong(i -> items.get(i).upper()).thenComparing(i -> -i));
+        Arrays.sort(byStart, Comparator.comparingLong(i -> items.get(i).lower()));
+        var paint = new TreeMap<Long, long[]>();   // start -> {end, item}
+        int e = 0;
+        for (int q : byStart) {
+            OffsetAssigner.Item it = items.get(q);
+            while (e < n && items.get(byEnd[e]).upper() <= it.lower()) {
+                int j = byEnd[e++];
+                long a = off[j], b = off[j] + items.get(j).size();
+                if (a >= b) continue;
+                var lo = paint.lowerEntry(a);
+                if (lo != null && lo.getValue()[0] > a) {
+                    long[] v = lo.getValue();
+                    paint.put(lo.getKey(), new long[]{a, v[1]});
+                    if (v[0] > b) paint.put(b, new long[]{v[0], v[1]});
+                }
+                var inside = paint.subMap(a, true, b, false);
+                if (!inside.isEmpty()) {
+                    long[] last = inside.lastEntry().getValue();
+                    if (last[0] > b) paint.put(b, new long[]{last[0], last[1]});
+                    inside.clear();
+                }
+                paint.put(a, new long[]{b, j});
+            }
+            long a = off[q], b = off[q] + it.size();
+            if (a >= b || it.upper() == it.lower()) continue;
+            int prev = -1;
+            var lo = paint.lowerEntry(a);
+            if (lo != null && lo.getValue()[0] > a) prev = (int) lo.getValue()[1];
+            for (long[] v : paint.subMap(a, true, b, false).values()) prev = better(items, prev, (int) v[1]);
+            if (prev >= 0) reuses.put(bufs.get(q), items.get(prev).id());
+        }
+    }
+
+    private static int better(List<OffsetAssigner.Item> items, int x, int y) {
+        if (x < 0) return y;
+        long ux = items.get(x).upper(), uy = items.get(y).upper();
+        return uy > ux || (uy == ux && y < x) ? y : x;
+    }
+
+    /**
+     * The slots of the final steps, one per {@link Step.Place} in step order. A work index becomes the index of the
+     * step that runs the work (found by what it writes: a batch runs several); the end of the order becomes the
+     * last step, or for a cross-rank end the group's final barrier.
+     */
+    List<Plan.Slot> slots(List<Step> steps, Liveness live, BufferTable table) {
+        var writtenAt = new IdentityHashMap<PlanBuffer, Integer>();
+        var copiedAt = new IdentityHashMap<PlanBuffer, Integer>();
+        var finalBarrier = new java.util.HashMap<String, Integer>();
+        for (int i = 0; i < steps.size(); i++) {
+            int at = i;
+            switch (steps.get(i)) {
+                case Step.Launch l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at));
+                case Step.Collective c -> {
+                    writtenAt.put(c.output(), at);
+                    if (c.copiesIn()) copiedAt.put(c.input(), at);
+                }
+                case Step.CollectiveBatch b -> b.members().forEach(c -> writtenAt.put(c.output(), at));
+                case Step.Matmul m -> writtenAt.put(m.output(), at);
+                case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
+                case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
+                case Step.Barrier b -> finalBarrier.put(b.group(), at);
+                default -> { }
+            }
+        }
+        int last = steps.size() - 1;
+        int[] stepOfWork = new int[live.n];
+        for (int i = 0; i < live.n; i++) {
+            var writes = live.order.get(i).writes();
+            stepOfWork[i] = writes.isEmpty() ? -1 : writtenAt.getOrDefault(table.of(writes.getFirst()), -1);
+        }
+        var out = new ArrayList<Plan.Slot>();
+        for (Step s : steps) {
+            if (!(s instanceof Step.Place p)) continue;
+            PlanBuffer b = p.buffer();
+            int[] iv = intervals.get(table.lowered(b));
+            int first, localEnd, cross = -1;
+            if (iv == null) { // persistent: from its copy in (or the start) to the end
+                first = copiedAt.getOrDefault(b, 0);
+                localEnd = last;
+            } else {
+                first = stepOfWork[iv[0]];
+                localEnd = iv[1] >= live.n ? last : stepOfWork[iv[1]];
+                if (iv[2] >= 0) cross = iv[2] >= live.n ? finalBarrier.getOrDefault(b.group(), last) : stepOfWork[iv[2]];
+            }
+            out.add(new Plan.Slot(b, p.pool(), p.offset(), p.bytes(), first, Math.max(localEnd, cross), localEnd, cross, p.reuses(), p.inPlace()));
+        }
+        return out;
+    }
+}
