@@ -1,4 +1,4 @@
-// The seeds' graph of DESIGN.md: three all-reduces of x+1, x+2, x+3, then an all-reduce of their sum.
+// The seeds' graph of docs/DESIGN.md: three all-reduces of x+1, x+2, x+3, then an all-reduce of their sum.
 // Runs it on 2 ranks with x = rank + 1 and checks d = 42 on every rank.
 //
 //   java --enable-preview --enable-native-access=ALL-UNNAMED -cp "$(./gatun-classpath)" examples/single-file/Seeds.java [world]

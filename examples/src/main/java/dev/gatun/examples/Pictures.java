@@ -50,7 +50,7 @@ public final class Pictures {
     private static Map<String, Example> examples() {
         var m = new LinkedHashMap<String, Example>();
         for (Example e : List.of(
-                new Example("seeds", "the seeds' graph of DESIGN.md: three all-reduces, then one of their sum", 2, () -> Seeds.graph(4)),
+                new Example("seeds", "the seeds' graph of docs/DESIGN.md: three all-reduces, then one of their sum", 2, () -> Seeds.graph(4)),
                 new Example("mlp", "a tensor-parallel MLP block: column-parallel matmul, gelu, row-parallel matmul, all-reduce", 2, Pictures::mlp),
                 new Example("path2", "a graph input all-reduced directly: a persistent symmetric buffer and a copy-in", 2, Pictures::path2),
                 new Example("userop", "a user op that declares a symmetric-memory input", 2, Pictures::userOp),

@@ -15,7 +15,7 @@ import static dev.gatun.ir.DType.F32;
 import static dev.gatun.ir.graph.ReduceOp.SUM;
 
 /**
- * The seeds' example of DESIGN.md: three all-reduces of x+1, x+2, x+3, then an all-reduce of their sum.
+ * The seeds' example of docs/DESIGN.md: three all-reduces of x+1, x+2, x+3, then an all-reduce of their sum.
  * Prints the graph, its lowered form, why each collective's input took its path and the plan; then runs it
  * with x = rank + 1 on every rank and checks that d = 42 everywhere (on 2 ranks).
  *

@@ -14,7 +14,7 @@ import java.util.Set;
 
 /**
  * Independent checks of a {@link Plan}: lifetimes are recomputed from the plan's steps alone (not from the
- * planner's internal liveness), then every invariant DESIGN.md and the planner issue state is verified.
+ * planner's internal liveness), then every invariant docs/DESIGN.md and the planner issue state is verified.
  * Each check returns a list of violations (empty when the plan is fine), so tests can print them all.
  */
 final class PlanChecks {

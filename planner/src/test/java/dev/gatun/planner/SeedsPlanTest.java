@@ -15,7 +15,7 @@ import static dev.gatun.ir.DType.F32;
 import static dev.gatun.ir.graph.ReduceOp.SUM;
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The seeds' example graph of DESIGN.md, planned: the figures the design states. */
+/** The seeds' example graph of docs/DESIGN.md, planned: the figures the design states. */
 public class SeedsPlanTest {
 
     public static Graph seeds() {

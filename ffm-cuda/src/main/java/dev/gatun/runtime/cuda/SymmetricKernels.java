@@ -3,7 +3,7 @@ package dev.gatun.runtime.cuda;
 /**
  * CUDA C of the collectives on symmetric memory, compiled once per device with NVRTC.
  *
- * <p>Protocol (DESIGN.md): every block starts with a barrier among the group's ranks on signal pads (per block,
+ * <p>Protocol (docs/DESIGN.md): every block starts with a barrier among the group's ranks on signal pads (per block,
  * per peer 32-bit slots): a {@code st.release.sys} of an increasing epoch into each peer's pad, then an
  * {@code ld.acquire.sys} spin on one's own. One-shot, reduce-scatter and all-gather end with another; two-shot's
  * second barrier follows its last remote access and only local copying comes after it. Either way, when the

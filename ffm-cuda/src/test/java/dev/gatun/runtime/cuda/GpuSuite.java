@@ -46,7 +46,7 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  *
  * <p>Times are host wall microseconds per call with the inputs already on the GPU: "median" with a
  * synchronization after every call (latency), "pipelined" for calls back to back with one synchronization at the
- * end (the method of DESIGN.md's reference figures).
+ * end (the method of docs/DESIGN.md's reference figures).
  */
 public final class GpuSuite {
     private static final int WARMUP = 50;

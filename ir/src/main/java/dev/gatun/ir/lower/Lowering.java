@@ -33,7 +33,7 @@ import java.util.Set;
  * Lowers a {@link Graph} to buffers: one loop ({@link ComputedBuffer}) per pointwise op or reduction, views
  * as strided reinterpretations, extern calls for collectives, matmul and user ops. For each op that needs
  * symmetric memory it chooses an algorithm and realizes the input as a communication buffer by the first
- * of DESIGN.md's three paths that applies, recording why.
+ * of docs/DESIGN.md's three paths that applies, recording why.
  */
 public final class Lowering {
     private final Graph graph;

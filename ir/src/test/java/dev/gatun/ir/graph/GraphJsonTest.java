@@ -15,7 +15,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 class GraphJsonTest {
 
-    /** The seeds' example graph of DESIGN.md, built on the IR directly. */
+    /** The seeds' example graph of docs/DESIGN.md, built on the IR directly. */
     static Graph seeds() {
         var b = Graph.builder("seeds").worldSize(2);
         Node x = b.input("x", TensorType.of(DType.FLOAT32, 4, 4));

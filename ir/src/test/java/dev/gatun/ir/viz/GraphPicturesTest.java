@@ -19,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 class GraphPicturesTest {
 
-    /** The seeds' graph of DESIGN.md, built without the DSL. */
+    /** The seeds' graph of docs/DESIGN.md, built without the DSL. */
     static Graph seeds() {
         var b = Graph.builder("seeds");
         Node x = b.input("x", TensorType.of(F32, 4, 4));
