@@ -3,7 +3,6 @@ package dev.gatun.runtime.distributed;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
@@ -304,14 +303,9 @@ public final class Rendezvous implements AutoCloseable {
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
         try {
+            byte[] bye = Wire.request(Wire.OP_CLOSE, ids.incrementAndGet(), o -> { });
             synchronized (out) {
-                var bytes = new ByteArrayOutputStream();
-                var o = new DataOutputStream(bytes);
-                o.writeByte(Wire.OP_CLOSE);
-                o.writeLong(ids.incrementAndGet());
-                out.writeInt(bytes.size());
-                bytes.writeTo(out);
-                out.flush();
+                Wire.writeFrame(out, bye, true);
             }
         } catch (IOException ignored) {
             // the store is gone already
@@ -344,9 +338,7 @@ public final class Rendezvous implements AutoCloseable {
 
     // ---------------------------------------------------------------- plumbing
 
-    private interface Body { void write(DataOutputStream out) throws IOException; }
-
-    private Response call(String what, byte op, Duration timeout, Body body) {
+    private Response call(String what, byte op, Duration timeout, Wire.Body body) {
         Objects.requireNonNull(timeout, "timeout");
         if (closed.get()) throw new RendezvousException("rank " + rank + ": " + what + " on a closed rendezvous client");
         String b = broken;
@@ -355,18 +347,11 @@ public final class Rendezvous implements AutoCloseable {
         var future = new CompletableFuture<Response>();
         pending.put(id, future);
         try {
-            var bytes = new ByteArrayOutputStream();
-            var o = new DataOutputStream(bytes);
-            o.writeByte(op);
-            o.writeLong(id);
-            body.write(o);
-            o.flush();
+            byte[] frame = Wire.request(op, id, body);
             synchronized (out) {
-                out.writeInt(bytes.size());
-                bytes.writeTo(out);
-                out.flush();
+                Wire.writeFrame(out, frame, true);
             }
-        } catch (IOException e) {
+        } catch (IOException | java.io.UncheckedIOException e) {
             pending.remove(id);
             lost("cannot write to the rendezvous store at " + Wire.hostPort(address) + ": " + e.getMessage());
             throw new RendezvousException("rank " + rank + ": " + what + " failed: " + broken, e);
@@ -421,7 +406,7 @@ public final class Rendezvous implements AutoCloseable {
                     r = new Response(status, Wire.readByteList(d), null, List.of(), List.of());
                 } else {
                     String msg = Wire.readString(d, Wire.MAX_FRAME);
-                    r = new Response(status, List.of(), msg, readInts(d), readInts(d));
+                    r = new Response(status, List.of(), msg, Wire.readInts(d), Wire.readInts(d));
                 }
                 var f = pending.remove(id);
                 if (f != null) f.complete(r);
@@ -433,13 +418,6 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
-    private static List<Integer> readInts(DataInputStream d) throws IOException {
-        int n = d.readInt();
-        if (n < 0 || n > 1 << 20) throw new IOException("bad rank list length " + n);
-        List<Integer> l = new ArrayList<>(n);
-        for (int i = 0; i < n; i++) l.add(d.readInt());
-        return l;
-    }
 
     private void lost(String why) {
         if (broken == null) broken = why;

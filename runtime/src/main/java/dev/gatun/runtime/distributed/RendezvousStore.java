@@ -3,11 +3,9 @@ package dev.gatun.runtime.distributed;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -592,9 +590,7 @@ public final class RendezvousStore implements AutoCloseable {
                     while (true) {
                         byte[] f = outbox.take();
                         if (f == POISON) return;
-                        out.writeInt(f.length);
-                        out.write(f);
-                        if (outbox.isEmpty()) out.flush();
+                        Wire.writeFrame(out, f, outbox.isEmpty());
                     }
                 } catch (IOException | InterruptedException e) {
                     close();
@@ -603,40 +599,22 @@ public final class RendezvousStore implements AutoCloseable {
         }
 
         void ok(long id, List<byte[]> values) {
-            send(frame(id, Wire.ST_OK, body -> {
+            send(Wire.reply(id, Wire.ST_OK, body -> {
                 body.writeInt(values.size());
                 for (byte[] v : values) Wire.writeBytes(body, v);
             }));
         }
 
         void error(long id, byte status, String message, List<Integer> missing, List<Integer> gone) {
-            send(frame(id, status, body -> {
+            send(Wire.reply(id, status, body -> {
                 Wire.writeString(body, message);
-                body.writeInt(missing.size());
-                for (int r : missing) body.writeInt(r);
-                body.writeInt(gone.size());
-                for (int r : gone) body.writeInt(r);
+                Wire.writeInts(body, missing);
+                Wire.writeInts(body, gone);
             }));
         }
 
         private void send(byte[] frame) {
             if (!closed) outbox.add(frame);
-        }
-
-        interface Body { void write(DataOutputStream out) throws IOException; }
-
-        private static byte[] frame(long id, byte status, Body body) {
-            try {
-                var bytes = new ByteArrayOutputStream();
-                var out = new DataOutputStream(bytes);
-                out.writeLong(id);
-                out.writeByte(status);
-                body.write(out);
-                out.flush();
-                return bytes.toByteArray();
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
         }
 
         void close() {

@@ -26,7 +26,9 @@ import javax.crypto.spec.SecretKeySpec;
  *   <li>server: {@code ACCEPT, HMAC-SHA256(secret, "gatun-rendezvous-server" | clientNonce | serverNonce)} or
  *       {@code REJECT, reason} and close. The client checks the server's MAC too (mutual authentication).</li>
  * </ol>
- * Then length-prefixed frames. Request: {@code op, id, fields...}. Response: {@code id, status, body}.
+ * Then length-prefixed frames, written by {@link #writeFrame} and read by {@link #readFrame} on both sides.
+ * Request ({@link #request}): {@code op, id, fields...}. Reply ({@link #reply}): {@code id, status, body}: for
+ * {@link #ST_OK} a list of byte strings, otherwise a message and two rank lists (missing, gone).
  */
 final class Wire {
     private Wire() {}
@@ -73,6 +75,59 @@ final class Wire {
     }
 
     static boolean macEquals(byte[] a, byte[] b) { return MessageDigest.isEqual(a, b); }
+
+    /** What a frame carries after its fixed head. */
+    interface Body { void write(DataOutputStream out) throws IOException; }
+
+    /** A request frame: {@code op, id}, then the request's fields. */
+    static byte[] request(byte op, long id, Body fields) {
+        return frame(o -> {
+            o.writeByte(op);
+            o.writeLong(id);
+            fields.write(o);
+        });
+    }
+
+    /** A reply frame: {@code id, status}, then the body. */
+    static byte[] reply(long id, byte status, Body body) {
+        return frame(o -> {
+            o.writeLong(id);
+            o.writeByte(status);
+            body.write(o);
+        });
+    }
+
+    private static byte[] frame(Body body) {
+        try {
+            var bytes = new java.io.ByteArrayOutputStream();
+            var out = new DataOutputStream(bytes);
+            body.write(out);
+            out.flush();
+            return bytes.toByteArray();
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e); // writing to memory does not fail
+        }
+    }
+
+    /** Writes one frame: its length, then its bytes. */
+    static void writeFrame(DataOutputStream out, byte[] frame, boolean flush) throws IOException {
+        out.writeInt(frame.length);
+        out.write(frame);
+        if (flush) out.flush();
+    }
+
+    static void writeInts(DataOutputStream out, List<Integer> ints) throws IOException {
+        out.writeInt(ints.size());
+        for (int i : ints) out.writeInt(i);
+    }
+
+    static List<Integer> readInts(DataInputStream in) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || n > 1 << 20) throw new IOException("bad rank list length " + n);
+        List<Integer> l = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) l.add(in.readInt());
+        return l;
+    }
 
     static void writeString(DataOutputStream out, String s) throws IOException {
         writeBytes(out, s.getBytes(StandardCharsets.UTF_8));

@@ -132,6 +132,31 @@ class RendezvousBoundsTest {
     }
 
     @Test
+    void requestsAndRepliesComeBackAsTheyWereWritten() throws IOException {
+        for (int n : new int[]{0, 1, Wire.EAGER_BYTES, Wire.EAGER_BYTES + 1}) {
+            byte[] payload = new byte[n];
+            for (int i = 0; i < n; i++) payload[i] = (byte) (i * 7 + 3);
+            var bytes = new java.io.ByteArrayOutputStream();
+            var out = new java.io.DataOutputStream(bytes);
+            Wire.writeFrame(out, Wire.request(Wire.OP_SET, 42L + n, o -> { Wire.writeString(o, "key"); Wire.writeBytes(o, payload); }), false);
+            Wire.writeFrame(out, Wire.reply(7L + n, Wire.ST_TIMEOUT, o -> { Wire.writeString(o, "late"); Wire.writeInts(o, List.of(1, 3)); Wire.writeInts(o, List.of()); }), true);
+            var in = new DataInputStream(new ByteArrayInputStream(bytes.toByteArray()));
+            var request = new DataInputStream(new ByteArrayInputStream(Wire.readFrame(in)));
+            assertThat(request.readByte()).isEqualTo(Wire.OP_SET);
+            assertThat(request.readLong()).isEqualTo(42L + n);
+            assertThat(Wire.readString(request, 100)).isEqualTo("key");
+            assertThat(Wire.readBytes(request, Wire.MAX_FRAME)).isEqualTo(payload);
+            var reply = new DataInputStream(new ByteArrayInputStream(Wire.readFrame(in)));
+            assertThat(reply.readLong()).isEqualTo(7L + n);
+            assertThat(reply.readByte()).isEqualTo(Wire.ST_TIMEOUT);
+            assertThat(Wire.readString(reply, 100)).isEqualTo("late");
+            assertThat(Wire.readInts(reply)).containsExactly(1, 3);
+            assertThat(Wire.readInts(reply)).isEmpty();
+            assertThat(Wire.readFrame(in)).as("nothing after the two frames").isNull();
+        }
+    }
+
+    @Test
     @Timeout(60)
     void aFloodOfBadConnectionsLogsAFewLinesNotOneEach() throws Exception {
         var records = new ArrayList<LogRecord>();
