@@ -253,11 +253,11 @@ class LoweringTest {
         var g = Gatun.graph("w").world(2);
         g.output("y", g.input("x", F32, 4).allReduce(SUM));
         assertThatThrownBy(() -> Lowering.lower(g.build(), LoweringOptions.world(4)))
-                .isInstanceOf(GraphException.class).hasMessageContaining("built for a world of 2").hasMessageContaining("compiled for 4");
+                .isInstanceOf(dev.gatun.ir.CompilationException.class).hasMessageContaining("built for a world of 2").hasMessageContaining("compiled for 4");
         var h = Gatun.graph("grp").group("tp", 0, 3);
         h.output("y", h.input("x", F32, 4).allReduce(SUM, "tp"));
         assertThatThrownBy(() -> Lowering.lower(h.build(), LoweringOptions.world(2)))
-                .isInstanceOf(GraphException.class).hasMessageContaining("group 'tp' has rank 3");
+                .isInstanceOf(dev.gatun.ir.CompilationException.class).hasMessageContaining("group 'tp' has rank 3");
     }
 
     @Test

@@ -11,9 +11,9 @@ public record AllocatorType(Kind kind, String group) {
 
     public AllocatorType {
         if (kind == Kind.SYMM_MEM && (group == null || group.isBlank()))
-            throw new IllegalArgumentException("a SYMM_MEM allocator needs a group");
+            throw new GraphException("a SYMM_MEM allocator needs a group");
         if (kind == Kind.DEFAULT && group != null)
-            throw new IllegalArgumentException("the DEFAULT allocator has no group");
+            throw new GraphException("the DEFAULT allocator has no group");
     }
 
     public static AllocatorType symmMem(String group) { return new AllocatorType(Kind.SYMM_MEM, group); }

@@ -53,7 +53,7 @@ public enum DType {
         for (DType t : values()) {
             if (t.shortName.equalsIgnoreCase(s) || t.name().equalsIgnoreCase(s)) return t;
         }
-        throw new IllegalArgumentException("unknown dtype '" + s + "' (expected one of f32, f16, bf16, f64, i8, i32, i64, bool)");
+        throw new GraphException("unknown dtype '" + s + "' (expected one of f32, f16, bf16, f64, i8, i32, i64, bool)");
     }
 
     @Override public String toString() { return shortName; }

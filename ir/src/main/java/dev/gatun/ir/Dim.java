@@ -16,7 +16,7 @@ public sealed interface Dim {
 
     record Static(long value) implements Dim {
         public Static {
-            if (value < 0) throw new IllegalArgumentException("a dimension cannot be negative: " + value);
+            if (value < 0) throw new GraphException("a dimension cannot be negative: " + value);
         }
         @Override public boolean isStatic() { return true; }
         @Override public long size() { return value; }
@@ -27,7 +27,7 @@ public sealed interface Dim {
     record Sym(String name) implements Dim {
         public Sym {
             if (name == null || !name.matches("[A-Za-z_][A-Za-z0-9_]*"))
-                throw new IllegalArgumentException("a symbolic dimension needs an identifier name, got '" + name + "'");
+                throw new GraphException("a symbolic dimension needs an identifier name, got '" + name + "'");
         }
         @Override public boolean isStatic() { return false; }
         @Override public long size() { throw new IllegalStateException("dimension '" + name + "' is symbolic"); }

@@ -42,7 +42,7 @@ public sealed interface Layout {
         public Fixed {
             strides = List.copyOf(strides);
             if (strides.size() != shape.rank())
-                throw new IllegalArgumentException("strides " + strides + " do not match the rank of shape " + shape);
+                throw new GraphException("strides " + strides + " do not match the rank of shape " + shape);
         }
         @Override public Fixed fix() { return this; }
         @Override public Fixed withAllocator(AllocatorType a) { return new Fixed(dtype, shape, strides, offset, a); }
@@ -60,7 +60,7 @@ public sealed interface Layout {
     /** A buffer placed in the communication pool of (type, group); its strides are fixed, row-major. */
     record CommBuffer(Fixed inner, CommBufferType commType, String group) implements Layout {
         public CommBuffer {
-            if (group == null || group.isBlank()) throw new IllegalArgumentException("a communication buffer needs a group");
+            if (group == null || group.isBlank()) throw new GraphException("a communication buffer needs a group");
             if (!inner.allocator().equals(AllocatorType.symmMem(group)))
                 inner = inner.withAllocator(AllocatorType.symmMem(group));
         }
@@ -75,7 +75,7 @@ public sealed interface Layout {
         @Override public Fixed fix() { return inner; }
         @Override public CommBuffer withAllocator(AllocatorType a) {
             if (!a.equals(AllocatorType.symmMem(group)))
-                throw new IllegalArgumentException("a communication buffer of group '" + group + "' must use " + AllocatorType.symmMem(group));
+                throw new GraphException("a communication buffer of group '" + group + "' must use " + AllocatorType.symmMem(group));
             return this;
         }
         @Override public String toString() { return "CommBuffer(" + commType + ", \"" + group + "\", " + inner + ")"; }

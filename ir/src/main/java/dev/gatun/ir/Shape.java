@@ -21,15 +21,19 @@ public record Shape(List<Dim> dims) {
 
     public static Shape of(Dim... dims) { return new Shape(Arrays.asList(dims)); }
 
-    /** Accepts Integer/Long for static sizes and String for symbols, as jshell users write them. */
+    /** Accepts whole numbers (Integer, Long, Short, Byte) for static sizes and String for symbols, as jshell users write them; 2.5 is an error, not 2. */
     public static Shape parse(Object... dims) {
         var d = new ArrayList<Dim>(dims.length);
         for (Object o : dims) {
             switch (o) {
-                case Number n -> d.add(Dim.of(n.longValue()));
+                case Integer n -> d.add(Dim.of(n));
+                case Long n -> d.add(Dim.of(n));
+                case Short n -> d.add(Dim.of(n));
+                case Byte n -> d.add(Dim.of(n));
+                case Number n -> throw new GraphException("a dimension is a whole number or a symbol name, got " + n + " (" + n.getClass().getSimpleName() + ")");
                 case String s -> d.add(Dim.sym(s));
                 case Dim x -> d.add(x);
-                default -> throw new IllegalArgumentException("a dimension is a number or a symbol name, got " + o);
+                default -> throw new GraphException("a dimension is a number or a symbol name, got " + o);
             }
         }
         return new Shape(d);

@@ -43,7 +43,7 @@ public final class NDArray implements HostTensor {
         this.numel = numel(this.shape);
         this.data = data;
         if (data.byteSize() < numel * dtype.byteSize())
-            throw new IllegalArgumentException("a segment of " + data.byteSize() + " bytes cannot hold " + dtype + Arrays.toString(shape)
+            throw new GatunRuntimeException("a segment of " + data.byteSize() + " bytes cannot hold " + dtype + Arrays.toString(shape)
                     + " (" + numel * dtype.byteSize() + " bytes)");
     }
 
@@ -140,7 +140,7 @@ public final class NDArray implements HostTensor {
      */
     public static NDArray randn(DType dtype, long seed, long... shape) {
         if (!dtype.isFloating())
-            throw new IllegalArgumentException("randn: normal values need a floating dtype, not " + dtype
+            throw new GatunRuntimeException("randn: normal values need a floating dtype, not " + dtype
                     + "; use random(" + dtype + ", seed, shape) for uniform integers");
         var a = zeros(dtype, shape);
         var rnd = new Random(seed);
@@ -322,14 +322,14 @@ public final class NDArray implements HostTensor {
 
     /** Joins arrays along {@code dim} (the inverse of {@link #chunk}): same dtype, same sizes in the other dimensions. */
     public static NDArray concat(int dim, List<NDArray> parts) {
-        if (parts.isEmpty()) throw new IllegalArgumentException("concat: no arrays to join");
+        if (parts.isEmpty()) throw new GatunRuntimeException("concat: no arrays to join");
         NDArray first = parts.getFirst();
         int d = first.checkDim(dim, "concat");
         long[] outShape = first.shape.clone();
         outShape[d] = 0;
         for (NDArray p : parts) {
             if (p.dtype != first.dtype || p.shape.length != first.shape.length || !sameExcept(p.shape, first.shape, d))
-                throw new IllegalArgumentException("concat(dim " + dim + "): " + p.describe() + " does not match " + first.describe()
+                throw new GatunRuntimeException("concat(dim " + dim + "): " + p.describe() + " does not match " + first.describe()
                         + " (same dtype and the same sizes outside dimension " + d + " are needed)");
             outShape[d] += p.shape[d];
         }
@@ -361,9 +361,9 @@ public final class NDArray implements HostTensor {
     }
 
     private long evenPart(int d, int parts, String op) {
-        if (parts <= 0) throw new IllegalArgumentException(op + ": the number of parts must be positive");
+        if (parts <= 0) throw new GatunRuntimeException(op + ": the number of parts must be positive");
         if (shape[d] % parts != 0)
-            throw new IllegalArgumentException(op + ": dimension " + d + " of " + describe() + " has size " + shape[d]
+            throw new GatunRuntimeException(op + ": dimension " + d + " of " + describe() + " has size " + shape[d]
                     + ", which " + parts + " does not divide; pad it to a multiple of " + parts + " or split over a number of ranks that divides " + shape[d]);
         return shape[d] / parts;
     }
@@ -452,7 +452,7 @@ public final class NDArray implements HostTensor {
     static long numel(long[] shape) {
         long n = 1;
         for (long s : shape) {
-            if (s < 0) throw new IllegalArgumentException("negative dimension in shape " + Arrays.toString(shape));
+            if (s < 0) throw new GatunRuntimeException("negative dimension in shape " + Arrays.toString(shape));
             n = Math.multiplyExact(n, s);
         }
         return n;
@@ -460,7 +460,7 @@ public final class NDArray implements HostTensor {
 
     private static void checkCount(int count, long[] shape) {
         if (count != numel(shape))
-            throw new IllegalArgumentException(count + " values do not fill shape " + Arrays.toString(shape) + " (" + numel(shape) + " elements)");
+            throw new GatunRuntimeException(count + " values do not fill shape " + Arrays.toString(shape) + " (" + numel(shape) + " elements)");
     }
 
     private int toIntSize() {

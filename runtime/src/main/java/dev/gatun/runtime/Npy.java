@@ -59,7 +59,7 @@ final class Npy {
             case INT64 -> "<i8";
             case INT8 -> "|i1";
             case BOOL -> "|b1";
-            case BFLOAT16 -> throw new IllegalArgumentException("saveNpy: NumPy has no bfloat16 dtype (ml_dtypes writes an untyped '|V2'"
+            case BFLOAT16 -> throw new GatunRuntimeException("saveNpy: NumPy has no bfloat16 dtype (ml_dtypes writes an untyped '|V2'"
                     + " that loads back as raw bytes); save a float32 copy instead, which is exact: a.to(DType.F32).saveNpy(file)");
         };
     }

@@ -188,7 +188,7 @@ public final class MultiGpuCheck {
         if (shared()) {
             try (var s = Session.compile(g.build(), opts())) {
                 throw new AssertionError("a symbolic all-reduce compiled with ranks sharing a GPU:\n" + s.plan());
-            } catch (dev.gatun.ir.GraphException e) {
+            } catch (dev.gatun.ir.CompilationException e) {
                 check(e.getMessage().contains("NCCL cannot run here"), "unexpected refusal: " + e.getMessage());
             }
             System.out.println("rank " + rank + ": symbolic shape [n,4] all-reduce refused at compile time (NCCL cannot run with ranks sharing a GPU)");
@@ -264,7 +264,7 @@ public final class MultiGpuCheck {
                     if (shared() && a == Algorithm.NCCL) {
                         try (var s = Session.compile(g.build(), opts().forceAllReduce(a))) {
                             throw new AssertionError("an all-reduce forced to NCCL compiled with ranks sharing a GPU");
-                        } catch (dev.gatun.ir.GraphException e) {
+                        } catch (dev.gatun.ir.CompilationException e) {
                             check(e.getMessage().contains("NCCL cannot run here"), "unexpected refusal: " + e.getMessage());
                         }
                         continue;

@@ -146,7 +146,7 @@ public final class Graph {
             List<ProcessGroup> groupsOfMesh;
             try {
                 groupsOfMesh = ProcessGroup.meshAxes(axes, sizes);
-            } catch (IllegalArgumentException | ArithmeticException e) {
+            } catch (GraphException | ArithmeticException e) {
                 throw new GraphException("graph '" + name + "': mesh " + axes + " x " + sizes + ": " + e.getMessage(), e);
             }
             for (ProcessGroup g : groupsOfMesh)
@@ -171,7 +171,7 @@ public final class Graph {
         }
 
         public void popSymmetric() {
-            if (symmetricScopes.isEmpty()) throw new IllegalStateException("no symmetric region is open");
+            if (symmetricScopes.isEmpty()) throw new GraphException("no symmetric region is open: close only what symmetric(...) opened");
             symmetricScopes.removeLast();
         }
 
@@ -212,7 +212,7 @@ public final class Graph {
          */
         public Node add(Op op, List<Node> args, String symm) {
             checkOpen();
-            if (op instanceof Op.Input || op instanceof Op.Constant) throw new IllegalArgumentException("use input() or constant()");
+            if (op instanceof Op.Input || op instanceof Op.Constant) throw new GraphException("graph '" + name + "': add inputs with input() and constants with constant(), not with add()");
             if (symm != null && !groups.containsKey(symm))
                 throw new GraphException(op.opName() + ": symmetric region of unknown group '" + symm + "'");
             for (Node a : args) checkOwned(op, a);

@@ -224,7 +224,7 @@ public final class GraphJson {
                 }
                 try {
                     b.group(new ProcessGroup(gname, ranks, slices));
-                } catch (IllegalArgumentException e) {
+                } catch (IllegalArgumentException | GraphException e) {
                     throw new GraphException(where + ": " + e.getMessage(), e);
                 }
             }
@@ -534,7 +534,7 @@ public final class GraphJson {
         private static DType dtype(String s, String where, String field) {
             try {
                 return DType.parse(s);
-            } catch (IllegalArgumentException e) {
+            } catch (GraphException e) {
                 throw new GraphException(where + ": field '" + field + "': " + e.getMessage());
             }
         }
@@ -555,7 +555,8 @@ public final class GraphJson {
                         case Json.Str s -> Dim.sym(s.value());
                         default -> throw wrong(where, field, "a dimension (a size or a symbol name)", d);
                     });
-                } catch (IllegalArgumentException e) {
+                } catch (IllegalArgumentException | GraphException e) {
+                    if (e.getMessage() != null && e.getMessage().startsWith(where + ":")) throw e; // already says where
                     throw new GraphException(where + ": field '" + field + "': " + e.getMessage());
                 }
             }
@@ -575,7 +576,7 @@ public final class GraphJson {
                     String p = part.strip();
                     try {
                         dims.add(!p.isEmpty() && Character.isDigit(p.charAt(0)) ? Dim.of(Long.parseLong(p)) : Dim.sym(p));
-                    } catch (IllegalArgumentException e) {
+                    } catch (IllegalArgumentException | GraphException e) {
                         throw new GraphException(where + ": field '" + field + "': bad dimension '" + p + "' in \"" + s + "\"");
                     }
                 }

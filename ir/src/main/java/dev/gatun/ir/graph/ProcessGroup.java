@@ -1,5 +1,7 @@
 package dev.gatun.ir.graph;
 
+import dev.gatun.ir.GraphException;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.IntStream;
@@ -24,21 +26,21 @@ public record ProcessGroup(String name, List<Integer> ranks, List<List<Integer>>
 
     public ProcessGroup {
         if (name == null || !name.matches("[A-Za-z_][A-Za-z0-9_.-]*"))
-            throw new IllegalArgumentException("a group needs an identifier name, got '" + name + "'");
+            throw new GraphException("a group needs an identifier name, got '" + name + "'");
         ranks = List.copyOf(ranks);
         slices = slices.stream().map(List::copyOf).toList();
-        if (!ranks.isEmpty() && !slices.isEmpty()) throw new IllegalArgumentException("group '" + name + "' has both ranks and mesh slices");
+        if (!ranks.isEmpty() && !slices.isEmpty()) throw new GraphException("group '" + name + "' has both ranks and mesh slices");
         if (ranks.stream().distinct().count() != ranks.size())
-            throw new IllegalArgumentException("group '" + name + "' lists a rank twice: " + ranks);
-        if (ranks.stream().anyMatch(r -> r < 0)) throw new IllegalArgumentException("group '" + name + "' has a negative rank: " + ranks);
+            throw new GraphException("group '" + name + "' lists a rank twice: " + ranks);
+        if (ranks.stream().anyMatch(r -> r < 0)) throw new GraphException("group '" + name + "' has a negative rank: " + ranks);
         if (!slices.isEmpty()) {
             int size = slices.getFirst().size(), world = size * slices.size();
             var seen = new boolean[world];
             for (List<Integer> s : slices) {
-                if (s.size() != size) throw new IllegalArgumentException("mesh axis '" + name + "' has slices of different sizes: " + slices);
+                if (s.size() != size) throw new GraphException("mesh axis '" + name + "' has slices of different sizes: " + slices);
                 for (int r : s) {
                     if (r < 0 || r >= world || seen[r])
-                        throw new IllegalArgumentException("mesh axis '" + name + "': slices " + slices + " do not partition a world of " + world);
+                        throw new GraphException("mesh axis '" + name + "': slices " + slices + " do not partition a world of " + world);
                     seen[r] = true;
                 }
             }
@@ -56,13 +58,13 @@ public record ProcessGroup(String name, List<Integer> ranks, List<List<Integer>>
      * {4,5,6,7}, "dp" has {0,4}, {1,5}, {2,6}, {3,7}.
      */
     public static List<ProcessGroup> meshAxes(List<String> names, List<Integer> sizes) {
-        if (names.size() != sizes.size() || names.isEmpty()) throw new IllegalArgumentException("a mesh needs one size per axis name, got " + names + " and " + sizes);
+        if (names.size() != sizes.size() || names.isEmpty()) throw new GraphException("a mesh needs one size per axis name, got " + names + " and " + sizes);
         int world = 1;
         for (int i = 0; i < sizes.size(); i++) {
-            if (sizes.get(i) < 1) throw new IllegalArgumentException("mesh axis '" + names.get(i) + "' must have at least 1 rank, not " + sizes.get(i));
+            if (sizes.get(i) < 1) throw new GraphException("mesh axis '" + names.get(i) + "' must have at least 1 rank, not " + sizes.get(i));
             world = Math.multiplyExact(world, sizes.get(i));
         }
-        if (names.stream().distinct().count() != names.size()) throw new IllegalArgumentException("a mesh names an axis twice: " + names);
+        if (names.stream().distinct().count() != names.size()) throw new GraphException("a mesh names an axis twice: " + names);
         var out = new ArrayList<ProcessGroup>();
         for (int axis = 0; axis < names.size(); axis++) {
             int stride = 1;

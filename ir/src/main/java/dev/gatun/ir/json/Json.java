@@ -40,7 +40,7 @@ public sealed interface Json {
 
         /** A finite double in its shortest exactly-round-tripping form. */
         public static Num of(double v) {
-            if (!Double.isFinite(v)) throw new IllegalArgumentException("JSON numbers are finite, got " + v);
+            if (!Double.isFinite(v)) throw new dev.gatun.ir.GraphException("JSON numbers are finite, got " + v);
             return new Num(Double.toString(v));
         }
 

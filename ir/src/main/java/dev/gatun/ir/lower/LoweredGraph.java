@@ -49,7 +49,7 @@ public final class LoweredGraph {
     public Buffer buffer(String name) {
         Buffer b = byName.get(name);
         if (b != null) return b;
-        throw new IllegalArgumentException("no buffer named '" + name + "' in lowered graph '" + graph.name() + "'");
+        throw new dev.gatun.ir.CompilationException("no buffer named '" + name + "' in lowered graph '" + graph.name() + "'");
     }
 
     /** The realization recorded for a consumer buffer (e.g. a collective's output), or null. */

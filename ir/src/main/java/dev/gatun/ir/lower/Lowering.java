@@ -1,5 +1,7 @@
 package dev.gatun.ir.lower;
 
+import dev.gatun.ir.CompilationException;
+
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
@@ -86,13 +88,13 @@ public final class Lowering {
         Integer declared = graph.worldSize();
         if (declared != null && declared != options.worldSize()) {
             var axes = graph.groups().values().stream().filter(ProcessGroup::isMeshAxis).map(ProcessGroup::name).toList();
-            throw new GraphException("graph '" + graph.name() + "' was built for a world of " + declared + " ranks"
+            throw new CompilationException("graph '" + graph.name() + "' was built for a world of " + declared + " ranks"
                     + (axes.isEmpty() ? "" : " (its mesh of axes " + axes + ")") + " but is compiled for " + options.worldSize());
         }
         for (ProcessGroup g : graph.groups().values())
             for (int r : g.ranks())
                 if (r >= options.worldSize())
-                    throw new GraphException("group '" + g.name() + "' has rank " + r + ", outside a world of " + options.worldSize());
+                    throw new CompilationException("group '" + g.name() + "' has rank " + r + ", outside a world of " + options.worldSize());
         // what the graph could not check before the world size was known
         for (Node n : graph.nodes()) {
             if (!(n.op() instanceof Op.Collective c)) continue;
@@ -100,7 +102,7 @@ public final class Lowering {
             dev.gatun.ir.graph.TypeInference.checkCoversEveryRank(c, n.input(0).describe(), g, options.worldSize());
             int size = g.size(options.worldSize());
             if (c.kind() == CollectiveKind.BROADCAST && c.root() >= size)
-                throw new GraphException(n.format() + ": broadcast root " + c.root() + " is not a rank of group '" + g.name() + "', which has "
+                throw new CompilationException(n.format() + ": broadcast root " + c.root() + " is not a rank of group '" + g.name() + "', which has "
                         + size + " rank" + (size == 1 ? "" : "s") + " in a world of " + options.worldSize());
         }
     }
@@ -356,7 +358,7 @@ public final class Lowering {
                 && (movesOnly || t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
                 && (c.kind() != CollectiveKind.ALL_REDUCE || options.forceAllReduce() != Algorithm.NCCL);
         if (!symmetricPossible)
-            throw new GraphException(n.format() + ": " + c.kind().opName() + " would run through NCCL (" + choice.why + "), but NCCL cannot run here: "
+            throw new CompilationException(n.format() + ": " + c.kind().opName() + " would run through NCCL (" + choice.why + "), but NCCL cannot run here: "
                     + noNccl + ". Give it a static shape and an f32, f16 or bf16 dtype (the symmetric kernels' cases), or run one rank per GPU");
         Algorithm a = c.kind() == CollectiveKind.ALL_REDUCE ? Algorithm.TWO_SHOT : Algorithm.SYMM_MEM;
         return new Choice(a, choice.why + ", but NCCL cannot run here (" + noNccl + "): " + a.opName() + " instead");
@@ -463,7 +465,7 @@ public final class Lowering {
             Buffer in = asBuffer(n.input(i));
             if (u.requiresSymmetric(i)) {
                 if (!in.type().shape().isStatic())
-                    throw new GraphException("user op '" + u.name() + "': input " + i + " (" + n.input(i).describe()
+                    throw new CompilationException("user op '" + u.name() + "': input " + i + " (" + n.input(i).describe()
                             + ") must be in symmetric memory, which needs a static shape");
                 operands.add(realize(in, group, out, u.name() + " input " + i, null, null));
             } else {

@@ -93,7 +93,7 @@ class SharedGpuPlanTest {
         var dynamic = Gatun.graph("dynamic");
         dynamic.output("y", dynamic.input("x", F32, "n", 4).allReduce(SUM));
         assertThatThrownBy(() -> Session.compile(dynamic.build(), shared(2)))
-                .isInstanceOf(GraphException.class)
+                .isInstanceOf(dev.gatun.ir.CompilationException.class)
                 .hasMessageContaining("all_reduce would run through NCCL (shape [n,4] is symbolic), but NCCL cannot run here")
                 .hasMessageContaining("2 ranks share each GPU");
 
