@@ -1,5 +1,7 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.CompilationException;
+
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
@@ -30,9 +32,9 @@ public final class OffsetAssigner {
     /** A buffer alive during steps [lower, upper) that needs {@code size} bytes aligned to {@code alignment}. */
     public record Item(String id, long lower, long upper, long size, long alignment) {
         public Item {
-            if (upper < lower) throw new IllegalArgumentException("item " + id + ": upper " + upper + " < lower " + lower);
-            if (size < 0) throw new IllegalArgumentException("item " + id + ": negative size " + size);
-            if (alignment < 1) throw new IllegalArgumentException("item " + id + ": alignment must be positive");
+            if (upper < lower) throw new CompilationException("item " + id + ": upper " + upper + " < lower " + lower);
+            if (size < 0) throw new CompilationException("item " + id + ": negative size " + size);
+            if (alignment < 1) throw new CompilationException("item " + id + ": alignment must be positive");
         }
 
         boolean overlaps(Item o) { return lower < o.upper && o.lower < upper; }
@@ -56,7 +58,7 @@ public final class OffsetAssigner {
         public static final Options GREEDY_ONLY = new Options(0, 0, 0, Integer.MAX_VALUE);
 
         public Options {
-            if (searchNodes < 0 || searchMillis < 0 || searchMaxItems < 0 || quadraticLimit < 0) throw new IllegalArgumentException("budgets must not be negative");
+            if (searchNodes < 0 || searchMillis < 0 || searchMaxItems < 0 || quadraticLimit < 0) throw new CompilationException("budgets must not be negative");
         }
 
         public Options withSearchNodes(long n) { return new Options(n, searchMillis, searchMaxItems, quadraticLimit); }

@@ -1,5 +1,7 @@
 package dev.gatun.planner;
 
+import dev.gatun.ir.CompilationException;
+
 import java.util.Arrays;
 import java.util.List;
 import java.util.TreeSet;
@@ -70,7 +72,7 @@ final class OffsetSearch {
         this.capacity = capacity;
         var times = new TreeSet<Long>();
         for (int i = 0; i < n; i++) {
-            if (size[i] <= 0 || upper[i] <= lower[i]) throw new IllegalArgumentException("buffer " + i + " has no size or no duration");
+            if (size[i] <= 0 || upper[i] <= lower[i]) throw new CompilationException("buffer " + i + " has no size or no duration");
             times.add(lower[i]); times.add(upper[i]);
         }
         long[] t = times.stream().mapToLong(Long::longValue).toArray();

@@ -120,9 +120,9 @@ class OffsetAssignerTest {
 
     @Test
     void badItemsAreRejected() {
-        assertThatThrownBy(() -> item("a", 5, 4, 1)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("upper");
-        assertThatThrownBy(() -> item("a", 0, 4, -1)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("negative");
-        assertThatThrownBy(() -> new OffsetAssigner.Item("a", 0, 1, 1, 0)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> item("a", 5, 4, 1)).isInstanceOf(dev.gatun.ir.CompilationException.class).hasMessageContaining("upper");
+        assertThatThrownBy(() -> item("a", 0, 4, -1)).isInstanceOf(dev.gatun.ir.CompilationException.class).hasMessageContaining("negative");
+        assertThatThrownBy(() -> new OffsetAssigner.Item("a", 0, 1, 1, 0)).isInstanceOf(dev.gatun.ir.CompilationException.class);
     }
 
     @Property(tries = 300)
