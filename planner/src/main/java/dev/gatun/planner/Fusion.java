@@ -200,7 +200,7 @@ final class Fusion {
             for (Buffer s : loads) {
                 if (groupOf.get(s) == g) {
                     shares = true;
-                    for (Expr.Load l : allLoadsOf(c.body(), s)) ok &= aligned(l, s);
+                    for (Expr.Load l : allLoadsOf(c.body(), s)) ok &= aligned(l, s, ranges);
                 } else if (g.reads.contains(s)) shares = true;
                 else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
             }
@@ -209,8 +209,20 @@ final class Fusion {
         return null;
     }
 
-    private boolean aligned(Expr.Load l, Buffer s) {
-        return l.offset().equals(SymInt.ZERO) && l.strides().equals(contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()));
+    /**
+     * Whether the load reads element {@code i} of row-major {@code s} at iteration index {@code i}. A loop
+     * dimension of size 1 only ever has index 0, so its stride does not matter (lowering writes 0 there): such
+     * keepdim shapes ({@code [R,1]}) fuse like any other.
+     */
+    private boolean aligned(Expr.Load l, Buffer s, List<SymInt> ranges) {
+        return aligned(l.offset(), l.strides(), contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()), ranges);
+    }
+
+    static boolean aligned(SymInt offset, List<SymInt> strides, List<SymInt> rowMajor, List<SymInt> ranges) {
+        if (!offset.equals(SymInt.ZERO) || strides.size() != rowMajor.size() || strides.size() != ranges.size()) return false;
+        for (int k = 0; k < strides.size(); k++)
+            if (!strides.get(k).equals(rowMajor.get(k)) && !ranges.get(k).equals(SymInt.ONE)) return false;
+        return true;
     }
 
     // ------------------------------------------------------------ building works

@@ -55,7 +55,7 @@ final class InPlace {
         var want = b.type().shape().contiguousStrides();
         var ok = new boolean[]{true};
         for (KExpr e : k.locals()) visitLoads(e, l -> {
-            if (l.input() == input && (!l.offset().equals(SymInt.ZERO) || !l.strides().equals(want))) ok[0] = false;
+            if (l.input() == input && !Fusion.aligned(l.offset(), l.strides(), want, k.ranges())) ok[0] = false;
         });
         return ok[0];
     }

@@ -39,6 +39,19 @@ class FusionTest {
     }
 
     @Test
+    void sizeOneDimensionsDoNotStopFusion() {
+        // lowering loads a [2,1] buffer with stride 0 in its size-1 dimension; the index there is always 0
+        Plan p = plan("keepdim", 1, g -> g.output("y", g.input("x", F32, 2, 1).add(1e-5).rsqrt()));
+        assertThat(p.kernels()).hasSize(1);
+        assertThat(p.kernels().getFirst().ops()).containsExactly("add", "rsqrt");
+        // a keepdim reduction's pointwise tail: one kernel for the sum, one for add and mul together
+        Plan q = plan("keepdim_tail", 1, g -> g.output("y", g.input("x", F32, 4, 8).sum(true, -1).add(1).mul(2)));
+        assertThat(q.kernels()).extracting(Kernel::ops).containsExactly(List.of("sum"), List.of("add", "mul"));
+        // and the same chain on [2,16] stays one kernel, as before
+        assertThat(plan("wide", 1, g -> g.output("y", g.input("x", F32, 2, 16).add(1e-5).rsqrt())).kernels()).hasSize(1);
+    }
+
+    @Test
     void verticalChainIsOneKernelStoringOnlyTheLastValue() {
         Plan p = plan("chain", 1, g -> g.output("y", g.input("x", F32, 8, 8).add(1).mul(2).exp().neg()));
         assertThat(p.kernels()).hasSize(1);

@@ -168,9 +168,16 @@ final class PlanChecks {
         int idx = names(l.kernel().inputs()).indexOf(in.buffer());
         if (idx < 0) return false;
         var want = p.buffer(in.buffer()).type().shape().contiguousStrides();
+        // every load of the input reads element i at index i: strides as row-major, except in loop dimensions of
+        // size 1, whose index is always 0
+        var ranges = l.kernel().ranges();
         for (KExpr e : l.kernel().locals())
-            for (KExpr.Load ld : loads(e))
-                if (ld.input() == idx && (!ld.offset().equals(SymInt.ZERO) || !ld.strides().equals(want))) return false;
+            for (KExpr.Load ld : loads(e)) {
+                if (ld.input() != idx) continue;
+                if (!ld.offset().equals(SymInt.ZERO) || ld.strides().size() != want.size()) return false;
+                for (int k = 0; k < want.size(); k++)
+                    if (!ld.strides().get(k).equals(want.get(k)) && !ranges.get(k).equals(SymInt.ONE)) return false;
+            }
         return true;
     }
 

@@ -38,6 +38,24 @@ class HostSessionTest {
     }
 
     @Test
+    void fusedKeepdimChainsComputeWhatPlainLoopsDo() {
+        var g = Gatun.graph("keepdim");
+        var x = g.input("x", F32, 4, 8);
+        g.output("y", x.sum(true, -1).add(1).mul(2));
+        g.output("z", x.slice(1, 0, 1).abs().add(1).rsqrt());
+        var in = NDArray.random(F32, 5, 4, 8);
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            var out = s.run(Map.of("x", in));
+            for (int r = 0; r < 4; r++) {
+                double sum = 0;
+                for (int c = 0; c < 8; c++) sum += in.get(r * 8 + c);
+                assertThat(out.get("y").get(r)).isCloseTo((sum + 1) * 2, org.assertj.core.data.Offset.offset(1e-4));
+                assertThat(out.get("z").get(r)).isCloseTo(1 / Math.sqrt(Math.abs(in.get(r * 8)) + 1), org.assertj.core.data.Offset.offset(1e-5));
+            }
+        }
+    }
+
+    @Test
     void seedsGives42OnEveryRank() {
         try (var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"))) {
             assertThat(s.backendName()).isEqualTo("host");
