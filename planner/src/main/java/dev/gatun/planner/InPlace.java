@@ -16,9 +16,10 @@ import java.util.Set;
 
 /**
  * Which elementwise kernels may write an output over one of their inputs (the output takes the input's slot):
- * both regular, static, of identical type, neither viewed, nor a graph input, constant or output; the input dies
- * at this kernel and every load of it reads element {@code i} at index {@code i} (so no element is read after it
- * was overwritten). Each input is taken at most once.
+ * both regular, static, of identical type, neither viewed, nor a graph input or constant, and the input not a graph
+ * output (the output may be one: it then keeps the slot to the end of the call); the input dies at this kernel and
+ * every load of it reads element {@code i} at index {@code i} (so no element is read after it was overwritten).
+ * Each input is taken at most once.
  */
 final class InPlace {
     private InPlace() {}
@@ -32,7 +33,7 @@ final class InPlace {
         for (int i = 0; i < live.n; i++) {
             if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
             for (Buffer out : k.writes()) {
-                if (!candidate(out, outputs) || viewed.contains(out)) continue;
+                if (!candidate(out, Set.of()) || viewed.contains(out)) continue;   // a graph output may take a dead input's slot
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);
                     if (taken.contains(in) || !candidate(in, outputs) || viewed.contains(in) || !live.isWritten(in)

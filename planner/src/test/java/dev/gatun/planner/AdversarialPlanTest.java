@@ -264,6 +264,27 @@ class AdversarialPlanTest {
         assertThat(p.pool(place(p, coll.input().name()).pool()).kind()).isEqualTo(Pool.Kind.COMM);
     }
 
+    @Test
+    void aGraphOutputTakesTheSlotOfADeadInputOfItsSize() {
+        Plan p = plan("output_in_place", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var w = g.input("w", F32, 8, 8);
+            g.output("y", x.matmul(w).exp());                     // exp writes over the product, dead after it
+        });
+        var regular = p.pools().stream().filter(q -> q.kind() == Pool.Kind.REGULAR).findFirst().orElseThrow();
+        assertThat(regular.bytes()).as(p.toString()).isEqualTo(8 * 8 * 4);
+        PlanBuffer y = p.outputs().get("y");
+        assertThat(place(p, y.name()).inPlace()).isTrue();
+        // but an output is never the input written over
+        Plan q = plan("output_kept", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var m = x.matmul(g.input("w", F32, 8, 8));
+            g.output("m", m);
+            g.output("y", m.exp());
+        });
+        assertThat(q.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());
+    }
+
     // ------------------------------------------------------------------ the checker itself
 
     @Test

@@ -56,6 +56,28 @@ class HostSessionTest {
     }
 
     @Test
+    void anOutputWrittenInPlaceOfItsInputIsRight() {
+        var g = Gatun.graph("out_in_place");
+        var x = g.input("x", F32, 3, 4);
+        var w = g.input("w", F32, 4, 4);
+        g.output("y", x.matmul(w).exp());
+        var xs = NDArray.random(F32, 1, 3, 4);
+        var ws = NDArray.random(F32, 2, 4, 4);
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            assertThat(s.plan().toString()).contains("in place of");
+            for (int call = 0; call < 2; call++) {
+                var y = s.run(Map.of("x", xs, "w", ws)).get("y");
+                for (int i = 0; i < 3; i++)
+                    for (int j = 0; j < 4; j++) {
+                        double acc = 0;
+                        for (int k = 0; k < 4; k++) acc += xs.get(i * 4 + k) * ws.get(k * 4 + j);
+                        assertThat(y.get(i * 4 + j)).isCloseTo(Math.exp(acc), org.assertj.core.data.Offset.offset(1e-4 * Math.exp(acc)));
+                    }
+            }
+        }
+    }
+
+    @Test
     void seedsGives42OnEveryRank() {
         try (var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"))) {
             assertThat(s.backendName()).isEqualTo("host");
