@@ -106,8 +106,11 @@ final class Fusion {
             for (Buffer r : directReads(b)) consumers.computeIfAbsent(r, k -> new ArrayList<>()).add(b);
         }
         for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
-        for (Buffer b : graph.buffers())
-            if (b instanceof ComputedBuffer p && canAbsorb(p)) absorbed.add(p);
+        // consumers come after their producers: deciding from the last buffer back lets a whole private chain in
+        // front of a reduction be absorbed, each link into the next
+        var buffers = graph.buffers();
+        for (int i = buffers.size() - 1; i >= 0; i--)
+            if (buffers.get(i) instanceof ComputedBuffer p && canAbsorb(p)) absorbed.add(p);
     }
 
     /** Storages whose data this buffer's own work reads (views do no work). */
@@ -141,12 +144,19 @@ final class Fusion {
         }
     }
 
-    /** A private pointwise producer whose only consumer is a reduction that reads it with a plain index remap. */
+    /**
+     * A private pointwise producer whose only consumer is a reduction, or a producer already absorbed into one, and
+     * reads it with a plain index remap: its body is evaluated inside the reduction's loop instead of stored.
+     */
     private boolean canAbsorb(ComputedBuffer p) {
         if (p.isReduction() || !p.layout().isFlexible() || outputs.contains(p) || viewed.contains(p)) return false;
         var users = consumers.getOrDefault(p, List.of());
-        if (users.size() != 1 || !(users.getFirst() instanceof ComputedBuffer r) || !r.isReduction()) return false;
-        return allLoadsOf(r.body(), p).stream().allMatch(l -> remap(l, p) != null);
+        if (users.size() != 1 || !(users.getFirst() instanceof ComputedBuffer r) || !(r.isReduction() || absorbed.contains(r))) return false;
+        var loads = allLoadsOf(r.body(), p);
+        // into an absorbed link, only what it reads once: each link is inlined where it is read, so a chain that
+        // read each link twice would grow the reduction's body exponentially
+        if (!r.isReduction() && loads.size() != 1) return false;
+        return loads.stream().allMatch(l -> remap(l, p) != null);
     }
 
     private static List<Expr.Load> allLoadsOf(Expr e, Buffer target) {

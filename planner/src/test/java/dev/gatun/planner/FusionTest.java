@@ -39,6 +39,23 @@ class FusionTest {
     }
 
     @Test
+    void aReductionAbsorbsAWholePrivateChainAndReadsItsInputOnce() {
+        Plan p = plan("chain_sum", 1, g -> g.output("y", g.input("x", F32, 4, 8).add(1).sub(2).mul(3).sum(0, 1)));
+        assertThat(p.kernels()).hasSize(1);
+        Kernel k = p.kernels().getFirst();
+        assertThat(k.isReduction()).isTrue();
+        assertThat(PlanChecks.names(k.inputs())).containsExactly("x");
+        assertThat(k.locals().stream().flatMap(e -> PlanChecks.loads(e).stream())).hasSize(1);
+        // a link read twice by the next is stored, not inlined twice (the body would grow with every such link)
+        Plan q = plan("squares", 1, g -> {
+            var t = g.input("x", F32, 4, 8).add(1);
+            var u = t.mul(t);
+            g.output("y", u.mul(u).sum(0, 1));
+        });
+        assertThat(q.kernels()).hasSize(2);
+    }
+
+    @Test
     void sizeOneDimensionsDoNotStopFusion() {
         // lowering loads a [2,1] buffer with stride 0 in its size-1 dimension; the index there is always 0
         Plan p = plan("keepdim", 1, g -> g.output("y", g.input("x", F32, 2, 1).add(1e-5).rsqrt()));

@@ -56,6 +56,26 @@ class HostSessionTest {
     }
 
     @Test
+    void aChainAbsorbedIntoItsReductionComputesWhatPlainLoopsDo() {
+        var g = Gatun.graph("chain_sum");
+        var x = g.input("x", F32, 4, 8);
+        g.output("y", x.add(1).sub(2).mul(3).sum(0, 1));
+        g.output("r", x.add(1).mul(x.add(1)).sum(1));
+        var in = NDArray.random(F32, 3, 4, 8);
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            var out = s.run(Map.of("x", in));
+            double y = 0;
+            for (int i = 0; i < 32; i++) y += (in.get(i) + 1 - 2) * 3;
+            assertThat(out.get("y").get(0)).isCloseTo(y, org.assertj.core.data.Offset.offset(1e-3));
+            for (int r = 0; r < 4; r++) {
+                double acc = 0;
+                for (int c = 0; c < 8; c++) acc += (in.get(r * 8 + c) + 1) * (in.get(r * 8 + c) + 1);
+                assertThat(out.get("r").get(r)).isCloseTo(acc, org.assertj.core.data.Offset.offset(1e-4));
+            }
+        }
+    }
+
+    @Test
     void anOutputWrittenInPlaceOfItsInputIsRight() {
         var g = Gatun.graph("out_in_place");
         var x = g.input("x", F32, 3, 4);
