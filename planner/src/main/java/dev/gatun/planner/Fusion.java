@@ -49,6 +49,8 @@ final class Fusion {
         final Set<Buffer> reads = newSet();
         final List<SymInt> ranges;
         final boolean reduction;
+        /** Merged into a later group: emits nothing. */
+        boolean merged;
 
         Group(int position, ExternBuffer extern, List<SymInt> ranges, boolean reduction) {
             this.position = position;
@@ -84,6 +86,8 @@ final class Fusion {
                     if (g == null) {
                         g = new Group(groups.size(), null, c.ranges(), c.isReduction());
                         groups.add(g);
+                    } else {
+                        pullIn(c, g);
                     }
                     g.members.add(c);
                     groupOf.put(c, g);
@@ -94,7 +98,7 @@ final class Fusion {
         }
         var out = new ArrayList<Work>();
         int[] counter = {0};
-        for (Group g : groups) out.add(g.extern != null ? externWork(g.extern) : kernelWork(g, counter));
+        for (Group g : groups) if (!g.merged) out.add(g.extern != null ? externWork(g.extern) : kernelWork(g, counter));
         return out;
     }
 
@@ -224,6 +228,46 @@ final class Fusion {
      * dimension of size 1 only ever has index 0, so its stride does not matter (lowering writes 0 there): such
      * keepdim shapes ({@code [R,1]}) fuse like any other.
      */
+    /**
+     * Pulls into {@code g} the earlier pointwise kernels whose results {@code c} (joining {@code g}) reads, so
+     * {@code sin(b) + sin(c)} is one kernel, not two: where the earlier kernel has the same iteration space, every
+     * load of its results by {@code c} and by {@code g}'s members is element by element, and nothing that already
+     * reads its results runs between it and {@code g}.
+     */
+    private void pullIn(ComputedBuffer c, Group g) {
+        for (Buffer s : loadsOf(c)) {
+            Group h = groupOf.get(s);
+            if (h == null || h == g || h.merged || h.reduction || h.extern != null || h.position > g.position
+                    || g.position - h.position > WINDOW || !h.ranges.equals(g.ranges) || !movable(h, g, c)) continue;
+            for (ComputedBuffer m : h.members) {
+                groupOf.put(m, g);
+                producedAt.put(m, g.position);
+            }
+            g.members.addAll(0, h.members);
+            g.reads.addAll(h.reads);
+            h.members.clear();
+            h.reads.clear();
+            h.merged = true;
+        }
+    }
+
+    /** Whether {@code h}'s results may be made at {@code g}'s place instead: read element-wise there, and by nothing in between. */
+    private boolean movable(Group h, Group g, ComputedBuffer c) {
+        var readers = new ArrayList<ComputedBuffer>(g.members);
+        readers.add(c);
+        for (ComputedBuffer m : h.members) {
+            for (ComputedBuffer r : readers)
+                for (Expr.Load l : allLoadsOf(r.body(), m)) if (!aligned(l, m, g.ranges)) return false;
+            for (Buffer u : consumers.getOrDefault(m, List.of())) {
+                if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
+                if (absorbed.contains(u)) return false;
+                Integer at = producedAt.get(u);
+                if (at != null && at < g.position) return false;   // a reader already placed before g
+            }
+        }
+        return true;
+    }
+
     private boolean aligned(Expr.Load l, Buffer s, List<SymInt> ranges) {
         return aligned(l.offset(), l.strides(), contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()), ranges);
     }

@@ -56,6 +56,27 @@ class FusionTest {
     }
 
     @Test
+    void aConsumerOfTwoKernelsPullsTheEarlierOneIn() {
+        Plan p = plan("two_sins", 1, g -> g.output("y", g.input("b", F32, 8).sin().add(g.input("c", F32, 8).sin())));
+        assertThat(p.kernels()).hasSize(1);
+        assertThat(p.kernels().getFirst().ops()).containsExactly("sin", "sin", "add");
+        assertThat(p.kernels().getFirst().outputs()).containsExactly(p.outputs().get("y"));
+        // not when something already placed between the two reads the earlier kernel's result
+        Plan q = plan("reader_between", 1, g -> {
+            var b = g.input("b", F32, 8, 8).sin();
+            var m = b.matmul(g.input("w", F32, 8, 8));           // an extern call reads sin(b)
+            g.output("y", b.add(m.cos()));
+        });
+        assertThat(PlanChecks.all(q)).isEmpty();
+        // nor when the earlier result is read transposed
+        Plan t = plan("transposed", 1, g -> {
+            var b = g.input("b", F32, 8, 8).sin();
+            g.output("y", b.t().add(g.input("c", F32, 8, 8).sin()));
+        });
+        assertThat(t.kernels()).hasSizeGreaterThan(1);
+    }
+
+    @Test
     void sizeOneDimensionsDoNotStopFusion() {
         // lowering loads a [2,1] buffer with stride 0 in its size-1 dimension; the index there is always 0
         Plan p = plan("keepdim", 1, g -> g.output("y", g.input("x", F32, 2, 1).add(1e-5).rsqrt()));
