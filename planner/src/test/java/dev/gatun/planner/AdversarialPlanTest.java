@@ -285,6 +285,26 @@ class AdversarialPlanTest {
         assertThat(q.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());
     }
 
+    @Test
+    void inPlaceOnlyOnceEveryOtherReaderIsDone() {
+        // every reader of t is done once the kernel reading it (exp and add, fused side by side) runs: it may write over t
+        Plan done = plan("others_done", 1, g -> {
+            var t = g.input("x", F32, 8, 8).matmul(g.input("w", F32, 8, 8));
+            var u = t.exp().matmul(g.input("v", F32, 8, 8));
+            g.output("y", u.add(t.add(1)));
+        });
+        String t = done.steps().stream().filter(s -> s instanceof Step.Matmul).map(s -> ((Step.Matmul) s).output().name()).findFirst().orElseThrow();
+        assertThat(done.steps()).as(done.toString()).anyMatch(s -> s instanceof Step.Place pl && pl.inPlace() && t.equals(pl.reuses()));
+        // a reader of t still to come (the second matmul): nothing may write over t before it
+        Plan pending = plan("reader_pending", 1, g -> {
+            var t2 = g.input("x", F32, 8, 8).matmul(g.input("w", F32, 8, 8));
+            var e = t2.exp();
+            g.output("y", e.add(t2.matmul(g.input("v", F32, 8, 8))));
+        });
+        String t2 = pending.steps().stream().filter(s -> s instanceof Step.Matmul).map(s -> ((Step.Matmul) s).output().name()).findFirst().orElseThrow();
+        assertThat(pending.steps()).as(pending.toString()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace() && t2.equals(pl.reuses()));
+    }
+
     // ------------------------------------------------------------------ the checker itself
 
     @Test
