@@ -1,6 +1,5 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.SymInt;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.InputBuffer;

@@ -1,6 +1,5 @@
 package dev.gatun.runtime.cuda;
 
-import dev.gatun.cuda.Blas;
 import dev.gatun.cuda.CompileException;
 import dev.gatun.cuda.CudaException;
 import dev.gatun.cuda.CudaGraph;
@@ -8,7 +7,6 @@ import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceAttribute;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
-import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
