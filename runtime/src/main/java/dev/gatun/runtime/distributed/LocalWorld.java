@@ -1,5 +1,6 @@
 package dev.gatun.runtime.distributed;
 
+import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.RankFailedException;
 
 import java.security.SecureRandom;
@@ -33,7 +34,7 @@ public final class LocalWorld {
      * {@link RankFailedException} naming the rank that failed first, with its exception as the cause.
      */
     public static void run(int worldSize, Duration defaultTimeout, RankBody body) {
-        if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1, not " + worldSize);
+        if (worldSize < 1) throw new GatunRuntimeException("world size must be at least 1, not " + worldSize);
         byte[] secret = new byte[32];
         new SecureRandom().nextBytes(secret);
         record Failure(int rank, Throwable error) {}

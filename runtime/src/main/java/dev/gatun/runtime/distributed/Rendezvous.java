@@ -1,5 +1,6 @@
 package dev.gatun.runtime.distributed;
 
+import dev.gatun.runtime.GatunRuntimeException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
@@ -88,9 +89,9 @@ public final class Rendezvous implements AutoCloseable {
         Objects.requireNonNull(address, "address");
         Objects.requireNonNull(secret, "secret");
         Objects.requireNonNull(timeout, "timeout");
-        if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1, not " + worldSize);
-        if (rank < 0 || rank >= worldSize) throw new IllegalArgumentException("rank " + rank + " is outside 0.." + (worldSize - 1));
-        if (localRank < 0) throw new IllegalArgumentException("local rank must not be negative, not " + localRank);
+        if (worldSize < 1) throw new GatunRuntimeException("world size must be at least 1, not " + worldSize);
+        if (rank < 0 || rank >= worldSize) throw new GatunRuntimeException("rank " + rank + " is outside 0.." + (worldSize - 1));
+        if (localRank < 0) throw new GatunRuntimeException("local rank must not be negative, not " + localRank);
         String where = Wire.hostPort(address);
         long deadline = System.nanoTime() + timeout.toNanos();
         Socket s;

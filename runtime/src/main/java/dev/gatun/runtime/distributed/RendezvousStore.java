@@ -1,5 +1,6 @@
 package dev.gatun.runtime.distributed;
 
+import dev.gatun.runtime.GatunRuntimeException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
@@ -104,8 +105,8 @@ public final class RendezvousStore implements AutoCloseable {
     public static RendezvousStore start(InetSocketAddress bind, int worldSize, byte[] secret) {
         Objects.requireNonNull(bind, "bind");
         Objects.requireNonNull(secret, "secret");
-        if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1, not " + worldSize);
-        if (secret.length == 0) throw new IllegalArgumentException("the rendezvous secret must not be empty");
+        if (worldSize < 1) throw new GatunRuntimeException("world size must be at least 1, not " + worldSize);
+        if (secret.length == 0) throw new GatunRuntimeException("the rendezvous secret must not be empty");
         ServerSocket ss;
         try {
             ss = new ServerSocket();
