@@ -35,7 +35,7 @@ void main(String[] args) {
         for (int n : new int[]{3, 1000}) {
             var inputs = new ArrayList<Map<String, NDArray>>();
             for (int r = 0; r < world; r++) inputs.add(Map.of("x", NDArray.random(F32, 7L * n + r, n, 8)));
-            var out = s.run(inputs);
+            var out = s.runToHost(inputs);
             for (int r = 0; r < world; r++) {
                 var y = out.get(r).get("y");
                 if (y.shape()[0] != n) { IO.println("n = " + n + " rank " + r + ": y has shape " + java.util.Arrays.toString(y.shape())); ok = false; }

@@ -42,7 +42,7 @@ void main(String[] args) {
         for (int call = 0; call < 3; call++) {
             var inputs = new ArrayList<Map<String, NDArray>>();
             for (int r = 0; r < world; r++) inputs.add(Map.of("x", NDArray.random(F32, 100L * call + r, 4, 4)));
-            var out = s.run(inputs);
+            var out = s.runToHost(inputs);
             for (int r = 0; r < world; r++) {
                 var y = out.get(r).get("y");
                 for (int i = 0; i < 16; i++) {

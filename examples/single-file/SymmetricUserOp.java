@@ -58,7 +58,7 @@ void main(String[] args) {
 
         var inputs = new ArrayList<Map<String, NDArray>>();
         for (int r = 0; r < world; r++) inputs.add(Map.of("x", NDArray.random(F32, 10 + r, N)));
-        List<Map<String, NDArray>> out = s.run(inputs);
+        List<Map<String, NDArray>> out = s.runToHost(inputs);
         IO.println("backend " + s.backendName() + ", world " + world);
 
         // plain computation: y = sum over ranks of (2 * 3x + 1), z = 2x + 1 of this rank

@@ -97,14 +97,14 @@ void main(String[] args) {
         IO.println("");
         IO.println(s.plan());
         IO.println("");
-        parallel = s.run(inputs);
+        parallel = s.runToHost(inputs);
         IO.println("backend " + s.backendName() + ", world " + world);
     }
 
     // the same block on one rank with the whole weights
     NDArray single;
     try (var s = Session.compile(mlp("mlp", H, false), CompileOptions.world(1))) {
-        single = s.run(Map.of("x", x, "w1", w1, "w2", w2)).get("y");
+        single = s.runToHost(Map.of("x", x, "w1", w1, "w2", w2)).get("y");
     }
     double[] plain = plainMlp(x, w1, w2);
 

@@ -70,6 +70,25 @@ public final class Device extends Resource {
         makeCurrent();
     }
 
+    /**
+     * What CUDA knows of the allocation holding {@code address}: {start, size, device ordinal}, or null where the
+     * address is not device memory CUDA allocated (a host pointer, a freed or made-up address).
+     */
+    public long[] allocationOf(long address) {
+        enter();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment type = arena.allocate(ValueLayout.JAVA_INT);
+            if (driver.cuPointerGetAttribute(type, driver.CU_POINTER_ATTRIBUTE_MEMORY_TYPE(), address) != 0) return null;
+            if (type.get(ValueLayout.JAVA_INT, 0) != 2) return null; // CU_MEMORYTYPE_DEVICE
+            MemorySegment start = arena.allocate(ValueLayout.JAVA_LONG), size = arena.allocate(ValueLayout.JAVA_LONG);
+            MemorySegment ord = arena.allocate(ValueLayout.JAVA_INT);
+            if (driver.cuPointerGetAttribute(start, driver.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR(), address) != 0
+                    || driver.cuPointerGetAttribute(size, driver.CU_POINTER_ATTRIBUTE_RANGE_SIZE(), address) != 0
+                    || driver.cuPointerGetAttribute(ord, driver.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL(), address) != 0) return null;
+            return new long[]{start.get(ValueLayout.JAVA_LONG, 0), size.get(ValueLayout.JAVA_LONG, 0), ord.get(ValueLayout.JAVA_INT, 0)};
+        }
+    }
+
     public int ordinal() { return ordinal; }
 
     /** The raw {@code CUcontext}, for interoperation with other native code. */

@@ -26,7 +26,7 @@ import java.util.StringJoiner;
  * {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
  * parallelism splits a weight over ranks, and {@link #randn} draws normal values.
  */
-public final class NDArray implements HostTensor {
+public final class NDArray implements HostTensor, ArrayLike {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfDouble F64 = ValueLayout.JAVA_DOUBLE_UNALIGNED;
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;

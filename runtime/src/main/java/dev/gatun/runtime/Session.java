@@ -55,6 +55,7 @@ public final class Session implements AutoCloseable {
         if (verbose) LOG.log(System.Logger.Level.INFO, "{0}", lowered.explain());
         this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));
         this.executable = backend.load(plan, this.options);
+        for (int i = 0; i < executable.ranks().size(); i++) bound.add(new java.util.HashSet<>());
     }
 
     public static Session compile(Graph graph, CompileOptions options) { return new Session(graph, options); }
@@ -106,8 +107,16 @@ public final class Session implements AutoCloseable {
     /** The ranks this process drives: every rank when they are simulated, its own one when each process is a rank. */
     public List<Integer> ranks() { return executable.ranks(); }
 
-    /** Runs the one rank this process drives (a world of one, or one process of a distributed world). */
-    public Map<String, NDArray> run(Map<String, NDArray> inputs) {
+    /** Where this session's arrays live: "cuda:0", "host" (the first rank's device where it drives several). */
+    public String device() { return executable.device(0); }
+
+    /**
+     * Runs the one rank this process drives (a world of one, or one process of a distributed world). Inputs may mix
+     * host {@link NDArray}s and {@link DeviceArray}s; outputs stay on the device, valid until this session's next call
+     * ({@link DeviceArray#copy()} keeps one longer, {@link DeviceArray#toHost()} reads it). The call may still run on
+     * the GPU when this returns: reading an output, or passing it to another session, is ordered after it.
+     */
+    public Map<String, DeviceArray> run(Map<String, ? extends ArrayLike> inputs) {
         if (ranks().size() != 1)
             throw new GatunRuntimeException("session '" + graph.name() + "' drives " + ranks().size()
                     + " ranks in this process; pass one input map per rank");
@@ -121,7 +130,7 @@ public final class Session implements AutoCloseable {
      * threads, so a second thread's call waits until the first has returned (compile a second session to run
      * two calls at once).
      */
-    public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+    public List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         running.lock();
         try {
             if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
@@ -130,6 +139,160 @@ public final class Session implements AutoCloseable {
             running.unlock();
         }
     }
+
+    /** {@link #run(Map)} with every output copied to the host (waits for the call to end). */
+    public Map<String, NDArray> runToHost(Map<String, ? extends ArrayLike> inputs) { return toHost(run(inputs)); }
+
+    /** {@link #run(List)} with every output copied to the host (waits for the call to end). */
+    public List<Map<String, NDArray>> runToHost(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        running.lock();
+        try {
+            // under the lock, so no other call overwrites the outputs before they are read
+            var out = new ArrayList<Map<String, NDArray>>();
+            for (var m : run(inputsPerRank)) out.add(toHost(m));
+            return out;
+        } finally {
+            running.unlock();
+        }
+    }
+
+    private static Map<String, NDArray> toHost(Map<String, DeviceArray> outputs) {
+        var out = new java.util.LinkedHashMap<String, NDArray>();
+        outputs.forEach((k, v) -> out.put(k, v.toHost()));
+        return out;
+    }
+
+    /**
+     * Waits until every call and copy this session queued on its device is done (as {@code torch.cuda.synchronize()}
+     * for one stream): what a benchmark or a hand-off to code that does not order by stream needs. Reading an output
+     * never needs it.
+     */
+    public void synchronize() {
+        checkOpen("synchronize");
+        executable.synchronize();
+    }
+
+    /**
+     * {@link #run(Map)} on a thread of the session's own, so the caller overlaps host work with it: the future
+     * completes once the outputs are ready on the device (or with the call's failure). Calls still run one at a time.
+     */
+    public java.util.concurrent.CompletableFuture<Map<String, DeviceArray>> runAsync(Map<String, ? extends ArrayLike> inputs) {
+        var copy = Map.<String, ArrayLike>copyOf(inputs);
+        return java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            var out = run(copy);
+            for (DeviceArray a : out.values()) a.memory().await();
+            return out;
+        }, asyncThread());
+    }
+
+    private java.util.concurrent.ExecutorService async;
+
+    private synchronized java.util.concurrent.ExecutorService asyncThread() {
+        if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
+        if (async == null)
+            async = java.util.concurrent.Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon(true).name("gatun-async-" + graph.name()).factory());
+        return async;
+    }
+
+    // ------------------------------------------------------------------ arrays
+
+    /**
+     * Binds {@code input} for every later call: it is no longer passed to {@link #run}. The value, host or device array,
+     * is copied once, now, into memory the session owns and keeps resident (no copy per call); later changes to
+     * {@code value} are not seen, and it may be closed. Binding again replaces the value; {@link #unbind} undoes it.
+     */
+    public Session bind(String input, ArrayLike value) { return bind(0, input, value); }
+
+    /** {@link #bind(String, ArrayLike)} for one rank of a session that drives several ({@code rank} in {@link #ranks()}). */
+    public Session bind(int rank, String input, ArrayLike value) {
+        java.util.Objects.requireNonNull(value, "bind(\"" + input + "\"): the value is null; unbind(name) removes a binding");
+        running.lock();
+        try {
+            int i = rankIndex("bind", rank);
+            String who = who(rank) + " bind(\"" + input + "\")";
+            Node decl = graph.inputs().get(input);
+            if (decl == null) {
+                String guess = Spelling.closest(input, graph.inputs().keySet());
+                throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
+                        + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
+            }
+            if (!decl.type().shape().isStatic())
+                throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
+            checkInput(who, input, decl.type(), value, i, new HashMap<>());
+            executable.bind(i, input, value);
+            bound.get(i).add(input);
+            return this;
+        } finally {
+            running.unlock();
+        }
+    }
+
+    /** Removes the binding of {@code input} (on every rank this session drives); it must be passed to run again. */
+    public Session unbind(String input) {
+        running.lock();
+        try {
+            for (int i = 0; i < ranks().size(); i++) {
+                if (bound.get(i).remove(input)) executable.bind(i, input, null);
+            }
+            return this;
+        } finally {
+            running.unlock();
+        }
+    }
+
+    /** The inputs bound on the first rank this session drives. */
+    public Set<String> boundInputs() { return java.util.Collections.unmodifiableSet(new TreeSet<>(bound.getFirst())); }
+
+    /**
+     * A zeroed host array in page-locked (pinned) memory, which the GPU reads and writes at full speed without a staging
+     * copy: the fast way to feed inputs from the host and to receive outputs ({@code out.copyTo(pinned)}). Given as an
+     * input, it is read by the copy engine after {@code run} returns (as PyTorch's {@code non_blocking} copies are): change
+     * it only once an output of that call was read, or after {@link #synchronize()}. An ordinary host array is copied
+     * before {@code run} returns and may be changed at once. Freed when the session closes; using it afterwards is an
+     * error, not a crash. On the host backend it is an ordinary array.
+     */
+    public NDArray allocateHost(dev.gatun.ir.DType dtype, long... shape) {
+        checkOpen("allocateHost");
+        java.util.Objects.requireNonNull(dtype, "allocateHost: dtype");
+        for (long d : shape) if (d < 0) throw new GatunRuntimeException("allocateHost: negative dimension in " + Arrays.toString(shape));
+        return executable.allocateHost(0, dtype, shape.clone());
+    }
+
+    /** A copy of {@code host} on this session's device, owned by the session until it, or the array, is closed. */
+    public DeviceArray toDevice(NDArray host) { return toDevice(ranks().getFirst(), host); }
+
+    /** {@link #toDevice(NDArray)} on the device of one rank this session drives. */
+    public DeviceArray toDevice(int rank, NDArray host) {
+        checkOpen("toDevice");
+        return executable.toDevice(rankIndex("toDevice", rank), java.util.Objects.requireNonNull(host, "toDevice: the array is null"));
+    }
+
+    /**
+     * Views memory another library allocated on this session's device ({@code address}: its first element, row-major).
+     * Gatun never frees it: {@code release} runs when the array is closed (null where the caller keeps ownership and
+     * frees it after closing the array and any session reading it).
+     */
+    public DeviceArray wrap(long address, dev.gatun.ir.DType dtype, long[] shape, Runnable release) {
+        checkOpen("wrap");
+        if (address == 0) throw new GatunRuntimeException("wrap: the address is null (0)");
+        java.util.Objects.requireNonNull(dtype, "wrap: dtype");
+        return executable.wrap(0, address, dtype, shape.clone(), release);
+    }
+
+    private void checkOpen(String op) {
+        if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed: " + op + " needs an open session");
+    }
+
+    private int rankIndex(String op, int rank) {
+        int i = ranks().indexOf(rank);
+        if (i < 0) throw new GatunRuntimeException(op + ": rank " + rank + " is not driven by session '" + graph.name() + "' here; it drives " + ranks());
+        return i;
+    }
+
+    private String who(int rank) { return "graph '" + graph.name() + "'" + (worldSize() > 1 ? " rank " + rank : ""); }
+
+    /** The inputs bound per rank index. */
+    private final List<Set<String>> bound = new ArrayList<>();
 
     /**
      * Stops a call in flight on every rank this session drives, promptly (as {@code ncclCommAbort} does): the call
@@ -143,59 +306,90 @@ public final class Session implements AutoCloseable {
 
     public boolean isAborted() { return aborted; }
 
-    private List<Map<String, NDArray>> runAlone(List<Map<String, NDArray>> inputsPerRank) {
+    private List<Map<String, DeviceArray>> runAlone(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
         var ranks = ranks();
         if (inputsPerRank.size() != ranks.size())
             throw new GatunRuntimeException("session '" + graph.name() + "' was compiled for a world of " + worldSize()
                     + " ranks and drives " + ranks.size() + " of them here, but got inputs for " + inputsPerRank.size());
         Map<String, Long> first = null;
+        var checked = new ArrayList<Map<String, ArrayLike>>(inputsPerRank.size());
         for (int i = 0; i < inputsPerRank.size(); i++) {
             int r = ranks.get(i);
-            var env = validate(r, inputsPerRank.get(i));
+            var in = inputsPerRank.get(i);
+            if (in == null) throw new GatunRuntimeException(who(r) + ": the input map is null");
+            var env = validate(r, i, in);
             if (first == null) first = env;
             else if (!first.equals(env))
                 throw new GatunRuntimeException("graph '" + graph.name() + "': rank " + r + " binds symbols " + env
                         + " but rank 0 binds " + first + "; every rank must call with the same shapes");
+            @SuppressWarnings("unchecked") var typed = (Map<String, ArrayLike>) in;
+            checked.add(typed);
         }
-        return executable.run(inputsPerRank);
+        return executable.run(checked);
     }
 
-    /** Checks names, dtypes and shapes; returns the symbol bindings. */
-    private Map<String, Long> validate(int rank, Map<String, NDArray> inputs) {
-        var expected = graph.inputs().keySet();
-        var missing = new TreeSet<>(expected);
-        missing.removeAll(inputs.keySet());
-        var unknown = new TreeSet<>(inputs.keySet());
-        unknown.removeAll(expected);
-        String who = "graph '" + graph.name() + "'" + (worldSize() > 1 ? " rank " + rank : "");
-        if (!unknown.isEmpty()) throw new GatunRuntimeException(who + ": " + unknownInputs(unknown, missing, expected));
-        if (!missing.isEmpty())
-            throw new GatunRuntimeException(who + ": missing inputs " + missing + "; inputs are " + new TreeSet<>(expected));
+    /** Checks names, dtypes, shapes and devices; returns the symbol bindings. */
+    private Map<String, Long> validate(int rank, int index, Map<String, ? extends ArrayLike> inputs) {
+        var decls = graph.inputs();
+        var isBound = bound.get(index);
+        String who = who(rank);
+        // the common case first, without building sets: exactly the unbound inputs, each present
+        if (inputs.size() + isBound.size() != decls.size() || !decls.keySet().containsAll(inputs.keySet()))
+            throw new GatunRuntimeException(who + ": " + nameProblem(inputs.keySet(), isBound));
         var env = new HashMap<String, Long>();
-        for (Map.Entry<String, Node> e : graph.inputs().entrySet()) {
-            NDArray a = inputs.get(e.getKey());
-            if (a == null) throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' is null");
-            TensorType t = e.getValue().type();
-            long[] shape = a.shape();
-            if (a.dtype() != t.dtype())
-                throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has dtype " + a.dtype() + " but the graph declares " + t);
-            if (shape.length != t.rank())
-                throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
-            for (int d = 0; d < shape.length; d++) {
-                Dim dim = t.shape().dim(d);
-                if (dim.isStatic() && dim.size() != shape[d])
-                    throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
-                if (!dim.isStatic()) {
-                    String sym = ((Dim.Sym) dim).name();
-                    Long prev = env.putIfAbsent(sym, shape[d]);
-                    if (prev != null && prev != shape[d])
-                        throw new GatunRuntimeException(who + ": input '" + e.getKey() + "' dimension " + d + " binds '" + sym + "' to " + shape[d]
-                                + " but an earlier input bound it to " + prev);
-                }
-            }
+        for (var e : inputs.entrySet()) {
+            String name = e.getKey();
+            if (isBound.contains(name))
+                throw new GatunRuntimeException(who + ": input '" + name + "' is bound (Session.bind); bind it again to change it, or unbind it to pass it here");
+            checkInput(who, name, decls.get(name).type(), e.getValue(), index, env);
         }
         return env;
+    }
+
+    /** The names passed do not match the declared unbound inputs: says which are unknown, missing or bound. */
+    private String nameProblem(Set<String> given, Set<String> isBound) {
+        var expected = new TreeSet<>(graph.inputs().keySet());
+        expected.removeAll(isBound);
+        var missing = new TreeSet<>(expected);
+        missing.removeAll(given);
+        var unknown = new TreeSet<>(given);
+        unknown.removeAll(graph.inputs().keySet());
+        var twice = new TreeSet<>(given);
+        twice.retainAll(isBound);
+        if (!unknown.isEmpty()) return unknownInputs(unknown, missing, expected);
+        if (twice.size() == 1) return "input '" + twice.first() + "' is bound (Session.bind); bind it again to change it, or unbind it to pass it here";
+        if (!twice.isEmpty()) return "inputs " + twice + " are bound (Session.bind); bind them again to change them, or unbind them to pass them here";
+        return "missing inputs " + missing + "; inputs are " + expected + (isBound.isEmpty() ? "" : " (bound: " + new TreeSet<>(isBound) + ")");
+    }
+
+    private void checkInput(String who, String name, TensorType t, ArrayLike a, int index, Map<String, Long> env) {
+        if (a == null) throw new GatunRuntimeException(who + ": input '" + name + "' is null");
+        if (a instanceof DeviceArray d) {
+            String why = d.whyUnusable();
+            if (why != null) throw new GatunRuntimeException(who + ": input '" + name + "': " + why);
+            String dev = executable.device(index);
+            if (!d.device().equals(dev))
+                throw new GatunRuntimeException(who + ": input '" + name + "' is an array on " + d.device() + " but the session runs on " + dev
+                        + "; toHost() it, or pass an array of this session's device");
+        }
+        long[] shape = a.shape();
+        if (a.dtype() != t.dtype())
+            throw new GatunRuntimeException(who + ": input '" + name + "' has dtype " + a.dtype() + " but the graph declares " + t);
+        if (shape.length != t.rank())
+            throw new GatunRuntimeException(who + ": input '" + name + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
+        for (int d = 0; d < shape.length; d++) {
+            Dim dim = t.shape().dim(d);
+            if (dim.isStatic() && dim.size() != shape[d])
+                throw new GatunRuntimeException(who + ": input '" + name + "' has shape " + Arrays.toString(shape) + " but the graph declares " + t);
+            if (!dim.isStatic()) {
+                String sym = ((Dim.Sym) dim).name();
+                Long prev = env.putIfAbsent(sym, shape[d]);
+                if (prev != null && prev != shape[d])
+                    throw new GatunRuntimeException(who + ": input '" + name + "' dimension " + d + " binds '" + sym + "' to " + shape[d]
+                            + " but an earlier input bound it to " + prev);
+            }
+        }
     }
 
     /**
@@ -229,6 +423,9 @@ public final class Session implements AutoCloseable {
             executable.close();
         } finally {
             running.unlock();
+            synchronized (this) {
+                if (async != null) async.shutdown();
+            }
         }
     }
 

@@ -70,8 +70,8 @@ class ExceptionFamilyTest {
         var x = g.input("x", F32, 2, 2);
         g.output("y", x.mul(2));
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
-            assertThat(thrown(() -> s.run(Map.of("q", NDArray.zeros(F32, 2, 2))))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("q");
-            assertThat(thrown(() -> s.run(Map.of("x", NDArray.zeros(F32, 3, 2))))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("x");
+            assertThat(thrown(() -> s.runToHost(Map.of("q", NDArray.zeros(F32, 2, 2))))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("q");
+            assertThat(thrown(() -> s.runToHost(Map.of("x", NDArray.zeros(F32, 3, 2))))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("x");
         }
         assertThat(thrown(() -> NDArray.of(F32, new double[3], 2, 2))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("do not fill shape");
     }

@@ -25,17 +25,17 @@ class SessionInputNamesTest {
     void aMisspelledInputIsNamedWithTheClosestDeclaredOne() {
         try (var s = Session.compile(twoInputs(), CompileOptions.world(1).backend("host"))) {
             var one = NDArray.full(F32, 1, 2);
-            assertThatThrownBy(() -> s.run(Map.of("xx", one, "weight", one)))
+            assertThatThrownBy(() -> s.runToHost(Map.of("xx", one, "weight", one)))
                     .isInstanceOf(GatunRuntimeException.class)
                     .hasMessage("graph 'names': unknown input 'xx'; did you mean 'x'? inputs are [weight, x]; missing inputs [x]");
-            assertThatThrownBy(() -> s.run(Map.of("x", one, "Wieght", one)))
+            assertThatThrownBy(() -> s.runToHost(Map.of("x", one, "Wieght", one)))
                     .hasMessageContaining("unknown input 'Wieght'; did you mean 'weight'?");
             // nothing close: no guess, but the declared names
-            assertThatThrownBy(() -> s.run(Map.of("x", one, "weight", one, "bias", one)))
+            assertThatThrownBy(() -> s.runToHost(Map.of("x", one, "weight", one, "bias", one)))
                     .hasMessage("graph 'names': unknown input 'bias'; inputs are [weight, x]");
-            assertThatThrownBy(() -> s.run(Map.of("x", one)))
+            assertThatThrownBy(() -> s.runToHost(Map.of("x", one)))
                     .hasMessage("graph 'names': missing inputs [weight]; inputs are [weight, x]");
-            assertThat(s.run(Map.of("x", one, "weight", one)).get("y").toFloatArray()).containsExactly(2, 2);
+            assertThat(s.runToHost(Map.of("x", one, "weight", one)).get("y").toFloatArray()).containsExactly(2, 2);
         }
     }
 

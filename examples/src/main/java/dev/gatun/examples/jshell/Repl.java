@@ -8,7 +8,9 @@ import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.planner.Plan;
+import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 
@@ -115,21 +117,42 @@ public final class Repl {
     /** Prints why each collective took its path, as text (a returned String would show escaped, on one line). */
     public static void explain() { System.out.println(session().explain()); }
 
-    /** Runs the last session: one input map per rank; a single map is given to every rank. */
+    /**
+     * Runs the last session: one input map per rank (host or device arrays); a single map is given to every rank. The
+     * outputs come back as host copies, to look at.
+     */
     @SafeVarargs
-    public static List<Map<String, NDArray>> run(Map<String, NDArray>... inputsPerRank) {
-        var s = session();
-        var in = new ArrayList<>(List.of(inputsPerRank));
-        if (in.size() == 1) while (in.size() < s.ranks().size()) in.add(in.getFirst());
-        return s.run(in);
+    public static List<Map<String, NDArray>> run(Map<String, ? extends ArrayLike>... inputsPerRank) {
+        return session().runToHost(perRank(inputsPerRank));
     }
+
+    /** {@link #run(Map[])} with the outputs left on the device: DeviceArrays, valid until the session's next call. */
+    @SafeVarargs
+    public static List<Map<String, DeviceArray>> runOnDevice(Map<String, ? extends ArrayLike>... inputsPerRank) {
+        return session().run(perRank(inputsPerRank));
+    }
+
+    @SafeVarargs
+    private static List<Map<String, ? extends ArrayLike>> perRank(Map<String, ? extends ArrayLike>... inputsPerRank) {
+        var in = new ArrayList<Map<String, ? extends ArrayLike>>(List.of(inputsPerRank));
+        if (in.size() == 1) while (in.size() < session().ranks().size()) in.add(in.getFirst());
+        return in;
+    }
+
+    /** A copy of {@code a} on the last session's device (rank {@code rank}'s, where it drives several). */
+    public static DeviceArray toDevice(NDArray a) { return session().toDevice(a); }
+
+    public static DeviceArray toDevice(int rank, NDArray a) { return session().toDevice(rank, a); }
+
+    /** Binds an input of the last session once (weights): later runs no longer pass it. */
+    public static Session bind(String input, ArrayLike value) { return session().bind(input, value); }
 
     /** Runs the last session with rank r's inputs given by {@code perRank.apply(r)}. */
     public static List<Map<String, NDArray>> run(IntFunction<Map<String, NDArray>> perRank) {
         var s = session();
         var in = new ArrayList<Map<String, NDArray>>();
         for (int r : s.ranks()) in.add(perRank.apply(r));
-        return s.run(in);
+        return s.runToHost(in);
     }
 
     public static NDArray full(DType dtype, double value, long... shape) { return NDArray.full(dtype, value, shape); }
@@ -203,10 +226,17 @@ public final class Repl {
               session() -> Session                                the last session
               plan() -> Plan,  lowered() -> LoweredGraph          its plan and lowered IR (print(plan()) shows all of it)
               explain()                                           prints why each collective took its path
-              run(Map<String, NDArray>... inputsPerRank)          one map per rank; a single map goes to every rank:
+              run(Map<String, ? extends ArrayLike>... inputsPerRank)  one map per rank, host or device arrays; a single
+                                                                  map goes to every rank:
                     -> List<Map<String, NDArray>>                 run(Map.of("x", full(F32, 1, 4, 4)))
               run(IntFunction<Map<String, NDArray>> perRank)      rank r's inputs: run(r -> Map.of("x", full(F32, r + 1, 4, 4)))
                     -> List<Map<String, NDArray>>
+
+            Keeping data on the device (GPU memory; host memory on the host backend)
+              toDevice(NDArray a) -> DeviceArray                  a copy on the last session's device; toDevice(int rank, NDArray a)
+              runOnDevice(Map<String, ? extends ArrayLike>... inputsPerRank)   as run, outputs left on the device
+                    -> List<Map<String, DeviceArray>>             (valid until the next call; .toHost() reads one)
+              bind(String input, ArrayLike value) -> Session      copied once and kept: later runs leave the input out
 
             Arrays (NDArray; also NDArray.loadNpy(Path), a.saveNpy(Path), a.slice/shard/chunk, NDArray.concat)
               full(DType dtype, double value, long... shape)      every element `value`

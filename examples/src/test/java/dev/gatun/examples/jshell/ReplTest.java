@@ -80,7 +80,7 @@ class ReplTest {
         graph("second");
         var w = input("w", F32, 4);
         output("v", w.add(2));
-        assertThat(compile(1).run(java.util.Map.of("w", NDArray.full(F32, 1, 4))).get("v").toFloatArray()).containsOnly(3f);
+        assertThat(compile(1).runToHost(java.util.Map.of("w", NDArray.full(F32, 1, 4))).get("v").toFloatArray()).containsOnly(3f);
         graph("third");
         assertThatThrownBy(Repl::build).hasMessageContaining("no outputs");
         output("u", input("u", F32, 1));        // a refused build leaves the graph open

@@ -7,9 +7,11 @@ import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceAttribute;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
+import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.cuda.PinnedHostBuffer;
 import dev.gatun.cuda.Program;
 import dev.gatun.cuda.ProgramOptions;
 import dev.gatun.cuda.Stream;
@@ -19,7 +21,9 @@ import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
+import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.spi.Executable;
@@ -31,17 +35,31 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A plan loaded on one GPU. Pools are device allocations made once; graph inputs are staged into device
- * buffers at fixed addresses (so captured graphs stay valid whatever address the caller's data has); each
- * capturable partition is captured on the first call and replayed after, one graph launch per partition.
+ * A plan loaded on one GPU. Pools are device allocations made once; each capturable partition is captured on the
+ * first call and replayed after, one graph launch per partition.
+ *
+ * <p>Inputs. A host array is copied into the input's staging buffer (fixed address, made once). A device array is read
+ * where it is at a world of one rank, and the captured graphs are kept per set of input addresses (a few sets; inputs
+ * that keep arriving at new addresses are staged from then on, one device copy each); on a world of several ranks it
+ * is copied into the staging buffer, so every rank replays the same graphs. A bound input is copied into its staging
+ * buffer once, when bound.
+ *
+ * <p>Outputs are views of the executable's memory, valid until its next call; the call is not waited for. The
+ * {@code written} event is recorded when another executable is about to read this one's memory (so nothing is
+ * recorded on a call that nobody else reads): it waits for it on its own stream, and registers as a reader whose
+ * end of call this one's next call waits for in turn.
  */
 final class CudaExecutable implements Executable {
     private static final System.Logger LOG = System.getLogger("dev.gatun.cuda");
@@ -49,18 +67,64 @@ final class CudaExecutable implements Executable {
     private final Plan plan;
     private final CompileOptions options;
     private final Device device;
+    /** "cuda:N" */
+    private final String deviceName;
     private final Stream stream;
     private final int multiprocessors;
     private final Map<String, DeviceBuffer> pools = new LinkedHashMap<>();
     /** staging[input buffer id]: the device buffer a static-shape graph input is staged into, at a fixed address. */
     private final DeviceBuffer[] staging;
+    /** By buffer id: every placed buffer's and staged input's address, and where each staged input is read from; fixed. */
+    private final long[] fixedAddress, fixedSource;
     private final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
     private final Map<String, Kernel> userKernels = new HashMap<>();
     private final CudaMatmul matmul;
-    private final GraphExec[] partitions;
+    /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
+    private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
+    /** The graphs the last call replayed, and the input addresses they were captured for. */
+    private GraphExec[] lastGraphs;
+    private AddressKey lastKey;
+    /** How many times inputs arrived at a new set of addresses after the first capture. */
+    private int recaptures;
+    /** False once inputs arrived at new addresses too often: device inputs are staged from then on. */
+    private boolean readInPlace = true;
     /** Null for a world of one rank. */
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** Memory of arrays this executable owns (toDevice, copy): freed when it closes. */
+    private final Set<CudaMemory> owned = ConcurrentHashMap.newKeySet();
+    /** Page-locked host arrays ({@link #allocateHost}); their segments belong to {@code hostArena}, closed before they go. */
+    private final List<PinnedHostBuffer> pinned = new ArrayList<>();
+    private final Arena hostArena = Arena.ofShared();
+    /**
+     * Page-locked staging for host arrays that are not page-locked themselves: inputs by buffer id (made on first use),
+     * and one buffer for reads, grown as needed. One bulk copy into or out of it, then a DMA at full speed.
+     */
+    private final PinnedHostBuffer[] hostIn;
+    private PinnedHostBuffer hostOut;
+    /** Recorded after a call's copies out of the page-locked staging: the next call's bulk copies into it wait for them. */
+    private final Event copiedIn;
+    /** Recorded when work on another stream is about to read this memory ({@link #markWritten}), and after a call that read another's. */
+    private final Event written;
+    /** Executables that read this one's memory since its last call: the next call waits for them. */
+    private final Set<CudaExecutable> readers = ConcurrentHashMap.newKeySet();
+    /** Inputs whose staging buffer holds a bound value. */
+    private final Set<String> bound = ConcurrentHashMap.newKeySet();
+    /** The last call's per-call buffers: outputs may live there until the next call. */
+    private List<DeviceBuffer> lastCall = List.of();
+    /** Counts calls; an output of call g may be used while this is still g. */
+    private volatile long generation;
+    /** The plan's outputs, geometry precomputed where it is static. */
+    private final List<Output> outputs = new ArrayList<>();
+
+    /** Captured graph sets kept at once, and new address sets tolerated before device inputs are staged instead. */
+    private static final int GRAPH_SETS = 4, RECAPTURES = 8;
+
+    /** The addresses a set of captured graphs reads its inputs from. */
+    private record AddressKey(long[] addresses) {
+        @Override public boolean equals(Object o) { return o instanceof AddressKey k && Arrays.equals(addresses, k.addresses); }
+        @Override public int hashCode() { return Arrays.hashCode(addresses); }
+    }
 
     record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function) {}
 
@@ -70,11 +134,14 @@ final class CudaExecutable implements Executable {
         if (ordinal >= Device.count())
             throw new GatunRuntimeException("rank's GPU " + ordinal + " does not exist: this machine has " + Device.count() + " CUDA device(s)");
         this.device = Device.open(ordinal);
+        this.deviceName = "cuda:" + ordinal;
         boolean ok = false;
         try {
             // ranks sharing a GPU keep one stream each for the life of the process (see RankStreams)
             this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, options.world().rank()) : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
+            this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
+            this.copiedIn = device.createEvent(Event.Flag.DISABLE_TIMING);
             var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
             // threads of one process share memory directly; VMM file descriptors are for separate processes
             boolean vmm = plan.worldSize() > 1 && options.world() instanceof dev.gatun.runtime.World.Launched && options.execution().cuda().vmmHandles();
@@ -88,12 +155,22 @@ final class CudaExecutable implements Executable {
                 }
             }
             this.staging = new DeviceBuffer[plan.buffers().size()];
+            this.hostIn = new PinnedHostBuffer[plan.buffers().size()];
             for (PlanBuffer in : plan.inputs())
                 if (!in.isDynamic()) staging[in.id()] = allocate("input '" + in.input() + "'", in.type().byteSize());
+            this.fixedAddress = new long[plan.buffers().size()];
+            this.fixedSource = new long[plan.buffers().size()];
+            for (PlanBuffer b : plan.buffers()) {
+                var p = b.placement();
+                boolean staged = b.kind() == PlanBuffer.Kind.INPUT && staging[b.id()] != null;
+                if (p != null) fixedAddress[b.id()] = pools.get(p.pool()).address() + p.offset();
+                else if (staged) fixedAddress[b.id()] = staging[b.id()].address();
+                if (staged) fixedSource[b.id()] = staging[b.id()].address();
+            }
+            for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
-            this.partitions = new GraphExec[plan.partitions().size()];
             if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -122,7 +199,30 @@ final class CudaExecutable implements Executable {
     private boolean aborted() { return aborted || (dist != null && dist.wasAborted()); }
     Device device() { return device; }
     Stream stream() { return stream; }
-    GraphExec[] partitions() { return partitions; }
+    /** The captured graphs the last call replayed (for the benchmarks' bare-replay floor). */
+    GraphExec[] partitions() { return lastGraphs; }
+
+    @Override public String device(int rankIndex) { return deviceName(); }
+
+    String deviceName() { return deviceName; }
+
+    boolean isClosed() { return closed.get(); }
+
+    long streamHandle() { return stream.handle().address(); }
+
+    void awaitWork() { stream.synchronize(); }
+
+    /** The event after everything queued on this stream so far: what another stream waits for before reading this memory. */
+    Event markWritten() {
+        synchronized (written) {
+            written.record(stream);
+            return written;
+        }
+    }
+
+    @Override public void synchronize() {
+        if (!closed.get()) stream.synchronize();
+    }
 
     private DeviceBuffer allocate(String what, long bytes) {
         try {
@@ -193,7 +293,7 @@ final class CudaExecutable implements Executable {
 
     // ------------------------------------------------------------------ running
 
-    @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+    @Override public List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "' was aborted and cannot run again; compile a new session");
         try {
@@ -208,45 +308,145 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** One call: stage inputs, run or replay the plan's steps through the shared {@link StepLoop}, copy outputs back. */
+    /** Why an output of call {@code call} may no longer be used, or null. */
+    String expired(long call) {
+        if (closed.get()) return "belongs to a closed session";
+        long now = generation;
+        return now == call ? null : "was overwritten by a later call of plan '" + plan.name() + "' (it is from call " + call + ", the session has run "
+                + now + "); copy() an output to keep it past the next call";
+    }
+
+    /** An output's geometry, computed once where its shape is static (evaluated per call where it is symbolic). */
+    record Output(String name, PlanBuffer buffer, boolean isStatic, long[] shape, long[] strides, long offset, long bytes, String origin) {
+        static Output declared(String name, PlanBuffer b, String plan) {
+            boolean isStatic = !b.isDynamic() && b.offset().isConstant() && b.strides().stream().allMatch(dev.gatun.ir.SymInt::isConstant);
+            return isStatic ? of(name, b, Map.of(), plan) : new Output(name, b, false, null, null, 0, 0, "output '" + name + "' of plan '" + plan + "' call ");
+        }
+
+        static Output of(String name, PlanBuffer b, Map<String, Long> env, String plan) {
+            long[] shape = b.shape().sizes(env);
+            long[] strides = new long[shape.length];
+            long off = b.offset().eval(env), extent = off + 1;
+            for (int k = 0; k < shape.length; k++) {
+                strides[k] = b.strides().get(k).eval(env);
+                if (shape[k] == 0) extent = 0;
+                else if (extent > 0) extent += (shape[k] - 1) * strides[k];
+            }
+            boolean isStatic = !b.isDynamic() && b.offset().isConstant() && b.strides().stream().allMatch(dev.gatun.ir.SymInt::isConstant);
+            return new Output(name, b, isStatic, shape, strides, off, Math.max(1, extent * b.dtype().byteSize()),
+                    "output '" + name + "' of plan '" + plan + "' call ");
+        }
+    }
+
+    /** The graphs captured for inputs at {@code addresses}, or null where there are none and no more may be captured. */
+    private GraphExec[] graphsFor(long[] addresses, boolean mayStage) {
+        if (lastKey != null && Arrays.equals(lastKey.addresses(), addresses)) return lastGraphs; // the usual case: as last call
+        var key = new AddressKey(addresses);
+        GraphExec[] g = graphs.get(key);
+        if (g != null) {
+            lastKey = key;
+            return g;
+        }
+        if (!graphs.isEmpty()) {
+            if (mayStage && ++recaptures > RECAPTURES) {
+                readInPlace = false;
+                LOG.log(System.Logger.Level.INFO, "plan {0}: device inputs arrived at {1} different addresses; they are copied into fixed staging"
+                        + " buffers from now on (one device copy each) instead of capturing the graphs again", plan.name(), recaptures);
+                return null;
+            }
+            if (graphs.size() >= GRAPH_SETS) {
+                var eldest = graphs.entrySet().iterator().next();
+                stream.synchronize(); // the eldest graphs may still be running
+                for (GraphExec e : eldest.getValue()) if (e != null) e.close();
+                graphs.remove(eldest.getKey());
+            }
+        }
+        g = new GraphExec[plan.partitions().size()];
+        graphs.put(key, g);
+        lastKey = key;
+        return g;
+    }
+
+    /** One call: stage inputs, run or replay the plan's steps through the shared {@link StepLoop}; outputs stay on the GPU. */
     static final class CudaRun implements StepLoop.Steps {
         private final CudaExecutable exe;
         private final Plan plan;
-        private final Map<String, NDArray> inputs;
+        private final Map<String, ? extends ArrayLike> inputs;
         private final Map<String, Long> env = new HashMap<>();
         /** address[storage id]: device address of every storage this call has (0: none yet). */
         private final long[] address;
+        /** source[input buffer id]: where this call reads the input from (its staging buffer, or the caller's array). */
+        private final long[] source;
         private final List<DeviceBuffer> perCall = new ArrayList<>();
+        /** Static inputs read where the caller's device array is, by buffer id (world 1 only). */
+        private final Map<PlanBuffer, DeviceArray> inPlace = new LinkedHashMap<>();
+        /** Executables whose memory this call reads: it waited for their work, they wait for this call's. */
+        private final Set<CudaExecutable> sources = new HashSet<>();
+        /** Whether a host input went through the page-locked staging (a copy the next call must wait for). */
+        private boolean stagedOnHost;
+        /** Whether any host input was copied to the device this call. */
+        private boolean hostCopies;
+        private GraphExec[] graphSet;
 
-        CudaRun(CudaExecutable exe, Map<String, NDArray> inputs) {
+        CudaRun(CudaExecutable exe, Map<String, ? extends ArrayLike> inputs) {
             this.exe = exe;
             this.plan = exe.plan;
             this.inputs = inputs;
-            this.address = new long[plan.buffers().size()];
+            this.address = exe.fixedAddress.clone();
+            this.source = exe.fixedSource.clone();
         }
 
-        Map<String, NDArray> run() {
+        Map<String, DeviceArray> run() {
+            // a session that read the last call's outputs must be done before this call overwrites them
+            for (CudaExecutable r : exe.readers) exe.stream.waitFor(r.written);
+            exe.readers.clear();
+            List<DeviceBuffer> previous = exe.lastCall;
+            exe.lastCall = perCall;
             try {
-                stageInputs();
-                executeSteps();
-                // where ranks share a GPU, no copy may wait in a copy engine's queue behind this rank's collectives
-                // (a peer's copy queued behind it could never run): the results are read once the work is done
-                if (exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
-                var out = new LinkedHashMap<String, NDArray>();
-                plan.outputs().forEach((name, buf) -> out.put(name, readOut(buf)));
-                exe.stream.synchronize();
-                return out;
+                stageInputs(); // before the last call's buffers go: one of its outputs may be an input of this one
             } finally {
-                release();
+                for (DeviceBuffer b : previous) b.close();
             }
+            long call = ++exe.generation;
+            executeSteps();
+            if (!sources.isEmpty()) {
+                exe.written.record(exe.stream); // the end of this call, which the sources' next calls wait for
+                for (CudaExecutable src : sources) src.readers.add(exe);
+            }
+            // where ranks share a GPU, no copy may wait in a copy engine's queue behind this rank's collectives (a
+            // peer's copy queued behind it could never run): the call is waited for before anything reads its outputs.
+            if (exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
+            return outputs(call);
         }
 
         void executeSteps() { executeSteps(exe.options.cudaGraphs()); }
 
         /** The plan's steps on the stream: with {@code graphs}, captured partitions replay and the rest runs eagerly. */
         void executeSteps(boolean graphs) {
-            if (graphs) captureAll();
+            if (graphs) {
+                chooseGraphs();
+                captureAll();
+            }
             StepLoop.run(plan, this, graphs);
+        }
+
+        /** The graphs captured for this call's input addresses; inputs at too many new addresses are staged instead. */
+        private void chooseGraphs() {
+            if (graphSet != null) return;
+            graphSet = exe.graphsFor(inputAddresses(), !inPlace.isEmpty());
+            if (graphSet == null) {
+                for (var e : inPlace.entrySet()) stage(e.getKey(), e.getValue());
+                inPlace.clear();
+                graphSet = exe.graphsFor(inputAddresses(), false);
+            }
+            exe.lastGraphs = graphSet;
+        }
+
+        private long[] inputAddresses() {
+            var key = new long[plan.inputs().size()];
+            int i = 0;
+            for (PlanBuffer in : plan.inputs()) key[i++] = in.isDynamic() ? 0 : source[in.id()];
+            return key;
         }
 
         void release() {
@@ -262,13 +462,13 @@ final class CudaExecutable implements Executable {
         private void captureAll() {
             boolean captured = false;
             for (Plan.Partition part : plan.partitions()) {
-                if (exe.partitions[part.index()] != null) continue;
+                if (graphSet[part.index()] != null) continue;
                 CudaGraph graph;
                 try (StreamCapture capture = exe.stream.beginCapture()) {
                     StepLoop.run(plan, part.first(), part.last(), this);
                     graph = capture.end();
                 }
-                exe.partitions[part.index()] = graph.instantiate();
+                graphSet[part.index()] = graph.instantiate();
                 LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", plan.name(), part.index(), graph.nodeCount());
                 graph.close(); // the executable graph is all replays need
                 captured = true;
@@ -277,35 +477,96 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public boolean replay(Plan.Partition part) {
-            exe.partitions[part.index()].launch(exe.stream);
+            graphSet[part.index()].launch(exe.stream);
             return true;
         }
 
+        /**
+         * Where each input is read from this call: a host array is copied into the staging buffer; a device array is
+         * read in place (world 1, contiguous, not this executable's own output) or copied there; a bound input is
+         * already there. A path-2 input is copied on into its symmetric slot by the plan's copy_in step (or its
+         * collective).
+         */
         void stageInputs() {
-            bindAddresses();
             for (PlanBuffer in : plan.inputs()) {
-                NDArray a = inputs.get(in.input());
-                long[] shape = a.shape();
-                for (int d = 0; d < shape.length; d++)
-                    if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
-                DeviceBuffer dst = exe.staging[in.id()];
-                if (dst == null) {
-                    dst = exe.device.allocate(Math.max(1, a.byteSize()));
-                    perCall.add(dst);
+                String name = in.input();
+                ArrayLike a = inputs.get(name);
+                if (a == null) {
+                    if (exe.staging[in.id()] == null || !exe.bound.contains(name))
+                        throw new GatunRuntimeException("plan '" + plan.name() + "': input '" + name + "' was neither passed nor bound");
+                    continue; // its staging buffer holds the bound value
                 }
-                dst.copyFromAsync(a.segment(), 0, exe.stream);
-                // a path-2 input is copied on into its symmetric slot by the plan's copy_in step (or its collective)
-                if (in.placement() == null) address[in.id()] = dst.address();
+                if (in.isDynamic()) {
+                    long[] shape = a.shape();
+                    for (int d = 0; d < shape.length; d++)
+                        if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
+                }
+                switch (a) {
+                    case NDArray n -> {
+                        DeviceBuffer dst = stagingFor(in, n.byteSize());
+                        if (n.byteSize() > 0) {
+                            hostCopies = true;
+                            MemorySegment from = native_(n);
+                            if (!exe.isPinned(from) && !in.isDynamic()) {
+                                if (!stagedOnHost) exe.copiedIn.synchronize(); // the last call's copies out of the staging are done
+                                from = exe.pinnedCopyOf(in, from);
+                                stagedOnHost = true;
+                            }
+                            // an allocateHost array is read by the copy engine after run returns (as a non-blocking copy)
+                            dst.copyFromAsync(from, 0, exe.stream);
+                        }
+                        setSource(in, dst.address());
+                    }
+                    case DeviceArray d -> {
+                        CudaMemory m = d.memory() instanceof CudaMemory cm && cm.owner == exe && d.whyUnusable() == null ? cm
+                                : exe.memoryOf(d, "input '" + name + "'");
+                        if (m.owner != exe) {
+                            exe.stream.waitFor(m.owner.markWritten());
+                            sources.add(m.owner);
+                        }
+                        boolean ownOutput = m.owner == exe && m.callMemory;
+                        if (d.isContiguous() && !ownOutput && (in.isDynamic() || exe.dist == null && exe.readInPlace)) {
+                            setSource(in, d.address());
+                            if (!in.isDynamic()) inPlace.put(in, d);
+                        } else {
+                            stage(in, d);
+                        }
+                    }
+                }
             }
+            if (stagedOnHost) exe.copiedIn.record(exe.stream);
+            // where ranks share a GPU, their streams may share a hardware queue: a copy queued behind a peer's spinning
+            // collective could never run, so this rank's copies are done before any of its kernels is queued
+            if (hostCopies && exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
         }
 
-        /** Every placed buffer's and staged static input's address (the same on every call). */
-        void bindAddresses() {
-            for (PlanBuffer b : plan.buffers()) {
-                var p = b.placement();
-                if (p != null) address[b.id()] = exe.pools.get(p.pool()).address() + p.offset();
-                else if (b.kind() == PlanBuffer.Kind.INPUT && exe.staging[b.id()] != null) address[b.id()] = exe.staging[b.id()].address();
+        /** Copies a device array into the input's staging buffer (a per-call buffer where the shape is dynamic). */
+        private void stage(PlanBuffer in, DeviceArray d) {
+            DeviceBuffer dst = stagingFor(in, d.byteSize());
+            if (d.byteSize() == 0) {
+                // nothing to copy
+            } else if (d.isContiguous()) {
+                copy(d.address(), dst.address(), d.byteSize());
+            } else {
+                // a strided view (an output that is a transposed view) is laid out row-major through the host
+                dst.copyFromAsync(d.toHost().segment(), 0, exe.stream);
+                exe.stream.synchronize();
             }
+            setSource(in, dst.address());
+        }
+
+        private DeviceBuffer stagingFor(PlanBuffer in, long bytes) {
+            DeviceBuffer dst = exe.staging[in.id()];
+            if (dst == null) {
+                dst = exe.device.allocate(Math.max(1, bytes));
+                perCall.add(dst);
+            }
+            return dst;
+        }
+
+        private void setSource(PlanBuffer in, long at) {
+            source[in.id()] = at;
+            if (in.placement() == null) address[in.id()] = at;
         }
 
         /**
@@ -314,7 +575,6 @@ final class CudaExecutable implements Executable {
          * included, where ranks share a GPU. Nothing is read from what these runs write: every call rewrites it.
          */
         void warmUpMatmuls() {
-            bindAddresses();
             for (Step s : plan.steps()) {
                 if (!(s instanceof Step.Matmul m)) continue;
                 boolean ready = true;
@@ -347,7 +607,16 @@ final class CudaExecutable implements Executable {
 
         @Override public void copyIn(Step.CopyIn c) { copyIn(c.buffer()); }
 
-        private void copyIn(PlanBuffer b) { copy(exe.staging[b.id()].address(), addressOf(b), bytes(b)); }
+        /** A host array's memory as native memory (arrays over Java heap memory are copied out once). */
+        private static MemorySegment native_(NDArray n) {
+            MemorySegment seg = n.segment();
+            if (seg.isNative()) return seg;
+            MemorySegment copy = Arena.ofAuto().allocate(seg.byteSize(), 16);
+            copy.copyFrom(seg);
+            return copy;
+        }
+
+        private void copyIn(PlanBuffer b) { copy(source[b.id()], addressOf(b), bytes(b)); }
 
         @Override public void launch(Step.Launch l) { launch(exe.kernels.get(l.kernel())); }
 
@@ -383,7 +652,7 @@ final class CudaExecutable implements Executable {
                 copy(src, out, bytes(in));
             } else if (c.call().algorithm().isSymmetric()) {
                 var p = in.storage().placement();
-                long local = c.copiesIn() ? exe.staging[in.id()].address() : 0; // the kernel copies the caller's tensor in itself
+                long local = c.copiesIn() ? source[in.id()] : 0; // the kernel copies the caller's tensor in itself
                 exe.dist.symmetric(c, p.pool(), src - exe.pools.get(p.pool()).address(), out, local, n, in.dtype(), exe.stream);
             } else {
                 if (c.copiesIn()) copyIn(in);
@@ -428,30 +697,181 @@ final class CudaExecutable implements Executable {
             }
         }
 
-        /** An output as a fresh host array; strided views are gathered on the host. */
-        private NDArray readOut(PlanBuffer b) {
-            DType t = b.dtype();
-            long[] shape = b.shape().sizes(env);
-            long base = address[b.storage().id()];
-            long off = b.offset().eval(env);
-            if (b.strides().equals(b.shape().contiguousStrides())) {
-                NDArray out = NDArray.zeros(t, shape);
-                if (out.byteSize() > 0) DeviceBuffer.wrap(exe.device, base + off * t.byteSize(), out.byteSize()).copyToAsync(out.segment(), 0, exe.stream);
-                exe.stream.synchronize();
-                return out;
+        /** The outputs as views of this call's memory, valid until the next call. */
+        private Map<String, DeviceArray> outputs(long call) {
+            var out = new LinkedHashMap<String, DeviceArray>();
+            for (Output o : exe.outputs) {
+                Output g = o.isStatic ? o : Output.of(o.name, o.buffer, env, plan.name());
+                var memory = CudaMemory.callMemory(exe, address[g.buffer.storage().id()], g.bytes);
+                out.put(g.name, DeviceArray.view(g.buffer.dtype(), g.shape, g.strides, g.offset, memory, () -> exe.expired(call), g.origin + call));
             }
-            long[] strides = new long[shape.length];
-            long extent = off + 1;
-            for (int k = 0; k < shape.length; k++) {
-                strides[k] = b.strides().get(k).eval(env);
-                if (shape[k] > 0) extent += (shape[k] - 1) * strides[k];
+            return out;
+        }
+    }
+
+    // ------------------------------------------------------------------ arrays
+
+    /** The CUDA memory behind an array given to this executable ({@code what}: "input 'x'"), checked: of this backend, on this GPU, open. */
+    CudaMemory memoryOf(DeviceArray d, String what) {
+        String why = d.whyUnusable();
+        if (why != null) throw new GatunRuntimeException("plan '" + plan.name() + "': " + what + ": " + why);
+        if (!(d.memory() instanceof CudaMemory m))
+            throw new GatunRuntimeException("plan '" + plan.name() + "': " + what + " is an array of another backend (" + d.device() + "); toHost() it first");
+        if (m.owner.device.ordinal() != device.ordinal())
+            throw new GatunRuntimeException("plan '" + plan.name() + "': " + what + " is on " + m.device() + " but the plan runs on " + deviceName()
+                    + "; copy it with toHost() and toDevice()");
+        return m;
+    }
+
+    private void checkOpen(String op) {
+        if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released: " + op + " needs an open session");
+    }
+
+    @Override public DeviceArray toDevice(int rankIndex, NDArray host) {
+        checkOpen("toDevice");
+        DeviceBuffer b = allocate("an array of " + host.byteSize() + " bytes (toDevice)", host.byteSize());
+        var m = CudaMemory.owned(this, b);
+        owned.add(m);
+        if (host.byteSize() > 0) writeFromHost(b.address(), host.segment(), host.byteSize());
+        return DeviceArray.owned(host.dtype(), host.shape(), m, "array copied to " + deviceName() + " by toDevice");
+    }
+
+    @Override public DeviceArray wrap(int rankIndex, long address, DType dtype, long[] shape, Runnable release) {
+        checkOpen("wrap");
+        long n = 1;
+        for (long d : shape) {
+            if (d < 0) throw new GatunRuntimeException("wrap: negative dimension in shape " + Arrays.toString(shape));
+            n = Math.multiplyExact(n, d);
+        }
+        long bytes = Math.multiplyExact(n, dtype.byteSize());
+        long[] alloc = device.allocationOf(address);
+        String at = "0x" + Long.toHexString(address);
+        if (alloc == null)
+            throw new GatunRuntimeException("wrap: " + at + " is not device memory CUDA allocated (a host pointer, or freed memory?)");
+        if (alloc[2] != device.ordinal())
+            throw new GatunRuntimeException("wrap: " + at + " is memory of cuda:" + alloc[2] + " but the session runs on " + deviceName());
+        if (address + bytes > alloc[0] + alloc[1])
+            throw new GatunRuntimeException("wrap: " + dtype.shortName() + Arrays.toString(shape) + " needs " + bytes + " bytes from " + at
+                    + " but its allocation ends " + (alloc[0] + alloc[1] - address) + " bytes after it");
+        var m = CudaMemory.wrapped(this, address, Math.max(1, bytes), release);
+        return DeviceArray.borrowed(dtype, shape, m, "wrapped pointer " + at + " on " + deviceName());
+    }
+
+    @Override public NDArray allocateHost(int rankIndex, DType dtype, long[] shape) {
+        checkOpen("allocateHost");
+        long n = 1;
+        for (long d : shape) n = Math.multiplyExact(n, d);
+        long bytes = Math.max(1, Math.multiplyExact(n, dtype.byteSize()));
+        PinnedHostBuffer b;
+        try {
+            b = device.allocatePinned(bytes);
+        } catch (CudaException e) {
+            throw new GatunRuntimeException("allocateHost: " + bytes + " bytes of page-locked host memory: " + e.getMessage(), e);
+        }
+        synchronized (pinned) {
+            pinned.add(b);
+        }
+        MemorySegment seg = b.segment().reinterpret(bytes, hostArena, null);
+        seg.fill((byte) 0);
+        return NDArray.wrap(dtype, n == 0 ? seg.asSlice(0, 0) : seg.asSlice(0, n * dtype.byteSize()), shape);
+    }
+
+    /** Copies the value into the input's staging buffer, which keeps it for every later call. */
+    @Override public void bind(int rankIndex, String input, ArrayLike value) {
+        checkOpen("bind");
+        PlanBuffer in = plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
+                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
+        DeviceBuffer dst = staging[in.id()];
+        if (value == null) {
+            bound.remove(input);
+            return;
+        }
+        if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
+        bound.remove(input);
+        switch (value) {
+            case NDArray n -> {
+                if (n.byteSize() > 0) writeFromHost(dst.address(), n.segment(), n.byteSize());
             }
-            try (Arena arena = Arena.ofConfined()) {
-                MemorySegment host = arena.allocate(extent * t.byteSize(), 16);
-                DeviceBuffer.wrap(exe.device, base, host.byteSize()).copyToAsync(host, 0, exe.stream);
-                exe.stream.synchronize();
-                return NDArray.gather(host, t, shape, off, strides);
+            case DeviceArray d -> {
+                CudaMemory m = memoryOf(d, "the value bound to '" + input + "'");
+                if (m.owner != this) stream.waitFor(m.owner.markWritten());
+                if (d.byteSize() == 0) {
+                    // nothing to copy
+                } else if (d.isContiguous()) {
+                    DeviceBuffer.wrap(device, dst.address(), d.byteSize()).copyFromAsync(DeviceBuffer.wrap(device, d.address(), d.byteSize()), stream);
+                } else {
+                    writeFromHost(dst.address(), d.toHost().segment(), d.byteSize());
+                }
+                if (m.owner != this) m.owner.readers.add(this);
+                stream.synchronize(); // the value may be closed or changed as soon as bind returns
             }
+        }
+        bound.add(input);
+    }
+
+    /** Device to host on this executable's stream, after the work that writes the memory; waits for it. */
+    void readToHost(long src, MemorySegment dst, long bytes) {
+        if (bytes == 0) return;
+        if (isPinned(dst)) {
+            DeviceBuffer.wrap(device, src, bytes).copyToAsync(dst.asSlice(0, bytes), 0, stream);
+            stream.synchronize();
+            return;
+        }
+        synchronized (hostIn) {
+            if (hostOut == null || hostOut.size() < bytes) {
+                if (hostOut != null) hostOut.close();
+                hostOut = device.allocatePinned(bytes);
+            }
+            DeviceBuffer.wrap(device, src, bytes).copyToAsync(hostOut.segment().asSlice(0, bytes), 0, stream);
+            stream.synchronize();
+            MemorySegment.copy(hostOut.segment(), 0, dst, 0, bytes);
+        }
+    }
+
+    /** Whether host memory is page-locked memory of this executable ({@link #allocateHost}). */
+    boolean isPinned(MemorySegment seg) {
+        if (!seg.isNative()) return false;
+        long a = seg.address(), end = a + seg.byteSize();
+        synchronized (pinned) {
+            for (PinnedHostBuffer b : pinned) if (a >= b.address() && end <= b.address() + b.size()) return true;
+        }
+        return false;
+    }
+
+    /** A copy of a host input in the input's page-locked staging (one bulk copy). */
+    private MemorySegment pinnedCopyOf(PlanBuffer in, MemorySegment src) {
+        PinnedHostBuffer st = hostIn[in.id()];
+        if (st == null) st = hostIn[in.id()] = device.allocatePinned(Math.max(1, in.type().byteSize()));
+        MemorySegment slice = st.segment().asSlice(0, src.byteSize());
+        slice.copyFrom(src);
+        return slice;
+    }
+
+    /** Host to device on this executable's stream; waits for it (the caller may reuse its memory at once). */
+    void writeFromHost(long dst, MemorySegment src, long bytes) {
+        if (bytes == 0) return;
+        MemorySegment from = src.isNative() ? src.asSlice(0, bytes) : Arena.ofAuto().allocate(bytes, 16).copyFrom(src.asSlice(0, bytes));
+        DeviceBuffer.wrap(device, dst, bytes).copyFromAsync(from, 0, stream);
+        stream.synchronize();
+    }
+
+    /** New memory this executable owns, holding {@code bytes} bytes copied from {@code src} (of which {@code valid} exist). */
+    CudaMemory copyOnDevice(long src, long bytes, long valid) {
+        checkOpen("copy");
+        DeviceBuffer b = allocate("a copy of " + bytes + " bytes", bytes);
+        var m = CudaMemory.owned(this, b);
+        owned.add(m);
+        if (valid > 0) DeviceBuffer.wrap(device, b.address(), valid).copyFromAsync(DeviceBuffer.wrap(device, src, valid), stream);
+        return m;
+    }
+
+    /** Frees an owned array's buffer once the work on this stream (and every stream reading it: cudaFree waits) is done. */
+    void free(CudaMemory m, DeviceBuffer b) {
+        if (!owned.remove(m)) return; // the executable's close freed it
+        try {
+            stream.synchronize();
+        } finally {
+            b.close();
         }
     }
 
@@ -465,8 +885,19 @@ final class CudaExecutable implements Executable {
         } finally {
             try {
                 // captured graphs may hold NCCL work: they go before the communicators
-                for (GraphExec g : partitions) if (g != null) g.close();
+                for (GraphExec[] set : graphs.values()) for (GraphExec g : set) if (g != null) g.close();
+                graphs.clear();
                 if (dist != null) dist.close();
+                for (DeviceBuffer b : lastCall) b.close();
+                for (CudaMemory m : List.copyOf(owned)) m.close();
+                hostArena.close();
+                synchronized (pinned) {
+                    for (PinnedHostBuffer b : pinned) b.close();
+                }
+                for (PinnedHostBuffer b : hostIn) if (b != null) b.close();
+                if (hostOut != null) hostOut.close();
+                written.close();
+                copiedIn.close();
             } finally {
                 device.close();
             }

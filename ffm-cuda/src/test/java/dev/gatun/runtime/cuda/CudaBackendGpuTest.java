@@ -55,7 +55,7 @@ class CudaBackendGpuTest {
             var want = ReferenceInterpreter.evaluate(g, List.of(in)).getFirst();
             for (boolean cudaGraphs : new boolean[]{false, true}) {
                 try (var s = Session.compile(g, CompileOptions.world(1).backend("cuda").cudaGraphs(cudaGraphs))) {
-                    for (int call = 0; call < 3; call++) assertMatches("seed " + seed + " graphs " + cudaGraphs + " call " + call, g, want, s.run(in));
+                    for (int call = 0; call < 3; call++) assertMatches("seed " + seed + " graphs " + cudaGraphs + " call " + call, g, want, s.runToHost(in));
                 }
             }
         }
@@ -71,7 +71,7 @@ class CudaBackendGpuTest {
             assertThat(s.plan().partitions()).hasSize(1);
             for (int i = 0; i < 1000; i++) {
                 float v = i % 7;
-                var out = s.run(Map.of("x", NDArray.full(F32, v, 64, 64))).get("d");
+                var out = s.runToHost(Map.of("x", NDArray.full(F32, v, 64, 64))).get("d");
                 assertThat(out.toFloatArray()).containsOnly(3 * v + 6);
             }
         }
@@ -116,7 +116,7 @@ class CudaBackendGpuTest {
         var ok = Gatun.graph("ok");
         ok.output("y", ok.input("x", F32, 4).mul(2));
         try (var s = Session.compile(ok.build(), CompileOptions.world(1).backend("cuda"))) {
-            assertThat(s.run(Map.of("x", NDArray.full(F32, 3, 4))).get("y").toFloatArray()).containsOnly(6f);
+            assertThat(s.runToHost(Map.of("x", NDArray.full(F32, 3, 4))).get("y").toFloatArray()).containsOnly(6f);
         }
     }
 
@@ -134,7 +134,7 @@ class CudaBackendGpuTest {
         var g = Gatun.graph("user").register(op);
         g.output("y", g.call1("axpb", g.input("x", F32, 1000).add(1)));
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
-            assertThat(s.run(Map.of("x", NDArray.full(F32, 1, 1000))).get("y").toFloatArray()).containsOnly(5f);
+            assertThat(s.runToHost(Map.of("x", NDArray.full(F32, 1, 1000))).get("y").toFloatArray()).containsOnly(5f);
         }
     }
 }

@@ -1,111 +1,127 @@
 package dev.gatun.runtime.cuda;
 
-import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.NDArray;
 
 import java.util.Map;
 
-/** The benchmarks' timing of a loaded plan with its inputs already on the GPU (measuring code, kept out of the library). */
+/**
+ * The benchmarks' timing helpers (measuring code, kept out of the library): calls through the public API, and the
+ * engine's floor they are compared with (bare launches of the plan's captured graphs, bare pinned copies).
+ */
 final class CudaTiming {
     private CudaTiming() {}
 
     /**
-     * Device time per execution of the plan with inputs already on the GPU (no host copies): events around
-     * each of {@code iterations} runs after {@code warmup} runs; returns, sorted, per run: device ms, host ms to
-     * enqueue, and host wall ms until the device finished.
+     * The engine's floor, beside which the public API is measured: the plan's captured graphs launched bare
+     * ({@code cudaGraphLaunch} from Java, nothing else), inputs already staged; with {@code copied}, pinned
+     * host-to-device copies of those inputs before and pinned device-to-host copies of the outputs after each replay
+     * (the host round trip's floor).
      */
-    static double[][] timeDevice(CudaExecutable exe, Map<String, NDArray> inputs, int warmup, int iterations) {
-        var run = new CudaExecutable.CudaRun(exe, inputs);
-        try (var start = exe.device().createEvent(); var end = exe.device().createEvent()) {
+    static final class Bare implements AutoCloseable {
+        private final CudaExecutable exe;
+        private final CudaExecutable.CudaRun run;
+        private final java.util.List<dev.gatun.cuda.PinnedHostBuffer> pinnedIn = new java.util.ArrayList<>(), pinnedOut = new java.util.ArrayList<>();
+        private final java.util.List<dev.gatun.cuda.DeviceBuffer> devIn = new java.util.ArrayList<>(), devOut = new java.util.ArrayList<>();
+
+        private Bare(CudaExecutable exe, Map<String, NDArray> inputs, java.util.Set<String> copied) {
+            this.exe = exe;
+            this.run = new CudaExecutable.CudaRun(exe, inputs);
             run.stageInputs();
-            for (int i = 0; i < warmup; i++) run.executeSteps();
+            run.executeSteps(true); // captures
             exe.stream().synchronize();
-            double[] dev = new double[iterations], host = new double[iterations], wall = new double[iterations];
-            for (int i = 0; i < iterations; i++) {
-                long t0 = System.nanoTime();
-                start.record(exe.stream());
-                run.executeSteps();
-                end.record(exe.stream());
-                host[i] = (System.nanoTime() - t0) / 1e6;
-                end.synchronize();
-                wall[i] = (System.nanoTime() - t0) / 1e6;
-                dev[i] = Event.elapsedMillis(start, end);
+            for (String name : copied) {
+                NDArray a = inputs.get(name);
+                var p = exe.device().allocatePinned(Math.max(1, a.byteSize()));
+                p.segment().asSlice(0, a.byteSize()).copyFrom(a.segment());
+                pinnedIn.add(p);
+                devIn.add(exe.device().allocate(Math.max(1, a.byteSize())));
             }
-            java.util.Arrays.sort(dev);
-            java.util.Arrays.sort(host);
-            java.util.Arrays.sort(wall);
-            return new double[][]{dev, host, wall};
-        } finally {
+            if (!copied.isEmpty())
+                for (var b : exe.plan().outputs().values()) {
+                    long bytes = b.type().byteSize();
+                    pinnedOut.add(exe.device().allocatePinned(Math.max(1, bytes)));
+                    devOut.add(exe.device().allocate(Math.max(1, bytes)));
+                }
+        }
+
+        /** Null where some step with GPU work runs outside the captured partitions (then a bare replay is not the plan). */
+        static Bare of(CudaExecutable exe, Map<String, NDArray> inputs, java.util.Set<String> copied) {
+            return allCaptured(exe) ? new Bare(exe, inputs, copied) : null;
+        }
+
+        void once() {
+            for (int k = 0; k < devIn.size(); k++) devIn.get(k).copyFromAsync(pinnedIn.get(k), exe.stream());
+            for (GraphExec g : exe.partitions()) g.launch(exe.stream());
+            for (int k = 0; k < devOut.size(); k++) devOut.get(k).copyToAsync(pinnedOut.get(k), exe.stream());
+        }
+
+        void sync() { exe.stream().synchronize(); }
+
+        @Override public void close() {
+            for (var b : pinnedIn) b.close();
+            for (var b : pinnedOut) b.close();
+            for (var b : devIn) b.close();
+            for (var b : devOut) b.close();
             run.release();
         }
     }
 
+    /** A call to time and how to wait for it. */
+    record Call(Runnable call, Runnable sync) {}
+
     /**
-     * Per-call times of the plan with its inputs already on the GPU (no host copies), in microseconds: each
-     * call's wall time from enqueue to completion with a synchronization after it (latency), then
-     * {@code iterations} calls back to back with one synchronization at the end (pipelined), and the host
-     * time to enqueue each of those calls.
+     * Several calls timed side by side, so that drift of the machine (clocks, other tenants) falls on all of them
+     * alike: each warmed until the JIT has compiled it (at least {@code warmup} calls and 0.5 s), then latency in
+     * alternating blocks of 50 calls, then pipelined one after the other. One {@link Timing} per call, in order.
      */
-    static Timing measure(CudaExecutable exe, Map<String, NDArray> inputs, int warmup, int iterations, boolean graphs) {
-        var run = new CudaExecutable.CudaRun(exe, inputs);
-        try {
-            run.stageInputs();
-            for (int i = 0; i < warmup; i++) run.executeSteps(graphs);
-            exe.stream().synchronize();
-            long[] wall = new long[iterations], enqueue = new long[iterations];
-            for (int i = 0; i < iterations; i++) {
-                long t0 = System.nanoTime();
-                run.executeSteps(graphs);
-                exe.stream().synchronize();
-                wall[i] = System.nanoTime() - t0;
+    static Timing[] sideBySide(int warmup, int iterations, Call... calls) {
+        for (Call c : calls) {
+            long warm = System.nanoTime();
+            for (int i = 0; i < 100_000 && (i < warmup || System.nanoTime() - warm < 500_000_000L); i++) {
+                c.call().run();
+                if (i % 32 == 31) c.sync().run(); // keep the launch queue short
             }
+            c.sync().run();
+        }
+        long[][] wall = new long[calls.length][iterations], enqueue = new long[calls.length][iterations];
+        for (int from = 0; from < iterations; from += 50)
+            for (int k = 0; k < calls.length; k++)
+                for (int i = from; i < Math.min(iterations, from + 50); i++) {
+                    long t0 = System.nanoTime();
+                    calls[k].call().run();
+                    calls[k].sync().run();
+                    wall[k][i] = System.nanoTime() - t0;
+                }
+        var out = new Timing[calls.length];
+        for (int k = 0; k < calls.length; k++) {
             long start = System.nanoTime();
             for (int i = 0; i < iterations; i++) {
                 long t0 = System.nanoTime();
-                run.executeSteps(graphs);
-                enqueue[i] = System.nanoTime() - t0;
+                calls[k].call().run();
+                enqueue[k][i] = System.nanoTime() - t0;
             }
-            exe.stream().synchronize();
-            return Timing.of(wall, (System.nanoTime() - start) / 1e3 / iterations, enqueue);
-        } finally {
-            run.release();
+            calls[k].sync().run();
+            out[k] = Timing.of(wall[k], (System.nanoTime() - start) / 1e3 / iterations, enqueue[k]);
         }
+        return out;
     }
 
-    /**
-     * Host time to enqueue one replay: through the plan ({@code executeSteps}) and, for comparison, bare
-     * {@code cudaGraphLaunch} calls of the same captured graphs, in microseconds. Null when some step with GPU
-     * work runs outside the captured partitions (then the two would not be the same work).
-     */
-    static Timing[] replayOverhead(CudaExecutable exe, Map<String, NDArray> inputs, int warmup, int iterations) {
-        var inPartition = new boolean[exe.plan().steps().size()];
+    /** Whether every step with GPU work is inside a captured partition. */
+    static boolean allCaptured(CudaExecutable exe) {
+        var steps = exe.plan().steps();
+        var inPartition = new boolean[steps.size()];
         for (var p : exe.plan().partitions()) for (int i = p.first(); i <= p.last(); i++) inPartition[i] = true;
         for (int i = 0; i < inPartition.length; i++)
-            if (!inPartition[i] && !(exe.plan().steps().get(i) instanceof Step.AllocPool || exe.plan().steps().get(i) instanceof Step.Place
-                    || exe.plan().steps().get(i) instanceof Step.Release)) return null;
-        var run = new CudaExecutable.CudaRun(exe, inputs);
-        try {
-            run.stageInputs();
-            for (int i = 0; i < warmup; i++) run.executeSteps(true);
-            exe.stream().synchronize();
-            long[] plan = new long[iterations], bare = new long[iterations];
-            for (int round = 0; round < 2; round++) {
-                long[] into = round == 0 ? bare : plan;
-                for (int i = 0; i < iterations; i++) {
-                    long t0 = System.nanoTime();
-                    if (round == 0) for (GraphExec g : exe.partitions()) g.launch(exe.stream());
-                    else run.executeSteps(true);
-                    into[i] = System.nanoTime() - t0;
-                    if (i % 32 == 31) exe.stream().synchronize(); // keep the launch queue short, so no launch waits for room
-                }
-                exe.stream().synchronize();
-            }
-            return new Timing[]{Timing.of(bare, Double.NaN, bare), Timing.of(plan, Double.NaN, plan)};
-        } finally {
-            run.release();
-        }
+            if (!inPartition[i] && !(steps.get(i) instanceof Step.AllocPool || steps.get(i) instanceof Step.Place || steps.get(i) instanceof Step.Release))
+                return false;
+        return true;
+    }
+
+    /** Per-call times of one call (see {@link #sideBySide}), in microseconds. */
+    static Timing ofCalls(Runnable call, Runnable sync, int warmup, int iterations) {
+        return sideBySide(warmup, iterations, new Call(call, sync))[0];
     }
 
     /** Microseconds: latency median and 10th/90th percentiles, pipelined per-call mean, median host enqueue time. */

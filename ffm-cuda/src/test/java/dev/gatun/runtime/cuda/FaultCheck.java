@@ -28,7 +28,7 @@ public final class FaultCheck {
         g.output("y", x.add(1).allReduce(SUM));
         var s = Session.compile(g.build(), CompileOptions.world(rv.worldSize()).timeout(Duration.ofSeconds(5)));
         var in = Map.of("x", NDArray.full(F32, rank, 64));
-        System.out.println("rank " + rank + ": first call y[0] = " + s.run(in).get("y").get(0));
+        System.out.println("rank " + rank + ": first call y[0] = " + s.runToHost(in).get("y").get(0));
         rv.barrier("first-call-done");
         if (rank == 1) {
             Thread.sleep(15_000);          // alive, but never joins the second call
@@ -38,7 +38,7 @@ public final class FaultCheck {
         }
         long t0 = System.nanoTime();
         try {
-            s.run(in);
+            s.runToHost(in);
             System.out.println("rank 0: FAILED: the second call returned although rank 1 never joined");
             System.out.flush();
             Runtime.getRuntime().halt(1);

@@ -9,7 +9,9 @@ import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.lower.Lowering;
 import dev.gatun.planner.Planner;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
 import dev.gatun.runtime.World;
 import dev.gatun.runtime.distributed.Rendezvous;
 
@@ -44,9 +46,10 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  * --sides 8,64,...      all-reduce shapes (side x side)
  * </pre>
  *
- * <p>Times are host wall microseconds per call with the inputs already on the GPU: "median" with a
- * synchronization after every call (latency), "pipelined" for calls back to back with one synchronization at the
- * end (the method of docs/DESIGN.md's reference figures).
+ * <p>Every figure is taken through the public API ({@code Session.run} with device arrays, {@code Session.synchronize})
+ * except the engine's floors it is set beside: bare launches of the captured graphs, and bare pinned copies. Times are
+ * host wall microseconds per call: "median" with a synchronization after every call (latency), "pipelined" for calls
+ * back to back with one synchronization at the end (the method of docs/DESIGN.md's reference figures).
  */
 public final class GpuSuite {
     private static final int WARMUP = 50;
@@ -131,7 +134,7 @@ public final class GpuSuite {
     void seeds(long[] sides) {
         for (long side : sides)
             run("seeds", "default", DType.F32, side + "x" + side, side * side * 4, seedsGraph(side), CompileOptions.world(world),
-                    Map.of("x", seedsInput(rank, side)), "d", seedsReference(world, side), 1e-5);
+                    Map.of("x", seedsInput(rank, side)), java.util.Set.of(), "d", seedsReference(world, side), 1e-5, true);
     }
 
     static Graph seedsGraph(long side) {
@@ -158,7 +161,8 @@ public final class GpuSuite {
     void mlp(int tokens) {
         int hidden = 4096;
         run("mlp", "default", DType.BF16, tokens + "x" + hidden, (long) tokens * hidden * 2, mlpGraph(world, tokens, hidden),
-                CompileOptions.world(world), mlpInputs(rank, world, tokens, hidden), "y", mlpReference(world, tokens, hidden, 4), 2e-2);
+                CompileOptions.world(world), mlpInputs(rank, world, tokens, hidden), java.util.Set.of("w1", "w2"), "y",
+                mlpReference(world, tokens, hidden, 4), 2e-2, true);
     }
 
     static Graph mlpGraph(int world, int tokens, int hidden) {
@@ -194,7 +198,7 @@ public final class GpuSuite {
 
     private record OverheadCase(String name, Graph graph, CompileOptions options, Map<String, NDArray> in) {}
 
-    /** Host time to enqueue one replay through the plan against the bare graph launch of the same captured graph. */
+    /** Host time to enqueue one call through {@code Session.run} (device inputs) against the bare launch of the same captured graphs. */
     void hostOverhead() {
         var g = Gatun.graph("allreduce");
         g.output("y", g.input("x", DType.F32, 8, 8).allReduce(SUM));
@@ -202,15 +206,19 @@ public final class GpuSuite {
                 new OverheadCase("seeds_local 64x64, 1 GPU", PointwiseBenchmark.seedsLocal(64), CompileOptions.world(1),
                         Map.of("x", NDArray.random(DType.F32, 3, 64, 64))),
                 new OverheadCase("all_reduce 8x8", g.build(), CompileOptions.world(world), Map.of("x", NDArray.random(DType.F32, 3 + rank, 8, 8))));
+        int n = Math.max(iters, 1000);
         for (OverheadCase c : cases) {
             // the one-GPU plan runs on rank 0 only; the collective on every rank
             if (c.options().worldSize() == 1 && rank != 0) continue;
-            try (var exe = executable(c.graph(), c.options())) {
-                var t = CudaTiming.replayOverhead(exe, c.in(), WARMUP, Math.max(iters, 1000));
-                if (t == null) continue;
+            try (var exe = executable(c.graph(), c.options()); var bare = CudaTiming.Bare.of(exe, c.in(), java.util.Set.of());
+                 var s = Session.compile(c.graph(), c.options().backend("cuda").timeout(Duration.ofSeconds(30)))) {
+                if (bare == null) continue;
+                var onDevice = new LinkedHashMap<String, DeviceArray>();
+                c.in().forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
+                var t = CudaTiming.sideBySide(WARMUP, n, new CudaTiming.Call(bare::once, bare::sync), new CudaTiming.Call(() -> s.run(onDevice), s::synchronize));
                 row("host_overhead", "graph_launch", DType.F32, c.name(), 0, t[0], null, null, null, "bare cudaGraphLaunch from Java (FFM)");
                 row("host_overhead", "gatun_replay", DType.F32, c.name(), 0, t[1], null, null, null,
-                        String.format(Locale.ROOT, "plan replay: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
+                        String.format(Locale.ROOT, "Session.run with device inputs: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
             }
         }
     }
@@ -219,21 +227,87 @@ public final class GpuSuite {
 
     private void run(String workload, String variant, DType t, String shape, long bytes, Graph graph, CompileOptions options,
                      Map<String, NDArray> in, String output, double[] ref, double tol) {
+        run(workload, variant, t, shape, bytes, graph, options, in, java.util.Set.of(), output, ref, tol, false);
+    }
+
+    /**
+     * One workload through the public API, each mode in a session of its own: inputs on the device ({@code toDevice}
+     * once; {@code bound} ones bound once), outputs left there, under replay and eagerly. With {@code roundTrip}, the
+     * host round trip too (host arrays in, host arrays out: ordinary ones, and page-locked ones from
+     * {@code allocateHost}) beside the engine's floors measured in the same run: bare replay of the captured graphs, and
+     * bare pinned copies around it.
+     */
+    private void run(String workload, String variant, DType t, String shape, long bytes, Graph graph, CompileOptions options,
+                     Map<String, NDArray> in, java.util.Set<String> bound, String output, double[] ref, double tol, boolean roundTrip) {
         String chosen = Lowering.lower(graph, options.lowering()).realizations().stream()
                 .map(r -> (r.algorithm() == null ? "identity" : r.algorithm().opName()) + (workload.equals("input_path") ? " " + r.path() : "")).distinct()
                 .reduce((a, b) -> a + "+" + b).orElse(null);
         var modes = new ArrayList<>(List.of("replay", "eager"));
-        try (var exe = executable(graph, options)) {
+        try {
             while (!modes.isEmpty()) {
                 boolean graphs = modes.getFirst().equals("replay");
-                var timing = CudaTiming.measure(exe, in, WARMUP, iters, graphs);
-                double err = relativeError(exe.run(List.of(in)).getFirst().get(output), ref);
-                row(workload, variant, t, shape, bytes, timing, modes.removeFirst(), err, err <= tol, chosen);
+                try (var s = Session.compile(graph, options.backend("cuda").timeout(Duration.ofSeconds(30)).cudaGraphs(graphs))) {
+                    var passed = new LinkedHashMap<String, NDArray>(in);
+                    for (String b : bound) s.bind(b, passed.remove(b));
+                    var onDevice = new LinkedHashMap<String, DeviceArray>();
+                    passed.forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
+                    var device = new CudaTiming.Call(() -> s.run(onDevice), s::synchronize);
+                    if (graphs && roundTrip) {
+                        hostRoundTrip(workload, variant, t, shape, bytes, graph, options, s, device, in, passed, output, ref, tol, chosen);
+                        modes.removeFirst();
+                        continue;
+                    }
+                    var timing = CudaTiming.ofCalls(device.call(), device.sync(), WARMUP, iters);
+                    double err = relativeError(s.runToHost(onDevice).get(output), ref);
+                    row(workload, variant, t, shape, bytes, timing, modes.removeFirst(), err, err <= tol, chosen);
+                }
             }
         } catch (RuntimeException e) {
             // recorded, not hidden; a failing rank makes its peers' collectives time out, so all ranks move on together
             for (String mode : modes) failed(workload, variant, t, shape, bytes, mode, e);
         }
+    }
+
+    /**
+     * Device-resident calls beside the bare replay of the same plan, and the host round trip (ordinary arrays, and
+     * page-locked ones from allocateHost) beside bare pinned copies around the bare replay: each pair timed side by
+     * side in one loop.
+     */
+    private void hostRoundTrip(String workload, String variant, DType t, String shape, long bytes, Graph graph, CompileOptions options,
+                               Session s, CudaTiming.Call device, Map<String, NDArray> in, Map<String, NDArray> passed, String output,
+                               double[] ref, double tol, String chosen) {
+        var pinnedIn = new LinkedHashMap<String, NDArray>();
+        passed.forEach((k, v) -> {
+            NDArray p = s.allocateHost(v.dtype(), v.shape());
+            p.segment().copyFrom(v.segment());
+            pinnedIn.put(k, p);
+        });
+        var pinnedOut = new LinkedHashMap<String, NDArray>();
+        s.run(pinnedIn).forEach((k, v) -> pinnedOut.put(k, s.allocateHost(v.dtype(), v.shape())));
+        var pinned = new CudaTiming.Call(() -> s.run(pinnedIn).forEach((k, v) -> v.copyTo(pinnedOut.get(k))), () -> {});
+        var plain = new CudaTiming.Call(() -> s.runToHost(passed), () -> {});
+        try (var exe = executable(graph, options); var bare = CudaTiming.Bare.of(exe, in, java.util.Set.of());
+             var bareCopies = CudaTiming.Bare.of(exe, in, passed.keySet())) {
+            CudaTiming.Timing[] x;
+            if (bare == null) {
+                x = new CudaTiming.Timing[]{CudaTiming.ofCalls(device.call(), device.sync(), WARMUP, iters), null};
+            } else {
+                x = CudaTiming.sideBySide(WARMUP, iters, device, new CudaTiming.Call(bare::once, bare::sync));
+            }
+            double err = relativeError(s.runToHost(passed).get(output), ref);
+            row(workload, variant, t, shape, bytes, x[0], "replay", err, err <= tol, chosen);
+            if (x[1] != null) row(workload, variant + "/engine", t, shape, bytes, x[1], "replay", null, null, "bare cudaGraphLaunch of the captured graphs");
+            var h = bareCopies == null ? new CudaTiming.Timing[]{CudaTiming.ofCalls(pinned.call(), pinned.sync(), WARMUP, iters), null}
+                    : CudaTiming.sideBySide(WARMUP, iters, pinned, new CudaTiming.Call(bareCopies::once, bareCopies::sync));
+            pinned.call().run();
+            err = relativeError(pinnedOut.get(output), ref);
+            row(workload, variant + "/host_pinned", t, shape, bytes, h[0], "replay", err, err <= tol, chosen + "; allocateHost arrays in and out");
+            if (h[1] != null) row(workload, variant + "/engine_pinned_copies", t, shape, bytes, h[1], "replay", null, null,
+                    "bare pinned H2D + cudaGraphLaunch + pinned D2H");
+        }
+        var p = CudaTiming.ofCalls(plain.call(), plain.sync(), WARMUP, iters);
+        double err = relativeError(s.runToHost(passed).get(output), ref);
+        row(workload, variant + "/host", t, shape, bytes, p, "replay", err, err <= tol, chosen + "; NDArray in, runToHost out");
     }
 
     private CudaExecutable executable(Graph g, CompileOptions options) {

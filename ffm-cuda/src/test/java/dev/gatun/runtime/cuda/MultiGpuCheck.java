@@ -136,7 +136,7 @@ public final class MultiGpuCheck {
         var g = Gatun.graph("local").world(world);
         g.output("y", g.input("x", F32, 4, 4).mul(3));
         try (var s = Session.compile(g.build(), opts())) {
-            for (float v : s.run(Map.of("x", NDArray.full(F32, rank, 4, 4))).get("y").toFloatArray())
+            for (float v : s.runToHost(Map.of("x", NDArray.full(F32, rank, 4, 4))).get("y").toFloatArray())
                 check(v == 3f * rank, "local graph: " + v);
         }
         System.out.println("rank " + rank + ": ALL CHECKS PASSED (" + ranksPerGpu + " ranks per GPU as processes without MPS:"
@@ -169,7 +169,7 @@ public final class MultiGpuCheck {
                 var in = Map.of("x", NDArray.full(F32, rank + 1, 4, 4));
                 int calls = graphs ? 1000 : 20;
                 for (int i = 0; i < calls; i++) {
-                    var d = s.run(in).get("d").toFloatArray();
+                    var d = s.runToHost(in).get("d").toFloatArray();
                     for (float v : d) check(v == want, "seeds call " + i + " graphs=" + graphs + ": d = " + v + ", want " + want);
                 }
                 System.out.println("rank " + rank + ": seeds d = " + (long) want + " on " + calls + " calls, cuda graphs " + (graphs ? "on (replays)" : "off"));
@@ -198,7 +198,7 @@ public final class MultiGpuCheck {
             check(s.plan().toString().contains("all_reduce.nccl"), "symbolic all-reduce is not NCCL:\n" + s.plan());
             for (int n : new int[]{3, 7, 1}) {
                 float want = 2f * world * (world + 1) / 2;
-                for (float v : s.run(Map.of("x", NDArray.full(F32, rank + 1, n, 4))).get("y").toFloatArray())
+                for (float v : s.runToHost(Map.of("x", NDArray.full(F32, rank + 1, n, 4))).get("y").toFloatArray())
                     check(v == want, "dynamic n=" + n + ": " + v + " != " + want);
             }
         }
@@ -239,7 +239,7 @@ public final class MultiGpuCheck {
             var want = ReferenceInterpreter.evaluate(g, in).get(rank);
             for (boolean graphs : new boolean[]{false, true}) {
                 try (var s = Session.compile(g, opts().cudaGraphs(graphs))) {
-                    var got = s.run(in.get(rank));
+                    var got = s.runToHost(in.get(rank));
                     compare(what + " seed " + seed + " graphs " + graphs, want, got);
                     sameOnEveryRank(what + " " + seed + " " + graphs, g, got);
                     compared++;
@@ -276,7 +276,7 @@ public final class MultiGpuCheck {
                     var in = Map.of("x", NDArray.random(t, 100 + rank, side, side));
                     try (var s = Session.compile(g.build(), opts().forceAllReduce(a))) {
                         for (int call = 0; call < 3; call++) { // the first call captures, later ones replay
-                            var got = s.run(in);
+                            var got = s.runToHost(in);
                             var ref = ReferenceInterpreter.evaluate(g.build(), allRanks(t, side)).get(rank);
                             compare(a + " " + t + " " + side + " call " + call, ref, got);
                             sameOnEveryRank(a + " " + t + " " + side + " call " + call, g.build(), got);
@@ -317,7 +317,7 @@ public final class MultiGpuCheck {
                 int n = 8 << i;
                 float v = (c % 5) + rank;
                 if (random.nextInt(3) == 0) Thread.sleep(random.nextInt(3));
-                var got = sessions.get(i).run(Map.of("x", NDArray.full(F32, v, n, n)));
+                var got = sessions.get(i).runToHost(Map.of("x", NDArray.full(F32, v, n, n)));
                 var all = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < world; r++) all.add(Map.of("x", NDArray.full(F32, (c % 5) + r, n, n)));
                 compare("stress call " + c, ReferenceInterpreter.evaluate(graphs.get(i), all).get(rank), got);

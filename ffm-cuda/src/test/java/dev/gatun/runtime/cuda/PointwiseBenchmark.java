@@ -8,13 +8,10 @@ import dev.gatun.cuda.Stream;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.planner.Planner;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 
-import java.util.Arrays;
 import java.util.Locale;
 import java.util.Map;
 
@@ -23,9 +20,10 @@ import static dev.gatun.ir.DType.F32;
 /**
  * The CUDA backend's benchmark command (not a test): a chain of 20 cheap pointwise ops (mul, add, maximum, abs,
  * sub) on 2^24 float32 elements and
- * the seeds' graph without collectives, each with and without CUDA graphs, timed on the device (events, inputs
- * already staged) and per host call; achieved bandwidth is compared with a device-to-device copy measured in
- * the same run. Medians over the given number of runs.
+ * the seeds' graph without collectives, each with and without CUDA graphs, timed through the public API: per call
+ * with the input on the device (calls back to back, one synchronization), the time a call takes to return, and the
+ * host round trip ({@code runToHost} of a host array, median); achieved bandwidth is compared with a
+ * device-to-device copy measured in the same run.
  *
  * <p>Arguments: [log2 elements, default 24] [iterations, default 200].
  */
@@ -72,7 +70,7 @@ public final class PointwiseBenchmark {
             copyGBs = copyBandwidth(d, n * 4, iters);
         }
         System.out.printf(Locale.ROOT, "GPU %s; device-to-device copy of %d MiB: %.0f GB/s (read + write)%n", gpu, n * 4 >> 20, copyGBs);
-        System.out.printf(Locale.ROOT, "%-28s %-7s %12s %12s %10s %10s %12s%n", "workload", "graphs", "device us", "launch us", "GB/s", "of copy", "host call us");
+        System.out.printf(Locale.ROOT, "%-28s %-7s %12s %12s %10s %10s %12s%n", "workload", "graphs", "per call us", "enqueue us", "GB/s", "of copy", "host trip us");
         long side = 1L << (log2 / 2);
         measure("chain of 20 pointwise", chain(n), Map.of("x", NDArray.random(F32, 1, n)), 2.0 * n * 4, iters, copyGBs);
         measure("seeds without collectives", seedsLocal(side), Map.of("x", NDArray.random(F32, 2, side, side)), 2.0 * side * side * 4, iters, copyGBs);
@@ -81,27 +79,16 @@ public final class PointwiseBenchmark {
     private static void measure(String name, Graph g, Map<String, NDArray> inputs, double bytes, int iters, double copyGBs) {
         for (boolean graphs : new boolean[]{false, true}) {
             var options = CompileOptions.world(1).backend("cuda").cudaGraphs(graphs);
-            var plan = Planner.plan(Lowering.lower(g, options.lowering()), options.planning().withCommGranularity(CudaBackend.GRANULARITY));
-            double[][] t;
-            try (var exe = new CudaExecutable(plan, options, 0)) {
-                t = CudaTiming.timeDevice(exe, inputs, 20, iters);
-            }
-            double devUs = t[0][iters / 2] * 1e3, hostUs = t[1][iters / 2] * 1e3;
-            double gbs = bytes / (devUs * 1e-6) / 1e9;
-            double callUs;
             try (var s = Session.compile(g, options)) {
-                for (int i = 0; i < 5; i++) s.run(inputs);
-                long[] calls = new long[Math.max(10, iters / 10)];
-                for (int i = 0; i < calls.length; i++) {
-                    long t0 = System.nanoTime();
-                    s.run(inputs);
-                    calls[i] = System.nanoTime() - t0;
-                }
-                Arrays.sort(calls);
-                callUs = calls[calls.length / 2] / 1e3;
+                // through the public API: inputs on the device once, outputs left there
+                var onDevice = new java.util.LinkedHashMap<String, dev.gatun.runtime.DeviceArray>();
+                inputs.forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
+                var t = CudaTiming.ofCalls(() -> s.run(onDevice), s::synchronize, 20, iters);
+                var host = CudaTiming.ofCalls(() -> s.runToHost(inputs), () -> {}, 5, Math.max(10, iters / 10));
+                double gbs = bytes / (t.pipelined() * 1e-6) / 1e9;
+                System.out.printf(Locale.ROOT, "%-28s %-7s %12.1f %12.1f %10.0f %9.0f%% %12.1f%n", name, graphs ? "on" : "off", t.pipelined(),
+                        t.enqueue(), gbs, 100 * gbs / copyGBs, host.median());
             }
-            System.out.printf(Locale.ROOT, "%-28s %-7s %12.1f %12.1f %10.0f %9.0f%% %12.1f%n", name, graphs ? "on" : "off", devUs, hostUs, gbs,
-                    100 * gbs / copyGBs, callUs);
         }
     }
 
@@ -119,7 +106,7 @@ public final class PointwiseBenchmark {
                 end.synchronize();
                 ms[i] = Event.elapsedMillis(start, end);
             }
-            Arrays.sort(ms);
+            java.util.Arrays.sort(ms);
             return 2.0 * bytes / (ms[iters / 2] * 1e-3) / 1e9;
         }
     }

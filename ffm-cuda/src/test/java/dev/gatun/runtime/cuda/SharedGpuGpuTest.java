@@ -48,7 +48,7 @@ class SharedGpuGpuTest {
                 try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(world, rv).cudaGraphs(replay))) {
                     assertThat(s.backendName()).isEqualTo("cuda");
                     for (int i = 0; i < 50; i++)
-                        assertThat(s.run(Map.of("x", NDArray.full(F32, rank + 1, 8, 8))).get("d").toFloatArray()).containsOnly((float) want);
+                        assertThat(s.runToHost(Map.of("x", NDArray.full(F32, rank + 1, 8, 8))).get("d").toFloatArray()).containsOnly((float) want);
                 }
             }
             for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT}) {
@@ -67,7 +67,7 @@ class SharedGpuGpuTest {
                 try (var s = Session.compile(graph, shared(world, rv).forceAllReduce(a))) {
                     assertThat(s.plan().steps()).noneMatch(st -> st instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL);
                     for (int call = 0; call < 3; call++) {
-                        var got = s.run(all.get(rank));
+                        var got = s.runToHost(all.get(rank));
                         for (var e : ref.entrySet())
                             assertThat(e.getValue().mismatch(got.get(e.getKey()), 3e-2, 3e-2)).as("%s rank %d %s", a, rank, e.getKey()).isNull();
                     }
@@ -84,7 +84,7 @@ class SharedGpuGpuTest {
                 }
                 var want2 = ReferenceInterpreter.evaluate(g, in).get(rank);
                 try (var s = Session.compile(g, shared(world, rv))) {
-                    MultiGpuCheck.compare("shared seed " + seed, want2, s.run(in.get(rank)));
+                    MultiGpuCheck.compare("shared seed " + seed, want2, s.runToHost(in.get(rank)));
                 }
             }
         });
@@ -103,7 +103,7 @@ class SharedGpuGpuTest {
             for (boolean replay : new boolean[]{false, true}) {
                 try (var s = Session.compile(g.build(), shared(4, rv).cudaGraphs(replay))) {
                     for (int call = 0; call < 20; call++) {
-                        var out = s.run(Map.of("x", NDArray.full(F32, rank + 1, 64)));
+                        var out = s.runToHost(Map.of("x", NDArray.full(F32, rank + 1, 64)));
                         // tp slices {0,1}, {2,3} sum 10x to 30 and 70; plus own x; dp slices {0,2}, {1,3}: 104 and 106
                         assertThat(out.get("y").toFloatArray()).containsOnly(rank % 2 == 0 ? 104f : 106f);
                         assertThat(out.get("rs").toFloatArray()).hasSize(32).containsOnly(rank < 2 ? 3f : 7f);
@@ -123,7 +123,7 @@ class SharedGpuGpuTest {
                 }
                 var want = ReferenceInterpreter.evaluate(rg, in).get(rank);
                 try (var s = Session.compile(rg, shared(4, rv))) {
-                    MultiGpuCheck.compare("mesh seed " + seed, want, s.run(in.get(rank)));
+                    MultiGpuCheck.compare("mesh seed " + seed, want, s.runToHost(in.get(rank)));
                 }
             }
         });
@@ -139,7 +139,7 @@ class SharedGpuGpuTest {
             int rank = rv.rank();
             var in = Map.of("x", NDArray.full(F32, rank + 1, 8, 8));
             try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(2, rv).timeout(java.time.Duration.ofSeconds(60)))) {
-                assertThat(s.run(in).get("d").toFloatArray()).containsOnly(42f); // both ranks: captured, warm
+                assertThat(s.runToHost(in).get("d").toFloatArray()).containsOnly(42f); // both ranks: captured, warm
                 rv.barrier("warm");
                 if (rank == 0) {
                     var abortLater = Thread.ofPlatform().start(() -> {
@@ -151,16 +151,16 @@ class SharedGpuGpuTest {
                         s.abort();
                     });
                     long t0 = System.nanoTime();
-                    assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
+                    assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
                     assertThat(System.nanoTime() - t0).as("stopped by the abort, not the timeout").isLessThan(java.time.Duration.ofSeconds(10).toNanos());
                     abortLater.join();
                 }
                 rv.barrier("aborted");
-                assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
+                assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("aborted");
             }
             // no trap, no sticky error: the GPU runs the next session right
             try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(2, rv))) {
-                for (int i = 0; i < 10; i++) assertThat(s.run(in).get("d").toFloatArray()).containsOnly(42f);
+                for (int i = 0; i < 10; i++) assertThat(s.runToHost(in).get("d").toFloatArray()).containsOnly(42f);
             }
         });
     }
@@ -172,7 +172,7 @@ class SharedGpuGpuTest {
         try {
             LocalWorld.run(gpus + 1, rv -> {
                 try (var s = Session.compile(MultiGpuCheck.seedsGraph(4), CompileOptions.world(gpus + 1).rank(rv).backend("cuda"))) {
-                    s.run(Map.of("x", NDArray.full(F32, 1, 4, 4)));
+                    s.runToHost(Map.of("x", NDArray.full(F32, 1, 4, 4)));
                 } catch (GatunRuntimeException e) {
                     errors.add(e);
                     throw e;

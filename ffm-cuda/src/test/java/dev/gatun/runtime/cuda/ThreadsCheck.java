@@ -31,7 +31,7 @@ public final class ThreadsCheck {
                 try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), CompileOptions.world(world).rank(rv).cudaGraphs(replay))) {
                     if (!s.backendName().equals("cuda")) throw new AssertionError("backend " + s.backendName());
                     for (int i = 0; i < 100; i++)
-                        for (float v : s.run(Map.of("x", NDArray.full(F32, rank + 1, 8, 8))).get("d").toFloatArray())
+                        for (float v : s.runToHost(Map.of("x", NDArray.full(F32, rank + 1, 8, 8))).get("d").toFloatArray())
                             if (v != want) throw new AssertionError("rank " + rank + ": d = " + v + ", want " + want);
                 }
             }
@@ -45,7 +45,7 @@ public final class ThreadsCheck {
                 }
                 var want2 = ReferenceInterpreter.evaluate(g, in).get(rank);
                 try (var s = Session.compile(g, CompileOptions.world(world).rank(rv))) {
-                    MultiGpuCheck.compare("threads seed " + seed, want2, s.run(in.get(rank)));
+                    MultiGpuCheck.compare("threads seed " + seed, want2, s.runToHost(in.get(rank)));
                 }
             }
             System.out.println("rank " + rank + " (thread): seeds d = " + (long) want + " over 200 calls, " + graphs + " random graphs match");

@@ -7,7 +7,9 @@ import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
 import dev.gatun.planner.Step;
 import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.Elements;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
@@ -50,6 +52,14 @@ final class HostExecutable implements Executable {
     private final ExecutorService threads;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicLong calls = new AtomicLong();
+    /** Memory this executable owns for arrays (toDevice, copies, bound host arrays): freed when it closes. */
+    final java.util.Set<HostMemory> owned = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** bound[rank]: the inputs bound once for every call. */
+    private final List<Map<String, DeviceArray>> bound = new ArrayList<>();
+    /** callMemory[rank]: the last call's dynamic storage and input copies, kept while its outputs may be read. */
+    private final Arena[] callMemory;
+    /** Counts calls; an output of call g may be used while this is still g. */
+    private volatile long generation;
 
     HostExecutable(Plan plan, CompileOptions options) {
         this.plan = plan;
@@ -66,19 +76,23 @@ final class HostExecutable implements Executable {
             }
             writeConstants(r);
         }
+        for (int r = 0; r < world; r++) bound.add(new HashMap<>());
+        this.callMemory = new Arena[world];
         threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
         // a session dropped without close() still gives its rank threads and memory back once it is unreachable
-        this.cleanup = CLEANER.register(this, new Release(threads, arena));
+        this.cleanup = CLEANER.register(this, new Release(threads, arena, owned, callMemory));
     }
 
     private static final java.lang.ref.Cleaner CLEANER = java.lang.ref.Cleaner.create(Thread.ofPlatform().name("gatun-host-cleaner").daemon(true).factory());
     private final java.lang.ref.Cleaner.Cleanable cleanup;
 
     /** What closing releases; holds no reference to the executable, so the executable can become unreachable. */
-    private record Release(ExecutorService threads, Arena arena) implements Runnable {
+    private record Release(ExecutorService threads, Arena arena, java.util.Set<HostMemory> owned, Arena[] callMemory) implements Runnable {
         @Override public void run() {
             threads.shutdownNow();
             arena.close();
+            for (HostMemory m : List.copyOf(owned)) m.close();
+            for (Arena a : callMemory) if (a != null) a.close();
         }
     }
 
@@ -109,19 +123,63 @@ final class HostExecutable implements Executable {
 
     @Override public List<Integer> ranks() { return java.util.stream.IntStream.range(0, world).boxed().toList(); }
 
-    @Override public List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank) {
+    @Override public String device(int rankIndex) { return "host"; }
+
+    @Override public DeviceArray toDevice(int rankIndex, NDArray host) {
+        HostMemory m = HostMemory.allocate(host.byteSize(), owned);
+        m.write(0, host.segment(), host.byteSize());
+        return DeviceArray.owned(host.dtype(), host.shape(), m, "array copied to the host backend by toDevice");
+    }
+
+    @Override public DeviceArray wrap(int rankIndex, long address, DType dtype, long[] shape, Runnable release) {
+        long n = 1;
+        for (long d : shape) {
+            if (d < 0) throw new GatunRuntimeException("wrap: negative dimension in shape " + java.util.Arrays.toString(shape));
+            n = Math.multiplyExact(n, d);
+        }
+        long bytes = Math.multiplyExact(n, dtype.byteSize());
+        var m = HostMemory.wrapped(MemorySegment.ofAddress(address).reinterpret(Math.max(1, bytes)), owned, release);
+        return DeviceArray.borrowed(dtype, shape, m, "wrapped memory at 0x" + Long.toHexString(address));
+    }
+
+    /** The value is copied into memory of this executable's own (a snapshot), which a later bind or close frees. */
+    @Override public void bind(int rankIndex, String input, ArrayLike value) {
+        DeviceArray copy = switch (value) {
+            case null -> null;
+            case NDArray n -> toDevice(rankIndex, n);
+            case DeviceArray d -> toDevice(rankIndex, d.toHost());
+        };
+        DeviceArray old = copy == null ? bound.get(rankIndex).remove(input) : bound.get(rankIndex).put(input, copy);
+        if (old != null) old.close();
+    }
+
+    @Override public NDArray allocateHost(int rankIndex, DType dtype, long[] shape) { return NDArray.zeros(dtype, shape); }
+
+    @Override public List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> given) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         if (unusable != null) throw new GatunRuntimeException("plan '" + plan.name() + "' cannot run again: " + unusable + "; close the session and compile a new one");
+        // inputs are resolved before the last call's memory goes: one of its outputs may be an input of this call
+        var inputsPerRank = new ArrayList<Inputs>();
+        var memory = new Arena[world];
+        for (int r = 0; r < world; r++) {
+            memory[r] = Arena.ofShared();
+            inputsPerRank.add(resolveInputs(r, given.get(r), memory[r]));
+        }
+        for (int r = 0; r < world; r++) {
+            if (callMemory[r] != null) callMemory[r].close();
+            callMemory[r] = memory[r];
+        }
+        long call = ++generation;
         var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());
         current = hw;
         if (aborted) hw.fail(-1, new HostWorld.Stopped("aborted"));
-        var futures = new ArrayList<Future<Map<String, NDArray>>>();
+        var futures = new ArrayList<Future<Map<String, DeviceArray>>>();
         var finished = new java.util.concurrent.atomic.AtomicIntegerArray(world);
         for (int r = 0; r < world; r++) {
             int rank = r;
             futures.add(threads.submit(() -> {
                 try {
-                    return new RankRun(this, hw, rank, inputsPerRank.get(rank)).run();
+                    return new RankRun(this, hw, rank, inputsPerRank.get(rank), memory[rank], call).run();
                 } catch (Throwable t) {
                     hw.fail(rank, t);
                     throw t;
@@ -130,11 +188,11 @@ final class HostExecutable implements Executable {
                 }
             }));
         }
-        var out = new ArrayList<Map<String, NDArray>>();
+        var out = new ArrayList<Map<String, DeviceArray>>();
         var stuck = new ArrayList<Integer>();
         long stopBy = 0;
         for (int r = 0; r < world; r++) {
-            Future<Map<String, NDArray>> f = futures.get(r);
+            Future<Map<String, DeviceArray>> f = futures.get(r);
             try {
                 while (!f.isDone()) {
                     // once a rank failed, the others get a short grace to stop; a rank still busy after it is left behind
@@ -175,6 +233,39 @@ final class HostExecutable implements Executable {
         return out;
     }
 
+    /**
+     * Each input's memory for one rank's call, by buffer id: a host array or a contiguous device array is read where it
+     * is; a strided view, or memory this executable writes during the call (one of its own outputs), is copied first.
+     */
+    private Inputs resolveInputs(int rank, Map<String, ? extends ArrayLike> given, Arena memory) {
+        var seg = new MemorySegment[plan.buffers().size()];
+        var env = new HashMap<String, Long>();
+        for (PlanBuffer in : plan.inputs()) {
+            ArrayLike a = given.get(in.input());
+            if (a == null) a = bound.get(rank).get(in.input());
+            if (a == null) throw new GatunRuntimeException("plan '" + plan.name() + "' rank " + rank + ": input '" + in.input() + "' was neither passed nor bound");
+            long[] shape = a.shape();
+            for (int d = 0; d < shape.length; d++)
+                if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
+            seg[in.id()] = switch (a) {
+                case NDArray n -> n.segment();
+                case DeviceArray d -> {
+                    d.checkUsable("input '" + in.input() + "'");
+                    HostMemory m = (HostMemory) d.memory();
+                    if (d.isContiguous() && m.pool != this)
+                        yield m.segment.asSlice(d.offset() * d.dtype().byteSize(), d.byteSize());
+                    MemorySegment copy = memory.allocate(Math.max(1, d.byteSize()), 128);
+                    d.copyTo(NDArray.wrap(d.dtype(), copy, d.shape()));
+                    yield copy;
+                }
+            };
+        }
+        return new Inputs(seg, env);
+    }
+
+    /** One rank's inputs for a call: memory by buffer id, and the symbols their shapes bind. */
+    record Inputs(MemorySegment[] memory, Map<String, Long> env) {}
+
     /** The call in flight (or the last one). */
     private volatile HostWorld current;
     private volatile boolean aborted;
@@ -208,8 +299,21 @@ final class HostExecutable implements Executable {
                 + (world > 1 ? "; the other ranks stopped" : "") + left, c);
     }
 
+    boolean isClosed() { return closed.get(); }
+
+    /** Calls on the host backend are done when they return. */
+    @Override public void synchronize() {}
+
     @Override public void close() {
         if (closed.compareAndSet(false, true)) cleanup.clean();
+    }
+
+    /** Why an output of call {@code call} may no longer be used, or null. */
+    String expired(long call) {
+        if (closed.get()) return "belongs to a closed session";
+        long now = generation;
+        return now == call ? null : "was overwritten by a later call of plan '" + plan.name() + "' (it is from call " + call + ", the session has run "
+                + now + "); copy() an output to keep it past the next call";
     }
 
     /** For tests: called with every step each rank runs, in the order it runs them. */
@@ -221,36 +325,36 @@ final class HostExecutable implements Executable {
         private final Plan plan;
         private final HostWorld world;
         private final int rank;
-        private final Map<String, NDArray> inputs;
+        /** inputs[buffer id]: each input's memory for this call. */
+        private final MemorySegment[] inputs;
+        private final Inputs given;
         /** storage[buffer id]: the memory of every storage this call has. */
         private final MemorySegment[] storage;
         private final Map<String, Long> env = new HashMap<>();
-        private Arena dynamic;
+        /** Dynamic storage: kept until the next call, since outputs may live there. */
+        private final Arena dynamic;
+        private final long call;
 
-        RankRun(HostExecutable exe, HostWorld world, int rank, Map<String, NDArray> inputs) {
+        RankRun(HostExecutable exe, HostWorld world, int rank, Inputs inputs, Arena dynamic, long call) {
             this.exe = exe;
             this.plan = exe.plan;
             this.world = world;
             this.rank = rank;
-            this.inputs = inputs;
+            this.given = inputs;
+            this.inputs = inputs.memory();
+            this.dynamic = dynamic;
+            this.call = call;
             this.storage = exe.placed[rank].clone();
         }
 
-        Map<String, NDArray> run() {
-            for (PlanBuffer in : plan.inputs()) {
-                NDArray a = inputs.get(in.input());
-                long[] shape = a.shape();
-                for (int d = 0; d < shape.length; d++)
-                    if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
-                if (in.placement() == null) storage[in.id()] = a.segment();
-            }
-            try (Arena arena = Arena.ofConfined()) {
-                dynamic = arena;
-                StepLoop.run(plan, this, false);
-                var out = new LinkedHashMap<String, NDArray>();
-                plan.outputs().forEach((name, buf) -> out.put(name, readOut(buf)));
-                return out;
-            }
+        Map<String, DeviceArray> run() {
+            env.putAll(given.env());
+            for (PlanBuffer in : plan.inputs())
+                if (in.placement() == null) storage[in.id()] = inputs[in.id()];
+            StepLoop.run(plan, this, false);
+            var out = new LinkedHashMap<String, DeviceArray>();
+            plan.outputs().forEach((name, buf) -> out.put(name, readOut(name, buf)));
+            return out;
         }
 
         @Override public void before(int index, Step step) {
@@ -264,7 +368,7 @@ final class HostExecutable implements Executable {
 
         @Override public void copyIn(Step.CopyIn c) { copyIn(c.buffer()); }
 
-        private void copyIn(PlanBuffer b) { MemorySegment.copy(inputs.get(b.input()).segment(), 0, storage[b.id()], 0, bytes(b)); }
+        private void copyIn(PlanBuffer b) { MemorySegment.copy(inputs[b.id()], 0, storage[b.id()], 0, bytes(b)); }
 
         @Override public void launch(Step.Launch l) { launch(l.kernel()); }
 
@@ -326,10 +430,13 @@ final class HostExecutable implements Executable {
             return exe.placed(peer, b.storage());
         }
 
-        /** An output as a fresh row-major array (views are read through their strides). */
-        private NDArray readOut(PlanBuffer b) {
-            return NDArray.gather(storage[b.storage().id()], b.dtype(), b.shape().sizes(env), b.offset().eval(env),
-                    KernelInterpreter.eval(b.strides(), env));
+        /** An output as a view of this call's memory, valid until the next call. */
+        private DeviceArray readOut(String name, PlanBuffer b) {
+            long call = this.call;
+            HostExecutable exe = this.exe;
+            return DeviceArray.view(b.dtype(), b.shape().sizes(env), KernelInterpreter.eval(b.strides(), env), b.offset().eval(env),
+                    HostMemory.borrowed(storage[b.storage().id()], exe), () -> exe.expired(call),
+                    "output '" + name + "' of plan '" + plan.name() + "'" + (exe.world > 1 ? " rank " + rank : "") + ", call " + call);
         }
     }
 }

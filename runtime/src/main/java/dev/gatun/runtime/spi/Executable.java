@@ -1,17 +1,48 @@
 package dev.gatun.runtime.spi;
 
+import dev.gatun.ir.DType;
+import dev.gatun.runtime.ArrayLike;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.NDArray;
 
 import java.util.List;
 import java.util.Map;
 
-/** A plan loaded on a backend: pools allocated, kernels ready. Closing releases everything; it is idempotent. */
+/**
+ * A plan loaded on a backend: pools allocated, kernels ready. Ranks are addressed by their index in {@link #ranks()}.
+ * Closing releases everything, the arrays it owns included; it is idempotent.
+ */
 public interface Executable extends AutoCloseable {
     /** The ranks this process drives, in the order {@link #run} takes them: all of them, or its own one. */
     List<Integer> ranks();
 
-    /** Runs every rank this process drives; inputs and outputs per rank. Inputs are already validated. */
-    List<Map<String, NDArray>> run(List<Map<String, NDArray>> inputsPerRank);
+    /** Where a rank's arrays live: "cuda:0", "host". */
+    String device(int rankIndex);
+
+    /**
+     * Runs every rank this process drives. Inputs are validated and hold every unbound input; bound ones are the
+     * executable's. Outputs are views of the executable's memory, valid until its next call; the call may still be in
+     * flight on the device when this returns (an output's memory orders reads after it).
+     */
+    List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank);
+
+    /**
+     * Binds {@code input} for every later call of one rank, or unbinds it (null): the value is copied now into memory the
+     * executable keeps resident, so later changes to it are not seen.
+     */
+    void bind(int rankIndex, String input, ArrayLike value);
+
+    /** A copy of {@code host} in memory of the rank's device that the executable owns until the array or it is closed. */
+    DeviceArray toDevice(int rankIndex, NDArray host);
+
+    /** A zeroed host array the rank's device transfers to and from at full speed (pinned), freed on close. */
+    NDArray allocateHost(int rankIndex, DType dtype, long[] shape);
+
+    /** Views memory the caller allocated on the rank's device; {@code release} (or nothing, if null) runs on close. */
+    DeviceArray wrap(int rankIndex, long address, DType dtype, long[] shape, Runnable release);
+
+    /** Waits until the work this executable queued on its devices (calls, copies) is done. */
+    void synchronize();
 
     /**
      * Stops a call in flight on every rank this process drives, promptly, as {@code ncclCommAbort} does: its ranks

@@ -14,7 +14,7 @@ class HostScaleBenchSmokeTest {
         var in = HostScaleBench.inputs();
         double[][][] want = HostScaleBench.reference(layers, in);
         try (var s = Session.compile(HostScaleBench.ladder(layers), CompileOptions.world(HostScaleBench.WORLD).backend("host"))) {
-            var out = s.run(in);
+            var out = s.runToHost(in);
             for (int r = 0; r < HostScaleBench.WORLD; r++)
                 for (int k = 0; k < 2; k++)
                     for (int i = 0; i < 64; i++)

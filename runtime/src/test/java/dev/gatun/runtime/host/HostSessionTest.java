@@ -45,7 +45,7 @@ class HostSessionTest {
         g.output("z", x.slice(1, 0, 1).abs().add(1).rsqrt());
         var in = NDArray.random(F32, 5, 4, 8);
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
-            var out = s.run(Map.of("x", in));
+            var out = s.runToHost(Map.of("x", in));
             for (int r = 0; r < 4; r++) {
                 double sum = 0;
                 for (int c = 0; c < 8; c++) sum += in.get(r * 8 + c);
@@ -63,7 +63,7 @@ class HostSessionTest {
         g.output("r", x.add(1).mul(x.add(1)).sum(1));
         var in = NDArray.random(F32, 3, 4, 8);
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
-            var out = s.run(Map.of("x", in));
+            var out = s.runToHost(Map.of("x", in));
             double y = 0;
             for (int i = 0; i < 32; i++) y += (in.get(i) + 1 - 2) * 3;
             assertThat(out.get("y").get(0)).isCloseTo(y, org.assertj.core.data.Offset.offset(1e-3));
@@ -85,7 +85,7 @@ class HostSessionTest {
         var bs = NDArray.random(F32, 4, 8);
         var cs = NDArray.random(F32, 5, 8);
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
-            var out = s.run(Map.of("b", bs, "c", cs));
+            var out = s.runToHost(Map.of("b", bs, "c", cs));
             for (int i = 0; i < 8; i++) {
                 double sb = Math.sin(bs.get(i)), sc = Math.sin(cs.get(i)), cc = Math.cos(cs.get(i));
                 assertThat(out.get("y").get(i)).isCloseTo(sb + sc, org.assertj.core.data.Offset.offset(1e-5));
@@ -105,7 +105,7 @@ class HostSessionTest {
         try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
             assertThat(s.plan().toString()).contains("in place of");
             for (int call = 0; call < 2; call++) {
-                var y = s.run(Map.of("x", xs, "w", ws)).get("y");
+                var y = s.runToHost(Map.of("x", xs, "w", ws)).get("y");
                 for (int i = 0; i < 3; i++)
                     for (int j = 0; j < 4; j++) {
                         double acc = 0;
@@ -122,7 +122,7 @@ class HostSessionTest {
             assertThat(s.backendName()).isEqualTo("host");
             assertThat(s.plan().toString()).contains("alloc_symmetric(192 B");
             for (int call = 0; call < 3; call++) {
-                var out = s.run(rankPlusOne(2, 4));
+                var out = s.runToHost(rankPlusOne(2, 4));
                 for (var rank : out) assertThat(rank.get("d").toFloatArray()).containsOnly(42f);
             }
         }
@@ -132,7 +132,7 @@ class HostSessionTest {
     void seedsOnFourRanksWithDelays() {
         // x = rank+1 on 4 ranks: a = 4*? ... each all-reduce sums ranks: sum(r+1+k) = 10 + 4k; d = 4 * (14 + 18 + 22)
         try (var s = Session.compile(seeds(8), CompileOptions.world(4).backend("host").randomDelays(7))) {
-            for (var rank : s.run(rankPlusOne(4, 8))) assertThat(rank.get("d").toFloatArray()).containsOnly(4f * (14 + 18 + 22));
+            for (var rank : s.runToHost(rankPlusOne(4, 8))) assertThat(rank.get("d").toFloatArray()).containsOnly(4f * (14 + 18 + 22));
         }
     }
 
@@ -140,15 +140,15 @@ class HostSessionTest {
     void wrongShapeDtypeNamesAndWorldAreRejected() {
         try (var s = Session.compile(seeds(4), CompileOptions.world(2).backend("host"))) {
             var good = rankPlusOne(2, 4);
-            assertThatThrownBy(() -> s.run(List.of(Map.of("x", NDArray.full(F32, 1, 4, 5)), good.get(1))))
+            assertThatThrownBy(() -> s.runToHost(List.of(Map.of("x", NDArray.full(F32, 1, 4, 5)), good.get(1))))
                     .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("rank 0").hasMessageContaining("'x' has shape [4, 5]")
                     .hasMessageContaining("f32[4,4]");
-            assertThatThrownBy(() -> s.run(List.of(good.get(0), Map.of("x", NDArray.full(I32, 1, 4, 4)))))
+            assertThatThrownBy(() -> s.runToHost(List.of(good.get(0), Map.of("x", NDArray.full(I32, 1, 4, 4)))))
                     .hasMessageContaining("rank 1").hasMessageContaining("dtype i32");
-            assertThatThrownBy(() -> s.run(List.of(Map.of("y", NDArray.full(F32, 1, 4, 4)), good.get(1))))
+            assertThatThrownBy(() -> s.runToHost(List.of(Map.of("y", NDArray.full(F32, 1, 4, 4)), good.get(1))))
                     .hasMessageContaining("missing inputs [x]");
-            assertThatThrownBy(() -> s.run(good.subList(0, 1))).hasMessageContaining("world of 2").hasMessageContaining("inputs for 1");
-            assertThatThrownBy(() -> s.run(good.get(0))).hasMessageContaining("one input map per rank");
+            assertThatThrownBy(() -> s.runToHost(good.subList(0, 1))).hasMessageContaining("world of 2").hasMessageContaining("inputs for 1");
+            assertThatThrownBy(() -> s.runToHost(good.get(0))).hasMessageContaining("one input map per rank");
         }
     }
 
@@ -158,7 +158,7 @@ class HostSessionTest {
         s.close();
         s.close();
         assertThat(s.isClosed()).isTrue();
-        assertThatThrownBy(() -> s.run(rankPlusOne(2, 4))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("closed");
+        assertThatThrownBy(() -> s.runToHost(rankPlusOne(2, 4))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("closed");
     }
 
     @Test
@@ -176,7 +176,7 @@ class HostSessionTest {
         try (var s = Session.compile(g.build(), CompileOptions.world(3).backend("host").timeout(Duration.ofSeconds(20)))) {
             var in = java.util.stream.IntStream.range(0, 3).mapToObj(r -> Map.of("x", NDArray.full(F32, r, 16))).toList();
             long t0 = System.nanoTime();
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(RankFailedException.class)
                     .hasMessageContaining("rank 1 failed").hasMessageContaining("rank one exploded")
                     .satisfies(e -> assertThat(((RankFailedException) e).rank()).isEqualTo(1));
             assertThat(System.nanoTime() - t0).as("others stop promptly, not at the timeout").isLessThan(Duration.ofSeconds(10).toNanos());
@@ -202,7 +202,7 @@ class HostSessionTest {
                     futures.add(pool.submit(() -> {
                         for (int c = 0; c < calls; c++) {
                             float a = base + c, b = 2 * (base + c) + 1;
-                            var out = s.run(List.of(Map.of("x", NDArray.full(F32, a, 8)), Map.of("x", NDArray.full(F32, b, 8))));
+                            var out = s.runToHost(List.of(Map.of("x", NDArray.full(F32, a, 8)), Map.of("x", NDArray.full(F32, b, 8))));
                             for (var r : out) assertThat(r.get("y").toFloatArray()).containsOnly(a + b);
                         }
                         return null;
@@ -241,7 +241,7 @@ class HostSessionTest {
         var release = new java.util.concurrent.CountDownLatch(1);
         try (var s = Session.compile(waitingForRankOne(release), CompileOptions.world(2).backend("host").timeout(Duration.ofSeconds(60)))) {
             var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
-            var call = java.util.concurrent.CompletableFuture.supplyAsync(() -> s.run(in));
+            var call = java.util.concurrent.CompletableFuture.supplyAsync(() -> s.runToHost(in));
             Thread.sleep(300);
             assertThat(call).isNotDone(); // rank 0 waits at the all-reduce for rank 1
             long t0 = System.nanoTime();
@@ -250,7 +250,7 @@ class HostSessionTest {
                     .rootCause().hasMessageContaining("the call was aborted");
             assertThat(System.nanoTime() - t0).as("promptly, not at the 60 s timeout").isLessThan(Duration.ofSeconds(3).toNanos());
             assertThat(s.isAborted()).isTrue();
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("was aborted and cannot run again");
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("was aborted and cannot run again");
         } finally {
             release.countDown();
         }
@@ -262,13 +262,13 @@ class HostSessionTest {
         var s = Session.compile(waitingForRankOne(release), CompileOptions.world(2).backend("host").timeout(Duration.ofSeconds(60)));
         try {
             var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
-            var call = java.util.concurrent.CompletableFuture.supplyAsync(() -> s.run(in));
+            var call = java.util.concurrent.CompletableFuture.supplyAsync(() -> s.runToHost(in));
             Thread.sleep(300);
             long t0 = System.nanoTime();
             s.close();
             assertThat(call).isCompletedExceptionally(); // close returned only after the call ended
             assertThat(System.nanoTime() - t0).isLessThan(Duration.ofSeconds(3).toNanos());
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("closed");
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("closed");
         } finally {
             release.countDown();
         }
@@ -291,7 +291,7 @@ class HostSessionTest {
         for (int i = 0; i < 5; i++) {
             var s = Session.compile(graph, CompileOptions.world(4).backend("host"));
             var in = java.util.stream.IntStream.range(0, 4).mapToObj(r -> Map.of("x", NDArray.full(F32, r, 4))).toList();
-            assertThat(s.run(in).getFirst().get("y").toFloatArray()).containsOnly(10f);
+            assertThat(s.runToHost(in).getFirst().get("y").toFloatArray()).containsOnly(10f);
             held.add(s);
         }
         var mine = rankThreads();
@@ -321,7 +321,7 @@ class HostSessionTest {
         try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").timeout(Duration.ofMillis(300)))) {
             var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
             long t0 = System.nanoTime();
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(RankFailedException.class)
                     .hasMessageContaining("rank 0 did not arrive in time").hasMessageContaining("waiting for ranks [0]")
                     .satisfies(e -> assertThat(((RankFailedException) e).rank()).as("the rank that never arrived").isZero());
             assertThat(System.nanoTime() - t0).as("fails soon after the timeout, not when the sleeping rank wakes").isLessThan(Duration.ofMillis(2500).toNanos());
@@ -343,11 +343,11 @@ class HostSessionTest {
         try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host").timeout(Duration.ofMillis(500)))) {
             var in = List.of(Map.of("x", NDArray.full(F32, 1, 8)), Map.of("x", NDArray.full(F32, 2, 8)));
             long t0 = System.nanoTime();
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(RankFailedException.class)
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(RankFailedException.class)
                     .hasMessageContaining("rank 1 did not arrive in time").hasMessageContaining("ranks [1] did not stop")
                     .satisfies(e -> assertThat(((RankFailedException) e).rank()).isEqualTo(1));
             assertThat(System.nanoTime() - t0).isLessThan(Duration.ofSeconds(3).toNanos());
-            assertThatThrownBy(() -> s.run(in)).isInstanceOf(GatunRuntimeException.class)
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class)
                     .hasMessageContaining("cannot run again").hasMessageContaining("ranks [1]").hasMessageContaining("compile a new one");
         } finally {
             stop.set(true);
@@ -363,10 +363,10 @@ class HostSessionTest {
             assertThat(s.plan().toString()).contains("all_reduce.nccl").contains("alloc_dynamic");
             for (int n : new int[]{1, 5}) {
                 var in = List.of(Map.of("x", NDArray.full(F32, 1, n, 3)), Map.of("x", NDArray.full(F32, 2, n, 3)));
-                for (var r : s.run(in)) assertThat(r.get("y").toFloatArray()).containsOnly(6f * n);
+                for (var r : s.runToHost(in)) assertThat(r.get("y").toFloatArray()).containsOnly(6f * n);
             }
             var mismatched = List.of(Map.of("x", NDArray.full(F32, 1, 2, 3)), Map.of("x", NDArray.full(F32, 2, 3, 3)));
-            assertThatThrownBy(() -> s.run(mismatched)).hasMessageContaining("same shapes");
+            assertThatThrownBy(() -> s.runToHost(mismatched)).hasMessageContaining("same shapes");
         }
     }
 }

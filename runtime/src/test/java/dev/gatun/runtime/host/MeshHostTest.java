@@ -64,7 +64,7 @@ class MeshHostTest {
         g.output("ag", x.allGather("dp"));
         g.output("bc", x.broadcast(1, "tp"));
         try (var s = Session.compile(g.build(), CompileOptions.world(8).backend("host").randomDelays(5))) {
-            var out = s.run(rankValues(8, 8));
+            var out = s.runToHost(rankValues(8, 8));
             for (int r = 0; r < 8; r++) {
                 var o = out.get(r);
                 float tp = r < 4 ? 10 : 26, dp = 2 * (r % 4) + 6;
@@ -87,7 +87,7 @@ class MeshHostTest {
         var x = g.input("x", F32, 4);
         g.output("y", x.mul(10).allReduce(SUM, "tp").add(x).allReduce(SUM, "dp"));
         try (var s = Session.compile(g.build(), CompileOptions.world(4).backend("host"))) {
-            var out = s.run(rankValues(4, 4));
+            var out = s.runToHost(rankValues(4, 4));
             // tp: {0,1} -> 30, {2,3} -> 70; + own x; dp {0,2}: 31 + 73 = 104, {1,3}: 32 + 74 = 106
             float[] want = {104, 106, 104, 106};
             for (int r = 0; r < 4; r++) assertThat(out.get(r).get("y").toFloatArray()).as("rank %d", r).containsOnly(want[r]);
@@ -104,7 +104,7 @@ class MeshHostTest {
         g.output("bc", x.broadcast(1, "pair"));
         for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL}) {
             try (var s = Session.compile(g.build(), CompileOptions.world(world).backend("host").forceAllReduce(a).randomDelays(world))) {
-                var out = s.run(rankValues(world, 4));
+                var out = s.runToHost(rankValues(world, 4));
                 for (int r = 0; r < world; r++) {
                     assertThat(out.get(r).get("ar").toFloatArray()).as("%s rank %d", a, r).containsOnly(r < 2 ? 3 : r + 1);
                     assertThat(out.get(r).get("bc").toFloatArray()).as("%s rank %d", a, r).containsOnly(r < 2 ? 2 : r + 1);
@@ -132,7 +132,7 @@ class MeshHostTest {
             var in = new ArrayList<Map<String, NDArray>>();
             for (int r = 0; r < world; r++) in.add(Map.of("x", NDArray.random(F32, 70 + r, 4, 4)));
             var want = ReferenceInterpreter.evaluate(graph, in);
-            var got = s.run(in);
+            var got = s.runToHost(in);
             for (int r = 0; r < world; r++)
                 for (String o : List.of("d", "raw"))
                     assertThat(want.get(r).get(o).mismatch(got.get(r).get(o), 1e-6, 1e-6)).as("rank %d %s", r, o).isNull();
