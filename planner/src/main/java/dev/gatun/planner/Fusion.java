@@ -301,18 +301,25 @@ final class Fusion {
         }
         var stores = new ArrayList<Kernel.Store>();
         var writes = new ArrayList<Buffer>();
-        for (ComputedBuffer m : g.members) {
-            if (g.reduction || needsStorage(m, g)) {
-                stores.add(new Kernel.Store(table.of(m), localOf.get(m)));
-                writes.add(m);
-            }
+        var reductions = new ArrayList<Kernel.Reduction>();
+        ComputedBuffer first = g.members.getFirst();
+        if (g.reduction) {
+            reductions.add(new Kernel.Reduction(first.reduceFn(), locals.size() - 1, first.type().dtype()));
+            locals.add(new KExpr.Reduced(0, first.type().dtype()));
+            stores.add(Kernel.Store.perRow(table.of(first), locals.size() - 1));
+            writes.add(first);
+        } else {
+            for (ComputedBuffer m : g.members)
+                if (needsStorage(m, g)) {
+                    stores.add(new Kernel.Store(table.of(m), localOf.get(m)));
+                    writes.add(m);
+                }
         }
         String base = String.join("_", ops);
         if (base.length() > 48) base = base.substring(0, 48);
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
-        ComputedBuffer first = g.members.getFirst();
-        var kernel = new Kernel(name, first.ranges(), g.reduction ? first.reduceFn() : null, g.reduction ? first.reductionRanges() : List.of(),
-                table.of(inputs), locals, stores, ops);
+        var kernel = new Kernel(name, first.ranges(), g.reduction ? first.reductionRanges() : List.of(), table.of(inputs), locals,
+                reductions, stores, ops);
         return new Work.KernelWork(kernel, writes, List.copyOf(inputs), !g.reduction);
     }
 

@@ -45,15 +45,27 @@ final class CudaCodegenFixtures {
 
         boolean isReduction() { return reduce != null; }
 
+        /** A planner kernel of at most one reduction, stored per row, as a spec (its folded local stored). */
         static Spec from(Kernel k) {
-            return new Spec(k.name(), k.ranges(), k.reduce(), k.reductionRanges(), k.inputs().stream().map(PlanBuffer::name).toList(),
-                    k.locals(), k.stores().stream().map(s -> new Store(s.buffer().name(), s.local())).toList(), k.ops());
+            if (!k.isReduction())
+                return new Spec(k.name(), k.ranges(), null, List.of(), k.inputs().stream().map(PlanBuffer::name).toList(),
+                        k.locals(), k.stores().stream().map(s -> new Store(s.buffer().name(), s.local())).toList(), k.ops());
+            var r = k.reductions().getFirst();
+            return new Spec(k.name(), k.ranges(), r.fn(), k.reductionRanges(), k.inputs().stream().map(PlanBuffer::name).toList(),
+                    k.locals().subList(0, r.local() + 1), List.of(new Store(k.stores().getFirst().buffer().name(), r.local())), k.ops());
         }
 
         Kernel toKernel(Function<String, DType> dtypes) {
             Function<String, PlanBuffer> b = n -> PlanBuffer.standalone(n, new TensorType(require(dtypes, n), Shape.of(new long[0])));
-            return new Kernel(name, ranges, reduce, reductionRanges, inputs.stream().map(b).toList(), locals,
-                    stores.stream().map(s -> new Kernel.Store(b.apply(s.buffer()), s.local())).toList(), ops);
+            if (reduce == null)
+                return Kernel.pointwise(name, ranges, inputs.stream().map(b).toList(), locals,
+                        stores.stream().map(s -> new Kernel.Store(b.apply(s.buffer()), s.local())).toList(), ops);
+            var out = b.apply(stores.getFirst().buffer());
+            var all = new ArrayList<>(locals);
+            all.add(new KExpr.Reduced(0, out.dtype()));
+            return new Kernel(name, ranges, reductionRanges, inputs.stream().map(b).toList(), all,
+                    List.of(new Kernel.Reduction(reduce, stores.getFirst().local(), out.dtype())),
+                    List.of(Kernel.Store.perRow(out, all.size() - 1)), ops);
         }
 
         private static DType require(Function<String, DType> dtypes, String name) {

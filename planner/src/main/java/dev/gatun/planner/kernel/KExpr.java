@@ -26,6 +26,9 @@ public sealed interface KExpr {
 
     record Cast(KExpr x, DType dtype) implements KExpr {}
 
+    /** The result of the kernel's reduction {@code reduction} for the current row (see {@link Kernel}). */
+    record Reduced(int reduction, DType dtype) implements KExpr {}
+
     /** The value of an earlier local of the same kernel at the same index. */
     record Local(int index, DType dtype) implements KExpr {}
 }

@@ -1,6 +1,7 @@
 package dev.gatun.planner.kernel;
 
 import dev.gatun.ir.SymInt;
+import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.ir.lower.Expr;
@@ -11,57 +12,201 @@ import java.util.List;
 import java.util.StringJoiner;
 
 /**
- * A fused kernel: a loop over {@code ranges} (and, for a reduction, {@code reductionRanges}) that evaluates
- * its locals in order and stores some of them. Pointwise kernels store local values at the row-major index
- * of the ranges; a reduction kernel reduces its last local over the reduction ranges and stores the result.
+ * A fused kernel: a loop over {@code ranges} (the rows) that evaluates its locals in order and stores some of them.
  *
- * @param inputs  the storages the kernel reads, addressed by {@link KExpr.Load#input()}
- * @param locals  one expression per fused op, in order; later ones may refer to earlier ones
- * @param stores  which locals are written to which buffers
- * @param ops     the fused ops' names, for the kernel's name and its printout
+ * <p>A <b>pointwise</b> kernel has no reductions and no reduction ranges: every local is evaluated once per index
+ * and stored at its place. A <b>row</b> kernel also loops over {@code reductionRanges} (the row's elements) and
+ * has one or more {@link Reduction}s over them, computed one after the other for each row: reduction {@code p}
+ * folds its local over the row, and locals after it may read its result as {@link KExpr.Reduced}. This is how a
+ * softmax (max, then a sum of exponentials, then the division) or a layer norm (mean, variance, the scaled row) is
+ * one kernel that reads its row from memory once. Each local therefore has a <em>phase</em>: the number of
+ * reductions that must be finished before it can be evaluated ({@link #phase}). For each row, phase {@code p}
+ * loops over the row's elements evaluating the locals of phase at most {@code p} that reduction {@code p} needs;
+ * the last phase evaluates what the element stores need and stores it; row stores come after.
+ *
+ * <p>Index variables: {@code i0..} are the ranges, then the reduction ranges. A local is <em>per element</em> when it
+ * loads with a non-zero stride on a reduction dimension or reads a per-element local; otherwise it is one value per
+ * row (a reduction result, a bias of the row).
+ *
+ * @param inputs     the storages the kernel reads, addressed by {@link KExpr.Load#input()}
+ * @param locals     one expression per fused op, in order; later ones may refer to earlier ones
+ * @param reductions the row's reductions, in the order they are computed (empty for a pointwise kernel)
+ * @param stores     which locals are written to which buffers, and where
+ * @param ops        the fused ops' names, for the kernel's name and its printout
  */
-public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
-                     List<KExpr> locals, List<Store> stores, List<String> ops) {
+public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
+                     List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops) {
 
     public Kernel {
         ranges = List.copyOf(ranges);
         reductionRanges = List.copyOf(reductionRanges);
         inputs = List.copyOf(inputs);
         locals = List.copyOf(locals);
+        reductions = List.copyOf(reductions);
         stores = List.copyOf(stores);
         ops = List.copyOf(ops);
-        if (reduce != null && stores.size() != 1) throw new IllegalArgumentException("a reduction kernel stores exactly one result");
+        if (reductions.isEmpty() != reductionRanges.isEmpty())
+            throw new IllegalArgumentException("kernel " + name + ": reduction ranges go with at least one reduction");
+        for (int i = 0; i < locals.size(); i++) check(name, locals.get(i), i, reductions.size());
+        int[] phases = phases(locals);
+        for (int p = 0; p < reductions.size(); p++) {
+            int l = reductions.get(p).local();
+            if (l < 0 || l >= locals.size()) throw new IllegalArgumentException("kernel " + name + ": reduction " + p + " folds local t" + l + " it does not have");
+            if (phases[l] > p) throw new IllegalArgumentException("kernel " + name + ": reduction " + p + " folds t" + l + ", which needs a later reduction");
+        }
+        boolean[] element = perElement(locals, ranges.size());
+        for (Store s : stores) {
+            if (s.local() < 0 || s.local() >= locals.size()) throw new IllegalArgumentException("kernel " + name + " stores local t" + s.local() + " it does not have");
+            if (s.perRow() && element[s.local()]) throw new IllegalArgumentException("kernel " + name + ": t" + s.local() + " differs along the row; it cannot be stored once per row");
+            if (s.perRow() && reductions.isEmpty()) throw new IllegalArgumentException("kernel " + name + ": a pointwise kernel has no rows to store per row");
+            int dims = s.perRow() ? ranges.size() : ranges.size() + reductionRanges.size();
+            if (s.strides() != null && s.strides().size() != dims)
+                throw new IllegalArgumentException("kernel " + name + ": the store into " + s.buffer().name() + " has " + s.strides().size() + " strides for " + dims + " dimensions");
+        }
     }
 
-    /** Writes local {@code local} into buffer {@code buffer}. */
-    public record Store(PlanBuffer buffer, int local) {}
+    /** A pointwise kernel over {@code ranges}. */
+    public static Kernel pointwise(String name, List<SymInt> ranges, List<PlanBuffer> inputs, List<KExpr> locals, List<Store> stores, List<String> ops) {
+        return new Kernel(name, ranges, List.of(), inputs, locals, List.of(), stores, ops);
+    }
 
-    public boolean isReduction() { return reduce != null; }
+    /**
+     * Reduction {@code p} of a row kernel: folds local {@code local} with {@code fn} over the row; the result is rounded
+     * to {@code dtype} (the reduced buffer's), which is what {@link KExpr.Reduced} reads.
+     */
+    public record Reduction(ReduceFn fn, int local, DType dtype) {}
+
+    /**
+     * Writes local {@code local} into {@code buffer}: once per row ({@code perRow}, indexed by the ranges) or once per
+     * element (indexed by the ranges and then the reduction ranges). The element goes to {@code offset + sum(strides[k] *
+     * i_k)}; {@code strides == null} means the row-major place of the index in the buffer, at offset 0.
+     */
+    public record Store(PlanBuffer buffer, int local, boolean perRow, SymInt offset, List<SymInt> strides) {
+        public Store {
+            if (offset == null) offset = SymInt.ZERO;
+            if (strides != null) strides = List.copyOf(strides);
+        }
+
+        /** An element store at the row-major place. */
+        public Store(PlanBuffer buffer, int local) { this(buffer, local, false, SymInt.ZERO, null); }
+
+        /** A store once per row, at the row-major place of the row index. */
+        public static Store perRow(PlanBuffer buffer, int local) { return new Store(buffer, local, true, SymInt.ZERO, null); }
+
+        /** The same store at {@code offset + sum(strides[k] * i_k)}. */
+        public Store at(SymInt offset, List<SymInt> strides) { return new Store(buffer, local, perRow, offset, strides); }
+
+        public boolean isRowMajor() { return strides == null && offset.equals(SymInt.ZERO); }
+    }
+
+    public boolean isReduction() { return !reductions.isEmpty(); }
 
     public List<PlanBuffer> outputs() { return stores.stream().map(Store::buffer).toList(); }
+
+    /** For each local, how many of the row's reductions must be done before it can be evaluated. */
+    public int[] phases() { return phases(locals); }
+
+    /** For each local, whether it differs along the row (see the class comment). */
+    public boolean[] perElement() { return perElement(locals, ranges.size()); }
+
+    /** How many reductions {@code e} needs finished, given the locals' phases so far. */
+    public static int phase(KExpr e, int[] phases) {
+        return switch (e) {
+            case KExpr.Reduced r -> r.reduction() + 1;
+            case KExpr.Local l -> phases[l.index()];
+            case KExpr.Apply a -> a.args().stream().mapToInt(x -> phase(x, phases)).max().orElse(0);
+            case KExpr.Cast c -> phase(c.x(), phases);
+            case KExpr.Load l -> 0;
+            case KExpr.Const c -> 0;
+        };
+    }
+
+    private static int[] phases(List<KExpr> locals) {
+        int[] out = new int[locals.size()];
+        for (int i = 0; i < out.length; i++) out[i] = phase(locals.get(i), out);
+        return out;
+    }
+
+    private static boolean[] perElement(List<KExpr> locals, int rank) {
+        boolean[] out = new boolean[locals.size()];
+        for (int i = 0; i < out.length; i++) out[i] = perElement(locals.get(i), out, rank);
+        return out;
+    }
+
+    private static boolean perElement(KExpr e, boolean[] known, int rank) {
+        return switch (e) {
+            case KExpr.Load l -> {
+                for (int d = rank; d < l.strides().size(); d++) if (!l.strides().get(d).equals(SymInt.ZERO)) yield true;
+                yield false;
+            }
+            case KExpr.Local l -> known[l.index()];
+            case KExpr.Apply a -> a.args().stream().anyMatch(x -> perElement(x, known, rank));
+            case KExpr.Cast c -> perElement(c.x(), known, rank);
+            case KExpr.Reduced r -> false;
+            case KExpr.Const c -> false;
+        };
+    }
+
+    private static void check(String name, KExpr e, int at, int reductions) {
+        switch (e) {
+            case KExpr.Local l -> {
+                if (l.index() < 0 || l.index() >= at) throw new IllegalArgumentException("kernel " + name + ": t" + at + " reads t" + l.index() + ", which is not an earlier local");
+            }
+            case KExpr.Reduced r -> {
+                if (r.reduction() < 0 || r.reduction() >= reductions) throw new IllegalArgumentException("kernel " + name + ": t" + at + " reads reduction r" + r.reduction() + " it does not have");
+            }
+            case KExpr.Apply a -> a.args().forEach(x -> check(name, x, at, reductions));
+            case KExpr.Cast c -> check(name, c.x(), at, reductions);
+            default -> { }
+        }
+    }
 
     /** The kernel as readable pseudo-code, close to what a backend generates. */
     public String source() {
         var sb = new StringBuilder();
-        var idx = new StringJoiner(", ");
-        for (int k = 0; k < ranges.size(); k++) idx.add("i" + k + " < " + ranges.get(k));
         sb.append("kernel ").append(name).append('(').append(names(inputs)).append(") -> ").append(names(outputs())).append('\n');
-        sb.append("  for (").append(ranges.isEmpty() ? "scalar" : idx.toString()).append(") {\n");
-        String pad = "    ";
-        if (reduce != null) {
-            var r = new StringJoiner(", ");
-            int base = ranges.size();
-            for (int k = 0; k < reductionRanges.size(); k++) r.add("i" + (base + k) + " < " + reductionRanges.get(k));
-            sb.append(pad).append("acc = ").append(reduce.opName()).append(" over (").append(r).append(") {\n");
-            pad = "      ";
+        sb.append("  for (").append(ranges.isEmpty() ? "scalar" : loopIndex(0, ranges)).append(") {\n");
+        if (!isReduction()) {
+            for (int i = 0; i < locals.size(); i++) sb.append("    t").append(i).append(" = ").append(format(locals.get(i))).append('\n');
+            for (Store s : stores) sb.append("    ").append(storeText(s)).append('\n');
+            return sb.append("  }").toString();
         }
-        for (int i = 0; i < locals.size(); i++)
-            sb.append(pad).append('t').append(i).append(" = ").append(format(locals.get(i))).append('\n');
-        if (reduce != null) sb.append("    }\n");
-        for (Store s : stores)
-            sb.append("    ").append(s.buffer().name()).append("[i] = ").append(reduce != null ? "acc" : "t" + s.local()).append('\n');
-        sb.append("  }");
-        return sb.toString();
+        int[] phase = phases();
+        boolean[] element = perElement();
+        String row = loopIndex(ranges.size(), reductionRanges);
+        boolean[] shown = new boolean[locals.size()];
+        for (int p = 0; p <= reductions.size(); p++) {
+            boolean last = p == reductions.size();
+            var lines = new ArrayList<String>();
+            for (int i = 0; i < locals.size(); i++)
+                if (!shown[i] && phase[i] <= p && (element[i] || last)) {
+                    shown[i] = true;
+                    lines.add("t" + i + " = " + format(locals.get(i)));
+                }
+            if (!last) {
+                Reduction r = reductions.get(p);
+                sb.append("    r").append(p).append(" = ").append(r.fn().opName()).append(" of t").append(r.local()).append(" over (").append(row).append(") {\n");
+            } else {
+                if (stores.stream().noneMatch(s -> !s.perRow()) && lines.isEmpty()) break;
+                sb.append("    for (").append(row).append(") {\n");
+            }
+            for (String l : lines) sb.append("      ").append(l).append('\n');
+            if (last) for (Store s : stores) if (!s.perRow()) sb.append("      ").append(storeText(s)).append('\n');
+            sb.append("    }\n");
+        }
+        for (Store s : stores) if (s.perRow()) sb.append("    ").append(storeText(s)).append('\n');
+        return sb.append("  }").toString();
+    }
+
+    private static String loopIndex(int first, List<SymInt> rs) {
+        var j = new StringJoiner(", ");
+        for (int k = 0; k < rs.size(); k++) j.add("i" + (first + k) + " < " + rs.get(k));
+        return j.toString();
+    }
+
+    private String storeText(Store s) {
+        String at = s.strides() == null ? (s.offset().equals(SymInt.ZERO) ? "i" : s.offset() + " + i") : Expr.index(s.offset(), s.strides());
+        return s.buffer().name() + "[" + at + "] = t" + s.local();
     }
 
     public String format(KExpr e) {
@@ -69,6 +214,7 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
             case KExpr.Load l -> inputs.get(l.input()).name() + "[" + Expr.index(l.offset(), l.strides()) + "]";
             case KExpr.Const c -> Double.toString(c.value());
             case KExpr.Local l -> "t" + l.index();
+            case KExpr.Reduced r -> "r" + r.reduction();
             case KExpr.Cast c -> "(" + c.dtype() + ") " + format(c.x());
             case KExpr.Apply a -> {
                 var args = new ArrayList<String>();
@@ -87,7 +233,8 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
 
     /** Whether this kernel only applies {@code fn} elementwise (used to recognize plain copies). */
     public boolean isPlainCopy() {
-        return reduce == null && locals.size() == 1 && locals.getFirst() instanceof KExpr.Apply a && a.fn() == PointwiseFn.IDENTITY;
+        return !isReduction() && locals.size() == 1 && locals.getFirst() instanceof KExpr.Apply a && a.fn() == PointwiseFn.IDENTITY
+                && stores.stream().allMatch(Store::isRowMajor);
     }
 
     @Override public String toString() { return source(); }
@@ -97,5 +244,4 @@ public record Kernel(String name, List<SymInt> ranges, ReduceFn reduce, List<Sym
         for (PlanBuffer b : bs) j.add(b.name());
         return j.toString();
     }
-
 }

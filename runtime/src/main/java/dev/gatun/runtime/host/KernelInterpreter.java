@@ -16,8 +16,9 @@ import java.util.Map;
 
 /**
  * Runs a fused kernel on the host: a loop over the iteration space evaluating the kernel's locals in double
- * precision, rounding every op's result to its dtype (as the reference interpreter does), then storing.
- * All loads of an element happen before its stores, so an in-place output is safe.
+ * precision, rounding every op's result to its dtype (as the reference interpreter does), then storing. A row
+ * kernel runs its phases one after the other for each row (see {@link Kernel}). All loads of an element happen
+ * before its stores, so an in-place output is safe.
  */
 final class KernelInterpreter {
     private KernelInterpreter() {}
@@ -26,7 +27,7 @@ final class KernelInterpreter {
     record Bound(MemorySegment[] inputs, DType[] inputTypes, MemorySegment[] outputs, DType[] outputTypes) {}
 
     private interface Eval {
-        double at(long[] idx, double[] locals);
+        double at(long[] idx, double[] locals, double[] reduced);
     }
 
     static void run(Kernel k, Bound b, Map<String, Long> env) {
@@ -34,26 +35,69 @@ final class KernelInterpreter {
         long[] ranges = eval(k.ranges(), env), redRanges = eval(k.reductionRanges(), env);
         Eval[] locals = new Eval[k.locals().size()];
         for (int i = 0; i < locals.length; i++) locals[i] = compile(k.locals().get(i), b, env);
+        Place[] places = new Place[k.stores().size()];
+        for (int s = 0; s < places.length; s++) places[s] = Place.of(k.stores().get(s), env);
         long[] idx = new long[rank + red];
         double[] values = new double[locals.length];
+        double[] reduced = new double[k.reductions().size()];
         long outCount = product(ranges), redCount = product(redRanges);
+        if (!k.isReduction()) {
+            for (long o = 0; o < outCount; o++) {
+                unravel(o, ranges, idx, 0);
+                for (int i = 0; i < locals.length; i++) values[i] = locals[i].at(idx, values, reduced);
+                for (int s = 0; s < places.length; s++)
+                    Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o, idx), values[k.stores().get(s).local()]);
+            }
+            return;
+        }
+        int[] phase = k.phases();
+        boolean[] element = k.perElement();
+        int phases = k.reductions().size();
         for (long o = 0; o < outCount; o++) {
             unravel(o, ranges, idx, 0);
-            if (!k.isReduction()) {
-                for (int i = 0; i < locals.length; i++) values[i] = locals[i].at(idx, values);
-                for (int s = 0; s < k.stores().size(); s++)
-                    Elements.set(b.outputs()[s], b.outputTypes()[s], o, values[k.stores().get(s).local()]);
-            } else {
-                double acc = init(k.reduce());
-                int last = locals.length - 1;
-                for (long r = 0; r < redCount; r++) {
-                    unravel(r, redRanges, idx, rank);
-                    for (int i = 0; i < locals.length; i++) values[i] = locals[i].at(idx, values);
-                    acc = combine(k.reduce(), acc, values[last]);
+            for (int d = rank; d < idx.length; d++) idx[d] = 0;
+            // phase p folds reduction p over the row; the last phase evaluates everything and stores the elements
+            for (int p = 0; p <= phases; p++) {
+                Kernel.Reduction r = p < phases ? k.reductions().get(p) : null;
+                double acc = r == null ? 0 : init(r.fn());
+                for (long e = 0; e < redCount; e++) {
+                    unravel(e, redRanges, idx, rank);
+                    for (int i = 0; i < locals.length; i++) if (phase[i] <= p) values[i] = locals[i].at(idx, values, reduced);
+                    if (r != null) {
+                        acc = combine(r.fn(), acc, values[r.local()]);
+                        continue;
+                    }
+                    for (int s = 0; s < places.length; s++) {
+                        var st = k.stores().get(s);
+                        if (!st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o * redCount + e, idx), values[st.local()]);
+                    }
                 }
-                if (k.reduce() == ReduceFn.MEAN) acc = redCount == 0 ? Double.NaN : acc / redCount;
-                Elements.set(b.outputs()[0], b.outputTypes()[0], o, acc);
+                if (r != null) {
+                    if (r.fn() == ReduceFn.MEAN) acc = redCount == 0 ? Double.NaN : acc / redCount;
+                    reduced[p] = DTypes.round(acc, r.dtype());
+                }
             }
+            // what is one value per row, evaluated even for an empty row
+            for (int d = rank; d < idx.length; d++) idx[d] = 0;
+            for (int i = 0; i < locals.length; i++) if (!element[i]) values[i] = locals[i].at(idx, values, reduced);
+            for (int s = 0; s < places.length; s++) {
+                var st = k.stores().get(s);
+                if (st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o, idx), values[st.local()]);
+            }
+        }
+    }
+
+    /** Where a store puts the element of an index: its row-major number, or offset plus strides. */
+    private record Place(long offset, long[] strides) {
+        static Place of(Kernel.Store s, Map<String, Long> env) {
+            return s.strides() == null ? new Place(s.offset().eval(env), null) : new Place(s.offset().eval(env), eval(s.strides(), env));
+        }
+
+        long at(long rowMajor, long[] idx) {
+            if (strides == null) return offset + rowMajor;
+            long p = offset;
+            for (int k = 0; k < strides.length; k++) p += strides[k] * idx[k];
+            return p;
         }
     }
 
@@ -78,23 +122,27 @@ final class KernelInterpreter {
         return switch (e) {
             case KExpr.Const c -> {
                 double v = DTypes.round(c.value(), c.dtype());
-                yield (idx, l) -> v;
+                yield (idx, l, r) -> v;
             }
             case KExpr.Local l -> {
                 int i = l.index();
-                yield (idx, locals) -> locals[i];
+                yield (idx, locals, r) -> locals[i];
+            }
+            case KExpr.Reduced rd -> {
+                int i = rd.reduction();
+                yield (idx, l, reduced) -> reduced[i];
             }
             case KExpr.Cast c -> {
                 Eval x = compile(c.x(), b, env);
                 DType t = c.dtype();
-                yield (idx, l) -> DTypes.round(x.at(idx, l), t);
+                yield (idx, l, r) -> DTypes.round(x.at(idx, l, r), t);
             }
             case KExpr.Load ld -> {
                 MemorySegment seg = b.inputs()[ld.input()];
                 DType t = b.inputTypes()[ld.input()];
                 long off = ld.offset().eval(env);
                 long[] strides = eval(ld.strides(), env);
-                yield (idx, l) -> {
+                yield (idx, l, r) -> {
                     long p = off;
                     for (int k = 0; k < strides.length; k++) p += strides[k] * idx[k];
                     return Elements.get(seg, t, p);
@@ -106,9 +154,9 @@ final class KernelInterpreter {
                 PointwiseFn fn = a.fn();
                 DType t = a.dtype();
                 yield switch (args.length) {
-                    case 1 -> (idx, l) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l), 0, 0), t);
-                    case 2 -> (idx, l) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l), args[1].at(idx, l), 0), t);
-                    default -> (idx, l) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l), args[1].at(idx, l), args[2].at(idx, l)), t);
+                    case 1 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), 0, 0), t);
+                    case 2 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), args[1].at(idx, l, r), 0), t);
+                    default -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), args[1].at(idx, l, r), args[2].at(idx, l, r)), t);
                 };
             }
         };
