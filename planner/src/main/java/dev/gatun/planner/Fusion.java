@@ -22,11 +22,20 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * Groups loops into kernels. A pointwise loop joins an earlier pointwise kernel of the same iteration space
- * when it reads one of the kernel's results element by element (vertical fusion) or shares an input with it
- * (horizontal fusion), provided everything it reads is ready by then. A reduction absorbs a pointwise
- * producer that nothing else needs. Collectives, matmul and user ops are barriers: they stay extern calls.
- * A fused result that nothing outside its kernel needs is never stored.
+ * Groups loops into kernels. A pointwise loop joins an earlier kernel when it reads one of the kernel's results
+ * element by element (vertical fusion) or shares an input with it (horizontal fusion), provided everything it reads
+ * is ready by then. A reduction absorbs a pointwise producer that nothing else needs.
+ *
+ * <p>A reduction starts a <em>row kernel</em> (see {@link Kernel}): its output index is the row, its reduced
+ * dimensions the row's elements. Later loops join it in three roles: another reduction over the same rows (the
+ * variance after the mean, softmax's sum after its max, a sum beside an amax), a pointwise loop over the whole
+ * tensor that reads the row's reductions broadcast along the row (an <em>element</em> member: {@code x - mean}, the
+ * normalised output), and a pointwise loop over the rows alone (a <em>row</em> member: {@code rsqrt(var + eps)}).
+ * So a softmax, an RMSNorm or a layer norm is one kernel reading its input once. Size-1 dimensions never stop this:
+ * loops are matched on their other dimensions.
+ *
+ * <p>Collectives, matmul and user ops are barriers: they stay extern calls. A fused result that nothing outside its
+ * kernel needs is never stored.
  */
 final class Fusion {
     /** How far back a loop looks for a kernel to join; keeps planning near-linear on huge graphs. */
@@ -41,22 +50,37 @@ final class Fusion {
     // each asked for several times per buffer; expression walks and stride products are the bulk of fusion's time
     private final Map<ComputedBuffer, Set<Buffer>> loads = new IdentityHashMap<>();
     private final Map<Buffer, List<SymInt>> contiguous = new IdentityHashMap<>();
+    private final Map<ComputedBuffer, List<Expr.Load>> effective = new IdentityHashMap<>();
 
     private static final class Group {
         final int position;
         final ExternBuffer extern;
         final List<ComputedBuffer> members = new ArrayList<>();
         final Set<Buffer> reads = newSet();
+        /** The loop of a pointwise kernel; the rows of a row kernel. */
         final List<SymInt> ranges;
-        final boolean reduction;
+        /** The elements of each row, for a row kernel; null for a pointwise kernel. */
+        final List<SymInt> rowRanges;
+        /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
+        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>();
         /** Merged into a later group: emits nothing. */
         boolean merged;
 
-        Group(int position, ExternBuffer extern, List<SymInt> ranges, boolean reduction) {
+        Group(int position, ExternBuffer extern, List<SymInt> ranges, List<SymInt> rowRanges) {
             this.position = position;
             this.extern = extern;
             this.ranges = ranges;
-            this.reduction = reduction;
+            this.rowRanges = rowRanges;
+        }
+
+        boolean isRow() { return rowRanges != null; }
+
+        /** The kernel's dimensions: the ranges, then the row's. */
+        List<SymInt> dims() {
+            if (!isRow()) return ranges;
+            var all = new ArrayList<SymInt>(ranges);
+            all.addAll(rowRanges);
+            return all;
         }
     }
 
@@ -75,23 +99,27 @@ final class Fusion {
                 case ViewBuffer v -> { }
                 case ExternOutputBuffer o -> producedAt.put(b, producedAt.get(o.call()));
                 case ExternBuffer e -> {
-                    var g = new Group(groups.size(), e, List.of(), false);
+                    var g = new Group(groups.size(), e, List.of(), null);
                     for (Buffer in : e.inputs()) g.reads.add(in.storage());
                     groups.add(g);
                     producedAt.put(e, g.position);
                 }
                 case ComputedBuffer c -> {
                     if (absorbed.contains(c)) continue;
-                    Group g = c.isReduction() ? null : findGroup(c);
-                    if (g == null) {
-                        g = new Group(groups.size(), null, c.ranges(), c.isReduction());
+                    Join join = findGroup(c);
+                    Group g;
+                    if (join == null) {
+                        g = new Group(groups.size(), null, c.ranges(), c.isReduction() ? c.reductionRanges() : null);
+                        g.dimsOf.put(c, identity(g.dims().size()));
                         groups.add(g);
                     } else {
-                        pullIn(c, g);
+                        g = join.group();
+                        g.dimsOf.put(c, join.dims());
+                        if (!g.isRow()) pullIn(c, g);
                     }
                     g.members.add(c);
                     groupOf.put(c, g);
-                    g.reads.addAll(loadsOf(c));
+                    for (Expr.Load l : effectiveLoads(c)) g.reads.add(l.storage());
                     producedAt.put(c, g.position);
                 }
             }
@@ -200,27 +228,122 @@ final class Fusion {
         return map;
     }
 
-    /** The latest pointwise kernel {@code c} may join, or null. */
-    private Group findGroup(ComputedBuffer c) {
-        var loads = loadsOf(c);
+    /** A kernel to join, and where the joining loop's dimensions go in it. */
+    private record Join(Group group, int[] dims) {}
+
+    /** The latest kernel {@code c} may join, or null. */
+    private Join findGroup(ComputedBuffer c) {
+        var loads = effectiveLoads(c);
         int ready = -1;
-        for (Buffer s : loads) ready = Math.max(ready, producedAt.getOrDefault(s, -1));
-        List<SymInt> ranges = c.ranges();
+        for (Expr.Load l : loads) ready = Math.max(ready, producedAt.getOrDefault(l.storage(), -1));
         for (int i = groups.size() - 1; i >= 0 && i >= groups.size() - WINDOW; i--) {
             Group g = groups.get(i);
             if (g.position < ready) break;            // something c reads is produced after this kernel
-            if (g.extern != null || g.reduction || !g.ranges.equals(ranges)) continue;
+            if (g.extern != null) continue;
+            int[] dims = fit(c, g);
+            if (dims == null) continue;
             boolean shares = false, ok = true;
-            for (Buffer s : loads) {
+            for (Expr.Load l : loads) {
+                Buffer s = l.storage();
                 if (groupOf.get(s) == g) {
                     shares = true;
-                    for (Expr.Load l : allLoadsOf(c.body(), s)) ok &= aligned(l, s, ranges);
+                    ok &= alignedIn(l, dims, s, g);
                 } else if (g.reads.contains(s)) shares = true;
                 else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
             }
-            if (ok && shares) return g;
+            if (ok && shares) return new Join(g, dims);
         }
         return null;
+    }
+
+    /**
+     * Where each loop dimension of {@code m} goes in {@code g}'s kernel, or null when {@code m} does not fit it. A
+     * pointwise kernel takes loops of exactly its ranges. A row kernel takes reductions over its very rows and
+     * elements, pointwise loops over the whole tensor (its rows then its elements) and pointwise loops over its rows;
+     * dimensions of size 1 are matched to nothing.
+     */
+    private static int[] fit(ComputedBuffer m, Group g) {
+        if (!g.isRow()) return !m.isReduction() && m.ranges().equals(g.ranges) ? identity(g.ranges.size()) : null;
+        if (m.isReduction())
+            return m.ranges().equals(g.ranges) && m.reductionRanges().equals(g.rowRanges) ? identity(g.ranges.size() + g.rowRanges.size()) : null;
+        int[] element = nonOneCount(g.rowRanges) > 0 ? match(m.ranges(), g.dims()) : null;
+        return element != null ? element : match(m.ranges(), g.ranges);
+    }
+
+    /** Maps the dimensions of {@code own} other than size 1, in order, onto those of {@code target}; null if they differ. */
+    private static int[] match(List<SymInt> own, List<SymInt> target) {
+        int[] map = new int[own.size()];
+        int t = 0;
+        for (int d = 0; d < own.size(); d++) {
+            map[d] = -1;
+            if (own.get(d).equals(SymInt.ONE)) continue;
+            while (t < target.size() && target.get(t).equals(SymInt.ONE)) t++;
+            if (t == target.size() || !target.get(t).equals(own.get(d))) return null;
+            map[d] = t++;
+        }
+        while (t < target.size() && target.get(t).equals(SymInt.ONE)) t++;
+        return t == target.size() ? map : null;
+    }
+
+    private static int nonOneCount(List<SymInt> xs) {
+        int n = 0;
+        for (SymInt x : xs) if (!x.equals(SymInt.ONE)) n++;
+        return n;
+    }
+
+    private static int[] identity(int n) {
+        int[] map = new int[n];
+        for (int i = 0; i < n; i++) map[i] = i;
+        return map;
+    }
+
+    /**
+     * Whether a load (in the loading loop's own dimensions, which go to {@code loaderDims} of {@code g}'s kernel) reads
+     * member {@code s} of {@code g} where the kernel holds it: an element member at the current element, a reduction
+     * or row member at the current row, the same for every element of the row.
+     */
+    private boolean alignedIn(Expr.Load l, int[] loaderDims, Buffer s, Group g) {
+        var dims = g.dims();
+        if (!l.offset().equals(SymInt.ZERO)) return false;
+        var got = toKernel(l.strides(), loaderDims, dims.size());
+        var want = new ArrayList<SymInt>();
+        for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
+        int[] own = g.dimsOf.get(s);
+        var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
+        for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
+        for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !got.get(k).equals(want.get(k))) return false;
+        return true;
+    }
+
+    private static List<SymInt> toKernel(List<SymInt> strides, int[] dims, int rank) {
+        var out = new ArrayList<SymInt>(rank);
+        for (int k = 0; k < rank; k++) out.add(SymInt.ZERO);
+        for (int d = 0; d < strides.size() && d < dims.length; d++) if (dims[d] >= 0) out.set(dims[d], out.get(dims[d]).plus(strides.get(d)));
+        return out;
+    }
+
+    /** c's loads with absorbed producers expanded into their own loads, all in c's loop dimensions (cached). */
+    private List<Expr.Load> effectiveLoads(ComputedBuffer c) {
+        return effective.computeIfAbsent(c, k -> {
+            var out = new ArrayList<Expr.Load>();
+            expand(k.body(), null, k.ranges().size() + k.reductionRanges().size(), out);
+            return out;
+        });
+    }
+
+    private void expand(Expr e, Remap remap, int rank, List<Expr.Load> out) {
+        switch (e) {
+            case Expr.Load l0 -> {
+                Expr.Load l = remap == null ? l0 : remap.apply(l0);
+                if (absorbed.contains(l.storage())) {
+                    ComputedBuffer p = (ComputedBuffer) l.storage();
+                    expand(p.body(), new Remap(remap(l, p), rank), rank, out);
+                } else out.add(l);
+            }
+            case Expr.Apply a -> a.args().forEach(x -> expand(x, remap, rank, out));
+            case Expr.Cast c -> expand(c.x(), remap, rank, out);
+            case Expr.Constant c -> { }
+        }
     }
 
     /**
@@ -237,11 +360,12 @@ final class Fusion {
     private void pullIn(ComputedBuffer c, Group g) {
         for (Buffer s : loadsOf(c)) {
             Group h = groupOf.get(s);
-            if (h == null || h == g || h.merged || h.reduction || h.extern != null || h.position > g.position
+            if (h == null || h == g || h.merged || h.isRow() || h.extern != null || h.position > g.position
                     || g.position - h.position > WINDOW || !h.ranges.equals(g.ranges) || !movable(h, g, c)) continue;
             for (ComputedBuffer m : h.members) {
                 groupOf.put(m, g);
                 producedAt.put(m, g.position);
+                g.dimsOf.put(m, h.dimsOf.get(m));
             }
             g.members.addAll(0, h.members);
             g.reads.addAll(h.reads);
@@ -293,59 +417,89 @@ final class Fusion {
         var inputs = new ArrayList<Buffer>();
         var locals = new ArrayList<KExpr>();
         var ops = new ArrayList<String>();
-        var localOf = new IdentityHashMap<Buffer, Integer>();
+        var valueOf = new IdentityHashMap<Buffer, KExpr>();
+        var reductions = new ArrayList<Kernel.Reduction>();
+        int rank = g.dims().size();
         for (ComputedBuffer m : g.members) {
-            locals.add(convert(m.body(), g, inputs, localOf, null));
-            localOf.put(m, locals.size() - 1);
+            int[] dims = g.dimsOf.get(m);
+            Remap own = isIdentity(dims, rank) ? null : new Remap(dims, rank);
+            locals.add(convert(m.body(), g, inputs, valueOf, own));
+            int local = locals.size() - 1;
+            if (m.isReduction()) {
+                reductions.add(new Kernel.Reduction(m.reduceFn(), local, m.type().dtype()));
+                valueOf.put(m, new KExpr.Reduced(reductions.size() - 1, m.type().dtype()));
+            } else {
+                valueOf.put(m, new KExpr.Local(local, m.type().dtype()));
+            }
             ops.add(m.label());
         }
         var stores = new ArrayList<Kernel.Store>();
         var writes = new ArrayList<Buffer>();
-        var reductions = new ArrayList<Kernel.Reduction>();
-        ComputedBuffer first = g.members.getFirst();
-        if (g.reduction) {
-            reductions.add(new Kernel.Reduction(first.reduceFn(), locals.size() - 1, first.type().dtype()));
-            locals.add(new KExpr.Reduced(0, first.type().dtype()));
-            stores.add(Kernel.Store.perRow(table.of(first), locals.size() - 1));
-            writes.add(first);
-        } else {
-            for (ComputedBuffer m : g.members)
-                if (needsStorage(m, g)) {
-                    stores.add(new Kernel.Store(table.of(m), localOf.get(m)));
-                    writes.add(m);
-                }
+        for (ComputedBuffer m : g.members) {
+            if (!needsStorage(m, g)) continue;
+            KExpr v = valueOf.get(m);
+            if (v instanceof KExpr.Reduced) {
+                locals.add(v);
+                stores.add(Kernel.Store.perRow(table.of(m), locals.size() - 1));
+            } else {
+                int local = ((KExpr.Local) v).index();
+                stores.add(g.isRow() && !touchesRow(g.dimsOf.get(m), g) ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local));
+            }
+            writes.add(m);
         }
         String base = String.join("_", ops);
         if (base.length() > 48) base = base.substring(0, 48);
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
-        var kernel = new Kernel(name, first.ranges(), g.reduction ? first.reductionRanges() : List.of(), table.of(inputs), locals,
-                reductions, stores, ops);
-        return new Work.KernelWork(kernel, writes, List.copyOf(inputs), !g.reduction);
+        var kernel = new Kernel(name, g.ranges, g.isRow() ? g.rowRanges : List.of(), table.of(inputs), locals, reductions, stores, ops);
+        return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true);
+    }
+
+    /** Whether a member's loop runs along the row's elements (an element member), not only over the rows. */
+    private static boolean touchesRow(int[] dims, Group g) {
+        for (int d : dims) if (d >= g.ranges.size()) return true;
+        return false;
+    }
+
+    private static boolean isIdentity(int[] dims, int rank) {
+        if (dims.length != rank) return false;
+        for (int i = 0; i < rank; i++) if (dims[i] != i) return false;
+        return true;
     }
 
     private boolean needsStorage(ComputedBuffer m, Group g) {
         if (outputs.contains(m) || viewed.contains(m) || m.isSymmetric() || !(m.layout().isFlexible() || m.layout() instanceof Layout.CommBuffer)) return true;
-        for (Buffer u : consumers.getOrDefault(m, List.of())) if (groupOf.get(u) != g) return true;
+        for (Buffer u : consumers.getOrDefault(m, List.of())) if (groupOf.get(absorber(u)) != g) return true;
         return false;
     }
 
-    /** Lowered expression to kernel expression; {@code remap} re-indexes an absorbed producer's loads. */
-    private KExpr convert(Expr e, Group g, List<Buffer> inputs, Map<Buffer, Integer> localOf, Remap remap) {
+    /** The loop whose kernel computes {@code b}: itself, or for an absorbed producer the reduction it is inlined into. */
+    private Buffer absorber(Buffer b) {
+        while (absorbed.contains(b)) b = consumers.get(b).getFirst();
+        return b;
+    }
+
+    /**
+     * Lowered expression to kernel expression; {@code remap} re-indexes a member's or an absorbed producer's loads onto
+     * the kernel's dimensions. Loads of earlier members read their value in the kernel ({@code valueOf}).
+     */
+    private KExpr convert(Expr e, Group g, List<Buffer> inputs, Map<Buffer, KExpr> valueOf, Remap remap) {
         return switch (e) {
             case Expr.Constant c -> new KExpr.Const(c.value(), c.dtype());
-            case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, localOf, remap), c.dtype());
+            case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, valueOf, remap), c.dtype());
             case Expr.Apply a -> {
                 var args = new ArrayList<KExpr>(a.args().size());
-                for (Expr x : a.args()) args.add(convert(x, g, inputs, localOf, remap));
+                for (Expr x : a.args()) args.add(convert(x, g, inputs, valueOf, remap));
                 yield new KExpr.Apply(a.fn(), List.copyOf(args), a.dtype());
             }
             case Expr.Load l0 -> {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 Buffer s = l.storage();
-                if (localOf.containsKey(s)) yield new KExpr.Local(localOf.get(s), l.dtype());
+                KExpr v = valueOf.get(s);
+                if (v instanceof KExpr.Local local) yield new KExpr.Local(local.index(), l.dtype());
+                if (v != null) yield v.dtype() == l.dtype() ? v : new KExpr.Cast(v, l.dtype());
                 if (absorbed.contains(s)) {
                     ComputedBuffer p = (ComputedBuffer) s;
-                    yield convert(p.body(), g, inputs, localOf, new Remap(remap(l, p), l.strides().size()));
+                    yield convert(p.body(), g, inputs, valueOf, new Remap(remap(l, p), l.strides().size()));
                 }
                 int idx = inputs.indexOf(s);
                 if (idx < 0) { inputs.add(s); idx = inputs.size() - 1; }

@@ -8,6 +8,9 @@ import dev.gatun.ir.lower.ViewBuffer;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
+import dev.gatun.ir.SymInt;
+
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.Map;
@@ -31,8 +34,10 @@ final class InPlace {
         for (Buffer b : graph.buffers()) if (b instanceof ViewBuffer v) viewed.add(v.base());
         for (int i = 0; i < live.n; i++) {
             if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
-            for (Buffer out : k.writes()) {
+            for (int w = 0; w < k.writes().size(); w++) {
+                Buffer out = k.writes().get(w);
                 if (!candidate(out, Set.of()) || viewed.contains(out)) continue;   // a graph output may take a dead input's slot
+                if (!k.kernel().stores().get(w).isRowMajor() || k.kernel().stores().get(w).perRow()) continue;
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);
                     if (taken.contains(in) || !candidate(in, outputs) || viewed.contains(in) || !live.isWritten(in)
@@ -51,11 +56,22 @@ final class InPlace {
                 && b.type().shape().isStatic();
     }
 
+    /**
+     * Every load of the input reads element i at index i of the kernel's whole loop (a row kernel's rows, then its
+     * elements), where an element store of the same index writes.
+     */
     private static boolean readsAligned(Kernel k, int input, Buffer b) {
-        var want = b.type().shape().contiguousStrides();
+        var all = new ArrayList<SymInt>(k.ranges());
+        all.addAll(k.reductionRanges());
+        var rowMajor = new ArrayList<SymInt>();
+        SymInt s = SymInt.ONE;
+        for (int d = all.size() - 1; d >= 0; d--) {
+            rowMajor.addFirst(s);
+            s = s.times(all.get(d));
+        }
         var ok = new boolean[]{true};
         for (KExpr e : k.locals()) visitLoads(e, l -> {
-            if (l.input() == input && !Fusion.aligned(l.offset(), l.strides(), want, k.ranges())) ok[0] = false;
+            if (l.input() == input && !Fusion.aligned(l.offset(), l.strides(), rowMajor, all)) ok[0] = false;
         });
         return ok[0];
     }

@@ -52,7 +52,7 @@ public sealed interface Step {
     record Launch(Kernel kernel) implements Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
-            return "kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs());
+            return "kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic();
         }
     }
 

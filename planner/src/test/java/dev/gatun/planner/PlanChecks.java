@@ -164,19 +164,29 @@ final class PlanChecks {
         if (p.pool(out.at.pool()).kind() != Pool.Kind.REGULAR) return false;
         if (in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
         if (in.end != out.start) return false;
-        if (!(p.steps().get(out.start) instanceof Step.Launch l) || l.kernel().isReduction()) return false;
-        int idx = names(l.kernel().inputs()).indexOf(in.buffer());
+        if (!(p.steps().get(out.start) instanceof Step.Launch l)) return false;
+        Kernel k = l.kernel();
+        // the output is stored once per element of the kernel's whole loop, at that element's row-major place
+        var store = k.stores().stream().filter(s -> s.buffer().name().equals(out.buffer())).findFirst();
+        if (store.isEmpty() || store.get().perRow() || store.get().strides() != null || !store.get().offset().equals(SymInt.ZERO)) return false;
+        int idx = names(k.inputs()).indexOf(in.buffer());
         if (idx < 0) return false;
-        var want = p.buffer(in.buffer()).type().shape().contiguousStrides();
-        // every load of the input reads element i at index i: strides as row-major, except in loop dimensions of
-        // size 1, whose index is always 0
-        var ranges = l.kernel().ranges();
-        for (KExpr e : l.kernel().locals())
+        var loop = new ArrayList<SymInt>(k.ranges());
+        loop.addAll(k.reductionRanges());
+        var want = new ArrayList<SymInt>();
+        SymInt step = SymInt.ONE;
+        for (int d = loop.size() - 1; d >= 0; d--) {
+            want.addFirst(step);
+            step = step.times(loop.get(d));
+        }
+        // every load of the input reads the element the store of the same index writes: strides as row-major over the
+        // loop, except in loop dimensions of size 1, whose index is always 0
+        for (KExpr e : k.locals())
             for (KExpr.Load ld : loads(e)) {
                 if (ld.input() != idx) continue;
                 if (!ld.offset().equals(SymInt.ZERO) || ld.strides().size() != want.size()) return false;
-                for (int k = 0; k < want.size(); k++)
-                    if (!ld.strides().get(k).equals(want.get(k)) && !ranges.get(k).equals(SymInt.ONE)) return false;
+                for (int d = 0; d < want.size(); d++)
+                    if (!ld.strides().get(d).equals(want.get(d)) && !loop.get(d).equals(SymInt.ONE)) return false;
             }
         return true;
     }

@@ -101,6 +101,23 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
 
     public boolean isReduction() { return !reductions.isEmpty(); }
 
+    /**
+     * The least memory this kernel moves: every input read once and every stored buffer written once, in bytes (what a
+     * row kernel that keeps its row on chip, or a pointwise kernel, moves; the plan prints it beside each launch).
+     */
+    public record Traffic(SymInt read, SymInt written) {
+        @Override public String toString() { return "reads " + bytes(read) + ", writes " + bytes(written); }
+
+        private static String bytes(SymInt b) { return b.isConstant() ? b.constant() + " B" : b + " B"; }
+    }
+
+    public Traffic traffic() {
+        SymInt read = SymInt.ZERO, written = SymInt.ZERO;
+        for (PlanBuffer b : inputs) read = read.plus(b.shape().symNumel().times(SymInt.of(b.dtype().byteSize())));
+        for (PlanBuffer b : outputs().stream().distinct().toList()) written = written.plus(b.shape().symNumel().times(SymInt.of(b.dtype().byteSize())));
+        return new Traffic(read, written);
+    }
+
     public List<PlanBuffer> outputs() { return stores.stream().map(Store::buffer).toList(); }
 
     /** For each local, how many of the row's reductions must be done before it can be evaluated. */
@@ -108,6 +125,28 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
 
     /** For each local, whether it differs along the row (see the class comment). */
     public boolean[] perElement() { return perElement(locals, ranges.size()); }
+
+    /**
+     * Which locals phase {@code p} evaluates for each element: for {@code p <} the number of reductions, what reduction
+     * {@code p} folds and what that reads; for the last phase, what the element stores need. A local may be evaluated in
+     * several phases (a row kernel recomputes rather than keeps a row).
+     */
+    public boolean[] neededIn(int p) {
+        boolean[] out = new boolean[locals.size()];
+        if (p < reductions.size()) out[reductions.get(p).local()] = true;
+        else for (Store s : stores) if (!s.perRow()) out[s.local()] = true;
+        for (int i = out.length - 1; i >= 0; i--) if (out[i]) markReads(locals.get(i), out);
+        return out;
+    }
+
+    private static void markReads(KExpr e, boolean[] out) {
+        switch (e) {
+            case KExpr.Local l -> out[l.index()] = true;
+            case KExpr.Apply a -> a.args().forEach(x -> markReads(x, out));
+            case KExpr.Cast c -> markReads(c.x(), out);
+            default -> { }
+        }
+    }
 
     /** How many reductions {@code e} needs finished, given the locals' phases so far. */
     public static int phase(KExpr e, int[] phases) {
@@ -171,29 +210,26 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
             for (Store s : stores) sb.append("    ").append(storeText(s)).append('\n');
             return sb.append("  }").toString();
         }
-        int[] phase = phases();
         boolean[] element = perElement();
         String row = loopIndex(ranges.size(), reductionRanges);
-        boolean[] shown = new boolean[locals.size()];
         for (int p = 0; p <= reductions.size(); p++) {
             boolean last = p == reductions.size();
-            var lines = new ArrayList<String>();
-            for (int i = 0; i < locals.size(); i++)
-                if (!shown[i] && phase[i] <= p && (element[i] || last)) {
-                    shown[i] = true;
-                    lines.add("t" + i + " = " + format(locals.get(i)));
-                }
+            boolean[] needed = neededIn(p);
+            if (last && stores.stream().allMatch(Store::perRow)) break;
             if (!last) {
                 Reduction r = reductions.get(p);
                 sb.append("    r").append(p).append(" = ").append(r.fn().opName()).append(" of t").append(r.local()).append(" over (").append(row).append(") {\n");
             } else {
-                if (stores.stream().noneMatch(s -> !s.perRow()) && lines.isEmpty()) break;
                 sb.append("    for (").append(row).append(") {\n");
             }
-            for (String l : lines) sb.append("      ").append(l).append('\n');
+            for (int i = 0; i < locals.size(); i++) if (needed[i]) sb.append("      t").append(i).append(" = ").append(format(locals.get(i))).append('\n');
             if (last) for (Store s : stores) if (!s.perRow()) sb.append("      ").append(storeText(s)).append('\n');
             sb.append("    }\n");
         }
+        boolean[] rowNeeds = new boolean[locals.size()];
+        for (Store s : stores) if (s.perRow()) rowNeeds[s.local()] = true;
+        for (int i = rowNeeds.length - 1; i >= 0; i--) if (rowNeeds[i]) markReads(locals.get(i), rowNeeds);
+        for (int i = 0; i < locals.size(); i++) if (rowNeeds[i] && !element[i]) sb.append("    t").append(i).append(" = ").append(format(locals.get(i))).append('\n');
         for (Store s : stores) if (s.perRow()) sb.append("    ").append(storeText(s)).append('\n');
         return sb.append("  }").toString();
     }

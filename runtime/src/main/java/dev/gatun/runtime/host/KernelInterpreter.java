@@ -50,9 +50,10 @@ final class KernelInterpreter {
             }
             return;
         }
-        int[] phase = k.phases();
         boolean[] element = k.perElement();
         int phases = k.reductions().size();
+        boolean[][] needed = new boolean[phases + 1][];
+        for (int p = 0; p <= phases; p++) needed[p] = k.neededIn(p);
         for (long o = 0; o < outCount; o++) {
             unravel(o, ranges, idx, 0);
             for (int d = rank; d < idx.length; d++) idx[d] = 0;
@@ -62,7 +63,7 @@ final class KernelInterpreter {
                 double acc = r == null ? 0 : init(r.fn());
                 for (long e = 0; e < redCount; e++) {
                     unravel(e, redRanges, idx, rank);
-                    for (int i = 0; i < locals.length; i++) if (phase[i] <= p) values[i] = locals[i].at(idx, values, reduced);
+                    for (int i = 0; i < locals.length; i++) if (needed[p][i]) values[i] = locals[i].at(idx, values, reduced);
                     if (r != null) {
                         acc = combine(r.fn(), acc, values[r.local()]);
                         continue;

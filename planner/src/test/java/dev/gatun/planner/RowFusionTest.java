@@ -1,0 +1,136 @@
+package dev.gatun.planner;
+
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.graph.ReduceFn;
+import dev.gatun.planner.kernel.Kernel;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static dev.gatun.ir.DType.BF16;
+import static dev.gatun.ir.DType.F32;
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Row kernels: a reduction and the pointwise work before and after it, and other reductions over the same rows, in
+ * one kernel that reads each input once. Byte counts come from the shapes (elements times 4 for f32), not from the
+ * planner.
+ */
+class RowFusionTest {
+
+    static Kernel only(Plan p) {
+        assertThat(p.kernels()).as(p.toString()).hasSize(1);
+        return p.kernels().getFirst();
+    }
+
+    static List<ReduceFn> reductions(Kernel k) { return k.reductions().stream().map(Kernel.Reduction::fn).toList(); }
+
+    static void assertTraffic(Kernel k, long read, long written) {
+        assertThat(k.traffic().read()).as(k.name() + " reads").isEqualTo(SymInt.of(read));
+        assertThat(k.traffic().written()).as(k.name() + " writes").isEqualTo(SymInt.of(written));
+    }
+
+    static Tensor softmax(Tensor x) {
+        var e = x.sub(x.max(true, -1)).exp();
+        return e.div(e.sum(true, -1));
+    }
+
+    @Test
+    void softmaxIsOneKernelReadingItsRowOnce() {
+        Plan p = FusionTest.plan("softmax", 1, g -> g.output("y", softmax(g.input("x", F32, 4, 16))));
+        Kernel k = only(p);
+        assertThat(reductions(k)).containsExactly(ReduceFn.MAX, ReduceFn.SUM);
+        assertThat(PlanChecks.names(k.inputs())).containsExactly("x");
+        assertTraffic(k, 4 * 16 * 4, 4 * 16 * 4);
+        assertThat(p.toString()).contains("kernel " + k.name() + "(x) -> ", "# reads 256 B, writes 256 B");
+        // nothing but the output is placed: the exponentials are recomputed, never stored
+        assertThat(FusionTest.placed(p)).containsOnly(p.outputs().get("y").name());
+    }
+
+    @Test
+    void rmsNormIsOneKernel() {
+        Plan p = FusionTest.plan("rmsnorm", 1, g -> {
+            var x = g.input("x", BF16, 8, 32);
+            var rms = x.mul(x).mean(true, -1).add(1e-6).rsqrt();
+            g.output("y", x.mul(rms).mul(g.input("w", BF16, 32)));
+        });
+        Kernel k = only(p);
+        assertThat(reductions(k)).containsExactly(ReduceFn.MEAN);
+        assertThat(PlanChecks.names(k.inputs())).containsExactlyInAnyOrder("x", "w");
+        assertTraffic(k, 8 * 32 * 2 + 32 * 2, 8 * 32 * 2);
+    }
+
+    @Test
+    void layerNormAfterAMatmulIsTheMatmulAndOneKernelWritingInPlace() {
+        Plan p = FusionTest.plan("layernorm", 1, g -> {
+            var x = g.input("a", F32, 4, 8).matmul(g.input("b", F32, 8, 16));
+            var d = x.sub(x.mean(true, -1));
+            var r = d.mul(d).mean(true, -1).add(1e-5).rsqrt();
+            g.output("y", d.mul(r).mul(g.input("w", F32, 16)).add(g.input("bias", F32, 16)));
+        });
+        var device = FusionTest.deviceSteps(p);
+        assertThat(device).hasSize(2);
+        assertThat(device.getFirst()).isInstanceOf(Step.Matmul.class);
+        Kernel k = only(p);
+        assertThat(reductions(k)).containsExactly(ReduceFn.MEAN, ReduceFn.MEAN);
+        assertTraffic(k, 4 * 16 * 4 + 16 * 4 + 16 * 4, 4 * 16 * 4);
+        // the normalised rows go where the matmul's rows were: one slot in the whole plan
+        String y = p.outputs().get("y").name();
+        var place = p.steps().stream().filter(s -> s instanceof Step.Place pl && pl.buffer().name().equals(y)).map(s -> (Step.Place) s).findFirst().orElseThrow();
+        assertThat(place.inPlace()).as(p.toString()).isTrue();
+        assertThat(p.pools()).singleElement().extracting(Pool::bytes).isEqualTo(4L * 16 * 4);
+    }
+
+    @Test
+    void theRowsPointwiseTailJoinsItsReduction() {
+        // [R,1] keepdim results: the sum, then add and mul on each row, one kernel storing once per row
+        Kernel k = only(FusionTest.plan("keepdim_tail", 1, g -> g.output("y", g.input("x", F32, 4, 8).sum(true, -1).add(1).mul(2))));
+        assertThat(k.stores()).singleElement().satisfies(s -> assertThat(s.perRow()).isTrue());
+        assertTraffic(k, 4 * 8 * 4, 4 * 4);
+        // and a reduction plus another input of the rows' shape
+        Kernel j = only(FusionTest.plan("sum_add", 1, g -> g.output("y", g.input("x", F32, 4, 8).sum(-1).add(g.input("b", F32, 4)))));
+        assertTraffic(j, 4 * 8 * 4 + 4 * 4, 4 * 4);
+    }
+
+    @Test
+    void siblingReductionsOfOneInputAreOnePass() {
+        Plan p = FusionTest.plan("sum_amax", 1, g -> {
+            var x = g.input("x", F32, 6, 10);
+            g.output("s", x.sum(-1));
+            g.output("m", x.max(-1));
+        });
+        Kernel k = only(p);
+        assertThat(reductions(k)).containsExactly(ReduceFn.SUM, ReduceFn.MAX);
+        assertTraffic(k, 6 * 10 * 4, 2 * 6 * 4);
+    }
+
+    @Test
+    void aPointwiseSiblingOfAReductionJoinsIt() {
+        Plan p = FusionTest.plan("sum_cos", 1, g -> {
+            var x = g.input("x", F32, 6, 10);
+            g.output("s", x.sum(-1));
+            g.output("c", x.cos());
+        });
+        Kernel k = only(p);
+        assertTraffic(k, 6 * 10 * 4, 6 * 4 + 6 * 10 * 4);
+    }
+
+    @Test
+    void rowsThatAreNotTheReductionsStayApart() {
+        // the column sums are not per row of the softmax: two kernels
+        Plan p = FusionTest.plan("columns", 1, g -> {
+            var x = g.input("x", F32, 4, 16);
+            g.output("y", softmax(x));
+            g.output("c", x.sum(0));
+        });
+        assertThat(p.kernels()).hasSize(2);
+        // a reduction's result read at another row than its own is read from memory, after the kernel that made it
+        Plan q = FusionTest.plan("shifted", 1, g -> {
+            var x = g.input("x", F32, 4, 16);
+            var m = x.max(true, -1);
+            g.output("y", x.sub(m.slice(0, 0, 1, 1).expand(4, 16)));
+        });
+        assertThat(q.kernels()).hasSize(2);
+    }
+}
