@@ -58,9 +58,9 @@ final class Fusion {
         final List<ComputedBuffer> members = new ArrayList<>();
         final Set<Buffer> reads = newSet();
         /** The loop of a pointwise kernel; the rows of a row kernel. */
-        final List<SymInt> ranges;
-        /** The elements of each row, for a row kernel; null for a pointwise kernel. */
-        final List<SymInt> rowRanges;
+        List<SymInt> ranges;
+        /** The elements of each row, for a row kernel; null for a pointwise kernel (until a reduction joins it). */
+        List<SymInt> rowRanges;
         /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
         final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>();
         /** Merged into a later group: emits nothing. */
@@ -114,6 +114,11 @@ final class Fusion {
                         groups.add(g);
                     } else {
                         g = join.group();
+                        if (join.rows() != null) {
+                            g.ranges = c.ranges();
+                            g.rowRanges = c.reductionRanges();
+                            g.dimsOf.putAll(join.rows());
+                        }
                         g.dimsOf.put(c, join.dims());
                         if (!g.isRow()) pullIn(c, g);
                     }
@@ -228,8 +233,11 @@ final class Fusion {
         return map;
     }
 
-    /** A kernel to join, and where the joining loop's dimensions go in it. */
-    private record Join(Group group, int[] dims) {}
+    /**
+     * A kernel to join, and where the joining loop's dimensions go in it; {@code rows}: a reduction turns a pointwise
+     * kernel into a row kernel, and these are its members' new dimensions.
+     */
+    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows) {}
 
     /** The latest kernel {@code c} may join, or null. */
     private Join findGroup(ComputedBuffer c) {
@@ -241,17 +249,21 @@ final class Fusion {
             if (g.position < ready) break;            // something c reads is produced after this kernel
             if (g.extern != null) continue;
             int[] dims = fit(c, g);
+            Map<ComputedBuffer, int[]> rows = dims == null ? asRows(g, c) : null;
+            if (rows != null) dims = identity(c.ranges().size() + c.reductionRanges().size());
             if (dims == null) continue;
+            List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
+            Map<ComputedBuffer, int[]> dimsOf = rows == null ? g.dimsOf : rows;
             boolean shares = false, ok = true;
             for (Expr.Load l : loads) {
                 Buffer s = l.storage();
                 if (groupOf.get(s) == g) {
                     shares = true;
-                    ok &= alignedIn(l, dims, s, g);
+                    ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
                 } else if (g.reads.contains(s)) shares = true;
                 else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
             }
-            if (ok && shares) return new Join(g, dims);
+            if (ok && shares) return new Join(g, dims, rows);
         }
         return null;
     }
@@ -266,8 +278,47 @@ final class Fusion {
         if (!g.isRow()) return !m.isReduction() && m.ranges().equals(g.ranges) ? identity(g.ranges.size()) : null;
         if (m.isReduction())
             return m.ranges().equals(g.ranges) && m.reductionRanges().equals(g.rowRanges) ? identity(g.ranges.size() + g.rowRanges.size()) : null;
-        int[] element = nonOneCount(g.rowRanges) > 0 ? match(m.ranges(), g.dims()) : null;
+        int[] element = nonOneCount(g.rowRanges) > 0 && spreads(g.ranges, g.rowRanges) ? match(m.ranges(), g.dims()) : null;
         return element != null ? element : match(m.ranges(), g.ranges);
+    }
+
+    /** Rows at which a row kernel is wide enough to take the whole tensor's pointwise work (a backend runs rows apart). */
+    static final long MANY_ROWS = 128;
+    /** Rows short enough that even a few of them take the whole tensor's pointwise work. */
+    static final long SHORT_ROW = 8192;
+
+    /**
+     * Whether a row kernel over these rows may also do the pointwise work over every element: not when a handful of
+     * very long rows (a whole-tensor sum) would leave that work to a handful of workers.
+     */
+    static boolean spreads(List<SymInt> rows, List<SymInt> row) {
+        SymInt n = SymInt.ONE, len = SymInt.ONE;
+        for (SymInt r : rows) n = n.times(r);
+        for (SymInt r : row) len = len.times(r);
+        return !n.isConstant() || n.constant() >= MANY_ROWS || (len.isConstant() && len.constant() <= SHORT_ROW);
+    }
+
+    /**
+     * A reduction {@code c} joining pointwise kernel {@code g} (a sum beside a cos of the same input) makes it a row
+     * kernel when {@code g}'s loop is {@code c}'s rows and elements: the members' dimensions in it, or null.
+     */
+    private static Map<ComputedBuffer, int[]> asRows(Group g, ComputedBuffer c) {
+        if (!c.isReduction() || g.isRow() || g.extern != null || nonOneCount(c.reductionRanges()) == 0 || !spreads(c.ranges(), c.reductionRanges()))
+            return null;
+        var dims = concat(c.ranges(), c.reductionRanges());
+        var out = new IdentityHashMap<ComputedBuffer, int[]>();
+        for (ComputedBuffer m : g.members) {
+            int[] d = match(m.ranges(), dims);
+            if (d == null) return null;
+            out.put(m, d);
+        }
+        return out;
+    }
+
+    private static List<SymInt> concat(List<SymInt> a, List<SymInt> b) {
+        var out = new ArrayList<SymInt>(a);
+        out.addAll(b);
+        return out;
     }
 
     /** Maps the dimensions of {@code own} other than size 1, in order, onto those of {@code target}; null if they differ. */
@@ -302,13 +353,11 @@ final class Fusion {
      * member {@code s} of {@code g} where the kernel holds it: an element member at the current element, a reduction
      * or row member at the current row, the same for every element of the row.
      */
-    private boolean alignedIn(Expr.Load l, int[] loaderDims, Buffer s, Group g) {
-        var dims = g.dims();
+    private boolean alignedIn(Expr.Load l, int[] loaderDims, Buffer s, List<SymInt> dims, int[] own) {
         if (!l.offset().equals(SymInt.ZERO)) return false;
         var got = toKernel(l.strides(), loaderDims, dims.size());
         var want = new ArrayList<SymInt>();
         for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
-        int[] own = g.dimsOf.get(s);
         var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
         for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
         for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !got.get(k).equals(want.get(k))) return false;

@@ -114,6 +114,24 @@ class RowFusionTest {
         });
         Kernel k = only(p);
         assertTraffic(k, 6 * 10 * 4, 6 * 4 + 6 * 10 * 4);
+        // the other way round: the reduction turns the cos's kernel into a row kernel
+        Plan q = FusionTest.plan("cos_sum", 1, g -> {
+            var x = g.input("x", F32, 6, 10);
+            g.output("c", x.cos());
+            g.output("s", x.sum(-1));
+        });
+        assertTraffic(only(q), 6 * 10 * 4, 6 * 4 + 6 * 10 * 4);
+    }
+
+    @Test
+    void aWholeTensorReductionDoesNotTakeTheTensorsPointwiseWork() {
+        // one row of 2^20 elements: a backend would run the cos on one worker
+        Plan p = FusionTest.plan("total", 1, g -> {
+            var x = g.input("x", F32, 1024, 1024);
+            g.output("s", x.sum(0, 1));
+            g.output("c", x.cos());
+        });
+        assertThat(p.kernels()).hasSize(2);
     }
 
     @Test

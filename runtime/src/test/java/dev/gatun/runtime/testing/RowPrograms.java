@@ -58,6 +58,10 @@ public final class RowPrograms {
                 g.output("y", t[0].sub(lo).div(t[0].max(true, -1).sub(lo).add(1)));
             }),
             new Program("columns", (g, t) -> g.output("y", t[0].sub(t[0].mean(true, 0)).mul(2))),
+            new Program("cos_then_sum", (g, t) -> {
+                g.output("c", t[0].cos());
+                g.output("s", t[0].sum(true, -1));
+            }),
             new Program("softmax_then_sum", (g, t) -> {
                 var s = softmax(t[0], -1);
                 g.output("y", s.mul(t[1]).sum(-1));
