@@ -254,19 +254,47 @@ final class Fusion {
             if (dims == null) continue;
             List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
             Map<ComputedBuffer, int[]> dimsOf = rows == null ? g.dimsOf : rows;
-            boolean shares = false, ok = true;
+            boolean shares = false, vertical = false, ok = true;
             for (Expr.Load l : loads) {
                 Buffer s = l.storage();
                 if (groupOf.get(s) == g) {
-                    shares = true;
+                    shares = vertical = true;
                     ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
                 } else if (g.reads.contains(s)) shares = true;
                 else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
             }
+            if (ok && shares && !vertical && raisesPeak(c, g)) continue;
             if (ok && shares) return new Join(g, dims, rows);
         }
         return null;
     }
+
+    /**
+     * Whether joining {@code c} to {@code g} only because they read the same input would keep more alive at once than
+     * the written order: {@code c}'s result waits for a later extern call (a matmul, a collective) and so does one of
+     * {@code g}'s, so both would be alive together where the written order makes and consumes each in turn (K branches
+     * of one input, each feeding a matmul). Fusion is scored by memory as well as by launches: such joins are not taken.
+     */
+    private boolean raisesPeak(ComputedBuffer c, Group g) {
+        if (!keptForExtern(c)) return false;
+        for (ComputedBuffer m : g.members) if (keptForExtern(m)) return true;
+        return false;
+    }
+
+    /**
+     * A regular-pool result of at least {@link #LARGE} bytes that a later extern call reads. Outputs live to the end
+     * anyway; communication buffers live in their own pool, where a collective's inputs made by one launch is the point.
+     */
+    private boolean keptForExtern(Buffer b) {
+        if (outputs.contains(b) || b.isSymmetric() || b.layout() instanceof Layout.CommBuffer) return false;
+        SymInt bytes = b.type().shape().symNumel().times(SymInt.of(b.type().dtype().byteSize()));
+        if (bytes.isConstant() && bytes.constant() < LARGE) return false;
+        for (Buffer u : consumers.getOrDefault(b, List.of())) if (u instanceof ExternBuffer) return true;
+        return false;
+    }
+
+    /** Below this, keeping two results alive together costs less than the launch it saves. */
+    static final long LARGE = 64 * 1024;
 
     /**
      * Where each loop dimension of {@code m} goes in {@code g}'s kernel, or null when {@code m} does not fit it. A

@@ -305,6 +305,25 @@ class AdversarialPlanTest {
         assertThat(pending.steps()).as(pending.toString()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace() && t2.equals(pl.reuses()));
     }
 
+    @Test
+    void neverInPlaceOfAProducerFusedIntoTheSameKernel() {
+        // t and u are made by one kernel from x, element by element; t is also stored for the matmul that comes later.
+        // Were u written over t's slot (in place of its own fused producer), the matmul would read 2(x+1) for x+1.
+        Plan p = plan("fused_producer", 1, g -> {
+            var t = g.input("x", F32, 8, 8).add(1);
+            var u = t.mul(2);
+            g.output("y", u.add(t.matmul(g.input("w", F32, 8, 8))));
+        });
+        var kernel = p.kernels().getFirst();
+        assertThat(kernel.ops()).as(p.toString()).containsSubsequence("add", "mul");
+        assertThat(kernel.outputs()).hasSize(2);
+        String t = kernel.outputs().get(0).name(), u = kernel.outputs().get(1).name();
+        var tAt = p.buffer(t).placement();
+        var uAt = p.buffer(u).placement();
+        assertThat(tAt.offset() + tAt.bytes() <= uAt.offset() || uAt.offset() + uAt.bytes() <= tAt.offset())
+                .as("%s and %s overlap in %s", t, u, p).isTrue();
+    }
+
     // ------------------------------------------------------------------ the checker itself
 
     @Test

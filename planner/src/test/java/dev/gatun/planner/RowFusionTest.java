@@ -151,4 +151,27 @@ class RowFusionTest {
         });
         assertThat(q.kernels()).hasSize(2);
     }
+
+    /**
+     * K branches of one input, each two pointwise temporaries feeding a matmul, summed: fusing the branches'
+     * pointwise work horizontally would keep all 2K temporaries alive at once. The peak stays at what the branches
+     * one by one need: x, two temporaries, the product and the running sum (the sum's add may take a product's slot).
+     */
+    @Test
+    void branchesOfOneInputAreNotFusedAboveTheUnfusedPeak() {
+        for (int k : new int[]{4, 8}) {
+            Plan p = FusionTest.plan("branches" + k, 1, g -> {
+                var x = g.input("x", F32, 256, 256);
+                Tensor acc = null;
+                for (int i = 0; i < k; i++) {
+                    var prod = x.mul(i + 1).matmul(x.add(i + 1));
+                    acc = acc == null ? prod : acc.add(prod);
+                }
+                g.output("y", acc);
+            });
+            long tensor = 256L * 256 * 4;
+            long regular = p.pools().stream().filter(x -> x.kind() == Pool.Kind.REGULAR).mapToLong(Pool::bytes).sum();
+            assertThat(regular).as(p.toString()).isLessThanOrEqualTo(4 * tensor);
+        }
+    }
 }
