@@ -249,6 +249,7 @@ final class Fusion {
             if (g.position < ready) break;            // something c reads is produced after this kernel
             if (g.extern != null) continue;
             int[] dims = fit(c, g);
+            if (dims == null && !c.isReduction()) dims = reordered(c, g);
             Map<ComputedBuffer, int[]> rows = dims == null ? asRows(g, c) : null;
             if (rows != null) dims = identity(c.ranges().size() + c.reductionRanges().size());
             if (dims == null) continue;
@@ -324,6 +325,43 @@ final class Fusion {
         for (SymInt r : rows) n = n.times(r);
         for (SymInt r : row) len = len.times(r);
         return !n.isConstant() || n.constant() >= MANY_ROWS || (len.isConstant() && len.constant() <= SHORT_ROW);
+    }
+
+    /**
+     * Loop ordering after fusion: a pointwise loop that reads a member of {@code g} in another order than its own (the
+     * copy in {@code z.t().contiguous()}) joins with its loop reordered to the kernel's, so the member is read where the
+     * kernel holds it; its own result is then stored at its place through strides (a transposing store). The new order
+     * comes from the strides of its first load of a member; null when that does not give one.
+     */
+    private int[] reordered(ComputedBuffer c, Group g) {
+        var dims = g.dims();
+        for (Expr.Load l : effectiveLoads(c)) {
+            Buffer s = l.storage();
+            if (groupOf.get(s) != g || !l.offset().equals(SymInt.ZERO)) continue;
+            int[] own = g.dimsOf.get(s);
+            var want = new ArrayList<SymInt>();
+            for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
+            var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
+            for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
+            var ranges = c.ranges();
+            int[] map = new int[ranges.size()];
+            boolean[] used = new boolean[dims.size()];
+            for (int d = 0; d < ranges.size(); d++) {
+                map[d] = -1;
+                if (ranges.get(d).equals(SymInt.ONE)) continue;
+                for (int k = 0; k < dims.size() && map[d] < 0; k++)
+                    if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(l.strides().get(d))) {
+                        map[d] = k;
+                        used[k] = true;
+                    }
+                if (map[d] < 0) return null;
+            }
+            for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
+            if (g.isRow() && !touchesRow(map, g) && nonOneCount(g.rowRanges) > 0) return null;
+            if (g.isRow() && touchesRow(map, g) && !spreads(g.ranges, g.rowRanges)) return null;
+            return map;
+        }
+        return null;
     }
 
     /**
@@ -520,7 +558,11 @@ final class Fusion {
                 stores.add(Kernel.Store.perRow(table.of(m), locals.size() - 1));
             } else {
                 int local = ((KExpr.Local) v).index();
-                stores.add(g.isRow() && !touchesRow(g.dimsOf.get(m), g) ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local));
+                int[] dims = g.dimsOf.get(m);
+                boolean perRow = g.isRow() && !touchesRow(dims, g);
+                var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
+                var strides = placeStrides(m, dims, perRow ? g.ranges : g.dims());
+                stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             }
             writes.add(m);
         }
@@ -529,6 +571,25 @@ final class Fusion {
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
         var kernel = new Kernel(name, g.ranges, g.isRow() ? g.rowRanges : List.of(), table.of(inputs), locals, reductions, stores, ops);
         return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true);
+    }
+
+    /**
+     * Strides over the kernel's dimensions ({@code dims}) that put each element of {@code m} at its row-major place, or
+     * null when that is the kernel's own row-major order (every member but a reordered one).
+     */
+    private static List<SymInt> placeStrides(ComputedBuffer m, int[] own, List<SymInt> dims) {
+        var rowMajor = m.type().shape().contiguousStrides();
+        var out = new ArrayList<SymInt>();
+        for (int k = 0; k < dims.size(); k++) out.add(SymInt.ZERO);
+        for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) out.set(own[d], rowMajor.get(d));
+        var kernelRowMajor = new ArrayList<SymInt>();
+        SymInt step = SymInt.ONE;
+        for (int k = dims.size() - 1; k >= 0; k--) {
+            kernelRowMajor.addFirst(step);
+            step = step.times(dims.get(k));
+        }
+        for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !out.get(k).equals(kernelRowMajor.get(k))) return out;
+        return null;
     }
 
     /** Whether a member's loop runs along the row's elements (an element member), not only over the rows. */
@@ -544,7 +605,7 @@ final class Fusion {
     }
 
     private boolean needsStorage(ComputedBuffer m, Group g) {
-        if (outputs.contains(m) || viewed.contains(m) || m.isSymmetric() || !(m.layout().isFlexible() || m.layout() instanceof Layout.CommBuffer)) return true;
+        if (outputs.contains(m) || m.isSymmetric()) return true;
         for (Buffer u : consumers.getOrDefault(m, List.of())) if (groupOf.get(absorber(u)) != g) return true;
         return false;
     }

@@ -174,4 +174,32 @@ class RowFusionTest {
             assertThat(regular).as(p.toString()).isLessThanOrEqualTo(4 * tensor);
         }
     }
+
+    /**
+     * The loop-ordering seed: {@code y = sum(sum(x, -1)); z = x / 10; z_t = z.t().contiguous().t()}. The transposing
+     * copy joins the row kernel with its loop reordered to the kernel's (a transposing store), so x is read once and
+     * z is never stored; the sum of the 8 row sums is a second, tiny kernel.
+     */
+    @Test
+    void theLoopOrderSeedReadsXOnceAndNeverStoresZ() {
+        Plan p = FusionTest.plan("loop_order", 1, g -> {
+            var x = g.input("x", F32, 8, 16);
+            g.output("y", x.sum(-1).sum(0));
+            g.output("z_t", x.div(10).t().copy().t());
+        });
+        assertThat(p.kernels()).as(p.toString()).hasSize(2);
+        assertThat(p.kernels().stream().filter(k -> PlanChecks.names(k.inputs()).contains("x"))).hasSize(1);
+        Kernel main = p.kernels().getFirst();
+        assertTraffic(main, 8 * 16 * 4, 8 * 4 + 16 * 8 * 4);
+        // the copy's store goes where the [16,8] copy keeps element (i1, i0)
+        assertThat(main.stores()).anySatisfy(s -> assertThat(s.strides()).containsExactly(SymInt.ONE, SymInt.of(8)));
+        assertTraffic(p.kernels().getLast(), 8 * 4, 4);
+    }
+
+    @Test
+    void transposingCopiesJoinTheirProducer() {
+        Kernel k = only(FusionTest.plan("copy_t", 1, g -> g.output("y", g.input("x", F32, 6, 10).add(1).t().copy())));
+        assertTraffic(k, 6 * 10 * 4, 6 * 10 * 4);
+        assertThat(k.stores()).singleElement().satisfies(s -> assertThat(s.strides()).isNotNull());
+    }
 }

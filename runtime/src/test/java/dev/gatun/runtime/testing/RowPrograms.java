@@ -62,6 +62,11 @@ public final class RowPrograms {
                 g.output("c", t[0].cos());
                 g.output("s", t[0].sum(true, -1));
             }),
+            new Program("loop_order", (g, t) -> {
+                g.output("y", t[0].sum(-1).sum(0));
+                g.output("z_t", t[0].div(10).transpose(-2, -1).copy().transpose(-2, -1));
+            }),
+            new Program("transposed_copy", (g, t) -> g.output("y", t[0].add(1).transpose(0, -1).copy().mul(t[0].transpose(0, -1)))),
             new Program("softmax_then_sum", (g, t) -> {
                 var s = softmax(t[0], -1);
                 g.output("y", s.mul(t[1]).sum(-1));
