@@ -63,6 +63,8 @@ final class Fusion {
         List<SymInt> rowRanges;
         /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
         final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>();
+        /** Fusion's decisions about this kernel worth explaining (by loop, until the kernel is named). */
+        final List<String> notes = new ArrayList<>();
         /** Merged into a later group: emits nothing. */
         boolean merged;
 
@@ -111,9 +113,12 @@ final class Fusion {
                     if (join == null) {
                         g = new Group(groups.size(), null, c.ranges(), c.isReduction() ? c.reductionRanges() : null);
                         g.dimsOf.put(c, identity(g.dims().size()));
+                        g.notes.addAll(refusals);
                         groups.add(g);
                     } else {
                         g = join.group();
+                        g.notes.addAll(refusals);
+                        g.notes.addAll(join.notes());
                         if (join.rows() != null) {
                             g.ranges = c.ranges();
                             g.rowRanges = c.reductionRanges();
@@ -237,10 +242,14 @@ final class Fusion {
      * A kernel to join, and where the joining loop's dimensions go in it; {@code rows}: a reduction turns a pointwise
      * kernel into a row kernel, and these are its members' new dimensions.
      */
-    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows) {}
+    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes) {}
+
+    /** Why the last loop looked at was kept out of a kernel it shares an input with (for its own kernel's notes). */
+    private final List<String> refusals = new ArrayList<>();
 
     /** The latest kernel {@code c} may join, or null. */
     private Join findGroup(ComputedBuffer c) {
+        refusals.clear();
         var loads = effectiveLoads(c);
         int ready = -1;
         for (Expr.Load l : loads) ready = Math.max(ready, producedAt.getOrDefault(l.storage(), -1));
@@ -249,7 +258,8 @@ final class Fusion {
             if (g.position < ready) break;            // something c reads is produced after this kernel
             if (g.extern != null) continue;
             int[] dims = fit(c, g);
-            if (dims == null && !c.isReduction()) dims = reordered(c, g);
+            boolean reordered = false;
+            if (dims == null && !c.isReduction()) reordered = (dims = reordered(c, g)) != null;
             Map<ComputedBuffer, int[]> rows = dims == null ? asRows(g, c) : null;
             if (rows != null) dims = identity(c.ranges().size() + c.reductionRanges().size());
             if (dims == null) continue;
@@ -264,8 +274,18 @@ final class Fusion {
                 } else if (g.reads.contains(s)) shares = true;
                 else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
             }
-            if (ok && shares && !vertical && raisesPeak(c, g)) continue;
-            if (ok && shares) return new Join(g, dims, rows);
+            if (ok && shares && !vertical && raisesPeak(c, g)) {
+                refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the kernel making " + firstKept(g)
+                        + ": both wait for a later extern call, and made together they would be alive together");
+                continue;
+            }
+            if (ok && shares) {
+                var notes = new ArrayList<String>();
+                if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads "
+                        + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
+                if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
+                return new Join(g, dims, rows, notes);
+            }
         }
         return null;
     }
@@ -286,6 +306,16 @@ final class Fusion {
      * A regular-pool result of at least {@link #LARGE} bytes that a later extern call reads. Outputs live to the end
      * anyway; communication buffers live in their own pool, where a collective's inputs made by one launch is the point.
      */
+    private String firstKept(Group g) {
+        for (ComputedBuffer m : g.members) if (keptForExtern(m)) return table.of(m).name();
+        return "?";
+    }
+
+    private String firstMemberRead(ComputedBuffer c, Group g) {
+        for (Expr.Load l : effectiveLoads(c)) if (groupOf.get(l.storage()) == g) return table.of(l.storage()).name();
+        return "?";
+    }
+
     private boolean keptForExtern(Buffer b) {
         if (outputs.contains(b) || b.isSymmetric() || b.layout() instanceof Layout.CommBuffer) return false;
         SymInt bytes = b.type().shape().symNumel().times(SymInt.of(b.type().dtype().byteSize()));
@@ -483,6 +513,7 @@ final class Fusion {
                 g.dimsOf.put(m, h.dimsOf.get(m));
             }
             g.members.addAll(0, h.members);
+            g.notes.addAll(0, h.notes);
             g.reads.addAll(h.reads);
             h.members.clear();
             h.reads.clear();
@@ -570,7 +601,7 @@ final class Fusion {
         if (base.length() > 48) base = base.substring(0, 48);
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
         var kernel = new Kernel(name, g.ranges, g.isRow() ? g.rowRanges : List.of(), table.of(inputs), locals, reductions, stores, ops);
-        return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true);
+        return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true, g.notes);
     }
 
     /**

@@ -69,7 +69,7 @@ public final class Planner {
             Work w = live.order.get(i);
             for (Buffer b : w.writes()) steps.add(place(b, table, pools));
             switch (w) {
-                case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel())); kernels.add(k.kernel()); }
+                case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel(), k.notes())); kernels.add(k.kernel()); }
                 case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table));
             }
         }

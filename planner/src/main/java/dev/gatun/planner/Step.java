@@ -49,10 +49,16 @@ public sealed interface Step {
         @Override public String format() { return "copy_in(\"" + buffer.input() + "\") -> " + buffer.name() + "   # path 2: async copy into symmetric memory"; }
     }
 
-    record Launch(Kernel kernel) implements Step {
+    /** A fused kernel; {@code notes} explain fusion's decisions about it (a reordered loop, a join not taken). */
+    record Launch(Kernel kernel, List<String> notes) implements Step {
+        public Launch { notes = List.copyOf(notes); }
+        public Launch(Kernel kernel) { this(kernel, List.of()); }
+
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
-            return "kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic();
+            var sb = new StringBuilder("kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic());
+            for (String n : notes) sb.append("\n    # ").append(n);
+            return sb.toString();
         }
     }
 

@@ -14,7 +14,8 @@ sealed interface Work {
     /** Storages this work reads. */
     List<Buffer> reads();
 
-    record KernelWork(Kernel kernel, List<Buffer> writes, List<Buffer> reads, boolean elementwise) implements Work {}
+    /** {@code notes}: fusion's decisions about this kernel worth explaining, printed under its launch. */
+    record KernelWork(Kernel kernel, List<Buffer> writes, List<Buffer> reads, boolean elementwise, List<String> notes) implements Work {}
 
     record ExternWork(ExternBuffer call, List<Buffer> writes, List<Buffer> reads) implements Work {}
 }

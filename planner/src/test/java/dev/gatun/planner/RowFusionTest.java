@@ -172,6 +172,7 @@ class RowFusionTest {
             long tensor = 256L * 256 * 4;
             long regular = p.pools().stream().filter(x -> x.kind() == Pool.Kind.REGULAR).mapToLong(Pool::bytes).sum();
             assertThat(regular).as(p.toString()).isLessThanOrEqualTo(4 * tensor);
+            assertThat(p.toString()).contains("kept out of the kernel making", "made together they would be alive together");
         }
     }
 
@@ -193,6 +194,7 @@ class RowFusionTest {
         assertTraffic(main, 8 * 16 * 4, 8 * 4 + 16 * 8 * 4);
         // the copy's store goes where the [16,8] copy keeps element (i1, i0)
         assertThat(main.stores()).anySatisfy(s -> assertThat(s.strides()).containsExactly(SymInt.ONE, SymInt.of(8)));
+        assertThat(p.toString()).contains("loop reordered to the kernel's");
         assertTraffic(p.kernels().getLast(), 8 * 4, 4);
     }
 

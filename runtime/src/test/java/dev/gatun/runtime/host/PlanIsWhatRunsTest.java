@@ -73,7 +73,8 @@ class PlanIsWhatRunsTest {
                 // pool allocations print as the plan's pool declarations at the top, every other step as a line of its own
                 var pools = ran.stream().filter(s -> s instanceof Step.AllocPool).map(s -> ((Step.AllocPool) s).pool().name()).toList();
                 assertThat(pools).as("seed %d rank %d: pools", seed, rank).containsExactlyElementsOf(plan.pools().stream().map(p -> p.name()).toList());
-                var lines = ran.stream().filter(s -> !(s instanceof Step.AllocPool)).map(Step::format).toList();
+                // a step's notes print as lines of their own under it
+                var lines = ran.stream().filter(s -> !(s instanceof Step.AllocPool)).flatMap(s -> s.format().lines().map(String::strip)).toList();
                 assertThat(lines).as("seed %d rank %d:\n%s", seed, rank, plan).containsExactlyElementsOf(printed);
             }
             graphs++;
