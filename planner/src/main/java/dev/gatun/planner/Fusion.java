@@ -312,7 +312,8 @@ final class Fusion {
     }
 
     private String firstMemberRead(ComputedBuffer c, Group g) {
-        for (Expr.Load l : effectiveLoads(c)) if (groupOf.get(l.storage()) == g) return table.of(l.storage()).name();
+        for (Expr.Load l : effectiveLoads(c))
+            if (groupOf.get(l.storage()) == g) return (l.storage() instanceof ComputedBuffer m ? m.label() + "'s result " : "") + table.of(l.storage()).name();
         return "?";
     }
 

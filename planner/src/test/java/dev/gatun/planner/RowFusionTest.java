@@ -204,4 +204,33 @@ class RowFusionTest {
         assertTraffic(k, 6 * 10 * 4, 6 * 10 * 4);
         assertThat(k.stores()).singleElement().satisfies(s -> assertThat(s.strides()).isNotNull());
     }
+
+    /** The remaining failure classes of the fusion issue, each one kernel now, with the bytes the plan reports. */
+    @Test
+    void aKernelTakesEveryProducerItCan() {
+        // a four-step accumulation of four inputs' sines
+        Kernel acc = only(FusionTest.plan("acc4", 1, g -> g.output("y", g.input("a", F32, 8).sin().add(g.input("b", F32, 8).sin())
+                .add(g.input("c", F32, 8).sin()).add(g.input("d", F32, 8).sin()))));
+        assertTraffic(acc, 4 * 8 * 4, 8 * 4);
+        // four column sums of one input and their sum
+        Kernel cols = only(FusionTest.plan("sums4", 1, g -> {
+            var x = g.input("x", F32, 8, 8);
+            var s = x.sum(0);
+            for (int i = 1; i < 4; i++) s = s.add(x.mul(i).sum(0));
+            g.output("y", s);
+        }));
+        assertTraffic(cols, 8 * 8 * 4, 8 * 4);
+        // a reshape that must copy (of a transposed result) is the producer's kernel storing through strides
+        Kernel reshape = only(FusionTest.plan("reshape_t", 1, g -> g.output("y", g.input("x", F32, 6, 10).add(1).t().reshape(60))));
+        assertTraffic(reshape, 6 * 10 * 4, 6 * 10 * 4);
+        // a layer norm of an intermediate: one kernel, its output in the intermediate's... nowhere: the intermediate is
+        // a local, so the pool holds the output alone
+        Plan ln = FusionTest.plan("ln_intermediate", 1, g -> {
+            var x = g.input("x", F32, 128, 128).mul(2);
+            var d = x.sub(x.mean(true, -1));
+            g.output("y", d.mul(d.mul(d).mean(true, -1).add(1e-5).rsqrt()));
+        });
+        assertTraffic(only(ln), 128 * 128 * 4, 128 * 128 * 4);
+        assertThat(ln.pools()).singleElement().extracting(Pool::bytes).isEqualTo(128L * 128 * 4);
+    }
 }
