@@ -77,8 +77,12 @@ public final class RowPrograms {
      * size-1 dimension between rows and elements), a few with NaN, infinities and negative zero in the input.
      */
     public static List<Case> cases(long seed, int count, List<DType> dtypes) {
+        return cases(seed, count, dtypes, new long[][]{{4, 16}, {1, 7}, {5, 1}, {3, 33}, {6, 1, 12}, {2, 3, 10}, {7, 64}});
+    }
+
+    /** The same over the given shapes (the last dimension is the row). */
+    public static List<Case> cases(long seed, int count, List<DType> dtypes, long[][] shapes) {
         var rnd = new Random(seed);
-        long[][] shapes = {{4, 16}, {1, 7}, {5, 1}, {3, 33}, {6, 1, 12}, {2, 3, 10}, {7, 64}};
         var out = new ArrayList<Case>();
         for (int i = 0; i < count; i++) {
             Program p = PROGRAMS.get(i % PROGRAMS.size());
