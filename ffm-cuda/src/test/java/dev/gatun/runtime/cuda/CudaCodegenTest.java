@@ -161,7 +161,7 @@ class CudaCodegenTest {
             String code = code(s);
             assertThat(s.reduction()).isTrue();
             assertThat(s.symbols()).containsExactly("k", "n");
-            assertThat(code).contains("__shfl_down_sync(0xffffffffu, acc, d)", "__shared__", "partial[warp] = acc", "__syncthreads();",
+            assertThat(code).contains("__shfl_down_sync(0xffffffffu, acc, d)", "__shared__", "gt_part0[warp] = acc", "__syncthreads();",
                     "for (long long o = blockIdx.x; o < total; o += gridDim.x)", "for (long long r = threadIdx.x; r < count; r += blockDim.x)");
             String acc = t == DType.FLOAT64 ? "double" : t.isFloating() ? "float" : "long long";
             assertThat(code).contains(acc + " acc = ");
@@ -175,7 +175,7 @@ class CudaCodegenTest {
     void fullReductionsAndScalarKernels() {
         var sumAll = CudaCodegenFixtures.special().stream().filter(x -> x.kernel().name().equals("sum_all_3")).findFirst().orElseThrow().generate();
         assertThat(code(sumAll)).contains("const long long total = 1;", "const long long count = n0 * n1;", "float acc = 0.0f;",
-                "out0[o] = __float2bfloat16_rn(acc)", "gt_bf16(__fmul_rn(__bfloat162float(");
+                "gt_rd0 = gt_bf16(acc)", "out0[o] = __float2bfloat16_rn(t", "gt_bf16(__fmul_rn(__bfloat162float(");
         var scalar = CudaCodegenFixtures.special().stream().filter(x -> x.kernel().name().equals("scalar_add_2")).findFirst().orElseThrow().generate();
         assertThat(code(scalar)).contains("const long long total = 1;", "in0[0] + 1.0");
     }
