@@ -139,6 +139,7 @@ public final class Lowering {
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
             case Op.Expand e -> new BufferValue(expand(n, e));
+            case Op.Cat c -> throw new CompilationException(n.format() + ": cat cannot be lowered yet");
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
                 var call = (ExternBuffer) ((BufferValue) values.get(n.input(0))).buffer();
