@@ -4,6 +4,7 @@ import dev.gatun.ir.SymInt;
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ComputedBuffer;
+import dev.gatun.ir.lower.ConcatBuffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.Expr;
 import dev.gatun.ir.lower.ExternBuffer;
@@ -73,6 +74,11 @@ final class Fusion {
                 case InputBuffer i -> producedAt.put(b, -1);
                 case ConstantBuffer c -> producedAt.put(b, -1);
                 case ViewBuffer v -> { }
+                case ConcatBuffer cat -> {   // written by its parts: ready once the last of them is
+                    int at = -1;
+                    for (Buffer w : cat.reads()) at = Math.max(at, producedAt.getOrDefault(w, -1));
+                    producedAt.put(cat, at);
+                }
                 case ExternOutputBuffer o -> producedAt.put(b, producedAt.get(o.call()));
                 case ExternBuffer e -> {
                     var g = new Group(groups.size(), e, List.of(), false);
@@ -126,6 +132,7 @@ final class Fusion {
                 for (Buffer in : e.inputs()) out.add(in.storage());
                 yield out;
             }
+            case ConcatBuffer cat -> cat.reads();   // its parts' writers: a group moving one of them must not pass its readers
             default -> List.of();
         };
     }
@@ -216,7 +223,7 @@ final class Fusion {
                     shares = true;
                     for (Expr.Load l : allLoadsOf(c.body(), s)) ok &= aligned(l, s, ranges);
                 } else if (g.reads.contains(s)) shares = true;
-                else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
+                else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt.get(s) == g.position) ok = false;
             }
             if (ok && shares) return g;
         }
@@ -306,12 +313,12 @@ final class Fusion {
         if (g.reduction) {
             reductions.add(new Kernel.Reduction(first.reduceFn(), locals.size() - 1, first.type().dtype()));
             locals.add(new KExpr.Reduced(0, first.type().dtype()));
-            stores.add(Kernel.Store.perRow(table.of(first), locals.size() - 1));
+            stores.add(Slices.store(first, table.of(first), locals.size() - 1, true));
             writes.add(first);
         } else {
             for (ComputedBuffer m : g.members)
                 if (needsStorage(m, g)) {
-                    stores.add(new Kernel.Store(table.of(m), localOf.get(m)));
+                    stores.add(Slices.store(m, table.of(m), localOf.get(m), false));
                     writes.add(m);
                 }
         }

@@ -1,6 +1,7 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConcatBuffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.InputBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
@@ -46,9 +47,13 @@ final class InPlace {
         return pairs;
     }
 
+    /**
+     * Concatenations take no part: a part's writer has no slot of its own, and a kernel reading a concatenation may
+     * also read its parts' slices elsewhere than element by element.
+     */
     private static boolean candidate(Buffer b, Set<Buffer> outputs) {
         return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
-                && b.type().shape().isStatic();
+                && b.type().shape().isStatic() && !Slices.isPart(b) && !(b instanceof ConcatBuffer);
     }
 
     private static boolean readsAligned(Kernel k, int input, Buffer b) {

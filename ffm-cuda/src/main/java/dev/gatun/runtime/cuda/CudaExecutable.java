@@ -244,10 +244,25 @@ final class CudaExecutable implements Executable {
 
     // ------------------------------------------------------------------ compilation
 
+    /**
+     * The code generator writes every store at its row-major place; a store at other strides (a part of a concatenation
+     * along a dimension after a leading one of size above 1) is refused here instead of being written to the wrong
+     * elements. Strided stores are being added to {@link CudaCodegen}; this check goes when they are.
+     */
+    private void checkRowMajorStores(dev.gatun.planner.kernel.Kernel k) {
+        for (var s : k.stores())
+            if (!s.isRowMajor())
+                throw new GatunRuntimeException("plan '" + plan.name() + "': kernel " + k.name() + " stores " + s.buffer().name() + " at "
+                        + (s.strides() == null ? "offset " + s.offset() : "strides " + s.strides()) + (s.buffer().part() == null ? "" : " (its slice "
+                        + s.buffer().part().range() + ")") + ", and the CUDA code generator writes row-major stores only so far; run this plan"
+                        + " on the host backend, or concatenate along the first dimension (or one after leading dimensions of size 1)");
+    }
+
     private void compileKernels() {
         int n = plan.kernels().size(), done = 0;
         long t0 = System.nanoTime();
         for (var k : plan.kernels()) {
+            checkRowMajorStores(k);
             KernelSource src = CudaCodegen.generate(k);
             kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name())));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
