@@ -74,8 +74,9 @@ class SharedGpuGpuTest {
                 }
             }
             for (long seed = 900; seed < 904; seed++) {
+                // concatenations along dimension 0 only: the CUDA code generator does not store at strides yet
                 Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
-                        .withDTypes(DType.F32, DType.F16, DType.BF16));
+                        .withDTypes(DType.F32, DType.F16, DType.BF16).withStridedConcat(false));
                 var in = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < world; r++) {
                     var m = new java.util.LinkedHashMap<String, NDArray>();
@@ -113,7 +114,8 @@ class SharedGpuGpuTest {
                 }
             }
             for (long seed = 0; seed < 6; seed++) {
-                var opts = RandomGraphs.Options.defaults().withMesh(2, 2).staticOnly().withDTypes(DType.F32, DType.F16, DType.BF16);
+                var opts = RandomGraphs.Options.defaults().withMesh(2, 2).staticOnly().withDTypes(DType.F32, DType.F16, DType.BF16)
+                        .withStridedConcat(false);   // until the CUDA code generator stores at strides
                 Graph rg = RandomGraphs.generate(seed, opts);
                 var in = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < 4; r++) {
