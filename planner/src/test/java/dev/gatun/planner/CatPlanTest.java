@@ -265,6 +265,26 @@ class CatPlanTest {
         assertThat(places(p)).extracting(Step.Place::bytes).containsExactlyInAnyOrder(16L * 8 * 4, 16L * 4);
     }
 
+    @Test
+    void anElementwiseConsumerOfADyingConcatenationTakesItsSlotUnlessItAlsoReadsAPart() {
+        Plan p = plan("in_place", 1, g -> {
+            var x = g.input("x", F32, 4, 8);
+            g.output("y", g.cat(1, x.matmul(g.input("w", F32, 8, 4)), x.sin()).mul(2));
+        });
+        PlanBuffer y = p.outputs().get("y");
+        Step.Place yAt = places(p).stream().filter(pl -> pl.buffer() == y).findFirst().orElseThrow();
+        assertThat(yAt.inPlace()).as(p.toString()).isTrue();
+        assertThat(p.buffer(yAt.reuses()).parts()).hasSize(2);
+        assertThat(p.pools()).singleElement().extracting(Pool::bytes).isEqualTo(4L * 12 * 4);
+        // reading a part at other indices as well: no reuse (the part's elements would be overwritten before they are read)
+        Plan q = plan("not_in_place", 1, g -> {
+            var x = g.input("x", F32, 1, 8);
+            var s = x.sin();
+            g.output("y", g.cat(0, s, x.cos()).add(s));                // s broadcast over both rows of the concatenation
+        });
+        assertThat(places(q)).noneMatch(Step.Place::inPlace);
+    }
+
     static Plan withSteps(Plan p, List<Step> steps, List<Kernel> kernels) {
         return new Plan(p.lowered(), p.buffers(), p.pools(), steps, kernels, p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
                 p.estimatedPeak(), p.options());

@@ -168,6 +168,8 @@ final class PlanChecks {
         if (!(p.steps().get(out.start) instanceof Step.Launch l) || l.kernel().isReduction()) return false;
         int idx = names(l.kernel().inputs()).indexOf(in.buffer());
         if (idx < 0) return false;
+        // nor may the kernel read the input's memory through another buffer (a part of a concatenation it is the storage of)
+        for (PlanBuffer b : l.kernel().inputs()) if (!b.name().equals(in.buffer()) && b.storage().name().equals(in.buffer())) return false;
         var want = p.buffer(in.buffer()).type().shape().contiguousStrides();
         // every load of the input reads element i at index i: strides as row-major, except in loop dimensions of
         // size 1, whose index is always 0

@@ -109,6 +109,9 @@ class CatHostTest {
             g.output("c", g.cat(1, e, m));
             g.output("r", g.cat(0, s, x.cos()));          // a contiguous part ...
             g.output("s", s.sum(1).add(s.t().sum(0)));    // ... read by others after the cat, directly and through a view
+            var row = x.slice(0, 0, 1).sin();
+            g.output("b", g.cat(0, row, x.slice(0, 1, 2).cos()).add(row));   // a part read beside its dying concatenation
+            g.output("i", g.cat(1, e.neg(), m.neg()).mul(2));                  // a dying concatenation written over in place
         }), 1);
     }
 
