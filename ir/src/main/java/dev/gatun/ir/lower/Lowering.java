@@ -47,8 +47,8 @@ public final class Lowering {
     private final List<Realization> realizations = new ArrayList<>();
     private final List<String> decisions = new ArrayList<>();
     private final Set<String> names = new HashSet<>();
-    /** The names of the buffers that read each buffer, so far (views and copies included). */
-    private final Map<Buffer, List<String>> readers = new IdentityHashMap<>();
+    /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name. */
+    private final Map<Buffer, String> firstReader = new IdentityHashMap<>();
     private int counter;
 
     /** A lowered node: a buffer, or a scalar constant that loops inline. */
@@ -384,11 +384,8 @@ public final class Lowering {
         if (!b.layout().isFlexible() && !packed(b)) return b.name() + " has a strided layout of its own";
         if (b instanceof ConcatBuffer && !contiguousSlice)
             return b.name() + " is a concatenation itself, which goes inside another only where its slice is contiguous";
-        if (!contiguousSlice && readers.containsKey(b)) {
-            var names = readers.get(b);
-            String list = names.size() <= 3 ? String.join(", ", names) : String.join(", ", names.subList(0, 3)) + " and " + (names.size() - 3) + " more";
-            return b.name() + " is already read row-major by " + list + ", and its slice along dimension " + dim + " is strided";
-        }
+        if (!contiguousSlice && firstReader.containsKey(b))
+            return b.name() + " is already read row-major by " + firstReader.get(b) + ", and its slice along dimension " + dim + " is strided";
         return null;
     }
 
@@ -602,8 +599,18 @@ public final class Lowering {
 
     private Buffer register(Buffer b) {
         buffers.add(b);
-        for (Buffer r : b.reads()) readers.computeIfAbsent(r, k -> new ArrayList<>()).add(b.name());
+        if (b instanceof ComputedBuffer c) noteReads(c.body(), b.name());   // a walk of the body, no set made: this runs for every buffer
+        else for (Buffer r : b.reads()) firstReader.putIfAbsent(r, b.name());
         return b;
+    }
+
+    private void noteReads(Expr e, String by) {
+        switch (e) {
+            case Expr.Load l -> firstReader.putIfAbsent(l.storage(), by);
+            case Expr.Apply a -> { for (Expr x : a.args()) noteReads(x, by); }
+            case Expr.Cast c -> noteReads(c.x(), by);
+            case Expr.Constant c -> { }
+        }
     }
 
     private String next() {
