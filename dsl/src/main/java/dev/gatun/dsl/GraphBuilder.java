@@ -90,6 +90,24 @@ public final class GraphBuilder {
 
     public Tensor scalar(double value, DType dtype) { return wrap(b.constant(new double[]{value}, new TensorType(dtype, Shape.SCALAR))); }
 
+    /**
+     * {@code tensors} joined along {@code dim} ({@code torch.cat}): at least one tensor, all of one dtype and rank, equal
+     * sizes outside {@code dim} and static sizes along it; a negative {@code dim} counts from the end. Each producer
+     * writes straight into its part of the result where it can (a matrix product, a fused kernel); graph inputs,
+     * constants and views are copied there, and the plan says why (docs/DESIGN.md). {@link Tensor#split} and
+     * {@link Tensor#chunk} take a tensor apart again, as views.
+     */
+    public Tensor cat(int dim, Tensor... tensors) {
+        if (tensors == null) throw new GraphException("cat(dim " + dim + "): the tensors are null; give at least one");
+        return op(new Op.Cat(dim), tensors);
+    }
+
+    /** Like {@link #cat(int, Tensor...)} for a list. */
+    public Tensor cat(int dim, List<Tensor> tensors) {
+        if (tensors == null) throw new GraphException("cat(dim " + dim + "): the tensors are null; give at least one");
+        return cat(dim, tensors.toArray(Tensor[]::new));
+    }
+
     /** Calls a registered user op; one tensor per declared output. */
     public List<Tensor> call(String opName, Tensor... args) {
         var out = new ArrayList<Tensor>();

@@ -132,6 +132,70 @@ public final class Tensor {
     public Tensor slice(int dim, long start, long end, long step) { return graph.op(new Op.Slice(dim, start, end, step), this); }
     public Tensor expand(Object... dims) { return graph.op(new Op.Expand(shape("expand(" + node.describe() + ")", dims)), this); }
 
+    /**
+     * This tensor followed by {@code others} along {@code dim} (negative: counted from the end): same dtype and rank,
+     * equal sizes outside {@code dim}, static sizes along it. The same as {@code graph().cat(dim, this, others...)}.
+     * The planner has each producer write straight into its part of the result where it can (docs/DESIGN.md).
+     */
+    public Tensor cat(int dim, Tensor... others) {
+        var all = new Tensor[others == null ? 1 : others.length + 1];
+        all[0] = this;
+        if (others != null) System.arraycopy(others, 0, all, 1, others.length);
+        return graph.cat(dim, all);
+    }
+
+    /**
+     * Views of consecutive parts of dimension {@code dim}, of the given sizes, which must add up to the dimension's
+     * size: {@code x.split(0, 2, 3)} of a {@code [5,4]} tensor is {@code x[0:2]} and {@code x[2:5]}. Views, not copies
+     * (slices); {@code cat(dim, parts)} puts them back together.
+     */
+    public List<Tensor> split(int dim, long... sizes) {
+        String where = "split(" + describe() + ")";
+        int d = parts(where, dim);
+        if (sizes == null || sizes.length == 0) throw new dev.gatun.ir.GraphException(where + ": no sizes given; give the size of each part, e.g. split(" + dim + ", 2, 3)");
+        long total = shape().dim(d).size(), sum = 0;
+        for (long s : sizes) {
+            if (s < 0) throw new dev.gatun.ir.GraphException(where + ": size " + s + " is negative; every part needs a size of 0 or more");
+            sum += s;
+        }
+        if (sum != total)
+            throw new dev.gatun.ir.GraphException(where + ": sizes " + java.util.Arrays.toString(sizes) + " add up to " + sum
+                    + ", but dimension " + d + " has size " + total + "; give sizes that add up to " + total);
+        var out = new ArrayList<Tensor>(sizes.length);
+        long start = 0;
+        for (long s : sizes) {
+            out.add(slice(d, start, start + s));
+            start += s;
+        }
+        return out;
+    }
+
+    /**
+     * {@code n} equal views along dimension {@code dim}, whose size {@code n} must divide ({@code torch.chunk}'s order of
+     * arguments; {@link #split} takes unequal sizes). Views, not copies.
+     */
+    public List<Tensor> chunk(int n, int dim) {
+        String where = "chunk(" + describe() + ")";
+        int d = parts(where, dim);
+        if (n < 1) throw new dev.gatun.ir.GraphException(where + ": " + n + " chunks asked for; the number of chunks must be at least 1");
+        long size = shape().dim(d).size();
+        if (size % n != 0)
+            throw new dev.gatun.ir.GraphException(where + ": " + n + " chunks do not divide dimension " + d + " of size " + size
+                    + "; use a number of chunks that divides " + size + ", or split(" + dim + ", sizes...) for unequal parts");
+        long[] sizes = new long[n];
+        java.util.Arrays.fill(sizes, size / n);
+        return split(d, sizes);
+    }
+
+    /** The dimension split and chunk cut, checked: it exists and has a static size. */
+    private int parts(String where, int dim) {
+        int r = rank(), d = dim < 0 ? dim + r : dim;
+        if (d < 0 || d >= r) throw new dev.gatun.ir.GraphException(where + ": dimension " + dim + " does not exist (rank " + r + ")");
+        if (!shape().dim(d).isStatic())
+            throw new dev.gatun.ir.GraphException(where + ": dimension " + d + " is symbolic (" + shape().dim(d) + "); cutting it into parts needs a static size");
+        return d;
+    }
+
     /** Dims as the user wrote them (numbers or symbol names), or an error naming {@code where} and what was wrong. */
     static Shape shape(String where, Object... dims) {
         if (dims == null) throw new dev.gatun.ir.GraphException(where + ": the dimensions are null; give numbers or symbol names");

@@ -4,6 +4,7 @@ import dev.gatun.ir.SymInt;
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ComputedBuffer;
+import dev.gatun.ir.lower.ConcatBuffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.Expr;
 import dev.gatun.ir.lower.ExternBuffer;
@@ -99,6 +100,11 @@ final class Fusion {
                 case InputBuffer i -> producedAt.put(b, -1);
                 case ConstantBuffer c -> producedAt.put(b, -1);
                 case ViewBuffer v -> { }
+                case ConcatBuffer cat -> {   // written by its parts: ready once the last of them is
+                    int at = -1;
+                    for (Buffer w : cat.reads()) at = Math.max(at, producedAt.getOrDefault(w, -1));
+                    producedAt.put(cat, at);
+                }
                 case ExternOutputBuffer o -> producedAt.put(b, producedAt.get(o.call()));
                 case ExternBuffer e -> {
                     var g = new Group(groups.size(), e, List.of(), null);
@@ -164,6 +170,7 @@ final class Fusion {
                 for (Buffer in : e.inputs()) out.add(in.storage());
                 yield out;
             }
+            case ConcatBuffer cat -> cat.reads();   // its parts' writers: a group moving one of them must not pass its readers
             default -> List.of();
         };
     }
@@ -272,7 +279,7 @@ final class Fusion {
                     shares = vertical = true;
                     ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
                 } else if (g.reads.contains(s)) shares = true;
-                else if (groupOf.get(s) != null && producedAt.get(s) == g.position) ok = false;
+                else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt.get(s) == g.position) ok = false;
             }
             if (ok && shares && !vertical && raisesPeak(c, g)) {
                 refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the kernel making " + firstKept(g)
@@ -587,13 +594,15 @@ final class Fusion {
             KExpr v = valueOf.get(m);
             if (v instanceof KExpr.Reduced) {
                 locals.add(v);
-                stores.add(Kernel.Store.perRow(table.of(m), locals.size() - 1));
+                var strides = placeStrides(table.of(m).strides(), identity(g.ranges.size()), g.ranges);
+                var store = Kernel.Store.perRow(table.of(m), locals.size() - 1);
+                stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             } else {
                 int local = ((KExpr.Local) v).index();
                 int[] dims = g.dimsOf.get(m);
                 boolean perRow = g.isRow() && !touchesRow(dims, g);
                 var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
-                var strides = placeStrides(m, dims, perRow ? g.ranges : g.dims());
+                var strides = placeStrides(table.of(m).strides(), dims, perRow ? g.ranges : g.dims());
                 stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             }
             writes.add(m);
@@ -606,11 +615,12 @@ final class Fusion {
     }
 
     /**
-     * Strides over the kernel's dimensions ({@code dims}) that put each element of {@code m} at its row-major place, or
-     * null when that is the kernel's own row-major order (every member but a reordered one).
+     * Strides over the kernel's dimensions ({@code dims}) that put each element of a member at its place in its buffer
+     * ({@code bufferStrides}: row-major, or its slice of a concatenation), or null when that is the kernel's own
+     * row-major order (every member but a reordered one or a strided slice).
      */
-    private static List<SymInt> placeStrides(ComputedBuffer m, int[] own, List<SymInt> dims) {
-        var rowMajor = m.type().shape().contiguousStrides();
+    private static List<SymInt> placeStrides(List<SymInt> bufferStrides, int[] own, List<SymInt> dims) {
+        var rowMajor = bufferStrides;
         var out = new ArrayList<SymInt>();
         for (int k = 0; k < dims.size(); k++) out.add(SymInt.ZERO);
         for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) out.set(own[d], rowMajor.get(d));

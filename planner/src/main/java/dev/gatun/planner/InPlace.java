@@ -1,6 +1,7 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
+import dev.gatun.ir.lower.ConcatBuffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.InputBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
@@ -41,7 +42,8 @@ final class InPlace {
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);
                     if (taken.contains(in) || !candidate(in, outputs) || viewed.contains(in) || !live.isWritten(in)
-                            || !live.lastReadAt(in, i) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)) continue;
+                            || !live.lastReadAt(in, i) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)
+                            || readsAPartOf(k, in)) continue;
                     pairs.put(out, in);
                     taken.add(in);
                     break;
@@ -51,9 +53,20 @@ final class InPlace {
         return pairs;
     }
 
+    /**
+     * A part of a concatenation takes no part: it has no slot of its own. A concatenation's storage may be written
+     * over once it dies, like any other buffer (it is never an output of a kernel).
+     */
     private static boolean candidate(Buffer b, Set<Buffer> outputs) {
         return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
-                && b.type().shape().isStatic();
+                && b.type().shape().isStatic() && !Slices.isPart(b);
+    }
+
+    /** Whether the kernel also reads a part of concatenation {@code in} directly: at other indices than the storage's own. */
+    private static boolean readsAPartOf(Work.KernelWork k, Buffer in) {
+        if (!(in instanceof ConcatBuffer)) return false;
+        for (Buffer r : k.reads()) if (r != in && Slices.storage(r) == in) return true;
+        return false;
     }
 
     /**

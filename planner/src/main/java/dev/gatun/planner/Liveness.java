@@ -23,7 +23,10 @@ import java.util.TreeMap;
 final class Liveness {
     final List<Work> order;
     final int n;
-    /** Every written storage, in order of writing. */
+    /**
+     * Every written storage, in order of (first) writing: a concatenation's storage in place of its parts, which take
+     * no slot of their own (see {@link Slices}); {@link #def} and {@link #localEnd} of it span all its parts.
+     */
     final List<Buffer> written = new ArrayList<>();
     private final Map<Buffer, Integer> writer = new IdentityHashMap<>(), lastRead = new IdentityHashMap<>(), lastPeerRead = new IdentityHashMap<>();
     private final Set<Buffer> outputs;
@@ -38,9 +41,17 @@ final class Liveness {
         this.outputs = outputs;
         for (int i = 0; i < n; i++) {
             Work w = order.get(i);
-            written.addAll(w.writes());
-            for (Buffer b : w.writes()) writer.put(b, i);
-            for (Buffer b : w.reads()) lastRead.put(b, i);
+            for (Buffer b : w.writes()) {
+                writer.put(b, i);
+                // a part of a concatenation: its storage is written from the first part's write on
+                Buffer s = Slices.storage(b);
+                if (s == b) written.add(b);
+                else if (writer.putIfAbsent(s, i) == null) written.add(s);
+            }
+            for (Buffer b : w.reads()) {
+                lastRead.put(b, i);
+                if (Slices.isPart(b)) lastRead.put(Slices.storage(b), i);
+            }
             if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead.put(b, i);
         }
     }

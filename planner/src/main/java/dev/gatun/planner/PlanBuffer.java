@@ -14,8 +14,9 @@ import java.util.List;
  *
  * <p>A buffer is a <em>storage</em> (it owns memory: in a pool at {@link #placement()}, allocated per call when
  * its size is symbolic, or the caller's array for an input the plan does not place) or a <em>view</em> of one
- * (its {@link #base()}, at an element {@link #offset()} with its own {@link #strides()}). Built by the planner; a
- * buffer of a finished plan never changes.
+ * (its {@link #base()}, at an element {@link #offset()} with its own {@link #strides()}). A buffer written straight
+ * into its slice of a concatenation is addressed as a view of the concatenation's storage, though a step writes it:
+ * {@link #part()} says which slice. Built by the planner; a buffer of a finished plan never changes.
  */
 public final class PlanBuffer {
     /** Where a buffer's elements come from. */
@@ -33,6 +34,23 @@ public final class PlanBuffer {
     /** Where a storage lives: a pool and the offset in it; {@code bytes} is its size. */
     public record Placement(String pool, long offset, long bytes) {}
 
+    /**
+     * A part of a concatenation: elements {@code [start, end)} of dimension {@code dim} of the concatenation {@code cat}
+     * (of rank {@code rank}), written by the step that writes {@code writer}; {@code copied} is null where the part's
+     * producer writes its slice itself, else why a copy kernel writes it.
+     */
+    public record Part(String cat, String writer, int rank, int dim, long start, long end, String copied) {
+        /** The slice as an index of the concatenation, as Python writes it: {@code buf9[4:12]}, {@code buf9[:, 4:12]}. */
+        public String range() {
+            var j = new java.util.StringJoiner(", ", cat + "[", "]");
+            for (int k = 0; k < dim; k++) j.add(":");
+            return j.add(start + ":" + end).toString();
+        }
+
+        /** How the part is written, for the plan's notes: "buf2 [0:4]" or "buf7 [4:8] (a copy: x is a graph input)". */
+        String describe() { return writer + " [" + start + ":" + end + "]" + (copied == null ? "" : " (a copy: " + copied + ")"); }
+    }
+
     private final int id;
     private final String name;
     private final TensorType type;
@@ -42,9 +60,16 @@ public final class PlanBuffer {
     private List<SymInt> strides;       // null until asked for, where the layout is contiguous by default
     private final String group;
     private final String input;
+    private final Part part;
+    private final List<Part> parts;
     private Placement placement;
 
     PlanBuffer(int id, String name, TensorType type, Kind kind, PlanBuffer base, SymInt offset, List<SymInt> strides, String group, String input) {
+        this(id, name, type, kind, base, offset, strides, group, input, null, List.of());
+    }
+
+    PlanBuffer(int id, String name, TensorType type, Kind kind, PlanBuffer base, SymInt offset, List<SymInt> strides, String group, String input,
+               Part part, List<Part> parts) {
         this.id = id;
         this.name = name;
         this.type = type;
@@ -54,6 +79,8 @@ public final class PlanBuffer {
         this.strides = strides == null ? null : List.copyOf(strides);
         this.group = group;
         this.input = input;
+        this.part = part;
+        this.parts = List.copyOf(parts);
     }
 
     /**
@@ -98,6 +125,12 @@ public final class PlanBuffer {
     /** The graph input's name, for {@link Kind#INPUT}. */
     public String input() { return input; }
 
+    /** The slice of a concatenation this buffer is written straight into, or null. */
+    public Part part() { return part; }
+
+    /** For the storage of a concatenation, its parts in order (empty for any other buffer). */
+    public List<Part> parts() { return parts; }
+
     /** Whether the size depends on symbols: allocated for each call once they are bound. */
     public boolean isDynamic() { return !type.shape().isStatic(); }
 
@@ -111,7 +144,7 @@ public final class PlanBuffer {
 
     /** A copy at another placement (for tests that check what a checker makes of a wrong plan). */
     PlanBuffer withPlacement(Placement p) {
-        var b = new PlanBuffer(id, name, type, kind, base, offset, strides, group, input);
+        var b = new PlanBuffer(id, name, type, kind, base, offset, strides, group, input, part, parts);
         b.placement = p;
         return b;
     }

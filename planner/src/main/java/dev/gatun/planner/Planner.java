@@ -18,6 +18,8 @@ import java.util.Set;
  * Turns a lowered graph into a {@link Plan}, as a sequence of passes, each in a class of its own:
  * <ol>
  *   <li>{@link BufferTable}: one {@link PlanBuffer} per lowered buffer, the table steps refer to;</li>
+ *   <li>{@link Slices}: where a buffer's data goes (its own slot, or its slice of a concatenation), which the
+ *   passes below consult;</li>
  *   <li>{@link Fusion}: loops into kernels;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
@@ -36,7 +38,14 @@ public final class Planner {
 
     public static Plan plan(LoweredGraph graph, PlanOptions options) {
         Set<Buffer> outputs = Collections.newSetFromMap(new IdentityHashMap<>());
-        for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
+        for (Buffer o : graph.outputs().values()) {
+            outputs.add(o.storage());
+            // an output written into a concatenation lives as long as the concatenation's storage, and a concatenation
+            // that is an output keeps its parts' writers (in the scheduler's estimate) to the end
+            Buffer s = Slices.storage(o.storage());
+            outputs.add(s);
+            outputs.addAll(Slices.writers(s));
+        }
         var table = BufferTable.of(graph);
         List<Work> fused = Fusion.fuse(graph, table);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
@@ -61,13 +70,17 @@ public final class Planner {
      */
     private static List<Step> steps(BufferTable table, Liveness live, Pools pools, List<Kernel> kernels) {
         var steps = new ArrayList<Step>();
+        Set<Buffer> placed = Collections.newSetFromMap(new IdentityHashMap<>());
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
             if (b instanceof InputBuffer in) steps.add(new Step.CopyIn(table.of(in)));
         for (int i = 0; i < live.n; i++) {
             Work w = live.order.get(i);
-            for (Buffer b : w.writes()) steps.add(place(b, table, pools));
+            for (Buffer b : w.writes()) {
+                Buffer s = Slices.storage(b);   // a part's concatenation is placed where its first part is written
+                if (s == b || live.def(s) == i && placed.add(s)) steps.add(place(s, table, pools));
+            }
             switch (w) {
                 case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel(), k.notes())); kernels.add(k.kernel()); }
                 case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table));

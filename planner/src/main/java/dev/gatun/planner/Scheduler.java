@@ -40,7 +40,7 @@ final class Scheduler {
         readIds = new int[n][];
         writeIds = new int[n][];
         for (int i = 0; i < n; i++) {
-            readIds[i] = idsOf(works.get(i).reads(), ids, buffers);
+            readIds[i] = idsOf(Slices.withWriters(works.get(i).reads()), ids, buffers);   // a concatenation waits for its parts
             writeIds[i] = idsOf(works.get(i).writes(), ids, buffers);
         }
         int m = buffers.size();

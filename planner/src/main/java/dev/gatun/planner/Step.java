@@ -30,9 +30,28 @@ public sealed interface Step {
         @Override public String format() {
             var j = new StringJoiner(",", "[", "]");
             buffer.strides().forEach(s -> j.add(s.toString()));
-            return buffer.name() + " = " + pool + ".at(" + offset + ", " + buffer.type() + " strides " + j + ")"
-                    + (reuses == null ? "" : inPlace ? "   # reuse: in place of " + reuses : "   # reuse of " + reuses + "'s slot");
+            var notes = new StringJoiner("; ", "   # ", "").setEmptyValue("");
+            if (!buffer.parts().isEmpty()) notes.add(catNote(buffer));
+            if (reuses != null) notes.add(inPlace ? "reuse: in place of " + reuses : "reuse of " + reuses + "'s slot");
+            return buffer.name() + " = " + pool + ".at(" + offset + ", " + buffer.type() + " strides " + j + ")" + notes;
         }
+    }
+
+    /** What a concatenation's storage holds: "cat on dim 0 of buf2 [0:4], buf7 [4:8] (copy: x is a graph input)". */
+    private static String catNote(PlanBuffer b) {
+        var j = new StringJoiner(", ");
+        b.parts().forEach(p -> j.add(p.describe()));
+        return "cat on dim " + b.parts().getFirst().dim() + " of " + j;
+    }
+
+    /** Where the outputs of a step that are parts of a concatenation go: "   # buf2 into buf9[:, 0:4]", or nothing. */
+    static String partNotes(List<PlanBuffer> outputs) {
+        var j = new StringJoiner("; ", "   # ", "").setEmptyValue("");
+        for (PlanBuffer b : outputs) {
+            var p = b.part();
+            if (p != null) j.add(b.name() + " into " + p.range() + (p.copied() == null ? "" : ", a copy: " + p.copied()));
+        }
+        return j.toString();
     }
 
     /** A buffer whose size depends on symbols: allocated for each call once the symbols are bound. */
@@ -56,7 +75,8 @@ public sealed interface Step {
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
-            var sb = new StringBuilder("kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic());
+            var sb = new StringBuilder("kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic()
+                    + partNotes(kernel.outputs()).replace("   # ", "; "));
             for (String n : notes) sb.append("\n    # ").append(n);
             return sb.toString();
         }
@@ -110,7 +130,13 @@ public sealed interface Step {
 
     record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) implements Step {
         @Override public boolean isDeviceWork() { return true; }
-        @Override public String format() { return output.name() + " = matmul(" + a.name() + ", " + b.name() + ")"; }
+        @Override public String format() {
+            String into = partNotes(List.of(output));
+            // a part strided along its rows: the product writes rows of its slice one leading dimension (ldc) apart
+            if (!into.isEmpty() && output.shape().rank() >= 2 && !output.strides().equals(output.shape().contiguousStrides()))
+                into += " (ldc " + output.strides().get(output.shape().rank() - 2) + ")";
+            return output.name() + " = matmul(" + a.name() + ", " + b.name() + ")" + into;
+        }
     }
 
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {

@@ -5,6 +5,7 @@ import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -171,6 +172,8 @@ final class PlanChecks {
         if (store.isEmpty() || store.get().perRow() || store.get().strides() != null || !store.get().offset().equals(SymInt.ZERO)) return false;
         int idx = names(k.inputs()).indexOf(in.buffer());
         if (idx < 0) return false;
+        // nor may the kernel read the input's memory through another buffer (a part of a concatenation it is the storage of)
+        for (PlanBuffer b : k.inputs()) if (!b.name().equals(in.buffer()) && b.storage().name().equals(in.buffer())) return false;
         var loop = new ArrayList<SymInt>(k.ranges());
         loop.addAll(k.reductionRanges());
         var want = new ArrayList<SymInt>();
@@ -246,11 +249,72 @@ final class PlanChecks {
         return bad;
     }
 
-    /** (e) Steps in a valid order: everything a step reads is produced (or placed persistent / a caller input) before it. */
+    /** The buffers a step reads, as the step names them (views and parts of concatenations not resolved). */
+    static List<PlanBuffer> readBuffers(Step s) {
+        return switch (s) {
+            case Step.Launch l -> l.kernel().inputs();
+            case Step.Collective c -> List.of(c.input());
+            case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
+            case Step.Matmul m -> List.of(m.a(), m.b());
+            case Step.CallUserOp u -> u.inputs();
+            default -> List.of();
+        };
+    }
+
+    /** The buffers a step writes, as the step names them. */
+    static List<PlanBuffer> writeBuffers(Step s) {
+        return switch (s) {
+            case Step.Launch l -> l.kernel().outputs();
+            case Step.Collective c -> List.of(c.output());
+            case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
+            case Step.Matmul m -> List.of(m.output());
+            case Step.CallUserOp u -> u.outputs();
+            case Step.CopyIn c -> List.of(c.buffer());
+            default -> List.of();
+        };
+    }
+
+    /** Concatenations whose elements are checked one by one: static and at most this many elements. */
+    private static final long MAX_TRACKED = 1 << 22;
+
+    /** Whether {@code storage} is a concatenation's storage, written in parts, whose elements the checks track. */
+    static boolean tracked(PlanBuffer storage) {
+        return !storage.parts().isEmpty() && storage.shape().isStatic() && storage.shape().numel() <= MAX_TRACKED;
+    }
+
+    /** The elements of its storage a buffer of static shape addresses (offset plus strides over its shape), as indices. */
+    static BitSet elements(PlanBuffer b) {
+        var out = new BitSet();
+        long[] shape = b.shape().sizes(Map.of());
+        long n = 1;
+        for (long d : shape) n *= d;
+        long off = b.offset().eval(Map.of());
+        long[] st = new long[shape.length];
+        for (int k = 0; k < st.length; k++) st[k] = b.strides().get(k).eval(Map.of());
+        long[] idx = new long[shape.length];
+        for (long e = 0; e < n; e++) {
+            long at = off;
+            for (int k = 0; k < shape.length; k++) at += idx[k] * st[k];
+            out.set(Math.toIntExact(at));
+            for (int k = shape.length - 1; k >= 0; k--) {
+                if (++idx[k] < shape[k]) break;
+                idx[k] = 0;
+            }
+        }
+        return out;
+    }
+
+    /**
+     * (e) Steps in a valid order: everything a step reads is produced (or placed persistent / a caller input) before it,
+     * and nothing is written twice. A concatenation's storage is written in parts, each once: a step that reads some of
+     * its elements needs those written (a read of the concatenation itself needs them all).
+     */
     static List<String> order(Plan p) {
         var bad = new ArrayList<String>();
         var produced = new HashSet<String>();
         var placed = new HashSet<String>();
+        var parts = new HashMap<String, BitSet>();      // tracked concatenations: the elements written so far
+        var partsWritten = new HashMap<String, Integer>(); // the others: how many parts are written
         for (var in : p.inputs()) if (!in.isSymmetric()) produced.add(in.name());
         int i = 0;
         for (Step s : p.steps()) {
@@ -260,19 +324,151 @@ final class PlanChecks {
             }
             if (s instanceof Step.AllocDynamic d) placed.add(d.buffer().name());
             if (s instanceof Step.Collective c && c.copiesIn()) produced.add(c.input().name()); // its own path-2 copy comes first
-            for (String r : reads(p, s)) {
-                if (!produced.contains(r)) bad.add("step " + i + " (" + s.format() + ") reads " + r + " before it is produced");
-                PlanBuffer rb = p.buffer(r);
-                if (!(rb.kind() == PlanBuffer.Kind.INPUT && !rb.isSymmetric()) && !placed.contains(r))
+            for (PlanBuffer rb : readBuffers(s)) {
+                PlanBuffer st = rb.storage();
+                String r = st.name();
+                if (tracked(st) && !produced.contains(r)) {
+                    BitSet missing = rb == st ? allOf(st) : elements(rb);
+                    missing.andNot(parts.getOrDefault(r, new BitSet()));
+                    if (!missing.isEmpty()) bad.add("step " + i + " (" + s.format() + ") reads " + rb.name() + " before all of it is written: elements "
+                            + missing + " of " + r + " are not");
+                } else if (!st.parts().isEmpty() && rb != st && !produced.contains(r)) {
+                    // a symbolic concatenation: a part read needs that part written; a view of one, at least some part
+                    boolean ok = rb.part() != null ? written(p, rb, produced) : partsWritten.getOrDefault(r, 0) > 0;
+                    if (!ok) bad.add("step " + i + " (" + s.format() + ") reads " + rb.name() + " before it is produced");
+                } else if (!produced.contains(r)) bad.add("step " + i + " (" + s.format() + ") reads " + r + " before it is produced");
+                if (!(st.kind() == PlanBuffer.Kind.INPUT && !st.isSymmetric()) && !placed.contains(r))
                     bad.add("step " + i + " reads " + r + " which has no Place before it");
             }
-            for (String w : writes(p, s)) {
+            for (PlanBuffer wb : writeBuffers(s)) {
+                PlanBuffer st = wb.storage();
+                String w = st.name();
                 if (!placed.contains(w)) bad.add("step " + i + " (" + s.format() + ") writes " + w + " which has no Place before it");
-                if (!produced.add(w)) bad.add("step " + i + " writes " + w + " a second time");
+                if (wb.part() == null || st.parts().isEmpty()) {
+                    if (!produced.add(w)) bad.add("step " + i + " writes " + w + " a second time");
+                } else if (tracked(st)) {
+                    BitSet e = elements(wb), done = parts.computeIfAbsent(w, k -> new BitSet());
+                    if (e.intersects(done)) bad.add("step " + i + " writes " + wb.name() + ", elements of " + w + " already written");
+                    done.or(e);
+                    if (done.equals(allOf(st))) produced.add(w);
+                } else {
+                    if (!produced.add(wb.name())) bad.add("step " + i + " writes " + wb.name() + " a second time");
+                    if (partsWritten.merge(w, 1, Integer::sum) == leafParts(p, st)) produced.add(w);
+                }
             }
             i++;
         }
-        for (PlanBuffer o : p.outputs().values()) if (!produced.contains(o.storage().name())) bad.add("output " + o + " is never produced");
+        for (PlanBuffer o : p.outputs().values()) {
+            String st = o.storage().name();
+            if (!produced.contains(st) && !(o.part() != null && produced.contains(o.name()))) bad.add("output " + o + " is never produced");
+        }
+        return bad;
+    }
+
+    /** Whether a part is written: by its step, or, for a concatenation placed inside another, by all of its own parts'. */
+    private static boolean written(Plan p, PlanBuffer part, Set<String> produced) {
+        if (part.parts().isEmpty()) return produced.contains(part.name());
+        for (PlanBuffer.Part q : part.parts()) if (!written(p, p.buffer(q.writer()), produced)) return false;
+        return true;
+    }
+
+    private static BitSet allOf(PlanBuffer storage) {
+        var all = new BitSet();
+        all.set(0, Math.toIntExact(storage.shape().numel()));
+        return all;
+    }
+
+    /**
+     * Whether a store writes each element of its buffer exactly once, where the buffer's layout puts it (its own strides:
+     * row-major, or a slice's), over the kernel's loop (the rows, and for an element store the rows' elements), whatever
+     * order the loop walks them in; null when it does, else what is wrong. Static shapes of at most 2^16 elements only.
+     */
+    static String storeCoversItsBuffer(Kernel k, Kernel.Store st) {
+        var loop = new ArrayList<SymInt>(k.ranges());
+        if (!st.perRow()) loop.addAll(k.reductionRanges());
+        PlanBuffer b = st.buffer();
+        if (!b.shape().isStatic() || loop.stream().anyMatch(x -> !x.isConstant()) || b.shape().numel() > 1 << 16) return null;
+        if (!st.offset().isConstant() || (st.strides() != null && st.strides().stream().anyMatch(x -> !x.isConstant()))) return null;
+        if (b.strides().stream().anyMatch(x -> !x.isConstant())) return null;
+        var want = new HashSet<Long>();
+        long[] shape = b.shape().sizes();
+        long[] idx = new long[shape.length];
+        for (long e = 0; e < b.shape().numel(); e++) {
+            long rest = e, at = 0;
+            for (int d = shape.length - 1; d >= 0; d--) {
+                idx[d] = rest % shape[d];
+                rest /= shape[d];
+                at += idx[d] * b.strides().get(d).constant();
+            }
+            want.add(at);
+        }
+        long n = 1;
+        for (SymInt x : loop) n *= x.constant();
+        var got = new HashSet<Long>();
+        for (long e = 0; e < n; e++) {
+            long at = st.offset().constant();
+            if (st.strides() == null) at += e;
+            else {
+                long rest = e;
+                for (int d = loop.size() - 1; d >= 0; d--) {
+                    long i = rest % loop.get(d).constant();
+                    rest /= loop.get(d).constant();
+                    at += i * st.strides().get(d).constant();
+                }
+            }
+            if (!got.add(at)) return "twice at element " + at;
+        }
+        return got.equals(want) ? null : "at offset " + st.offset() + " strides " + st.strides() + ", not exactly at its elements";
+    }
+
+    /** How many steps write a concatenation's storage: its parts', and those of concatenations placed inside it. */
+    static int leafParts(Plan p, PlanBuffer cat) {
+        int n = 0;
+        for (PlanBuffer.Part part : cat.parts()) {
+            PlanBuffer w = p.buffer(part.writer());
+            n += w.parts().isEmpty() ? 1 : leafParts(p, w);
+        }
+        return n;
+    }
+
+    /**
+     * (g) Concatenations: the parts of each lie in its storage, in their slices, without overlap, covering it; each part
+     * is written by one step, a kernel's store exactly at the part's place (row-major where its slice is contiguous,
+     * else at its strides from its start) or a matrix product; and a part takes no slot of its own.
+     */
+    static List<String> concatenations(Plan p) {
+        var bad = new ArrayList<String>();
+        var writers = new HashMap<String, Integer>();
+        for (Step s : p.steps()) {
+            for (PlanBuffer w : writeBuffers(s)) if (w.part() != null) writers.merge(w.name(), 1, Integer::sum);
+            if (s instanceof Step.Launch l)
+                for (Kernel.Store st : l.kernel().stores()) {
+                    String why = storeCoversItsBuffer(l.kernel(), st);
+                    if (why != null) bad.add(l.kernel().name() + " stores " + st.buffer().name() + " " + why
+                            + (st.buffer().part() == null ? "" : " (its slice " + st.buffer().part().range() + ", strides " + st.buffer().strides() + ")"));
+                }
+            if (s instanceof Step.Place pl && pl.buffer().part() != null) bad.add("part " + pl.buffer().name() + " has a slot of its own: " + pl.format());
+        }
+        for (PlanBuffer b : p.buffers()) {
+            if (b.part() != null) {
+                if (b.base() == null || b.base().part() != null || b.base().parts().isEmpty())
+                    bad.add("part " + b.name() + " of " + b.part().cat() + " is not addressed in a concatenation's storage (base " + b.base() + ")");
+                boolean written = b.parts().isEmpty(); // a concatenation placed inside another is written by its own parts
+                if (written && writers.getOrDefault(b.name(), 0) != 1)
+                    bad.add("part " + b.name() + " is written by " + writers.getOrDefault(b.name(), 0) + " steps, not one");
+            }
+            if (b.parts().isEmpty() || !tracked(b.storage())) continue;
+            // the parts tile the concatenation: disjoint, and together exactly its elements
+            BitSet own = b.part() == null ? allOf(b) : elements(b), union = new BitSet();
+            for (PlanBuffer.Part part : b.parts()) {
+                PlanBuffer w = p.buffer(part.writer());
+                if (w.storage() != b.storage()) bad.add("part " + w.name() + " of " + b.name() + " lies in " + w.storage().name() + ", not in " + b.storage().name());
+                BitSet e = elements(w);
+                if (e.intersects(union)) bad.add("part " + w.name() + " of " + b.name() + " overlaps an earlier part");
+                union.or(e);
+            }
+            if (!union.equals(own)) bad.add("the parts of " + b.name() + " cover elements " + union + ", not its own " + own);
+        }
         return bad;
     }
 
@@ -343,6 +539,7 @@ final class PlanChecks {
         bad.addAll(commRules(p));
         bad.addAll(poolSizes(p));
         bad.addAll(order(p));
+        bad.addAll(concatenations(p));
         bad.addAll(copyIns(p));
         bad.addAll(partitions(p));
         bad.addAll(barrierBeforeReturn(p));

@@ -66,6 +66,9 @@ public final class Repl {
 
     public static GraphBuilder output(String name, Tensor t) { return open("output").output(name, t); }
 
+    /** The tensors joined along {@code dim} (as {@code torch.cat}); {@code x.split(dim, sizes...)} and {@code x.chunk(n, dim)} undo it. */
+    public static Tensor cat(int dim, Tensor... tensors) { return open("cat").cat(dim, tensors); }
+
     public static GraphBuilder register(UserOp op) { return open("register").register(op); }
 
     public static Tensor call1(String op, Tensor... args) { return open("call1").call1(op, args); }
@@ -214,6 +217,8 @@ public final class Repl {
               constant(DType dtype, long[] shape, double... values) -> Tensor
               scalar(double value, DType dtype) -> Tensor
               output(String name, Tensor t) -> GraphBuilder       names a result
+              cat(int dim, Tensor... tensors) -> Tensor           joins along dim: cat(0, a, b); x.split(0, 2, 3) and
+                                                                  x.chunk(2, 0) take a tensor apart (views)
               register(UserOp op) -> GraphBuilder                 a user op, then call(String op, Tensor... args)
               call(String op, Tensor... args) -> List<Tensor>     and call1(String op, Tensor... args) -> Tensor
               build() -> Graph                                    freezes g; graph("name") starts the next one

@@ -19,7 +19,8 @@ import java.util.Map;
 /**
  * Row-major (batched, broadcast) matrix products through cuBLAS: C = A B row-major is C^T = B^T A^T
  * column-major, so cuBLAS gets B first with no transposes. float64, which the bound GEMM does not cover,
- * runs a plain kernel.
+ * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
+ * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset.
  */
 final class CudaMatmul {
     interface Compiler {
@@ -27,14 +28,14 @@ final class CudaMatmul {
     }
 
     private static final String F64_SOURCE = """
-            // C[m,n] = A[m,k] B[k,n], row-major, float64: one thread per output element
-            extern "C" __global__ void matmul_f64(const double* a, const double* b, double* c, long long m, long long n, long long k) {
+            // C[m,n] = A[m,k] B[k,n], row-major (C's rows ldc apart), float64: one thread per output element
+            extern "C" __global__ void matmul_f64(const double* a, const double* b, double* c, long long m, long long n, long long k, long long ldc) {
                 long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x;
                 if (i >= m * n) return;
                 long long r = i / n, col = i % n;
                 double acc = 0;
                 for (long long p = 0; p < k; p++) acc += a[r * k + p] * b[p * n + col];
-                c[i] = acc;
+                c[r * ldc + col] = acc;
             }
             """;
 
@@ -58,21 +59,26 @@ final class CudaMatmul {
         for (long d : batchShape) batches *= d;
         long[] idx = new long[batchShape.length];
         int e = t.byteSize();
+        long[] st = new long[so.length];
+        for (int d = 0; d < st.length; d++) st[d] = outB.strides().get(d).eval(env);
+        if (so.length >= 1 && st[so.length - 1] != 1 && so[so.length - 1] > 1)
+            throw new GatunRuntimeException("matmul into " + outB.name() + ": its columns are " + st[so.length - 1] + " elements apart; cuBLAS writes them next to each other");
+        int ldc = Math.toIntExact(Math.max(n, st[so.length - 2]));
         for (long bi = 0; bi < batches; bi++) {
-            long rem = bi;
-            for (int d = batchShape.length - 1; d >= 0; d--) { idx[d] = rem % batchShape[d]; rem /= batchShape[d]; }
-            long pa = a + Broadcast.batchOffset(idx, sa, (long) m * k) * e, pb = b + Broadcast.batchOffset(idx, sb, (long) k * n) * e, pc = out + bi * m * n * e;
-            gemm(t, m, n, k, pa, pb, pc, stream);
+            long rem = bi, at = 0;
+            for (int d = batchShape.length - 1; d >= 0; d--) { idx[d] = rem % batchShape[d]; rem /= batchShape[d]; at += idx[d] * st[d]; }
+            long pa = a + Broadcast.batchOffset(idx, sa, (long) m * k) * e, pb = b + Broadcast.batchOffset(idx, sb, (long) k * n) * e, pc = out + at * e;
+            gemm(t, m, n, k, ldc, pa, pb, pc, stream);
         }
     }
 
-    private void gemm(DType t, int m, int n, int k, long a, long b, long c, Stream stream) {
+    private void gemm(DType t, int m, int n, int k, int ldc, long a, long b, long c, Stream stream) {
         if (m == 0 || n == 0) return;
         if (t == DType.FLOAT64) {
             if (f64 == null) f64 = compiler.compile("matmul_f64", F64_SOURCE, "matmul_f64");
             long total = (long) m * n;
             f64.launch(new LaunchConfig(Dim3.of(Math.toIntExact(Math.ceilDiv(total, 256))), Dim3.of(256), 0, stream),
-                    a, b, c, (long) m, (long) n, (long) k);
+                    a, b, c, (long) m, (long) n, (long) k, (long) ldc);
             return;
         }
         Blas.Precision p = switch (t) {
@@ -84,8 +90,8 @@ final class CudaMatmul {
         int e = t.byteSize();
         var A = DeviceBuffer.wrap(device, a, Math.max(1L, (long) m * k * e));
         var B = DeviceBuffer.wrap(device, b, Math.max(1L, (long) k * n * e));
-        var C = DeviceBuffer.wrap(device, c, (long) m * n * e);
+        var C = DeviceBuffer.wrap(device, c, ((long) (m - 1) * ldc + n) * e);
         // k == 0: cuBLAS with beta 0 writes zeros, as an empty sum should
-        blas.gemm(p, false, false, n, m, k, 1f, B, n, A, Math.max(1, k), 0f, C, n, true, stream);
+        blas.gemm(p, false, false, n, m, k, 1f, B, n, A, Math.max(1, k), 0f, C, ldc, true, stream);
     }
 }

@@ -74,6 +74,7 @@ class SharedGpuGpuTest {
                 }
             }
             for (long seed = 900; seed < 904; seed++) {
+                // concatenations along dimension 0 only: the CUDA code generator does not store at strides yet
                 Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
                         .withDTypes(DType.F32, DType.F16, DType.BF16));
                 var in = new ArrayList<Map<String, NDArray>>();

@@ -100,6 +100,7 @@ public final class GraphJson {
                 m.put("step", Json.of(s.step()));
             }
             case Op.Expand e -> m.put("shape", shape(e.shape()));
+            case Op.Cat c -> m.put("dim", Json.of(c.dim()));
             case Op.Custom c -> m.put("user_op", Json.of(c.name()));
             case Op.CustomOutput o -> m.put("index", Json.of(o.index()));
         }
@@ -323,6 +324,7 @@ public final class GraphJson {
                 }
                 case "slice" -> new Op.Slice(toInt(integer(no, "dim", where), where, "dim"), integer(no, "start", where),
                         integer(no, "end", where), integer(no, "step", where));
+                case "cat" -> new Op.Cat(toInt(integer(no, "dim", where), where, "dim"));
                 case "custom" -> new Op.Custom(str(no, "user_op", where));
                 case "custom_output" -> new Op.CustomOutput(toInt(integer(no, "index", where), where, "index"));
                 default -> throw new GraphException(where + ": field 'op': unknown op '" + opName + "'");

@@ -71,6 +71,14 @@ public sealed interface Op {
         @Override public String opName() { return "slice"; }
     }
 
+    /**
+     * Concatenation of its inputs (at least one, same dtype and rank, equal sizes outside {@code dim}, static sizes
+     * along it) along {@code dim}, which may be negative (counted from the end).
+     */
+    record Cat(int dim) implements Op {
+        @Override public String opName() { return "cat"; }
+    }
+
     /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
     record Expand(Shape shape) implements Op {
         @Override public String opName() { return "expand"; }

@@ -41,6 +41,7 @@ public final class TypeInference {
             case Op.Permute p -> permute(p, one(op, args));
             case Op.Slice s -> slice(s, one(op, args));
             case Op.Expand e -> expand(e, one(op, args));
+            case Op.Cat c -> cat(c, args);
             case Op.Custom c -> custom(c, args, userOps).getFirst();
             case Op.CustomOutput o -> {
                 Node call = one(op, args);
@@ -258,6 +259,47 @@ public final class TypeInference {
         var dims = new ArrayList<>(x.type().shape().dims());
         dims.set(d, Dim.of((s.end() - s.start() + s.step() - 1) / s.step()));
         return new TensorType(x.type().dtype(), new Shape(dims));
+    }
+
+    /** The dimension a cat of rank-{@code rank} tensors joins along (a negative one counts from the end), or an error. */
+    public static int catDim(String what, int dim, int rank) {
+        int d = dim < 0 ? dim + rank : dim;
+        if (d < 0 || d >= rank) throw new GraphException(what + ": dimension " + dim + " does not exist (rank " + rank + ")");
+        return d;
+    }
+
+    private static TensorType cat(Op.Cat c, List<Node> args) {
+        if (args.isEmpty()) throw new GraphException("cat(dim " + c.dim() + "): no tensors to concatenate; give at least one");
+        String what = "cat(" + describe(args) + ")";
+        Node first = args.getFirst();
+        int r = first.type().rank();
+        if (r == 0)
+            throw new GraphException(what + ": " + first.label() + " has no dimensions to concatenate along; reshape it to [1] first");
+        int d = catDim(what, c.dim(), r);
+        long total = 0;
+        for (Node x : args) {
+            if (x.type().dtype() != first.type().dtype())
+                throw new GraphException(what + ": " + x.label() + " is " + x.type().dtype() + " but " + first.label() + " is "
+                        + first.type().dtype() + "; cast them to one dtype first");
+            if (x.type().rank() != r)
+                throw new GraphException(what + ": " + x.label() + " has rank " + x.type().rank() + " but " + first.label() + " has rank " + r
+                        + "; every tensor needs the same rank");
+            for (int k = 0; k < r; k++) {
+                if (k == d) continue;
+                if (!x.type().shape().dim(k).equals(first.type().shape().dim(k)))
+                    throw new GraphException(what + ": along dimension " + d + ", " + x.label() + " has size " + x.type().shape().dim(k)
+                            + " in dimension " + k + " where " + first.label() + " has " + first.type().shape().dim(k)
+                            + "; the sizes must match outside dimension " + d);
+            }
+            Dim size = x.type().shape().dim(d);
+            if (!size.isStatic())
+                throw new GraphException(what + ": dimension " + d + " of " + x.label() + " is symbolic (" + size
+                        + "); the sizes along the concatenated dimension must be static");
+            total += size.size();
+        }
+        var dims = new ArrayList<>(first.type().shape().dims());
+        dims.set(d, Dim.of(total));
+        return new TensorType(first.type().dtype(), new Shape(dims));
     }
 
     private static TensorType expand(Op.Expand e, Node x) {

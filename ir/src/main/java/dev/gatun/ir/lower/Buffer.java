@@ -10,10 +10,11 @@ import java.util.List;
  * a {@link ViewBuffer} reinterprets another buffer's storage. Lowering may change a layout (fixing it, or
  * turning it into a communication-buffer layout); after lowering buffers do not change.
  */
-public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, ComputedBuffer, ExternBuffer, ExternOutputBuffer, ViewBuffer {
+public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, ComputedBuffer, ExternBuffer, ExternOutputBuffer, ViewBuffer, ConcatBuffer {
     private final String name;
     private Layout layout;
     private final int origin;
+    private ConcatBuffer.Part slice;
 
     Buffer(String name, Layout layout, int origin) {
         this.name = name;
@@ -34,6 +35,17 @@ public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, Compute
         this.layout = layout;
     }
 
+    /**
+     * The part of a concatenation this buffer writes straight into, or null: such a buffer owns no memory, its
+     * layout addresses its slice of the concatenation's storage (see {@link ConcatBuffer}).
+     */
+    public ConcatBuffer.Part slice() { return slice; }
+
+    void setSlice(ConcatBuffer.Part part) {
+        if (slice != null) throw new IllegalStateException(name + " already writes " + slice.range());
+        slice = part;
+    }
+
     /** The buffers this one reads (views: their base). */
     public abstract List<Buffer> reads();
 
@@ -46,7 +58,7 @@ public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, Compute
     /** One line of the lowered graph's text form. */
     public abstract String format();
 
-    protected String head(String kind) { return name + ": " + kind + " " + layout; }
+    protected String head(String kind) { return name + ": " + kind + " " + layout + (slice == null ? "" : " in " + slice.range()); }
 
     @Override public String toString() { return name + " " + type(); }
 }

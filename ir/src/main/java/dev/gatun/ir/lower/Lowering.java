@@ -47,6 +47,8 @@ public final class Lowering {
     private final List<Realization> realizations = new ArrayList<>();
     private final List<String> decisions = new ArrayList<>();
     private final Set<String> names = new HashSet<>();
+    /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name. */
+    private final Map<Buffer, String> firstReader = new IdentityHashMap<>();
     private int counter;
 
     /** A lowered node: a buffer, or a scalar constant that loops inline. */
@@ -139,6 +141,7 @@ public final class Lowering {
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
             case Op.Expand e -> new BufferValue(expand(n, e));
+            case Op.Cat c -> cat(n, c);
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
                 var call = (ExternBuffer) ((BufferValue) values.get(n.input(0))).buffer();
@@ -300,11 +303,90 @@ public final class Lowering {
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */
     private Buffer contiguous(Value v, String why) {
         Buffer b = v instanceof BufferValue(Buffer x) ? x : null;
-        if (b != null && (!(b instanceof ViewBuffer view) || view.layout().strides().equals(view.type().shape().contiguousStrides()))) return b;
+        if (b != null && packed(b)) return b;
         TensorType t = b != null ? b.type() : new TensorType(((ScalarValue) v).dtype(), Shape.SCALAR);
         Buffer copy = register(new ComputedBuffer(next(), "copy", Layout.flexible(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
         decisions.add(copy.name() + ": copy of " + (b == null ? "a scalar" : b.name()) + " because " + why + " reads packed row-major memory");
         return copy;
+    }
+
+    /** Row-major strides (a view may start at an offset; a slice of a concatenation is addressed from its start). */
+    private static boolean packed(Buffer b) {
+        return b.layout().isFlexible() || b.layout().fix().strides().equals(b.type().shape().contiguousStrides());
+    }
+
+    // ---------------------------------------------------------------- concatenation
+
+    /**
+     * A concatenation: one row-major storage ({@link ConcatBuffer}) that each part's producer writes straight into
+     * where it can ({@link #inPlaceBlocker}); where it cannot, a copy loop writes the part, and the decision says why.
+     * A part's writer gets the layout of its slice: its own row-major strides where the slice is contiguous (every
+     * dimension before {@code dim} has size 1), the concatenation's otherwise; offset 0 at the slice's first element.
+     */
+    private Value cat(Node n, Op.Cat c) {
+        if (n.inputs().size() == 1) {
+            decisions.add(n.label() + " cat: of one tensor, which is the result itself");
+            return arg(n, 0);
+        }
+        Shape shape = n.type().shape();
+        DType dtype = n.type().dtype();
+        int d = dev.gatun.ir.graph.TypeInference.catDim("cat", c.dim(), shape.rank());
+        Layout.Fixed layout = Layout.contiguous(dtype, shape);
+        boolean contiguousSlices = true;
+        for (int k = 0; k < d; k++) contiguousSlices &= shape.dim(k).isStatic() && shape.dim(k).size() == 1;
+        var pending = new ArrayList<ConcatBuffer.Pending>();
+        var taken = java.util.Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+        long start = 0;
+        for (Node x : n.inputs()) {
+            Buffer b = asBuffer(x);
+            Shape part = x.type().shape();
+            long size = part.dim(d).size();
+            SymInt offset = layout.strides().get(d).times(start);
+            var at = new Layout.Fixed(dtype, part, contiguousSlices ? part.contiguousStrides() : layout.strides(), SymInt.ZERO, AllocatorType.DEFAULT);
+            String why = taken.contains(b) ? b.name() + " is already written into an earlier slice of this concatenation"
+                    : inPlaceBlocker(b, contiguousSlices, d);
+            Buffer writer = b;
+            if (why == null) {
+                taken.add(b);
+                b.setLayout(at);
+                fixedBecause.put(b, "it is written straight into its slice of the concatenation " + n.label());
+            } else {
+                writer = register(new ComputedBuffer(next(), "copy", at, load(new BufferValue(b), part), null, List.of(), -1));
+            }
+            pending.add(new ConcatBuffer.Pending(writer, b, start, start + size, offset, why));
+            start += size;
+        }
+        var cat = (ConcatBuffer) register(new ConcatBuffer(next(), layout, d, pending, n.id()));
+        for (ConcatBuffer.Part p : cat.parts())
+            decisions.add(p.inPlace()
+                    ? p.writer().name() + ": written straight into its slice " + p.range() + " of " + n.label() + " cat"
+                    : p.writer().name() + ": copy of " + p.source().name() + " into " + p.range() + " of " + n.label() + " cat because " + p.copied());
+        return new BufferValue(cat);
+    }
+
+    /**
+     * Null when {@code b}'s producer can write it straight into its slice: a loop (pointwise or reduction) or a matrix
+     * product, in regular memory, not yet placed in another concatenation; where the slice is strided, also not yet
+     * read by anything (which would have addressed it row-major). Otherwise why not, for the copy's note.
+     */
+    private String inPlaceBlocker(Buffer b, boolean contiguousSlice, int dim) {
+        if (b instanceof InputBuffer in) return b.name() + " is a graph input";
+        if (b instanceof ConstantBuffer) return b.name() + " is a constant";
+        if (b instanceof ViewBuffer v) return b.name() + (v.viewOp().matches("[aeiou].*") ? " is an " : " is a ") + v.viewOp() + " view of " + v.base().name();
+        if (b.slice() != null) return b.name() + " is already written into " + b.slice().range();
+        if (b instanceof ExternOutputBuffer o) return b.name() + " is written by user op '" + o.call().call().opName() + "', which writes buffers of its own";
+        if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.Collective)
+            return b.name() + " is the result of " + e.call().opName() + ", which writes a buffer of its own";
+        if (b instanceof ExternBuffer e && !(e.call() instanceof ExternCall.Matmul))
+            return b.name() + " is written by user op '" + e.call().opName() + "', which writes buffers of its own";
+        if (b.isSymmetric() || b.layout() instanceof Layout.CommBuffer)
+            return b.name() + " lives in symmetric memory of group '" + b.layout().allocator().group() + "', where a collective reads it";
+        if (!b.layout().isFlexible() && !packed(b)) return b.name() + " has a strided layout of its own";
+        if (b instanceof ConcatBuffer && !contiguousSlice)
+            return b.name() + " is a concatenation itself, which goes inside another only where its slice is contiguous";
+        if (!contiguousSlice && firstReader.containsKey(b))
+            return b.name() + " is already read row-major by " + firstReader.get(b) + ", and its slice along dimension " + dim + " is strided";
+        return null;
     }
 
     // ---------------------------------------------------------------- collectives and symmetric memory
@@ -432,6 +514,7 @@ public final class Lowering {
         if (in instanceof InputBuffer) return in.name() + " is a graph input, not a computed buffer";
         if (in instanceof ExternBuffer || in instanceof ExternOutputBuffer) return in.name() + " is the output of an extern kernel";
         if (in instanceof ConstantBuffer) return in.name() + " is a constant";
+        if (in instanceof ConcatBuffer) return in.name() + " is a concatenation, which its parts write in regular memory";
         if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
         if (in.layout() instanceof Layout.CommBuffer cb)
             return cb.group().equals(group) ? null : in.name() + " is already a communication buffer of group '" + cb.group() + "'";
@@ -490,6 +573,7 @@ public final class Lowering {
         String why = null;
         if (b instanceof ViewBuffer) why = "it is a view";
         else if (b instanceof InputBuffer || b instanceof ConstantBuffer) why = "it is not computed by the graph";
+        else if (b instanceof ConcatBuffer) why = "it is a concatenation, which its parts write in regular memory";
         else if (!b.type().shape().isStatic()) why = "its shape " + b.type().shape() + " is symbolic";
         else if (b.layout() instanceof Layout.CommBuffer cb && !cb.group().equals(group)) why = "it is already in group '" + cb.group() + "'";
         else if (b instanceof ComputedBuffer && !b.layout().isFlexible() && !(b.layout() instanceof Layout.CommBuffer)) why = "its layout is fixed";
@@ -515,7 +599,18 @@ public final class Lowering {
 
     private Buffer register(Buffer b) {
         buffers.add(b);
+        if (b instanceof ComputedBuffer c) noteReads(c.body(), b.name());   // a walk of the body, no set made: this runs for every buffer
+        else for (Buffer r : b.reads()) firstReader.putIfAbsent(r, b.name());
         return b;
+    }
+
+    private void noteReads(Expr e, String by) {
+        switch (e) {
+            case Expr.Load l -> firstReader.putIfAbsent(l.storage(), by);
+            case Expr.Apply a -> { for (Expr x : a.args()) noteReads(x, by); }
+            case Expr.Cast c -> noteReads(c.x(), by);
+            case Expr.Constant c -> { }
+        }
     }
 
     private String next() {

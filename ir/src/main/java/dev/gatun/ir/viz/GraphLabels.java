@@ -41,6 +41,7 @@ final class GraphLabels {
             case Op.Permute p -> p.perm().toString();
             case Op.Slice s -> "dim=" + s.dim() + " " + s.start() + ":" + s.end() + (s.step() == 1 ? "" : ":" + s.step());
             case Op.Expand e -> e.shape().toString();
+            case Op.Cat c -> "dim=" + c.dim();
             default -> "";
         };
         lines.add("%" + n.id() + " " + n.op().opName() + (attrs.isEmpty() ? "" : " " + attrs));

@@ -45,7 +45,8 @@ public final class RandomGraphs {
      */
     public record Options(int worldSize, int maxNodes, int outputs, Set<DType> dtypes, boolean collectives,
                           boolean subgroups, boolean symbolic, boolean userOps, boolean matmul, boolean reductions,
-                          boolean views, boolean comparisons, boolean symmetricRegions, List<Integer> mesh) {
+                          boolean views, boolean comparisons, boolean symmetricRegions, List<Integer> mesh, boolean concat,
+                          boolean stridedConcat) {
         public Options {
             if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1");
             if (maxNodes < 2) throw new IllegalArgumentException("maxNodes must be at least 2");
@@ -60,22 +61,22 @@ public final class RandomGraphs {
         /** World of 2, up to 24 nodes, 2 outputs, every feature, dtypes f32 (mostly), f64, f16, bf16, i32. */
         public static Options defaults() {
             return new Options(2, 24, 2, Set.of(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32),
-                    true, true, true, true, true, true, true, true, true, List.of());
+                    true, true, true, true, true, true, true, true, true, List.of(), true, true);
         }
 
-        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions, mesh); }
-        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions, mesh); }
-        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions, mesh); }
-        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions, mesh); }
-        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on, mesh); }
+        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions, mesh, concat, stridedConcat); }
+        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on, mesh, concat, stridedConcat); }
 
         /**
          * A device mesh of these axis sizes (axes "ax0", "ax1", ...; the world size becomes their product): collectives
@@ -84,8 +85,17 @@ public final class RandomGraphs {
         public Options withMesh(Integer... sizes) {
             int w = 1;
             for (int s : sizes) w *= s;
-            return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, List.of(sizes));
+            return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, List.of(sizes), concat, stridedConcat);
         }
+
+        /**
+         * Concatenations along a dimension after a leading one of size above 1 on or off: their parts are strided slices,
+         * which kernels store at strides (the CUDA code generator does not yet; the GPU tests turn these off until it does).
+         */
+        public Options withStridedConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, on); }
+
+        /** Concatenations (cat) on or off. */
+        public Options withConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, on, stridedConcat); }
 
         /** No symbolic dimensions anywhere (the shapes symmetric-memory lowering can take). */
         public Options staticOnly() { return withSymbolic(false); }
@@ -257,16 +267,17 @@ public final class RandomGraphs {
             }
             int k = rnd.nextInt(100);
             boolean ok;
-            if (k < 22) ok = unary();
-            else if (k < 42) ok = binary();
-            else if (k < 47) ok = o.comparisons && compareAndWhere();
-            else if (k < 52) ok = cast();
-            else if (k < 60) ok = o.reductions && reduce();
-            else if (k < 72) ok = o.views && view();
-            else if (k < 75) ok = copy();
-            else if (k < 81) ok = o.matmul && matmul();
-            else if (k < 93) ok = o.collectives && collective();
-            else if (k < 97) ok = o.userOps && userOp();
+            if (k < 20) ok = unary();
+            else if (k < 38) ok = binary();
+            else if (k < 43) ok = o.comparisons && compareAndWhere();
+            else if (k < 48) ok = cast();
+            else if (k < 56) ok = o.reductions && reduce();
+            else if (k < 67) ok = o.views && view();
+            else if (k < 70) ok = copy();
+            else if (k < 76) ok = o.matmul && matmul();
+            else if (k < 88) ok = o.collectives && collective();
+            else if (k < 92) ok = o.userOps && userOp();
+            else if (k < 98) ok = o.concat && concat();
             else ok = newInputStep();
             if (ok && region != null && --regionLeft <= 0) region = null;
         }
@@ -402,6 +413,55 @@ public final class RandomGraphs {
                     return add(new Op.Expand(to), bound(x), x) != null;
                 }
             }
+        }
+
+        /**
+         * A concatenation of a value with one to three others along a dimension of static size: values of the pool that
+         * fit, the value itself again, a new input, a pointwise function of it or a slice of it; so some parts are
+         * written in place by their producers and others copied (inputs, views, a value in two places).
+         */
+        private boolean concat() {
+            Node x = pick(n -> n.type().rank() >= 1 && n.type().shape().dim(0).isStatic() || o.stridedConcat && n.type().shape().dims().stream().anyMatch(Dim::isStatic));
+            if (x == null) return false;
+            Shape s = x.type().shape();
+            int r = s.rank();
+            var candidates = new ArrayList<Integer>();
+            for (int k = 0; k < r; k++) {
+                if (s.dim(k).isStatic()) candidates.add(k);
+                if (!o.stridedConcat && !(s.dim(k).isStatic() && s.dim(k).size() == 1)) break;   // slices stay contiguous
+            }
+            if (candidates.isEmpty()) return false;
+            int d = candidates.get(rnd.nextInt(candidates.size()));
+            var parts = new ArrayList<Node>();
+            parts.add(x);
+            int more = 1 + rnd.nextInt(3);
+            for (int i = 0; i < more; i++) {
+                Node p = switch (rnd.nextInt(5)) {
+                    case 0 -> pick(n -> n != x && fits(n, x, d));
+                    case 1 -> x;
+                    case 2 -> {
+                        var dims = new ArrayList<>(s.dims());
+                        dims.set(d, Dim.of(1 + rnd.nextInt(4)));
+                        yield newInput(x.type().dtype(), new Shape(dims));
+                    }
+                    case 3 -> s.dim(d).size() >= 2 ? add(new Op.Slice(d, 0, 1 + rnd.nextInt((int) s.dim(d).size() - 1), 1), bound(x), x) : null;
+                    default -> isNumeric(x) ? add(new Op.Pointwise(x.type().dtype().isFloating() ? PointwiseFn.TANH : PointwiseFn.NEG),
+                            x.type().dtype().isFloating() ? 1 : bound(x), x) : add(new Op.Pointwise(PointwiseFn.IDENTITY), bound(x), x);
+                };
+                parts.add(p == null ? x : p);
+            }
+            Collections.shuffle(parts, rnd);
+            double bx = 0;
+            for (Node p : parts) bx = Math.max(bx, bound(p));
+            return add(new Op.Cat(rnd.nextBoolean() ? d : d - r), bx, parts.toArray(Node[]::new)) != null;
+        }
+
+        /** Whether {@code n} can join {@code x} in a concatenation along {@code d}. */
+        private static boolean fits(Node n, Node x, int d) {
+            if (n.type().dtype() != x.type().dtype() || n.type().rank() != x.type().rank()) return false;
+            for (int k = 0; k < x.type().rank(); k++)
+                if (k == d ? !n.type().shape().dim(k).isStatic() : !n.type().shape().dim(k).equals(x.type().shape().dim(k))) return false;
+            return true;
         }
 
         private boolean copy() {

@@ -38,7 +38,7 @@ class RandomGraphsTest {
             }
         }
         assertThat(fns).containsAll(EnumSet.allOf(PointwiseFn.class));
-        assertThat(kinds).contains("Cast", "Reduce", "Matmul", "Reshape", "Permute", "Slice", "Expand", "Custom", "CustomOutput",
+        assertThat(kinds).contains("Cast", "Reduce", "Matmul", "Reshape", "Permute", "Slice", "Expand", "Cat", "Custom", "CustomOutput",
                 "CollectiveALL_REDUCESUM", "CollectiveALL_REDUCEAVG", "CollectiveALL_REDUCEMAX", "CollectiveALL_REDUCEMIN",
                 "CollectiveALL_GATHERnull", "CollectiveBROADCASTnull");
         assertThat(kinds).anyMatch(k -> k.startsWith("CollectiveREDUCE_SCATTER"));
@@ -62,6 +62,34 @@ class RandomGraphsTest {
                 assertThat(n.type().dtype()).isIn(DType.FLOAT32, DType.BOOL);
             }
         }
+    }
+
+    @Test
+    void concatenationsJoinAlongAnyDimensionOrOnlyContiguousSlices() {
+        int strided = 0, negative = 0;
+        for (long s = 0; s < 300; s++) {
+            for (Node n : RandomGraphs.generate(s).nodes()) {
+                if (!(n.op() instanceof Op.Cat c)) continue;
+                int d = c.dim() < 0 ? c.dim() + n.type().rank() : c.dim();
+                if (c.dim() < 0) negative++;
+                for (int k = 0; k < d; k++) if (!n.type().shape().dim(k).equals(dev.gatun.ir.Dim.of(1))) { strided++; break; }
+            }
+        }
+        assertThat(strided).as("concatenations whose parts are strided slices").isGreaterThan(10);
+        assertThat(negative).isGreaterThan(10);
+        var contiguousOnly = RandomGraphs.Options.defaults().withStridedConcat(false);
+        int cats = 0;
+        for (long s = 0; s < 300; s++) {
+            for (Node n : RandomGraphs.generate(s, contiguousOnly).nodes()) {
+                if (!(n.op() instanceof Op.Cat c)) continue;
+                cats++;
+                int d = c.dim() < 0 ? c.dim() + n.type().rank() : c.dim();
+                for (int k = 0; k < d; k++) assertThat(n.type().shape().dim(k)).as(n.format()).isEqualTo(dev.gatun.ir.Dim.of(1));
+            }
+        }
+        assertThat(cats).isGreaterThan(30);
+        for (long s = 0; s < 100; s++)
+            assertThat(RandomGraphs.generate(s, RandomGraphs.Options.defaults().withConcat(false)).nodes()).noneMatch(n -> n.op() instanceof Op.Cat);
     }
 
     @Test

@@ -392,14 +392,14 @@ final class HostExecutable implements Executable {
             var in = new MemorySegment[n];
             var inT = new DType[n];
             for (int i = 0; i < n; i++) {
-                in[i] = storage[k.inputs().get(i).id()];
+                in[i] = segment(k.inputs().get(i));
                 inT[i] = k.inputs().get(i).dtype();
             }
             var out = new MemorySegment[m];
             var outT = new DType[m];
             for (int i = 0; i < m; i++) {
                 PlanBuffer b = k.stores().get(i).buffer();
-                out[i] = storage[b.id()];
+                out[i] = segment(b);   // a part of a concatenation: its slice of the concatenation's storage
                 outT[i] = b.dtype();
             }
             KernelInterpreter.run(k, new KernelInterpreter.Bound(in, inT, out, outT), env);

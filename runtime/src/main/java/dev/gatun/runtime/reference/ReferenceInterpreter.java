@@ -176,6 +176,7 @@ public final class ReferenceInterpreter {
             }
             case Op.Permute p -> permute(in.getFirst(), p.perm());
             case Op.Slice sl -> slice(in.getFirst(), sl);
+            case Op.Cat c -> cat(in, TypeInference.catDim("cat", c.dim(), n.type().rank()), t);
             case Op.Expand e -> {
                 long[] to = e.shape().sizes(s.env);
                 if (broadcastShape(in.getFirst().shape(), to) == null || !Arrays.equals(broadcastShape(in.getFirst().shape(), to), to))
@@ -308,6 +309,26 @@ public final class ReferenceInterpreter {
         outShape[dim] = Math.max(0, (s.end() - s.start() + s.step() - 1) / s.step());
         st[dim] = inStrides[dim] * s.step();
         return new Dense(x.dtype(), outShape, gather(x.data(), outShape, st, s.start() * inStrides[dim]));
+    }
+
+    /** The inputs one after the other along {@code dim}: each output element copied from the input whose range holds it. */
+    private static Dense cat(List<Dense> in, int dim, DType t) {
+        long[] shape = in.getFirst().shape().clone();
+        shape[dim] = 0;
+        for (Dense x : in) shape[dim] += x.shape()[dim];
+        double[] out = new double[Dense.size(shape)];
+        long outer = 1, inner = 1;
+        for (int d = 0; d < dim; d++) outer *= shape[d];
+        for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
+        long row = shape[dim] * inner; // elements of one outer index in the output
+        long at = 0;                   // where the current input starts inside a row
+        for (Dense x : in) {
+            long part = x.shape()[dim] * inner;
+            for (long o = 0; o < outer; o++)
+                for (long e = 0; e < part; e++) out[(int) (o * row + at + e)] = x.data()[(int) (o * part + e)];
+            at += part;
+        }
+        return new Dense(t, shape, out);
     }
 
     /** Reads a strided view (the same arithmetic a backend's view does) into a contiguous array. */

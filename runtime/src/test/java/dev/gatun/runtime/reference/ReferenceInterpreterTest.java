@@ -198,6 +198,26 @@ class ReferenceInterpreterTest {
         assertThat(o.get("copy")).isEqualTo(o.get("perm"));
     }
 
+    @Test
+    void catJoinsAlongEachDimensionAndSplitTakesItApart() {
+        var g = Gatun.graph("cat");
+        var x = g.input("x", F32, 2, 3);
+        var y = g.input("y", F32, 1, 3);
+        var z = g.input("z", F32, 2, 1);
+        var rows = g.cat(0, x, y);
+        g.output("rows", rows).output("cols", g.cat(-1, z, x, z)).output("one", g.cat(1, x))
+                .output("deep", g.cat(2, x.reshape(2, 3, 1), x.neg().reshape(2, 3, 1)))
+                .output("back", rows.split(0, 2, 1).get(1)).output("half", g.cat(1, x.chunk(3, 1).get(2), x.chunk(3, 1).get(0)));
+        var o = new ReferenceInterpreter(g.build()).run(Map.of("x", f32(s(2, 3), 0, 1, 2, 3, 4, 5), "y", f32(s(1, 3), 6, 7, 8),
+                "z", f32(s(2, 1), -1, -2)));
+        assertThat(o.get("rows")).isEqualTo(f32(s(3, 3), 0, 1, 2, 3, 4, 5, 6, 7, 8));
+        assertThat(o.get("cols")).isEqualTo(f32(s(2, 5), -1, 0, 1, 2, -1, -2, 3, 4, 5, -2));
+        assertThat(o.get("one")).isEqualTo(f32(s(2, 3), 0, 1, 2, 3, 4, 5));
+        assertThat(o.get("deep")).isEqualTo(f32(s(2, 3, 2), 0, -0.0, 1, -1, 2, -2, 3, -3, 4, -4, 5, -5));
+        assertThat(o.get("back")).isEqualTo(f32(s(1, 3), 6, 7, 8));
+        assertThat(o.get("half")).isEqualTo(f32(s(2, 2), 2, 0, 5, 3));
+    }
+
     /** Rank r holds [r*10 + 1, r*10 + 2, r*10 + 3, r*10 + 4] as a 4x1 column. */
     private static List<Map<String, NDArray>> ranked(int world) {
         var in = new ArrayList<Map<String, NDArray>>();
