@@ -17,6 +17,11 @@ The spread (p10-p90 of the latency) is in a second table under each table.
 mlp) by the fastest correct PyTorch cell of the same line, for latency and for pipelined time separately.
 Workloads without PyTorch rows (e.g. input_path, host_overhead) get their own tables without that column.
 
+Rows with moved_bytes (the norms family: layernorm, rmsnorm, softmax, loop_order) also get a bandwidth table
+under their table: per cell, gbps = moved_bytes (bytes read once + written once) / pipelined time, and in
+parentheses of_copy, that divided by the device-to-device copy measured just before in the same process
+(copy_gbps). The floors themselves are the d2d_copy columns (a row with "floor": true, never "unchecked").
+
 --csv: one line per input row with every field (plus source, the file and line it came from).
 --json: {"rows": [...], "tables": [...]} with the cells and ratios as numbers.
 --md: the Markdown tables (what goes into docs/BENCHMARKS.md).
@@ -31,14 +36,17 @@ from collections import OrderedDict
 SCHEMA = ["system", "workload", "variant", "mode", "dtype", "shape", "bytes", "world",
           "median_us", "p10_us", "p90_us", "pipelined_us", "calls", "correct", "max_rel_err",
           "chosen", "error", "device", "versions"]
-PEER_WORKLOADS = ["all_reduce", "seeds", "mlp"]
+NORM_WORKLOADS = ["layernorm", "rmsnorm", "softmax", "loop_order"]
+PEER_WORKLOADS = ["all_reduce", "seeds", "mlp"] + NORM_WORKLOADS
 SYSTEM_ORDER = ["gatun", "pytorch"]
 SYSTEM_LABEL = {"gatun": "Gatun", "pytorch": "PT"}
 VARIANT_ORDER = {
-    "gatun": ["auto", "default", "one_shot", "two_shot", "nccl", "path2", "path3"],
-    "pytorch": ["symm_one_shot", "symm_two_shot", "nccl", "compile_auto_select", "compile", "eager"],
+    "gatun": ["auto", "default", "one_shot", "two_shot", "nccl", "path2", "path3", "d2d_copy"],
+    "pytorch": ["symm_one_shot", "symm_two_shot", "nccl", "compile_auto_select", "compile", "compile_nn", "eager",
+                "eager_nn", "d2d_copy"],
 }
-AUTOMATIC = {"all_reduce": "auto", "seeds": "default", "mlp": "default"}
+AUTOMATIC = {"all_reduce": "auto", "seeds": "default", "mlp": "default", **{w: "default" for w in NORM_WORKLOADS}}
+CELL_EXTRAS = ["moved_bytes", "gbps", "copy_gbps", "of_copy", "event_median_us", "event_pipelined_us", "floor"]
 MODE_ORDER = {"replay": 0, "eager": 1}
 DTYPE_ORDER = {"f32": 0, "bf16": 1, "f16": 2}
 
@@ -135,14 +143,22 @@ def cell_text(row, notes):
     text = f"{fmt_us(row.get('median_us'))} / {fmt_us(row.get('pipelined_us'))}"
     if row.get("workload") == "host_overhead":
         return f"{fmt_us(row.get('median_us'))} ({row['chosen']})" if row.get("chosen") else fmt_us(row.get("median_us"))
-    if row.get("chosen"):
+    if row.get("chosen") and not row.get("floor"):  # a floor's description stays in the CSV and JSON
         text += f" ({row['chosen']})"
     if row.get("correct") is False:
         err = num(row.get("max_rel_err"))
         text = f"WRONG({err:.1e}) {text}" if err is not None else f"WRONG {text}"
-    elif row.get("correct") is None:
+    elif row.get("correct") is None and not row.get("floor"):
         text += " unchecked"
     return text
+
+
+def bandwidth_text(row):
+    """"gbps (of_copy)" of a row with bandwidth fields; "-" where there is none."""
+    if row is None or failed(row) or num(row.get("gbps")) is None:
+        return "-"
+    of = num(row.get("of_copy"))
+    return f"{row['gbps']:.0f}" + (f" ({of:.2f})" if of is not None else "")
 
 
 def spread_text(row):
@@ -249,6 +265,23 @@ def render(table):
     return title, header, body, spread, note_lines
 
 
+BANDWIDTH_TITLE = ("effective bandwidth, GB/s (bytes read once + written once, per pipelined call), and in parentheses "
+                   "the fraction of the device-to-device copy measured just before in the same process:")
+
+
+def render_bandwidth(table):
+    """(header, body) of the bandwidth table, or None where no row of the table has moved_bytes."""
+    if not any(num(r.get("moved_bytes")) is not None for line in table["lines"] for r in line["cells"].values()):
+        return None
+    header = ["shape", "dtype", "mode", "moved"] + [label(c) for c in table["columns"]]
+    body = []
+    for line in table["lines"]:
+        moved = next((r.get("moved_bytes") for r in line["cells"].values() if num(r.get("moved_bytes")) is not None), None)
+        body.append([line["shape"], line["dtype"], line["mode"], fmt_bytes(moved)]
+                    + [bandwidth_text(line["cells"].get(c)) for c in table["columns"]])
+    return header, body
+
+
 LEGEND = ("Each cell: median latency / pipelined time per call, in microseconds. Latency: host wall time from "
           "enqueue to completion with a synchronize after every call; pipelined: the calls run back to back "
           "with one synchronize at the end, divided by the number of calls. Gatun's automatic cells show the "
@@ -292,6 +325,11 @@ def to_stdout(tables, bad):
         print()
         print("latency spread, p10-p90 (us):")
         print(text_table(header[:-1] if t["has_peer"] else header, spread))
+        bw = render_bandwidth(t)
+        if bw:
+            print()
+            print(BANDWIDTH_TITLE)
+            print(text_table(*bw))
         for n in notes:
             print(n)
         if t["duplicates"]:
@@ -315,6 +353,9 @@ def to_markdown(tables):
         out.append(md_table(header, body))
         out += ["", "<details><summary>Latency spread, p10-p90 (us)</summary>", "",
                 md_table(header[:-1] if t["has_peer"] else header, spread), "", "</details>"]
+        bw = render_bandwidth(t)
+        if bw:
+            out += ["", md_escape(BANDWIDTH_TITLE), "", md_table(*bw)]
         if notes:
             out.append("")
             out += [f"- {md_escape(n)}" for n in notes]
@@ -335,6 +376,7 @@ def to_json(rows, tables):
                     continue
                 cells[label(c)] = {k: r.get(k) for k in ("median_us", "p10_us", "p90_us", "pipelined_us", "calls",
                                                          "correct", "max_rel_err", "chosen", "error", "source")}
+                cells[label(c)].update({k: r[k] for k in CELL_EXTRAS if k in r})
             lines.append({"shape": line["shape"], "dtype": line["dtype"], "mode": line["mode"],
                           "bytes": line["bytes"], "cells": cells, "gatun_over_best_peer": line["ratio"]})
         jt.append({"workload": t["workload"], "world": t["world"], "columns": [label(c) for c in t["columns"]],

@@ -6,7 +6,9 @@ Run on one machine with W GPUs (NVLink), through torchrun:
     torchrun --nproc_per_node W bench/torch_suite.py --workload all_reduce --out FILE [--iters N] [--dtypes f32,bf16]
     torchrun --nproc_per_node W bench/torch_suite.py --workload seeds --shape S --mode replay|eager --out FILE
     torchrun --nproc_per_node W bench/torch_suite.py --workload mlp --tokens T --mode replay|eager --out FILE
-    python3 bench/torch_suite.py --workload list-jobs --world W     # the seeds/mlp argument lists, one a line
+    torchrun --nproc_per_node 1 bench/torch_suite.py --workload norms --op OP --shape RxC --dtype f32|bf16
+             --mode replay|eager --out FILE                          # OP: layernorm, rmsnorm, softmax, loop_order
+    python3 bench/torch_suite.py --workload list-jobs --world W     # the seeds/mlp/norms argument lists, one a line
 
 Other options: --warmup N (default 50, at least 20), --deadline-s S (default 120), --grace-s S (default 60).
 
@@ -21,9 +23,31 @@ Workloads
   mlp         bfloat16 tensor-parallel MLP block, H = 4096, F = 4H split over W ranks (W1 column-parallel
               [H, F/W], W2 row-parallel [F/W, H]); y = all_reduce(gelu(x @ W1) @ W2) with erf gelu;
               x [T, H] the same on every rank. Same variants as seeds.
+  norms       one GPU (world 1 only; list-jobs lists them for --world 1), one process per op, shape, dtype and
+              mode; ops written from primitives exactly as Gatun's NormWorkloads writes them:
+                layernorm   d = x - x.mean(-1, keepdim=True); y = d * rsqrt((d * d).mean(-1, keepdim=True) + 1e-5) * w + b
+                rmsnorm     y = x * rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+                softmax     e = exp(x - x.amax(-1, keepdim=True)); y = e / e.sum(-1, keepdim=True)
+              each at [4096, 4096] and [32768, 1024], f32 and bf16 (the functions take the dtype's tensors; eager
+              bf16 ops round every intermediate to bf16, inductor computes in float32 inside its kernels);
+                loop_order  y = sum(sum(x, -1)); z = x / 10; z_t = z.t().contiguous().t(), returns (y, z_t),
+              4096x4096 f32. Variants: eager (the primitives), compile (torch.compile of the primitives),
+              eager_nn and compile_nn (torch.nn.functional.layer_norm / rms_norm / softmax, the stronger peer;
+              not for loop_order), and d2d_copy, the floor: dst.copy_(src) of uint8 tensors moving as many bytes
+              (half read, half written) as the cell must. Mode eager: calls one by one; torch.compile in its
+              default mode. Mode replay: eager and eager_nn captured in a torch.cuda.CUDAGraph; torch.compile
+              with mode="reduce-overhead", the inputs marked static (torch._dynamo.mark_static_address: read in
+              place, as Gatun reads device inputs, rather than copied into cudagraph trees' buffers each call);
+              d2d_copy uncaptured in both. Every result is checked against float64 (from the inputs as held)
+              once before timing; a wrong one is a FAILED row ("WrongResult: ...") with its error, not timed.
+              Extra fields: moved_bytes (bytes read once + written once), gbps (moved_bytes / pipelined time),
+              copy_gbps (this process's d2d_copy) and of_copy (gbps / copy_gbps); event_median_us (median GPU
+              time of one call, CUDA events around each of `calls` calls back to back) and event_pipelined_us
+              (CUDA events around the pipelined loop, divided by `calls`).
 
 Row schema (one JSON object a line, appended to --out by rank 0 only; Gatun's rows have the same fields):
-  system "pytorch"; workload; variant; mode "replay"|"eager"; dtype "f32"|"bf16"; shape "SxS" or "Tx4096";
+  system "pytorch"; workload (norms: the op); variant; mode "replay"|"eager"; dtype "f32"|"bf16"; shape "SxS",
+  "Tx4096" or (norms) "RxC";
   bytes (one rank's all-reduce input; seeds: x; mlp: the all-reduced [T, 4096] tensor); world;
   median_us, p10_us, p90_us (per-call host wall time, enqueue to completion, torch.cuda.synchronize() after
   every call, over `calls` timed calls after the warm-ups; rank 0's clock); pipelined_us (`calls` calls back
@@ -75,6 +99,16 @@ HIDDEN = 4096
 FFN = 4 * HIDDEN
 MLP_CHECK_ROWS = 4
 TOLERANCE = {"f32": 1e-5, "bf16": 1e-2}
+NORM_OPS = ["layernorm", "rmsnorm", "softmax"]
+NORM_SHAPES = [(4096, 4096), (32768, 1024)]
+NORM_DTYPES = ["f32", "bf16"]
+LOOP_ORDER_SHAPE = (4096, 4096)
+NORM_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6}
+NORM_VARIANTS = ["d2d_copy", "eager", "compile", "eager_nn", "compile_nn"]
+LOOP_ORDER_VARIANTS = ["d2d_copy", "eager", "compile"]
+DTYPE_BYTES = {"f32": 4, "bf16": 2}
+# fields some workloads add to the schema's (passed from a cell's result to its row when present)
+EXTRA_FIELDS = ["gbps", "copy_gbps", "of_copy", "event_median_us", "event_pipelined_us", "floor"]
 MLP_TOLERANCE = 2e-2
 ROW_FIELDS = ["system", "workload", "variant", "mode", "dtype", "shape", "bytes", "world",
               "median_us", "p10_us", "p90_us", "pipelined_us", "calls", "correct", "max_rel_err",
@@ -93,14 +127,16 @@ def check_env():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workload", required=True, choices=["all_reduce", "seeds", "mlp", "list-jobs"])
+    p.add_argument("--workload", required=True, choices=["all_reduce", "seeds", "mlp", "norms", "list-jobs"])
     p.add_argument("--out", help="JSON-lines file the rows are appended to (rank 0)")
     p.add_argument("--iters", type=int, default=200, help="timed calls per cell (default 200)")
     p.add_argument("--warmup", type=int, default=50, help="warm-up calls per cell (default 50, at least 20)")
     p.add_argument("--dtypes", default="f32,bf16", help="all_reduce dtypes (default f32,bf16)")
-    p.add_argument("--shape", type=int, help="seeds: the side S of x [S, S]")
+    p.add_argument("--shape", help="seeds: the side S of x [S, S]; norms: RxC, x [R, C]")
+    p.add_argument("--op", choices=NORM_OPS + ["loop_order"], help="norms: the op")
+    p.add_argument("--dtype", choices=NORM_DTYPES, help="norms: f32 or bf16")
     p.add_argument("--tokens", type=int, help="mlp: tokens T of x [T, 4096]")
-    p.add_argument("--mode", choices=["replay", "eager"], help="seeds, mlp: replay or eager")
+    p.add_argument("--mode", choices=["replay", "eager"], help="seeds, mlp, norms: replay or eager")
     p.add_argument("--world", type=int, help="list-jobs: the number of GPUs")
     p.add_argument("--deadline-s", type=float, default=120.0,
                    help="no variant starts after this many seconds from the start (default 120)")
@@ -116,8 +152,21 @@ def parse_args(argv):
         return a
     if not a.out:
         p.error("--out FILE is required")
-    if a.workload == "seeds" and (a.shape is None or a.mode is None):
-        p.error("seeds needs --shape S and --mode replay|eager")
+    if a.workload == "seeds":
+        if a.shape is None or a.mode is None:
+            p.error("seeds needs --shape S and --mode replay|eager")
+        try:
+            a.shape = int(a.shape)
+        except ValueError:
+            p.error(f"seeds: --shape must be one number S, got {a.shape!r}")
+    if a.workload == "norms":
+        if a.op is None or a.shape is None or a.dtype is None or a.mode is None:
+            p.error("norms needs --op OP --shape RxC --dtype f32|bf16 --mode replay|eager")
+        m = re.fullmatch(r"(\d+)x(\d+)", a.shape)
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+            p.error(f"norms: --shape must be RxC, got {a.shape!r}")
+        a.dims = (int(m.group(1)), int(m.group(2)))
+        a.shape = f"{a.dims[0]}x{a.dims[1]}"
     if a.workload == "mlp" and (a.tokens is None or a.mode is None):
         p.error("mlp needs --tokens T and --mode replay|eager")
     if a.iters < 1:
@@ -141,7 +190,31 @@ def list_jobs(world):
                 jobs.append(f"--workload mlp --tokens {t} --mode {mode}")
     else:
         print(f"# mlp skipped: F = {FFN} is not divisible by world {world}", file=sys.stderr)
+    jobs += norm_jobs(world)
     return jobs
+
+
+def norm_jobs(world):
+    """The norms processes: one per op, shape, dtype and mode, on one GPU (world 1) only."""
+    if world != 1:
+        return []
+    jobs = []
+    for op in NORM_OPS:
+        for r, c in NORM_SHAPES:
+            for dt in NORM_DTYPES:
+                for mode in ("replay", "eager"):
+                    jobs.append(f"--workload norms --op {op} --shape {r}x{c} --dtype {dt} --mode {mode} --deadline-s 150")
+    r, c = LOOP_ORDER_SHAPE
+    for mode in ("replay", "eager"):
+        jobs.append(f"--workload norms --op loop_order --shape {r}x{c} --dtype f32 --mode {mode} --deadline-s 150")
+    return jobs
+
+
+def moved_bytes(op, rows, cols, dt):
+    """Bytes read once plus bytes written once: the least any implementation of the op moves."""
+    s = DTYPE_BYTES[dt]
+    x, v = rows * cols * s, cols * s
+    return {"layernorm": 2 * x + 2 * v, "rmsnorm": 2 * x + v, "softmax": 2 * x, "loop_order": 2 * x + s}[op]
 
 
 def plan(args, world):
@@ -153,6 +226,12 @@ def plan(args, world):
                 for variant, mode in ALL_REDUCE_VARIANTS:
                     specs.append(dict(workload="all_reduce", variant=variant, mode=mode, dtype=dt,
                                       shape=f"{side}x{side}", bytes=side * side * (4 if dt == "f32" else 2)))
+    elif args.workload == "norms":
+        rows, cols = args.dims
+        for variant in (LOOP_ORDER_VARIANTS if args.op == "loop_order" else NORM_VARIANTS):
+            specs.append(dict(workload=args.op, variant=variant, mode=args.mode, dtype=args.dtype, shape=args.shape,
+                              bytes=rows * cols * DTYPE_BYTES[args.dtype],
+                              moved_bytes=moved_bytes(args.op, rows, cols, args.dtype)))
     else:
         if args.workload == "seeds":
             dt, shape, nbytes = "f32", f"{args.shape}x{args.shape}", args.shape * args.shape * 4
@@ -181,6 +260,14 @@ def quantile(sorted_values, q):
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+class WrongResult(Exception):
+    """A result outside tolerance, found before timing: the row is FAILED with its error, and not timed."""
+
+    def __init__(self, err, message):
+        super().__init__(message)
+        self.err = err
 
 
 class Suite:
@@ -218,6 +305,8 @@ class Suite:
             row.update(system="pytorch", world=self.world, device=self.device_name, versions=self.versions)
             row.update(spec)
             row.update(fields)
+            # strict JSON, as Gatun writes it: a non-finite number (an infinite error) becomes null
+            row = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
             line = json.dumps(row)
             try:
                 with open(self.args.out, "a") as f:
@@ -234,11 +323,14 @@ class Suite:
         if row["error"]:
             print(f"{head}: FAILED {row['error']}", flush=True)
             return
-        ok = {True: "ok", False: "WRONG", None: "unchecked"}[row["correct"]]
+        ok = "floor" if row.get("floor") else {True: "ok", False: "WRONG", None: "unchecked"}[row["correct"]]
         err = f"{row['max_rel_err']:.2e}" if row["max_rel_err"] is not None else "-"
         chosen = f" chosen={row['chosen']}" if row["chosen"] else ""
+        bw = ""
+        if row.get("gbps") is not None:
+            bw = f", {row['gbps']:.0f} GB/s" + (f" ({row['of_copy']:.2f} of copy)" if row.get("of_copy") is not None else "")
         print(f"{head}: median {row['median_us']:.1f} us (p10 {row['p10_us']:.1f}, p90 {row['p90_us']:.1f}), "
-              f"pipelined {row['pipelined_us']:.1f} us/call, {row['calls']} calls, {ok} (rel err {err}){chosen}",
+              f"pipelined {row['pipelined_us']:.1f} us/call{bw}, {row['calls']} calls, {ok} (rel err {err}){chosen}",
               flush=True)
 
     # ---------- control plane: the c10d store, never a collective that can hang ----------
@@ -320,6 +412,11 @@ class Suite:
         result, error = {}, None
         try:
             result = body() or {}
+        except WrongResult as e:
+            error = short(e)
+            result = {"max_rel_err": e.err, "correct": False}
+            print(f"[pytorch rank {self.rank}] {spec['variant']}/{spec['mode']} {spec['shape']} {spec['dtype']}: "
+                  f"{error}", file=sys.stderr, flush=True)
         except Exception as e:
             error = short(e)
             print(f"[pytorch rank {self.rank}] {spec['variant']}/{spec['mode']} {spec['shape']} {spec['dtype']}: "
@@ -328,15 +425,19 @@ class Suite:
         answers = [json.loads(a) for a in self.agree(json.dumps(payload))]
         self.current = None
         errors = [(r, a["error"]) for r, a in enumerate(answers) if a["error"]]
+        errs = [a["max_rel_err"] for a in answers if a["max_rel_err"] is not None]
         if errors:
             r, msg = errors[0]
             if self.world > 1:
                 msg += f" (rank {r}" + (f"; {len(errors)} of {self.world} ranks failed" if len(errors) > 1 else "") + ")"
-            self.emit(spec, error=msg[:500])
+            wrong = {}
+            if any(a["correct"] is False for a in answers):  # a wrong result found before timing
+                wrong = dict(correct=False, max_rel_err=max(errs) if errs else None)
+            self.emit(spec, error=msg[:500], **wrong)
             return
-        errs = [a["max_rel_err"] for a in answers if a["max_rel_err"] is not None]
         corr = [a["correct"] for a in answers]
         fields = {k: result.get(k) for k in ("median_us", "p10_us", "p90_us", "pipelined_us", "calls", "chosen")}
+        fields.update({k: result[k] for k in EXTRA_FIELDS if k in result})
         fields["max_rel_err"] = max(errs) if errs else None
         fields["correct"] = None if any(c is None for c in corr) else all(corr)
         self.emit(spec, **fields)
@@ -355,8 +456,12 @@ class Suite:
             dist.barrier()
         self.sync()
 
-    def time_calls(self, fn):
-        """Latency (synchronize after every call) and pipelined (one synchronize at the end) timings of fn."""
+    def time_calls(self, fn, events=False):
+        """Latency (synchronize after every call) and pipelined (one synchronize at the end) timings of fn.
+
+        With events (CUDA only), also GPU times from CUDA events: event_pipelined_us (events around the pipelined
+        loop, divided by the calls; two event records added to that loop) and event_median_us (a further loop of
+        the same calls back to back, an event pair around each)."""
         for _ in range(self.args.warmup):
             fn()
         self.sync()
@@ -369,14 +474,32 @@ class Suite:
             self.sync()
             lat.append((time.perf_counter() - t0) * 1e6)
         self.barrier()
+        events = events and self.cuda
+        if events:
+            torch = self.torch
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()
+        if events:
+            start.record()
         for _ in range(calls):
             fn()
+        if events:
+            end.record()
         self.sync()
         pipelined = (time.perf_counter() - t0) * 1e6 / calls
         lat.sort()
-        return dict(median_us=quantile(lat, 0.5), p10_us=quantile(lat, 0.1), p90_us=quantile(lat, 0.9),
-                    pipelined_us=pipelined, calls=calls)
+        out = dict(median_us=quantile(lat, 0.5), p10_us=quantile(lat, 0.1), p90_us=quantile(lat, 0.9),
+                   pipelined_us=pipelined, calls=calls)
+        if events:
+            out["event_pipelined_us"] = start.elapsed_time(end) * 1e3 / calls
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+            for a, b in pairs:
+                a.record()
+                fn()
+                b.record()
+            self.sync()
+            out["event_median_us"] = quantile(sorted(a.elapsed_time(b) * 1e3 for a, b in pairs), 0.5)
+        return out
 
     def rel_err(self, out, ref):
         torch = self.torch
@@ -734,6 +857,119 @@ class Suite:
         # compared on the checked rows only
         self.compiled_variants(TPMLP, (x,), lambda out: self.verdict(out[:rows], ref_rows, MLP_TOLERANCE))
 
+    def norms(self):
+        """One norms process: op, shape, dtype and mode from the arguments; the d2d_copy floor, then each variant."""
+        torch = self.torch
+        args = self.args
+        op, (rows, cols), dt, mode = args.op, args.dims, args.dtype, args.mode
+        dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dt]
+        tol = TOLERANCE[dt]
+        # seeded inputs, made on the CPU: x normal (loop_order: uniform in [0, 2), so its sum is far from 0),
+        # w in [0.5, 1.5), b in [-0.5, 0.5)
+        if op == "loop_order":
+            inputs = [torch.rand(rows, cols, generator=torch.Generator().manual_seed(4100)) * 2]
+        else:
+            inputs = [torch.randn(rows, cols, generator=torch.Generator().manual_seed(4000))]
+        if op in ("layernorm", "rmsnorm"):
+            inputs.append(torch.rand(cols, generator=torch.Generator().manual_seed(4001)) + 0.5)
+        if op == "layernorm":
+            inputs.append(torch.rand(cols, generator=torch.Generator().manual_seed(4002)) - 0.5)
+        inputs = [t.to(dtype).to(self.dev) for t in inputs]
+        # float64 references from the inputs as held (after rounding to the dtype)
+        refs = norm_reference(torch, op, [t.double() for t in inputs])
+        prims, nn = norm_functions(torch, op, cols)
+        moved = moved_bytes(op, rows, cols, dt)
+        copy_gbps = [None]
+
+        def bandwidth(tm):
+            gbps = moved / (tm["pipelined_us"] * 1e-6) / 1e9 if tm.get("pipelined_us") else None
+            of = gbps / copy_gbps[0] if gbps and copy_gbps[0] else None
+            return dict(gbps=gbps, copy_gbps=copy_gbps[0], of_copy=of)
+
+        def check(out):
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            names = ("y", "z_t") if op == "loop_order" else ("y",)
+            errs = [self.rel_err(o, r) for o, r in zip(outs, refs)]
+            worst = max(range(len(errs)), key=lambda i: errs[i] if math.isfinite(errs[i]) else math.inf)
+            err = errs[worst] if math.isfinite(errs[worst]) else float("inf")
+            if len(outs) != len(refs) or not err <= tol:
+                raise WrongResult(err, f"output {names[worst]!r} relative error {err:.3g} > {tol:.0e} against "
+                                       f"float64 (checked before timing; not timed)")
+            note = f"z_t strides {tuple(outs[1].stride())}" if op == "loop_order" else None
+            return dict(max_rel_err=err, correct=True), note
+
+        def copy_floor():
+            n = (moved + 1) // 2
+            src = torch.ones(n, dtype=torch.uint8, device=self.dev)
+            dst = torch.empty_like(src)
+            tm = self.time_calls(lambda: dst.copy_(src), events=True)
+            copy_gbps[0] = 2 * n / (tm["pipelined_us"] * 1e-6) / 1e9
+            return {**tm, **bandwidth(tm), "floor": True,
+                    "chosen": f"dst.copy_(src) device to device of {n / 1048576:.1f} MiB: the floor"}
+
+        def uncompiled(fn):
+            def body():
+                with torch.no_grad():
+                    if mode == "replay":
+                        if not self.cuda:
+                            raise RuntimeError("CUDA graphs need --device cuda")
+                        g, out = self.capture(lambda: fn(*inputs))
+                        call = g.replay
+                        call()
+                        self.sync()
+                        verdict, note = check(out)
+                        note = "captured in a torch.cuda.CUDAGraph" + (f"; {note}" if note else "")
+                    else:
+                        def call():
+                            return fn(*inputs)
+                        verdict, note = check(call())
+                    tm = self.time_calls(call, events=True)
+                return {**tm, **verdict, **bandwidth(tm), "chosen": note}
+            return body
+
+        def compiled(fn):
+            def body():
+                import torch._dynamo
+                from torch._dynamo.utils import counters
+                from torch._inductor.graph import GraphLowering
+                from unittest import mock
+                torch._dynamo.reset()
+                counters.clear()
+                codes = []
+
+                def save_output_code(code):
+                    codes.append(code)
+                if mode == "replay":
+                    for t in inputs:  # read in place, as Gatun reads device inputs: no copy into cudagraph trees' buffers
+                        torch._dynamo.mark_static_address(t)
+                f = torch.compile(fn, mode="reduce-overhead" if mode == "replay" else None)
+                with mock.patch.object(GraphLowering, "save_output_code", save_output_code), torch.no_grad():
+                    for _ in range(3):  # compiles; under reduce-overhead the third call is the first replay
+                        out = f(*inputs)
+                    out = tuple(o.clone() for o in out) if isinstance(out, tuple) else out.clone()  # cudagraph trees reuse the outputs
+                    self.sync()
+                    verdict, note = check(out)
+                    del out
+                    tm = self.time_calls(lambda: f(*inputs), events=True)
+                chosen = describe_kernels(codes)
+                skips = counters["inductor"].get("cudagraph_skips", 0)
+                if mode == "replay":
+                    chosen += "; inputs marked static"
+                    if skips:
+                        chosen += f"; cudagraphs skipped x{skips}"
+                if note:
+                    chosen += f"; {note}"
+                return {**tm, **verdict, **bandwidth(tm), "chosen": chosen}
+            return body
+
+        bodies = {"d2d_copy": copy_floor, "eager": uncompiled(prims), "compile": compiled(prims)}
+        if nn is not None:
+            bodies.update(eager_nn=uncompiled(nn), compile_nn=compiled(nn))
+        for spec in list(self.specs):
+            self.run(spec, bodies[spec["variant"]])
+            if self.cuda:
+                torch.cuda.empty_cache()
+
     # ---------- main ----------
 
     def main(self):
@@ -764,6 +1000,84 @@ class Suite:
         except Exception as e:
             print(f"[pytorch rank {self.rank}] destroy_process_group: {short(e)}", file=sys.stderr)
         return 0
+
+
+def norm_functions(torch, op, cols):
+    """(primitives, torch.nn.functional) versions of a norms op; the second is None for loop_order.
+
+    The primitives are written as Gatun's NormWorkloads writes them, op for op."""
+    F = torch.nn.functional
+    if op == "layernorm":
+        eps = NORM_EPS[op]
+
+        def layernorm(x, w, b):
+            d = x - x.mean(-1, keepdim=True)
+            var = (d * d).mean(-1, keepdim=True)
+            return d * torch.rsqrt(var + eps) * w + b
+
+        def layernorm_nn(x, w, b):
+            return F.layer_norm(x, (cols,), w, b, eps)
+        return layernorm, layernorm_nn
+    if op == "rmsnorm":
+        eps = NORM_EPS[op]
+
+        def rmsnorm(x, w):
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+        def rmsnorm_nn(x, w):
+            return F.rms_norm(x, (cols,), w, eps)
+        return rmsnorm, rmsnorm_nn
+    if op == "softmax":
+        def softmax(x):
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+
+        def softmax_nn(x):
+            return F.softmax(x, -1)
+        return softmax, softmax_nn
+    if op == "loop_order":
+        def loop_order(x):
+            y = torch.sum(torch.sum(x, -1))
+            z = x / 10
+            z_t = z.t().contiguous().t()
+            return y, z_t
+        return loop_order, None
+    raise ValueError(f"unknown norms op {op!r}")
+
+
+def norm_reference(torch, op, xs):
+    """The op's outputs in float64 from float64 inputs, by the textbook formulas (a tuple, in output order)."""
+    x = xs[0]
+    if op == "layernorm":
+        w, b = xs[1], xs[2]
+        d = x - x.mean(-1, keepdim=True)
+        return (d / torch.sqrt((d * d).mean(-1, keepdim=True) + NORM_EPS[op]) * w + b,)
+    if op == "rmsnorm":
+        return (x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS[op]) * xs[1],)
+    if op == "softmax":
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return (e / e.sum(-1, keepdim=True),)
+    if op == "loop_order":
+        return x.sum(), x / 10
+    raise ValueError(f"unknown norms op {op!r}")
+
+
+def describe_kernels(codes):
+    """The kernels in inductor's generated code, e.g. "2 triton kernels"."""
+    text = "\n".join(codes)
+    if not codes:
+        return "no generated code seen"
+    triton = set(re.findall(r"(\w+) = async_compile\.triton\(", text))
+    cpp = set(re.findall(r"(\w+) = async_compile\.cpp(?:_pybinding)?\(", text))
+    extern = len(re.findall(r"extern_kernels\.\w+\(", text))
+    parts = []
+    if triton:
+        parts.append(f"{len(triton)} triton kernel{'s' if len(triton) != 1 else ''}")
+    if cpp:
+        parts.append(f"{len(cpp)} cpp kernel{'s' if len(cpp) != 1 else ''}")
+    if extern:
+        parts.append(f"{extern} extern call{'s' if extern != 1 else ''}")
+    return " + ".join(parts) if parts else "no kernel found in the generated code"
 
 
 def describe_collectives(codes):

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
-#   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,input_path,host_overhead]
+#   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,input_path,host_overhead,norms]
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."]
+# norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
+# loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
+# (bundle/gpu-suite.sh --worlds 1 --only norms runs just that).
 # Needs the bundle (bundle/build.sh, no JDK on the GPU host), python3 with PyTorch and torchrun.
 # Writes to $OUT (default ./gpu-suite-out): rows.jsonl (every measurement of both systems), results.csv,
 # results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
@@ -9,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
-ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS=""
+ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead,norms GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --worlds) WORLDS=$2; shift 2 ;;
@@ -33,20 +36,36 @@ export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=
 nvidia-smi -L | tee "$OUT/machine.txt"
 nvidia-smi topo -m >> "$OUT/machine.txt" 2>&1
 
+# Passes "world:workloads": the one-GPU workloads only at world 1 (a pass of their own when 1 is not among the worlds).
+ONE_GPU=,norms,layernorm,rmsnorm,softmax,loop_order,
+ONLY_ONE="" ONLY_MULTI=""
+for w in ${ONLY//,/ }; do
+  if [[ $ONE_GPU == *,$w,* ]]; then ONLY_ONE+=${ONLY_ONE:+,}$w; else ONLY_MULTI+=${ONLY_MULTI:+,}$w; fi
+done
+PASSES=()
+if [ -n "$ONLY_ONE" ] && [[ ,$WORLDS, != *,1,* ]]; then PASSES+=("1:$ONLY_ONE"); fi
 for W in ${WORLDS//,/ }; do
+  ONLY_W=$ONLY
+  [ "$W" = 1 ] || ONLY_W=$ONLY_MULTI
+  [ -n "$ONLY_W" ] && PASSES+=("$W:$ONLY_W")
+done
+
+for P in "${PASSES[@]}"; do
+  W=${P%%:*} ONLY_W=${P#*:}
   if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
-  [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPUs" && timeout 1200 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
-    --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
+  [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPU(s): $ONLY_W" && timeout 1200 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
+    --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY_W" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
     | grep -v "^WARNING"
   # PyTorch: the all-reduce in one process; torch.compile needs one process per shape and mode
   [ "$TORCH" = 1 ] || continue
-  echo "=== PyTorch, $W GPUs"
+  echo "=== PyTorch, $W GPU(s): $ONLY_W"
   torch() { timeout "${1}" torchrun --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
     | tee -a "$OUT/torch.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"; }
-  [[ $ONLY == *all_reduce* ]] && torch 600 --workload all_reduce --deadline-s 420
+  [[ ,$ONLY_W, == *,all_reduce,* ]] && torch 600 --workload all_reduce --deadline-s 420
   python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
     wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
-    [[ ,$ONLY, == *,$wl,* ]] && torch 240 $job < /dev/null
+    op=$(sed -n 's/.*--op \([a-z_]*\).*/\1/p' <<< "$job")  # norms jobs: one op each, selectable by name
+    if [[ ,$ONLY_W, == *,$wl,* ]] || { [ -n "$op" ] && [[ ,$ONLY_W, == *,$op,* ]]; }; then torch 240 $job < /dev/null; fi
   done
 done
 python3 bench/report.py "$ROWS" --csv "$OUT/results.csv" --json "$OUT/results.json" --md "$OUT/results.md"

@@ -43,6 +43,35 @@ class BenchReportTest {
         assertThat(Files.readAllLines(csv)).hasSize(1 + 4);
     }
 
+    /** The norms family: a bandwidth table beside the times (fraction of each row's own copy floor), floors never "unchecked". */
+    @Test
+    void normsGetABandwidthTable(@TempDir Path dir) throws Exception {
+        Path script = Path.of("").toAbsolutePath().getParent().resolve("bench/report.py");
+        assumeTrue(Files.exists(script), "bench/report.py not found from " + Path.of("").toAbsolutePath());
+        assumeTrue(python() != null, "python3 is not on the PATH");
+        String base = "\"workload\": \"layernorm\", \"mode\": \"replay\", \"dtype\": \"f32\", \"shape\": \"4096x4096\", \"bytes\": 67108864, "
+                + "\"moved_bytes\": 134250496, \"world\": 1, \"calls\": 200, \"p10_us\": 1, \"p90_us\": 2";
+        Path rows = dir.resolve("rows.jsonl");
+        Files.write(rows, List.of(
+                "{\"system\": \"gatun\", \"variant\": \"default\", " + base + ", \"median_us\": 120.0, \"pipelined_us\": 110.0, \"correct\": true, "
+                        + "\"chosen\": \"3 kernels\", \"gbps\": 1220.6, \"copy_gbps\": 3196.0, \"of_copy\": 0.38188}",
+                "{\"system\": \"gatun\", \"variant\": \"d2d_copy\", " + base + ", \"median_us\": 48.0, \"pipelined_us\": 42.0, \"correct\": null, "
+                        + "\"chosen\": \"cudaMemcpyAsync device to device\", \"gbps\": 3196.0, \"copy_gbps\": 3196.0, \"of_copy\": 1.0, \"floor\": true}",
+                "{\"system\": \"pytorch\", \"variant\": \"compile_nn\", " + base + ", \"median_us\": 60.0, \"pipelined_us\": 44.0, \"correct\": true, "
+                        + "\"gbps\": 3051.1, \"copy_gbps\": 3274.0, \"of_copy\": 0.93192}",
+                "{\"system\": \"pytorch\", \"variant\": \"eager\", " + base + ", \"median_us\": null, \"correct\": false, \"max_rel_err\": 0.03, "
+                        + "\"error\": \"WrongResult: output 'y' relative error 0.03 > 1e-05 (checked before timing; not timed)\"}"));
+        Path md = dir.resolve("out.md");
+        var p = new ProcessBuilder(python(), script.toString(), rows.toString(), "--md", md.toString()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        assertThat(out).contains("== layernorm, world 1 ==", "120.0 / 110.0 (3 kernels)", "48.0 / 42.0", "2.00 / 2.50 (vs compile_nn)",
+                "FAILED(WrongResult) [1]", "effective bandwidth", "1221 (0.38)", "3196 (1.00)", "3051 (0.93)", "128.0 MiB");
+        assertThat(out).doesNotContain("unchecked", "cudaMemcpyAsync device to device");
+        assertThat(Files.readString(md)).contains("| 4096x4096 | f32 | replay | 128.0 MiB | 1221 (0.38) | 3196 (1.00) |");
+    }
+
     private static String python() {
         for (String d : System.getenv().getOrDefault("PATH", "").split(":"))
             if (Files.isExecutable(Path.of(d, "python3"))) return Path.of(d, "python3").toString();

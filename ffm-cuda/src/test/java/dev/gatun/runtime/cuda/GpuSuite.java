@@ -41,7 +41,8 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  * <pre>
  * --out FILE            rows (JSON lines), appended
  * --iters N             timed calls per cell (default 200), after 50 warm-up calls
- * --only a,b            workloads: all_reduce, seeds, mlp, input_path, host_overhead (default all)
+ * --only a,b            workloads: all_reduce, seeds, mlp, input_path, host_overhead, norms (default all);
+ *                       norms (world 1 only) is layernorm, rmsnorm, softmax and loop_order, also named one by one
  * --dtypes f32,bf16     all-reduce dtypes
  * --sides 8,64,...      all-reduce shapes (side x side)
  * </pre>
@@ -55,7 +56,7 @@ public final class GpuSuite {
     private static final int WARMUP = 50;
 
     private final Rendezvous rv;
-    private final int rank, world, iters;
+    private final int rank, world, iters, localRank;
     private final Path out;
     private final String device;
 
@@ -65,7 +66,8 @@ public final class GpuSuite {
         this.world = rv.worldSize();
         this.iters = iters;
         this.out = out;
-        try (Device d = Device.open(World.fromEnvironment(System.getenv()).localRank())) {
+        this.localRank = World.fromEnvironment(System.getenv()).localRank();
+        try (Device d = Device.open(localRank)) {
             this.device = d.name();
         }
     }
@@ -79,7 +81,7 @@ public final class GpuSuite {
         var rv = dev.gatun.runtime.World.fromEnvironment(System.getenv()).rendezvous();
         Watchdog.startFromEnvironment("rank " + rv.rank());
         var suite = new GpuSuite(rv, Integer.parseInt(opts.getOrDefault("iters", "200")), Path.of(opts.getOrDefault("out", "gatun-rows.jsonl")));
-        List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,input_path,host_overhead").split(","));
+        List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,input_path,host_overhead,norms").split(","));
         long[] sides = Arrays.stream(opts.getOrDefault("sides", "8,64,256,512,1024,4096").split(",")).mapToLong(Long::parseLong).toArray();
         if (only.contains("host_overhead")) suite.hostOverhead();
         if (only.contains("all_reduce"))
@@ -87,6 +89,8 @@ public final class GpuSuite {
         if (only.contains("input_path")) suite.inputPaths(sides);
         if (only.contains("seeds")) suite.seeds(new long[]{4, 64, 256, 1024});
         if (only.contains("mlp")) for (int tokens : new int[]{8, 128}) suite.mlp(tokens);
+        var normOps = Arrays.stream(NormWorkloads.Op.values()).filter(o -> only.contains("norms") || only.contains(o.id)).toList();
+        if (!normOps.isEmpty()) suite.norms(normOps);
         System.out.flush();
         rv.close();
         System.exit(0);
@@ -221,6 +225,102 @@ public final class GpuSuite {
                         String.format(Locale.ROOT, "Session.run with device inputs: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
             }
         }
+    }
+
+    /**
+     * The {@code norms} family ({@link NormWorkloads}), on one GPU: each cell checked once against float64 on the
+     * host before it is timed (a wrong result is a failed row, not timed), then timed through {@code Session.run}
+     * with device inputs under replay and eagerly. Before each mode's cell, in the same run, the floor (variant
+     * {@code d2d_copy}): a device-to-device {@code cudaMemcpyAsync} moving as many bytes (half of them read, half
+     * written) as the cell must move at least, timed the same way. Rows carry {@code moved_bytes} (bytes read once
+     * plus written once), {@code gbps} (moved_bytes / pipelined time), {@code copy_gbps} (the copy's, measured just
+     * before) and {@code of_copy} (their ratio). {@code chosen} says how many kernels the plan launches.
+     */
+    void norms(List<NormWorkloads.Op> ops) {
+        if (world != 1) {
+            if (rank == 0) System.out.println("norms: measured at world 1 (one GPU) only; skipped at world " + world);
+            return;
+        }
+        try (Device d = Device.open(localRank)) {  // held for the family: the copy floors run on it
+            for (NormWorkloads.Case c : NormWorkloads.cases()) if (ops.contains(c.op())) norm(d, c);
+        }
+    }
+
+    private void norm(Device dev, NormWorkloads.Case c) {
+        String wl = c.op().id, shape = c.shape();
+        DType t = c.dtype();
+        long bytes = c.bytes(), moved = c.movedBytes();
+        Graph graph;
+        Map<String, NDArray> in;
+        Map<String, double[]> ref;
+        try {
+            graph = c.graph();
+            in = c.inputs();
+            ref = c.reference(in);
+        } catch (RuntimeException e) {
+            for (String mode : List.of("replay", "eager")) failed(wl, "default", t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
+            return;
+        }
+        long copyBytes = (moved + 1) / 2;
+        for (String mode : List.of("replay", "eager")) {
+            // the floor, just before each mode's cell: a device-to-device copy of half the moved bytes reads and
+            // writes as many bytes as the cell must (the same plain cudaMemcpyAsync in both modes, no graph)
+            double copyGBs = Double.NaN;
+            try (var a = dev.allocate(copyBytes); var b = dev.allocate(copyBytes); var stream = dev.createStream()) {
+                a.memset(1);
+                var timing = CudaTiming.ofCalls(() -> b.copyFromAsync(a, stream), stream::synchronize, WARMUP, iters);
+                copyGBs = gbps(2 * copyBytes, timing.pipelined());
+                row(wl, "d2d_copy", t, shape, bytes, timing, mode, null, null,
+                        String.format(Locale.ROOT, "cudaMemcpyAsync device to device of %.1f MiB: the floor, not Gatun", copyBytes / 1048576.0),
+                        bandwidth(2 * copyBytes, timing, copyGBs, true));
+            } catch (RuntimeException e) {
+                failed(wl, "d2d_copy", t, shape, bytes, mode, e, Map.of("moved_bytes", 2 * copyBytes));
+            }
+            try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda").timeout(Duration.ofSeconds(30)).cudaGraphs(mode.equals("replay")))) {
+                var onDevice = new LinkedHashMap<String, DeviceArray>();
+                in.forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
+                long kernels = s.plan().steps().stream().filter(st -> st instanceof dev.gatun.planner.Step.Launch).count();
+                String chosen = kernels + (kernels == 1 ? " kernel" : " kernels");
+                // checked once, before timing: every output against float64, from a host copy
+                var out = s.run(onDevice);
+                double err = 0;
+                String worst = null;
+                for (var e : ref.entrySet()) {
+                    DeviceArray o = out.get(e.getKey());
+                    if (c.op() == NormWorkloads.Op.LOOP_ORDER && e.getKey().equals("z_t"))
+                        chosen += "; z_t strides " + Arrays.toString(o.strides());
+                    double oe = relativeError(o.toHost(), e.getValue());
+                    if (worst == null || (!Double.isNaN(err) && !(oe <= err))) { // the largest, NaN sticking
+                        err = oe;
+                        worst = e.getKey();
+                    }
+                }
+                if (!(err <= c.tolerance())) {
+                    wrong(wl, "default", t, shape, bytes, mode, err, String.format(Locale.ROOT,
+                            "WrongResult: output '%s' relative error %.3g > %.0e against float64 (checked before timing; not timed) [%s]",
+                            worst, err, c.tolerance(), chosen), Map.of("moved_bytes", moved));
+                    continue;
+                }
+                var timing = CudaTiming.ofCalls(() -> s.run(onDevice), s::synchronize, WARMUP, iters);
+                row(wl, "default", t, shape, bytes, timing, mode, err, true, chosen, bandwidth(moved, timing, copyGBs, false));
+            } catch (RuntimeException e) {
+                failed(wl, "default", t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
+            }
+        }
+    }
+
+    /** Gigabytes per second of {@code bytes} moved in {@code micros}. */
+    static double gbps(long bytes, double micros) { return bytes / (micros * 1e-6) / 1e9; }
+
+    private static Map<String, Object> bandwidth(long moved, CudaTiming.Timing timing, double copyGBs, boolean floor) {
+        var m = new LinkedHashMap<String, Object>();
+        double g = gbps(moved, timing.pipelined());
+        m.put("moved_bytes", moved);
+        m.put("gbps", g);
+        m.put("copy_gbps", copyGBs);
+        m.put("of_copy", g / copyGBs);
+        if (floor) m.put("floor", true);
+        return m;
     }
 
     // ------------------------------------------------------------------ measuring
@@ -371,6 +471,12 @@ public final class GpuSuite {
 
     private void row(String workload, String variant, DType t, String shape, long bytes, CudaTiming.Timing timing, String mode,
                      Double err, Boolean correct, String chosen) {
+        row(workload, variant, t, shape, bytes, timing, mode, err, correct, chosen, Map.of());
+    }
+
+    /** One measured row; {@code extra} fields (e.g. bandwidth) follow the schema's. */
+    private void row(String workload, String variant, DType t, String shape, long bytes, CudaTiming.Timing timing, String mode,
+                     Double err, Boolean correct, String chosen, Map<String, Object> extra) {
         var m = base(workload, variant, t, shape, bytes, mode == null ? "replay" : mode);
         m.put("median_us", timing.median());
         m.put("p10_us", timing.p10());
@@ -382,14 +488,34 @@ public final class GpuSuite {
         m.put("max_rel_err", err);
         m.put("chosen", chosen);
         m.put("error", null);
-        emit(m, String.format(Locale.ROOT, "%-13s %-13s %-7s %-4s %-12s %9.1f us (p10 %.1f, p90 %.1f) pipelined %s enqueue %.1f %s%s",
+        m.putAll(extra);
+        String bw = extra.get("gbps") instanceof Double g && extra.get("of_copy") instanceof Double r
+                ? String.format(Locale.ROOT, " %.0f GB/s (%.2f of copy)", g, r) : "";
+        emit(m, String.format(Locale.ROOT, "%-13s %-13s %-7s %-4s %-12s %9.1f us (p10 %.1f, p90 %.1f) pipelined %s enqueue %.1f %s%s%s",
                 workload, variant, m.get("mode"), t.name().toLowerCase(Locale.ROOT), shape, timing.median(), timing.p10(), timing.p90(),
                 Double.isNaN(timing.pipelined()) ? "-" : String.format(Locale.ROOT, "%.1f", timing.pipelined()), timing.enqueue(),
-                correct == null ? "" : correct ? "ok" : "WRONG err " + err, chosen == null ? "" : " [" + chosen + "]"));
+                correct == null ? "" : correct ? "ok" : "WRONG err " + err, bw, chosen == null ? "" : " [" + chosen + "]"));
+    }
+
+    /** A result outside tolerance, found before timing: a failed row with its error, not timed. */
+    private void wrong(String workload, String variant, DType t, String shape, long bytes, String mode, double err, String msg,
+                       Map<String, Object> extra) {
+        var m = base(workload, variant, t, shape, bytes, mode);
+        m.putAll(extra);
+        m.put("correct", false);
+        m.put("max_rel_err", err);
+        m.put("error", msg.length() > 300 ? msg.substring(0, 300) : msg);
+        emit(m, workload + " " + variant + " " + mode + " " + shape + " " + m.get("dtype") + " FAILED " + msg);
     }
 
     private void failed(String workload, String variant, DType t, String shape, long bytes, String mode, RuntimeException e) {
+        failed(workload, variant, t, shape, bytes, mode, e, Map.of());
+    }
+
+    private void failed(String workload, String variant, DType t, String shape, long bytes, String mode, RuntimeException e,
+                        Map<String, Object> extra) {
         var m = base(workload, variant, t, shape, bytes, mode);
+        m.putAll(extra);
         String msg = e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).lines().findFirst().orElse("");
         m.put("error", msg.length() > 300 ? msg.substring(0, 300) : msg);
         emit(m, workload + " " + variant + " " + mode + " " + shape + " FAILED " + msg);
