@@ -264,37 +264,55 @@ final class Fusion {
             Group g = groups.get(i);
             if (g.position < ready) break;            // something c reads is produced after this kernel
             if (g.extern != null) continue;
-            int[] dims = fit(c, g);
-            boolean reordered = false;
-            if (dims == null && !c.isReduction()) reordered = (dims = reordered(c, g)) != null;
-            Map<ComputedBuffer, int[]> rows = dims == null ? asRows(g, c) : null;
-            if (rows != null) dims = identity(c.ranges().size() + c.reductionRanges().size());
-            if (dims == null) continue;
-            List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
-            Map<ComputedBuffer, int[]> dimsOf = rows == null ? g.dimsOf : rows;
-            boolean shares = false, vertical = false, ok = true;
-            for (Expr.Load l : loads) {
-                Buffer s = l.storage();
-                if (groupOf.get(s) == g) {
-                    shares = vertical = true;
-                    ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
-                } else if (g.reads.contains(s)) shares = true;
-                else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt.get(s) == g.position) ok = false;
+            int[] own = fit(c, g);
+            Join join = own != null ? tryJoin(c, g, loads, own, false) : c.isReduction() ? tryJoin(c, g, loads, null, false) : null;
+            // a loop of a square shape fits in its own order too: when that order misreads a member, try the reordered one
+            int[] other = join == null || join == REFUSED ? (c.isReduction() ? null : reordered(c, g)) : null;
+            if (other != null) {
+                Join again = tryJoin(c, g, loads, other, true);
+                if (again != null) join = again;
             }
-            if (ok && shares && !vertical && raisesPeak(c, g)) {
-                refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the kernel making " + firstKept(g)
-                        + ": both wait for a later extern call, and made together they would be alive together");
-                continue;
-            }
-            if (ok && shares) {
-                var notes = new ArrayList<String>();
-                if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads "
-                        + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
-                if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
-                return new Join(g, dims, rows, notes);
-            }
+            if (join != null && join != REFUSED) return join;
         }
         return null;
+    }
+
+    /** A join refused for memory (its note is kept in {@link #refusals}). */
+    private static final Join REFUSED = new Join(null, null, null, List.of());
+
+    /**
+     * {@code c} joining {@code g} with its loop dimensions at {@code dims} (null: as the reduction that makes {@code g} a
+     * row kernel, if it is one): the join, {@link #REFUSED}, or null when it does not fit or misreads a member.
+     */
+    private Join tryJoin(ComputedBuffer c, Group g, List<Expr.Load> loads, int[] dims, boolean reordered) {
+        Map<ComputedBuffer, int[]> rows = null;
+        if (dims == null) {
+            rows = asRows(g, c);
+            if (rows == null) return null;
+            dims = identity(c.ranges().size() + c.reductionRanges().size());
+        }
+        List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
+        Map<ComputedBuffer, int[]> dimsOf = rows == null ? g.dimsOf : rows;
+        boolean shares = false, vertical = false, ok = true;
+        for (Expr.Load l : loads) {
+            Buffer s = l.storage();
+            if (groupOf.get(s) == g) {
+                shares = vertical = true;
+                ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
+            } else if (g.reads.contains(s)) shares = true;
+            else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt.get(s) == g.position) ok = false;
+        }
+        if (!ok || !shares) return null;
+        if (!vertical && raisesPeak(c, g)) {
+            refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the kernel making " + firstKept(g)
+                    + ": both wait for a later extern call, and made together they would be alive together");
+            return REFUSED;
+        }
+        var notes = new ArrayList<String>();
+        if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads "
+                + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
+        if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
+        return new Join(g, dims, rows, notes);
     }
 
     /**

@@ -199,6 +199,18 @@ class RowFusionTest {
     }
 
     @Test
+    void theLoopOrderSeedOnASquareIsTheSame() {
+        // a square x: the copy's loop also fits the kernel in its own order, which would read z transposed
+        Plan p = FusionTest.plan("loop_order_square", 1, g -> {
+            var x = g.input("x", F32, 16, 16);
+            g.output("y", x.sum(-1).sum());
+            g.output("z_t", x.div(10).t().copy().t());
+        });
+        assertThat(p.kernels()).as(p.toString()).hasSize(2);
+        assertTraffic(p.kernels().getFirst(), 16 * 16 * 4, 16 * 4 + 16 * 16 * 4);
+    }
+
+    @Test
     void transposingCopiesJoinTheirProducer() {
         Kernel k = only(FusionTest.plan("copy_t", 1, g -> g.output("y", g.input("x", F32, 6, 10).add(1).t().copy())));
         assertTraffic(k, 6 * 10 * 4, 6 * 10 * 4);
