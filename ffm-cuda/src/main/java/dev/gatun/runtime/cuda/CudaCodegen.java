@@ -479,6 +479,13 @@ final class CudaCodegen {
             return zero ? RowAccess.ROW : along ? RowAccess.ALONG : RowAccess.GENERAL;
         }
 
+        /** Whether a load's place depends on the row (an input's row), not only on the element (a weight shared by all rows). */
+        private boolean movesWithRow(KExpr.Load l) {
+            for (int d = 0; d < Math.min(rank, l.strides().size()); d++)
+                if (!l.strides().get(d).equals(SymInt.ZERO) && !k.ranges().get(d).equals(SymInt.ONE)) return true;
+            return false;
+        }
+
         /** {@code offset + sum(stride_d * i_d)} over the row dimensions only: where the row starts for an ALONG load. */
         private String rowBase(KExpr.Load l) {
             var parts = new ArrayList<String>();
@@ -509,8 +516,9 @@ final class CudaCodegen {
             var along = new ArrayList<String>();          // distinct ALONG loads: "input|base"
             var alongLoads = new ArrayList<KExpr.Load>();
             int widest = 1;
+            // inputs read along the row are held in registers; a weight shared by every row is read from cache instead
             for (KExpr.Load l : loads())
-                if (rowAccess(l) == RowAccess.ALONG) {
+                if (rowAccess(l) == RowAccess.ALONG && movesWithRow(l)) {
                     String key = l.input() + "|" + rowBase(l);
                     if (!along.contains(key)) {
                         along.add(key);
@@ -578,7 +586,8 @@ final class CudaCodegen {
                 line(3, "}", null);
                 line(2, "}", null);
                 load = l -> switch (rowAccess(l)) {
-                    case ALONG -> "gt_c" + along.indexOf(l.input() + "|" + rowBase(l)) + "[j * " + rowVector + " + l]";
+                    case ALONG -> movesWithRow(l) ? "gt_c" + along.indexOf(l.input() + "|" + rowBase(l)) + "[j * " + rowVector + " + l]"
+                            : "in" + l.input() + "[" + rowBase(l) + " + r]";
                     case ROW -> "in" + l.input() + "[" + rowBase(l) + "]";
                     case GENERAL -> "in" + l.input() + "[" + index(l) + "]";
                 };
@@ -589,6 +598,9 @@ final class CudaCodegen {
                     case GENERAL -> "in" + l.input() + "[" + index(l) + "]";
                 };
             }
+            var plan = new PhasePlan(held);
+            for (int i = 0; i < plan.kept.length; i++)
+                if (plan.kept[i]) line(2, valueType(k.locals().get(i).dtype()) + " gt_k" + i + "[" + (rowChunks * rowVector) + "];", "t" + i + " for the later phases, this thread's elements");
             for (int p = 0; p < phases; p++) {
                 var r = k.reductions().get(p);
                 KExpr folded = k.locals().get(r.local());
@@ -601,10 +613,12 @@ final class CudaCodegen {
                 line(2, valueType(r.dtype()) + " rd" + p + ";", "r" + p + " = " + r.fn().opName() + " of t" + r.local());
                 line(2, "{", null);
                 line(3, acc.c + " acc = " + init + ";", null);
-                boolean[] needed = k.neededIn(p);
-                elementLoop(3, held, digitsAlongRow(), () -> { }, () -> {
+                final int phase = p;
+                plan.rowLocals(3, phase, load);
+                boolean digits = plan.usesDigits(phase, false);
+                elementLoop(3, held, digits || plan.readsAlongUncached(phase), digits, () -> { }, () -> {
                     int in = held ? 6 : 4;
-                    locals(in, load, needed);
+                    plan.elementLocals(in, phase, load);
                     line(in, "acc = " + combine(r.fn(), acc, "acc", convert("t" + r.local(), folded.dtype(), acc.type)) + ";", null);
                 }, () -> { });
                 line(3, "for (int d = 16; d > 0; d >>= 1) acc = " + combine(r.fn(), acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", "within each warp");
@@ -629,8 +643,9 @@ final class CudaCodegen {
             }
             boolean elementStores = k.stores().stream().anyMatch(st -> !st.perRow());
             if (elementStores) {
-                boolean[] needed = k.neededIn(phases);
                 line(2, "// the row's elements", null);
+                line(2, "{", null);
+                plan.rowLocals(3, phases, load);
                 // row-major stores of a row held in registers go out as vectors, gathered over l
                 var vectored = new ArrayList<Integer>();
                 for (int s = 0; s < outTypes.length; s++)
@@ -646,9 +661,11 @@ final class CudaCodegen {
                         line(4, "else for (int l = 0; l < " + rowVector + "; l++) (" + base + ")[l] = gt_y" + s + ".e[l];", null);
                     }
                 };
-                elementLoop(2, held, digitsAlongRow() || k.stores().stream().filter(st -> !st.perRow()).count() > vectored.size(), before, () -> {
+                boolean digits = plan.usesDigits(phases, true);
+                elementLoop(2, held, digits || plan.readsAlongUncached(phases) || k.stores().stream().filter(st -> !st.perRow()).count() > vectored.size(),
+                        digits, before, () -> {
                     int in = held ? 6 : 4;
-                    locals(in, load, needed);
+                    plan.elementLocals(in, phases, load);
                     for (int s = 0; s < outTypes.length; s++) {
                         var st = k.stores().get(s);
                         if (st.perRow()) continue;
@@ -657,6 +674,7 @@ final class CudaCodegen {
                         else line(in, "out" + s + "[" + place(st, "o * count + r", 0) + "] = " + v + ";", st.buffer().name());
                     }
                 }, after);
+                line(2, "}", null);
             }
             if (k.stores().stream().anyMatch(Kernel.Store::perRow)) {
                 boolean[] element = k.perElement();
@@ -677,6 +695,100 @@ final class CudaCodegen {
             line(1, "}", null);
         }
 
+        /** Most element values a thread keeps in registers for later phases, beyond the row's inputs. */
+        static final int MAX_KEPT = 3;
+
+        /**
+         * What each phase of a row kernel evaluates: the row values (once per row, before its loop over the elements),
+         * the element values (in the loop), and, for a row held in registers, the element values an earlier phase
+         * computed and kept (exp(x - max) for softmax's last phase) instead of computing them again.
+         */
+        private final class PhasePlan {
+            final boolean[] element = k.perElement();
+            final boolean[] kept = new boolean[k.locals().size()];
+            final int[] first = new int[k.locals().size()];
+            final boolean[][] compute, fromKept;
+
+            PhasePlan(boolean held) {
+                int phases = k.reductions().size(), n = k.locals().size(), keptCount = 0;
+                java.util.Arrays.fill(first, -1);
+                compute = new boolean[phases + 1][n];
+                fromKept = new boolean[phases + 1][n];
+                for (int q = 0; q <= phases; q++) {
+                    var stack = new java.util.ArrayDeque<Integer>();
+                    if (q < phases) stack.push(k.reductions().get(q).local());
+                    else for (var st : k.stores()) if (!st.perRow()) stack.push(st.local());
+                    while (!stack.isEmpty()) {
+                        int i = stack.pop();
+                        if (compute[q][i] || fromKept[q][i]) continue;
+                        if (held && element[i] && first[i] >= 0 && first[i] < q && costly(k.locals().get(i)) && (kept[i] || keptCount < MAX_KEPT)) {
+                            if (!kept[i]) keptCount++;
+                            kept[i] = fromKept[q][i] = true;
+                            continue;
+                        }
+                        compute[q][i] = true;
+                        boolean[] deps = new boolean[n];
+                        markReads(k.locals().get(i), deps);
+                        for (int d = 0; d < n; d++) if (deps[d]) stack.push(d);
+                    }
+                    for (int i = 0; i < n; i++) if (compute[q][i] && element[i] && first[i] < 0) first[i] = q;
+                }
+            }
+
+            /** Worth a register array rather than computing again: a transcendental function or a division. */
+            static boolean costly(KExpr e) {
+                return switch (e) {
+                    case KExpr.Apply a -> switch (a.fn()) {
+                        case EXP, LOG, SIN, COS, TANH, SIGMOID, GELU, SILU, POW, DIV, SQRT, RSQRT -> true;
+                        default -> a.args().stream().anyMatch(PhasePlan::costly);
+                    };
+                    case KExpr.Cast c -> costly(c.x());
+                    default -> false;
+                };
+            }
+
+            /** Whether phase q indexes by the element's digits: a load indexed in general, or (last phase) a store through strides. */
+            boolean usesDigits(int q, boolean last) {
+                for (int i = 0; i < element.length; i++)
+                    if (compute[q][i] && element[i] && loadsOf(k.locals().get(i)).stream().anyMatch(l -> rowAccess(l) == RowAccess.GENERAL)) return true;
+                if (last) for (var st : k.stores()) if (!st.perRow() && st.strides() != null && digitsAlongRow()) return true;
+                return false;
+            }
+
+            /** Whether phase q reads along the row from memory rather than from registers (a weight shared by the rows, or a looped row). */
+            boolean readsAlongUncached(int q) {
+                for (int i = 0; i < element.length; i++)
+                    if (compute[q][i] && element[i] && loadsOf(k.locals().get(i)).stream().anyMatch(l -> rowAccess(l) == RowAccess.ALONG && (rowBlock == 0 || !movesWithRow(l))))
+                        return true;
+                return false;
+            }
+
+            void rowLocals(int indent, int q, Function<KExpr.Load, String> load) {
+                for (int i = 0; i < element.length; i++)
+                    if (compute[q][i] && !element[i])
+                        line(indent, "const " + valueType(k.locals().get(i).dtype()) + " t" + i + " = " + strip(expr(k.locals().get(i), load)) + ";",
+                                "t" + i + " = " + k.format(k.locals().get(i)) + " (once per row)");
+            }
+
+            void elementLocals(int indent, int q, Function<KExpr.Load, String> load) {
+                for (int i = 0; i < element.length; i++) {
+                    if (!element[i]) continue;
+                    String t = valueType(k.locals().get(i).dtype());
+                    if (fromKept[q][i]) line(indent, "const " + t + " t" + i + " = gt_k" + i + "[j * " + rowVector + " + l];", "t" + i + ", kept from phase " + first[i]);
+                    else if (compute[q][i]) {
+                        line(indent, "const " + t + " t" + i + " = " + strip(expr(k.locals().get(i), load)) + ";", "t" + i + " = " + k.format(k.locals().get(i)));
+                        if (kept[i] && first[i] == q) line(indent, "gt_k" + i + "[j * " + rowVector + " + l] = t" + i + ";", null);
+                    }
+                }
+            }
+        }
+
+        private static List<KExpr.Load> loadsOf(KExpr e) {
+            var out = new ArrayList<KExpr.Load>();
+            loads(e, out);
+            return out;
+        }
+
         private static void markReads(KExpr e, boolean[] out) {
             switch (e) {
                 case KExpr.Local l -> out[l.index()] = true;
@@ -693,7 +805,7 @@ final class CudaCodegen {
             return false;
         }
 
-        private void elementLoop(int indent, boolean held, boolean needsR, Runnable before, Runnable body, Runnable after) {
+        private void elementLoop(int indent, boolean held, boolean needsR, boolean digits, Runnable before, Runnable body, Runnable after) {
             if (held) {
                 line(indent, "#pragma unroll", null);
                 line(indent, "for (int j = 0; j < " + rowChunks + "; j++) {", null);
@@ -703,7 +815,7 @@ final class CudaCodegen {
                 line(indent + 2, "#pragma unroll", null);
                 line(indent + 2, "for (int l = 0; l < " + rowVector + "; l++) {", null);
                 if (needsR) line(indent + 3, "const long long r = r0 + l;", null);
-                unravel(indent + 3, "r", rank, dims);
+                if (digits) unravel(indent + 3, "r", rank, dims);
                 body.run();
                 line(indent + 2, "}", null);
                 after.run();
@@ -711,7 +823,7 @@ final class CudaCodegen {
                 line(indent, "}", null);
             } else {
                 line(indent, "for (long long r = threadIdx.x; r < count; r += blockDim.x) {", null);
-                unravel(indent + 1, "r", rank, dims);
+                if (digits) unravel(indent + 1, "r", rank, dims);
                 body.run();
                 line(indent, "}", null);
             }
