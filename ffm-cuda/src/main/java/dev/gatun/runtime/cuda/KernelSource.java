@@ -15,11 +15,12 @@ import java.util.Map;
  * @param vectorWidth     elements per 16-byte vector access on the vector path; 1 where there is none
  * @param ranges          the output iteration space (row-major), for {@link #geometry}
  * @param reductionRanges the reduced dimensions (empty for a pointwise kernel), for {@link #geometry}
- * @param block           a row kernel's fixed block size (one that keeps its row in registers), or 0: chosen by
- *                        {@link #geometry}
+ * @param block           a row kernel's fixed block size (one that keeps its row in registers, or a transposing one),
+ *                        or 0: chosen by {@link #geometry}
+ * @param rowsPerBlock    rows a row kernel's block takes together (1, or the tile's rows of a transposing row kernel)
  */
 record KernelSource(String name, String source, List<String> symbols, boolean reduction, int vectorWidth,
-                    List<SymInt> ranges, List<SymInt> reductionRanges, int block) {
+                    List<SymInt> ranges, List<SymInt> reductionRanges, int block, int rowsPerBlock) {
 
     /** Threads per block of a pointwise kernel. */
     static final int POINTWISE_BLOCK = 256;
@@ -50,7 +51,7 @@ record KernelSource(String name, String source, List<String> symbols, boolean re
             return new Geometry(grid, POINTWISE_BLOCK, 0, elements);
         }
         long count = product(reductionRanges, env);
-        if (block > 0) return new Geometry(Math.clamp(elements, 1L, Integer.MAX_VALUE), block, 0, elements);
+        if (block > 0) return new Geometry(Math.clamp(ceilDiv(elements, rowsPerBlock), 1L, Integer.MAX_VALUE), block, 0, elements);
         // a whole number of warps (the tree reduction shuffles full warps), at most MAX_REDUCTION_BLOCK
         int block = 32;
         while (block < MAX_REDUCTION_BLOCK && block < count) block *= 2;

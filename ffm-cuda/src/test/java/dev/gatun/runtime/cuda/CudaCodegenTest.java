@@ -175,7 +175,7 @@ class CudaCodegenTest {
     void fullReductionsAndScalarKernels() {
         var sumAll = CudaCodegenFixtures.special().stream().filter(x -> x.kernel().name().equals("sum_all_3")).findFirst().orElseThrow().generate();
         assertThat(code(sumAll)).contains("const long long total = 1;", "const long long count = n0 * n1;", "float acc = 0.0f;",
-                "gt_rd0 = gt_bf16(acc)", "out0[o] = __float2bfloat16_rn(t", "gt_bf16(__fmul_rn(__bfloat162float(");
+                "rd0 = gt_bf16(acc)", "out0[o] = __float2bfloat16_rn(t", "gt_bf16(__fmul_rn(__bfloat162float(");
         var scalar = CudaCodegenFixtures.special().stream().filter(x -> x.kernel().name().equals("scalar_add_2")).findFirst().orElseThrow().generate();
         assertThat(code(scalar)).contains("const long long total = 1;", "in0[0] + 1.0");
     }

@@ -43,7 +43,7 @@ class RowCodegenTest {
         // 4096 floats: 256 threads, each 4 vectors of 4
         assertThat(s.block()).isEqualTo(256);
         assertThat(s.geometry(Map.of(), 132)).isEqualTo(new KernelSource.Geometry(4096, 256, 0, 4096));
-        assertThat(code).contains("__launch_bounds__(256)", "float gt_c0[16];", "gt_vec<float, 4>", "gt_rd0", "gt_rd1");
+        assertThat(code).contains("__launch_bounds__(256)", "gt_vec<float, 4> gt_c0[4];", "gt_vec<float, 4>", "gt_part0", "gt_part1");
         // x is read from memory in the one loading loop (vector and misaligned fallback), never in a phase
         assertThat(count(code, "in0 + 4096 * i0 + r0")).isEqualTo(2);
         assertThat(code).doesNotContain("in0[");
@@ -53,9 +53,10 @@ class RowCodegenTest {
 
     @Test
     void bf16RowsUseEightElementVectorsAndSmallBlocks() {
+        // 1024 bf16: 128 vectors of 8, 2 a thread (16 elements, as many as a float row's thread holds): 64 threads
         var s = CudaCodegen.generate(layerNorm(DType.BF16, 32768, 1024));
-        assertThat(s.block()).isEqualTo(32);
-        assertThat(CudaCodegenTest.code(s)).contains("gt_vec<__nv_bfloat16, 8>", "__nv_bfloat16 gt_c0[32];");
+        assertThat(s.block()).isEqualTo(64);
+        assertThat(CudaCodegenTest.code(s)).contains("gt_vec<__nv_bfloat16, 8> gt_c0[2];", "gt_c0[j].e[l]");
     }
 
     @Test
@@ -86,5 +87,59 @@ class RowCodegenTest {
         var s = CudaCodegen.generate(kernel(g -> g.output("y", g.input("x", DType.F32, 6, 10).add(1).t().copy())));
         assertThat(s.vectorWidth()).isEqualTo(1);
         assertThat(CudaCodegenTest.code(s)).contains("out0[i0 + 6 * i1] = ");
+    }
+
+    /** The loop-ordering seed's row kernel: the sum and the transposed z of 32 rows per block, z written through a tile. */
+    @Test
+    void aTransposedStoreGoesThroughASharedTileOf32Rows() {
+        var plan = Planner.plan(Lowering.lower(NormWorkloads.loopOrder(DType.F32, 4096, 4096), LoweringOptions.world(1)));
+        var s = CudaCodegen.generate(plan.kernels().getFirst());
+        String code = CudaCodegenTest.code(s);
+        assertThat(s.block()).isEqualTo(256);
+        // 4096 rows, 32 to a block
+        assertThat(s.geometry(Map.of(), 132)).isEqualTo(new KernelSource.Geometry(128, 256, 0, 4096));
+        assertThat(code).contains("__shared__ float gt_tile1[32][257];", "gt_tile1[warp + 8 * m][e * 32 + lane] = t2;",
+                "out1[i0 + 4096 * i1] = gt_tile1[lane][warp + 8 * m];");
+        // x is read into registers before any element is used (t0 and t1 read the same element): the first pass
+        // before the loop, each next one while the tile goes out; the row sum is finished by shuffles
+        assertThat(count(code, "in0[")).isEqualTo(2);
+        assertThat(code).contains("const long long r = c0 + 256 + e * 32 + lane;");
+        assertThat(code).contains("gt_x0[m][e] = in0[4096 * i0 + r];", "const float t0 = gt_x0[m][e];", "__shfl_down_sync").doesNotContain("gt_part");
+        // rows not a multiple of 32: the geometry rounds up and the kernel guards the last tile
+        var odd = CudaCodegen.generate(Planner.plan(Lowering.lower(NormWorkloads.loopOrder(DType.BF16, 33, 1000), LoweringOptions.world(1))).kernels().getFirst());
+        assertThat(odd.geometry(Map.of(), 132).grid()).isEqualTo(2);
+        assertThat(CudaCodegenTest.code(odd)).contains("__shared__ __nv_bfloat16 gt_tile1[32][258];", "if (r < count && o < total) {");
+    }
+
+    @Test
+    void aRowKernelThatReadsItsReductionBeforeATransposedStoreKeepsOneRowPerBlock() {
+        // the element store needs the row's max first: two passes over the row would be needed, so no tile
+        var s = CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.F32, 64, 64);
+            g.output("y", x.sub(x.max(true, -1)).t().copy());
+        }));
+        assertThat(CudaCodegenTest.code(s)).doesNotContain("gt_tile");
+    }
+
+    /** Weights shared by every row come in as vectors; exp and division rounded to bf16 at once take the fast forms. */
+    @Test
+    void bf16RowsReadWeightsAsVectorsAndUseFastFormsWhereRoundingHidesThem() {
+        String ln = CudaCodegenTest.code(CudaCodegen.generate(layerNorm(DType.BF16, 4096, 4096)));
+        assertThat(ln).contains("gt_w0 = *reinterpret_cast<const gt_vec<__nv_bfloat16, 8>*>(in1 + 0 + r0);", "gt_w0.e[l]", "gt_w1.e[l]")
+                .doesNotContain("in1[0 + r]");
+        var softmax = kernel(g -> {
+            var x = g.input("x", DType.BF16, 64, 1024);
+            var e = x.sub(x.max(true, -1)).exp();
+            g.output("y", e.div(e.sum(true, -1)));
+        });
+        String sm = CudaCodegenTest.code(CudaCodegen.generate(softmax));
+        assertThat(sm).contains("gt_bf16(gt_hexp(t1))", "gt_bf16(gt_hdiv(t2, rd1))", "gt_vec<__nv_bfloat16, 8> gt_k2[2];", "max.NaN.f32");
+        // f32 keeps the exact forms
+        String f32 = CudaCodegenTest.code(CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.F32, 64, 1024);
+            var e = x.sub(x.max(true, -1)).exp();
+            g.output("y", e.div(e.sum(true, -1)));
+        })));
+        assertThat(f32).contains("expf(t1)", "t2 / rd1").doesNotContain("gt_hexp", "gt_hdiv");
     }
 }

@@ -37,4 +37,11 @@ class RowKernelsGpuTest {
         long[][] shapes = {{64, 4096}, {33, 1000}, {3, 20000}, {130, 1024}, {8, 1, 2048}, {2, 65536}};
         check(RowPrograms.cases(12, 33, List.of(DType.F32, DType.BF16), shapes));
     }
+
+    /** Transposing row kernels (32 rows per block through a shared tile): partial tiles of rows and of elements, every dtype. */
+    @Test
+    void transposedStoresMatchTheReference() {
+        long[][] shapes = {{33, 1000}, {130, 257}, {64, 4096}, {1, 300}, {2, 3, 40}, {32, 256}};
+        check(RowPrograms.cases(13, List.of("loop_order"), List.of(DType.F32, DType.BF16, DType.F16, DType.F64), shapes));
+    }
 }

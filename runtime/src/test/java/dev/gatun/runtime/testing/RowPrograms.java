@@ -84,30 +84,43 @@ public final class RowPrograms {
     public static List<Case> cases(long seed, int count, List<DType> dtypes, long[][] shapes) {
         var rnd = new Random(seed);
         var out = new ArrayList<Case>();
-        for (int i = 0; i < count; i++) {
-            Program p = PROGRAMS.get(i % PROGRAMS.size());
-            DType t = dtypes.get(rnd.nextInt(dtypes.size()));
-            long[] shape = shapes[rnd.nextInt(shapes.length)];
-            long c = shape[shape.length - 1];
-            var g = Gatun.graph(p.name() + "_" + i);
-            var x = g.input("x", t, box(shape));
-            var w = g.input("w", t, c);
-            var b = g.input("b", t, c);
-            p.body().accept(g, new Tensor[]{x, w, b});
-            Graph graph = g.build();
-            var in = new LinkedHashMap<String, NDArray>();
-            in.put("x", NDArray.randn(t, rnd.nextLong(), shape));
-            for (String n : List.of("w", "b")) if (graph.inputs().containsKey(n)) in.put(n, NDArray.randn(t, rnd.nextLong(), c));
-            if (i % 5 == 4) {
-                NDArray xs = in.get("x");
-                long n = xs.numel();
-                xs.set(rnd.nextLong(n), Double.NaN);
-                xs.set(rnd.nextLong(n), -0.0);
-                if (n > 2) xs.set(rnd.nextLong(n), Double.NEGATIVE_INFINITY);
-            }
-            out.add(new Case(p.name() + "/" + t + java.util.Arrays.toString(shape), graph, in));
+        for (int i = 0; i < count; i++)
+            out.add(make(rnd, i, PROGRAMS.get(i % PROGRAMS.size()), dtypes.get(rnd.nextInt(dtypes.size())), shapes[rnd.nextInt(shapes.length)]));
+        return out;
+    }
+
+    /** The named programs at every dtype and shape. */
+    public static List<Case> cases(long seed, List<String> programs, List<DType> dtypes, long[][] shapes) {
+        var rnd = new Random(seed);
+        var out = new ArrayList<Case>();
+        int i = 0;
+        for (String name : programs) {
+            Program p = PROGRAMS.stream().filter(x -> x.name().equals(name)).findFirst()
+                    .orElseThrow(() -> new IllegalArgumentException("no row program " + name));
+            for (DType t : dtypes) for (long[] shape : shapes) out.add(make(rnd, i++, p, t, shape));
         }
         return out;
+    }
+
+    private static Case make(Random rnd, int i, Program p, DType t, long[] shape) {
+        long c = shape[shape.length - 1];
+        var g = Gatun.graph(p.name() + "_" + i);
+        var x = g.input("x", t, box(shape));
+        var w = g.input("w", t, c);
+        var b = g.input("b", t, c);
+        p.body().accept(g, new Tensor[]{x, w, b});
+        Graph graph = g.build();
+        var in = new LinkedHashMap<String, NDArray>();
+        in.put("x", NDArray.randn(t, rnd.nextLong(), shape));
+        for (String n : List.of("w", "b")) if (graph.inputs().containsKey(n)) in.put(n, NDArray.randn(t, rnd.nextLong(), c));
+        if (i % 5 == 4) {
+            NDArray xs = in.get("x");
+            long n = xs.numel();
+            xs.set(rnd.nextLong(n), Double.NaN);
+            xs.set(rnd.nextLong(n), -0.0);
+            if (n > 2) xs.set(rnd.nextLong(n), Double.NEGATIVE_INFINITY);
+        }
+        return new Case(p.name() + "/" + t + java.util.Arrays.toString(shape), graph, in);
     }
 
     private static Object[] box(long[] shape) {
