@@ -225,6 +225,24 @@ public final class Device extends Resource {
         return Stream.create(this, priority);
     }
 
+    /**
+     * {@code n} new non-blocking streams created back to back: no stream this library creates comes between them, so
+     * they take consecutive hardware queues (streams are given the queues round-robin as they are created), each its
+     * own while {@code n} is at most CUDA_DEVICE_MAX_CONNECTIONS.
+     */
+    public java.util.List<Stream> createStreams(int n) {
+        synchronized (Stream.CREATING) {
+            var out = new java.util.ArrayList<Stream>(n);
+            try {
+                for (int i = 0; i < n; i++) out.add(Stream.create(this, 0));
+            } catch (RuntimeException e) {
+                out.forEach(Stream::close);
+                throw e;
+            }
+            return java.util.List.copyOf(out);
+        }
+    }
+
     /** A timing event. */
     public Event createEvent() {
         return Event.create(this);

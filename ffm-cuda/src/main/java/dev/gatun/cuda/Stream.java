@@ -17,13 +17,18 @@ public final class Stream extends Resource {
         this.handle = handle;
     }
 
+    /** Held while creating a stream, and across {@link Device#createStreams}: their streams are created back to back. */
+    static final Object CREATING = new Object();
+
     static Stream create(Device device, int priority) {
         device.enter();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment p = arena.allocate(ValueLayout.ADDRESS);
-            Errors.cudart(cudart.cudaStreamCreateWithPriority(p, cudart.cudaStreamNonBlocking(), priority),
-                    "cudaStreamCreateWithPriority");
-            return new Stream(device, p.get(ValueLayout.ADDRESS, 0));
+        synchronized (CREATING) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment p = arena.allocate(ValueLayout.ADDRESS);
+                Errors.cudart(cudart.cudaStreamCreateWithPriority(p, cudart.cudaStreamNonBlocking(), priority),
+                        "cudaStreamCreateWithPriority");
+                return new Stream(device, p.get(ValueLayout.ADDRESS, 0));
+            }
         }
     }
 

@@ -138,7 +138,8 @@ final class CudaExecutable implements Executable {
         boolean ok = false;
         try {
             // ranks sharing a GPU keep one stream each for the life of the process (see RankStreams)
-            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, options.world().rank()) : device.createStream();
+            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, options.world().rank(), options.execution().cuda().hardwareQueues())
+                    : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
             this.copiedIn = device.createEvent(Event.Flag.DISABLE_TIMING);

@@ -3,6 +3,7 @@ package dev.gatun.runtime.cuda;
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.Stream;
 
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -12,17 +13,19 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>The GPU feeds streams through a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 unless set), streams taken
  * round-robin as they are created. Work in one queue starts in order, so when two ranks' streams share a queue, a
  * rank's collective spinning for its peer can hold the queue while the peer's kernel waits behind the spinner's
- * next step: a deadlock the barrier timeout only reports. A stream per session (ranks x live sessions of them)
- * soon wraps around the queues; a stream per rank, created once, keeps each rank in a queue of its own while the
- * ranks sharing a GPU are no more than the queues ({@link GpuSharing} refuses more).
+ * next step: a deadlock the barrier timeout only reports. Creating each rank's stream when the rank first needs it
+ * is not enough: every stream the process creates in between (a world-1 session's, another library's) moves the
+ * round-robin on, and rank 2's stream can land in rank 0's queue. So the first rank to ask creates a whole round,
+ * one stream per queue, back to back and under one lock; rank {@code r} takes stream {@code r} of the round, in a
+ * queue of its own while the ranks sharing the GPU are no more than the queues ({@link GpuSharing} refuses more).
  */
 final class RankStreams {
     private RankStreams() {}
 
-    private static final Map<Integer, Device> DEVICES = new ConcurrentHashMap<>();
-    private static final Map<String, Stream> STREAMS = new ConcurrentHashMap<>();
+    private static final Map<Integer, List<Stream>> ROUNDS = new ConcurrentHashMap<>();
 
-    static Stream of(int ordinal, int rank) {
-        return STREAMS.computeIfAbsent(ordinal + "/" + rank, k -> DEVICES.computeIfAbsent(ordinal, Device::open).createStream());
+    static Stream of(int ordinal, int rank, int hardwareQueues) {
+        List<Stream> round = ROUNDS.computeIfAbsent(ordinal, o -> Device.open(o).createStreams(Math.max(1, hardwareQueues)));
+        return round.get(rank % round.size());
     }
 }
