@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
 #   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,input_path,host_overhead,norms]
-#                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."]
+#                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
-# (bundle/gpu-suite.sh --worlds 1 --only norms runs just that).
+# (bundle/gpu-suite.sh --worlds 1 --only norms runs just that). --modes replay measures the norms family under
+# CUDA graphs only (both systems), which halves its PyTorch processes.
 # Needs the bundle (bundle/build.sh, no JDK on the GPU host), python3 with PyTorch and torchrun.
 # Writes to $OUT (default ./gpu-suite-out): rows.jsonl (every measurement of both systems), results.csv,
 # results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
@@ -12,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
-ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead,norms GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS=""
+ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead,norms GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS="" MODES=replay,eager
 while [ $# -gt 0 ]; do
   case $1 in
     --worlds) WORLDS=$2; shift 2 ;;
@@ -21,6 +22,7 @@ while [ $# -gt 0 ]; do
     --gatun) GATUN=$2; shift 2 ;;
     --torch) TORCH=$2; shift 2 ;;
     --gatun-args) GATUN_ARGS=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
     *) echo "gpu-suite: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +56,7 @@ for P in "${PASSES[@]}"; do
   W=${P%%:*} ONLY_W=${P#*:}
   if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
   [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPU(s): $ONLY_W" && timeout 1200 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
-    --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY_W" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
+    --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY_W" --modes "$MODES" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
     | grep -v "^WARNING"
   # PyTorch: the all-reduce in one process; torch.compile needs one process per shape and mode
   [ "$TORCH" = 1 ] || continue
@@ -65,6 +67,8 @@ for P in "${PASSES[@]}"; do
   python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
     wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
     op=$(sed -n 's/.*--op \([a-z_]*\).*/\1/p' <<< "$job")  # norms jobs: one op each, selectable by name
+    mode=$(sed -n 's/.*--mode \([a-z]*\).*/\1/p' <<< "$job")  # norms jobs: replay or eager, as --modes asks
+    [ "$wl" = norms ] && [[ ,$MODES, != *,$mode,* ]] && continue
     if [[ ,$ONLY_W, == *,$wl,* ]] || { [ -n "$op" ] && [[ ,$ONLY_W, == *,$op,* ]]; }; then torch 240 $job < /dev/null; fi
   done
 done

@@ -45,6 +45,7 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  *                       norms (world 1 only) is layernorm, rmsnorm, softmax and loop_order, also named one by one
  * --dtypes f32,bf16     all-reduce dtypes
  * --sides 8,64,...      all-reduce shapes (side x side)
+ * --modes replay,eager  the norms family's modes (default both; replay alone halves its time)
  * </pre>
  *
  * <p>Every figure is taken through the public API ({@code Session.run} with device arrays, {@code Session.synchronize})
@@ -90,7 +91,9 @@ public final class GpuSuite {
         if (only.contains("seeds")) suite.seeds(new long[]{4, 64, 256, 1024});
         if (only.contains("mlp")) for (int tokens : new int[]{8, 128}) suite.mlp(tokens);
         var normOps = Arrays.stream(NormWorkloads.Op.values()).filter(o -> only.contains("norms") || only.contains(o.id)).toList();
-        if (!normOps.isEmpty()) suite.norms(normOps);
+        List<String> modes = List.of(opts.getOrDefault("modes", "replay,eager").split(","));
+        for (String m : modes) if (!m.equals("replay") && !m.equals("eager")) throw new IllegalArgumentException("--modes takes replay and eager, got '" + m + "'");
+        if (!normOps.isEmpty()) suite.norms(normOps, modes);
         System.out.flush();
         rv.close();
         System.exit(0);
@@ -236,17 +239,17 @@ public final class GpuSuite {
      * plus written once), {@code gbps} (moved_bytes / pipelined time), {@code copy_gbps} (the copy's, measured just
      * before) and {@code of_copy} (their ratio). {@code chosen} says how many kernels the plan launches.
      */
-    void norms(List<NormWorkloads.Op> ops) {
+    void norms(List<NormWorkloads.Op> ops, List<String> modes) {
         if (world != 1) {
             if (rank == 0) System.out.println("norms: measured at world 1 (one GPU) only; skipped at world " + world);
             return;
         }
         try (Device d = Device.open(localRank)) {  // held for the family: the copy floors run on it
-            for (NormWorkloads.Case c : NormWorkloads.cases()) if (ops.contains(c.op())) norm(d, c);
+            for (NormWorkloads.Case c : NormWorkloads.cases()) if (ops.contains(c.op())) norm(d, c, modes);
         }
     }
 
-    private void norm(Device dev, NormWorkloads.Case c) {
+    private void norm(Device dev, NormWorkloads.Case c, List<String> modes) {
         String wl = c.op().id, shape = c.shape();
         DType t = c.dtype();
         long bytes = c.bytes(), moved = c.movedBytes();
@@ -258,11 +261,11 @@ public final class GpuSuite {
             in = c.inputs();
             ref = c.reference(in);
         } catch (RuntimeException e) {
-            for (String mode : List.of("replay", "eager")) failed(wl, "default", t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
+            for (String mode : modes) failed(wl, "default", t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
             return;
         }
         long copyBytes = (moved + 1) / 2;
-        for (String mode : List.of("replay", "eager")) {
+        for (String mode : modes) {
             // the floor, just before each mode's cell: a device-to-device copy of half the moved bytes reads and
             // writes as many bytes as the cell must (the same plain cudaMemcpyAsync in both modes, no graph)
             double copyGBs = Double.NaN;
