@@ -54,6 +54,7 @@ public final class Planner {
         var pools = new Pools(options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
+        pools.rotating(graph);
         pools.regular(live, inPlace);
         pools.constants(graph);
         pools.placements.forEach((b, p) -> table.of(b).place(p));
@@ -83,7 +84,7 @@ public final class Planner {
             }
             switch (w) {
                 case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel(), k.notes())); kernels.add(k.kernel()); }
-                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table));
+                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table, pools.rotating.get(e.call())));
             }
         }
         live.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
@@ -97,10 +98,10 @@ public final class Planner {
         return new Step.Place(table.of(b), p.pool(), p.offset(), p.bytes(), pools.history.reuses(b), pools.history.isInPlace(b));
     }
 
-    private static Step extern(ExternBuffer e, String freed, BufferTable table) {
+    private static Step extern(ExternBuffer e, String freed, BufferTable table, RotatingSlots slots) {
         return switch (e.call()) {
             case ExternCall.Collective c -> new Step.Collective(table.of(e), table.of(e.inputs().getFirst()),
-                    new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false);
+                    new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.UserOpCall u -> {
                 var outs = new ArrayList<PlanBuffer>();

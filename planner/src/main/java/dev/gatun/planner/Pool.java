@@ -18,10 +18,15 @@ public record Pool(String name, Kind kind, String group, long bytes, long maxLiv
         /** Persistent symmetric buffers of path-2 graph inputs of a group. */
         SYMM_INPUTS,
         /** Constant tensors, written once per session. */
-        CONSTANT
+        CONSTANT,
+        /**
+         * Persistent symmetric memory of a group for its barrier-free all-reduces: a region each ({@link RotatingSlots}),
+         * set up once per session, kept between calls.
+         */
+        ROTATING
     }
 
-    public boolean isSymmetric() { return kind == Kind.COMM || kind == Kind.SYMM_INPUTS; }
+    public boolean isSymmetric() { return kind == Kind.COMM || kind == Kind.SYMM_INPUTS || kind == Kind.ROTATING; }
 
     String declaration() {
         String alloc = switch (kind) {
@@ -29,6 +34,7 @@ public record Pool(String name, Kind kind, String group, long bytes, long maxLiv
             case SYMM_INPUTS -> "alloc_symmetric_persistent(" + ByteSize.format(bytes) + granularity() + ", inputs, group=\"" + group + "\")";
             case REGULAR -> "alloc(" + ByteSize.format(bytes) + granularity() + ")";
             case CONSTANT -> "alloc_constants(" + ByteSize.format(bytes) + ")";
+            case ROTATING -> "alloc_symmetric_persistent(" + ByteSize.format(bytes) + granularity() + ", rotating slots, group=\"" + group + "\")";
         };
         return name + " = " + alloc;
     }

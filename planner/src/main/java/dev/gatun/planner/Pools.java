@@ -121,6 +121,33 @@ final class Pools {
         }
     }
 
+    /** The regions of each group's barrier-free all-reduces ({@link RotatingSlots}), one after the other in a persistent pool. */
+    final Map<Buffer, RotatingSlots> rotating = new IdentityHashMap<>();
+
+    /**
+     * The rotating pool of each group with barrier-free all-reduces: a region each, for the session (the rounds carry
+     * over from call to call).
+     */
+    void rotating(LoweredGraph graph) {
+        var groups = new TreeMap<String, List<dev.gatun.ir.lower.ExternBuffer>>();
+        for (Buffer b : graph.buffers())
+            if (b instanceof dev.gatun.ir.lower.ExternBuffer e && e.call() instanceof dev.gatun.ir.lower.ExternCall.Collective c
+                    && c.algorithm() == dev.gatun.ir.Algorithm.BARRIER_FREE)
+                groups.computeIfAbsent(c.group(), g -> new ArrayList<>()).add(e);
+        for (var e : groups.entrySet()) {
+            String pool = nextName();
+            int ranks = graph.graph().groups().get(e.getKey()).size(graph.worldSize());
+            long off = 0;
+            for (var b : e.getValue()) {
+                long n = b.type().shape().numel();
+                var slots = new RotatingSlots(pool, off, ranks, n, b.type().dtype());
+                rotating.put(b, slots);
+                off = OffsetAssigner.align(off + slots.bytes(), 128);
+            }
+            pools.add(new Pool(pool, Pool.Kind.ROTATING, e.getKey(), off, off, ByteSize.roundUp(off, options.commGranularity())));
+        }
+    }
+
     /** Constant tensors, one after the other. */
     void constants(LoweredGraph graph) {
         var constants = new ArrayList<Buffer>();

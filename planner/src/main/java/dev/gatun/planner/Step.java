@@ -94,15 +94,22 @@ public sealed interface Step {
      * A collective. {@code freed} names the input whose slot is free on all ranks once its trailing barrier
      * passes. With {@code copiesIn} (the fused path-2 copy) the input is a path-2 input whose caller's tensor
      * the collective copies into its symmetric slot itself, before its first barrier, instead of a copy_in step.
+     * {@code slots} is the rotating region of a barrier-free all-reduce (null for every other algorithm).
      */
-    record Collective(PlanBuffer output, PlanBuffer input, CollectiveCall call, String freed, boolean copiesIn) implements Step {
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public String format() {
-            return output.name() + " = " + call.opName() + "(" + input.name() + call.attributes() + ", \"" + call.group() + "\")"
-                    + "   # " + (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
+    record Collective(PlanBuffer output, PlanBuffer input, CollectiveCall call, String freed, boolean copiesIn, RotatingSlots slots) implements Step {
+        public Collective {
+            if ((slots != null) != (call.algorithm() == Algorithm.BARRIER_FREE))
+                throw new IllegalArgumentException(call.opName() + ": rotating slots go with a barrier-free all-reduce, and only there");
         }
 
-        Collective withCopiesIn() { return new Collective(output, input, call, freed, true); }
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() {
+            String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
+                    : (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
+            return output.name() + " = " + call.opName() + "(" + input.name() + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note;
+        }
+
+        Collective withCopiesIn() { return new Collective(output, input, call, freed, true, slots); }
     }
 
     /**

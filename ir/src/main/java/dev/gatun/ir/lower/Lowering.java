@@ -402,6 +402,9 @@ public final class Lowering {
             // two-shot reduces into its input's slot, so that input must be private to the collective
             String shared = choice.algorithm == Algorithm.TWO_SHOT ? sharedInput(n.input(0)) : null;
             operand = realize(in, c.group(), out, op, choice.algorithm, choice.why, shared);
+        } else if (choice.algorithm == Algorithm.BARRIER_FREE) {
+            operand = contiguous(new BufferValue(in), "the barrier-free push");
+            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.PUSHED, null, List.of()));
         } else {
             operand = contiguous(new BufferValue(in), "NCCL");
             realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,

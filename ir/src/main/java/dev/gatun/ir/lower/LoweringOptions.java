@@ -24,7 +24,7 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
         if (worldSize < 1) throw new GraphException("world size must be at least 1, got " + worldSize);
         if (oneShotMaxBytes < 0 || twoShotMaxBytes < oneShotMaxBytes)
             throw new GraphException("collective thresholds must satisfy 0 <= one-shot (" + oneShotMaxBytes + ") <= two-shot (" + twoShotMaxBytes + ")");
-        if (forceAllReduce == Algorithm.SYMM_MEM) throw new GraphException("all-reduce cannot be forced to " + forceAllReduce + "; use ONE_SHOT, TWO_SHOT or NCCL");
+        if (forceAllReduce == Algorithm.SYMM_MEM) throw new GraphException("all-reduce cannot be forced to " + forceAllReduce + "; use ONE_SHOT, TWO_SHOT, BARRIER_FREE or NCCL");
     }
 
     /**

@@ -30,6 +30,8 @@ public record Realization(String consumer, String op, Algorithm algorithm, Strin
         IDENTITY_COPY(3, "identity copy into a new communication buffer"),
         /** The op does not run on symmetric memory (NCCL). */
         NONE(0, "no communication buffer (NCCL)"),
+        /** A barrier-free all-reduce: the input is read where it is and pushed into the peers' rotating slots. */
+        PUSHED(0, "no communication buffer: read in place and pushed into the peers' rotating slots"),
         /** A collective among one rank: its result is its input; nothing runs. */
         IDENTITY(0, "the result is the input itself: no kernel, no barrier, no copy");
 

@@ -118,6 +118,7 @@ public final class PlanSvg {
             String kind = switch (pool.kind()) {
                 case COMM -> "comm";
                 case SYMM_INPUTS -> "comm symm-inputs";
+                case ROTATING -> "comm rotating";
                 case REGULAR -> "regular";
                 case CONSTANT -> "constant";
             };

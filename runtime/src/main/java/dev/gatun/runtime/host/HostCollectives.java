@@ -12,7 +12,8 @@ import java.util.List;
 /**
  * Collectives among simulated ranks. The symmetric algorithms read peers' communication buffers at the same
  * offsets and follow the GPU protocol: start barrier, reads, trailing barrier; sums go in rank order so every
- * rank gets bit-identical results. The NCCL path exchanges copies through a mailbox instead, as NCCL copies
+ * rank gets bit-identical results. The barrier-free all-reduce pushes into peers' rotating slots instead
+ * ({@link BarrierFreeAllReduce}). The NCCL path exchanges copies through a mailbox instead, as NCCL copies
  * through its own buffers. A rank outside the group passes its input through; along a mesh axis every slice runs
  * the collective among its own ranks, with its own barriers.
  */
@@ -75,7 +76,26 @@ final class HostCollectives {
                 r.barrier(call.group(), where + " (end)");
             }
             case NCCL -> nccl(r, step, c, members, t, n, out);
+            case BARRIER_FREE -> barrierFree(r, c, members, out);
         }
+    }
+
+    /** The barrier-free all-reduce ({@link BarrierFreeAllReduce}): the members' rotating regions, no barrier. */
+    private static void barrierFree(HostExecutable.RankRun r, Step.Collective c, List<Integer> members, MemorySegment out) {
+        var regions = new MemorySegment[members.size()];
+        for (int k = 0; k < regions.length; k++) regions[k] = r.executable().region(members.get(k), c.slots());
+        HostWorld world = r.world();
+        int rank = r.rank();
+        long deadline = System.nanoTime() + world.timeoutNanos();
+        BarrierFreeAllReduce.Wait wait = (member, element) -> {
+            world.checkFailed(rank);
+            if (System.nanoTime() - deadline > 0) {
+                int peer = members.get(member);
+                throw new HostWorld.Timeout("rank " + rank + " timed out after " + world.timeoutNanos() / 1_000_000 + " ms at " + c.format()
+                        + " waiting for rank " + peer + "'s element " + element, List.of(peer));
+            }
+        };
+        BarrierFreeAllReduce.run(c.slots(), c.call().reduceOp(), members.indexOf(rank), regions, r.segment(c.input()), out, wait, () -> world.maybeDelay(rank));
     }
 
     /**

@@ -47,6 +47,8 @@ final class HostExecutable implements Executable {
     private final Arena arena = Arena.ofShared();
     /** placed[rank][buffer id]: the slot of every placed storage on every rank. */
     private final MemorySegment[][] placed;
+    /** pools[rank]: every pool of every rank, by name. */
+    private final List<Map<String, MemorySegment>> pools = new ArrayList<>();
     /** Each group's slices: the sets of ranks that run its collectives together. */
     private final Map<String, List<List<Integer>>> groups = new HashMap<>();
     private final ExecutorService threads;
@@ -70,11 +72,14 @@ final class HostExecutable implements Executable {
         for (int r = 0; r < world; r++) {
             var m = new LinkedHashMap<String, MemorySegment>();
             for (Pool p : plan.pools()) m.put(p.name(), allocate(p, r));
+            pools.add(m);
             for (PlanBuffer b : plan.buffers()) {
                 var at = b.placement();
                 if (at != null) placed[r][b.id()] = m.get(at.pool()).asSlice(at.offset(), at.bytes());
             }
             writeConstants(r);
+            for (Step st : plan.steps())
+                if (st instanceof Step.Collective c && c.slots() != null) BarrierFreeAllReduce.initialize(region(r, c.slots()), c.slots());
         }
         for (int r = 0; r < world; r++) bound.add(new HashMap<>());
         this.callMemory = new Arena[world];
@@ -115,6 +120,9 @@ final class HostExecutable implements Executable {
             for (int i = 0; i < v.length; i++) Elements.set(placed[rank][b.id()], b.dtype(), i, v[i]);
         }
     }
+
+    /** A barrier-free all-reduce's rotating region on a rank. */
+    MemorySegment region(int rank, dev.gatun.planner.RotatingSlots s) { return pools.get(rank).get(s.pool()).asSlice(s.offset(), s.bytes()); }
 
     /** A placed storage's memory on a rank. */
     MemorySegment placed(int rank, PlanBuffer storage) { return placed[rank][storage.id()]; }
