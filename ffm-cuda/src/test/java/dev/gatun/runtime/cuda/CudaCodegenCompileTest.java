@@ -53,12 +53,35 @@ class CudaCodegenCompileTest {
 
     @Test
     void plannedRandomKernelsCompile(@TempDir Path dir) throws Exception {
-        var cases = CudaCodegenFixtures.planned(0, GRAPHS);
-        assertThat(cases).hasSizeGreaterThan(GRAPHS / 2);
-        assertThat(cases).as("random graphs give reductions").anyMatch(c -> c.kernel().isReduction());
-        assertThat(cases).as("and vector paths").anyMatch(c -> c.generate().vectorWidth() > 1);
-        assertThat(cases).as("and symbolic shapes").anyMatch(c -> !c.generate().symbols().isEmpty());
-        compileAll(dir, "planned", cases);
+        // the planner's kernels themselves, every phase and store (the cases' specs keep a row kernel's first reduction only)
+        var sources = CudaCodegenFixtures.plannedSources(0, GRAPHS);
+        assertThat(sources).hasSizeGreaterThan(GRAPHS / 2);
+        assertThat(sources).as("random graphs give reductions").anyMatch(KernelSource::reduction);
+        assertThat(sources).as("and vector paths").anyMatch(c -> c.vectorWidth() > 1);
+        assertThat(sources).as("and symbolic shapes").anyMatch(c -> !c.symbols().isEmpty());
+        compileSources(dir, "planned", sources);
+    }
+
+    /**
+     * Row kernels as the planner makes them from the row programs (softmax, norms with weights, sibling reductions,
+     * the loop-ordering seed's transposing kernel, ...), every phase and store as planned, at every floating dtype and
+     * at shapes that take each path: rows held in registers as vectors, looped rows, partial tiles.
+     */
+    @Test
+    void rowProgramKernelsCompile(@TempDir Path dir) throws Exception {
+        long[][] shapes = {{4, 16}, {33, 1000}, {64, 4096}, {3, 20000}, {6, 1, 12}, {130, 257}};
+        var sources = new ArrayList<KernelSource>();
+        var seen = new java.util.HashSet<String>();
+        for (var c : dev.gatun.runtime.testing.RowPrograms.cases(17, 66, List.of(dev.gatun.ir.DType.FLOAT32, dev.gatun.ir.DType.BFLOAT16,
+                dev.gatun.ir.DType.FLOAT16, dev.gatun.ir.DType.FLOAT64), shapes))
+            for (var k : dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(c.graph(), dev.gatun.ir.lower.LoweringOptions.world(1))).kernels()) {
+                KernelSource src = CudaCodegen.generate(k);
+                if (seen.add(src.source())) sources.add(src);
+            }
+        assertThat(sources).as("transposing row kernels among them").anyMatch(x -> x.source().contains("gt_tile"));
+        assertThat(sources).as("and weights read as vectors").anyMatch(x -> x.source().contains("gt_wvectors"));
+        assertThat(sources).as("and rows of several phases").anyMatch(x -> x.source().contains("gt_part1"));
+        compileSources(dir, "row programs", sources);
     }
 
     @Test
@@ -82,10 +105,13 @@ class CudaCodegenCompileTest {
     }
 
     private static void compileAll(Path dir, String label, List<Case> cases) throws Exception {
+        compileSources(dir, label, cases.stream().map(Case::generate).toList());
+    }
+
+    private static void compileSources(Path dir, String label, List<KernelSource> all) throws Exception {
         var failures = new ArrayList<String>();
-        for (int from = 0; from < cases.size(); from += BATCH) {
-            var part = cases.subList(from, Math.min(cases.size(), from + BATCH));
-            var sources = part.stream().map(Case::generate).toList();
+        for (int from = 0; from < all.size(); from += BATCH) {
+            var sources = all.subList(from, Math.min(all.size(), from + BATCH));
             var unit = CudaCodegenFixtures.batch(sources);
             var r = CudaCodegenFixtures.compile(nvcc, dir, label + "_" + from, unit.getKey());
             if (r.ok()) {
@@ -99,9 +125,9 @@ class CudaCodegenCompileTest {
             }
             if (failures.isEmpty()) failures.add("batch " + r.source() + " failed but every source compiles alone:\n" + r.log());
         }
-        System.out.printf("%s: %d kernel sources compiled with nvcc (%d reductions, %d with a vector path, %d symbolic)%n", label, cases.size(),
-                cases.stream().filter(x -> x.kernel().isReduction()).count(), cases.stream().filter(x -> x.generate().vectorWidth() > 1).count(),
-                cases.stream().filter(x -> !x.generate().symbols().isEmpty()).count());
+        System.out.printf("%s: %d kernel sources compiled with nvcc (%d reductions, %d with a vector path, %d symbolic)%n", label, all.size(),
+                all.stream().filter(KernelSource::reduction).count(), all.stream().filter(x -> x.vectorWidth() > 1).count(),
+                all.stream().filter(x -> !x.symbols().isEmpty()).count());
         assertThat(failures).as(failures.size() + " sources fail to compile; first:\n" + (failures.isEmpty() ? "" : failures.getFirst())).isEmpty();
     }
 }

@@ -211,19 +211,33 @@ final class CudaCodegenFixtures {
     }
 
     /** Real kernels: random graphs (every feature), lowered and planned; one Case per distinct kernel source. */
+    /** The kernels of planned random graphs exactly as the planner makes them (every phase and store), distinct sources once. */
+    static List<KernelSource> plannedSources(long firstSeed, int graphs) {
+        var out = new ArrayList<KernelSource>();
+        var seen = new java.util.HashSet<String>();
+        for (long seed = firstSeed; seed < firstSeed + graphs; seed++)
+            for (Kernel k : Planner.plan(Lowering.lower(randomGraph(seed), LoweringOptions.world(1 + (int) (seed % 2)))).kernels()) {
+                KernelSource src = CudaCodegen.generate(k);
+                if (seen.add(src.source())) out.add(src);
+            }
+        return out;
+    }
+
+    private static Graph randomGraph(long seed) {
+        var options = RandomGraphs.Options.defaults().withWorldSize(1 + (int) (seed % 2)).withMaxNodes(8 + (int) (seed % 4) * 8)
+                .withDTypes(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32, DType.INT8, DType.INT64, DType.BOOL);
+        try {
+            return RandomGraphs.generate(seed, options);
+        } catch (RuntimeException e) {
+            return RandomGraphs.generate(seed, options.withDTypes(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32));
+        }
+    }
+
     static List<Case> planned(long firstSeed, int graphs) {
         var out = new ArrayList<Case>();
         var seen = new HashMap<String, Boolean>();
         for (long seed = firstSeed; seed < firstSeed + graphs; seed++) {
-            var options = RandomGraphs.Options.defaults().withWorldSize(1 + (int) (seed % 2)).withMaxNodes(8 + (int) (seed % 4) * 8)
-                    .withDTypes(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32, DType.INT8, DType.INT64, DType.BOOL);
-            Graph g;
-            try {
-                g = RandomGraphs.generate(seed, options);
-            } catch (RuntimeException e) {
-                g = RandomGraphs.generate(seed, options.withDTypes(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32));
-            }
-            LoweredGraph lowered = Lowering.lower(g, LoweringOptions.world(options.worldSize()));
+            LoweredGraph lowered = Lowering.lower(randomGraph(seed), LoweringOptions.world(1 + (int) (seed % 2)));
             Plan plan = Planner.plan(lowered);
             for (Kernel k : plan.kernels()) {
                 var types = new HashMap<String, DType>();
