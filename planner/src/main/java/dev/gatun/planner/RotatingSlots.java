@@ -5,8 +5,8 @@ import dev.gatun.ir.DType;
 
 /**
  * The receive slots of a barrier-free all-reduce on one rank ({@code Algorithm.BARRIER_FREE}): a region of a
- * rotating pool, at the same offset on every rank of the group, laid out as a 16-byte header (the rank's call
- * counter, a {@code long}) and then three <em>rounds</em>, each {@code ranks} slots of {@code elements} elements:
+ * rotating pool, at the same offset on every rank of the group, laid out as a header (the rank's call
+ * counters, see {@link #HEADER}) and then three <em>rounds</em>, each {@code ranks} slots of {@code elements} elements:
  * slot {@code p} of a round holds what group member {@code p} pushed.
  *
  * <p>The protocol, on every backend. Call {@code c} uses round {@code c mod 3}. A rank first pushes its input into
@@ -17,7 +17,7 @@ import dev.gatun.ir.DType;
  * no longer the sentinel (spinning on the data itself, with a bounded wait). Last it writes the sentinel over the
  * round of call {@code c - 1}, which is used again at call {@code c + 2}: no member can push into it before this
  * rank's push of call {@code c + 1}, which comes after the clearing, so no barrier is needed. A new region holds
- * the sentinel everywhere and a zero counter.
+ * the sentinel everywhere (all bits set: a memset) and zero counters.
  *
  * @param pool     the rotating pool
  * @param offset   the region's offset in it
@@ -26,8 +26,12 @@ import dev.gatun.ir.DType;
  * @param dtype    f32, f16 or bf16
  */
 public record RotatingSlots(String pool, long offset, int ranks, long elements, DType dtype) {
-    /** Bytes before the first round: the call counter, padded so rounds start 16-byte aligned. */
-    public static final long HEADER = 16;
+    /**
+     * Bytes before the first round: the call counters, a {@code u32} for each of up to 256 blocks of a GPU kernel
+     * (each block runs the protocol on its own tile of the elements); the host backend keeps one {@code long} in the
+     * first 8 bytes.
+     */
+    public static final long HEADER = 1024;
     public static final int ROUNDS = 3;
 
     public RotatingSlots {

@@ -32,8 +32,8 @@ class BarrierFreePlanTest {
         assertThat(collectives).hasSize(4).allSatisfy(c -> {
             assertThat(c.call().algorithm()).isEqualTo(Algorithm.BARRIER_FREE);
             assertThat(c.input().isSymmetric()).isFalse();
-            // a counter and three rounds of one 16-float slot per rank
-            assertThat(c.slots().bytes()).isEqualTo(16 + 3 * Math.ceilDiv(world * 16 * 4, 16) * 16L);
+            // the counters and three rounds of one 16-float slot per rank
+            assertThat(c.slots().bytes()).isEqualTo(RotatingSlots.HEADER + 3 * Math.ceilDiv(world * 16 * 4, 16) * 16L);
             assertThat(c.slots().ranks()).isEqualTo(world);
             assertThat(c.format()).contains("no barrier: pushes into the members' rotating slots " + rotating.getFirst().name() + "[");
         });

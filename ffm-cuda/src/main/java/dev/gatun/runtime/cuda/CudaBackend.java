@@ -2,11 +2,8 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Cuda;
 import dev.gatun.cuda.CudaProbe;
-import dev.gatun.ir.Algorithm;
 import dev.gatun.planner.Plan;
-import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;
-import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.World;
 import dev.gatun.runtime.spi.Backend;
 import dev.gatun.runtime.spi.Executable;
@@ -99,11 +96,6 @@ public final class CudaBackend implements Backend {
     }
 
     @Override public Executable load(Plan plan, CompileOptions options) {
-        for (var st : plan.steps())
-            if (st instanceof Step.Collective c && c.call().algorithm() == Algorithm.BARRIER_FREE)
-                throw new GatunRuntimeException("plan '" + plan.name() + "': " + c.output().name() + " = " + c.call().opName()
-                        + " runs on the host backend only so far; on the CUDA backend force one_shot (CompileOptions.forceAllReduce(Algorithm.ONE_SHOT))"
-                        + " or leave the choice to Gatun");
         return new CudaExecutable(plan, options, gpu(options));
     }
 }

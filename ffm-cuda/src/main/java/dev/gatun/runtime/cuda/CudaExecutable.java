@@ -651,6 +651,8 @@ final class CudaExecutable implements Executable {
                 // a world of one rank, or a rank outside the group: the input passes through
                 if (c.copiesIn()) copyIn(in);
                 copy(src, out, bytes(in));
+            } else if (c.slots() != null) {
+                exe.dist.barrierFree(c, src, out, exe.stream);
             } else if (c.call().algorithm().isSymmetric()) {
                 var p = in.storage().placement();
                 long local = c.copiesIn() ? source[in.id()] : 0; // the kernel copies the caller's tensor in itself

@@ -72,8 +72,10 @@ final class Distributed implements AutoCloseable {
             slices.put(g.name(), g.slices(world));
         }
         var barrierGroups = new java.util.ArrayList<String>();
+        var rotating = new java.util.ArrayList<dev.gatun.planner.RotatingSlots>();
         boolean nccl = false;
         for (Step s : plan.steps()) {
+            if (s instanceof Step.Collective c && c.slots() != null) rotating.add(c.slots());
             if (s instanceof Step.Barrier b) barrierGroups.add(b.group());
             if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
             if (s instanceof Step.CollectiveBatch b) barrierGroups.add(b.first().call().group());
@@ -82,12 +84,22 @@ final class Distributed implements AutoCloseable {
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where
         // several ranks share one GPU (their spin barriers wait for each other's blocks)
         var sharing = GpuSharing.of(rendezvous, prefix, device, options.ranksPerGpu(), settings.hardwareQueues(), timeout);
-        sharing.check(plan.name(), !barrierGroups.isEmpty(), nccl);
+        // a barrier-free all-reduce spins on its peers' data as a barrier spins on their signals
+        sharing.check(plan.name(), !barrierGroups.isEmpty() || !rotating.isEmpty(), nccl);
         this.colocated = sharing.mostRanksOnOneGpu();
         this.blocks = Math.max(1, Math.min(SymmetricKernels.MAX_BLOCKS, Math.min(128, sharing.fewestMultiprocessors() / colocated)));
         this.heap = new SymmetricHeap(device, stream, rendezvous, prefix);
         heap.open(plan, members, barrierGroups, localPools, vmmPools, timeout);
-        if (!barrierGroups.isEmpty() || colocated > 1) loadKernels(plan.name());
+        // rotating regions start with zero call counters and every slot holding the sentinel (all bits set)
+        for (var r : rotating) {
+            DeviceBuffer pool = localPools.get(r.pool());
+            if (pool == null) continue; // a rank outside the group
+            DeviceBuffer.wrap(device, pool.address() + r.offset(), dev.gatun.planner.RotatingSlots.HEADER).memsetAsync(0, stream);
+            DeviceBuffer.wrap(device, pool.address() + r.offset() + dev.gatun.planner.RotatingSlots.HEADER, r.bytes() - dev.gatun.planner.RotatingSlots.HEADER)
+                    .memsetAsync(0xFF, stream);
+        }
+        stream.synchronize();
+        if (!barrierGroups.isEmpty() || !rotating.isEmpty() || colocated > 1) loadKernels(plan.name());
         if (nccl) openComms(plan, prefix, timeout);
         // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
         // its context), a rank still loading must not wait for a peer's collective that spins until this rank
@@ -105,7 +117,7 @@ final class Distributed implements AutoCloseable {
         // fenceSc (GATUN_FENCE_SC=1) adds a full system fence before every signal: only to measure what the release store saves
         String source = settings.fenceSc() ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
         var module = CudaExecutable.compile(device, settings.cudaHome(), planName, "gatun_symmetric", source);
-        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast"))
+        for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast", "barrier_free"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         for (String op : List.of("all_gather", "broadcast"))
             for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
@@ -203,6 +215,21 @@ final class Distributed implements AutoCloseable {
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
                 call.kind() == CollectiveKind.BROADCAST ? call.root() : opCode(call.reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
                 abortFlag.address());
+    }
+
+    /**
+     * A barrier-free all-reduce ({@link dev.gatun.planner.RotatingSlots}): pushes {@code in} into this rank's slot of
+     * the call's round on every member, reduces its own round into {@code out} as the elements arrive, clears the last
+     * call's round. The grid is the one-shot's (the same on every rank: block b takes the same tile everywhere).
+     */
+    void barrierFree(Step.Collective c, long in, long out, Stream stream) {
+        var r = c.slots();
+        var sp = heap.pool(r.pool());
+        var g = sp.group();
+        long roundBytes = r.round(1) - r.round(0);
+        kernels.get("barrier_free_" + suffix(r.dtype())).launch(launchConfig(r.elements(), r.dtype(), stream),
+                sp.peerTable().address(), r.offset(), out, in, r.elements(), g.groupRank(), g.members().size(), opCode(c.call().reduceOp()),
+                dev.gatun.planner.RotatingSlots.HEADER, roundBytes, timeoutNanos, abortFlag.address());
     }
 
     /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */

@@ -318,6 +318,93 @@ final class SymmetricKernels {
             RAW_TYPES(all_gather)
             RAW_TYPES(broadcast)
 
+            // ---- barrier-free all-reduce (the planner's RotatingSlots): regions[p] is member p's rotating pool; a region
+            // at offset holds one u32 call counter per block (HEADER bytes), then three rounds of `world` slots of n
+            // elements, round_bytes apart. Block b handles the same tile of elements on every rank: it pushes its tile
+            // into its own slot of this call's round on every member, reduces its tile of its own round as each element
+            // arrives (an element holds all ones, a NaN no pushed element has, until its value lands), and clears its
+            // tile of the last call's round. No barrier: a member can be at most one call ahead, and the round it pushes
+            // into then is neither the one read nor the one cleared.
+            template <typename T> struct Raw;
+            template <> struct Raw<float> {
+                typedef u32 U; static constexpr u32 NAN_BITS = 0x7FC00000u;
+                __device__ static float value(U v) { return __uint_as_float(v); }
+            };
+            template <> struct Raw<__half> {
+                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7E00u;
+                __device__ static float value(U v) { return __half2float(__ushort_as_half(v)); }
+            };
+            template <> struct Raw<__nv_bfloat16> {
+                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7FC0u;
+                __device__ static float value(U v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
+            };
+
+            template <typename T>
+            __device__ void barrier_free(const char* const* regions, long long offset, void* out, const char* in, long long n,
+                                         int rank, int world, int op, long long header, long long round_bytes, u64 timeout_ns,
+                                         const volatile u32* abort) {
+                typedef typename Raw<T>::U U;
+                const U sentinel = (U) ~0u;
+                __shared__ u32 call;
+                char* mine = (char*) regions[rank] + offset;
+                if (threadIdx.x == 0) {
+                    u32* counter = (u32*) mine + blockIdx.x;
+                    call = *counter;
+                    *counter = call + 1;
+                }
+                __syncthreads();
+                long long b, e;
+                if (!block_tile(0, n, &b, &e)) return;
+                const long long slot_bytes = n * (long long) sizeof(T), round = (long long) (call % 3u);
+                // push: this rank's slot of the round on every member, starting with the next one
+                for (int j = 1; j <= world; j++) {
+                    int p = (rank + j) % world;
+                    U* dst = (U*) ((char*) regions[p] + offset + header + round * round_bytes + rank * slot_bytes);
+                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
+                        U v = ((const U*) in)[i];
+                        dst[i] = v == sentinel ? (U) Raw<T>::NAN_BITS : v;
+                    }
+                }
+                // reduce: each element of each slot once it has arrived, in member order
+                const char* rounds = mine + header + round * round_bytes;
+                for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
+                    float acc = 0.0f;
+                    for (int p = 0; p < world; p++) {
+                        const volatile U* at = (const volatile U*) (rounds + p * slot_bytes) + i;
+                        U v = *at;
+                        if (v == sentinel) {
+                            u64 start = now_ns();
+                            unsigned spins = 0;
+                            while ((v = *at) == sentinel) {
+                                if ((++spins & 1023u) == 0) {
+                                    if (*abort) return;
+                                    if (now_ns() - start > timeout_ns) {
+                                        printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d's element %lld (barrier-free all-reduce, block %d, call %u)\\n",
+                                               rank, (u64) (timeout_ns / 1000000ull), p, i, (int) blockIdx.x, call);
+                                        __trap();
+                                    }
+                                }
+                            }
+                        }
+                        float f = Raw<T>::value(v);
+                        acc = p == 0 ? f : combine(op, acc, f);
+                    }
+                    Vec<T>::set(out, i, finish(op, acc, world));
+                }
+                // clear this block's tile of the last call's round, in every slot: it is used again two calls from now,
+                // and a member pushes into it only after this rank's next push, which a later kernel makes once this
+                // one (its clearing stores included) is complete: no fence needed
+                char* last = mine + header + ((round + 2) % 3) * round_bytes;
+                for (int p = 0; p < world; p++)
+                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) ((U*) (last + p * slot_bytes))[i] = sentinel;
+            }
+            #define BARRIER_FREE_ARGS const char* const* regions, long long offset, void* out, const char* in, long long n, int rank, \
+                                      int world, int op, long long header, long long round_bytes, u64 timeout_ns, const volatile u32* abort
+            #define INSTANTIATE_BARRIER_FREE(T, SUFFIX) \
+                extern "C" __global__ void __launch_bounds__(512) barrier_free_##SUFFIX(BARRIER_FREE_ARGS) { \
+                    barrier_free<T>(regions, offset, out, in, n, rank, world, op, header, round_bytes, timeout_ns, abort); }
+            INSTANTIATE_BARRIER_FREE(float, f32) INSTANTIATE_BARRIER_FREE(__half, f16) INSTANTIATE_BARRIER_FREE(__nv_bfloat16, bf16)
+
             // A device-to-device copy by the SMs, for ranks that share a GPU (no copy-engine queue shared with a peer).
             extern "C" __global__ void gatun_copy(const char* src, char* dst, long long bytes) {
                 long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;

@@ -38,7 +38,8 @@ class CudaCodegenCompileTest {
         for (String variant : List.of("", "#define GATUN_FENCE_SC\n")) {
             var r = CudaCodegenFixtures.compile(nvcc, dir, variant.isEmpty() ? "symm" : "symm_fence", variant + SymmetricKernels.SOURCE);
             assertThat(r.ok()).as(r.log()).isTrue();
-            for (String k : List.of("one_shot_f32", "one_shot_multi_bf16", "two_shot_bf16", "reduce_scatter_f16", "all_gather_f32", "gatun_barrier"))
+            for (String k : List.of("one_shot_f32", "one_shot_multi_bf16", "two_shot_bf16", "reduce_scatter_f16", "all_gather_f32", "gatun_barrier",
+                    "barrier_free_f32", "barrier_free_f16", "barrier_free_bf16"))
                 assertThat(r.ptx()).contains(".entry " + k);
             assertThat(r.ptx().contains("membar.sys") || r.ptx().contains("fence.sc.sys")).isEqualTo(!variant.isEmpty());
         }

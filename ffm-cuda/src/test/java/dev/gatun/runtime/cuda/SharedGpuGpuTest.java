@@ -91,6 +91,50 @@ class SharedGpuGpuTest {
         });
     }
 
+    /**
+     * The barrier-free all-reduce with ranks sharing the GPU: the seeds' graph over hundreds of calls with new inputs
+     * each call, replayed and eager, against its closed form; then bf16 inputs holding the sentinel's bits, other NaNs
+     * and negative zeros, bit for bit against the one-shot all-reduce.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void barrierFreeAllReduceWithRanksSharingOneGpu(int world) {
+        LocalWorld.run(world, rv -> {
+            int rank = rv.rank();
+            for (boolean replay : new boolean[]{false, true}) {
+                try (var s = Session.compile(MultiGpuCheck.seedsGraph(8), shared(world, rv).cudaGraphs(replay).forceAllReduce(Algorithm.BARRIER_FREE))) {
+                    assertThat(s.plan().toString()).contains("all_reduce.barrier_free");
+                    for (int call = 0; call < 300; call++) {
+                        // x = rank + 1 + call on every rank: d = world * (3 * sum(x) + 6 * world)
+                        double sum = world * (world + 1) / 2.0 + (double) world * call;
+                        float want = (float) (world * (3 * sum + 6 * world));
+                        assertThat(s.runToHost(Map.of("x", NDArray.full(F32, rank + 1 + call, 8, 8))).get("d").toFloatArray())
+                                .as("call %d", call).containsOnly(want);
+                    }
+                }
+            }
+            var g = Gatun.graph("adversarial").world(world);
+            g.output("y", g.input("x", DType.BF16, 33, 7).allReduce(SUM));
+            Graph graph = g.build();
+            NDArray x = NDArray.random(DType.BF16, 5 + rank, 33, 7);
+            short[] bits = {(short) 0xFFFF, (short) 0x8000, (short) 0x7F81, (short) 0xFFC0};
+            for (int i = 0; i < 33 * 7; i += 5) x.segment().setAtIndex(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, i, bits[(i / 5 + rank) % bits.length]);
+            try (var free = Session.compile(graph, shared(world, rv).forceAllReduce(Algorithm.BARRIER_FREE));
+                 var shot = Session.compile(graph, shared(world, rv).forceAllReduce(Algorithm.ONE_SHOT))) {
+                for (int call = 0; call < 5; call++) {
+                    NDArray got = free.runToHost(Map.of("x", x)).get("y"), want = shot.runToHost(Map.of("x", x)).get("y");
+                    for (int i = 0; i < 33 * 7; i++) {
+                        short a = got.segment().getAtIndex(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, i);
+                        short b = want.segment().getAtIndex(java.lang.foreign.ValueLayout.JAVA_SHORT_UNALIGNED, i);
+                        boolean nan = Float.isNaN(Float.intBitsToFloat(b << 16));
+                        if (nan) assertThat(Float.intBitsToFloat(a << 16)).as("element %d", i).isNaN();
+                        else assertThat(a).as("element %d", i).isEqualTo(b);
+                    }
+                }
+            }
+        });
+    }
+
     /** A dp=2 x tp=2 mesh of four ranks on one GPU: hand-computed values, then random graphs on both axes against the reference. */
     @Test
     void aTwoByTwoMeshOnOneGpu() {
