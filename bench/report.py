@@ -41,7 +41,7 @@ PEER_WORKLOADS = ["all_reduce", "seeds", "mlp"] + NORM_WORKLOADS
 SYSTEM_ORDER = ["gatun", "pytorch"]
 SYSTEM_LABEL = {"gatun": "Gatun", "pytorch": "PT"}
 VARIANT_ORDER = {
-    "gatun": ["auto", "default", "one_shot", "two_shot", "nccl", "path2", "path3", "d2d_copy"],
+    "gatun": ["auto", "default", "one_shot", "two_shot", "barrier_free", "nccl", "path2", "path3", "d2d_copy"],
     "pytorch": ["symm_one_shot", "symm_two_shot", "nccl", "compile_auto_select", "compile", "compile_nn", "eager",
                 "eager_nn", "d2d_copy"],
 }

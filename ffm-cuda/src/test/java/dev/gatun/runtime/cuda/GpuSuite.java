@@ -115,7 +115,7 @@ public final class GpuSuite {
     void allReduce(DType t, long[] sides) {
         for (long side : sides) {
             var c = allReduceCase("allreduce", t, side);
-            for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.NCCL, null}) {
+            for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.BARRIER_FREE, Algorithm.NCCL, null}) {
                 var options = CompileOptions.world(world);
                 if (a != null) options = options.forceAllReduce(a);
                 String variant = a == null ? "auto" : a.name().toLowerCase(Locale.ROOT);
