@@ -695,18 +695,8 @@ final class CudaCodegen {
                 line(2, "}", null);
             }
             if (k.stores().stream().anyMatch(Kernel.Store::perRow)) {
-                boolean[] element = k.perElement();
-                boolean[] rowNeeds = new boolean[k.locals().size()];
-                for (var st : k.stores()) if (st.perRow()) rowNeeds[st.local()] = true;
-                for (int i = rowNeeds.length - 1; i >= 0; i--) if (rowNeeds[i]) markReads(k.locals().get(i), rowNeeds);
-                for (int i = 0; i < rowNeeds.length; i++) rowNeeds[i] &= !element[i];
                 line(2, "if (threadIdx.x == 0) {", "what is one value per row");
-                locals(3, load, rowNeeds);
-                for (int s = 0; s < outTypes.length; s++) {
-                    var st = k.stores().get(s);
-                    if (!st.perRow()) continue;
-                    line(3, "out" + s + "[" + place(st, "o", 0) + "] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer().name());
-                }
+                rowStores(3, load, rowStoreNeeds());
                 line(2, "}", null);
             }
             line(2, "__syncthreads();", "shared memory is reused by the next row");
@@ -934,13 +924,8 @@ final class CudaCodegen {
             line(3, "}", null);
             line(3, "__syncthreads();", "read before the next pass writes it");
             line(2, "}", null);
-            boolean rowStores = k.stores().stream().anyMatch(Kernel.Store::perRow);
-            if (rowStores) {
-                boolean[] element = k.perElement();
-                boolean[] rowNeeds = new boolean[k.locals().size()];
-                for (var st : k.stores()) if (st.perRow()) rowNeeds[st.local()] = true;
-                for (int i = rowNeeds.length - 1; i >= 0; i--) if (rowNeeds[i]) markReads(k.locals().get(i), rowNeeds);
-                for (int i = 0; i < rowNeeds.length; i++) rowNeeds[i] &= !element[i];
+            if (k.stores().stream().anyMatch(Kernel.Store::perRow)) {
+                boolean[] rowNeeds = rowStoreNeeds();
                 Function<KExpr.Load, String> rowLoad = l -> "in" + l.input() + "[" + rowBase(l) + "]";
                 line(2, "#pragma unroll", null);
                 line(2, "for (int m = 0; m < " + per + "; m++) {", "each row's reductions, then its per-row values");
@@ -956,16 +941,29 @@ final class CudaCodegen {
                 for (int i = 0; i < rowNeeds.length; i++) if (rowNeeds[i]) for (KExpr.Load l : loadsOf(k.locals().get(i))) rowDims.addAll(rowDigits(l));
                 line(3, "if (lane == 0) {", null);
                 unravel(4, "o", 0, rank, rowDims);
-                locals(4, rowLoad, rowNeeds);
-                for (int s = 0; s < outTypes.length; s++) {
-                    var st = k.stores().get(s);
-                    if (!st.perRow()) continue;
-                    line(4, "out" + s + "[" + place(st, "o", 0) + "] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer().name());
-                }
+                rowStores(4, rowLoad, rowNeeds);
                 line(3, "}", null);
                 line(2, "}", null);
             }
             line(1, "}", null);
+        }
+
+        /** The locals the per-row stores need that are one value per row (what they read, not the row's elements). */
+        private boolean[] rowStoreNeeds() {
+            boolean[] element = k.perElement(), needs = new boolean[k.locals().size()];
+            for (var st : k.stores()) if (st.perRow()) needs[st.local()] = true;
+            for (int i = needs.length - 1; i >= 0; i--) if (needs[i]) markReads(k.locals().get(i), needs);
+            for (int i = 0; i < needs.length; i++) needs[i] &= !element[i];
+            return needs;
+        }
+
+        /** The per-row values ({@code needs}, from {@link #rowStoreNeeds}) and their stores at the row {@code o}. */
+        private void rowStores(int indent, Function<KExpr.Load, String> load, boolean[] needs) {
+            locals(indent, load, needs);
+            for (int s = 0; s < outTypes.length; s++) {
+                var st = k.stores().get(s);
+                if (st.perRow()) line(indent, "out" + s + "[" + place(st, "o", 0) + "] = " + store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", st.buffer().name());
+            }
         }
 
         /** Most element values a thread keeps in registers for later phases, beyond the row's inputs. */

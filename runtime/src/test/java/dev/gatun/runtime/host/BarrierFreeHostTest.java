@@ -1,6 +1,5 @@
 package dev.gatun.runtime.host;
 
-import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
@@ -15,7 +14,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
-import static dev.gatun.ir.graph.ReduceOp.SUM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -28,15 +26,7 @@ class BarrierFreeHostTest {
         return in;
     }
 
-    static Graph seeds(DType t) {
-        var g = Gatun.graph("seeds");
-        var x = g.input("x", t, 8, 8);
-        var a = x.add(1).allReduce(SUM);
-        var b = x.add(2).allReduce(SUM);
-        var c = x.add(3).allReduce(SUM);
-        g.output("d", a.add(b).add(c).allReduce(SUM));
-        return g.build();
-    }
+    static Graph seeds(DType t) { return HostSessionTest.seeds(t, 8); }
 
     /**
      * Worlds of 2 to 4 with random rank delays, 80 calls each with new inputs: every rank's result is the reference's,

@@ -23,9 +23,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 class HostSessionTest {
 
-    static Graph seeds(int n) {
+    static Graph seeds(int n) { return seeds(F32, n); }
+
+    static Graph seeds(dev.gatun.ir.DType t, int n) {
         var g = Gatun.graph("seeds");
-        var x = g.input("x", F32, n, n);
+        var x = g.input("x", t, n, n);
         var a = x.add(1).allReduce(SUM);
         var b = x.add(2).allReduce(SUM);
         var c = x.add(3).allReduce(SUM);
