@@ -42,7 +42,7 @@ SYSTEM_ORDER = ["gatun", "pytorch"]
 SYSTEM_LABEL = {"gatun": "Gatun", "pytorch": "PT"}
 VARIANT_ORDER = {
     "gatun": ["auto", "default", "one_shot", "two_shot", "barrier_free", "nccl", "path2", "path3", "d2d_copy"],
-    "pytorch": ["symm_one_shot", "symm_two_shot", "nccl", "compile_auto_select", "compile", "compile_nn", "eager",
+    "pytorch": ["symm_one_shot", "symm_two_shot", "nccl", "symm_one_shot+eager", "nccl+eager", "compile_auto_select", "compile", "compile_nn", "eager",
                 "eager_nn", "d2d_copy"],
 }
 AUTOMATIC = {"all_reduce": "auto", "seeds": "default", "mlp": "default", **{w: "default" for w in NORM_WORKLOADS}}

@@ -4,6 +4,7 @@
 Run on one machine with W GPUs (NVLink), through torchrun:
 
     torchrun --nproc_per_node W bench/torch_suite.py --workload all_reduce --out FILE [--iters N] [--dtypes f32,bf16]
+    torchrun --nproc_per_node W bench/torch_suite.py --workload ar_norm --out FILE [--iters N]
     torchrun --nproc_per_node W bench/torch_suite.py --workload seeds --shape S --mode replay|eager --out FILE
     torchrun --nproc_per_node W bench/torch_suite.py --workload mlp --tokens T --mode replay|eager --out FILE
     torchrun --nproc_per_node 1 bench/torch_suite.py --workload norms --op OP --shape RxC --dtype f32|bf16
@@ -16,6 +17,10 @@ Workloads
   all_reduce  sides 8, 64, 256, 512, 1024, 4096 (side x side), per dtype: nccl (torch.distributed.all_reduce),
               symm_one_shot (torch.ops.symm_mem.one_shot_all_reduce), symm_two_shot
               (torch.ops.symm_mem.two_shot_all_reduce_), each eager and captured in a torch.cuda.CUDAGraph.
+  ar_norm     bf16 [T, H], T 1, 8, 64, 256, H 4096 and 8192: h = all_reduce(x) + residual;
+              y = h * rsqrt(mean(h * h, -1) + 1e-6) * w (RMSNorm in float32, as Llama's), unfused eager after
+              NCCL's all_reduce (nccl+eager) or symm_mem's one-shot on a symmetric input (symm_one_shot+eager),
+              each eager and captured in a torch.cuda.CUDAGraph; checked against float64.
   seeds       x [S, S] float32; a = ar(x+1), b = ar(x+2), c = ar(x+3), d = ar(a+b+c), ar = all-reduce (sum),
               written with functional collectives; compile_auto_select (torch.compile with
               torch._inductor.config._collective.auto_select = True; mode replay = mode="reduce-overhead",
@@ -94,6 +99,11 @@ ALL_REDUCE_VARIANTS = [("nccl", "eager"), ("nccl", "replay"),
                        ("symm_one_shot", "eager"), ("symm_one_shot", "replay"),
                        ("symm_two_shot", "eager"), ("symm_two_shot", "replay")]
 SEEDS_SIDES = [4, 64, 256, 1024]
+AR_NORM_TOKENS = [1, 8, 64, 256]
+AR_NORM_HIDDEN = [4096, 8192]
+AR_NORM_EPS = 1e-6
+AR_NORM_VARIANTS = [("nccl+eager", "eager"), ("nccl+eager", "replay"),
+                    ("symm_one_shot+eager", "eager"), ("symm_one_shot+eager", "replay")]
 MLP_TOKENS = [8, 128]
 HIDDEN = 4096
 FFN = 4 * HIDDEN
@@ -127,7 +137,7 @@ def check_env():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workload", required=True, choices=["all_reduce", "seeds", "mlp", "norms", "list-jobs"])
+    p.add_argument("--workload", required=True, choices=["all_reduce", "ar_norm", "seeds", "mlp", "norms", "list-jobs"])
     p.add_argument("--out", help="JSON-lines file the rows are appended to (rank 0)")
     p.add_argument("--iters", type=int, default=200, help="timed calls per cell (default 200)")
     p.add_argument("--warmup", type=int, default=50, help="warm-up calls per cell (default 50, at least 20)")
@@ -226,6 +236,12 @@ def plan(args, world):
                 for variant, mode in ALL_REDUCE_VARIANTS:
                     specs.append(dict(workload="all_reduce", variant=variant, mode=mode, dtype=dt,
                                       shape=f"{side}x{side}", bytes=side * side * (4 if dt == "f32" else 2)))
+    elif args.workload == "ar_norm":
+        for hidden in AR_NORM_HIDDEN:
+            for tokens in AR_NORM_TOKENS:
+                for variant, mode in AR_NORM_VARIANTS:
+                    specs.append(dict(workload="ar_norm", variant=variant, mode=mode, dtype="bf16",
+                                      shape=f"{tokens}x{hidden}", bytes=tokens * hidden * 2))
     elif args.workload == "norms":
         rows, cols = args.dims
         for variant in (LOOP_ORDER_VARIANTS if args.op == "loop_order" else NORM_VARIANTS):
@@ -717,6 +733,87 @@ class Suite:
             del base
             if self.cuda:
                 torch.cuda.empty_cache()
+
+    def ar_norm(self):
+        """all-reduce + residual add + RMSNorm, unfused eager PyTorch after NCCL's or symm_mem's one-shot all-reduce:
+        h = all_reduce(x) + residual; y = h * rsqrt(mean(h * h, -1) + eps) * w, in bf16 (the peer of Gatun's ar_norm)."""
+        torch, dist = self.torch, self.dist
+        symm_mem, symm_error = self.enable_symm_mem()
+        ops = torch.ops.symm_mem if symm_mem is not None else None
+        specs = iter(list(self.specs))
+        for hidden in AR_NORM_HIDDEN:
+            for tokens in AR_NORM_TOKENS:
+                n = tokens * hidden
+                gen = lambda seed: torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(seed))
+                parts = [gen(3000 + r).to(torch.bfloat16) for r in range(self.world)]
+                residual = gen(2999).to(torch.bfloat16)
+                w = torch.randn(hidden, generator=torch.Generator().manual_seed(2998)).to(torch.bfloat16)
+                h64 = torch.stack([p.double() for p in parts]).sum(0) + residual.double()
+                ref = (h64 * torch.rsqrt((h64 * h64).mean(-1, keepdim=True) + AR_NORM_EPS) * w.double()).to(self.dev)
+                x, residual, w = parts[self.rank].to(self.dev), residual.to(self.dev), w.to(self.dev)
+                del parts, h64
+
+                def tail(s):
+                    h = s.view(tokens, hidden) + residual
+                    hf = h.float()
+                    return (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + AR_NORM_EPS)).to(torch.bfloat16) * w
+
+                def nccl(replay, x=x, ref=ref):
+                    buf = torch.empty_like(x)
+
+                    def call():
+                        buf.copy_(x)  # in place: every call reduces a fresh copy of the input
+                        dist.all_reduce(buf)
+                        return tail(buf)
+                    if replay:
+                        if not self.cuda:
+                            raise RuntimeError("CUDA graphs need --device cuda")
+                        g, out = self.capture(call)
+                        tm = self.time_calls(g.replay)
+                        g.replay()
+                    else:
+                        tm = self.time_calls(call)
+                        out = call()
+                    self.sync()
+                    return {**tm, **self.verdict(out, ref, TOLERANCE["bf16"])}
+
+                shared = {}
+
+                def one_shot(replay, x=x, ref=ref, shared=shared):
+                    if symm_mem is None:
+                        raise RuntimeError(f"symmetric memory unavailable: {symm_error}")
+                    if not self.cuda:
+                        raise RuntimeError("symmetric memory needs --device cuda")
+                    if "t" not in shared:  # one symmetric buffer per shape, for both modes
+                        shared["t"] = symm_mem.empty(n, dtype=x.dtype, device=self.dev)
+                        symm_mem.rendezvous(shared["t"], self.group_name)
+                    t = shared["t"]
+                    t.copy_(x.reshape(-1))  # the input lives in the symmetric buffer: out of place, no copy per call
+                    self.sync()
+                    self.barrier()
+
+                    def call():
+                        return tail(ops.one_shot_all_reduce(t, "sum", self.group_name))
+                    if replay:
+                        g, out = self.capture(call)
+                        tm = self.time_calls(g.replay)
+                        g.replay()
+                    else:
+                        tm = self.time_calls(call)
+                        out = call()
+                    self.sync()
+                    return {**tm, **self.verdict(out, ref, TOLERANCE["bf16"])}
+
+                bodies = {("nccl+eager", "eager"): lambda: nccl(False), ("nccl+eager", "replay"): lambda: nccl(True),
+                          ("symm_one_shot+eager", "eager"): lambda: one_shot(False),
+                          ("symm_one_shot+eager", "replay"): lambda: one_shot(True)}
+                for variant, mode in AR_NORM_VARIANTS:
+                    spec = next(specs)
+                    assert (spec["variant"], spec["mode"], spec["shape"]) == (variant, mode, f"{tokens}x{hidden}")
+                    self.run(spec, bodies[(variant, mode)])
+                del x, ref, residual, w, bodies, shared
+                if self.cuda:
+                    torch.cuda.empty_cache()
 
     def compiled_variants(self, make_fn, inputs, check):
         """Runs the planned compile_auto_select (and eager) rows of a seeds/mlp process.

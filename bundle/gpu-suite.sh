@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
-#   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,input_path,host_overhead,norms]
+#   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms]
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
-ITERS=200 ONLY=all_reduce,seeds,mlp,input_path,host_overhead,norms GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS="" MODES=replay,eager
+ITERS=200 ONLY=all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms GATUN=1 TORCH=1 GATUN_ARGS="" WORLDS="" MODES=replay,eager
 while [ $# -gt 0 ]; do
   case $1 in
     --worlds) WORLDS=$2; shift 2 ;;
@@ -64,6 +64,7 @@ for P in "${PASSES[@]}"; do
   torch() { timeout "${1}" torchrun --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
     | tee -a "$OUT/torch.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"; }
   [[ ,$ONLY_W, == *,all_reduce,* ]] && torch 600 --workload all_reduce --deadline-s 420
+  [[ ,$ONLY_W, == *,ar_norm,* ]] && torch 600 --workload ar_norm --deadline-s 420
   python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
     wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
     op=$(sed -n 's/.*--op \([a-z_]*\).*/\1/p' <<< "$job")  # norms jobs: one op each, selectable by name

@@ -41,7 +41,7 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  * <pre>
  * --out FILE            rows (JSON lines), appended
  * --iters N             timed calls per cell (default 200), after 50 warm-up calls
- * --only a,b            workloads: all_reduce, seeds, mlp, input_path, host_overhead, norms (default all);
+ * --only a,b            workloads: all_reduce, seeds, mlp, ar_norm, input_path, host_overhead, norms (default all);
  *                       norms (world 1 only) is layernorm, rmsnorm, softmax and loop_order, also named one by one
  * --dtypes f32,bf16     all-reduce dtypes
  * --sides 8,64,...      all-reduce shapes (side x side)
@@ -82,7 +82,7 @@ public final class GpuSuite {
         var rv = dev.gatun.runtime.World.fromEnvironment(System.getenv()).rendezvous();
         Watchdog.startFromEnvironment("rank " + rv.rank());
         var suite = new GpuSuite(rv, Integer.parseInt(opts.getOrDefault("iters", "200")), Path.of(opts.getOrDefault("out", "gatun-rows.jsonl")));
-        List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,input_path,host_overhead,norms").split(","));
+        List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms").split(","));
         long[] sides = Arrays.stream(opts.getOrDefault("sides", "8,64,256,512,1024,4096").split(",")).mapToLong(Long::parseLong).toArray();
         if (only.contains("host_overhead")) suite.hostOverhead();
         if (only.contains("all_reduce"))
@@ -90,6 +90,7 @@ public final class GpuSuite {
         if (only.contains("input_path")) suite.inputPaths(sides);
         if (only.contains("seeds")) suite.seeds(new long[]{4, 64, 256, 1024});
         if (only.contains("mlp")) for (int tokens : new int[]{8, 128}) suite.mlp(tokens);
+        if (only.contains("ar_norm")) suite.arNorm();
         var normOps = Arrays.stream(NormWorkloads.Op.values()).filter(o -> only.contains("norms") || only.contains(o.id)).toList();
         List<String> modes = List.of(opts.getOrDefault("modes", "replay,eager").split(","));
         for (String m : modes) if (!m.equals("replay") && !m.equals("eager")) throw new IllegalArgumentException("--modes takes replay and eager, got '" + m + "'");
@@ -170,6 +171,60 @@ public final class GpuSuite {
         run("mlp", "default", DType.BF16, tokens + "x" + hidden, (long) tokens * hidden * 2, mlpGraph(world, tokens, hidden),
                 CompileOptions.world(world), mlpInputs(rank, world, tokens, hidden), java.util.Set.of("w1", "w2"), "y",
                 mlpReference(world, tokens, hidden, 4), 2e-2, true);
+    }
+
+    /** Tokens and hidden sizes of the all-reduce + residual + RMSNorm workload (a decoder layer's tail in bf16). */
+    static final int[] AR_NORM_TOKENS = {1, 8, 64, 256}, AR_NORM_HIDDEN = {4096, 8192};
+    static final double AR_NORM_EPS = 1e-6;
+
+    /**
+     * {@code h = all_reduce(x) + residual; y = h * rsqrt(mean(h * h, -1) + eps) * w}, outputs y and h, in bf16: Gatun's
+     * automatic choice and the one-shot and barrier-free all-reduces forced. Until collectives take their pointwise
+     * consumers in, the plan is the all-reduce and one row kernel; the cell's note says how many launches.
+     */
+    void arNorm() {
+        for (int hidden : AR_NORM_HIDDEN)
+            for (int tokens : AR_NORM_TOKENS) {
+                Graph graph = arNormGraph(tokens, hidden);
+                double[] ref = arNormReference(world, tokens, hidden);
+                for (Algorithm a : new Algorithm[]{null, Algorithm.ONE_SHOT, Algorithm.BARRIER_FREE}) {
+                    var options = CompileOptions.world(world);
+                    if (a != null) options = options.forceAllReduce(a);
+                    run("ar_norm", a == null ? "auto" : a.name().toLowerCase(Locale.ROOT), DType.BF16, tokens + "x" + hidden, (long) tokens * hidden * 2,
+                            graph, options, arNormInputs(rank, tokens, hidden), java.util.Set.of("w"), "y", ref, tolerance(DType.BF16), false);
+                }
+            }
+    }
+
+    static Graph arNormGraph(int tokens, int hidden) {
+        var g = Gatun.graph("ar_norm");
+        Tensor x = g.input("x", DType.BF16, tokens, hidden), residual = g.input("residual", DType.BF16, tokens, hidden), w = g.input("w", DType.BF16, hidden);
+        Tensor h = x.allReduce(SUM).add(residual);
+        g.output("y", h.mul(h.mul(h).mean(true, -1).add(AR_NORM_EPS).rsqrt()).mul(w));
+        g.output("h", h);
+        return g.build();
+    }
+
+    /** Rank r's partial sums x (seeded per rank), the residual and the weight (the same on every rank). */
+    static Map<String, NDArray> arNormInputs(int rank, int tokens, int hidden) {
+        return Map.of("x", weights(300 + rank, tokens, hidden, 1.0), "residual", weights(299, tokens, hidden, 1.0), "w", weights(298, hidden));
+    }
+
+    /** y in float64 from the inputs as the ranks hold them (bf16 values), with no rounding in between. */
+    static double[] arNormReference(int world, int tokens, int hidden) {
+        double[] h = sumOverRanks(world, r -> arNormInputs(r, tokens, hidden).get("x"));
+        var in = arNormInputs(0, tokens, hidden);
+        double[] res = in.get("residual").toDoubleArray(), w = in.get("w").toDoubleArray(), y = new double[h.length];
+        for (int t = 0; t < tokens; t++) {
+            double ss = 0;
+            for (int i = 0; i < hidden; i++) {
+                h[t * hidden + i] += res[t * hidden + i];
+                ss += h[t * hidden + i] * h[t * hidden + i];
+            }
+            double scale = 1 / Math.sqrt(ss / hidden + AR_NORM_EPS);
+            for (int i = 0; i < hidden; i++) y[t * hidden + i] = h[t * hidden + i] * scale * w[i];
+        }
+        return y;
     }
 
     static Graph mlpGraph(int world, int tokens, int hidden) {
@@ -450,8 +505,12 @@ public final class GpuSuite {
     }
 
     /** Seeded uniform values with the variance of a unit normal, times {@code scale}, rounded to bfloat16. */
-    static NDArray weights(long seed, int rows, int cols, double scale) {
-        var a = NDArray.zeros(DType.BF16, rows, cols);
+    static NDArray weights(long seed, int rows, int cols, double scale) { return fill(NDArray.zeros(DType.BF16, rows, cols), seed, scale); }
+
+    /** The same for a vector of {@code n} (a norm's weight), scale 1. */
+    static NDArray weights(long seed, int n) { return fill(NDArray.zeros(DType.BF16, n), seed, 1.0); }
+
+    private static NDArray fill(NDArray a, long seed, double scale) {
         var rnd = new SplittableRandom(seed);
         double s = scale * Math.sqrt(3);
         for (long i = 0; i < a.numel(); i++) a.set(i, (rnd.nextDouble() * 2 - 1) * s);

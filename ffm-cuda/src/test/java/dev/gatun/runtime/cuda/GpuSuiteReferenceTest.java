@@ -52,6 +52,22 @@ class GpuSuiteReferenceTest {
         }
     }
 
+    /** all-reduce + residual + RMSNorm: the host backend, one-shot and barrier-free, agrees with the float64 reference. */
+    @Test
+    void arNormReferenceMatchesTheHostBackendWithinBfloat16Rounding() {
+        int world = 3, tokens = 4, hidden = 64;
+        var inputs = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++) inputs.add(GpuSuite.arNormInputs(r, tokens, hidden));
+        double[] ref = GpuSuite.arNormReference(world, tokens, hidden);
+        for (var a : new dev.gatun.ir.Algorithm[]{dev.gatun.ir.Algorithm.ONE_SHOT, dev.gatun.ir.Algorithm.BARRIER_FREE})
+            try (var s = Session.compile(GpuSuite.arNormGraph(tokens, hidden), CompileOptions.world(world).backend("host").forceAllReduce(a))) {
+                var out = s.runToHost(inputs);
+                for (int r = 0; r < world; r++) assertThat(GpuSuite.relativeError(out.get(r).get("y"), ref)).as("%s rank %d", a, r).isLessThan(1e-2).isGreaterThan(0);
+            }
+        // one rank's x alone is far from the sum over ranks
+        assertThat(GpuSuite.relativeError(NDArray.of(GpuSuite.arNormReference(1, tokens, hidden), tokens, hidden), ref)).isGreaterThan(0.1);
+    }
+
     /**
      * The norms family: each graph, written from primitives, run by the host backend agrees with its float64
      * reference (f32 within 1e-5, bf16 within bf16's 1e-2 but not exactly), and a reference off in one element fails.
