@@ -55,7 +55,7 @@ class ArchitectureTest {
     @Test
     void onlyTheEdgeReadsTheEnvironment() throws IOException {
         var all = new ArrayList<String[]>();
-        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "examples")) all.addAll(sources(m + "/src/main/java"));
+        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "models", "examples")) all.addAll(sources(m + "/src/main/java"));
         // the classes that turn the environment into options, the launcher, and the CUDA library's NVLink-multicast
         // interlock (a safety check that must see the real environment, never an option)
         var edge = Set.of(

@@ -1,0 +1,144 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.CompilationException;
+import dev.gatun.ir.json.Json;
+import dev.gatun.ir.json.JsonSyntaxException;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The shape of a Llama-architecture decoder, as a checkpoint's {@code config.json} states it (the field names of the
+ * Hugging Face layout most open checkpoints use).
+ *
+ * @param hiddenSize        {@code hidden_size}: the width of the residual stream
+ * @param layers            {@code num_hidden_layers}
+ * @param heads             {@code num_attention_heads}: query heads
+ * @param kvHeads           {@code num_key_value_heads}: key and value heads (grouped-query attention; {@code heads} when
+ *                          the file leaves it out)
+ * @param intermediateSize  {@code intermediate_size}: the width of the gated MLP
+ * @param vocabSize         {@code vocab_size}
+ * @param ropeTheta         {@code rope_theta} (10000 when left out)
+ * @param rmsNormEps        {@code rms_norm_eps} (1e-6 when left out)
+ * @param tieWordEmbeddings {@code tie_word_embeddings}: the output projection is the embedding (false when left out)
+ */
+public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
+                          double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings) {
+
+    public LlamaConfig {
+        positive("hidden_size", hiddenSize);
+        positive("num_hidden_layers", layers);
+        positive("num_attention_heads", heads);
+        positive("num_key_value_heads", kvHeads);
+        positive("intermediate_size", intermediateSize);
+        positive("vocab_size", vocabSize);
+        if (hiddenSize % heads != 0)
+            throw new IllegalArgumentException("hidden_size " + hiddenSize + " is not a multiple of num_attention_heads " + heads);
+        if (heads % kvHeads != 0)
+            throw new IllegalArgumentException("num_attention_heads " + heads + " is not a multiple of num_key_value_heads " + kvHeads);
+        if (hiddenSize / heads % 2 != 0) throw new IllegalArgumentException("the head dimension " + hiddenSize / heads + " is odd: rotary embeddings rotate pairs");
+        if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new IllegalArgumentException("rope_theta must be positive and finite, not " + ropeTheta);
+        if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new IllegalArgumentException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
+    }
+
+    private static void positive(String field, int v) {
+        if (v < 1) throw new IllegalArgumentException(field + " must be at least 1, not " + v);
+    }
+
+    /** The width of one attention head: {@code hidden_size / num_attention_heads}. */
+    public int headDim() { return hiddenSize / heads; }
+
+    /** Query heads that share one key and value head. */
+    public int groupSize() { return heads / kvHeads; }
+
+    /**
+     * Refuses a tensor-parallel degree this shape cannot be split over: Megatron-style parallelism gives each rank
+     * whole query and key-value heads and an equal share of the MLP's width.
+     */
+    public void checkTensorParallel(int tp) {
+        if (tp < 1) throw new CompilationException("tensor-parallel degree must be at least 1, not " + tp);
+        for (var e : Map.of("num_attention_heads", heads, "num_key_value_heads", kvHeads, "intermediate_size", intermediateSize).entrySet())
+            if (e.getValue() % tp != 0)
+                throw new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + e.getKey() + " = " + e.getValue()
+                        + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
+                        + "num_attention_heads, num_key_value_heads and intermediate_size");
+    }
+
+    /** Reads {@code config.json}: a missing or ill-typed field is refused naming the file and the field. */
+    public static LlamaConfig read(Path file) throws IOException {
+        String text = Files.readString(file, StandardCharsets.UTF_8);
+        Json root;
+        try {
+            root = Json.parse(text.strip());
+        } catch (JsonSyntaxException e) {
+            throw new IOException(file + ": not JSON: " + e.getMessage(), e);
+        }
+        if (!(root instanceof Json.Obj obj)) throw new IOException(file + ": a JSON " + root.kind() + ", not an object");
+        var fields = new Fields(file, obj);
+        int heads = fields.integer("num_attention_heads", null);
+        try {
+            return new LlamaConfig(fields.integer("hidden_size", null), fields.integer("num_hidden_layers", null), heads,
+                    fields.integer("num_key_value_heads", heads), fields.integer("intermediate_size", null), fields.integer("vocab_size", null),
+                    fields.number("rope_theta", 10000.0), fields.number("rms_norm_eps", 1e-6), fields.bool("tie_word_embeddings", false));
+        } catch (IllegalArgumentException e) {
+            throw new IOException(file + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Writes {@code config.json} in the same layout, with {@code "model_type": "llama"}. */
+    public void write(Path file) throws IOException {
+        var m = new LinkedHashMap<String, String>();
+        m.put("model_type", "\"llama\"");
+        m.put("architectures", "[\"LlamaForCausalLM\"]");
+        m.put("hidden_size", Integer.toString(hiddenSize));
+        m.put("num_hidden_layers", Integer.toString(layers));
+        m.put("num_attention_heads", Integer.toString(heads));
+        m.put("num_key_value_heads", Integer.toString(kvHeads));
+        m.put("intermediate_size", Integer.toString(intermediateSize));
+        m.put("vocab_size", Integer.toString(vocabSize));
+        m.put("rope_theta", Double.toString(ropeTheta));
+        m.put("rms_norm_eps", String.format(Locale.ROOT, "%.17g", rmsNormEps));
+        m.put("tie_word_embeddings", Boolean.toString(tieWordEmbeddings));
+        m.put("hidden_act", "\"silu\"");
+        var sb = new StringBuilder("{\n");
+        int i = 0;
+        for (var e : m.entrySet()) sb.append("  \"").append(e.getKey()).append("\": ").append(e.getValue()).append(++i < m.size() ? ",\n" : "\n");
+        Files.writeString(file, sb.append("}\n").toString(), StandardCharsets.UTF_8);
+    }
+
+    /** Typed reads of the fields of one file, each refusal naming the file and the field. */
+    private record Fields(Path file, Json.Obj obj) {
+        int integer(String name, Integer orElse) throws IOException {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) {
+                if (orElse != null) return orElse;
+                throw new IOException(file + ": field '" + name + "' is missing");
+            }
+            if (!(v instanceof Json.Num n)) throw new IOException(file + ": field '" + name + "' is a JSON " + v.kind() + ", not a number");
+            try {
+                return Integer.parseInt(n.text());
+            } catch (NumberFormatException e) {
+                throw new IOException(file + ": field '" + name + "' is " + n.text() + ", not a whole number that fits an int");
+            }
+        }
+
+        double number(String name, double orElse) throws IOException {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) return orElse;
+            if (!(v instanceof Json.Num n)) throw new IOException(file + ": field '" + name + "' is a JSON " + v.kind() + ", not a number");
+            return Double.parseDouble(n.text());
+        }
+
+        boolean bool(String name, boolean orElse) throws IOException {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) return orElse;
+            if (!(v instanceof Json.Bool b)) throw new IOException(file + ": field '" + name + "' is a JSON " + v.kind() + ", not true or false");
+            return b.value();
+        }
+    }
+}
