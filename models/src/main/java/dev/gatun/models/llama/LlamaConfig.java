@@ -58,15 +58,19 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /**
      * Refuses a tensor-parallel degree this shape cannot be split over: Megatron-style parallelism gives each rank
-     * whole query and key-value heads and an equal share of the MLP's width.
+     * whole query heads and an equal share of the MLP's width, and whole key-value heads, or, where there are fewer
+     * key-value heads than ranks, a replica of the one its query heads share.
      */
     public void checkTensorParallel(int tp) {
         if (tp < 1) throw new CompilationException("tensor-parallel degree must be at least 1, not " + tp);
-        for (var e : Map.of("num_attention_heads", heads, "num_key_value_heads", kvHeads, "intermediate_size", intermediateSize).entrySet())
+        for (var e : new java.util.TreeMap<>(Map.of("num_attention_heads", heads, "intermediate_size", intermediateSize)).entrySet())
             if (e.getValue() % tp != 0)
                 throw new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + e.getKey() + " = " + e.getValue()
                         + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
-                        + "num_attention_heads, num_key_value_heads and intermediate_size");
+                        + "num_attention_heads and intermediate_size");
+        if (kvHeads % tp != 0 && tp % kvHeads != 0)
+            throw new CompilationException("a tensor-parallel degree of " + tp + " neither divides num_key_value_heads = " + kvHeads
+                    + " nor is a multiple of it: each rank takes whole key-value heads or a replica of one");
     }
 
     /** Reads {@code config.json}: a missing or ill-typed field is refused naming the file and the field. */

@@ -73,8 +73,11 @@ class LlamaCheckpointTest {
     void tensorParallelDegreesMustSplitHeadsAndTheMlpEvenly() {
         TINY.checkTensorParallel(1);
         TINY.checkTensorParallel(2);
-        assertThatThrownBy(() -> TINY.checkTensorParallel(4)).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("does not divide num_key_value_heads = 2");
+        TINY.checkTensorParallel(4);   // 2 key-value heads, each replicated on 2 ranks
+        assertThatThrownBy(() -> TINY.checkTensorParallel(8)).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("does not divide num_attention_heads = 4");
+        var gqa = new LlamaConfig(96, 1, 6, 3, 96, 10, 10000, 1e-5, false);
+        assertThatThrownBy(() -> gqa.checkTensorParallel(2)).hasMessageContaining("neither divides num_key_value_heads = 3");
         assertThatThrownBy(() -> TINY.checkTensorParallel(0)).hasMessageContaining("at least 1");
     }
 

@@ -1,0 +1,154 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.SafeTensors;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * The Llama architecture's forward pass over a prompt of {@code tokens} tokens, written in the DSL, one rank's share of
+ * it under Megatron-style tensor parallelism of degree {@code tp}: each rank holds whole query heads (key and value
+ * heads too, or a replica of the one its query heads share when there are fewer key-value heads than ranks) and a
+ * slice of the MLP's width; the attention's output projection and the MLP's down projection each end in one
+ * all-reduce. The graph's output is {@code logits} [tokens, vocab], the same on every rank.
+ *
+ * <p>Inputs besides the weights: {@code tokens_onehot} [tokens, vocab] (the embedding is a product with it until
+ * the DSL has a gather), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
+ * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
+ * each rank's shard of the weights, from a checkpoint. The decoder with its KV cache and token-by-token decoding
+ * comes next; this is the prefill's arithmetic, the part every later phase shares.
+ */
+public final class LlamaPrefill {
+    private LlamaPrefill() {}
+
+    /** The graph of rank {@code rank}'s share (every rank's graph is the same but for the shards it is given). */
+    public static Graph graph(LlamaConfig c, int tokens, int tp, DType dtype) {
+        c.checkTensorParallel(tp);
+        int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
+        GraphBuilder g = Gatun.graph("llama_prefill").world(tp);
+        Tensor onehot = g.input("tokens_onehot", dtype, tokens, c.vocabSize());
+        Tensor cos = g.input("cos", dtype, tokens, d), sin = g.input("sin", dtype, tokens, d), mask = g.input("mask", dtype, tokens, tokens);
+        Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
+        Tensor x = onehot.matmul(embed);
+        for (int l = 0; l < c.layers(); l++) {
+            String p = "model.layers." + l + ".";
+            Tensor xn = rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            Tensor q = heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, hl * d, c.hiddenSize()).t()), tokens, hl, d);
+            Tensor k = heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
+            Tensor v = heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
+            q = rope(q, cos, sin, d);
+            k = rope(k, cos, sin, d);
+            // grouped-query attention: each key-value head serves `group` query heads
+            k = k.reshape(kl, 1, tokens, d).expand(kl, group, tokens, d).reshape(hl, tokens, d);
+            v = v.reshape(kl, 1, tokens, d).expand(kl, group, tokens, d).reshape(hl, tokens, d);
+            Tensor scores = q.matmul(k.transpose(1, 2)).mul(1 / Math.sqrt(d)).add(mask);
+            Tensor e = scores.sub(scores.max(true, -1)).exp();
+            Tensor attn = e.div(e.sum(true, -1)).matmul(v).transpose(0, 1).reshape(tokens, hl * d);
+            Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d).t());
+            x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
+            xn = rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            Tensor gate = xn.matmul(g.input(p + "mlp.gate_proj.weight", dtype, fl, c.hiddenSize()).t()).silu();
+            Tensor up = xn.matmul(g.input(p + "mlp.up_proj.weight", dtype, fl, c.hiddenSize()).t());
+            Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl).t());
+            x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
+        }
+        Tensor h = rmsNorm(x, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+        Tensor head = c.tieWordEmbeddings() ? embed : g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize());
+        g.output("logits", h.matmul(head.t()));
+        return g.build();
+    }
+
+    /** Key-value heads on one rank: a share of them, or one replica where there are fewer than ranks. */
+    static int localKvHeads(LlamaConfig c, int tp) { return Math.max(1, c.kvHeads() / tp); }
+
+    static Tensor rmsNorm(Tensor x, Tensor w, double eps) {
+        return x.mul(x.mul(x).mean(true, -1).add(eps).rsqrt()).mul(w);
+    }
+
+    /** [tokens, n * d] to [n, tokens, d]. */
+    static Tensor heads(Tensor x, int tokens, int n, int d) { return x.reshape(tokens, n, d).transpose(0, 1); }
+
+    /** Rotary embedding in the half-split layout: x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1). */
+    static Tensor rope(Tensor x, Tensor cos, Tensor sin, int d) {
+        Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
+        return x.mul(cos).add(x2.neg().cat(-1, x1).mul(sin));
+    }
+
+    /**
+     * Rank {@code rank}'s inputs for the prompt {@code ids}: the one-hot tokens, rotary tables and causal mask, and
+     * its shard of every weight of {@code weights} (rows of the column-parallel projections, columns of the
+     * row-parallel ones), in {@code dtype}.
+     */
+    public static Map<String, NDArray> inputs(LlamaConfig c, SafeTensors weights, int[] ids, int tp, int rank, DType dtype) {
+        c.checkTensorParallel(tp);
+        int t = ids.length, d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
+        // the key-value heads of this rank: a share, or the one its query heads use
+        int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
+        var in = new LinkedHashMap<String, NDArray>();
+        var onehot = NDArray.zeros(dtype, t, c.vocabSize());
+        for (int i = 0; i < t; i++) {
+            if (ids[i] < 0 || ids[i] >= c.vocabSize())
+                throw new IllegalArgumentException("token id " + ids[i] + " at position " + i + " is outside the vocabulary of " + c.vocabSize());
+            onehot.set((long) i * c.vocabSize() + ids[i], 1);
+        }
+        in.put("tokens_onehot", onehot);
+        var cos = NDArray.zeros(dtype, t, d);
+        var sin = NDArray.zeros(dtype, t, d);
+        for (int pos = 0; pos < t; pos++)
+            for (int i = 0; i < d; i++) {
+                double angle = pos / Math.pow(c.ropeTheta(), 2.0 * (i % (d / 2)) / d);
+                cos.set((long) pos * d + i, Math.cos(angle));
+                sin.set((long) pos * d + i, Math.sin(angle));
+            }
+        in.put("cos", cos);
+        in.put("sin", sin);
+        var mask = NDArray.zeros(dtype, t, t);
+        for (int i = 0; i < t; i++) for (int j = i + 1; j < t; j++) mask.set((long) i * t + j, Double.NEGATIVE_INFINITY);
+        in.put("mask", mask);
+        in.put("model.embed_tokens.weight", cast(weights.get("model.embed_tokens.weight"), dtype));
+        for (int l = 0; l < c.layers(); l++) {
+            String p = "model.layers." + l + ".";
+            in.put(p + "input_layernorm.weight", cast(weights.get(p + "input_layernorm.weight"), dtype));
+            in.put(p + "self_attn.q_proj.weight", rows(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d, dtype));
+            in.put(p + "self_attn.k_proj.weight", rows(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d, dtype));
+            in.put(p + "self_attn.v_proj.weight", rows(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d, dtype));
+            in.put(p + "self_attn.o_proj.weight", columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
+            in.put(p + "post_attention_layernorm.weight", cast(weights.get(p + "post_attention_layernorm.weight"), dtype));
+            in.put(p + "mlp.gate_proj.weight", rows(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.up_proj.weight", rows(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.down_proj.weight", columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
+        }
+        in.put("model.norm.weight", cast(weights.get("model.norm.weight"), dtype));
+        if (!c.tieWordEmbeddings()) in.put("lm_head.weight", cast(weights.get("lm_head.weight"), dtype));
+        return in;
+    }
+
+    private static NDArray cast(NDArray a, DType dtype) {
+        var out = NDArray.zeros(dtype, a.shape());
+        for (long i = 0; i < a.numel(); i++) out.set(i, a.get(i));
+        return out;
+    }
+
+    /** Rows [first, first + n) of a matrix. */
+    private static NDArray rows(NDArray a, long first, long n, DType dtype) {
+        long cols = a.shape()[1];
+        var out = NDArray.zeros(dtype, n, cols);
+        for (long r = 0; r < n; r++) for (long j = 0; j < cols; j++) out.set(r * cols + j, a.get((first + r) * cols + j));
+        return out;
+    }
+
+    /** Columns [first, first + n) of a matrix. */
+    private static NDArray columns(NDArray a, long first, long n, DType dtype) {
+        long rowsOf = a.shape()[0], cols = a.shape()[1];
+        var out = NDArray.zeros(dtype, rowsOf, n);
+        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(r * n + j, a.get(r * cols + first + j));
+        return out;
+    }
+}

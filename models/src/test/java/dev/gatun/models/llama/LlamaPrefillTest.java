@@ -1,0 +1,150 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.DType;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.Session;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The prefill's logits on the host backend, one rank and tensor-parallel over 2 and 4 simulated ranks, against a
+ * float64 forward pass written here in plain loops from the checkpoint's full weights (no DSL, no sharding).
+ */
+class LlamaPrefillTest {
+    static final int[] PROMPT = {1, 17, 255, 3, 42, 42, 0, 128};
+
+    @Test
+    void logitsMatchAFloat64ForwardPassAtTensorParallelOneTwoAndFour(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        LlamaCheckpoint.writeRandom(c, DType.F32, 11, dir);
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            double[][] want = Reference.logits(c, weights, PROMPT);
+            double scale = 0;
+            for (double[] row : want) for (double v : row) scale = Math.max(scale, Math.abs(v));
+            assertThat(scale).as("logits are not all zero").isGreaterThan(1e-3);
+            for (int tp : new int[]{1, 2, 4}) {
+                var inputs = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < tp; r++) inputs.add(LlamaPrefill.inputs(c, weights, PROMPT, tp, r, DType.F32));
+                try (var s = Session.compile(LlamaPrefill.graph(c, PROMPT.length, tp, DType.F32), CompileOptions.world(tp).backend("host"))) {
+                    var out = s.runToHost(inputs);
+                    for (int r = 0; r < tp; r++) {
+                        NDArray logits = out.get(r).get("logits");
+                        assertThat(logits.shape()).containsExactly(PROMPT.length, c.vocabSize());
+                        double worst = 0;
+                        for (int t = 0; t < PROMPT.length; t++)
+                            for (int v = 0; v < c.vocabSize(); v++)
+                                worst = Math.max(worst, Math.abs(logits.get((long) t * c.vocabSize() + v) - want[t][v]));
+                        assertThat(worst / scale).as("tp %d rank %d: largest difference relative to the largest logit", tp, r).isLessThan(1e-4);
+                    }
+                }
+            }
+        }
+    }
+
+    /** The same forward pass in float64 loops, from the full (unsharded) weights. */
+    static final class Reference {
+        static double[][] logits(LlamaConfig c, SafeTensors w, int[] ids) {
+            int t = ids.length, h = c.hiddenSize(), d = c.headDim(), nh = c.heads(), nkv = c.kvHeads(), f = c.intermediateSize();
+            double[][] embed = matrix(w.get("model.embed_tokens.weight"));
+            double[][] x = new double[t][];
+            for (int i = 0; i < t; i++) x[i] = embed[ids[i]].clone();
+            for (int l = 0; l < c.layers(); l++) {
+                String p = "model.layers." + l + ".";
+                double[][] xn = norm(x, vector(w.get(p + "input_layernorm.weight")), c.rmsNormEps());
+                double[][] q = linear(xn, matrix(w.get(p + "self_attn.q_proj.weight")));
+                double[][] k = linear(xn, matrix(w.get(p + "self_attn.k_proj.weight")));
+                double[][] v = linear(xn, matrix(w.get(p + "self_attn.v_proj.weight")));
+                rope(q, nh, d, c.ropeTheta());
+                rope(k, nkv, d, c.ropeTheta());
+                double[][] attn = new double[t][nh * d];
+                for (int head = 0; head < nh; head++) {
+                    int kvh = head / (nh / nkv);
+                    for (int i = 0; i < t; i++) {
+                        double[] s = new double[i + 1];   // causal: positions 0..i
+                        double most = Double.NEGATIVE_INFINITY;
+                        for (int j = 0; j <= i; j++) {
+                            double dot = 0;
+                            for (int e = 0; e < d; e++) dot += q[i][head * d + e] * k[j][kvh * d + e];
+                            s[j] = dot / Math.sqrt(d);
+                            most = Math.max(most, s[j]);
+                        }
+                        double sum = 0;
+                        for (int j = 0; j <= i; j++) sum += s[j] = Math.exp(s[j] - most);
+                        for (int j = 0; j <= i; j++) for (int e = 0; e < d; e++) attn[i][head * d + e] += s[j] / sum * v[j][kvh * d + e];
+                    }
+                }
+                add(x, linear(attn, matrix(w.get(p + "self_attn.o_proj.weight"))));
+                xn = norm(x, vector(w.get(p + "post_attention_layernorm.weight")), c.rmsNormEps());
+                double[][] gate = linear(xn, matrix(w.get(p + "mlp.gate_proj.weight"))), up = linear(xn, matrix(w.get(p + "mlp.up_proj.weight")));
+                double[][] act = new double[t][f];
+                for (int i = 0; i < t; i++) for (int j = 0; j < f; j++) act[i][j] = gate[i][j] / (1 + Math.exp(-gate[i][j])) * up[i][j];
+                add(x, linear(act, matrix(w.get(p + "mlp.down_proj.weight"))));
+            }
+            double[][] hn = norm(x, vector(w.get("model.norm.weight")), c.rmsNormEps());
+            return linear(hn, c.tieWordEmbeddings() ? embed : matrix(w.get("lm_head.weight")));
+        }
+
+        /** x @ W^T with W stored [out, in]. */
+        static double[][] linear(double[][] x, double[][] weight) {
+            double[][] y = new double[x.length][weight.length];
+            for (int i = 0; i < x.length; i++)
+                for (int o = 0; o < weight.length; o++) {
+                    double acc = 0;
+                    for (int k = 0; k < x[i].length; k++) acc += x[i][k] * weight[o][k];
+                    y[i][o] = acc;
+                }
+            return y;
+        }
+
+        static double[][] norm(double[][] x, double[] weight, double eps) {
+            double[][] y = new double[x.length][];
+            for (int i = 0; i < x.length; i++) {
+                double ss = 0;
+                for (double v : x[i]) ss += v * v;
+                double r = 1 / Math.sqrt(ss / x[i].length + eps);
+                y[i] = new double[x[i].length];
+                for (int j = 0; j < x[i].length; j++) y[i][j] = x[i][j] * r * weight[j];
+            }
+            return y;
+        }
+
+        /** Rotates each head's pairs (e, e + d/2) of token i by i / theta^(2e/d), in place. */
+        static void rope(double[][] x, int heads, int d, double theta) {
+            for (int i = 0; i < x.length; i++)
+                for (int head = 0; head < heads; head++)
+                    for (int e = 0; e < d / 2; e++) {
+                        double angle = i / Math.pow(theta, 2.0 * e / d), cs = Math.cos(angle), sn = Math.sin(angle);
+                        double a = x[i][head * d + e], b = x[i][head * d + e + d / 2];
+                        x[i][head * d + e] = a * cs - b * sn;
+                        x[i][head * d + e + d / 2] = b * cs + a * sn;
+                    }
+        }
+
+        static void add(double[][] x, double[][] y) {
+            for (int i = 0; i < x.length; i++) for (int j = 0; j < x[i].length; j++) x[i][j] += y[i][j];
+        }
+
+        static double[][] matrix(NDArray a) {
+            int rows = (int) a.shape()[0], cols = (int) a.shape()[1];
+            double[][] m = new double[rows][cols];
+            for (int r = 0; r < rows; r++) for (int j = 0; j < cols; j++) m[r][j] = a.get((long) r * cols + j);
+            return m;
+        }
+
+        static double[] vector(NDArray a) {
+            double[] v = new double[(int) a.numel()];
+            for (int i = 0; i < v.length; i++) v[i] = a.get(i);
+            return v;
+        }
+    }
+}
