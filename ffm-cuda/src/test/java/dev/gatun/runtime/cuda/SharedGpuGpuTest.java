@@ -135,6 +135,30 @@ class SharedGpuGpuTest {
         });
     }
 
+    /** Random graphs with collectives, each all-reduce algorithm forced in turn, with ranks sharing the GPU, against the reference. */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 3})
+    void randomGraphsWithEveryAllReduceAlgorithmForced(int world) {
+        LocalWorld.run(world, rv -> {
+            int rank = rv.rank();
+            for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.TWO_SHOT, Algorithm.BARRIER_FREE})
+                for (long seed = 2000; seed < 2006; seed++) {
+                    Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
+                            .withDTypes(DType.F32, DType.F16, DType.BF16));
+                    var in = new ArrayList<Map<String, NDArray>>();
+                    for (int r = 0; r < world; r++) {
+                        var m = new java.util.LinkedHashMap<String, NDArray>();
+                        RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
+                        in.add(m);
+                    }
+                    var want = ReferenceInterpreter.evaluate(g, in).get(rank);
+                    try (var s = Session.compile(g, shared(world, rv).forceAllReduce(a))) {
+                        for (int call = 0; call < 2; call++) MultiGpuCheck.compare(a + " seed " + seed + " call " + call, want, s.runToHost(in.get(rank)));
+                    }
+                }
+        });
+    }
+
     /** A dp=2 x tp=2 mesh of four ranks on one GPU: hand-computed values, then random graphs on both axes against the reference. */
     @Test
     void aTwoByTwoMeshOnOneGpu() {
