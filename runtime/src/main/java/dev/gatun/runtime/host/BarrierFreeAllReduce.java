@@ -63,9 +63,11 @@ final class BarrierFreeAllReduce {
             for (int k = 0; k < regions.length; k++) {
                 long at = s.slot(round, k) + i * t.byteSize();
                 long b;
-                while ((b = load(mine, t, at)) == sentinel) {
+                for (int spins = 0; (b = load(mine, t, at)) == sentinel; spins++) {
                     wait.check(k, i);
-                    Thread.onSpinWait();
+                    // ranks are threads, often more of them than cores: spin briefly, then let the others run
+                    if (spins < 64) Thread.onSpinWait();
+                    else Thread.yield();
                 }
                 double v = value(t, b);
                 acc = k == 0 ? v : HostCollectives.combine(op, acc, v);
