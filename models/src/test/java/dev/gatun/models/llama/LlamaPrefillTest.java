@@ -51,6 +51,59 @@ class LlamaPrefillTest {
         }
     }
 
+    /**
+     * Eight greedy tokens, each the argmax of the last position's logits, the prompt growing by it: the DSL's pass at
+     * TP 1, 2 and 4 picks the float64 pass's tokens. (The prefix is computed again for every token until the KV
+     * cache exists; the tokens are what decoding with a cache must reproduce.)
+     */
+    @Test
+    void eightGreedyTokensAreTheFloat64PassesAtTensorParallelOneTwoAndFour(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        LlamaCheckpoint.writeRandom(c, DType.F32, 12, dir);
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            double[] margin = {Double.POSITIVE_INFINITY};
+            int[] want = greedy(PROMPT, 8, ids -> {
+                double[][] l = Reference.logits(c, weights, ids);
+                double[] last = l[l.length - 1], sorted = last.clone();
+                java.util.Arrays.sort(sorted);
+                margin[0] = Math.min(margin[0], (sorted[sorted.length - 1] - sorted[sorted.length - 2]) / Math.abs(sorted[sorted.length - 1]));
+                return last;
+            });
+            // every choice is clear by far more than float32's error, so the comparison below tests the model, not rounding
+            assertThat(margin[0]).as("the smallest gap between the best and second-best logit, relative").isGreaterThan(1e-3);
+            assertThat(java.util.Arrays.stream(want).distinct().count()).as("not one token over and over").isGreaterThan(1);
+            for (int tp : new int[]{1, 2, 4}) {
+                int ranks = tp;
+                int[] got = greedy(PROMPT, 8, ids -> {
+                    var inputs = new ArrayList<Map<String, NDArray>>();
+                    for (int r = 0; r < ranks; r++) inputs.add(LlamaPrefill.inputs(c, weights, ids, ranks, r, DType.F32));
+                    try (var s = Session.compile(LlamaPrefill.graph(c, ids.length, ranks, DType.F32), CompileOptions.world(ranks).backend("host"))) {
+                        var out = s.runToHost(inputs);
+                        NDArray logits = out.get(ranks - 1).get("logits");
+                        double[] last = new double[c.vocabSize()];
+                        for (int v = 0; v < last.length; v++) last[v] = logits.get((long) (ids.length - 1) * c.vocabSize() + v);
+                        return last;
+                    }
+                });
+                assertThat(got).as("tp %d", tp).containsExactly(want);
+            }
+        }
+    }
+
+    /** {@code n} tokens, each the argmax of {@code lastLogits} for the sequence so far, appended to it. */
+    static int[] greedy(int[] prompt, int n, java.util.function.Function<int[], double[]> lastLogits) {
+        int[] ids = prompt.clone(), out = new int[n];
+        for (int k = 0; k < n; k++) {
+            double[] l = lastLogits.apply(ids);
+            int best = 0;
+            for (int v = 1; v < l.length; v++) if (l[v] > l[best]) best = v;
+            out[k] = best;
+            ids = java.util.Arrays.copyOf(ids, ids.length + 1);
+            ids[ids.length - 1] = best;
+        }
+        return out;
+    }
+
     /** The same forward pass in float64 loops, from the full (unsharded) weights. */
     static final class Reference {
         static double[][] logits(LlamaConfig c, SafeTensors w, int[] ids) {
