@@ -98,6 +98,16 @@ public final class Tensor {
 
     public Tensor matmul(Tensor o) { return graph.op(new Op.Matmul(), this, o); }
 
+    /**
+     * The rows of this table at {@code indices} (i32 or i64, any shape), along dimension 0: an embedding lookup,
+     * {@code torch.index_select(table, 0, indices)} for 1-D indices, {@code table[indices]} in general. Only
+     * dimension 0 is supported.
+     */
+    public Tensor indexSelect(int dim, Tensor indices) {
+        if (dim != 0) throw new dev.gatun.ir.GraphException("index_select(" + node.describe() + "): only dimension 0 is supported, not " + dim);
+        return graph.op(new Op.IndexSelect(), this, indices);
+    }
+
     // ---- collectives (group "world" unless named)
     public Tensor allReduce(ReduceOp op) { return allReduce(op, ProcessGroup.WORLD_NAME); }
     public Tensor allReduce(ReduceOp op, String group) { return collective(CollectiveKind.ALL_REDUCE, op, group, 0); }

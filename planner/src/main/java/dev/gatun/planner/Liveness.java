@@ -96,6 +96,7 @@ final class Liveness {
                 yield out;
             }
             case ExternCall.Matmul m -> List.of();
+            case ExternCall.IndexSelect s -> List.of();
         };
     }
 }

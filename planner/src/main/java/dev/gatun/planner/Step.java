@@ -146,6 +146,12 @@ public sealed interface Step {
         }
     }
 
+    /** Rows of {@code table} at {@code indices} (i32 or i64) along dimension 0, into {@code output}; an index out of range fails the call. */
+    record IndexSelect(PlanBuffer output, PlanBuffer table, PlanBuffer indices) implements Step {
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
+    }
+
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }

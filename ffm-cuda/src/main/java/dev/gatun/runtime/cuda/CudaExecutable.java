@@ -79,6 +79,7 @@ final class CudaExecutable implements Executable {
     private final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
     private final Map<String, Kernel> userKernels = new HashMap<>();
     private final CudaMatmul matmul;
+    private final CudaIndexSelect indexSelect;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
     private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
     /** The graphs the last call replayed, and the input addresses they were captured for. */
@@ -172,6 +173,7 @@ final class CudaExecutable implements Executable {
             writeConstants();
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
+            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::compile) : null;
             if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -623,6 +625,12 @@ final class CudaExecutable implements Executable {
 
         @Override public void matmul(Step.Matmul m) {
             exe.matmul.run(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), m.output(), addressOf(m.output()), env, exe.stream);
+        }
+
+        @Override public void indexSelect(Step.IndexSelect s) {
+            long rows = s.table().shape().sizes(env)[0];
+            exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
+                    rows, bytes(s.table()) / Math.max(1, rows), exe.stream);
         }
 
         @Override public void userOp(Step.CallUserOp u) {

@@ -46,6 +46,13 @@ class CudaCodegenCompileTest {
     }
 
     @Test
+    void theIndexSelectKernelCompiles(@TempDir Path dir) throws Exception {
+        var r = CudaCodegenFixtures.compile(nvcc, dir, "index_select", CudaIndexSelect.SOURCE);
+        assertThat(r.ok()).as(r.log()).isTrue();
+        assertThat(r.ptx()).contains(".entry gatun_index_select(", "trap;");
+    }
+
+    @Test
     void handBuiltKernelsCompile(@TempDir Path dir) throws Exception {
         var cases = CudaCodegenFixtures.handBuilt();
         assertThat(cases).hasSizeGreaterThan(150);

@@ -86,6 +86,7 @@ public final class GraphJson {
                 m.put("keepdim", Json.of(r.keepdim()));
             }
             case Op.Matmul mm -> {}
+            case Op.IndexSelect s -> {}
             case Op.Collective c -> {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
@@ -315,6 +316,7 @@ public final class GraphJson {
             return switch (opName) {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
                 case "matmul" -> new Op.Matmul();
+                case "index_select" -> new Op.IndexSelect();
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));
                 case "expand" -> new Op.Expand(shape(arr(no, "shape", where), where, "shape"));
                 case "permute" -> {

@@ -79,6 +79,15 @@ public sealed interface Op {
         @Override public String opName() { return "cat"; }
     }
 
+    /**
+     * Rows of a table picked by index: input 0 is the table [rows, ...], input 1 the indices (i32 or i64, any
+     * shape); the result is [indices..., table dims after the first], row {@code indices[k]} at k. An embedding
+     * lookup. An index outside [0, rows) is an error at run time, never a read elsewhere.
+     */
+    record IndexSelect() implements Op {
+        @Override public String opName() { return "index_select"; }
+    }
+
     /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
     record Expand(Shape shape) implements Op {
         @Override public String opName() { return "expand"; }

@@ -36,6 +36,7 @@ public final class TypeInference {
             case Op.Cast c -> new TensorType(c.to(), one(op, args).type().shape());
             case Op.Reduce r -> reduce(r, one(op, args));
             case Op.Matmul m -> matmul(args);
+            case Op.IndexSelect s -> indexSelect(args);
             case Op.Collective c -> collective(c, one(op, args), ctx);
             case Op.Reshape r -> reshape(r, one(op, args));
             case Op.Permute p -> permute(p, one(op, args));
@@ -143,6 +144,19 @@ public final class TypeInference {
         if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
         if (r.fn() == ReduceFn.SUM && (t == DType.BOOL || t.isIntegral())) t = DType.INT64; // as torch.sum does
         return new TensorType(t, new Shape(out));
+    }
+
+    private static TensorType indexSelect(List<Node> args) {
+        if (args.size() != 2) throw new GraphException("index_select takes a table and indices, got " + args.size() + " tensors");
+        Node table = args.get(0), ids = args.get(1);
+        if (table.type().rank() < 1) throw new GraphException("index_select(" + describe(args) + "): the table " + table.label() + " is a scalar; it needs rows");
+        if (ids.type().dtype() != DType.INT32 && ids.type().dtype() != DType.INT64)
+            throw new GraphException("index_select(" + describe(args) + "): the indices " + ids.label() + " are " + ids.type().dtype() + "; they must be i32 or i64");
+        if (!table.type().shape().dim(0).isStatic())
+            throw new GraphException("index_select(" + describe(args) + "): the table's first dimension must be static, not " + table.type().shape().dim(0));
+        var out = new ArrayList<>(ids.type().shape().dims());
+        out.addAll(table.type().shape().dims().subList(1, table.type().rank()));
+        return new TensorType(table.type().dtype(), new Shape(out));
     }
 
     private static TensorType matmul(List<Node> args) {

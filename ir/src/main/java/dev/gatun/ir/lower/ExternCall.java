@@ -18,6 +18,11 @@ public sealed interface ExternCall {
         @Override public String opName() { return "matmul"; }
     }
 
+    /** Rows of a contiguous table (input 0) picked by contiguous i32 or i64 indices (input 1), along dimension 0. */
+    record IndexSelect() implements ExternCall {
+        @Override public String opName() { return "index_select"; }
+    }
+
     record UserOpCall(UserOp op, String group) implements ExternCall {
         @Override public String opName() { return op.name(); }
     }

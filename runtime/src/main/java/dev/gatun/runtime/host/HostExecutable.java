@@ -393,6 +393,19 @@ final class HostExecutable implements Executable {
 
         @Override public void userOp(Step.CallUserOp u) { HostUserOps.run(this, u); }
 
+        @Override public void indexSelect(Step.IndexSelect s) {
+            long[] table = s.table().shape().sizes(env);
+            long rows = table[0], rowBytes = bytes(s.table()) / Math.max(1, rows), n = numel(s.indices());
+            MemorySegment from = segment(s.table()), ids = segment(s.indices()), out = segment(s.output());
+            for (long k = 0; k < n; k++) {
+                long row = (long) Elements.get(ids, s.indices().dtype(), k);
+                if (row < 0 || row >= rows)
+                    throw new GatunRuntimeException(s.format().strip() + ": index " + row + " at position " + k + " of " + s.indices().name()
+                            + " is outside the " + rows + " rows of " + s.table().name());
+                MemorySegment.copy(from, row * rowBytes, out, k * rowBytes, rowBytes);
+            }
+        }
+
         @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }
 
         private void launch(Kernel k) {

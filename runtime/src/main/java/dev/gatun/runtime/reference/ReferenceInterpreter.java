@@ -168,6 +168,7 @@ public final class ReferenceInterpreter {
             case Op.Cast c -> in.getFirst().roundedTo(c.to());
             case Op.Reduce r -> reduce(r, TypeInference.reductionDims(r.opName(), n.input(0), r.dims()), in.getFirst(), t);
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
+            case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
             case Op.Reshape r -> {
                 long[] to = r.shape().sizes(s.env);
                 if (Dense.size(to) != in.getFirst().numel())
@@ -254,6 +255,21 @@ public final class ReferenceInterpreter {
             } else if (r.fn() == ReduceFn.MEAN) res[o] /= count;
         }
         return new Dense(t, outShape, res).roundedTo(t);
+    }
+
+    /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */
+    private static Dense indexSelect(Dense table, Dense ids, Node n) {
+        long rows = table.shape()[0];
+        int row = (int) (table.numel() / Math.max(1, rows));
+        long[] shape = n.type().shape().sizes();
+        double[] out = new double[ids.numel() * row];
+        for (int k = 0; k < ids.numel(); k++) {
+            double id = ids.data()[k];
+            if (id < 0 || id >= rows)
+                throw new GraphException("index_select: index " + (long) id + " at position " + k + " is outside the " + rows + " rows of " + n.input(0).label());
+            System.arraycopy(table.data(), (int) id * row, out, k * row, row);
+        }
+        return new Dense(table.dtype(), shape, out);
     }
 
     private static Dense matmul(Dense a, Dense b, DType t, Node n) {

@@ -26,6 +26,9 @@ public final class StepLoop {
         void collective(int index, Step.Collective s);
         void batch(int index, Step.CollectiveBatch s);
         void matmul(Step.Matmul s);
+
+        /** Rows of a table at indices; an index outside the table fails the call with a message naming it. */
+        void indexSelect(Step.IndexSelect s);
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -65,6 +68,7 @@ public final class StepLoop {
             case Step.Collective s -> backend.collective(index, s);
             case Step.CollectiveBatch s -> backend.batch(index, s);
             case Step.Matmul s -> backend.matmul(s);
+            case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
