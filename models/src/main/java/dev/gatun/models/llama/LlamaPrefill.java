@@ -19,8 +19,8 @@ import java.util.Map;
  * slice of the MLP's width; the attention's output projection and the MLP's down projection each end in one
  * all-reduce. The graph's output is {@code logits} [tokens, vocab], the same on every rank.
  *
- * <p>Inputs besides the weights: {@code tokens_onehot} [tokens, vocab] (the embedding is a product with it until
- * the DSL has a gather), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
+ * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
+ * {@code index_select}), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
  * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
  * each rank's shard of the weights, from a checkpoint. The decoder with its KV cache and token-by-token decoding
  * comes next; this is the prefill's arithmetic, the part every later phase shares.
@@ -33,10 +33,10 @@ public final class LlamaPrefill {
         c.checkTensorParallel(tp);
         int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         GraphBuilder g = Gatun.graph("llama_prefill").world(tp);
-        Tensor onehot = g.input("tokens_onehot", dtype, tokens, c.vocabSize());
+        Tensor ids = g.input("tokens", DType.I32, tokens);
         Tensor cos = g.input("cos", dtype, tokens, d), sin = g.input("sin", dtype, tokens, d), mask = g.input("mask", dtype, tokens, tokens);
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor x = onehot.matmul(embed);
+        Tensor x = embed.indexSelect(0, ids);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
@@ -92,13 +92,9 @@ public final class LlamaPrefill {
         // the key-value heads of this rank: a share, or the one its query heads use
         int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
         var in = new LinkedHashMap<String, NDArray>();
-        var onehot = NDArray.zeros(dtype, t, c.vocabSize());
-        for (int i = 0; i < t; i++) {
-            if (ids[i] < 0 || ids[i] >= c.vocabSize())
-                throw new IllegalArgumentException("token id " + ids[i] + " at position " + i + " is outside the vocabulary of " + c.vocabSize());
-            onehot.set((long) i * c.vocabSize() + ids[i], 1);
-        }
-        in.put("tokens_onehot", onehot);
+        var tokens = NDArray.zeros(DType.I32, t);
+        for (int i = 0; i < t; i++) tokens.set(i, ids[i]);   // an id outside the vocabulary fails the call, naming it
+        in.put("tokens", tokens);
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
         for (int pos = 0; pos < t; pos++)
