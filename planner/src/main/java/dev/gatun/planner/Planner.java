@@ -104,6 +104,7 @@ public final class Planner {
                     new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
+            case ExternCall.Argmax a -> new Step.Argmax(table.of(e), table.of(e.inputs().getFirst()));
             case ExternCall.UserOpCall u -> {
                 var outs = new ArrayList<PlanBuffer>();
                 outs.add(table.of(e));
@@ -138,6 +139,7 @@ public final class Planner {
             case Step.CollectiveBatch b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
             case Step.IndexSelect x -> x.output().isDynamic() || x.table().isDynamic() || x.indices().isDynamic();
+            case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

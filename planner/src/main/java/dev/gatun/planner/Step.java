@@ -152,6 +152,12 @@ public sealed interface Step {
         @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
     }
 
+    /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
+    record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() { return output.name() + " = argmax(" + input.name() + ", -1)" + partNotes(List.of(output)); }
+    }
+
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }

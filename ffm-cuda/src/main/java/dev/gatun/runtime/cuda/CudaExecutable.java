@@ -80,6 +80,7 @@ final class CudaExecutable implements Executable {
     private final Map<String, Kernel> userKernels = new HashMap<>();
     private final CudaMatmul matmul;
     private final CudaIndexSelect indexSelect;
+    private final CudaArgmax argmax;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
     private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
     /** The graphs the last call replayed, and the input addresses they were captured for. */
@@ -174,6 +175,7 @@ final class CudaExecutable implements Executable {
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::compile) : null;
+            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::compile) : null;
             if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -625,6 +627,11 @@ final class CudaExecutable implements Executable {
 
         @Override public void matmul(Step.Matmul m) {
             exe.matmul.run(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), m.output(), addressOf(m.output()), env, exe.stream);
+        }
+
+        @Override public void argmax(Step.Argmax a) {
+            long[] shape = a.input().shape().sizes(env);
+            exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {

@@ -87,6 +87,7 @@ public final class GraphJson {
             }
             case Op.Matmul mm -> {}
             case Op.IndexSelect s -> {}
+            case Op.Argmax a -> m.put("dim", Json.of(a.dim()));
             case Op.Collective c -> {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
@@ -317,6 +318,7 @@ public final class GraphJson {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
                 case "matmul" -> new Op.Matmul();
                 case "index_select" -> new Op.IndexSelect();
+                case "argmax" -> new Op.Argmax(toInt(integer(no, "dim", where), where, "dim"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));
                 case "expand" -> new Op.Expand(shape(arr(no, "shape", where), where, "shape"));
                 case "permute" -> {

@@ -88,6 +88,15 @@ public sealed interface Op {
         @Override public String opName() { return "index_select"; }
     }
 
+    /**
+     * The position of the largest element along the last dimension {@code dim} (given as -1 or rank - 1), as an i64
+     * tensor of the other dimensions: greedy sampling. The first of equal largest elements wins, and a NaN counts as
+     * larger than any number (so the first NaN wins), as PyTorch's argmax.
+     */
+    record Argmax(int dim) implements Op {
+        @Override public String opName() { return "argmax"; }
+    }
+
     /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
     record Expand(Shape shape) implements Op {
         @Override public String opName() { return "expand"; }

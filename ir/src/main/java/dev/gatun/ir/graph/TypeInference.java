@@ -37,6 +37,7 @@ public final class TypeInference {
             case Op.Reduce r -> reduce(r, one(op, args));
             case Op.Matmul m -> matmul(args);
             case Op.IndexSelect s -> indexSelect(args);
+            case Op.Argmax a -> argmax(a, one(op, args));
             case Op.Collective c -> collective(c, one(op, args), ctx);
             case Op.Reshape r -> reshape(r, one(op, args));
             case Op.Permute p -> permute(p, one(op, args));
@@ -144,6 +145,16 @@ public final class TypeInference {
         if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
         if (r.fn() == ReduceFn.SUM && (t == DType.BOOL || t.isIntegral())) t = DType.INT64; // as torch.sum does
         return new TensorType(t, new Shape(out));
+    }
+
+    private static TensorType argmax(Op.Argmax a, Node x) {
+        int rank = x.type().rank();
+        if (rank < 1) throw new GraphException("argmax(" + x.label() + "): a scalar has no dimension to search");
+        if (a.dim() != -1 && a.dim() != rank - 1)
+            throw new GraphException("argmax(" + x.label() + ", dim=" + a.dim() + "): only the last dimension (-1 or " + (rank - 1) + ") is supported");
+        if (!x.type().dtype().isFloating()) throw new GraphException("argmax(" + x.label() + "): the input is " + x.type().dtype() + "; it must be a floating dtype");
+        if (!x.type().shape().dim(rank - 1).isStatic()) throw new GraphException("argmax(" + x.label() + "): the last dimension must be static");
+        return new TensorType(DType.INT64, new Shape(x.type().shape().dims().subList(0, rank - 1)));
     }
 
     private static TensorType indexSelect(List<Node> args) {

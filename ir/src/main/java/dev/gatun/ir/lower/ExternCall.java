@@ -23,6 +23,11 @@ public sealed interface ExternCall {
         @Override public String opName() { return "index_select"; }
     }
 
+    /** The position of the largest element of each row (the last dimension) of a contiguous input, as i64. */
+    record Argmax() implements ExternCall {
+        @Override public String opName() { return "argmax"; }
+    }
+
     record UserOpCall(UserOp op, String group) implements ExternCall {
         @Override public String opName() { return op.name(); }
     }

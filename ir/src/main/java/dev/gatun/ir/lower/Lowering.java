@@ -138,6 +138,8 @@ public final class Lowering {
                     new ExternCall.Matmul(), List.of(contiguous(arg(n, 0), "matmul"), contiguous(arg(n, 1), "matmul")), n.id())));
             case Op.IndexSelect s -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
                     new ExternCall.IndexSelect(), List.of(contiguous(arg(n, 0), "index_select"), contiguous(arg(n, 1), "index_select")), n.id())));
+            case Op.Argmax a -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
+                    new ExternCall.Argmax(), List.of(contiguous(arg(n, 0), "argmax")), n.id())));
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));

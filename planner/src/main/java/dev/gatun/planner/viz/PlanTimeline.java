@@ -45,6 +45,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.CollectiveBatch b -> b.first().call().opName() + "×" + b.members().size() + "(" + b.first().input().name() + ", ...)";
                 case Step.Matmul m -> "matmul(" + m.a().name() + ", " + m.b().name() + ")";
                 case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
+                case Step.Argmax a -> "argmax(" + a.input().name() + ")";
                 case Step.CallUserOp u -> u.op().name();
                 case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
                 case Step.Barrier b -> "barrier(\"" + b.group() + "\")";
@@ -128,7 +129,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
 
     static boolean isOperation(Step s) {
         return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.Matmul
-                || s instanceof Step.IndexSelect
+                || s instanceof Step.IndexSelect || s instanceof Step.Argmax
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }
 }

@@ -393,6 +393,21 @@ final class HostExecutable implements Executable {
 
         @Override public void userOp(Step.CallUserOp u) { HostUserOps.run(this, u); }
 
+        @Override public void argmax(Step.Argmax a) {
+            long[] shape = a.input().shape().sizes(env);
+            long cols = shape[shape.length - 1], rows = numel(a.output());
+            MemorySegment in = segment(a.input()), out = segment(a.output());
+            for (long r = 0; r < rows; r++) {
+                long best = 0;
+                double most = Elements.get(in, a.input().dtype(), r * cols);
+                for (long j = 1; j < cols && !Double.isNaN(most); j++) {
+                    double v = Elements.get(in, a.input().dtype(), r * cols + j);
+                    if (Double.isNaN(v) || v > most) { most = v; best = j; }
+                }
+                Elements.set(out, DType.INT64, r, best);
+            }
+        }
+
         @Override public void indexSelect(Step.IndexSelect s) {
             long[] table = s.table().shape().sizes(env);
             long rows = table[0], rowBytes = bytes(s.table()) / Math.max(1, rows), n = numel(s.indices());

@@ -169,6 +169,7 @@ public final class ReferenceInterpreter {
             case Op.Reduce r -> reduce(r, TypeInference.reductionDims(r.opName(), n.input(0), r.dims()), in.getFirst(), t);
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
             case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
+            case Op.Argmax a -> argmax(in.getFirst(), n);
             case Op.Reshape r -> {
                 long[] to = r.shape().sizes(s.env);
                 if (Dense.size(to) != in.getFirst().numel())
@@ -255,6 +256,21 @@ public final class ReferenceInterpreter {
             } else if (r.fn() == ReduceFn.MEAN) res[o] /= count;
         }
         return new Dense(t, outShape, res).roundedTo(t);
+    }
+
+    /** The first position of each row's largest element (a NaN counts as the largest). */
+    private static Dense argmax(Dense x, Node n) {
+        int cols = (int) x.shape()[x.rank() - 1], rows = x.numel() / Math.max(1, cols);
+        double[] out = new double[rows];
+        for (int r = 0; r < rows; r++) {
+            int best = 0;
+            for (int j = 1; j < cols; j++) {
+                double v = x.data()[r * cols + j], b = x.data()[r * cols + best];
+                if (!Double.isNaN(b) && (Double.isNaN(v) || v > b)) best = j;
+            }
+            out[r] = best;
+        }
+        return new Dense(DType.INT64, n.type().shape().sizes(), out);
     }
 
     /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */

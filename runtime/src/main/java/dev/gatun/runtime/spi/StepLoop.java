@@ -29,6 +29,9 @@ public final class StepLoop {
 
         /** Rows of a table at indices; an index outside the table fails the call with a message naming it. */
         void indexSelect(Step.IndexSelect s);
+
+        /** The position of each row's largest element (the first of equals; a NaN counts as the largest). */
+        void argmax(Step.Argmax s);
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -69,6 +72,7 @@ public final class StepLoop {
             case Step.CollectiveBatch s -> backend.batch(index, s);
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
+            case Step.Argmax s -> backend.argmax(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
