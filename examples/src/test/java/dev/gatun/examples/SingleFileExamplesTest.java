@@ -31,13 +31,13 @@ class SingleFileExamplesTest {
     @Test
     void theIssuesExamplesAreThere() {
         assertThat(examples().toList()).contains("Seeds.java", "TensorParallelMlp.java", "SymmetricUserOp.java",
-                "GraphInputPath2.java", "DynamicShapeNccl.java");
+                "GraphInputPath2.java", "DynamicShapeNccl.java", "LlamaGreedy.java");
     }
 
     @Test
     void theClassPathHoldsEveryModule() {
         var entries = List.of(Checkout.classPath().split(File.pathSeparator));
-        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda"))
+        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "models"))
             assertThat(entries).as("module " + m).anyMatch(e -> e.contains(File.separator + m + File.separator + "target" + File.separator));
         for (String e : entries) assertThat(Path.of(e)).exists();
     }
