@@ -758,13 +758,8 @@ class Suite:
                     hf = h.float()
                     return (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + AR_NORM_EPS)).to(torch.bfloat16) * w
 
-                def nccl(replay, x=x, ref=ref):
-                    buf = torch.empty_like(x)
-
-                    def call():
-                        buf.copy_(x)  # in place: every call reduces a fresh copy of the input
-                        dist.all_reduce(buf)
-                        return tail(buf)
+                def measure(call, replay, ref=ref):
+                    """Times call eagerly or replayed from a CUDA graph, then checks one more call's result."""
                     if replay:
                         if not self.cuda:
                             raise RuntimeError("CUDA graphs need --device cuda")
@@ -777,9 +772,18 @@ class Suite:
                     self.sync()
                     return {**tm, **self.verdict(out, ref, TOLERANCE["bf16"])}
 
+                def nccl(replay, x=x):
+                    buf = torch.empty_like(x)
+
+                    def call():
+                        buf.copy_(x)  # in place: every call reduces a fresh copy of the input
+                        dist.all_reduce(buf)
+                        return tail(buf)
+                    return measure(call, replay)
+
                 shared = {}
 
-                def one_shot(replay, x=x, ref=ref, shared=shared):
+                def one_shot(replay, x=x, shared=shared):
                     if symm_mem is None:
                         raise RuntimeError(f"symmetric memory unavailable: {symm_error}")
                     if not self.cuda:
@@ -794,15 +798,7 @@ class Suite:
 
                     def call():
                         return tail(ops.one_shot_all_reduce(t, "sum", self.group_name))
-                    if replay:
-                        g, out = self.capture(call)
-                        tm = self.time_calls(g.replay)
-                        g.replay()
-                    else:
-                        tm = self.time_calls(call)
-                        out = call()
-                    self.sync()
-                    return {**tm, **self.verdict(out, ref, TOLERANCE["bf16"])}
+                    return measure(call, replay)
 
                 bodies = {("nccl+eager", "eager"): lambda: nccl(False), ("nccl+eager", "replay"): lambda: nccl(True),
                           ("symm_one_shot+eager", "eager"): lambda: one_shot(False),
@@ -811,7 +807,7 @@ class Suite:
                     spec = next(specs)
                     assert (spec["variant"], spec["mode"], spec["shape"]) == (variant, mode, f"{tokens}x{hidden}")
                     self.run(spec, bodies[(variant, mode)])
-                del x, ref, residual, w, bodies, shared
+                del x, ref, residual, w, bodies, shared, measure
                 if self.cuda:
                     torch.cuda.empty_cache()
 

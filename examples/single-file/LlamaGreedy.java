@@ -10,17 +10,15 @@ import dev.gatun.ir.DType;
 import dev.gatun.models.llama.LlamaCheckpoint;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
+import dev.gatun.models.llama.LlamaGenerator;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
-import dev.gatun.runtime.Session;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 
 static final int MAX = 32, NEW = 8;
@@ -29,35 +27,15 @@ static final int MAX = 32, NEW = 8;
 static int[] generate(LlamaConfig c, SafeTensors weights, int[] prompt, int tp) {
     var shards = new ArrayList<Map<String, NDArray>>();
     for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
-    var options = CompileOptions.world(tp).backend("host");
-    try (var prefill = Session.compile(LlamaDecoder.prefill(c, prompt.length, MAX, tp, DType.F32), options);
-         var decode = Session.compile(LlamaDecoder.decode(c, MAX, tp, DType.F32), options)) {
-        var calls = new ArrayList<Map<String, NDArray>>();
-        for (int r = 0; r < tp; r++) {
-            var in = new HashMap<>(shards.get(r));
-            in.putAll(LlamaDecoder.prompt(c, prompt, MAX, tp, DType.F32));
-            calls.add(in);
-        }
-        var out = prefill.runToHost(calls);
-        int[] tokens = new int[NEW];
+    try (var gen = new LlamaGenerator(c, shards, prompt.length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
+        var result = gen.generate(prompt, NEW);
+        // the graph's argmax is each step's largest logit
         for (int k = 0; k < NEW; k++) {
-            tokens[k] = (int) out.getFirst().get("next").get(0);
-            // the graph's argmax is the largest logit's position
-            NDArray logits = out.getFirst().get("logits");
-            for (int v = 0; v < c.vocabSize(); v++)
-                if (logits.get(v) > logits.get(tokens[k])) throw new AssertionError("WRONG: token " + tokens[k] + " is not the largest logit");
-            if (k == NEW - 1) break;
-            calls = new ArrayList<>();
-            for (int r = 0; r < tp; r++) {
-                var in = new HashMap<>(shards.get(r));
-                in.putAll(LlamaDecoder.step(c, tokens[k], prompt.length + k, MAX, DType.F32));
-                for (int l = 0; l < c.layers(); l++)
-                    for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, out.get(r).get("cache." + l + "." + kv));
-                calls.add(in);
-            }
-            out = decode.runToHost(calls);
+            double[] logits = result.logits().get(k);
+            for (double v : logits)
+                if (v > logits[result.tokens()[k]]) throw new AssertionError("WRONG: token " + result.tokens()[k] + " is not the largest logit");
         }
-        return tokens;
+        return result.tokens();
     }
 }
 

@@ -5,19 +5,15 @@ import dev.gatun.ir.DType;
 import dev.gatun.models.llama.LlamaCheckpoint;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
+import dev.gatun.models.llama.LlamaGenerator;
 import dev.gatun.runtime.CompileOptions;
-import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
-import dev.gatun.runtime.Session;
 import dev.gatun.runtime.distributed.LocalWorld;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -31,33 +27,13 @@ class LlamaDecoderGpuTest {
     static final LlamaConfig TINY = new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, false);
     static final int[] PROMPT = {1, 17, 255, 3, 42, 42, 0, 128};
 
-    /** 8 greedy tokens and the last position's logits of each step, at rank {@code rank} of {@code tp}. */
-    record Run(int[] tokens, List<double[]> logits) {}
-
-    static Run generate(SafeTensors weights, int tp, int rank, CompileOptions options) {
-        var shard = LlamaDecoder.weights(TINY, weights, tp, rank, DType.F32);
-        try (var prefill = Session.compile(LlamaDecoder.prefill(TINY, PROMPT.length, MAX, tp, DType.F32), options);
-             var decode = Session.compile(LlamaDecoder.decode(TINY, MAX, tp, DType.F32), options)) {
-            var in = new HashMap<>(shard);
-            in.putAll(LlamaDecoder.prompt(TINY, PROMPT, MAX, tp, DType.F32));
-            Map<String, NDArray> out = prefill.runToHost(in);
-            int[] tokens = new int[8];
-            var logits = new ArrayList<double[]>();
-            for (int k = 0; k < 8; k++) {
-                tokens[k] = (int) out.get("next").get(0);
-                logits.add(out.get("logits").toDoubleArray());
-                if (k == 7) break;
-                in = new HashMap<>(shard);
-                in.putAll(LlamaDecoder.step(TINY, tokens[k], PROMPT.length + k, MAX, DType.F32));
-                for (int l = 0; l < TINY.layers(); l++)
-                    for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, out.get("cache." + l + "." + kv));
-                out = decode.runToHost(in);
-            }
-            return new Run(tokens, logits);
+    static LlamaGenerator.Result generate(SafeTensors weights, int tp, int rank, CompileOptions options) {
+        try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, tp, rank, DType.F32)), PROMPT.length, MAX, tp, DType.F32, options)) {
+            return gen.generate(PROMPT, 8);
         }
     }
 
-    static void assertSame(Run want, Run got, String what) {
+    static void assertSame(LlamaGenerator.Result want, LlamaGenerator.Result got, String what) {
         assertThat(got.tokens()).as(what).containsExactly(want.tokens());
         for (int k = 0; k < 8; k++) {
             double worst = 0, scale = 0;
@@ -73,9 +49,9 @@ class LlamaDecoderGpuTest {
     void theGpuDecodesAsTheHostDoesAtTensorParallelOneAndTwoOnOneGpu(@TempDir Path dir) throws Exception {
         LlamaCheckpoint.writeRandom(TINY, DType.F32, 12, dir);
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
-            Run host = generate(weights, 1, 0, CompileOptions.world(1).backend("host"));
+            LlamaGenerator.Result host = generate(weights, 1, 0, CompileOptions.world(1).backend("host"));
             assertSame(host, generate(weights, 1, 0, CompileOptions.world(1).backend("cuda")), "cuda tp 1");
-            var runs = new Run[2];
+            var runs = new LlamaGenerator.Result[2];
             LocalWorld.run(2, rv -> runs[rv.rank()] = generate(weights, 2, rv.rank(),
                     CompileOptions.world(2).rank(rv).ranksPerGpu(2).timeout(java.time.Duration.ofSeconds(30))));
             for (int r = 0; r < 2; r++) assertSame(host, runs[r], "cuda tp 2 rank " + r);

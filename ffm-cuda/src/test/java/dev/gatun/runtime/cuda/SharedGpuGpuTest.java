@@ -34,6 +34,17 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 @RequiresGpu
 class SharedGpuGpuTest {
 
+    /** Every rank's inputs of a random graph, as NDArrays. */
+    static List<Map<String, NDArray>> randomInputs(Graph g, long seed, int world) {
+        var in = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++) {
+            var m = new java.util.LinkedHashMap<String, NDArray>();
+            RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
+            in.add(m);
+        }
+        return in;
+    }
+
     static CompileOptions shared(int world, dev.gatun.runtime.distributed.Rendezvous rv) {
         return CompileOptions.world(world).rank(rv).ranksPerGpu(world).timeout(java.time.Duration.ofSeconds(20));
     }
@@ -77,12 +88,7 @@ class SharedGpuGpuTest {
                 // concatenations along dimension 0 only: the CUDA code generator does not store at strides yet
                 Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
                         .withDTypes(DType.F32, DType.F16, DType.BF16));
-                var in = new ArrayList<Map<String, NDArray>>();
-                for (int r = 0; r < world; r++) {
-                    var m = new java.util.LinkedHashMap<String, NDArray>();
-                    RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
-                    in.add(m);
-                }
+                var in = randomInputs(g, seed, world);
                 var want2 = ReferenceInterpreter.evaluate(g, in).get(rank);
                 try (var s = Session.compile(g, shared(world, rv))) {
                     MultiGpuCheck.compare("shared seed " + seed, want2, s.runToHost(in.get(rank)));
@@ -145,12 +151,7 @@ class SharedGpuGpuTest {
                 for (long seed = 2000; seed < 2006; seed++) {
                     Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(world).staticOnly().withSubgroups(false)
                             .withDTypes(DType.F32, DType.F16, DType.BF16));
-                    var in = new ArrayList<Map<String, NDArray>>();
-                    for (int r = 0; r < world; r++) {
-                        var m = new java.util.LinkedHashMap<String, NDArray>();
-                        RandomGraphs.inputs(g, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
-                        in.add(m);
-                    }
+                    var in = randomInputs(g, seed, world);
                     var want = ReferenceInterpreter.evaluate(g, in).get(rank);
                     try (var s = Session.compile(g, shared(world, rv).forceAllReduce(a))) {
                         for (int call = 0; call < 2; call++) MultiGpuCheck.compare(a + " seed " + seed + " call " + call, want, s.runToHost(in.get(rank)));
@@ -184,12 +185,7 @@ class SharedGpuGpuTest {
             for (long seed = 0; seed < 6; seed++) {
                 var opts = RandomGraphs.Options.defaults().withMesh(2, 2).staticOnly().withDTypes(DType.F32, DType.F16, DType.BF16);
                 Graph rg = RandomGraphs.generate(seed, opts);
-                var in = new ArrayList<Map<String, NDArray>>();
-                for (int r = 0; r < 4; r++) {
-                    var m = new java.util.LinkedHashMap<String, NDArray>();
-                    RandomGraphs.inputs(rg, seed, r).forEach((k, v) -> m.put(k, NDArray.of(v.dtype(), v.values(), v.shape())));
-                    in.add(m);
-                }
+                var in = randomInputs(rg, seed, 4);
                 var want = ReferenceInterpreter.evaluate(rg, in).get(rank);
                 try (var s = Session.compile(rg, shared(4, rv))) {
                     MultiGpuCheck.compare("mesh seed " + seed, want, s.runToHost(in.get(rank)));

@@ -34,13 +34,17 @@ public final class LlamaDecoder {
     /** The prefill phase: the prompt, the caches filled up to its length. */
     public static Graph prefill(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype) {
         if (tokens < 1 || tokens > maxLen) throw new IllegalArgumentException("a prompt of " + tokens + " tokens does not fit a cache of " + maxLen);
-        return graph(c, tokens, maxLen, tp, dtype, false);
+        return graph(c, tokens, maxLen, tp, dtype, false, false);
     }
 
     /** The decode phase: one token, the caches read and updated. */
-    public static Graph decode(LlamaConfig c, int maxLen, int tp, DType dtype) { return graph(c, 1, maxLen, tp, dtype, true); }
+    public static Graph decode(LlamaConfig c, int maxLen, int tp, DType dtype) { return graph(c, 1, maxLen, tp, dtype, true, false); }
 
-    private static Graph graph(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype, boolean decode) {
+    /**
+     * Either phase: a prompt of {@code tokens} ({@code decode} false) or one token; {@code allPositions} gives the logits
+     * of every position instead of the last's.
+     */
+    static Graph graph(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
         c.checkTensorParallel(tp);
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
@@ -86,7 +90,7 @@ public final class LlamaDecoder {
             Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl).t());
             x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
         }
-        Tensor last = tokens == 1 ? x : x.slice(0, tokens - 1, tokens);
+        Tensor last = tokens == 1 || allPositions ? x : x.slice(0, tokens - 1, tokens);
         Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
         Tensor head = c.tieWordEmbeddings() ? embed : g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize());
         Tensor logits = h.matmul(head.t());

@@ -1,11 +1,8 @@
 package dev.gatun.models.llama;
 
-import dev.gatun.dsl.Gatun;
-import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 
@@ -17,7 +14,8 @@ import java.util.Map;
  * it under Megatron-style tensor parallelism of degree {@code tp}: each rank holds whole query heads (key and value
  * heads too, or a replica of the one its query heads share when there are fewer key-value heads than ranks) and a
  * slice of the MLP's width; the attention's output projection and the MLP's down projection each end in one
- * all-reduce. The graph's output is {@code logits} [tokens, vocab], the same on every rank.
+ * all-reduce. The graph's outputs are {@code logits} [tokens, vocab] and the greedy {@code next} token of every
+ * position, the same on every rank, and each layer's keys and values.
  *
  * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
  * {@code index_select}), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
@@ -28,41 +26,12 @@ import java.util.Map;
 public final class LlamaPrefill {
     private LlamaPrefill() {}
 
-    /** The graph of rank {@code rank}'s share (every rank's graph is the same but for the shards it is given). */
+    /**
+     * The graph of rank {@code rank}'s share (every rank's graph is the same but for the shards it is given): the
+     * decoder's prefill ({@link LlamaDecoder}) over exactly the prompt, with every position's logits.
+     */
     public static Graph graph(LlamaConfig c, int tokens, int tp, DType dtype) {
-        c.checkTensorParallel(tp);
-        int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
-        GraphBuilder g = Gatun.graph("llama_prefill").world(tp);
-        Tensor ids = g.input("tokens", DType.I32, tokens);
-        Tensor cos = g.input("cos", dtype, tokens, d), sin = g.input("sin", dtype, tokens, d), mask = g.input("mask", dtype, tokens, tokens);
-        Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor x = embed.indexSelect(0, ids);
-        for (int l = 0; l < c.layers(); l++) {
-            String p = "model.layers." + l + ".";
-            Tensor xn = rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            Tensor q = heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, hl * d, c.hiddenSize()).t()), tokens, hl, d);
-            Tensor k = heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
-            Tensor v = heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
-            q = rope(q, cos, sin, d);
-            k = rope(k, cos, sin, d);
-            // grouped-query attention: each key-value head serves `group` query heads
-            k = k.reshape(kl, 1, tokens, d).expand(kl, group, tokens, d).reshape(hl, tokens, d);
-            v = v.reshape(kl, 1, tokens, d).expand(kl, group, tokens, d).reshape(hl, tokens, d);
-            Tensor scores = q.matmul(k.transpose(1, 2)).mul(1 / Math.sqrt(d)).add(mask);
-            Tensor e = scores.sub(scores.max(true, -1)).exp();
-            Tensor attn = e.div(e.sum(true, -1)).matmul(v).transpose(0, 1).reshape(tokens, hl * d);
-            Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d).t());
-            x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
-            xn = rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            Tensor gate = xn.matmul(g.input(p + "mlp.gate_proj.weight", dtype, fl, c.hiddenSize()).t()).silu();
-            Tensor up = xn.matmul(g.input(p + "mlp.up_proj.weight", dtype, fl, c.hiddenSize()).t());
-            Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl).t());
-            x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
-        }
-        Tensor h = rmsNorm(x, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-        Tensor head = c.tieWordEmbeddings() ? embed : g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize());
-        g.output("logits", h.matmul(head.t()));
-        return g.build();
+        return LlamaDecoder.graph(c, tokens, tokens, tp, dtype, false, true);
     }
 
     /** Key-value heads on one rank: a share of them, or one replica where there are fewer than ranks. */

@@ -1,0 +1,85 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.DType;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Greedy generation with {@link LlamaDecoder}'s two phases, each compiled once: the prompt's prefill, then one decode
+ * call per token, each call taking the caches the last one returned. {@code shards} holds the weights of the ranks
+ * this process runs ({@link LlamaDecoder#weights}): all {@code tp} of them for the host backend's simulated ranks, or
+ * this rank's one where each rank is a session of its own. Closing closes both sessions.
+ */
+public final class LlamaGenerator implements AutoCloseable {
+    /** The new tokens, and each step's logits of the last position (of the first local rank). */
+    public record Result(int[] tokens, List<double[]> logits) {}
+
+    private final LlamaConfig config;
+    private final List<Map<String, NDArray>> shards;
+    private final int promptLength, maxLen, tp;
+    private final DType dtype;
+    private final Session prefill, decode;
+
+    public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int promptLength, int maxLen, int tp, DType dtype,
+                          CompileOptions options) {
+        this.config = config;
+        this.shards = List.copyOf(shards);
+        this.promptLength = promptLength;
+        this.maxLen = maxLen;
+        this.tp = tp;
+        this.dtype = dtype;
+        this.prefill = Session.compile(LlamaDecoder.prefill(config, promptLength, maxLen, tp, dtype), options);
+        Session d;
+        try {
+            d = Session.compile(LlamaDecoder.decode(config, maxLen, tp, dtype), options);
+        } catch (RuntimeException e) {
+            prefill.close();
+            throw e;
+        }
+        this.decode = d;
+    }
+
+    /** The prompt's greedy continuation by {@code n} tokens (the prompt's length is the one compiled for). */
+    public Result generate(int[] prompt, int n) {
+        if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
+        if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
+        var out = prefill.runToHost(calls(LlamaDecoder.prompt(config, prompt, maxLen, tp, dtype), null));
+        int[] tokens = new int[n];
+        var logits = new ArrayList<double[]>();
+        for (int k = 0; k < n; k++) {
+            tokens[k] = (int) out.getFirst().get("next").get(0);
+            for (int r = 1; r < out.size(); r++)
+                if ((int) out.get(r).get("next").get(0) != tokens[k])
+                    throw new GatunRuntimeException("the ranks disagree on token " + k + ": " + tokens[k] + " against " + (int) out.get(r).get("next").get(0));
+            logits.add(out.getFirst().get("logits").toDoubleArray());
+            if (k == n - 1) break;
+            out = decode.runToHost(calls(LlamaDecoder.step(config, tokens[k], promptLength + k, maxLen, dtype), out));
+        }
+        return new Result(tokens, logits);
+    }
+
+    /** Each local rank's inputs: its weights, the call's inputs, and the caches its last call returned. */
+    private List<Map<String, NDArray>> calls(Map<String, NDArray> call, List<Map<String, NDArray>> last) {
+        var out = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < shards.size(); r++) {
+            var in = new HashMap<>(shards.get(r));
+            in.putAll(call);
+            if (last != null)
+                for (int l = 0; l < config.layers(); l++)
+                    for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, last.get(r).get("cache." + l + "." + kv));
+            out.add(in);
+        }
+        return out;
+    }
+
+    @Override public void close() {
+        try (prefill; decode) { }
+    }
+}
