@@ -15,7 +15,9 @@ import java.util.Map;
  * Greedy generation with {@link LlamaDecoder}'s two phases, each compiled once: the prompt's prefill, then one decode
  * call per token, each call taking the caches the last one returned. {@code shards} holds the weights of the ranks
  * this process runs ({@link LlamaDecoder#weights}): all {@code tp} of them for the host backend's simulated ranks, or
- * this rank's one where each rank is a session of its own. Closing closes both sessions.
+ * this rank's one where each rank is a session of its own. The weights are bound to both sessions once (copied into
+ * memory the sessions keep, on a GPU its memory), so a call passes only the token, its position's tables and masks,
+ * and the caches. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /** The new tokens, and each step's logits of the last position (of the first local rank). */
@@ -44,6 +46,16 @@ public final class LlamaGenerator implements AutoCloseable {
             throw e;
         }
         this.decode = d;
+        try {
+            for (Session s : List.of(prefill, decode))
+                for (int i = 0; i < this.shards.size(); i++) {
+                    int rank = s.ranks().get(i);
+                    for (var w : this.shards.get(i).entrySet()) s.bind(rank, w.getKey(), w.getValue());
+                }
+        } catch (RuntimeException e) {
+            close();
+            throw e;
+        }
     }
 
     /** The prompt's greedy continuation by {@code n} tokens (the prompt's length is the one compiled for). */
@@ -65,12 +77,11 @@ public final class LlamaGenerator implements AutoCloseable {
         return new Result(tokens, logits);
     }
 
-    /** Each local rank's inputs: its weights, the call's inputs, and the caches its last call returned. */
+    /** Each local rank's inputs: the call's inputs and the caches its last call returned (the weights are bound). */
     private List<Map<String, NDArray>> calls(Map<String, NDArray> call, List<Map<String, NDArray>> last) {
         var out = new ArrayList<Map<String, NDArray>>();
         for (int r = 0; r < shards.size(); r++) {
-            var in = new HashMap<>(shards.get(r));
-            in.putAll(call);
+            var in = new HashMap<>(call);
             if (last != null)
                 for (int l = 0; l < config.layers(); l++)
                     for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, last.get(r).get("cache." + l + "." + kv));
