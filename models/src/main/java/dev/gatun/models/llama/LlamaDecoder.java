@@ -59,9 +59,10 @@ public final class LlamaDecoder {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            Tensor q = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, hl * d, c.hiddenSize()).t()), tokens, hl, d);
-            Tensor k = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
-            Tensor v = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, kl * d, c.hiddenSize()).t()), tokens, kl, d);
+            // projection weights come [in, out] (LlamaPrefill.inputs transposes the checkpoint's [out, in] once)
+            Tensor q = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, c.hiddenSize(), hl * d)), tokens, hl, d);
+            Tensor k = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
+            Tensor v = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
             q = LlamaPrefill.rope(q, cos, sin, d);
             k = LlamaPrefill.rope(k, cos, sin, d);
             Tensor keys, values;
@@ -82,18 +83,18 @@ public final class LlamaDecoder {
             Tensor scores = q.matmul(kk.transpose(1, 2)).mul(1 / Math.sqrt(d)).add(mask);
             Tensor e = scores.sub(scores.max(true, -1)).exp();
             Tensor attn = e.div(e.sum(true, -1)).matmul(vv).transpose(0, 1).reshape(tokens, hl * d);
-            Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d).t());
+            Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, hl * d, c.hiddenSize()));
             x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
             xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            Tensor gate = xn.matmul(g.input(p + "mlp.gate_proj.weight", dtype, fl, c.hiddenSize()).t()).silu();
-            Tensor up = xn.matmul(g.input(p + "mlp.up_proj.weight", dtype, fl, c.hiddenSize()).t());
-            Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl).t());
+            Tensor gate = xn.matmul(g.input(p + "mlp.gate_proj.weight", dtype, c.hiddenSize(), fl)).silu();
+            Tensor up = xn.matmul(g.input(p + "mlp.up_proj.weight", dtype, c.hiddenSize(), fl));
+            Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, fl, c.hiddenSize()));
             x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
         }
         Tensor last = tokens == 1 || allPositions ? x : x.slice(0, tokens - 1, tokens);
         Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-        Tensor head = c.tieWordEmbeddings() ? embed : g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor logits = h.matmul(head.t());
+        // the output projection [hidden, vocab] (the embedding's transpose where they are tied, made once at load)
+        Tensor logits = h.matmul(g.input("lm_head.weight", dtype, c.hiddenSize(), c.vocabSize()));
         g.output("logits", logits);
         g.output("next", logits.argmax(-1));
         return g.build();

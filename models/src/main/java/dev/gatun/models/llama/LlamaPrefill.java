@@ -51,9 +51,10 @@ public final class LlamaPrefill {
     }
 
     /**
-     * Rank {@code rank}'s inputs for the prompt {@code ids}: the one-hot tokens, rotary tables and causal mask, and
-     * its shard of every weight of {@code weights} (rows of the column-parallel projections, columns of the
-     * row-parallel ones), in {@code dtype}.
+     * Rank {@code rank}'s inputs for the prompt {@code ids}: the tokens, rotary tables and causal mask, and its
+     * shard of every weight of {@code weights} (rows of the column-parallel projections, columns of the row-parallel
+     * ones), in {@code dtype}, each projection transposed once to [in, out] so a product reads it as it lies (the
+     * output projection too: the embedding's transpose where they are tied).
      */
     public static Map<String, NDArray> inputs(LlamaConfig c, SafeTensors weights, int[] ids, int tp, int rank, DType dtype) {
         c.checkTensorParallel(tp);
@@ -81,17 +82,18 @@ public final class LlamaPrefill {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             in.put(p + "input_layernorm.weight", cast(weights.get(p + "input_layernorm.weight"), dtype));
-            in.put(p + "self_attn.q_proj.weight", rows(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d, dtype));
-            in.put(p + "self_attn.k_proj.weight", rows(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d, dtype));
-            in.put(p + "self_attn.v_proj.weight", rows(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d, dtype));
-            in.put(p + "self_attn.o_proj.weight", columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
+            in.put(p + "self_attn.q_proj.weight", rowsTransposed(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d, dtype));
+            in.put(p + "self_attn.k_proj.weight", rowsTransposed(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d, dtype));
+            in.put(p + "self_attn.v_proj.weight", rowsTransposed(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d, dtype));
+            in.put(p + "self_attn.o_proj.weight", columnsTransposed(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
             in.put(p + "post_attention_layernorm.weight", cast(weights.get(p + "post_attention_layernorm.weight"), dtype));
-            in.put(p + "mlp.gate_proj.weight", rows(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl, dtype));
-            in.put(p + "mlp.up_proj.weight", rows(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl, dtype));
-            in.put(p + "mlp.down_proj.weight", columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.gate_proj.weight", rowsTransposed(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.up_proj.weight", rowsTransposed(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.down_proj.weight", columnsTransposed(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
         }
         in.put("model.norm.weight", cast(weights.get("model.norm.weight"), dtype));
-        if (!c.tieWordEmbeddings()) in.put("lm_head.weight", cast(weights.get("lm_head.weight"), dtype));
+        NDArray head = weights.get(c.tieWordEmbeddings() ? "model.embed_tokens.weight" : "lm_head.weight");
+        in.put("lm_head.weight", rowsTransposed(head, 0, head.shape()[0], dtype));
         return in;
     }
 
@@ -101,19 +103,19 @@ public final class LlamaPrefill {
         return out;
     }
 
-    /** Rows [first, first + n) of a matrix. */
-    private static NDArray rows(NDArray a, long first, long n, DType dtype) {
+    /** Rows [first, first + n) of an [out, in] matrix, transposed: [in, n], as {@code x @ W} wants it. */
+    private static NDArray rowsTransposed(NDArray a, long first, long n, DType dtype) {
         long cols = a.shape()[1];
-        var out = NDArray.zeros(dtype, n, cols);
-        for (long r = 0; r < n; r++) for (long j = 0; j < cols; j++) out.set(r * cols + j, a.get((first + r) * cols + j));
+        var out = NDArray.zeros(dtype, cols, n);
+        for (long r = 0; r < n; r++) for (long j = 0; j < cols; j++) out.set(j * n + r, a.get((first + r) * cols + j));
         return out;
     }
 
-    /** Columns [first, first + n) of a matrix. */
-    private static NDArray columns(NDArray a, long first, long n, DType dtype) {
+    /** Columns [first, first + n) of an [out, in] matrix, transposed: [n, out]. */
+    private static NDArray columnsTransposed(NDArray a, long first, long n, DType dtype) {
         long rowsOf = a.shape()[0], cols = a.shape()[1];
-        var out = NDArray.zeros(dtype, rowsOf, n);
-        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(r * n + j, a.get(r * cols + first + j));
+        var out = NDArray.zeros(dtype, n, rowsOf);
+        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(j * rowsOf + r, a.get(r * cols + first + j));
         return out;
     }
 }
