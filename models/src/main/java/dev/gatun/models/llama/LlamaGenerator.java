@@ -1,7 +1,9 @@
 package dev.gatun.models.llama;
 
 import dev.gatun.ir.DType;
+import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
@@ -20,8 +22,11 @@ import java.util.Map;
  * and the caches. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
-    /** The new tokens, and each step's logits of the last position (of the first local rank). */
-    public record Result(int[] tokens, List<double[]> logits) {}
+    /**
+     * The new tokens; each step's logits of the last position (of the first local rank; empty unless asked for); and
+     * the host wall time of the prefill call and of each decode call, each until its token was on the host.
+     */
+    public record Result(int[] tokens, List<double[]> logits, double prefillMillis, double[] stepMillis) {}
 
     private final LlamaConfig config;
     private final List<Map<String, NDArray>> shards;
@@ -58,30 +63,45 @@ public final class LlamaGenerator implements AutoCloseable {
         }
     }
 
-    /** The prompt's greedy continuation by {@code n} tokens (the prompt's length is the one compiled for). */
-    public Result generate(int[] prompt, int n) {
+    /** The prompt's greedy continuation by {@code n} tokens, with each step's logits. */
+    public Result generate(int[] prompt, int n) { return generate(prompt, n, true); }
+
+    /**
+     * The prompt's greedy continuation by {@code n} tokens (the prompt's length is the one compiled for). Outputs stay
+     * in the sessions' memory (on a GPU, the device's): each call's caches are the next call's inputs as they are, and
+     * only the token (and with {@code keepLogits} the logits) comes to the host.
+     */
+    public Result generate(int[] prompt, int n, boolean keepLogits) {
         if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
-        var out = prefill.runToHost(calls(LlamaDecoder.prompt(config, prompt, maxLen, tp, dtype), null));
+        long t0 = System.nanoTime();
+        var out = prefill.run(calls(LlamaDecoder.prompt(config, prompt, maxLen, tp, dtype), null));
         int[] tokens = new int[n];
+        double prefillMillis = 0;
+        double[] stepMillis = new double[Math.max(0, n - 1)];
         var logits = new ArrayList<double[]>();
         for (int k = 0; k < n; k++) {
-            tokens[k] = (int) out.getFirst().get("next").get(0);
-            for (int r = 1; r < out.size(); r++)
-                if ((int) out.get(r).get("next").get(0) != tokens[k])
-                    throw new GatunRuntimeException("the ranks disagree on token " + k + ": " + tokens[k] + " against " + (int) out.get(r).get("next").get(0));
-            logits.add(out.getFirst().get("logits").toDoubleArray());
+            tokens[k] = (int) out.getFirst().get("next").toHost().get(0);
+            double ms = (System.nanoTime() - t0) / 1e6;
+            if (k == 0) prefillMillis = ms;
+            else stepMillis[k - 1] = ms;
+            for (int r = 1; r < out.size(); r++) {
+                int other = (int) out.get(r).get("next").toHost().get(0);
+                if (other != tokens[k]) throw new GatunRuntimeException("the ranks disagree on token " + k + ": " + tokens[k] + " against " + other);
+            }
+            if (keepLogits) logits.add(out.getFirst().get("logits").toHost().toDoubleArray());
             if (k == n - 1) break;
-            out = decode.runToHost(calls(LlamaDecoder.step(config, tokens[k], promptLength + k, maxLen, dtype), out));
+            t0 = System.nanoTime();
+            out = decode.run(calls(LlamaDecoder.step(config, tokens[k], promptLength + k, maxLen, dtype), out));
         }
-        return new Result(tokens, logits);
+        return new Result(tokens, logits, prefillMillis, stepMillis);
     }
 
     /** Each local rank's inputs: the call's inputs and the caches its last call returned (the weights are bound). */
-    private List<Map<String, NDArray>> calls(Map<String, NDArray> call, List<Map<String, NDArray>> last) {
-        var out = new ArrayList<Map<String, NDArray>>();
+    private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call, List<Map<String, DeviceArray>> last) {
+        var out = new ArrayList<Map<String, ArrayLike>>();
         for (int r = 0; r < shards.size(); r++) {
-            var in = new HashMap<>(call);
+            var in = new HashMap<String, ArrayLike>(call);
             if (last != null)
                 for (int l = 0; l < config.layers(); l++)
                     for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, last.get(r).get("cache." + l + "." + kv));
