@@ -110,6 +110,9 @@ public final class LlamaGenerator implements AutoCloseable {
         return out;
     }
 
+    /** Where the first local rank runs ("cuda:0", "host"). */
+    public String device() { return prefill.device(); }
+
     @Override public void close() {
         try (prefill; decode) { }
     }

@@ -1,0 +1,101 @@
+"""PyTorch peer of Gatun's LlamaBench: the same checkpoint directory through Hugging Face transformers, on the GPU.
+
+    python3 bench/llama_torch.py --dir DIR [--prompt 512] [--new 32] [--runs 5] [--gatun gatun-llama.json] [--out torch-llama.json]
+
+Loads config.json and model.safetensors with LlamaForCausalLM in bfloat16, runs the same prompt (token i is
+(i * 7919 + 13) mod vocab, as LlamaBench makes it), and measures, like LlamaBench, the prefill call and each
+decode call (with the model's KV cache) until its greedy token is on the host, medians over runs after one
+warm-up. With --gatun it compares Gatun's tokens and first-step logits with its own and prints both systems' times
+side by side. Run it with the machine's python3 (the one with torch and transformers) on the GPU host; it refuses
+to run unless NVLink multicast is off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
+NVSHMEM_DISABLE_NVLS=1), as the rest of the suite does.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def prompt_ids(n, vocab):
+    return [(i * 7919 + 13) % vocab for i in range(n)]
+
+
+def generate(model, torch, ids, new):
+    """Greedy tokens after ids; the prefill's and each step's host wall time (ms) until the token is on the host."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = model(ids, use_cache=True)
+    past = out.past_key_values
+    nxt = int(out.logits[0, -1].argmax())
+    prefill_ms = (time.perf_counter() - t0) * 1e3
+    first_logits = out.logits[0, -1].float().cpu()
+    tokens, steps = [nxt], []
+    for _ in range(new - 1):
+        t0 = time.perf_counter()
+        out = model(torch.tensor([[nxt]], device=ids.device), past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        nxt = int(out.logits[0, -1].argmax())
+        steps.append((time.perf_counter() - t0) * 1e3)
+        tokens.append(nxt)
+    return tokens, first_logits, prefill_ms, steps
+
+
+def main(argv):
+    for k, v in SAFE_ENV.items():
+        if os.environ.get(k) != v:
+            print(f"llama_torch.py: refusing to run: {k} must be {v!r}", file=sys.stderr)
+            return 2
+    p = argparse.ArgumentParser()
+    p.add_argument("--dir", required=True)
+    p.add_argument("--prompt", type=int, default=512)
+    p.add_argument("--new", type=int, default=32)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--gatun", help="Gatun's LlamaBench JSON, to compare tokens, logits and times")
+    p.add_argument("--out", default="torch-llama.json")
+    a = p.parse_args(argv)
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.bfloat16).to("cuda").eval()
+    vocab = model.config.vocab_size
+    ids = torch.tensor([prompt_ids(a.prompt, vocab)], device="cuda")
+    with torch.no_grad():
+        tokens, first_logits, _, _ = generate(model, torch, ids, a.new)
+        prefill, decode = [], []
+        for _ in range(max(1, a.runs - 1)):
+            t, _, pm, steps = generate(model, torch, ids, a.new)
+            if t != tokens:
+                raise RuntimeError("PyTorch gave other tokens on a later run")
+            prefill.append(pm)
+            decode.append(statistics.median(steps) if steps else float("nan"))
+    result = {"system": "pytorch", "device": torch.cuda.get_device_name(), "versions": f"torch {torch.__version__}",
+              "prompt": a.prompt, "new": a.new, "tokens": tokens,
+              "prefill_ms": statistics.median(prefill), "decode_ms": statistics.median(decode)}
+    print(f"pytorch: tokens {tokens}; prefill of {a.prompt} tokens {result['prefill_ms']:.3f} ms, "
+          f"decode {result['decode_ms']:.3f} ms a token (eager, KV cache)")
+    if a.gatun:
+        with open(a.gatun) as f:
+            g = json.load(f)
+        gl = torch.tensor(g["first_logits"], dtype=torch.float64)
+        tl = first_logits.double()
+        rel = float((gl - tl).norm() / tl.norm())
+        same = g["tokens"] == tokens
+        first_diff = next((i for i, (x, y) in enumerate(zip(g["tokens"], tokens)) if x != y), None)
+        result.update({"gatun_tokens": g["tokens"], "same_tokens": same, "first_different_token": first_diff,
+                       "first_logits_rel_err": rel, "gatun_prefill_ms": g["prefill_ms"], "gatun_decode_ms": g["decode_ms"]})
+        print(f"first-step logits: relative error {rel:.3g} (Gatun against PyTorch); greedy tokens "
+              + ("the same" if same else f"differ from token {first_diff}"))
+        print("| system | prefill ms | decode ms/token |\n| --- | --- | --- |")
+        print(f"| Gatun | {g['prefill_ms']:.3f} | {g['decode_ms']:.3f} |")
+        print(f"| PyTorch eager | {result['prefill_ms']:.3f} | {result['decode_ms']:.3f} |")
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
