@@ -121,6 +121,7 @@ final class Fusion {
                         g.dimsOf.put(c, identity(g.dims().size()));
                         g.notes.addAll(refusals);
                         groups.add(g);
+                        if (!g.isRow()) pullIn(c, g);
                     } else {
                         g = join.group();
                         g.notes.addAll(refusals);
@@ -533,6 +534,13 @@ final class Fusion {
             Group h = groupOf.get(s);
             if (h == null || h == g || h.merged || h.isRow() || h.extern != null || h.position > g.position
                     || g.position - h.position > WINDOW || !h.ranges.equals(g.ranges) || !movable(h, g, c)) continue;
+            String past = externBetween(h, g);
+            if (past != null) {
+                if (!keepsNoMoreAlive(h, c)) continue;
+                for (ComputedBuffer m : h.members)
+                    if (readOnlyBy(m, h, c)) g.notes.add(m.label() + " (" + table.of(m).name() + ") made in this kernel, after "
+                            + past + ": only this kernel reads it, so it is never stored, and what it reads is no larger");
+            }
             for (ComputedBuffer m : h.members) {
                 groupOf.put(m, g);
                 producedAt.put(m, g.position);
@@ -546,6 +554,38 @@ final class Fusion {
             h.merged = true;
         }
     }
+
+    /** The first extern call placed between {@code h} and {@code g} (as "label (buf)"), or null when none is. */
+    private String externBetween(Group h, Group g) {
+        for (int i = h.position + 1; i < g.position; i++) {
+            Group x = groups.get(i);
+            if (x.extern != null) return "the " + x.extern.call().opName() + " making " + table.of(x.extern).name();
+        }
+        return null;
+    }
+
+    /**
+     * Whether making {@code h}'s results later, inside {@code c}'s kernel, keeps no more bytes alive across the extern
+     * calls in between: what {@code h} reads (now alive until {@code c}'s kernel) is at most what it no longer stores
+     * ({@code silu(gate) * up}: the gate projection instead of its silu, the same size). Unknown sizes: not moved.
+     */
+    private boolean keepsNoMoreAlive(Group h, ComputedBuffer c) {
+        SymInt read = SymInt.ZERO, saved = SymInt.ZERO;
+        for (Buffer s : h.reads)
+            if (!(s instanceof InputBuffer || s instanceof ConstantBuffer) && !outputs.contains(s) && groupOf.get(s) != h)
+                read = read.plus(bytesOf(s));
+        for (ComputedBuffer m : h.members) if (readOnlyBy(m, h, c)) saved = saved.plus(bytesOf(m));
+        return read.isConstant() && saved.isConstant() && read.constant() <= saved.constant();
+    }
+
+    /** Whether only {@code h}'s own members and {@code c} read {@code m}, and it is not an output. */
+    private boolean readOnlyBy(ComputedBuffer m, Group h, ComputedBuffer c) {
+        if (outputs.contains(m) || viewed.contains(m)) return false;
+        for (Buffer u : consumers.getOrDefault(m, List.of())) if (u != c && groupOf.get(u) != h) return false;
+        return true;
+    }
+
+    private static SymInt bytesOf(Buffer b) { return b.type().shape().symNumel().times(SymInt.of(b.type().dtype().byteSize())); }
 
     /** Whether {@code h}'s results may be made at {@code g}'s place instead: read element-wise there, and by nothing in between. */
     private boolean movable(Group h, Group g, ComputedBuffer c) {

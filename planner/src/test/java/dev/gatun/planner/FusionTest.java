@@ -79,6 +79,30 @@ class FusionTest {
     }
 
     @Test
+    void aPrivateKernelIsMadeAfterAnExternCallWhenThatKeepsNoMoreAlive() {
+        // the SwiGLU of a Llama MLP: silu(gate) is made before the up projection runs; its product with up is after
+        Plan p = plan("swiglu", 1, g -> {
+            var x = g.input("x", F32, 64, 256);
+            var gate = x.matmul(g.input("wg", F32, 256, 512)).silu();
+            var up = x.matmul(g.input("wu", F32, 256, 512));
+            g.output("y", gate.mul(up).matmul(g.input("wd", F32, 512, 256)));
+        });
+        assertThat(p.kernels()).extracting(Kernel::ops).containsExactly(List.of("silu", "mul"));
+        assertThat(p.toString()).contains("silu", "made in this kernel, after the matmul making");
+        // silu's result is neither stored nor placed: the kernel stores only the product
+        assertThat(p.kernels().getFirst().stores()).hasSize(1);
+        // not when what the moved kernel reads is larger than what it stops storing (a narrowing cast)
+        Plan q = plan("narrowing", 1, g -> {
+            var x = g.input("x", F32, 64, 256);
+            var a = x.matmul(g.input("wa", F32, 256, 512)).cast(dev.gatun.ir.DType.BF16);
+            var b = x.matmul(g.input("wb", F32, 256, 512)).cast(dev.gatun.ir.DType.BF16);
+            g.output("y", a.mul(b));
+        });
+        assertThat(q.kernels()).hasSize(2);
+        assertThat(q.toString()).doesNotContain("made in this kernel, after");
+    }
+
+    @Test
     void sizeOneDimensionsDoNotStopFusion() {
         // lowering loads a [2,1] buffer with stride 0 in its size-1 dimension; the index there is always 0
         Plan p = plan("keepdim", 1, g -> g.output("y", g.input("x", F32, 2, 1).add(1e-5).rsqrt()));
