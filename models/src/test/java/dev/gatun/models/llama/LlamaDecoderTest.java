@@ -23,6 +23,21 @@ class LlamaDecoderTest {
     static final int MAX = 24;
 
     @Test
+    void eachLayersSwigluIsOneKernelStoringOnlyTheProduct() {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
+            var kernels = s.plan().kernels();
+            // silu(gate) waits for the up projection and is made beside the product, one kernel per layer
+            assertThat(kernels).filteredOn(k -> k.ops().contains("silu")).hasSize(c.layers())
+                    .allSatisfy(k -> {
+                        assertThat(k.ops()).containsSubsequence("silu", "mul");
+                        assertThat(k.stores()).hasSize(1);
+                    });
+            assertThat(s.plan().toString()).contains("made in this kernel, after the matmul making");
+        }
+    }
+
+    @Test
     void prefillThenEightStepsGiveTheFloat64PassesTokensAndLogits(@TempDir Path dir) throws IOException {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         LlamaCheckpoint.writeRandom(c, DType.F32, 12, dir);
