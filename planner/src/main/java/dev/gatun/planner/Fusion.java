@@ -345,7 +345,7 @@ final class Fusion {
 
     private boolean keptForExtern(Buffer b) {
         if (outputs.contains(b) || b.isSymmetric() || b.layout() instanceof Layout.CommBuffer) return false;
-        SymInt bytes = b.type().shape().symNumel().times(SymInt.of(b.type().dtype().byteSize()));
+        SymInt bytes = bytesOf(b);
         if (bytes.isConstant() && bytes.constant() < LARGE) return false;
         for (Buffer u : consumers.getOrDefault(b, List.of())) if (u instanceof ExternBuffer) return true;
         return false;
@@ -555,7 +555,7 @@ final class Fusion {
         }
     }
 
-    /** The first extern call placed between {@code h} and {@code g} (as "label (buf)"), or null when none is. */
+    /** The first extern call placed between {@code h} and {@code g} (as "the matmul making buf5"), or null when none is. */
     private String externBetween(Group h, Group g) {
         for (int i = h.position + 1; i < g.position; i++) {
             Group x = groups.get(i);
