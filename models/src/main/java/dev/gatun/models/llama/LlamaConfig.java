@@ -85,6 +85,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         if (!(root instanceof Json.Obj obj)) throw new IOException(file + ": a JSON " + root.kind() + ", not an object");
         var fields = new Fields(file, obj);
         int heads = fields.integer("num_attention_heads", null);
+        refuseUnsupported(file, obj, fields, heads);
         try {
             return new LlamaConfig(fields.integer("hidden_size", null), fields.integer("num_hidden_layers", null), heads,
                     fields.integer("num_key_value_heads", heads), fields.integer("intermediate_size", null), fields.integer("vocab_size", null),
@@ -92,6 +93,33 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         } catch (IllegalArgumentException e) {
             throw new IOException(file + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Refuses what this decoder does not compute, rather than give different logits from the checkpoint's own model:
+     * scaled rotary frequencies ({@code rope_scaling}, as Llama 3.1 and later use), a head size other than
+     * {@code hidden_size / num_attention_heads}, an activation other than SiLU, and bias terms.
+     */
+    private static void refuseUnsupported(Path file, Json.Obj obj, Fields fields, int heads) throws IOException {
+        Json scaling = obj.get("rope_scaling");
+        if (scaling instanceof Json.Obj o && !(o.get("rope_type") instanceof Json.Str t && t.value().equals("default")))
+            throw new IOException(file + ": field 'rope_scaling' is set (rope_type " + (o.get("rope_type") instanceof Json.Str t ? "\"" + t.value() + "\"" : "missing")
+                    + "): scaled rotary frequencies are not implemented; only unscaled RoPE (no rope_scaling, or rope_type \"default\") is");
+        if (scaling != null && !(scaling instanceof Json.Null || scaling instanceof Json.Obj))
+            throw new IOException(file + ": field 'rope_scaling' is a JSON " + scaling.kind() + ", not an object");
+        if (obj.get("head_dim") != null && !(obj.get("head_dim") instanceof Json.Null)) {
+            int headDim = fields.integer("head_dim", null), hidden = fields.integer("hidden_size", null);
+            if ((long) headDim * heads != hidden)
+                throw new IOException(file + ": field 'head_dim' is " + headDim + ", but hidden_size / num_attention_heads is "
+                        + hidden + " / " + heads + ": a separate head size is not implemented");
+        }
+        Json act = obj.get("hidden_act");
+        if (act != null && !(act instanceof Json.Str a && a.value().equals("silu")))
+            throw new IOException(file + ": field 'hidden_act' is " + (act instanceof Json.Str a ? "\"" + a.value() + "\"" : "a JSON " + act.kind())
+                    + ": only \"silu\" is implemented");
+        for (String bias : new String[]{"attention_bias", "mlp_bias"})
+            if (fields.bool(bias, false))
+                throw new IOException(file + ": field '" + bias + "' is true: bias terms are not implemented");
     }
 
     /** Writes {@code config.json} in the same layout, with {@code "model_type": "llama"}. */

@@ -30,12 +30,13 @@ class LlamaCheckpointTest {
 
     @Test
     void aRealCheckpointsConfigReadsWithItsDefaults(@TempDir Path dir) throws IOException {
-        // the fields of a Llama-3.2-1B config.json (others, such as rope_scaling, are ignored); kv heads default to heads
+        // the fields of a Llama-3.2-1B config.json but its rope_scaling (refused: see below; fields this decoder has no
+        // use for, such as torch_dtype, are ignored); kv heads default to heads
         Files.writeString(dir.resolve("config.json"), """
                 {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192, "model_type": "llama",
                  "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
-                 "rope_scaling": {"factor": 32.0, "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true,
-                 "torch_dtype": "bfloat16", "vocab_size": 128256}
+                 "rope_theta": 500000.0, "tie_word_embeddings": true, "hidden_act": "silu", "head_dim": 64,
+                 "attention_bias": false, "mlp_bias": false, "rope_scaling": null, "torch_dtype": "bfloat16", "vocab_size": 128256}
                 """);
         var c = LlamaConfig.read(dir.resolve("config.json"));
         assertThat(c).isEqualTo(new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true));
@@ -63,6 +64,19 @@ class LlamaCheckpointTest {
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("hidden_size 60 is not a multiple of num_attention_heads 8");
         Files.writeString(f, "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("num_attention_heads 4 is not a multiple of num_key_value_heads 3");
+        // what the decoder does not compute is refused, never read into different logits
+        String ok = "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256";
+        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 32.0, \"rope_type\": \"llama3\"}}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString())
+                .hasMessageContaining("'rope_scaling' is set (rope_type \"llama3\"): scaled rotary frequencies are not implemented");
+        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"rope_type\": \"default\"}}");
+        assertThat(LlamaConfig.read(f).headDim()).isEqualTo(16);
+        Files.writeString(f, "{" + ok + ", \"head_dim\": 32}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'head_dim' is 32, but hidden_size / num_attention_heads is 64 / 4");
+        Files.writeString(f, "{" + ok + ", \"hidden_act\": \"gelu\"}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'hidden_act' is \"gelu\": only \"silu\"");
+        Files.writeString(f, "{" + ok + ", \"mlp_bias\": true}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'mlp_bias' is true: bias terms are not implemented");
         Files.writeString(f, "[1, 2]");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("a JSON array, not an object");
         Files.writeString(f, "{\"hidden_size\": ");
