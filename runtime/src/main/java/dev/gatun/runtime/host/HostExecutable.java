@@ -78,8 +78,7 @@ final class HostExecutable implements Executable {
                 if (at != null) placed[r][b.id()] = m.get(at.pool()).asSlice(at.offset(), at.bytes());
             }
             writeConstants(r);
-            for (Step st : plan.steps())
-                if (st instanceof Step.Collective c && c.slots() != null) BarrierFreeAllReduce.initialize(region(r, c.slots()), c.slots());
+            initializeRotatingSlots(r);
         }
         for (int r = 0; r < world; r++) bound.add(new HashMap<>());
         this.callMemory = new Arena[world];
@@ -119,6 +118,12 @@ final class HostExecutable implements Executable {
             double[] v = plan.constant(b);
             for (int i = 0; i < v.length; i++) Elements.set(placed[rank][b.id()], b.dtype(), i, v[i]);
         }
+    }
+
+    /** Sets up every barrier-free all-reduce's rotating region of a rank: empty slots, the call counter at zero. */
+    private void initializeRotatingSlots(int rank) {
+        for (Step st : plan.steps())
+            if (st instanceof Step.Collective c && c.slots() != null) BarrierFreeAllReduce.initialize(region(rank, c.slots()), c.slots());
     }
 
     /** A barrier-free all-reduce's rotating region on a rank. */
@@ -237,7 +242,12 @@ final class HostExecutable implements Executable {
         }
         HostWorld.Failure f = hw.failure();
         if (aborted) throw new GatunRuntimeException("graph '" + plan.name() + "': the call was aborted (Session.abort) and its ranks stopped");
-        if (f != null) throw failed(f, stuck);
+        if (f != null) {
+            // a failed call leaves pushes in the slots and the ranks' call counters apart: every rank has stopped (or
+            // the plan is unusable), so the regions start again as new before the next call
+            if (unusable == null) for (int r = 0; r < world; r++) initializeRotatingSlots(r);
+            throw failed(f, stuck);
+        }
         return out;
     }
 

@@ -59,6 +59,40 @@ class BarrierFreeHostTest {
         }
     }
 
+    /**
+     * A call that fails on one rank (an index out of range before the all-reduce) leaves pushes in the slots and the
+     * ranks' call counters apart; the calls after it still give the one-shot all-reduce's bits on every rank.
+     */
+    @Test
+    void callsAfterAFailedOneGiveTheRightSums() {
+        var b = dev.gatun.dsl.Gatun.graph("select_then_reduce").world(2);
+        var table = b.input("table", DType.F32, 6, 8);
+        b.output("y", table.indexSelect(0, b.input("ids", DType.I64, 3)).allReduce(dev.gatun.ir.graph.ReduceOp.SUM));
+        Graph g = b.build();
+        java.util.function.BiFunction<Integer, long[], List<Map<String, NDArray>>> in = (call, rank1Ids) -> {
+            var out = new ArrayList<Map<String, NDArray>>();
+            for (int r = 0; r < 2; r++)
+                out.add(Map.of("table", NDArray.randn(DType.F32, call * 7L + r, 6, 8), "ids", NDArray.of(r == 1 ? rank1Ids : new long[]{0, 5, 2}, 3)));
+            return out;
+        };
+        try (var free = Session.compile(g, CompileOptions.world(2).backend("host").forceAllReduce(Algorithm.BARRIER_FREE).randomDelays(2));
+             var shot = Session.compile(g, CompileOptions.world(2).backend("host").forceAllReduce(Algorithm.ONE_SHOT))) {
+            for (int call = 0; call < 12; call++) {
+                if (call % 4 == 1) {
+                    int c = call;
+                    assertThatThrownBy(() -> free.runToHost(in.apply(c, new long[]{1, 9, 3})))
+                            .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("index 9");
+                    continue;
+                }
+                var ins = in.apply(call, new long[]{4, 1, 3});
+                var got = free.runToHost(ins);
+                var want = shot.runToHost(ins);
+                for (int r = 0; r < 2; r++)
+                    assertThat(got.get(r).get("y").segment().mismatch(want.get(r).get("y").segment())).as("call %d rank %d", call, r).isEqualTo(-1);
+            }
+        }
+    }
+
     @Test
     void aRankThatWaitsPastTheTimeoutGivesUpNamingThePeer() {
         // a timeout shorter than any wait: the first rank to wait for a delayed peer's element gives up
