@@ -3,9 +3,10 @@ package dev.gatun.runtime.cuda;
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.Stream;
 
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One stream per (GPU, rank) for the life of the process, for ranks that share a GPU.
@@ -17,15 +18,18 @@ import java.util.concurrent.ConcurrentHashMap;
  * is not enough: every stream the process creates in between (a world-1 session's, another library's) moves the
  * round-robin on, and rank 2's stream can land in rank 0's queue. So the first rank to ask creates a whole round,
  * one stream per queue, back to back and under one lock; rank {@code r} takes stream {@code r} of the round, in a
- * queue of its own while the ranks sharing the GPU are no more than the queues ({@link GpuSharing} refuses more).
+ * queue of its own while the ranks sharing the GPU are no more than the queues ({@link GpuSharing} refuses more
+ * where a collective spins). A plan without spinning collectives may have more ranks than queues: ranks past the
+ * round get streams of their own after it (sharing queues is harmless there; sharing a stream never is).
  */
 final class RankStreams {
     private RankStreams() {}
 
-    private static final Map<Integer, List<Stream>> ROUNDS = new ConcurrentHashMap<>();
+    private static final Map<Integer, List<Stream>> STREAMS = new HashMap<>();
 
-    static Stream of(int ordinal, int rank, int hardwareQueues) {
-        List<Stream> round = ROUNDS.computeIfAbsent(ordinal, o -> Device.open(o).createStreams(Math.max(1, hardwareQueues)));
-        return round.get(rank % round.size());
+    static synchronized Stream of(int ordinal, int rank, int hardwareQueues) {
+        List<Stream> streams = STREAMS.computeIfAbsent(ordinal, o -> new ArrayList<>(Device.open(o).createStreams(Math.max(1, hardwareQueues))));
+        if (rank >= streams.size()) streams.addAll(Device.open(ordinal).createStreams(rank + 1 - streams.size()));
+        return streams.get(rank);
     }
 }
