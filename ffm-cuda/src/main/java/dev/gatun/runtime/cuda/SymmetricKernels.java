@@ -319,7 +319,8 @@ final class SymmetricKernels {
             RAW_TYPES(broadcast)
 
             // ---- barrier-free all-reduce (the planner's RotatingSlots): regions[p] is member p's rotating pool; a region
-            // at offset holds one u32 call counter per block (HEADER bytes), then three rounds of `world` slots of n
+            // at offset holds one u32 per block, the round of its next call (HEADER bytes; counted modulo 3, so it never
+            // wraps out of step as a call count would at 2^32), then three rounds of `world` slots of n
             // elements, round_bytes apart. Block b handles the same tile of elements on every rank: it pushes its tile
             // into its own slot of this call's round on every member, reduces its tile of its own round as each element
             // arrives (an element holds all ones, a NaN no pushed element has, until its value lands), and clears its
@@ -345,17 +346,17 @@ final class SymmetricKernels {
                                          const volatile u32* abort) {
                 typedef typename Raw<T>::U U;
                 const U sentinel = (U) ~0u;
-                __shared__ u32 call;
+                __shared__ u32 this_round;
                 char* mine = (char*) regions[rank] + offset;
                 if (threadIdx.x == 0) {
-                    u32* counter = (u32*) mine + blockIdx.x;
-                    call = *counter;
-                    *counter = call + 1;
+                    u32* next = (u32*) mine + blockIdx.x;
+                    this_round = *next;
+                    *next = (this_round + 1u) % 3u;
                 }
                 __syncthreads();
                 long long b, e;
                 if (!block_tile(0, n, &b, &e)) return;
-                const long long slot_bytes = n * (long long) sizeof(T), round = (long long) (call % 3u);
+                const long long slot_bytes = n * (long long) sizeof(T), round = (long long) this_round;
                 // push: this rank's slot of the round on every member, starting with the next one
                 for (int j = 1; j <= world; j++) {
                     int p = (rank + j) % world;
@@ -379,8 +380,8 @@ final class SymmetricKernels {
                                 if ((++spins & 1023u) == 0) {
                                     if (*abort) return;
                                     if (now_ns() - start > timeout_ns) {
-                                        printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d's element %lld (barrier-free all-reduce, block %d, call %u)\\n",
-                                               rank, (u64) (timeout_ns / 1000000ull), p, i, (int) blockIdx.x, call);
+                                        printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d's element %lld (barrier-free all-reduce, block %d, round %u)\\n",
+                                               rank, (u64) (timeout_ns / 1000000ull), p, i, (int) blockIdx.x, this_round);
                                         __trap();
                                     }
                                 }
