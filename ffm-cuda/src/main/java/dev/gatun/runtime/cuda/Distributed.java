@@ -98,7 +98,7 @@ final class Distributed implements AutoCloseable {
             DeviceBuffer.wrap(device, pool.address() + r.offset() + dev.gatun.planner.RotatingSlots.HEADER, r.bytes() - dev.gatun.planner.RotatingSlots.HEADER)
                     .memsetAsync(0xFF, stream);
         }
-        stream.synchronize();
+        if (!rotating.isEmpty()) stream.synchronize();
         if (!barrierGroups.isEmpty() || !rotating.isEmpty() || colocated > 1) loadKernels(plan.name());
         if (nccl) openComms(plan, prefix, timeout);
         // Loading a module or freeing memory may wait for every kernel of the context. Where ranks share a GPU (and
