@@ -154,6 +154,7 @@ public final class TypeInference {
             throw new GraphException("argmax(" + x.label() + ", dim=" + a.dim() + "): only the last dimension (-1 or " + (rank - 1) + ") is supported");
         if (!x.type().dtype().isFloating()) throw new GraphException("argmax(" + x.label() + "): the input is " + x.type().dtype() + "; it must be a floating dtype");
         if (!x.type().shape().dim(rank - 1).isStatic()) throw new GraphException("argmax(" + x.label() + "): the last dimension must be static");
+        if (x.type().shape().dim(rank - 1).size() == 0) throw new GraphException("argmax(" + x.label() + "): the last dimension is empty; there is no largest element");
         return new TensorType(DType.INT64, new Shape(x.type().shape().dims().subList(0, rank - 1)));
     }
 

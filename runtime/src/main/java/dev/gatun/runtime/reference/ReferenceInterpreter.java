@@ -26,6 +26,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
+import java.util.stream.LongStream;
 
 /**
  * Evaluates a {@link Graph} directly, node by node, for a world of simulated ranks: no lowering, no
@@ -270,14 +271,14 @@ public final class ReferenceInterpreter {
             }
             out[r] = best;
         }
-        return new Dense(DType.INT64, n.type().shape().sizes(), out);
+        return new Dense(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
     }
 
     /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */
     private static Dense indexSelect(Dense table, Dense ids, Node n) {
         long rows = table.shape()[0];
         int row = (int) (table.numel() / Math.max(1, rows));
-        long[] shape = n.type().shape().sizes();
+        long[] shape = LongStream.concat(Arrays.stream(ids.shape()), Arrays.stream(table.shape()).skip(1)).toArray();   // shapes may be symbolic
         double[] out = new double[ids.numel() * row];
         for (int k = 0; k < ids.numel(); k++) {
             double id = ids.data()[k];

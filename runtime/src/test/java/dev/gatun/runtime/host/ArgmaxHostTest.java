@@ -63,6 +63,38 @@ public class ArgmaxHostTest {
         }
     }
 
+    /** Symbolic sizes (a batch of n rows, n token ids) on the host and in the reference, against plain loops. */
+    @Test
+    void symbolicSizesOnTheHostAndInTheReference() {
+        var g = Gatun.graph("symbolic_greedy");
+        var ids = g.input("ids", DType.I64, "n");
+        var table = g.input("table", DType.F32, 5, 4);
+        g.output("rows", table.indexSelect(0, ids));
+        g.output("next", g.input("logits", DType.F32, "n", 6).argmax(-1));
+        Graph graph = g.build();
+        for (int n : new int[]{1, 3}) {
+            long[] picks = new long[n];
+            for (int k = 0; k < n; k++) picks[k] = (k * 3 + 1) % 5;
+            NDArray tab = NDArray.randn(DType.F32, 8, 5, 4), logits = NDArray.randn(DType.F32, n, n, 6);
+            var in = Map.of("ids", NDArray.of(picks, n), "table", tab, "logits", logits);
+            long[] want = firstLargest(logits.toDoubleArray(), 6);
+            double[] t = tab.toDoubleArray();
+            NDArray ref;
+            try (var s = Session.compile(graph, CompileOptions.world(1).backend("host"))) {
+                var out = s.runToHost(in);
+                var refs = ReferenceInterpreter.evaluate(graph, List.of(in)).getFirst();
+                for (var got : List.of(out, refs)) {
+                    assertThat(got.get("next").shape()).containsExactly(n);
+                    assertThat(got.get("rows").shape()).containsExactly(n, 4);
+                    for (int k = 0; k < n; k++) {
+                        assertThat((long) got.get("next").get(k)).isEqualTo(want[k]);
+                        for (int j = 0; j < 4; j++) assertThat(got.get("rows").get(k, j)).isEqualTo(t[(int) picks[k] * 4 + j]);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void onlyTheLastDimensionOfAFloatingTensor() {
         var g = Gatun.graph("bad");
@@ -70,6 +102,8 @@ public class ArgmaxHostTest {
         assertThatThrownBy(() -> x.argmax(0)).isInstanceOf(GraphException.class).hasMessageContaining("only the last dimension");
         assertThatThrownBy(() -> g.input("i", DType.I32, 4).argmax(-1)).hasMessageContaining("must be a floating dtype");
         assertThatThrownBy(() -> g.input("s", DType.F32).argmax(-1)).hasMessageContaining("a scalar");
+        assertThatThrownBy(() -> g.input("empty", DType.F32, 3, 0).argmax(-1)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("argmax('empty'): the last dimension is empty");
         assertThat(x.argmax(1).node().type().toString()).isEqualTo(x.argmax(-1).node().type().toString());
     }
 }
