@@ -99,16 +99,16 @@ public final class Tensor {
     public Tensor matmul(Tensor o) { return graph.op(new Op.Matmul(), this, o); }
 
     /**
-     * The rows of this table at {@code indices} (i32 or i64, any shape), along dimension 0: an embedding lookup,
-     * {@code torch.index_select(table, 0, indices)} for 1-D indices, {@code table[indices]} in general. Only
-     * dimension 0 is supported.
-     */
-    /**
      * The i64 position of the largest element along the last dimension ({@code dim} -1 or rank - 1): greedy sampling.
      * The first of equal largest elements wins; a NaN counts as the largest, as in PyTorch.
      */
     public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
 
+    /**
+     * The rows of this table at {@code indices} (i32 or i64, any shape), along dimension 0: an embedding lookup,
+     * {@code torch.index_select(table, 0, indices)} for 1-D indices, {@code table[indices]} in general. Only
+     * dimension 0 is supported.
+     */
     public Tensor indexSelect(int dim, Tensor indices) {
         if (dim != 0) throw new dev.gatun.ir.GraphException("index_select(" + node.describe() + "): only dimension 0 is supported, not " + dim);
         return graph.op(new Op.IndexSelect(), this, indices);
