@@ -59,7 +59,7 @@ public final class LlamaDecoder {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            // projection weights come [in, out] (LlamaPrefill.inputs transposes the checkpoint's [out, in] once)
+            // projection weights come [in, out] (LlamaPrefill.shard transposes the checkpoint's [out, in] once)
             Tensor q = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, c.hiddenSize(), hl * d)), tokens, hl, d);
             Tensor k = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
             Tensor v = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
@@ -100,11 +100,9 @@ public final class LlamaDecoder {
         return g.build();
     }
 
-    /** Rank {@code rank}'s shard of the weights (as {@link LlamaPrefill#inputs} gives them), for either phase. */
+    /** Rank {@code rank}'s shard of the weights, for either phase (see {@link LlamaPrefill#inputs}). */
     public static Map<String, NDArray> weights(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
-        var all = LlamaPrefill.inputs(c, weights, new int[]{0}, tp, rank, dtype);
-        for (String k : new String[]{"tokens", "cos", "sin", "mask"}) all.remove(k);
-        return all;
+        return LlamaPrefill.shard(c, weights, tp, rank, dtype);
     }
 
     /** The prefill's per-call inputs for a prompt: tokens, rotary tables, causal mask, the caches' zero padding. */

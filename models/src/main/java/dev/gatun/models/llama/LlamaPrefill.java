@@ -20,8 +20,8 @@ import java.util.Map;
  * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
  * {@code index_select}), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
  * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
- * each rank's shard of the weights, from a checkpoint. The decoder with its KV cache and token-by-token decoding
- * comes next; this is the prefill's arithmetic, the part every later phase shares.
+ * each rank's shard of the weights, from a checkpoint. {@link LlamaDecoder} runs the same arithmetic with a KV cache,
+ * token by token.
  */
 public final class LlamaPrefill {
     private LlamaPrefill() {}
@@ -51,56 +51,43 @@ public final class LlamaPrefill {
     }
 
     /**
-     * Rank {@code rank}'s inputs for the prompt {@code ids}: the tokens, rotary tables and causal mask, and its
-     * shard of every weight of {@code weights} (rows of the column-parallel projections, columns of the row-parallel
-     * ones), in {@code dtype}, each projection transposed once to [in, out] so a product reads it as it lies (the
-     * output projection too: the embedding's transpose where they are tied).
+     * Rank {@code rank}'s inputs for the prompt {@code ids}: its shard of the weights ({@link #shard}) and the prompt's
+     * tokens, rotary tables and causal mask ({@link LlamaDecoder#prompt}).
      */
     public static Map<String, NDArray> inputs(LlamaConfig c, SafeTensors weights, int[] ids, int tp, int rank, DType dtype) {
+        var in = shard(c, weights, tp, rank, dtype);
+        in.putAll(LlamaDecoder.prompt(c, ids, ids.length, tp, dtype));
+        return in;
+    }
+
+    /**
+     * Rank {@code rank}'s shard of every weight of {@code weights} (rows of the column-parallel projections, columns of
+     * the row-parallel ones), in {@code dtype}, each projection transposed once to [in, out] so a product reads it as it
+     * lies (the output projection too: the embedding's transpose where they are tied).
+     */
+    static Map<String, NDArray> shard(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
         c.checkTensorParallel(tp);
-        int t = ids.length, d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
+        int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
         // the key-value heads of this rank: a share, or the one its query heads use
         int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
         var in = new LinkedHashMap<String, NDArray>();
-        var tokens = NDArray.zeros(DType.I32, t);
-        for (int i = 0; i < t; i++) tokens.set(i, ids[i]);   // an id outside the vocabulary fails the call, naming it
-        in.put("tokens", tokens);
-        var cos = NDArray.zeros(dtype, t, d);
-        var sin = NDArray.zeros(dtype, t, d);
-        for (int pos = 0; pos < t; pos++)
-            for (int i = 0; i < d; i++) {
-                double angle = pos / Math.pow(c.ropeTheta(), 2.0 * (i % (d / 2)) / d);
-                cos.set((long) pos * d + i, Math.cos(angle));
-                sin.set((long) pos * d + i, Math.sin(angle));
-            }
-        in.put("cos", cos);
-        in.put("sin", sin);
-        var mask = NDArray.zeros(dtype, t, t);
-        for (int i = 0; i < t; i++) for (int j = i + 1; j < t; j++) mask.set((long) i * t + j, Double.NEGATIVE_INFINITY);
-        in.put("mask", mask);
-        in.put("model.embed_tokens.weight", cast(weights.get("model.embed_tokens.weight"), dtype));
+        in.put("model.embed_tokens.weight", weights.get("model.embed_tokens.weight").to(dtype));
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
-            in.put(p + "input_layernorm.weight", cast(weights.get(p + "input_layernorm.weight"), dtype));
+            in.put(p + "input_layernorm.weight", weights.get(p + "input_layernorm.weight").to(dtype));
             in.put(p + "self_attn.q_proj.weight", rowsTransposed(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d, dtype));
             in.put(p + "self_attn.k_proj.weight", rowsTransposed(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d, dtype));
             in.put(p + "self_attn.v_proj.weight", rowsTransposed(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d, dtype));
             in.put(p + "self_attn.o_proj.weight", columnsTransposed(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
-            in.put(p + "post_attention_layernorm.weight", cast(weights.get(p + "post_attention_layernorm.weight"), dtype));
+            in.put(p + "post_attention_layernorm.weight", weights.get(p + "post_attention_layernorm.weight").to(dtype));
             in.put(p + "mlp.gate_proj.weight", rowsTransposed(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl, dtype));
             in.put(p + "mlp.up_proj.weight", rowsTransposed(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl, dtype));
             in.put(p + "mlp.down_proj.weight", columnsTransposed(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
         }
-        in.put("model.norm.weight", cast(weights.get("model.norm.weight"), dtype));
+        in.put("model.norm.weight", weights.get("model.norm.weight").to(dtype));
         NDArray head = weights.get(c.tieWordEmbeddings() ? "model.embed_tokens.weight" : "lm_head.weight");
         in.put("lm_head.weight", rowsTransposed(head, 0, head.shape()[0], dtype));
         return in;
-    }
-
-    private static NDArray cast(NDArray a, DType dtype) {
-        var out = NDArray.zeros(dtype, a.shape());
-        for (long i = 0; i < a.numel(); i++) out.set(i, a.get(i));
-        return out;
     }
 
     /** Rows [first, first + n) of an [out, in] matrix, transposed: [in, n], as {@code x @ W} wants it. */
