@@ -10,7 +10,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Locale;
-import java.util.Map;
 
 /**
  * The shape of a Llama-architecture decoder, as a checkpoint's {@code config.json} states it (the field names of the
@@ -63,14 +62,17 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
      */
     public void checkTensorParallel(int tp) {
         if (tp < 1) throw new CompilationException("tensor-parallel degree must be at least 1, not " + tp);
-        for (var e : new java.util.TreeMap<>(Map.of("num_attention_heads", heads, "intermediate_size", intermediateSize)).entrySet())
-            if (e.getValue() % tp != 0)
-                throw new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + e.getKey() + " = " + e.getValue()
-                        + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
-                        + "num_attention_heads and intermediate_size");
+        if (intermediateSize % tp != 0) throw indivisible(tp, "intermediate_size", intermediateSize);
+        if (heads % tp != 0) throw indivisible(tp, "num_attention_heads", heads);
         if (kvHeads % tp != 0 && tp % kvHeads != 0)
             throw new CompilationException("a tensor-parallel degree of " + tp + " neither divides num_key_value_heads = " + kvHeads
                     + " nor is a multiple of it: each rank takes whole key-value heads or a replica of one");
+    }
+
+    private static CompilationException indivisible(int tp, String field, int value) {
+        return new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + field + " = " + value
+                + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
+                + "num_attention_heads and intermediate_size");
     }
 
     /** Reads {@code config.json}: a missing or ill-typed field is refused naming the file and the field. */
