@@ -47,6 +47,13 @@ class LlamaDecoderTest {
                 double[][] l = LlamaPrefillTest.Reference.logits(c, weights, ids);
                 return l[l.length - 1];
             });
+            // each step's float64 logits over the sequence so far (the prompt, then the expected tokens)
+            var ref = new ArrayList<double[]>();
+            for (int k = 0; k < 8; k++) {
+                int[] seq = java.util.Arrays.copyOf(prompt, prompt.length + k);
+                System.arraycopy(want, 0, seq, prompt.length, k);
+                ref.add(LlamaPrefillTest.Reference.logits(c, weights, seq)[seq.length - 1]);
+            }
             for (int tp : new int[]{1, 2, 4}) {
                 var shards = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
@@ -54,18 +61,14 @@ class LlamaDecoderTest {
                     var result = gen.generate(prompt, 8);
                     assertThat(result.tokens()).as("tp %d", tp).containsExactly(want);
                     // every step's logits against float64 over the sequence so far
-                    int[] seq = prompt.clone();
                     for (int k = 0; k < 8; k++) {
-                        double[][] ref = LlamaPrefillTest.Reference.logits(c, weights, seq);
-                        double[] got = result.logits().get(k);
+                        double[] got = result.logits().get(k), r = ref.get(k);
                         double worst = 0, scale = 0;
                         for (int v = 0; v < c.vocabSize(); v++) {
-                            scale = Math.max(scale, Math.abs(ref[seq.length - 1][v]));
-                            worst = Math.max(worst, Math.abs(got[v] - ref[seq.length - 1][v]));
+                            scale = Math.max(scale, Math.abs(r[v]));
+                            worst = Math.max(worst, Math.abs(got[v] - r[v]));
                         }
                         assertThat(worst / scale).as("tp %d step %d", tp, k).isLessThan(1e-4);
-                        seq = java.util.Arrays.copyOf(seq, seq.length + 1);
-                        seq[seq.length - 1] = result.tokens()[k];
                     }
                 }
             }
