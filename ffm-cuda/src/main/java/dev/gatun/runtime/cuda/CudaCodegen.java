@@ -237,8 +237,11 @@ final class CudaCodegen {
         KernelSource run() {
             int vw = k.isReduction() ? 1 : vectorWidth();
             if (!k.isReduction()) pointwiseBody(vw);
-            else if (!transposedStores().isEmpty()) tiledRowBody();
-            else rowBody();
+            else {
+                List<Integer> tiled = transposedStores();
+                if (!tiled.isEmpty()) tiledRowBody(tiled);
+                else rowBody();
+            }
 
             var src = new StringBuilder();
             src.append("// ").append(k.name()).append(": ").append(k.ops().isEmpty() ? "(no ops)" : String.join(", ", k.ops()))
@@ -833,8 +836,7 @@ final class CudaCodegen {
          * After the last pass, warp shuffles finish each row's reductions and lane 0 writes the per-row values. The row is
          * read once and every store is coalesced.
          */
-        private void tiledRowBody() {
-            List<Integer> tiled = transposedStores();
+        private void tiledRowBody(List<Integer> tiled) {
             int phases = k.reductions().size(), per = TILE_ROWS / (TILE_THREADS / 32), passes = tileColumns / 32;
             extents();
             line(1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;", "8 warps: warp w takes rows w, w + 8, w + 16, w + 24 of the block's 32");
@@ -844,7 +846,7 @@ final class CudaCodegen {
             boolean[] needed = new boolean[k.locals().size()];
             for (var r : k.reductions()) needed[r.local()] = true;
             for (var st : k.stores()) if (!st.perRow()) needed[st.local()] = true;
-            for (int i = needed.length - 1; i >= 0; i--) if (needed[i]) markReads(k.locals().get(i), needed);
+            k.withReads(needed);
             // the pass's elements of each input read along the rows, loaded into registers before any is used
             var rows = new ArrayList<String>();
             var rowLoads = new ArrayList<KExpr.Load>();
@@ -952,7 +954,7 @@ final class CudaCodegen {
         private boolean[] rowStoreNeeds() {
             boolean[] element = k.perElement(), needs = new boolean[k.locals().size()];
             for (var st : k.stores()) if (st.perRow()) needs[st.local()] = true;
-            for (int i = needs.length - 1; i >= 0; i--) if (needs[i]) markReads(k.locals().get(i), needs);
+            k.withReads(needs);
             for (int i = 0; i < needs.length; i++) needs[i] &= !element[i];
             return needs;
         }
@@ -999,7 +1001,7 @@ final class CudaCodegen {
                         }
                         compute[q][i] = true;
                         boolean[] deps = new boolean[n];
-                        markReads(k.locals().get(i), deps);
+                        Kernel.markReads(k.locals().get(i), deps);
                         for (int d = 0; d < n; d++) if (deps[d]) stack.push(d);
                     }
                     for (int i = 0; i < n; i++) if (compute[q][i] && element[i] && first[i] < 0) first[i] = q;
@@ -1062,15 +1064,6 @@ final class CudaCodegen {
             var out = new ArrayList<KExpr.Load>();
             loads(e, out);
             return out;
-        }
-
-        private static void markReads(KExpr e, boolean[] out) {
-            switch (e) {
-                case KExpr.Local l -> out[l.index()] = true;
-                case KExpr.Apply a -> a.args().forEach(x -> markReads(x, out));
-                case KExpr.Cast c -> markReads(c.x(), out);
-                default -> { }
-            }
         }
 
         /** The loop over this thread's elements of the row: {@code r} is the element's position in the row. */

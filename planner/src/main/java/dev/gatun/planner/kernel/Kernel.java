@@ -135,11 +135,17 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
         boolean[] out = new boolean[locals.size()];
         if (p < reductions.size()) out[reductions.get(p).local()] = true;
         else for (Store s : stores) if (!s.perRow()) out[s.local()] = true;
-        for (int i = out.length - 1; i >= 0; i--) if (out[i]) markReads(locals.get(i), out);
-        return out;
+        return withReads(out);
     }
 
-    private static void markReads(KExpr e, boolean[] out) {
+    /** Marks in {@code marked} every local the marked ones read, directly or through others (a local reads only earlier ones); returns it. */
+    public boolean[] withReads(boolean[] marked) {
+        for (int i = marked.length - 1; i >= 0; i--) if (marked[i]) markReads(locals.get(i), marked);
+        return marked;
+    }
+
+    /** Marks in {@code out} the locals {@code e} reads directly. */
+    public static void markReads(KExpr e, boolean[] out) {
         switch (e) {
             case KExpr.Local l -> out[l.index()] = true;
             case KExpr.Apply a -> a.args().forEach(x -> markReads(x, out));
