@@ -134,12 +134,9 @@ public final class Lowering {
             case Op.Pointwise p -> new BufferValue(pointwise(n, p.fn()));
             case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
             case Op.Reduce r -> new BufferValue(reduction(n, r));
-            case Op.Matmul m -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
-                    new ExternCall.Matmul(), List.of(contiguous(arg(n, 0), "matmul"), contiguous(arg(n, 1), "matmul")), n.id())));
-            case Op.IndexSelect s -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
-                    new ExternCall.IndexSelect(), List.of(contiguous(arg(n, 0), "index_select"), contiguous(arg(n, 1), "index_select")), n.id())));
-            case Op.Argmax a -> new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()),
-                    new ExternCall.Argmax(), List.of(contiguous(arg(n, 0), "argmax")), n.id())));
+            case Op.Matmul m -> extern(n, new ExternCall.Matmul());
+            case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
+            case Op.Argmax a -> extern(n, new ExternCall.Argmax());
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
@@ -303,6 +300,13 @@ public final class Lowering {
     }
 
     private Value arg(Node n, int i) { return values.get(n.input(i)); }
+
+    /** A built-in extern call of {@code n}'s inputs (each packed row-major, copied where not) into a contiguous result. */
+    private Value extern(Node n, ExternCall call) {
+        var operands = new ArrayList<Buffer>();
+        for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), call.opName()));
+        return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
+    }
 
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */
     private Buffer contiguous(Value v, String why) {
