@@ -44,29 +44,12 @@ final class PlanChecks {
 
     /** Storages a step reads (views resolved to their base). */
     static List<String> reads(Plan p, Step s) {
-        var names = switch (s) {
-            case Step.Launch l -> names(l.kernel().inputs());
-            case Step.Collective c -> List.of(c.input().name());
-            case Step.CollectiveBatch b -> b.members().stream().map(c -> c.input().name()).toList();
-            case Step.Matmul m -> List.of(m.a().name(), m.b().name());
-            case Step.CallUserOp u -> names(u.inputs());
-            default -> List.<String>of();
-        };
-        return names.stream().map(n -> storage(p, n)).distinct().toList();
+        return names(readBuffers(s)).stream().map(n -> storage(p, n)).distinct().toList();
     }
 
     /** Storages a step writes. */
     static List<String> writes(Plan p, Step s) {
-        var names = switch (s) {
-            case Step.Launch l -> names(l.kernel().outputs());
-            case Step.Collective c -> List.of(c.output().name());
-            case Step.CollectiveBatch b -> b.members().stream().map(c -> c.output().name()).toList();
-            case Step.Matmul m -> List.of(m.output().name());
-            case Step.CallUserOp u -> names(u.outputs());
-            case Step.CopyIn c -> List.of(c.buffer().name());
-            default -> List.<String>of();
-        };
-        return names.stream().map(n -> storage(p, n)).toList();
+        return names(writeBuffers(s)).stream().map(n -> storage(p, n)).toList();
     }
 
     /** Storages whose memory peers of the step's group read directly (symmetric collectives, symmetric user-op inputs). */
@@ -256,6 +239,8 @@ final class PlanChecks {
             case Step.Collective c -> List.of(c.input());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
+            case Step.IndexSelect x -> List.of(x.table(), x.indices());
+            case Step.Argmax a -> List.of(a.input());
             case Step.CallUserOp u -> u.inputs();
             default -> List.of();
         };
@@ -268,6 +253,8 @@ final class PlanChecks {
             case Step.Collective c -> List.of(c.output());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
             case Step.Matmul m -> List.of(m.output());
+            case Step.IndexSelect x -> List.of(x.output());
+            case Step.Argmax a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());
             default -> List.of();
