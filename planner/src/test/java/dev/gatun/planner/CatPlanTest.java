@@ -212,6 +212,12 @@ class CatPlanTest {
         var parts = p.outputs().get("c").parts();
         assertThat(parts.get(0).copied()).matches("buf\\d+ lives in symmetric memory of group 'world', where a collective reads it");
         assertThat(parts.get(1).copied()).matches("buf\\d+ is the result of all_reduce\\.one_shot, which writes a buffer of its own");
+        // built-in ops other than matmul are named as such, not as user ops
+        Plan q = plan("greedy_cat", 1, g -> {
+            var x = g.input("x", F32, 4, 4);
+            g.output("c", g.cat(0, x.argmax(-1), x.neg().argmax(-1)));
+        });
+        assertThat(q.outputs().get("c").parts().get(0).copied()).matches("buf\\d+ is the result of argmax, which writes a buffer of its own");
     }
 
     @Test

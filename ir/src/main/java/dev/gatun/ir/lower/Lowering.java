@@ -383,10 +383,10 @@ public final class Lowering {
         if (b instanceof ViewBuffer v) return b.name() + (v.viewOp().matches("[aeiou].*") ? " is an " : " is a ") + v.viewOp() + " view of " + v.base().name();
         if (b.slice() != null) return b.name() + " is already written into " + b.slice().range();
         if (b instanceof ExternOutputBuffer o) return b.name() + " is written by user op '" + o.call().call().opName() + "', which writes buffers of its own";
-        if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.Collective)
-            return b.name() + " is the result of " + e.call().opName() + ", which writes a buffer of its own";
-        if (b instanceof ExternBuffer e && !(e.call() instanceof ExternCall.Matmul))
+        if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UserOpCall)
             return b.name() + " is written by user op '" + e.call().opName() + "', which writes buffers of its own";
+        if (b instanceof ExternBuffer e && !(e.call() instanceof ExternCall.Matmul))   // a collective, index_select, argmax
+            return b.name() + " is the result of " + e.call().opName() + ", which writes a buffer of its own";
         if (b.isSymmetric() || b.layout() instanceof Layout.CommBuffer)
             return b.name() + " lives in symmetric memory of group '" + b.layout().allocator().group() + "', where a collective reads it";
         if (!b.layout().isFlexible() && !packed(b)) return b.name() + " has a strided layout of its own";
