@@ -53,10 +53,11 @@ import java.util.regex.Pattern;
  * double for f64, {@code long long} for integers and bool; MEAN divides by the count (NaN for an empty range);
  * MAX/MIN propagate NaN.
  *
- * <p>A float result rounded to f16/bf16 at once may come from a faster form whose error (at most a few float ulps)
- * that rounding hides: {@code exp} through {@code __expf} where the result is normal, division as a multiplication
- * by the correctly rounded reciprocal where divisor and reciprocal are normal; f32 and f64 results keep the exact
- * forms.
+ * <p>A float result rounded to f16/bf16 at once may come from a faster form whose float error is far below that
+ * rounding: {@code exp} through {@code __expf} where the result is normal (2 + 1.17|x| float ulps, about 100 at the
+ * edge of its range: still under 1/30 of an f16 ulp), division as a multiplication by the correctly rounded
+ * reciprocal where divisor and reciprocal are normal (2 ulps). A value that close to a rounding boundary of the half
+ * type can round the other way (one half-type ulp); f32 and f64 results keep the exact forms.
  *
  * <p>Multiplications use {@code __fmul_rn}/{@code __dmul_rn}, which the compiler never contracts into an FMA with a
  * following add (an FMA rounds once where the reference rounds twice, which matters under cancellation); compiling
@@ -1195,8 +1196,8 @@ final class CudaCodegen {
                 case SUB -> "(" + x + " - " + y + ")";
                 // __fmul_rn/__dmul_rn are never contracted into an FMA with a later add: each op rounds, as the reference
                 case MUL -> d == Domain.LONG ? "(" + x + " * " + y + ")" : (f ? "__fmul_rn(" : "__dmul_rn(") + x + ", " + y + ")";
-                // a result rounded to f16/bf16 at once may come from float arithmetic within 2 ulp (invisible after that
-                // rounding): the fast exponential and a multiplication by the reciprocal, with the exact forms kept for
+                // a result rounded to f16/bf16 at once may come from faster float arithmetic (see the class comment for
+                // its error): the fast exponential and a multiplication by the reciprocal, with the exact forms kept for
                 // arguments where those would lose range (subnormal results, huge or tiny divisors)
                 case DIV -> f && t.isHalf() ? helper("hdiv", d) + "(" + x + ", " + y + ")" : "(" + x + " / " + y + ")";
                 case POW -> (f ? "powf(" : "pow(") + x + ", " + y + ")";
