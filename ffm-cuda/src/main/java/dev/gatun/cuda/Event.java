@@ -75,6 +75,17 @@ public final class Event extends Resource {
         Errors.cudart(cudart.cudaEventRecord(handle, Stream.handleOf(stream)), "cudaEventRecord");
     }
 
+    /**
+     * Records this event on {@code stream} as a node of its own where the stream is being captured into a graph
+     * ({@code cudaEventRecordExternal}): each replay of the graph records it when the work before it is done, so a
+     * replayed graph can be timed between its nodes. Outside a capture it is {@link #record}.
+     */
+    public void recordExternal(Stream stream) {
+        ensureOpen();
+        device.enter();
+        Errors.cudart(cudart.cudaEventRecordWithFlags(handle, Stream.handleOf(stream), cudart.cudaEventRecordExternal()), "cudaEventRecordWithFlags");
+    }
+
     /** Blocks until the work before the last record is done. */
     public void synchronize() {
         ensureOpen();

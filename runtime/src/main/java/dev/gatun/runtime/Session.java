@@ -143,6 +143,24 @@ public final class Session implements AutoCloseable {
     /** {@link #run(Map)} with every output copied to the host (waits for the call to end). */
     public Map<String, NDArray> runToHost(Map<String, ? extends ArrayLike> inputs) { return toHost(run(inputs)); }
 
+    /**
+     * Runs one call of the one rank this process drives and times each of its plan's steps on the device (see
+     * {@link Profile}): where the time of a call goes, step by step as the plan prints them. The call's outputs are not
+     * returned; run it again for them.
+     */
+    public Profile profile(Map<String, ? extends ArrayLike> inputs) { return profile(List.of(inputs)); }
+
+    /** {@link #profile(Map)} for every rank this process drives, timing the first. */
+    public Profile profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        running.lock();
+        try {
+            if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
+            return new Profile(plan, device(), executable.profile(checkInputs(inputsPerRank)));
+        } finally {
+            running.unlock();
+        }
+    }
+
     /** {@link #run(List)} with every output copied to the host (waits for the call to end). */
     public List<Map<String, NDArray>> runToHost(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         running.lock();
@@ -307,6 +325,11 @@ public final class Session implements AutoCloseable {
     public boolean isAborted() { return aborted; }
 
     private List<Map<String, DeviceArray>> runAlone(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        return executable.run(checkInputs(inputsPerRank));
+    }
+
+    /** The inputs of every rank checked (names, dtypes, shapes, devices; the same symbols on every rank). */
+    private List<Map<String, ArrayLike>> checkInputs(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         if (closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' is closed");
         var ranks = ranks();
         if (inputsPerRank.size() != ranks.size())
@@ -326,7 +349,7 @@ public final class Session implements AutoCloseable {
             @SuppressWarnings("unchecked") var typed = (Map<String, ArrayLike>) in;
             checked.add(typed);
         }
-        return executable.run(checked);
+        return checked;
     }
 
     /** Checks names, dtypes, shapes and devices; returns the symbol bindings. */

@@ -176,7 +176,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::compile) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::compile) : null;
-            if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of()).warmUpMatmuls();
+            if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of(), false).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
         } finally {
@@ -299,10 +299,25 @@ final class CudaExecutable implements Executable {
     // ------------------------------------------------------------------ running
 
     @Override public List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        return run(new CudaRun(this, inputsPerRank.getFirst(), false));
+    }
+
+    /** One call with its steps run one by one and an event recorded before each, then read once the call is done. */
+    @Override public double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        var r = new CudaRun(this, inputsPerRank.getFirst(), true);
+        try {
+            run(r);
+            return r.stepMicros();
+        } finally {
+            r.closeMarks();
+        }
+    }
+
+    private List<Map<String, DeviceArray>> run(CudaRun r) {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "' was aborted and cannot run again; compile a new session");
         try {
-            var out = List.of(new CudaRun(this, inputsPerRank.getFirst()).run());
+            var out = List.of(r.run());
             if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "': the call was aborted (Session.abort); its results are void");
             return out;
         } catch (CudaException e) {
@@ -392,13 +407,42 @@ final class CudaExecutable implements Executable {
         /** Whether any host input was copied to the device this call. */
         private boolean hostCopies;
         private GraphExec[] graphSet;
+        /** Profiling only: the event recorded before each timed step (by step index), and the one after the last. */
+        private final Event[] marks;
+        private Event end;
 
-        CudaRun(CudaExecutable exe, Map<String, ? extends ArrayLike> inputs) {
+        CudaRun(CudaExecutable exe, Map<String, ? extends ArrayLike> inputs, boolean profile) {
             this.exe = exe;
             this.plan = exe.plan;
             this.inputs = inputs;
             this.address = exe.fixedAddress.clone();
             this.source = exe.fixedSource.clone();
+            this.marks = profile ? new Event[plan.steps().size()] : null;
+        }
+
+        @Override public void before(int index, Step step) {
+            if (marks == null || !dev.gatun.runtime.Profile.timed(step)) return;
+            marks[index] = exe.device.createEvent();
+            marks[index].recordExternal(exe.stream); // a node of its own in a partition being captured
+        }
+
+        /** Microseconds from each timed step's event to the next one's (the last: to the end of the call). */
+        double[] stepMicros() {
+            end.synchronize();
+            var out = new double[marks.length];
+            Arrays.fill(out, Double.NaN);
+            for (int i = 0; i < marks.length; i++) {
+                if (marks[i] == null) continue;
+                int j = i + 1;
+                while (j < marks.length && marks[j] == null) j++;
+                out[i] = 1e3 * Event.elapsedMillis(marks[i], j < marks.length ? marks[j] : end);
+            }
+            return out;
+        }
+
+        void closeMarks() {
+            for (Event e : marks) if (e != null) e.close();
+            if (end != null) end.close();
         }
 
         Map<String, DeviceArray> run() {
@@ -424,7 +468,31 @@ final class CudaExecutable implements Executable {
             return outputs(call);
         }
 
-        void executeSteps() { executeSteps(exe.options.cudaGraphs()); }
+        /**
+         * The plan's steps on the stream. Profiled (marks set): partitions are captured afresh with an event node
+         * before each step and replayed once, so the device runs them back to back as in any call and a step's time
+         * is its own, not the host's launch gap; the graphs are dropped after. Where ranks of a distributed plan
+         * would have to meet after capturing, the steps run one by one instead.
+         */
+        void executeSteps() {
+            if (marks == null) {
+                executeSteps(exe.options.cudaGraphs());
+                return;
+            }
+            boolean graphs = exe.options.cudaGraphs() && exe.dist == null;
+            if (graphs) {
+                graphSet = new GraphExec[plan.partitions().size()];
+                captureAll();
+            }
+            try {
+                StepLoop.run(plan, this, graphs);
+                end = exe.device.createEvent();
+                end.record(exe.stream);
+                end.synchronize(); // the graphs may go once their one replay is done
+            } finally {
+                if (graphs) for (GraphExec g : graphSet) if (g != null) g.close();
+            }
+        }
 
         /** The plan's steps on the stream: with {@code graphs}, captured partitions replay and the rest runs eagerly. */
         void executeSteps(boolean graphs) {

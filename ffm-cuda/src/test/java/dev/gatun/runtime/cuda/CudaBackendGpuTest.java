@@ -79,6 +79,27 @@ class CudaBackendGpuTest {
     }
 
     @Test
+    void profileTimesEveryWorkingStepOnTheDevice() {
+        var g = Gatun.graph("profiled");
+        var a = g.input("a", F32, 2048, 2048);
+        g.output("big", a.matmul(a).matmul(a));
+        g.output("small", g.input("s", F32, 4).add(1).mul(2));
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
+            var in = Map.of("a", NDArray.full(F32, 0.5f, 2048, 2048), "s", NDArray.full(F32, 1, 4));
+            s.runToHost(in);
+            var p = s.profile(in);
+            var steps = s.plan().steps();
+            long working = steps.stream().filter(dev.gatun.runtime.Profile::timed).count();
+            assertThat(p.entries()).hasSize((int) working);
+            var slowest = p.entries().stream().max(java.util.Comparator.comparingDouble(dev.gatun.runtime.Profile.Entry::micros)).orElseThrow();
+            assertThat(steps.get(slowest.step())).isInstanceOf(dev.gatun.planner.Step.Matmul.class);
+            // two 2048^3 matmuls are 34 GFLOP: more than 10 µs on any GPU, and the graph-less call is still right
+            assertThat(p.byKind().get("matmul")).isGreaterThan(10);
+            assertThat(s.runToHost(in).get("small").toFloatArray()).containsOnly(4f);
+        }
+    }
+
+    @Test
     void autoChoiceIsCudaForOneRankAndHostForSimulatedRanks() {
         var g = Gatun.graph("pick");
         g.output("y", g.input("x", F32, 4).allReduce(SUM));

@@ -27,7 +27,7 @@ final class CudaTiming {
 
         private Bare(CudaExecutable exe, Map<String, NDArray> inputs, java.util.Set<String> copied) {
             this.exe = exe;
-            this.run = new CudaExecutable.CudaRun(exe, inputs);
+            this.run = new CudaExecutable.CudaRun(exe, inputs, false);
             run.stageInputs();
             run.executeSteps(true); // captures
             exe.stream().synchronize();

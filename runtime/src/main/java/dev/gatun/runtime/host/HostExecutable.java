@@ -337,6 +337,29 @@ final class HostExecutable implements Executable {
     /** For tests: called with every step each rank runs, in the order it runs them. */
     volatile java.util.function.BiConsumer<Integer, Step> trace;
 
+    /** While a call is profiled: rank 0's clock before each timed step (by step index), then after its last. */
+    private volatile long[] stamps;
+
+    /** One call, rank 0's steps timed by the wall clock (the host backend runs a step to its end before the next). */
+    @Override public double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        var t = new long[plan.steps().size() + 1];
+        stamps = t;
+        try {
+            run(inputsPerRank);
+        } finally {
+            stamps = null;
+        }
+        var out = new double[plan.steps().size()];
+        java.util.Arrays.fill(out, Double.NaN);
+        for (int i = 0; i < out.length; i++) {
+            if (t[i] == 0) continue;
+            int j = i + 1;
+            while (j < out.length && t[j] == 0) j++;
+            out[i] = (t[j] - t[i]) / 1e3;
+        }
+        return out;
+    }
+
     /** One rank's execution of one call: the plan's steps through the shared {@link StepLoop}. */
     static final class RankRun implements StepLoop.Steps {
         private final HostExecutable exe;
@@ -370,12 +393,16 @@ final class HostExecutable implements Executable {
             for (PlanBuffer in : plan.inputs())
                 if (in.placement() == null) storage[in.id()] = inputs[in.id()];
             StepLoop.run(plan, this, false);
+            long[] clock = exe.stamps;
+            if (clock != null && rank == 0) clock[clock.length - 1] = System.nanoTime();
             var out = new LinkedHashMap<String, DeviceArray>();
             plan.outputs().forEach((name, buf) -> out.put(name, readOut(name, buf)));
             return out;
         }
 
         @Override public void before(int index, Step step) {
+            long[] clock = exe.stamps;
+            if (clock != null && rank == 0 && dev.gatun.runtime.Profile.timed(step)) clock[index] = System.nanoTime();
             var t = exe.trace;
             if (t != null) t.accept(rank, step);
             world.maybeDelay(rank);

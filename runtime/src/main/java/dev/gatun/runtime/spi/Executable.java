@@ -27,6 +27,14 @@ public interface Executable extends AutoCloseable {
     List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank);
 
     /**
+     * Runs like {@link #run} and times each step of the first rank this process drives: microseconds per index of the
+     * plan's steps, NaN for bookkeeping steps (see {@link dev.gatun.runtime.Profile}). Waits for the call to end.
+     */
+    default double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        throw new dev.gatun.runtime.GatunRuntimeException("this backend cannot time a plan's steps");
+    }
+
+    /**
      * Binds {@code input} for every later call of one rank, or unbinds it (null): the value is copied now into memory the
      * executable keeps resident, so later changes to it are not seen.
      */

@@ -1,0 +1,102 @@
+package dev.gatun.runtime;
+
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Step;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * How long each step of a plan took in one call ({@link Session#profile}): the plan's own steps, as it prints them, each
+ * with the time its device spent on it. On a GPU each captured partition is captured once more with an event before
+ * every step and replayed, so the device runs the steps back to back as in any call and a step's time is the device's,
+ * not the host's launch gap (steps outside partitions, and every step of a distributed plan, run one by one and include
+ * it); on the host backend it is wall time. Steps that only keep the plan's books (pools, placements, releases) have no
+ * time.
+ *
+ * <pre>{@code
+ * System.out.println(session.profile(inputs).top(10));   // the ten slowest steps, with their share of the call
+ * }</pre>
+ *
+ * @param plan    the plan that ran
+ * @param device  where the timed rank ran ("cuda:0", "host")
+ * @param micros  per step of {@link Plan#steps()}: microseconds, NaN for a bookkeeping step
+ */
+public record Profile(Plan plan, String device, double[] micros) {
+    public Profile {
+        if (micros.length != plan.steps().size())
+            throw new IllegalArgumentException("a profile of plan '" + plan.name() + "' needs " + plan.steps().size() + " step times, not " + micros.length);
+        micros = micros.clone();
+    }
+
+    /** One timed step: its index in the plan, its printed form, its time. */
+    public record Entry(int step, String text, double micros) {}
+
+    /** Every step that did work, in plan order. */
+    public List<Entry> entries() {
+        var out = new ArrayList<Entry>();
+        for (int i = 0; i < micros.length; i++)
+            if (!Double.isNaN(micros[i])) out.add(new Entry(i, plan.steps().get(i).format(), micros[i]));
+        return out;
+    }
+
+    /** The sum over the timed steps, in microseconds. */
+    public double totalMicros() {
+        double t = 0;
+        for (double m : micros) if (!Double.isNaN(m)) t += m;
+        return t;
+    }
+
+    /** Time by kind of step (launch, matmul, collective, ...), largest first. */
+    public Map<String, Double> byKind() {
+        var sums = new LinkedHashMap<String, Double>();
+        for (int i = 0; i < micros.length; i++)
+            if (!Double.isNaN(micros[i])) sums.merge(kind(plan.steps().get(i)), micros[i], Double::sum);
+        var out = new LinkedHashMap<String, Double>();
+        sums.entrySet().stream().sorted(Map.Entry.<String, Double>comparingByValue().reversed()).forEach(e -> out.put(e.getKey(), e.getValue()));
+        return out;
+    }
+
+    /** The {@code n} slowest steps as a table (step, µs, share of the call, the step as printed), after the totals by kind. */
+    public String top(int n) {
+        double total = totalMicros();
+        var sb = new StringBuilder(String.format(Locale.ROOT, "profile of plan '%s' on %s: %.1f µs in %d steps%n", plan.name(), device, total, entries().size()));
+        byKind().forEach((k, v) -> sb.append(String.format(Locale.ROOT, "  %-12s %10.1f µs  %5.1f%%%n", k, v, 100 * v / total)));
+        entries().stream().sorted(Comparator.comparingDouble(Entry::micros).reversed()).limit(n).forEach(e -> {
+            String text = e.text().lines().findFirst().orElse("");
+            if (text.length() > 110) text = text.substring(0, 107) + "...";
+            sb.append(String.format(Locale.ROOT, "  #%-5d %9.1f µs %5.1f%%  %s%n", e.step(), e.micros(), 100 * e.micros() / total, text));
+        });
+        return sb.toString().stripTrailing();
+    }
+
+    /** Every timed step, in plan order. */
+    @Override public String toString() { return top(Integer.MAX_VALUE); }
+
+    /** Whether a step does work on the device (anything but the plan's bookkeeping). */
+    public static boolean timed(Step s) {
+        return !(s instanceof Step.AllocPool || s instanceof Step.Place || s instanceof Step.Release);
+    }
+
+    private static String kind(Step s) {
+        return switch (s) {
+            case Step.Launch l -> "kernel";
+            case Step.Matmul m -> "matmul";
+            case Step.Collective c -> "collective";
+            case Step.CollectiveBatch b -> "collective";
+            case Step.CopyIn c -> "copy_in";
+            case Step.IndexSelect i -> "index_select";
+            case Step.Argmax a -> "argmax";
+            case Step.CallUserOp u -> "user_op";
+            case Step.Barrier b -> "barrier";
+            case Step.AllocDynamic d -> "alloc";
+            case Step.AllocPool p -> "pool";
+            case Step.Place p -> "place";
+            case Step.Release r -> "release";
+        };
+    }
+}
