@@ -101,6 +101,28 @@ public final class Blas extends Resource {
         }
     }
 
+    /**
+     * {@code batchCount} products of {@link #gemm(Precision, boolean, boolean, int, int, int, float, DeviceBuffer, int,
+     * DeviceBuffer, int, float, DeviceBuffer, int, boolean, Stream) gemm}'s shape in one {@code cublasGemmStridedBatchedEx}
+     * call: product i reads A at {@code i * strideA} elements (0: every product reads the same A), B at {@code i * strideB}
+     * and writes C at {@code i * strideC}. The buffers span every product's matrix.
+     */
+    public void gemmStridedBatched(Precision precision, boolean transA, boolean transB, int m, int n, int k, float alpha,
+                                   DeviceBuffer a, int lda, long strideA, DeviceBuffer b, int ldb, long strideB, float beta,
+                                   DeviceBuffer c, int ldc, long strideC, int batchCount, boolean cLikeInputs, Stream stream) {
+        ensureOpen();
+        device.enter();
+        Errors.cublas(cublas.cublasSetStream_v2(handle, Stream.handleOf(stream)), "cublasSetStream");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment al = arena.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
+            MemorySegment be = arena.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
+            Errors.cublas(cublas.cublasGemmStridedBatchedEx(handle, op(transA), op(transB), m, n, k, al, a.pointer(),
+                    precision.dataType(), lda, strideA, b.pointer(), precision.dataType(), ldb, strideB, be, c.pointer(),
+                    cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, strideC, batchCount, precision.computeType(),
+                    cublas.CUBLAS_GEMM_DEFAULT()), "cublasGemmStridedBatchedEx");
+        }
+    }
+
     /** The same product with cuBLASLt ({@code cublasLtMatmul}, D = C in place), no transposes. */
     public void matmulLt(Precision precision, int m, int n, int k, float alpha, DeviceBuffer a, int lda,
                          DeviceBuffer b, int ldb, float beta, DeviceBuffer c, int ldc, Stream stream) {

@@ -20,7 +20,9 @@ import java.util.Map;
  * Row-major (batched, broadcast) matrix products through cuBLAS: C = A B row-major is C^T = B^T A^T
  * column-major, so cuBLAS gets B first with no transposes. float64, which the bound GEMM does not cover,
  * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
- * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset.
+ * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset. A batch
+ * whose products lie a constant distance apart in A, B and C (the usual case, a broadcast operand included) is one
+ * strided-batched cuBLAS call; other batches are a call per product.
  */
 final class CudaMatmul {
     interface Compiler {
@@ -64,12 +66,48 @@ final class CudaMatmul {
         if (so.length >= 1 && st[so.length - 1] != 1 && so[so.length - 1] > 1)
             throw new GatunRuntimeException("matmul into " + outB.name() + ": its columns are " + st[so.length - 1] + " elements apart; cuBLAS writes them next to each other");
         int ldc = Math.toIntExact(Math.max(n, st[so.length - 2]));
-        for (long bi = 0; bi < batches; bi++) {
+        // each product's element offsets into A, B and C
+        long[] oa = new long[Math.toIntExact(batches)], ob = new long[oa.length], oc = new long[oa.length];
+        for (int bi = 0; bi < oa.length; bi++) {
             long rem = bi, at = 0;
             for (int d = batchShape.length - 1; d >= 0; d--) { idx[d] = rem % batchShape[d]; rem /= batchShape[d]; at += idx[d] * st[d]; }
-            long pa = a + Broadcast.batchOffset(idx, sa, (long) m * k) * e, pb = b + Broadcast.batchOffset(idx, sb, (long) k * n) * e, pc = out + at * e;
-            gemm(t, m, n, k, ldc, pa, pb, pc, stream);
+            oa[bi] = Broadcast.batchOffset(idx, sa, (long) m * k);
+            ob[bi] = Broadcast.batchOffset(idx, sb, (long) k * n);
+            oc[bi] = at;
         }
+        // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call
+        if (oa.length > 1 && t != DType.FLOAT64 && m > 0 && n > 0 && evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc)) {
+            stridedBatched(t, m, n, k, ldc, a, oa[1], b, ob[1], out, oc[1], oa.length, stream);
+            return;
+        }
+        for (int bi = 0; bi < oa.length; bi++) gemm(t, m, n, k, ldc, a + oa[bi] * e, b + ob[bi] * e, out + oc[bi] * e, stream);
+    }
+
+    /** Whether the offsets start at 0 and step by the same distance. */
+    static boolean evenlySpaced(long[] offsets) {
+        if (offsets[0] != 0) return false;
+        for (int i = 2; i < offsets.length; i++) if (offsets[i] - offsets[i - 1] != offsets[1]) return false;
+        return true;
+    }
+
+    private void stridedBatched(DType t, int m, int n, int k, int ldc, long a, long strideA, long b, long strideB, long c, long strideC,
+                                int batches, Stream stream) {
+        int e = t.byteSize();
+        var A = DeviceBuffer.wrap(device, a, Math.max(1L, ((batches - 1) * strideA + (long) m * k) * e));
+        var B = DeviceBuffer.wrap(device, b, Math.max(1L, ((batches - 1) * strideB + (long) k * n) * e));
+        var C = DeviceBuffer.wrap(device, c, ((batches - 1) * strideC + (long) (m - 1) * ldc + n) * e);
+        // row-major C = A B is column-major C^T = B^T A^T: B first, as in gemm
+        blas.gemmStridedBatched(precision(t), false, false, n, m, k, 1f, B, n, strideB, A, Math.max(1, k), strideA, 0f, C, ldc, strideC,
+                batches, true, stream);
+    }
+
+    private static Blas.Precision precision(DType t) {
+        return switch (t) {
+            case FLOAT32 -> Blas.Precision.FP32;
+            case FLOAT16 -> Blas.Precision.FP16;
+            case BFLOAT16 -> Blas.Precision.BF16;
+            default -> throw new GatunRuntimeException("matmul of " + t + " is not supported on the GPU");
+        };
     }
 
     private void gemm(DType t, int m, int n, int k, int ldc, long a, long b, long c, Stream stream) {
@@ -81,12 +119,7 @@ final class CudaMatmul {
                     a, b, c, (long) m, (long) n, (long) k, (long) ldc);
             return;
         }
-        Blas.Precision p = switch (t) {
-            case FLOAT32 -> Blas.Precision.FP32;
-            case FLOAT16 -> Blas.Precision.FP16;
-            case BFLOAT16 -> Blas.Precision.BF16;
-            default -> throw new GatunRuntimeException("matmul of " + t + " is not supported on the GPU");
-        };
+        Blas.Precision p = precision(t);
         int e = t.byteSize();
         var A = DeviceBuffer.wrap(device, a, Math.max(1L, (long) m * k * e));
         var B = DeviceBuffer.wrap(device, b, Math.max(1L, (long) k * n * e));
