@@ -10,20 +10,27 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * {@code argmax} over the last dimension on the GPU: one block per row (grid-stride), each thread the first
- * largest element of its strided share, then warp shuffles and one partial per warp in shared memory. Candidates
- * compare as PyTorch's argmax does: a NaN is larger than any number, and of equal candidates the smaller index wins,
- * so the result is the first largest element (the first NaN where there is one).
+ * {@code argmax} over the last dimension on the GPU. Candidates compare as PyTorch's argmax does: a NaN is larger than
+ * any number, -0 equals +0, and of equal candidates the smaller index wins, so the result is the first largest element
+ * (the first NaN where there is one).
+ *
+ * <p>float32, float16 and bfloat16 rows (every value exact as a float) spread over as many blocks as the row needs:
+ * each element becomes one 64-bit key, its value's bits made to order as unsigned integers (a NaN above all) followed by
+ * the complement of its index, so the largest key is the answer. Each block reduces 4096 elements to their largest key
+ * (sixteen independent loads a thread in flight, integer compares), each warp folds its key into the row's output word
+ * with one {@code atomicMax}, and a last kernel turns the key back into the index; the output is cleared first. A
+ * row of a vocabulary (128K) is 32 blocks instead of one latency-bound block. float64 rows, whose values need the
+ * whole 64 bits, keep one block per row.
  */
 final class CudaArgmax {
     static final String SOURCE = """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
 
-            __device__ __forceinline__ double gt_value(const float* p, long long i) { return p[i]; }
             __device__ __forceinline__ double gt_value(const double* p, long long i) { return p[i]; }
-            __device__ __forceinline__ double gt_value(const __half* p, long long i) { return __half2float(p[i]); }
-            __device__ __forceinline__ double gt_value(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
+            __device__ __forceinline__ float gt_float(const float* p, long long i) { return p[i]; }
+            __device__ __forceinline__ float gt_float(const __half* p, long long i) { return __half2float(p[i]); }
+            __device__ __forceinline__ float gt_float(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
 
             // whether (v, i) beats (w, j): a NaN beats any number, a larger value a smaller one, and on a tie the smaller index
             __device__ __forceinline__ bool gt_better(double v, long long i, double w, long long j) {
@@ -32,8 +39,8 @@ final class CudaArgmax {
                 return v > w || (v == w && i < j);
             }
 
-            template <typename T>
-            __device__ void argmax_rows(const T* in, long long* out, long long rows, long long cols) {
+            // float64: one block per row, each thread the first largest element of its strided share, then shuffles
+            extern "C" __global__ void argmax_f64(const double* in, long long* out, long long rows, long long cols) {
                 __shared__ double part_v[32];
                 __shared__ long long part_i[32];
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
@@ -60,28 +67,86 @@ final class CudaArgmax {
                 }
             }
 
-            extern "C" __global__ void argmax_f32(const float* in, long long* out, long long rows, long long cols) { argmax_rows(in, out, rows, cols); }
-            extern "C" __global__ void argmax_f64(const double* in, long long* out, long long rows, long long cols) { argmax_rows(in, out, rows, cols); }
-            extern "C" __global__ void argmax_f16(const __half* in, long long* out, long long rows, long long cols) { argmax_rows(in, out, rows, cols); }
-            extern "C" __global__ void argmax_bf16(const __nv_bfloat16* in, long long* out, long long rows, long long cols) { argmax_rows(in, out, rows, cols); }
+            // a float's order as an unsigned integer: NaN above everything, -0 as +0, negatives below positives
+            __device__ __forceinline__ unsigned long long gt_key(float v, long long j) {
+                unsigned int u = __float_as_uint(v);
+                unsigned int o = v != v ? 0xffffffffu : v == 0.0f ? 0x80000000u : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+                return ((unsigned long long) o << 32) | (0xffffffffull - (unsigned long long) j);
+            }
+
+            #define GT_PER_THREAD 16
+            #define GT_THREADS 256
+            #define GT_CHUNK (GT_PER_THREAD * GT_THREADS)
+
+            extern "C" __global__ void argmax_clear(unsigned long long* out, long long rows) {
+                for (long long r = blockIdx.x * (long long) blockDim.x + threadIdx.x; r < rows; r += (long long) gridDim.x * blockDim.x) out[r] = 0ull;
+            }
+
+            // block (x, y): elements [x * GT_CHUNK, (x + 1) * GT_CHUNK) of rows y, y + gridDim.y, ...
+            template <typename T>
+            __device__ void argmax_keys(const T* in, unsigned long long* out, long long rows, long long cols) {
+                for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+                    const T* row = in + r * cols;
+                    long long base = (long long) blockIdx.x * GT_CHUNK + threadIdx.x;
+                    float v[GT_PER_THREAD];
+                    #pragma unroll
+                    for (int i = 0; i < GT_PER_THREAD; i++) {
+                        long long j = base + (long long) i * GT_THREADS;
+                        v[i] = j < cols ? gt_float(row, j) : 0.0f;
+                    }
+                    unsigned long long best = 0ull;
+                    #pragma unroll
+                    for (int i = 0; i < GT_PER_THREAD; i++) {
+                        long long j = base + (long long) i * GT_THREADS;
+                        if (j < cols) { unsigned long long k = gt_key(v[i], j); best = k > best ? k : best; }
+                    }
+                    for (int d = 16; d > 0; d >>= 1) {
+                        unsigned long long o = __shfl_down_sync(0xffffffffu, best, d);
+                        best = o > best ? o : best;
+                    }
+                    if ((threadIdx.x & 31) == 0 && best != 0ull) atomicMax(out + r, best);
+                }
+            }
+
+            extern "C" __global__ void argmax_f32(const float* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
+            extern "C" __global__ void argmax_f16(const __half* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
+            extern "C" __global__ void argmax_bf16(const __nv_bfloat16* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
+
+            // the key back to its index (the complement of its low 32 bits)
+            extern "C" __global__ void argmax_index(unsigned long long* out, long long rows) {
+                for (long long r = blockIdx.x * (long long) blockDim.x + threadIdx.x; r < rows; r += (long long) gridDim.x * blockDim.x)
+                    out[r] = (long long) (0xffffffffull - (out[r] & 0xffffffffull));
+            }
             """;
 
+    /** Elements one block of the keyed kernels covers (GT_CHUNK). */
+    static final int CHUNK = 16 * 256;
+
     private final CudaMatmul.Compiler compiler;
-    private final Map<DType, Kernel> kernels = new HashMap<>();
+    private final Map<String, Kernel> kernels = new HashMap<>();
 
     CudaArgmax(CudaMatmul.Compiler compiler) { this.compiler = compiler; }
+
+    private Kernel kernel(String name) { return kernels.computeIfAbsent(name, x -> compiler.compile("gatun_argmax", SOURCE, x)); }
 
     /** Each of {@code rows} rows of {@code cols} elements of {@code t} at {@code in}: its argmax, as i64 at {@code out}. */
     void run(long in, DType t, long out, long rows, long cols, Stream stream) {
         if (rows == 0) return;
+        if (t == DType.FLOAT64) {
+            kernel("argmax_f64").launch(new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
+            return;
+        }
         String name = switch (t) {
             case FLOAT32 -> "argmax_f32";
-            case FLOAT64 -> "argmax_f64";
             case FLOAT16 -> "argmax_f16";
             case BFLOAT16 -> "argmax_bf16";
             default -> throw new IllegalArgumentException("argmax of " + t);
         };
-        Kernel k = kernels.computeIfAbsent(t, x -> compiler.compile("gatun_argmax", SOURCE, name));
-        k.launch(new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
+        if (cols >= 1L << 32) throw new IllegalArgumentException("argmax over rows of " + cols + " elements: at most 2^32 - 1 are supported");
+        var small = new LaunchConfig(Dim3.of((int) Math.min(Math.ceilDiv(rows, 256), 65_535)), Dim3.of(256), 0, stream);
+        kernel("argmax_clear").launch(small, out, rows);
+        long chunks = Math.ceilDiv(cols, CHUNK);
+        kernel(name).launch(new LaunchConfig(new Dim3((int) chunks, (int) Math.min(rows, 65_535), 1), Dim3.of(256), 0, stream), in, out, rows, cols);
+        kernel("argmax_index").launch(small, out, rows);
     }
 }
