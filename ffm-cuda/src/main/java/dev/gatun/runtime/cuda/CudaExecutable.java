@@ -50,7 +50,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * A plan loaded on one GPU. Pools are device allocations made once; each capturable partition is captured on the
  * first call and replayed after, one graph launch per partition.
  *
- * <p>Inputs. A host array is copied into the input's staging buffer (fixed address, made once). A device array is read
+ * <p>Inputs. A host array is copied into the input's staging buffer (fixed address, made on first need, so an input
+ * always passed as a device array read in place costs no memory of its own). A device array is read
  * where it is at a world of one rank, and the captured graphs are kept per set of input addresses (a few sets; inputs
  * that keep arriving at new addresses are staged from then on, one device copy each); on a world of several ranks it
  * is copied into the staging buffer, so every rank replays the same graphs. A bound input is copied into its staging
@@ -159,16 +160,11 @@ final class CudaExecutable implements Executable {
             }
             this.staging = new DeviceBuffer[plan.buffers().size()];
             this.hostIn = new PinnedHostBuffer[plan.buffers().size()];
-            for (PlanBuffer in : plan.inputs())
-                if (!in.isDynamic()) staging[in.id()] = allocate("input '" + in.input() + "'", in.type().byteSize());
             this.fixedAddress = new long[plan.buffers().size()];
             this.fixedSource = new long[plan.buffers().size()];
             for (PlanBuffer b : plan.buffers()) {
                 var p = b.placement();
-                boolean staged = b.kind() == PlanBuffer.Kind.INPUT && staging[b.id()] != null;
                 if (p != null) fixedAddress[b.id()] = pools.get(p.pool()).address() + p.offset();
-                else if (staged) fixedAddress[b.id()] = staging[b.id()].address();
-                if (staged) fixedSource[b.id()] = staging[b.id()].address();
             }
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
@@ -185,6 +181,21 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    /**
+     * The staging buffer of a static-shape input, made on its first need (a host array passed, a device array copied,
+     * a value bound): its address becomes the input's fixed one.
+     */
+    DeviceBuffer stagingOf(PlanBuffer in) {
+        DeviceBuffer b = staging[in.id()];
+        if (b == null) {
+            b = allocate("input '" + in.input() + "'", in.type().byteSize());
+            staging[in.id()] = b;
+            if (in.placement() == null) fixedAddress[in.id()] = b.address();
+            fixedSource[in.id()] = b.address();
+        }
+        return b;
+    }
 
     @Override public List<Integer> ranks() { return List.of(dist == null ? 0 : dist.rank); }
 
@@ -565,7 +576,7 @@ final class CudaExecutable implements Executable {
                 String name = in.input();
                 ArrayLike a = inputs.get(name);
                 if (a == null) {
-                    if (exe.staging[in.id()] == null || !exe.bound.contains(name))
+                    if (!exe.bound.contains(name))
                         throw new GatunRuntimeException("plan '" + plan.name() + "': input '" + name + "' was neither passed nor bound");
                     continue; // its staging buffer holds the bound value
                 }
@@ -593,10 +604,8 @@ final class CudaExecutable implements Executable {
                     case DeviceArray d -> {
                         CudaMemory m = d.memory() instanceof CudaMemory cm && cm.owner == exe && d.whyUnusable() == null ? cm
                                 : exe.memoryOf(d, "input '" + name + "'");
-                        if (m.owner != exe) {
-                            exe.stream.waitFor(m.owner.markWritten());
-                            sources.add(m.owner);
-                        }
+                        // one wait per other executable a call reads from, however many of its arrays it reads
+                        if (m.owner != exe && sources.add(m.owner)) exe.stream.waitFor(m.owner.markWritten());
                         boolean ownOutput = m.owner == exe && m.callMemory;
                         if (d.isContiguous() && !ownOutput && (in.isDynamic() || exe.dist == null && exe.readInPlace)) {
                             setSource(in, d.address());
@@ -629,11 +638,9 @@ final class CudaExecutable implements Executable {
         }
 
         private DeviceBuffer stagingFor(PlanBuffer in, long bytes) {
-            DeviceBuffer dst = exe.staging[in.id()];
-            if (dst == null) {
-                dst = exe.device.allocate(Math.max(1, bytes));
-                perCall.add(dst);
-            }
+            if (!in.isDynamic()) return exe.stagingOf(in);
+            DeviceBuffer dst = exe.device.allocate(Math.max(1, bytes));
+            perCall.add(dst);
             return dst;
         }
 
@@ -648,6 +655,7 @@ final class CudaExecutable implements Executable {
          * included, where ranks share a GPU. Nothing is read from what these runs write: every call rewrites it.
          */
         void warmUpMatmuls() {
+            for (PlanBuffer in : plan.inputs()) if (!in.isDynamic()) setSource(in, exe.stagingOf(in).address());
             for (Step s : plan.steps()) {
                 if (!(s instanceof Step.Matmul m)) continue;
                 boolean ready = true;
@@ -867,11 +875,11 @@ final class CudaExecutable implements Executable {
         checkOpen("bind");
         PlanBuffer in = plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
                 .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
-        DeviceBuffer dst = staging[in.id()];
         if (value == null) {
             bound.remove(input);
             return;
         }
+        DeviceBuffer dst = in.isDynamic() ? null : stagingOf(in);
         if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
         bound.remove(input);
         switch (value) {
