@@ -6,6 +6,7 @@ import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
 import dev.gatun.models.llama.LlamaGenerator;
 import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 
 import java.nio.file.Files;
@@ -26,15 +27,20 @@ import java.util.Locale;
  * --runs N         generations timed (default 5; the first is a warm-up and not counted)
  * --out FILE       JSON written there: tokens, first_logits, prefill_ms and decode_ms (medians), the machine
  * --backend NAME   cuda (default), or host to try the harness on a machine without a GPU
+ * --batch N        sequences generated at once (default 1), each with its own prompt
+ * --profile N      after timing, profile a prefill and a decode step and print each one's N slowest steps
  * </pre>
  */
 public final class LlamaBench {
     private LlamaBench() {}
 
     /** The prompt's token ids: deterministic, spread over the vocabulary; the PyTorch peer makes the same. */
-    static int[] prompt(int n, int vocab) {
+    static int[] prompt(int n, int vocab) { return prompt(n, vocab, 0); }
+
+    /** Sequence {@code b}'s prompt of a batch: token i is ((i + 31 b) * 7919 + 13) mod vocab (b = 0: {@link #prompt(int, int)}). */
+    static int[] prompt(int n, int vocab, int b) {
         int[] ids = new int[n];
-        for (int i = 0; i < n; i++) ids[i] = (int) ((i * 7919L + 13) % vocab);
+        for (int i = 0; i < n; i++) ids[i] = (int) (((i + 31L * b) * 7919L + 13) % vocab);
         return ids;
     }
 
@@ -49,7 +55,7 @@ public final class LlamaBench {
         for (int i = 0; i + 1 < args.length; i += 2) opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
         Path dir = Path.of(opts.getOrDefault("dir", "llama-checkpoint"));
         int promptLength = Integer.parseInt(opts.getOrDefault("prompt", "512")), n = Integer.parseInt(opts.getOrDefault("new", "32"));
-        int runs = Integer.parseInt(opts.getOrDefault("runs", "5"));
+        int runs = Integer.parseInt(opts.getOrDefault("runs", "5")), batch = Integer.parseInt(opts.getOrDefault("batch", "1"));
         if (!Files.exists(dir.resolve(LlamaCheckpoint.CONFIG))) {
             LlamaConfig shape = switch (opts.getOrDefault("config", "tiny")) {
                 case "tiny" -> new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, false);
@@ -61,17 +67,25 @@ public final class LlamaBench {
             System.out.printf(Locale.ROOT, "wrote a random checkpoint to %s in %.1f s%n", dir, (System.nanoTime() - t) / 1e9);
         }
         LlamaConfig c = LlamaConfig.read(dir.resolve(LlamaCheckpoint.CONFIG));
-        int[] ids = prompt(promptLength, c.vocabSize());
+        int[][] ids = new int[batch][];
+        for (int b = 0; b < batch; b++) ids[b] = prompt(promptLength, c.vocabSize(), b);
+        boolean cuda = opts.getOrDefault("backend", "cuda").equals("cuda");
+        // device memory in use before anything is loaded, and after: weights, caches, pools, staging, cuBLAS, kernels
+        dev.gatun.cuda.Device device = cuda ? dev.gatun.cuda.Device.open(0) : null;
+        long freeBefore = cuda ? device.memoryInfo()[0] : 0;
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
             LlamaCheckpoint.check(c, weights, dir);
             var options = CompileOptions.world(1).backend(opts.getOrDefault("backend", "cuda"));
-            try (var gen = new LlamaGenerator(c, List.of(LlamaDecoder.weights(c, weights, 1, 0, DType.BF16)), promptLength, promptLength + n,
-                    1, DType.BF16, options)) {
+            var shard = LlamaDecoder.weights(c, weights, 1, 0, DType.BF16);
+            long weightBytes = shard.values().stream().mapToLong(NDArray::byteSize).sum();
+            // each layer's keys and values for every position of every sequence, bf16
+            long cacheBytes = 2L * c.layers() * batch * c.kvHeads() * (promptLength + n) * c.headDim() * 2;
+            try (var gen = new LlamaGenerator(c, List.of(shard), batch, promptLength, promptLength + n, 1, DType.BF16, options)) {
                 var first = gen.generate(ids, n, true);
                 double[] prefill = new double[runs - 1], decode = new double[runs - 1];
                 for (int r = 0; r < runs - 1; r++) {
                     var res = gen.generate(ids, n, false);
-                    if (!Arrays.equals(res.tokens(), first.tokens())) throw new IllegalStateException("run " + r + " gave other tokens");
+                    if (!Arrays.deepEquals(res.sequences(), first.sequences())) throw new IllegalStateException("run " + r + " gave other tokens");
                     prefill[r] = res.prefillMillis();
                     decode[r] = median(res.stepMillis());
                 }
@@ -79,12 +93,24 @@ public final class LlamaBench {
                 json.append("  \"system\": \"gatun\",\n  \"device\": \"").append(gen.device()).append("\",\n");
                 json.append("  \"config\": \"").append(c).append("\",\n");
                 json.append("  \"prompt\": ").append(promptLength).append(", \"new\": ").append(n).append(",\n");
+                json.append("  \"batch\": ").append(batch).append(",\n");
                 json.append("  \"tokens\": ").append(Arrays.toString(first.tokens())).append(",\n");
+                json.append("  \"sequences\": ").append(Arrays.deepToString(first.sequences())).append(",\n");
+                if (cuda) {
+                    long used = freeBefore - device.memoryInfo()[0], pools = gen.poolBytes();
+                    json.append(String.format(Locale.ROOT, "  \"device_bytes\": %d, \"weight_bytes\": %d, \"cache_bytes\": %d, \"pool_bytes\": %d,%n",
+                            used, weightBytes, cacheBytes, pools));
+                    System.out.printf(Locale.ROOT, "device memory: %.3f GB in use; weights %.3f GB + KV cache %.3f GB + the plans' pools %.3f GB = %.3f GB (ratio %.3f)%n",
+                            used / 1e9, weightBytes / 1e9, cacheBytes / 1e9, pools / 1e9, (weightBytes + cacheBytes + pools) / 1e9,
+                            used / (double) (weightBytes + cacheBytes + pools));
+                }
                 json.append("  \"first_logits\": ").append(Arrays.toString(first.logits().getFirst())).append(",\n");
                 json.append(String.format(Locale.ROOT, "  \"prefill_ms\": %.4f, \"decode_ms\": %.4f%n}%n", median(prefill), median(decode)));
                 Files.writeString(Path.of(opts.getOrDefault("out", "gatun-llama.json")), json);
-                System.out.printf(Locale.ROOT, "gatun: tokens %s; prefill of %d tokens %.3f ms, decode %.3f ms a token (medians of %d runs)%n",
-                        Arrays.toString(first.tokens()), promptLength, median(prefill), median(decode), runs - 1);
+                if (opts.containsKey("profile"))
+                    for (var p : gen.profile(ids)) System.out.println(p.top(Integer.parseInt(opts.get("profile"))));
+                System.out.printf(Locale.ROOT, "gatun: batch %d, tokens %s; prefill of %d tokens %.3f ms, decode %.3f ms a step (medians of %d runs)%n",
+                        batch, Arrays.toString(first.tokens()), promptLength, median(prefill), median(decode), runs - 1);
             }
         }
     }

@@ -17,14 +17,18 @@ import java.util.Map;
  * for the layer and the sharding), with a KV cache of {@code maxLen} positions:
  * <ul>
  *   <li>{@link #prefill}: a prompt of {@code tokens} tokens; outputs the last position's logits and greedy token, and
- *   each layer's cache ({@code cache.L.k}, {@code cache.L.v}: [kv heads, maxLen, head_dim], the rotated keys and the
- *   values of the prompt, zeros after it);</li>
+ *   each layer's cache ({@code cache.L.k}: the rotated keys, transposed, [kv heads, head_dim, maxLen], as the product
+ *   with the queries reads them; {@code cache.L.v}: the values, [kv heads, maxLen, head_dim]; the prompt's, zeros after
+ *   it);</li>
  *   <li>{@link #decode}: one token at a position given by the call's inputs; reads and writes the caches (a new
  *   key and value at the position: {@code where} over a one-hot {@code write} mask, every other entry kept) and
  *   attends over the positions up to it ({@code mask}: 0, then -inf after it). Its outputs are the logits, the greedy
  *   token ({@code next}, i64) and the updated caches, which the next call takes as its inputs.</li>
  * </ul>
- * Each phase is one compiled session reused for every step. The cache is updated functionally (the whole cache is
+ * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
+ * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
+ * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). The cache
+ * is updated functionally (the whole cache is
  * rewritten each step, a small fraction of the weights' bytes at these lengths); an in-place update at a position
  * given at run time is the later optimisation.
  */
@@ -32,66 +36,84 @@ public final class LlamaDecoder {
     private LlamaDecoder() {}
 
     /** The prefill phase: the prompt, the caches filled up to its length. */
-    public static Graph prefill(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype) {
+    public static Graph prefill(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype) { return prefill(c, 1, tokens, maxLen, tp, dtype); }
+
+    /** The prefill phase for {@code batch} prompts of {@code tokens} tokens each ({@code tokens}: [batch * tokens]). */
+    public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype) {
         if (tokens < 1 || tokens > maxLen) throw new IllegalArgumentException("a prompt of " + tokens + " tokens does not fit a cache of " + maxLen);
-        return graph(c, tokens, maxLen, tp, dtype, false, false);
+        return graph(c, batch, tokens, maxLen, tp, dtype, false, false);
     }
 
     /** The decode phase: one token, the caches read and updated. */
-    public static Graph decode(LlamaConfig c, int maxLen, int tp, DType dtype) { return graph(c, 1, maxLen, tp, dtype, true, false); }
+    public static Graph decode(LlamaConfig c, int maxLen, int tp, DType dtype) { return decode(c, 1, maxLen, tp, dtype); }
+
+    /** The decode phase for {@code batch} sequences at the same position: one token each ({@code tokens}: [batch]). */
+    public static Graph decode(LlamaConfig c, int batch, int maxLen, int tp, DType dtype) { return graph(c, batch, 1, maxLen, tp, dtype, true, false); }
 
     /**
-     * Either phase: a prompt of {@code tokens} ({@code decode} false) or one token; {@code allPositions} gives the logits
-     * of every position instead of the last's.
+     * Either phase for {@code batch} sequences: a prompt of {@code tokens} each ({@code decode} false) or one token each;
+     * {@code allPositions} gives the logits of every position instead of the last's.
      */
-    static Graph graph(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
+    static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
         c.checkTensorParallel(tp);
+        if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " sequences");
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
+        int b = batch, t = tokens, bkl = b * kl;
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
-        Tensor ids = g.input("tokens", DType.I32, tokens);
-        Tensor cos = g.input("cos", dtype, tokens, d), sin = g.input("sin", dtype, tokens, d);
+        Tensor ids = g.input("tokens", DType.I32, b * t);
+        Tensor cos = g.input("cos", dtype, t, d), sin = g.input("sin", dtype, t, d);
         // attention mask over the positions a query may see: [tokens, tokens] for the prompt, [1, maxLen] for a step
-        Tensor mask = g.input("mask", dtype, tokens, decode ? maxLen : tokens);
-        Tensor write = decode ? g.input("write", DType.BOOL, maxLen).reshape(1, maxLen, 1) : null;
-        Tensor pad = decode || tokens == maxLen ? null : g.input("cache_padding", dtype, kl, maxLen - tokens, d);
+        Tensor mask = g.input("mask", dtype, t, decode ? maxLen : t);
+        Tensor write = decode ? g.input("write", DType.BOOL, maxLen) : null;
+        boolean padded = !decode && t < maxLen;
+        Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
+        Tensor padV = padded ? g.input("cache_padding_v", dtype, b, kl, maxLen - t, d) : null;
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor x = embed.indexSelect(0, ids);
+        Tensor x = embed.indexSelect(0, ids);                         // [batch * tokens, hidden]
+        int seen = decode ? maxLen : t;
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            // projection weights come [in, out] (LlamaPrefill.shard transposes the checkpoint's [out, in] once)
-            Tensor q = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.q_proj.weight", dtype, c.hiddenSize(), hl * d)), tokens, hl, d);
-            Tensor k = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.k_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
-            Tensor v = LlamaPrefill.heads(xn.matmul(g.input(p + "self_attn.v_proj.weight", dtype, c.hiddenSize(), kl * d)), tokens, kl, d);
+            // one product for the queries, keys and values ([in, out] weights, q | k | v side by side; see LlamaPrefill.shard)
+            // and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place by the kernels after
+            Tensor qkv = xn.matmul(g.input(p + "self_attn.qkv_proj.weight", dtype, c.hiddenSize(), (hl + 2 * kl) * d))
+                    .reshape(b, t, hl + 2 * kl, d);
+            Tensor q = qkv.slice(2, 0, hl).transpose(1, 2);
+            Tensor k = qkv.slice(2, hl, hl + kl).transpose(1, 2);
+            Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
             q = LlamaPrefill.rope(q, cos, sin, d);
-            k = LlamaPrefill.rope(k, cos, sin, d);
-            Tensor keys, values;
+            // keys are kept transposed, [batch, kv heads, head_dim, positions], as the product with the queries reads them
+            Tensor kT = LlamaPrefill.rope(k, cos, sin, d).transpose(2, 3);
+            Tensor keysT, values;
             if (decode) {
                 // the step's key and value go to the position `write` marks; every other position keeps the cache
-                keys = write.where(k.expand(kl, maxLen, d), g.input("cache." + l + ".k", dtype, kl, maxLen, d));
-                values = write.where(v.expand(kl, maxLen, d), g.input("cache." + l + ".v", dtype, kl, maxLen, d));
+                keysT = write.reshape(1, 1, 1, maxLen).where(kT.expand(b, kl, d, maxLen), g.input("cache." + l + ".k", dtype, b, kl, d, maxLen));
+                values = write.reshape(1, 1, maxLen, 1).where(v.expand(b, kl, maxLen, d), g.input("cache." + l + ".v", dtype, b, kl, maxLen, d));
             } else {
-                keys = pad == null ? k : k.cat(1, pad);
-                values = pad == null ? v : v.cat(1, pad);
+                keysT = padded ? kT.cat(3, padK) : kT;
+                values = padded ? v.cat(2, padV) : v;
             }
-            g.output("cache." + l + ".k", keys);
+            g.output("cache." + l + ".k", keysT);
             g.output("cache." + l + ".v", values);
-            // attention over the prompt (prefill) or over the cache (decode)
-            int seen = decode ? maxLen : tokens;
-            Tensor kk = (decode ? keys : k).reshape(kl, 1, seen, d).expand(kl, group, seen, d).reshape(hl, seen, d);
-            Tensor vv = (decode ? values : v).reshape(kl, 1, seen, d).expand(kl, group, seen, d).reshape(hl, seen, d);
-            Tensor scores = q.matmul(kk.transpose(1, 2)).mul(1 / Math.sqrt(d)).add(mask);
+            // grouped-query attention: the query heads sharing a key-value head are one batch of group * tokens rows
+            Tensor qg = q.reshape(bkl, group * t, d);
+            Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
+            Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(1 / Math.sqrt(d)).add(mask);
             Tensor e = scores.sub(scores.max(true, -1)).exp();
-            Tensor attn = e.div(e.sum(true, -1)).matmul(vv).transpose(0, 1).reshape(tokens, hl * d);
+            Tensor probs = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen);
+            Tensor heads = probs.matmul(vv);                          // [batch * kv heads, group * tokens, d]: head-major
+            Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
             Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, hl * d, c.hiddenSize()));
             x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
             xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            Tensor gate = xn.matmul(g.input(p + "mlp.gate_proj.weight", dtype, c.hiddenSize(), fl)).silu();
-            Tensor up = xn.matmul(g.input(p + "mlp.up_proj.weight", dtype, c.hiddenSize(), fl));
-            Tensor down = gate.mul(up).matmul(g.input(p + "mlp.down_proj.weight", dtype, fl, c.hiddenSize()));
+            // one product for the gate and up projections (gate | up side by side)
+            Tensor gateUp = xn.matmul(g.input(p + "mlp.gate_up_proj.weight", dtype, c.hiddenSize(), 2 * fl));
+            Tensor down = gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl))
+                    .matmul(g.input(p + "mlp.down_proj.weight", dtype, fl, c.hiddenSize()));
             x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
         }
-        Tensor last = tokens == 1 || allPositions ? x : x.slice(0, tokens - 1, tokens);
+        // each sequence's last position (every position's with allPositions)
+        Tensor last = t == 1 || allPositions ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
         Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
         // the output projection [hidden, vocab] (the embedding's transpose where they are tied, made once at load)
         Tensor logits = h.matmul(g.input("lm_head.weight", dtype, c.hiddenSize(), c.vocabSize()));
@@ -105,21 +127,49 @@ public final class LlamaDecoder {
         return LlamaPrefill.shard(c, weights, tp, rank, dtype);
     }
 
-    /** The prefill's per-call inputs for a prompt: tokens, rotary tables, causal mask, the caches' zero padding. */
+    /** The prefill's inputs for a prompt: its tokens and {@link #promptTables}. */
     public static Map<String, NDArray> prompt(LlamaConfig c, int[] ids, int maxLen, int tp, DType dtype) {
-        var in = positions(c, ids, 0, dtype);
-        int t = ids.length;
+        var in = promptTables(c, 1, ids.length, maxLen, tp, dtype);
+        in.put("tokens", tokens(ids));
+        return in;
+    }
+
+    /** Tokens as the graphs take them (i32), one sequence after the other. */
+    public static NDArray tokens(int[]... sequences) {
+        int n = 0;
+        for (int[] s : sequences) n += s.length;
+        var tokens = NDArray.zeros(DType.I32, n);
+        int at = 0;
+        for (int[] s : sequences) for (int id : s) tokens.set(at++, id);
+        return tokens;
+    }
+
+    /**
+     * The prefill's inputs that depend only on the prompt's length (a prompt starts at position 0): the rotary tables,
+     * the causal mask and the caches' zero padding. {@link LlamaGenerator} binds them once.
+     */
+    public static Map<String, NDArray> promptTables(LlamaConfig c, int batch, int t, int maxLen, int tp, DType dtype) {
+        var in = rotary(c, t, 0, dtype);
         var mask = NDArray.zeros(dtype, t, t);
         for (int i = 0; i < t; i++) for (int j = i + 1; j < t; j++) mask.set((long) i * t + j, Double.NEGATIVE_INFINITY);
         in.put("mask", mask);
-        if (t < maxLen) in.put("cache_padding", NDArray.zeros(dtype, LlamaPrefill.localKvHeads(c, tp), maxLen - t, c.headDim()));
+        if (t < maxLen) {
+            in.put("cache_padding", NDArray.zeros(dtype, batch, LlamaPrefill.localKvHeads(c, tp), c.headDim(), maxLen - t));
+            in.put("cache_padding_v", NDArray.zeros(dtype, batch, LlamaPrefill.localKvHeads(c, tp), maxLen - t, c.headDim()));
+        }
         return in;
     }
 
     /** A decode step's per-call inputs: the token at {@code position}, its rotary row, the write and attention masks. */
     public static Map<String, NDArray> step(LlamaConfig c, int token, int position, int maxLen, DType dtype) {
+        return step(c, new int[]{token}, position, maxLen, dtype);
+    }
+
+    /** A decode step of a batch: each sequence's token, all at {@code position}, with its rotary row and masks. */
+    public static Map<String, NDArray> step(LlamaConfig c, int[] tokens, int position, int maxLen, DType dtype) {
         if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
-        var in = positions(c, new int[]{token}, position, dtype);
+        var in = rotary(c, 1, position, dtype);
+        in.put("tokens", tokens(tokens));
         var mask = NDArray.zeros(dtype, 1, maxLen);
         for (int j = position + 1; j < maxLen; j++) mask.set(j, Double.NEGATIVE_INFINITY);
         in.put("mask", mask);
@@ -129,13 +179,10 @@ public final class LlamaDecoder {
         return in;
     }
 
-    /** Tokens (i32) and the rotary tables of positions {@code first}, {@code first + 1}, ... */
-    private static Map<String, NDArray> positions(LlamaConfig c, int[] ids, int first, DType dtype) {
-        int t = ids.length, d = c.headDim();
+    /** The rotary tables of the {@code t} positions {@code first}, {@code first + 1}, ... */
+    private static Map<String, NDArray> rotary(LlamaConfig c, int t, int first, DType dtype) {
+        int d = c.headDim();
         var in = new LinkedHashMap<String, NDArray>();
-        var tokens = NDArray.zeros(DType.I32, t);
-        for (int i = 0; i < t; i++) tokens.set(i, ids[i]);
-        in.put("tokens", tokens);
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
         for (int i = 0; i < t; i++)

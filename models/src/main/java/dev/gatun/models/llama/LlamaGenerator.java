@@ -6,6 +6,7 @@ import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Profile;
 import dev.gatun.runtime.Session;
 
 import java.util.ArrayList;
@@ -17,46 +18,73 @@ import java.util.Map;
  * Greedy generation with {@link LlamaDecoder}'s two phases, each compiled once: the prompt's prefill, then one decode
  * call per token, each call taking the caches the last one returned. {@code shards} holds the weights of the ranks
  * this process runs ({@link LlamaDecoder#weights}): all {@code tp} of them for the host backend's simulated ranks, or
- * this rank's one where each rank is a session of its own. The weights are bound to both sessions once (copied into
- * memory the sessions keep, on a GPU its memory), so a call passes only the token, its position's tables and masks,
- * and the caches. Closing closes both sessions.
+ * this rank's one where each rank is a session of its own. At a world of one rank the weights are copied to the device
+ * once and both sessions read them there (one copy of the weights in all); with several ranks each session keeps a bound
+ * copy of them. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens,
+ * and a decode call the tokens, its position's tables and masks, and the caches. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /**
-     * The new tokens; each step's logits of the last position (of the first local rank; empty unless asked for); and
-     * the host wall time of the prefill call and of each decode call, each until its token was on the host.
+     * Each sequence's new tokens ({@code sequences[b]}); each step's logits of the first sequence's last position (of
+     * the first local rank; empty unless asked for); and the host wall time of the prefill call and of each decode call,
+     * each until its tokens were on the host.
      */
-    public record Result(int[] tokens, List<double[]> logits, double prefillMillis, double[] stepMillis) {}
+    public record Result(int[][] sequences, List<double[]> logits, double prefillMillis, double[] stepMillis) {
+        /** The first (for a batch of one, the only) sequence's new tokens. */
+        public int[] tokens() { return sequences[0]; }
+    }
 
     private final LlamaConfig config;
     private final List<Map<String, NDArray>> shards;
-    private final int promptLength, maxLen, tp;
+    private final int batch, promptLength, maxLen, tp;
     private final DType dtype;
     private final Session prefill, decode;
+    /** At a world of one rank: the weights on the device, passed to every call of both sessions (else bound, and empty). */
+    private Map<String, DeviceArray> resident = Map.of();
 
+    /** Generation for one sequence at a time. */
     public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int promptLength, int maxLen, int tp, DType dtype,
+                          CompileOptions options) {
+        this(config, shards, 1, promptLength, maxLen, tp, dtype, options);
+    }
+
+    /** Generation for {@code batch} sequences at once, each with a prompt of {@code promptLength} tokens. */
+    public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int batch, int promptLength, int maxLen, int tp, DType dtype,
                           CompileOptions options) {
         this.config = config;
         this.shards = List.copyOf(shards);
+        this.batch = batch;
         this.promptLength = promptLength;
         this.maxLen = maxLen;
         this.tp = tp;
         this.dtype = dtype;
-        this.prefill = Session.compile(LlamaDecoder.prefill(config, promptLength, maxLen, tp, dtype), options);
+        this.prefill = Session.compile(LlamaDecoder.prefill(config, batch, promptLength, maxLen, tp, dtype), options);
         Session d;
         try {
-            d = Session.compile(LlamaDecoder.decode(config, maxLen, tp, dtype), options);
+            d = Session.compile(LlamaDecoder.decode(config, batch, maxLen, tp, dtype), options);
         } catch (RuntimeException e) {
             prefill.close();
             throw e;
         }
         this.decode = d;
         try {
-            for (Session s : List.of(prefill, decode))
-                for (int i = 0; i < this.shards.size(); i++) {
-                    int rank = s.ranks().get(i);
-                    for (var w : this.shards.get(i).entrySet()) s.bind(rank, w.getKey(), w.getValue());
-                }
+            if (prefill.worldSize() == 1) {
+                // one rank: the weights go to the device once and both sessions read them where they are
+                var w = new HashMap<String, DeviceArray>();
+                for (var e : this.shards.getFirst().entrySet()) w.put(e.getKey(), prefill.toDevice(e.getValue()));
+                resident = Map.copyOf(w);
+            } else {
+                // several ranks: each session keeps its own bound copy of each rank's shard
+                resident = Map.of();
+                for (Session s : List.of(prefill, decode))
+                    for (int i = 0; i < this.shards.size(); i++) {
+                        int rank = s.ranks().get(i);
+                        for (var w : this.shards.get(i).entrySet()) s.bind(rank, w.getKey(), w.getValue());
+                    }
+            }
+            // the prompt's rotary tables, mask and padding depend on its length only: bound once, a call passes its tokens
+            var tables = LlamaDecoder.promptTables(config, batch, promptLength, maxLen, tp, dtype);
+            for (int rank : prefill.ranks()) for (var t : tables.entrySet()) prefill.bind(rank, t.getKey(), t.getValue());
         } catch (RuntimeException e) {
             close();
             throw e;
@@ -64,37 +92,69 @@ public final class LlamaGenerator implements AutoCloseable {
     }
 
     /** The prompt's greedy continuation by {@code n} tokens, with each step's logits. */
-    public Result generate(int[] prompt, int n) { return generate(prompt, n, true); }
+    public Result generate(int[] prompt, int n) { return generate(new int[][]{prompt}, n, true); }
+
+    /** The prompt's greedy continuation by {@code n} tokens (a generator for one sequence). */
+    public Result generate(int[] prompt, int n, boolean keepLogits) { return generate(new int[][]{prompt}, n, keepLogits); }
 
     /**
-     * The prompt's greedy continuation by {@code n} tokens (the prompt's length is the one compiled for). Outputs stay
-     * in the sessions' memory (on a GPU, the device's): each call's caches are the next call's inputs as they are, and
-     * only the token (and with {@code keepLogits} the logits) comes to the host.
+     * Each prompt's greedy continuation by {@code n} tokens (as many prompts as the batch compiled for, each of the
+     * length compiled for). Outputs stay in the sessions' memory (on a GPU, the device's): each call's caches are the
+     * next call's inputs as they are, and only the tokens (and with {@code keepLogits} the logits) come to the host.
      */
-    public Result generate(int[] prompt, int n, boolean keepLogits) {
-        if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
+    public Result generate(int[][] prompts, int n, boolean keepLogits) {
+        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
+        for (int[] prompt : prompts)
+            if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
         long t0 = System.nanoTime();
-        var out = prefill.run(calls(LlamaDecoder.prompt(config, prompt, maxLen, tp, dtype), null));
-        int[] tokens = new int[n];
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
+        int[][] tokens = new int[batch][n];
         double prefillMillis = 0;
         double[] stepMillis = new double[Math.max(0, n - 1)];
         var logits = new ArrayList<double[]>();
         for (int k = 0; k < n; k++) {
-            tokens[k] = (int) out.getFirst().get("next").toHost().get(0);
+            NDArray next = out.getFirst().get("next").toHost();
+            for (int b = 0; b < batch; b++) tokens[b][k] = (int) next.get(b);
             double ms = (System.nanoTime() - t0) / 1e6;
             if (k == 0) prefillMillis = ms;
             else stepMillis[k - 1] = ms;
             for (int r = 1; r < out.size(); r++) {
-                int other = (int) out.get(r).get("next").toHost().get(0);
-                if (other != tokens[k]) throw new GatunRuntimeException("the ranks disagree on token " + k + ": " + tokens[k] + " against " + other);
+                NDArray other = out.get(r).get("next").toHost();
+                for (int b = 0; b < batch; b++)
+                    if ((int) other.get(b) != tokens[b][k])
+                        throw new GatunRuntimeException("the ranks disagree on token " + k + " of sequence " + b + ": " + tokens[b][k] + " against " + (int) other.get(b));
             }
-            if (keepLogits) logits.add(out.getFirst().get("logits").toHost().toDoubleArray());
+            if (keepLogits) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
             if (k == n - 1) break;
             t0 = System.nanoTime();
-            out = decode.run(calls(LlamaDecoder.step(config, tokens[k], promptLength + k, maxLen, dtype), out));
+            int[] step = new int[batch];
+            for (int b = 0; b < batch; b++) step[b] = tokens[b][k];
+            out = decode.run(calls(LlamaDecoder.step(config, step, promptLength + k, maxLen, dtype), out));
         }
         return new Result(tokens, logits, prefillMillis, stepMillis);
+    }
+
+    /**
+     * Where the time of each phase goes: the prompts' prefill and the first decode step after it, each profiled step
+     * by step ({@link Session#profile}).
+     */
+    public List<Profile> profile(int[][] prompts) {
+        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
+        var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
+        NDArray next = out.getFirst().get("next").toHost();
+        int[] step = new int[batch];
+        for (int b = 0; b < batch; b++) step[b] = (int) next.get(b);
+        var second = decode.profile(calls(LlamaDecoder.step(config, step, promptLength, maxLen, dtype), out));
+        return List.of(first, second);
+    }
+
+    /** The bytes of the two plans' pools, as the plans print them (the weights and the call's inputs are apart). */
+    public long poolBytes() {
+        long sum = 0;
+        for (Session s : List.of(prefill, decode)) for (var p : s.plan().pools()) sum += p.bytes();
+        return sum;
     }
 
     /** Each local rank's inputs: the call's inputs and the caches its last call returned (the weights are bound). */
@@ -102,6 +162,7 @@ public final class LlamaGenerator implements AutoCloseable {
         var out = new ArrayList<Map<String, ArrayLike>>();
         for (int r = 0; r < shards.size(); r++) {
             var in = new HashMap<String, ArrayLike>(call);
+            in.putAll(resident);
             if (last != null)
                 for (int l = 0; l < config.layers(); l++)
                     for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, last.get(r).get("cache." + l + "." + kv));

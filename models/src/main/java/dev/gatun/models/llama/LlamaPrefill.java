@@ -31,7 +31,7 @@ public final class LlamaPrefill {
      * decoder's prefill ({@link LlamaDecoder}) over exactly the prompt, with every position's logits.
      */
     public static Graph graph(LlamaConfig c, int tokens, int tp, DType dtype) {
-        return LlamaDecoder.graph(c, tokens, tokens, tp, dtype, false, true);
+        return LlamaDecoder.graph(c, 1, tokens, tokens, tp, dtype, false, true);
     }
 
     /** Key-value heads on one rank: a share of them, or one replica where there are fewer than ranks. */
@@ -41,13 +41,15 @@ public final class LlamaPrefill {
         return x.mul(x.mul(x).mean(true, -1).add(eps).rsqrt()).mul(w);
     }
 
-    /** [tokens, n * d] to [n, tokens, d]. */
-    static Tensor heads(Tensor x, int tokens, int n, int d) { return x.reshape(tokens, n, d).transpose(0, 1); }
-
-    /** Rotary embedding in the half-split layout: x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1). */
+    /**
+     * Rotary embedding in the half-split layout, x * cos + rotate_half(x) * sin with rotate_half(x) = (-x2, x1), written
+     * per half: (x1 cos1 - x2 sin1, x2 cos2 + x1 sin2). Each product and sum rounds as the usual form's does (a product
+     * with -x2 is the negated product), and both halves go straight into their slices of the result: one kernel.
+     */
     static Tensor rope(Tensor x, Tensor cos, Tensor sin, int d) {
         Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
-        return x.mul(cos).add(x2.neg().cat(-1, x1).mul(sin));
+        Tensor c1 = cos.slice(-1, 0, d / 2), c2 = cos.slice(-1, d / 2, d), s1 = sin.slice(-1, 0, d / 2), s2 = sin.slice(-1, d / 2, d);
+        return x1.mul(c1).sub(x2.mul(s1)).cat(-1, x2.mul(c2).add(x1.mul(s2)));
     }
 
     /**
@@ -63,7 +65,9 @@ public final class LlamaPrefill {
     /**
      * Rank {@code rank}'s shard of every weight of {@code weights} (rows of the column-parallel projections, columns of
      * the row-parallel ones), in {@code dtype}, each projection transposed once to [in, out] so a product reads it as it
-     * lies (the output projection too: the embedding's transpose where they are tied).
+     * lies (the output projection too: the embedding's transpose where they are tied). The query, key and value
+     * projections become one, {@code self_attn.qkv_proj.weight} (their columns side by side), as do the gate and up
+     * projections, {@code mlp.gate_up_proj.weight}.
      */
     static Map<String, NDArray> shard(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
         c.checkTensorParallel(tp);
@@ -75,26 +79,39 @@ public final class LlamaPrefill {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             in.put(p + "input_layernorm.weight", weights.get(p + "input_layernorm.weight").to(dtype));
-            in.put(p + "self_attn.q_proj.weight", rowsTransposed(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d, dtype));
-            in.put(p + "self_attn.k_proj.weight", rowsTransposed(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d, dtype));
-            in.put(p + "self_attn.v_proj.weight", rowsTransposed(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d, dtype));
+            in.put(p + "self_attn.qkv_proj.weight", rowsTransposed(dtype,
+                    new Rows(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d),
+                    new Rows(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d),
+                    new Rows(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d)));
             in.put(p + "self_attn.o_proj.weight", columnsTransposed(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
             in.put(p + "post_attention_layernorm.weight", weights.get(p + "post_attention_layernorm.weight").to(dtype));
-            in.put(p + "mlp.gate_proj.weight", rowsTransposed(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl, dtype));
-            in.put(p + "mlp.up_proj.weight", rowsTransposed(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.gate_up_proj.weight", rowsTransposed(dtype,
+                    new Rows(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl), new Rows(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl)));
             in.put(p + "mlp.down_proj.weight", columnsTransposed(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
         }
         in.put("model.norm.weight", weights.get("model.norm.weight").to(dtype));
         NDArray head = weights.get(c.tieWordEmbeddings() ? "model.embed_tokens.weight" : "lm_head.weight");
-        in.put("lm_head.weight", rowsTransposed(head, 0, head.shape()[0], dtype));
+        in.put("lm_head.weight", rowsTransposed(dtype, new Rows(head, 0, head.shape()[0])));
         return in;
     }
 
-    /** Rows [first, first + n) of an [out, in] matrix, transposed: [in, n], as {@code x @ W} wants it. */
-    private static NDArray rowsTransposed(NDArray a, long first, long n, DType dtype) {
-        long cols = a.shape()[1];
-        var out = NDArray.zeros(dtype, cols, n);
-        for (long r = 0; r < n; r++) for (long j = 0; j < cols; j++) out.set(j * n + r, a.get((first + r) * cols + j));
+    /** Rows [first, first + n) of an [out, in] matrix. */
+    private record Rows(NDArray matrix, long first, long n) {}
+
+    /**
+     * Each part's rows, transposed and laid side by side: [in, sum of n], as {@code x @ W} wants it (the parts' outputs
+     * are then consecutive column ranges of one product).
+     */
+    private static NDArray rowsTransposed(DType dtype, Rows... parts) {
+        long cols = parts[0].matrix().shape()[1], width = 0;
+        for (Rows p : parts) width += p.n();
+        var out = NDArray.zeros(dtype, cols, width);
+        long at = 0;
+        for (Rows p : parts) {
+            for (long r = 0; r < p.n(); r++)
+                for (long j = 0; j < cols; j++) out.set(j * width + at + r, p.matrix().get((p.first() + r) * cols + j));
+            at += p.n();
+        }
         return out;
     }
 
