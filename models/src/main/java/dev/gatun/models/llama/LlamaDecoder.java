@@ -185,9 +185,10 @@ public final class LlamaDecoder {
         var in = new LinkedHashMap<String, NDArray>();
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
+        double[] frequencies = c.ropeFrequencies();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {
-                double angle = (first + i) / Math.pow(c.ropeTheta(), 2.0 * (e % (d / 2)) / d);
+                double angle = (first + i) * frequencies[e % (d / 2)];
                 cos.set((long) i * d + e, Math.cos(angle));
                 sin.set((long) i * d + e, Math.sin(angle));
             }

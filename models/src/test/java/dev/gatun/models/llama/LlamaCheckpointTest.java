@@ -30,16 +30,22 @@ class LlamaCheckpointTest {
 
     @Test
     void aRealCheckpointsConfigReadsWithItsDefaults(@TempDir Path dir) throws IOException {
-        // the fields of a Llama-3.2-1B config.json but its rope_scaling (refused: see below; fields this decoder has no
-        // use for, such as torch_dtype, are ignored); kv heads default to heads
+        // the fields of a Llama-3.2-1B config.json (fields this decoder has no use for, such as torch_dtype, are
+        // ignored); kv heads default to heads
         Files.writeString(dir.resolve("config.json"), """
                 {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192, "model_type": "llama",
                  "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
                  "rope_theta": 500000.0, "tie_word_embeddings": true, "hidden_act": "silu", "head_dim": 64,
-                 "attention_bias": false, "mlp_bias": false, "rope_scaling": null, "torch_dtype": "bfloat16", "vocab_size": 128256}
+                 "attention_bias": false, "mlp_bias": false, "torch_dtype": "bfloat16", "vocab_size": 128256,
+                 "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                  "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
                 """);
         var c = LlamaConfig.read(dir.resolve("config.json"));
-        assertThat(c).isEqualTo(new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true));
+        assertThat(c).isEqualTo(new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true)
+                .withRopeScaling(new LlamaConfig.RopeScaling(32, 1, 4, 8192)));
+        // written and read back, the scaling survives
+        c.write(dir.resolve("again.json"));
+        assertThat(LlamaConfig.read(dir.resolve("again.json"))).isEqualTo(c);
         assertThat(c.headDim()).isEqualTo(64);
         Files.writeString(dir.resolve("mha.json"), """
                 {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 10}
@@ -66,9 +72,11 @@ class LlamaCheckpointTest {
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("num_attention_heads 4 is not a multiple of num_key_value_heads 3");
         // what the decoder does not compute is refused, never read into different logits
         String ok = "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256";
-        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 32.0, \"rope_type\": \"llama3\"}}");
+        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"yarn\"}}");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString())
-                .hasMessageContaining("'rope_scaling' is set (rope_type \"llama3\"): scaled rotary frequencies are not implemented");
+                .hasMessageContaining("'rope_scaling' has rope_type \"yarn\": only \"llama3\" scaling (and unscaled RoPE) is implemented");
+        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 32.0, \"rope_type\": \"llama3\"}}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString()).hasMessageContaining("low_freq_factor");
         Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"rope_type\": \"default\"}}");
         assertThat(LlamaConfig.read(f).headDim()).isEqualTo(16);
         Files.writeString(f, "{" + ok + ", \"head_dim\": 32}");

@@ -51,6 +51,33 @@ class LlamaPrefillTest {
         }
     }
 
+    @Test
+    void llama3ScaledRotaryFrequenciesMatchTheFloat64Pass(@TempDir Path dir) throws IOException {
+        // head_dim 16, theta 10^4: wavelengths 6.3, 20, 63, 199, ... against 64 / 4 = 16 and 64 / 1 = 64, so the pairs
+        // fall in all three bands (kept, smoothed, divided by the factor)
+        LlamaConfig c = LlamaCheckpointTest.TINY.withRopeScaling(new LlamaConfig.RopeScaling(8, 1, 4, 64));
+        LlamaCheckpoint.writeRandom(c, DType.F32, 21, dir);
+        int[] prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            double[][] want = Reference.logits(c, weights, prompt);
+            double[][] unscaled = Reference.logits(LlamaCheckpointTest.TINY, weights, prompt);
+            double scale = 0, apart = 0;
+            for (int t = 0; t < prompt.length; t++)
+                for (int v = 0; v < c.vocabSize(); v++) {
+                    scale = Math.max(scale, Math.abs(want[t][v]));
+                    apart = Math.max(apart, Math.abs(want[t][v] - unscaled[t][v]));
+                }
+            assertThat(apart / scale).as("the scaling changes the logits").isGreaterThan(1e-3);
+            try (var s = Session.compile(LlamaPrefill.graph(c, prompt.length, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
+                NDArray logits = s.runToHost(LlamaPrefill.inputs(c, weights, prompt, 1, 0, DType.F32)).get("logits");
+                double worst = 0;
+                for (int t = 0; t < prompt.length; t++)
+                    for (int v = 0; v < c.vocabSize(); v++) worst = Math.max(worst, Math.abs(logits.get((long) t * c.vocabSize() + v) - want[t][v]));
+                assertThat(worst / scale).isLessThan(1e-4);
+            }
+        }
+    }
+
     /**
      * Eight greedy tokens, each the argmax of the last position's logits, the prompt growing by it: the DSL's pass at
      * TP 1, 2 and 4 picks the float64 pass's tokens. (The prefix is computed again for every token until the KV
@@ -117,8 +144,8 @@ class LlamaPrefillTest {
                 double[][] q = linear(xn, matrix(w.get(p + "self_attn.q_proj.weight")));
                 double[][] k = linear(xn, matrix(w.get(p + "self_attn.k_proj.weight")));
                 double[][] v = linear(xn, matrix(w.get(p + "self_attn.v_proj.weight")));
-                rope(q, nh, d, c.ropeTheta());
-                rope(k, nkv, d, c.ropeTheta());
+                rope(q, nh, c);
+                rope(k, nkv, c);
                 double[][] attn = new double[t][nh * d];
                 for (int head = 0; head < nh; head++) {
                     int kvh = head / (nh / nkv);
@@ -171,16 +198,34 @@ class LlamaPrefillTest {
             return y;
         }
 
-        /** Rotates each head's pairs (e, e + d/2) of token i by i / theta^(2e/d), in place. */
-        static void rope(double[][] x, int heads, int d, double theta) {
+        /** Rotates each head's pairs (e, e + d/2) of token i by i times pair e's {@link #frequency}, in place. */
+        static void rope(double[][] x, int heads, LlamaConfig c) {
+            int d = c.headDim();
             for (int i = 0; i < x.length; i++)
                 for (int head = 0; head < heads; head++)
                     for (int e = 0; e < d / 2; e++) {
-                        double angle = i / Math.pow(theta, 2.0 * e / d), cs = Math.cos(angle), sn = Math.sin(angle);
+                        double angle = i * frequency(c, e), cs = Math.cos(angle), sn = Math.sin(angle);
                         double a = x[i][head * d + e], b = x[i][head * d + e + d / 2];
                         x[i][head * d + e] = a * cs - b * sn;
                         x[i][head * d + e + d / 2] = b * cs + a * sn;
                     }
+        }
+
+        /**
+         * Pair e's frequency, theta^(-2e/d), with Llama 3's scaling written as transformers computes it
+         * (_compute_llama3_parameters: the low-frequency band divided by the factor, then the medium band smoothed).
+         */
+        static double frequency(LlamaConfig c, int e) {
+            double inv = 1.0 / Math.pow(c.ropeTheta(), 2.0 * e / c.headDim());
+            var s = c.ropeScaling();
+            if (s == null) return inv;
+            double lowWave = s.originalMaxPositions() / s.lowFreqFactor(), highWave = s.originalMaxPositions() / s.highFreqFactor();
+            double wave = 2 * Math.PI / inv;
+            double llama = wave > lowWave ? inv / s.factor() : inv;
+            double smooth = (s.originalMaxPositions() / wave - s.lowFreqFactor()) / (s.highFreqFactor() - s.lowFreqFactor());
+            double smoothed = (1 - smooth) * llama / s.factor() + smooth * llama;
+            boolean medium = !(wave < highWave) && !(wave > lowWave);
+            return medium ? smoothed : llama;
         }
 
         static void add(double[][] x, double[][] y) {
