@@ -102,7 +102,7 @@ public final class Planner {
         return switch (e.call()) {
             case ExternCall.Collective c -> new Step.Collective(table.of(e), table.of(e.inputs().getFirst()),
                     new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
-            case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
+            case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
             case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.Argmax a -> new Step.Argmax(table.of(e), table.of(e.inputs().getFirst()));
             case ExternCall.UserOpCall u -> {

@@ -135,14 +135,19 @@ public sealed interface Step {
         }
     }
 
-    record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) implements Step {
+    /**
+     * {@code output = a @ b}; {@code transA} / {@code transB}: that operand is the transposed view of packed memory,
+     * read as it lies (printed {@code name.mT}, PyTorch's name for the transpose of the last two dimensions).
+     */
+    record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b, boolean transA, boolean transB) implements Step {
+        public Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) { this(output, a, b, false, false); }
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
             String into = partNotes(List.of(output));
             // a part strided along its rows: the product writes rows of its slice one leading dimension (ldc) apart
             if (!into.isEmpty() && output.shape().rank() >= 2 && !output.strides().equals(output.shape().contiguousStrides()))
                 into += " (ldc " + output.strides().get(output.shape().rank() - 2) + ")";
-            return output.name() + " = matmul(" + a.name() + ", " + b.name() + ")" + into;
+            return output.name() + " = matmul(" + a.name() + (transA ? ".mT" : "") + ", " + b.name() + (transB ? ".mT" : "") + ")" + into;
         }
     }
 

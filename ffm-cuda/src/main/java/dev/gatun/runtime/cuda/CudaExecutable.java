@@ -702,7 +702,7 @@ final class CudaExecutable implements Executable {
         @Override public void launch(Step.Launch l) { launch(exe.kernels.get(l.kernel())); }
 
         @Override public void matmul(Step.Matmul m) {
-            exe.matmul.run(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), m.output(), addressOf(m.output()), env, exe.stream);
+            exe.matmul.run(m.a(), addressOf(m.a()), m.transA(), m.b(), addressOf(m.b()), m.transB(), m.output(), addressOf(m.output()), env, exe.stream);
         }
 
         @Override public void argmax(Step.Argmax a) {

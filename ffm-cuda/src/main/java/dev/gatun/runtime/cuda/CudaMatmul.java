@@ -18,7 +18,8 @@ import java.util.Map;
 
 /**
  * Row-major (batched, broadcast) matrix products through cuBLAS: C = A B row-major is C^T = B^T A^T
- * column-major, so cuBLAS gets B first with no transposes. float64, which the bound GEMM does not cover,
+ * column-major, so cuBLAS gets B first; an operand that lies transposed (the plan's {@code .mT}) is passed with
+ * cuBLAS's transpose flag and its own leading dimension, never copied. float64, which the bound GEMM does not cover,
  * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
  * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset. A batch
  * whose products lie a constant distance apart in A, B and C (the usual case, a broadcast operand included) is one
@@ -30,13 +31,15 @@ final class CudaMatmul {
     }
 
     private static final String F64_SOURCE = """
-            // C[m,n] = A[m,k] B[k,n], row-major (C's rows ldc apart), float64: one thread per output element
-            extern "C" __global__ void matmul_f64(const double* a, const double* b, double* c, long long m, long long n, long long k, long long ldc) {
+            // C[m,n] = A[m,k] B[k,n], row-major (C's rows ldc apart), float64: one thread per output element; ta / tb: the
+            // operand lies transposed ([k,m] / [n,k] in memory)
+            extern "C" __global__ void matmul_f64(const double* a, const double* b, double* c, long long m, long long n, long long k, long long ldc,
+                                                  int ta, int tb) {
                 long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x;
                 if (i >= m * n) return;
                 long long r = i / n, col = i % n;
                 double acc = 0;
-                for (long long p = 0; p < k; p++) acc += a[r * k + p] * b[p * n + col];
+                for (long long p = 0; p < k; p++) acc += a[ta ? p * m + r : r * k + p] * b[tb ? col * k + p : p * n + col];
                 c[r * ldc + col] = acc;
             }
             """;
@@ -52,7 +55,8 @@ final class CudaMatmul {
         this.compiler = compiler;
     }
 
-    void run(PlanBuffer aB, long a, PlanBuffer bB, long b, PlanBuffer outB, long out, Map<String, Long> env, Stream stream) {
+    void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
+             Stream stream) {
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int m = Math.toIntExact(sa[sa.length - 2]), k = Math.toIntExact(sa[sa.length - 1]), n = Math.toIntExact(sb[sb.length - 1]);
         DType t = aB.type().dtype();
@@ -77,10 +81,10 @@ final class CudaMatmul {
         }
         // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call
         if (oa.length > 1 && t != DType.FLOAT64 && m > 0 && n > 0 && evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc)) {
-            stridedBatched(t, m, n, k, ldc, a, oa[1], b, ob[1], out, oc[1], oa.length, stream);
+            stridedBatched(t, m, n, k, ldc, a, transA, oa[1], b, transB, ob[1], out, oc[1], oa.length, stream);
             return;
         }
-        for (int bi = 0; bi < oa.length; bi++) gemm(t, m, n, k, ldc, a + oa[bi] * e, b + ob[bi] * e, out + oc[bi] * e, stream);
+        for (int bi = 0; bi < oa.length; bi++) gemm(t, m, n, k, ldc, a + oa[bi] * e, transA, b + ob[bi] * e, transB, out + oc[bi] * e, stream);
     }
 
     /** Whether the offsets start at 0 and step by the same distance. */
@@ -90,16 +94,25 @@ final class CudaMatmul {
         return true;
     }
 
-    private void stridedBatched(DType t, int m, int n, int k, int ldc, long a, long strideA, long b, long strideB, long c, long strideC,
-                                int batches, Stream stream) {
+    private void stridedBatched(DType t, int m, int n, int k, int ldc, long a, boolean transA, long strideA, long b, boolean transB, long strideB,
+                                long c, long strideC, int batches, Stream stream) {
         int e = t.byteSize();
         var A = DeviceBuffer.wrap(device, a, Math.max(1L, ((batches - 1) * strideA + (long) m * k) * e));
         var B = DeviceBuffer.wrap(device, b, Math.max(1L, ((batches - 1) * strideB + (long) k * n) * e));
         var C = DeviceBuffer.wrap(device, c, ((batches - 1) * strideC + (long) (m - 1) * ldc + n) * e);
         // row-major C = A B is column-major C^T = B^T A^T: B first, as in gemm
-        blas.gemmStridedBatched(precision(t), false, false, n, m, k, 1f, B, n, strideB, A, Math.max(1, k), strideA, 0f, C, ldc, strideC,
-                batches, true, stream);
+        blas.gemmStridedBatched(precision(t), transB, transA, n, m, k, 1f, B, ldB(transB, n, k), strideB, A, ldA(transA, m, k), strideA, 0f,
+                C, ldc, strideC, batches, true, stream);
     }
+
+    /**
+     * Column-major leading dimensions. Row-major B [k,n] is column-major B^T [n,k] with leading dimension n; lying
+     * transposed ([n,k] row-major) it is column-major [k,n], leading dimension k, and cuBLAS transposes it back.
+     * Likewise A [m,k]: leading dimension k, or m where it lies transposed.
+     */
+    private static int ldB(boolean transB, int n, int k) { return Math.max(1, transB ? k : n); }
+
+    private static int ldA(boolean transA, int m, int k) { return Math.max(1, transA ? m : k); }
 
     private static Blas.Precision precision(DType t) {
         return switch (t) {
@@ -110,13 +123,13 @@ final class CudaMatmul {
         };
     }
 
-    private void gemm(DType t, int m, int n, int k, int ldc, long a, long b, long c, Stream stream) {
+    private void gemm(DType t, int m, int n, int k, int ldc, long a, boolean transA, long b, boolean transB, long c, Stream stream) {
         if (m == 0 || n == 0) return;
         if (t == DType.FLOAT64) {
             if (f64 == null) f64 = compiler.compile("matmul_f64", F64_SOURCE, "matmul_f64");
             long total = (long) m * n;
             f64.launch(new LaunchConfig(Dim3.of(Math.toIntExact(Math.ceilDiv(total, 256))), Dim3.of(256), 0, stream),
-                    a, b, c, (long) m, (long) n, (long) k, (long) ldc);
+                    a, b, c, (long) m, (long) n, (long) k, (long) ldc, transA ? 1 : 0, transB ? 1 : 0);
             return;
         }
         Blas.Precision p = precision(t);
@@ -125,6 +138,6 @@ final class CudaMatmul {
         var B = DeviceBuffer.wrap(device, b, Math.max(1L, (long) k * n * e));
         var C = DeviceBuffer.wrap(device, c, ((long) (m - 1) * ldc + n) * e);
         // k == 0: cuBLAS with beta 0 writes zeros, as an empty sum should
-        blas.gemm(p, false, false, n, m, k, 1f, B, n, A, Math.max(1, k), 0f, C, ldc, true, stream);
+        blas.gemm(p, transB, transA, n, m, k, 1f, B, ldB(transB, n, k), A, ldA(transA, m, k), 0f, C, ldc, true, stream);
     }
 }

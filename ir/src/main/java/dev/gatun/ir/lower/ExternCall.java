@@ -13,8 +13,13 @@ public sealed interface ExternCall {
         @Override public String opName() { return kind.opName() + "." + algorithm.opName(); }
     }
 
-    /** Matrix product of two contiguous operands (batch dims broadcast). */
-    record Matmul() implements ExternCall {
+    /**
+     * Matrix product of two packed operands (batch dims broadcast); {@code transA} / {@code transB}: the operand is the
+     * transposed view of packed memory (its last two dimensions swapped), read as it lies, as BLAS reads a
+     * transposed operand.
+     */
+    record Matmul(boolean transA, boolean transB) implements ExternCall {
+        public Matmul() { this(false, false); }
         @Override public String opName() { return "matmul"; }
     }
 

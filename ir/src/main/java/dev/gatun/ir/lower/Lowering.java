@@ -134,7 +134,7 @@ public final class Lowering {
             case Op.Pointwise p -> new BufferValue(pointwise(n, p.fn()));
             case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
             case Op.Reduce r -> new BufferValue(reduction(n, r));
-            case Op.Matmul m -> extern(n, new ExternCall.Matmul());
+            case Op.Matmul m -> matmul(n);
             case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
             case Op.Argmax a -> extern(n, new ExternCall.Argmax());
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
@@ -306,6 +306,40 @@ public final class Lowering {
         var operands = new ArrayList<Buffer>();
         for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), call.opName()));
         return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
+    }
+
+    /**
+     * A matrix product: an operand that is the transposed view of packed memory (its last two dimensions swapped, as
+     * {@code w.transpose(-2, -1)} of a packed {@code w} is) is read as it lies with the product's transpose flag;
+     * anything else not packed is copied, as for every extern call.
+     */
+    private Value matmul(Node n) {
+        var operands = new ArrayList<Buffer>();
+        boolean[] trans = new boolean[2];
+        for (int i = 0; i < 2; i++) {
+            Value v = arg(n, i);
+            if (v instanceof BufferValue(Buffer b) && !packed(b) && transposedPacked(b)) {
+                trans[i] = true;
+                operands.add(b);
+                decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
+            } else {
+                operands.add(contiguous(v, "matmul"));
+            }
+        }
+        var call = new ExternCall.Matmul(trans[0], trans[1]);
+        return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
+    }
+
+    /** Whether {@code b}'s strides are the packed strides of its shape with the last two dimensions swapped. */
+    private static boolean transposedPacked(Buffer b) {
+        if (b.layout().isFlexible() || b.type().shape().rank() < 2) return false;
+        Shape s = b.type().shape();
+        int r = s.rank();
+        var dims = new ArrayList<>(s.dims());
+        java.util.Collections.swap(dims, r - 2, r - 1);
+        var strides = new ArrayList<>(new Shape(dims).contiguousStrides());
+        java.util.Collections.swap(strides, r - 2, r - 1);
+        return b.layout().fix().strides().equals(strides);
     }
 
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */

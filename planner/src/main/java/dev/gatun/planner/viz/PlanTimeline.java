@@ -43,7 +43,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.Launch l -> l.kernel().name();
                 case Step.Collective c -> c.call().opName() + "(" + c.input().name() + ")";
                 case Step.CollectiveBatch b -> b.first().call().opName() + "×" + b.members().size() + "(" + b.first().input().name() + ", ...)";
-                case Step.Matmul m -> "matmul(" + m.a().name() + ", " + m.b().name() + ")";
+                case Step.Matmul m -> "matmul(" + m.a().name() + (m.transA() ? ".mT" : "") + ", " + m.b().name() + (m.transB() ? ".mT" : "") + ")";
                 case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
                 case Step.Argmax a -> "argmax(" + a.input().name() + ")";
                 case Step.CallUserOp u -> u.op().name();

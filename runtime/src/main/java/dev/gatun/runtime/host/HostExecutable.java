@@ -425,7 +425,7 @@ final class HostExecutable implements Executable {
         @Override public void batch(int index, Step.CollectiveBatch b) { HostCollectives.batch(this, b); }
 
         @Override public void matmul(Step.Matmul m) {
-            HostMatmul.run(segment(m.a()), m.a(), segment(m.b()), m.b(), segment(m.output()), m.output(), env);
+            HostMatmul.run(segment(m.a()), m.a(), m.transA(), segment(m.b()), m.b(), m.transB(), segment(m.output()), m.output(), env);
         }
 
         @Override public void userOp(Step.CallUserOp u) { HostUserOps.run(this, u); }

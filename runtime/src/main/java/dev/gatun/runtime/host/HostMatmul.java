@@ -10,13 +10,15 @@ import java.lang.foreign.MemorySegment;
 import java.util.Map;
 
 /**
- * Batched matrix product of row-major operands, batch dimensions broadcast, accumulated in double. The output is
- * written at its own strides: row-major, or a slice of a concatenation (rows a leading dimension apart).
+ * Batched matrix product of row-major operands, batch dimensions broadcast, accumulated in double; an operand marked
+ * transposed lies in memory as its transpose (the last two dimensions swapped). The output is written at its own
+ * strides: row-major, or a slice of a concatenation (rows a leading dimension apart).
  */
 final class HostMatmul {
     private HostMatmul() {}
 
-    static void run(MemorySegment a, PlanBuffer aB, MemorySegment b, PlanBuffer bB, MemorySegment out, PlanBuffer outB, Map<String, Long> env) {
+    static void run(MemorySegment a, PlanBuffer aB, boolean transA, MemorySegment b, PlanBuffer bB, boolean transB, MemorySegment out,
+                    PlanBuffer outB, Map<String, Long> env) {
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int ra = sa.length, rb = sb.length, ro = so.length;
         long m = sa[ra - 2], k = sa[ra - 1], n = sb[rb - 1];
@@ -33,7 +35,8 @@ final class HostMatmul {
             for (long i = 0; i < m; i++)
                 for (long j = 0; j < n; j++) {
                     double acc = 0;
-                    for (long p = 0; p < k; p++) acc += Elements.get(a, ta, offA + i * k + p) * Elements.get(b, tb, offB + p * n + j);
+                    for (long p = 0; p < k; p++)
+                        acc += Elements.get(a, ta, offA + (transA ? p * m + i : i * k + p)) * Elements.get(b, tb, offB + (transB ? j * k + p : p * n + j));
                     Elements.set(out, to, offO + i * rowStride + j * colStride, acc);
                 }
         }
