@@ -77,7 +77,9 @@ public final class LlamaBench {
             LlamaCheckpoint.check(c, weights, dir);
             var options = CompileOptions.world(1).backend(opts.getOrDefault("backend", "cuda"));
             var shard = LlamaDecoder.weights(c, weights, 1, 0, DType.BF16);
-            long weightBytes = shard.values().stream().mapToLong(NDArray::byteSize).sum();
+            // each distinct array once (a tied output projection is the embedding itself)
+            var seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<NDArray, Boolean>());
+            long weightBytes = shard.values().stream().filter(seen::add).mapToLong(NDArray::byteSize).sum();
             // each layer's keys and values for every position of every sequence, bf16
             long cacheBytes = 2L * c.layers() * batch * c.kvHeads() * (promptLength + n) * c.headDim() * 2;
             try (var gen = new LlamaGenerator(c, List.of(shard), batch, promptLength, promptLength + n, 1, DType.BF16, options)) {

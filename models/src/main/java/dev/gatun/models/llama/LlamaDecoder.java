@@ -74,9 +74,9 @@ public final class LlamaDecoder {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            // one product for the queries, keys and values ([in, out] weights, q | k | v side by side; see LlamaPrefill.shard)
-            // and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place by the kernels after
-            Tensor qkv = xn.matmul(g.input(p + "self_attn.qkv_proj.weight", dtype, c.hiddenSize(), (hl + 2 * kl) * d))
+            // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
+            // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
+            Tensor qkv = linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize()))
                     .reshape(b, t, hl + 2 * kl, d);
             Tensor q = qkv.slice(2, 0, hl).transpose(1, 2);
             Tensor k = qkv.slice(2, hl, hl + kl).transpose(1, 2);
@@ -103,24 +103,27 @@ public final class LlamaDecoder {
             Tensor probs = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen);
             Tensor heads = probs.matmul(vv);                          // [batch * kv heads, group * tokens, d]: head-major
             Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
-            Tensor out = attn.matmul(g.input(p + "self_attn.o_proj.weight", dtype, hl * d, c.hiddenSize()));
+            Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
             x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
             xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
             // one product for the gate and up projections (gate | up side by side)
-            Tensor gateUp = xn.matmul(g.input(p + "mlp.gate_up_proj.weight", dtype, c.hiddenSize(), 2 * fl));
-            Tensor down = gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl))
-                    .matmul(g.input(p + "mlp.down_proj.weight", dtype, fl, c.hiddenSize()));
+            Tensor gateUp = linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize()));
+            Tensor down = linear(gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl)),
+                    g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
             x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
         }
         // each sequence's last position (every position's with allPositions)
         Tensor last = t == 1 || allPositions ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
         Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-        // the output projection [hidden, vocab] (the embedding's transpose where they are tied, made once at load)
-        Tensor logits = h.matmul(g.input("lm_head.weight", dtype, c.hiddenSize(), c.vocabSize()));
+        // the output projection [vocab, hidden] (the embedding itself where they are tied)
+        Tensor logits = linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize()));
         g.output("logits", logits);
         g.output("next", logits.argmax(-1));
         return g.build();
     }
+
+    /** {@code x @ w.mT} for a weight in the checkpoints' [out, in] layout: the product reads it transposed as it lies. */
+    private static Tensor linear(Tensor x, Tensor w) { return x.matmul(w.transpose(0, 1)); }
 
     /** Rank {@code rank}'s shard of the weights, for either phase (see {@link LlamaPrefill#inputs}). */
     public static Map<String, NDArray> weights(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {

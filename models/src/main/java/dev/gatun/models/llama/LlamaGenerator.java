@@ -71,7 +71,8 @@ public final class LlamaGenerator implements AutoCloseable {
             if (prefill.worldSize() == 1) {
                 // one rank: the weights go to the device once and both sessions read them where they are
                 var w = new HashMap<String, DeviceArray>();
-                for (var e : this.shards.getFirst().entrySet()) w.put(e.getKey(), prefill.toDevice(e.getValue()));
+                var copies = new java.util.IdentityHashMap<NDArray, DeviceArray>();   // a tied weight goes once
+                for (var e : this.shards.getFirst().entrySet()) w.put(e.getKey(), copies.computeIfAbsent(e.getValue(), prefill::toDevice));
                 resident = Map.copyOf(w);
             } else {
                 // several ranks: each session keeps its own bound copy of each rank's shard

@@ -64,10 +64,11 @@ public final class LlamaPrefill {
 
     /**
      * Rank {@code rank}'s shard of every weight of {@code weights} (rows of the column-parallel projections, columns of
-     * the row-parallel ones), in {@code dtype}, each projection transposed once to [in, out] so a product reads it as it
-     * lies (the output projection too: the embedding's transpose where they are tied). The query, key and value
-     * projections become one, {@code self_attn.qkv_proj.weight} (their columns side by side), as do the gate and up
-     * projections, {@code mlp.gate_up_proj.weight}.
+     * the row-parallel ones), in {@code dtype}, in the checkpoint's [out, in] layout: a product reads a projection
+     * transposed as it lies ({@code x @ W.mT}), as PyTorch's linear layers do. The query, key and value projections
+     * become one, {@code self_attn.qkv_proj.weight} (their rows stacked), as do the gate and up projections,
+     * {@code mlp.gate_up_proj.weight}. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
+     * same array).
      */
     static Map<String, NDArray> shard(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
         c.checkTensorParallel(tp);
@@ -75,51 +76,48 @@ public final class LlamaPrefill {
         // the key-value heads of this rank: a share, or the one its query heads use
         int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
         var in = new LinkedHashMap<String, NDArray>();
-        in.put("model.embed_tokens.weight", weights.get("model.embed_tokens.weight").to(dtype));
+        NDArray embed = weights.get("model.embed_tokens.weight").to(dtype);
+        in.put("model.embed_tokens.weight", embed);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             in.put(p + "input_layernorm.weight", weights.get(p + "input_layernorm.weight").to(dtype));
-            in.put(p + "self_attn.qkv_proj.weight", rowsTransposed(dtype,
+            in.put(p + "self_attn.qkv_proj.weight", rows(dtype,
                     new Rows(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d),
                     new Rows(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d),
                     new Rows(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d)));
-            in.put(p + "self_attn.o_proj.weight", columnsTransposed(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
+            in.put(p + "self_attn.o_proj.weight", columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
             in.put(p + "post_attention_layernorm.weight", weights.get(p + "post_attention_layernorm.weight").to(dtype));
-            in.put(p + "mlp.gate_up_proj.weight", rowsTransposed(dtype,
+            in.put(p + "mlp.gate_up_proj.weight", rows(dtype,
                     new Rows(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl), new Rows(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl)));
-            in.put(p + "mlp.down_proj.weight", columnsTransposed(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
+            in.put(p + "mlp.down_proj.weight", columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
         }
         in.put("model.norm.weight", weights.get("model.norm.weight").to(dtype));
-        NDArray head = weights.get(c.tieWordEmbeddings() ? "model.embed_tokens.weight" : "lm_head.weight");
-        in.put("lm_head.weight", rowsTransposed(dtype, new Rows(head, 0, head.shape()[0])));
+        in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : weights.get("lm_head.weight").to(dtype));
         return in;
     }
 
     /** Rows [first, first + n) of an [out, in] matrix. */
     private record Rows(NDArray matrix, long first, long n) {}
 
-    /**
-     * Each part's rows, transposed and laid side by side: [in, sum of n], as {@code x @ W} wants it (the parts' outputs
-     * are then consecutive column ranges of one product).
-     */
-    private static NDArray rowsTransposed(DType dtype, Rows... parts) {
-        long cols = parts[0].matrix().shape()[1], width = 0;
-        for (Rows p : parts) width += p.n();
-        var out = NDArray.zeros(dtype, cols, width);
+    /** Each part's rows, stacked: [sum of n, in] (the parts' outputs are then consecutive column ranges of one product). */
+    private static NDArray rows(DType dtype, Rows... parts) {
+        long cols = parts[0].matrix().shape()[1], height = 0;
+        for (Rows p : parts) height += p.n();
+        var out = NDArray.zeros(dtype, height, cols);
         long at = 0;
         for (Rows p : parts) {
             for (long r = 0; r < p.n(); r++)
-                for (long j = 0; j < cols; j++) out.set(j * width + at + r, p.matrix().get((p.first() + r) * cols + j));
+                for (long j = 0; j < cols; j++) out.set((at + r) * cols + j, p.matrix().get((p.first() + r) * cols + j));
             at += p.n();
         }
         return out;
     }
 
-    /** Columns [first, first + n) of an [out, in] matrix, transposed: [n, out]. */
-    private static NDArray columnsTransposed(NDArray a, long first, long n, DType dtype) {
+    /** Columns [first, first + n) of an [out, in] matrix: [out, n]. */
+    private static NDArray columns(NDArray a, long first, long n, DType dtype) {
         long rowsOf = a.shape()[0], cols = a.shape()[1];
-        var out = NDArray.zeros(dtype, n, rowsOf);
-        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(j * rowsOf + r, a.get(r * cols + first + j));
+        var out = NDArray.zeros(dtype, rowsOf, n);
+        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(r * n + j, a.get(r * cols + first + j));
         return out;
     }
 }
