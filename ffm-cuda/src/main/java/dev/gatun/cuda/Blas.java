@@ -88,16 +88,18 @@ public final class Blas extends Resource {
     public void gemm(Precision precision, boolean transA, boolean transB, int m, int n, int k, float alpha,
                      DeviceBuffer a, int lda, DeviceBuffer b, int ldb, float beta, DeviceBuffer c, int ldc,
                      boolean cLikeInputs, Stream stream) {
+        onStream(stream, alpha, beta, "cublasGemmEx", (al, be) -> cublas.cublasGemmEx(handle, op(transA), op(transB), m, n, k, al,
+                a.pointer(), precision.dataType(), lda, b.pointer(), precision.dataType(), ldb, be, c.pointer(),
+                cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, precision.computeType(), cublas.CUBLAS_GEMM_DEFAULT()));
+    }
+
+    /** A cuBLAS call on {@code stream}, given its alpha and beta as native floats; its status is checked. */
+    private void onStream(Stream stream, float alpha, float beta, String name, java.util.function.BiFunction<MemorySegment, MemorySegment, Integer> call) {
         ensureOpen();
         device.enter();
         Errors.cublas(cublas.cublasSetStream_v2(handle, Stream.handleOf(stream)), "cublasSetStream");
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment al = arena.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
-            MemorySegment be = arena.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
-            Errors.cublas(cublas.cublasGemmEx(handle, op(transA), op(transB), m, n, k, al, a.pointer(),
-                    precision.dataType(), lda, b.pointer(), precision.dataType(), ldb, be, c.pointer(),
-                    cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, precision.computeType(),
-                    cublas.CUBLAS_GEMM_DEFAULT()), "cublasGemmEx");
+            Errors.cublas(call.apply(arena.allocateFrom(ValueLayout.JAVA_FLOAT, alpha), arena.allocateFrom(ValueLayout.JAVA_FLOAT, beta)), name);
         }
     }
 
@@ -110,17 +112,10 @@ public final class Blas extends Resource {
     public void gemmStridedBatched(Precision precision, boolean transA, boolean transB, int m, int n, int k, float alpha,
                                    DeviceBuffer a, int lda, long strideA, DeviceBuffer b, int ldb, long strideB, float beta,
                                    DeviceBuffer c, int ldc, long strideC, int batchCount, boolean cLikeInputs, Stream stream) {
-        ensureOpen();
-        device.enter();
-        Errors.cublas(cublas.cublasSetStream_v2(handle, Stream.handleOf(stream)), "cublasSetStream");
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment al = arena.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
-            MemorySegment be = arena.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
-            Errors.cublas(cublas.cublasGemmStridedBatchedEx(handle, op(transA), op(transB), m, n, k, al, a.pointer(),
-                    precision.dataType(), lda, strideA, b.pointer(), precision.dataType(), ldb, strideB, be, c.pointer(),
-                    cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, strideC, batchCount, precision.computeType(),
-                    cublas.CUBLAS_GEMM_DEFAULT()), "cublasGemmStridedBatchedEx");
-        }
+        onStream(stream, alpha, beta, "cublasGemmStridedBatchedEx", (al, be) -> cublas.cublasGemmStridedBatchedEx(handle, op(transA), op(transB),
+                m, n, k, al, a.pointer(), precision.dataType(), lda, strideA, b.pointer(), precision.dataType(), ldb, strideB, be, c.pointer(),
+                cLikeInputs ? precision.dataType() : cublas.CUDA_R_32F(), ldc, strideC, batchCount, precision.computeType(),
+                cublas.CUBLAS_GEMM_DEFAULT()));
     }
 
     /** The same product with cuBLASLt ({@code cublasLtMatmul}, D = C in place), no transposes. */

@@ -81,12 +81,17 @@ public class TransposedMatmulTest {
                     assertThat(mm.getFirst().transB()).isTrue();
                     assertThat(mm.getFirst().transA()).isEqualTo(g.name().equals("both"));
                     assertThat(s.plan().toString()).contains(".mT)");
-                    var in = inputs(g, t);
-                    double[] want = expected(g, in), got = s.runToHost(in).values().iterator().next().toDoubleArray();
-                    double tol = t == DType.BF16 ? 3e-2 : t == DType.F32 ? 1e-5 : 1e-12;
-                    for (int i = 0; i < want.length; i++)
-                        assertThat(got[i]).as("%s %s element %d", g.name(), t, i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(tol * (1 + Math.abs(want[i]))));
+                    assertRight(s, g, t, t == DType.F32 ? 1e-5 : 1e-12);
                 }
+    }
+
+    /** Runs {@code g}'s session on its inputs and checks the product against plain loops ({@code tol}: f32/f64; bf16 3e-2). */
+    public static void assertRight(Session s, Graph g, DType t, double tol) {
+        var in = inputs(g, t);
+        double[] want = expected(g, in), got = s.runToHost(in).values().iterator().next().toDoubleArray();
+        double rel = t == DType.BF16 ? 3e-2 : tol;
+        for (int i = 0; i < want.length; i++)
+            assertThat(got[i]).as("%s %s element %d", g.name(), t, i).isCloseTo(want[i], org.assertj.core.data.Offset.offset(rel * (1 + Math.abs(want[i]))));
     }
 
     @Test
