@@ -88,6 +88,34 @@ public final class GraphBuilder {
         return wrap(b.constant(values, new TensorType(dtype, Shape.of(shape))));
     }
 
+    /**
+     * {@code 0, 1, ..., n - 1} in {@code dtype} ({@code torch.arange(n)}): positions, iotas, index grids. The size is
+     * static, so the values are a constant the plan writes once; each must be exact in the dtype (bf16 holds integers
+     * to 256, f16 to 2048, f32 to 2^24), else it is refused: use a wider dtype and cast.
+     */
+    public Tensor arange(DType dtype, long n) {
+        if (dtype == null) throw new GraphException("arange(" + n + "): the dtype is null");
+        if (n < 0) throw new GraphException("arange(" + n + "): the length must not be negative");
+        if (n > Integer.MAX_VALUE - 8) throw new GraphException("arange(" + n + "): at most " + (Integer.MAX_VALUE - 8) + " elements");
+        // the largest n - 1 each dtype holds exactly: 2^(significand bits) for floats, the largest value for integers
+        long exact = switch (dtype) {
+            case BOOL -> 1;
+            case INT8 -> Byte.MAX_VALUE;
+            case INT32 -> Integer.MAX_VALUE;
+            case INT64 -> Long.MAX_VALUE;
+            case BFLOAT16 -> 1L << 8;
+            case FLOAT16 -> 1L << 11;
+            case FLOAT32 -> 1L << 24;
+            case FLOAT64 -> 1L << 53;
+        };
+        if (n - 1 > exact)
+            throw new GraphException("arange(" + n + ") in " + dtype + ": " + (n - 1) + " is not exact in " + dtype + " (it holds integers to "
+                    + exact + "); use an integer dtype or a wider float and cast");
+        double[] values = new double[(int) n];
+        for (int i = 0; i < values.length; i++) values[i] = i;
+        return constant(dtype, new long[]{n}, values);
+    }
+
     public Tensor scalar(double value, DType dtype) { return wrap(b.constant(new double[]{value}, new TensorType(dtype, Shape.SCALAR))); }
 
     /**
