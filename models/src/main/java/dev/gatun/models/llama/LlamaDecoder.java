@@ -20,10 +20,11 @@ import java.util.Map;
  *   each layer's cache ({@code cache.L.k}: the rotated keys, transposed, [kv heads, head_dim, maxLen], as the product
  *   with the queries reads them; {@code cache.L.v}: the values, [kv heads, maxLen, head_dim]; the prompt's, zeros after
  *   it);</li>
- *   <li>{@link #decode}: one token at a position given by the call's inputs; reads and writes the caches (a new
- *   key and value at the position: {@code where} over a one-hot {@code write} mask, every other entry kept) and
- *   attends over the positions up to it ({@code mask}: 0, then -inf after it). Its outputs are the logits, the greedy
- *   token ({@code next}, i64) and the updated caches, which the next call takes as its inputs.</li>
+ *   <li>{@link #decode}: one token at the {@code position} the call gives; from it the graph computes the rotary
+ *   angles and, over an {@code arange} of the cache's positions, the one-hot write mask and the attention mask (0,
+ *   then -inf after the position). It reads and writes the caches (a new key and value at the position: {@code where}
+ *   over the write mask, every other entry kept) and attends over the positions up to it. Its outputs are the logits,
+ *   the greedy token ({@code next}, i64) and the updated caches, which the next call takes as its inputs.</li>
  * </ul>
  * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
@@ -61,10 +62,26 @@ public final class LlamaDecoder {
         int b = batch, t = tokens, bkl = b * kl;
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
         Tensor ids = g.input("tokens", DType.I32, b * t);
-        Tensor cos = g.input("cos", dtype, t, d), sin = g.input("sin", dtype, t, d);
-        // attention mask over the positions a query may see: [tokens, tokens] for the prompt, [1, maxLen] for a step
-        Tensor mask = g.input("mask", dtype, t, decode ? maxLen : t);
-        Tensor write = decode ? g.input("write", DType.BOOL, maxLen) : null;
+        Tensor cos, sin, mask, write;
+        if (decode) {
+            // a step computes its tables from its position: the rotary angles (in float32, as transformers computes
+            // them), the attention mask over the cache (0 up to the position, -inf after) and the one-hot write mask
+            Tensor pos = g.input("position", DType.F32, 1);          // exact to 2^24, far past any cache
+            double[] f = c.ropeFrequencies(), both = new double[d];
+            for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
+            Tensor angle = pos.mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
+            cos = angle.cos().cast(dtype);
+            sin = angle.sin().cast(dtype);
+            Tensor idx = g.arange(DType.F32, maxLen);
+            mask = idx.gt(pos).where(Double.NEGATIVE_INFINITY, 0).cast(dtype).reshape(1, maxLen);
+            write = idx.eq(pos);
+        } else {
+            // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
+            cos = g.input("cos", dtype, t, d);
+            sin = g.input("sin", dtype, t, d);
+            mask = g.input("mask", dtype, t, t);
+            write = null;
+        }
         boolean padded = !decode && t < maxLen;
         Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
         Tensor padV = padded ? g.input("cache_padding_v", dtype, b, kl, maxLen - t, d) : null;
@@ -168,17 +185,12 @@ public final class LlamaDecoder {
         return step(c, new int[]{token}, position, maxLen, dtype);
     }
 
-    /** A decode step of a batch: each sequence's token, all at {@code position}, with its rotary row and masks. */
+    /** A decode step of a batch: each sequence's token, all at {@code position} (the graph makes its tables from it). */
     public static Map<String, NDArray> step(LlamaConfig c, int[] tokens, int position, int maxLen, DType dtype) {
         if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
-        var in = rotary(c, 1, position, dtype);
+        var in = new LinkedHashMap<String, NDArray>();
         in.put("tokens", tokens(tokens));
-        var mask = NDArray.zeros(dtype, 1, maxLen);
-        for (int j = position + 1; j < maxLen; j++) mask.set(j, Double.NEGATIVE_INFINITY);
-        in.put("mask", mask);
-        var write = NDArray.zeros(DType.BOOL, maxLen);
-        write.set(position, 1);
-        in.put("write", write);
+        in.put("position", NDArray.of(new float[]{position}, 1));
         return in;
     }
 

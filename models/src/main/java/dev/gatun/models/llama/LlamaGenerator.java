@@ -21,7 +21,7 @@ import java.util.Map;
  * this rank's one where each rank is a session of its own. At a world of one rank the weights are copied to the device
  * once and both sessions read them there (one copy of the weights in all); with several ranks each session keeps a bound
  * copy of them. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens,
- * and a decode call the tokens, its position's tables and masks, and the caches. Closing closes both sessions.
+ * and a decode call the tokens, the position and the caches. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /**

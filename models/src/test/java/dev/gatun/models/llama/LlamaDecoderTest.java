@@ -35,10 +35,10 @@ class LlamaDecoderTest {
                     });
             // qkv, scores, weighted values, o, gate|up, down per layer, and the output projection
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
-            // the first norm; then per layer rope of q and of k, the cache's two updates, softmax, residual + norm twice
-            // (the next layer's or the final norm), SwiGLU: the heads are views of the fused product, and grouped-query
-            // attention reads the cache as it is
-            assertThat(kernels).hasSize(1 + 8 * c.layers());
+            // the step's tables from its position (rotary angles; write and attention masks) and the first norm; then per
+            // layer rope of q and of k, the cache's two updates, softmax, residual + norm twice (the next layer's or the
+            // final norm), SwiGLU: the heads are views of the fused product, grouped-query attention reads the cache as it is
+            assertThat(kernels).hasSize(3 + 8 * c.layers());
             assertThat(kernels).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
         }
     }
