@@ -23,7 +23,8 @@ import java.util.Map;
  * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
  * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset. A batch
  * whose products lie a constant distance apart in A, B and C (the usual case, a broadcast operand included) is one
- * strided-batched cuBLAS call; other batches are a call per product.
+ * strided-batched cuBLAS call; other batches are a call per product. One row by a weight that lies transposed goes to
+ * {@link CudaGemv}, which streams the weight faster than cuBLAS does on that shape.
  */
 final class CudaMatmul {
     interface Compiler {
@@ -47,12 +48,14 @@ final class CudaMatmul {
     private final Device device;
     private final Blas blas;
     private final Compiler compiler;
+    private final CudaGemv gemv;
     private Kernel f64;
 
     CudaMatmul(Device device, Compiler compiler) {
         this.device = device;
         this.blas = Blas.create(device);
         this.compiler = compiler;
+        this.gemv = new CudaGemv(compiler);
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
@@ -78,6 +81,11 @@ final class CudaMatmul {
             oa[bi] = Broadcast.batchOffset(idx, sa, (long) m * k);
             ob[bi] = Broadcast.batchOffset(idx, sb, (long) k * n);
             oc[bi] = at;
+        }
+        // one row by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernel
+        if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
+            gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
+            return;
         }
         // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call
         if (oa.length > 1 && t != DType.FLOAT64 && m > 0 && n > 0 && evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc)) {

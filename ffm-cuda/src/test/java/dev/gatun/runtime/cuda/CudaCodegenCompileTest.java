@@ -46,13 +46,16 @@ class CudaCodegenCompileTest {
     }
 
     @Test
-    void theIndexSelectAndArgmaxKernelsCompile(@TempDir Path dir) throws Exception {
+    void theIndexSelectArgmaxAndGemvKernelsCompile(@TempDir Path dir) throws Exception {
         var r = CudaCodegenFixtures.compile(nvcc, dir, "index_select", CudaIndexSelect.SOURCE);
         assertThat(r.ok()).as(r.log()).isTrue();
         assertThat(r.ptx()).contains(".entry gatun_index_select(", "trap;");
         var a = CudaCodegenFixtures.compile(nvcc, dir, "argmax", CudaArgmax.SOURCE);
         assertThat(a.ok()).as(a.log()).isTrue();
         assertThat(a.ptx()).contains(".entry argmax_f32(", ".entry argmax_bf16(", ".entry argmax_f64(", ".entry argmax_f16(");
+        var v = CudaCodegenFixtures.compile(nvcc, dir, "gemv", CudaGemv.SOURCE);
+        assertThat(v.ok()).as(v.log()).isTrue();
+        for (String t : List.of("f32", "f16", "bf16")) assertThat(v.ptx()).contains(".entry gemv_" + t + "_1(");
     }
 
     @Test
