@@ -315,6 +315,10 @@ final class CudaExecutable implements Executable {
 
     /** One call with its steps run one by one and an event recorded before each, then read once the call is done. */
     @Override public double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        // a first call captures its graphs and makes the ranks meet after; a profiled call captures nothing, so a peer
+        // would wait there for this rank: a distributed plan is profiled after its first call, on a call every rank makes
+        if (dist != null && generation == 0)
+            throw new GatunRuntimeException("plan '" + plan.name() + "': profile a distributed plan after its first call (run it once on every rank first)");
         var r = new CudaRun(this, inputsPerRank.getFirst(), true);
         try {
             run(r);
@@ -491,17 +495,17 @@ final class CudaExecutable implements Executable {
                 return;
             }
             boolean graphs = exe.options.cudaGraphs() && exe.dist == null;
-            if (graphs) {
-                graphSet = new GraphExec[plan.partitions().size()];
-                captureAll();
-            }
             try {
+                if (graphs) {
+                    graphSet = new GraphExec[plan.partitions().size()];
+                    captureAll();
+                }
                 StepLoop.run(plan, this, graphs);
                 end = exe.device.createEvent();
                 end.record(exe.stream);
                 end.synchronize(); // the graphs may go once their one replay is done
             } finally {
-                if (graphs) for (GraphExec g : graphSet) if (g != null) g.close();
+                if (graphs && graphSet != null) for (GraphExec g : graphSet) if (g != null) g.close();
             }
         }
 

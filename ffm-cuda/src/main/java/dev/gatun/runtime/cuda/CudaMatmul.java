@@ -82,6 +82,7 @@ final class CudaMatmul {
             ob[bi] = Broadcast.batchOffset(idx, sb, (long) k * n);
             oc[bi] = at;
         }
+        if (oa.length == 0) return;   // an empty batch: no product
         // one row by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernel
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
