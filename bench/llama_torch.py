@@ -30,7 +30,7 @@ def generate(model, torch, ids, new):
     each step's host wall time (ms) until the tokens are on the host."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    out = model(ids, use_cache=True)
+    out = model(ids, use_cache=True, logits_to_keep=1)   # the last position's logits only, as Gatun computes them
     past = out.past_key_values
     nxt = out.logits[:, -1].argmax(-1)
     tokens = [[int(t)] for t in nxt.cpu()]
@@ -89,13 +89,17 @@ def main(argv):
     if a.gatun:
         with open(a.gatun) as f:
             g = json.load(f)
+        if g.get("prompt") != a.prompt or g.get("batch", 1) != a.batch or g.get("new") != a.new:
+            print(f"llama_torch.py: {a.gatun} was made with prompt {g.get('prompt')}, batch {g.get('batch', 1)}, new {g.get('new')};"
+                  f" run with the same", file=sys.stderr)
+            return 2
         gl = torch.tensor(g["first_logits"], dtype=torch.float64)
         tl = first_logits.double()
         rel = float((gl - tl).norm() / tl.norm())
         same = g["tokens"] == tokens
         if "sequences" in g:
             agree = sum(x == y for x, y in zip(g["sequences"], sequences))
-            print(f"sequences with the same greedy tokens: {agree} of {len(sequences)}")
+            print(f"sequences with the same greedy tokens: {agree} of {len(sequences)} (the float32 scoring below is of sequence 0)")
             result["same_sequences"] = agree
         first_diff = next((i for i, (x, y) in enumerate(zip(g["tokens"], tokens)) if x != y), None)
         result.update({"gatun_tokens": g["tokens"], "same_tokens": same, "first_different_token": first_diff,

@@ -80,7 +80,8 @@ public final class LlamaBench {
             // each distinct array once (a tied output projection is the embedding itself)
             var seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<NDArray, Boolean>());
             long weightBytes = shard.values().stream().filter(seen::add).mapToLong(NDArray::byteSize).sum();
-            // each layer's keys and values for every position of every sequence, bf16
+            // each layer's keys and values for every position of every sequence, bf16, once (the plans' pools hold the
+            // outputs' copies, and the decode's staging the copy it is passed)
             long cacheBytes = 2L * c.layers() * batch * c.kvHeads() * (promptLength + n) * c.headDim() * 2;
             try (var gen = new LlamaGenerator(c, List.of(shard), batch, promptLength, promptLength + n, 1, DType.BF16, options)) {
                 var first = gen.generate(ids, n, true);
@@ -111,6 +112,7 @@ public final class LlamaBench {
                 Files.writeString(Path.of(opts.getOrDefault("out", "gatun-llama.json")), json);
                 if (opts.containsKey("profile"))
                     for (var p : gen.profile(ids)) System.out.println(p.top(Integer.parseInt(opts.get("profile"))));
+                if (device != null) device.close();
                 System.out.printf(Locale.ROOT, "gatun: batch %d, tokens %s; prefill of %d tokens %.3f ms, decode %.3f ms a step (medians of %d runs)%n",
                         batch, Arrays.toString(first.tokens()), promptLength, median(prefill), median(decode), runs - 1);
             }

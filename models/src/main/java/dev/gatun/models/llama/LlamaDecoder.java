@@ -194,7 +194,11 @@ public final class LlamaDecoder {
         return in;
     }
 
-    /** The rotary tables of the {@code t} positions {@code first}, {@code first + 1}, ... */
+    /**
+     * The rotary tables of the {@code t} positions {@code first}, {@code first + 1}, ...: each angle the float32 product
+     * of the position and the frequency, as transformers and the decode step compute it, its cosine and sine rounded
+     * to {@code dtype}.
+     */
     private static Map<String, NDArray> rotary(LlamaConfig c, int t, int first, DType dtype) {
         int d = c.headDim();
         var in = new LinkedHashMap<String, NDArray>();
@@ -203,7 +207,7 @@ public final class LlamaDecoder {
         double[] frequencies = c.ropeFrequencies();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {
-                double angle = (first + i) * frequencies[e % (d / 2)];
+                double angle = (float) (first + i) * (float) frequencies[e % (d / 2)];   // a float32 product
                 cos.set((long) i * d + e, Math.cos(angle));
                 sin.set((long) i * d + e, Math.sin(angle));
             }

@@ -35,7 +35,9 @@ public final class LlamaGenerator implements AutoCloseable {
     }
 
     private final LlamaConfig config;
-    private final List<Map<String, NDArray>> shards;
+    /** The shards until they are uploaded or bound (the constructor), then null. */
+    private List<Map<String, NDArray>> shards;
+    private final int localRanks;
     private final int batch, promptLength, maxLen, tp;
     private final DType dtype;
     private final Session prefill, decode;
@@ -62,8 +64,8 @@ public final class LlamaGenerator implements AutoCloseable {
         Session d;
         try {
             d = Session.compile(LlamaDecoder.decode(config, batch, maxLen, tp, dtype), options);
-        } catch (RuntimeException e) {
-            prefill.close();
+        } catch (Throwable e) {
+            closeAfter(e, prefill);
             throw e;
         }
         this.decode = d;
@@ -86,9 +88,20 @@ public final class LlamaGenerator implements AutoCloseable {
             // the prompt's rotary tables, mask and padding depend on its length only: bound once, a call passes its tokens
             var tables = LlamaDecoder.promptTables(config, batch, promptLength, maxLen, tp, dtype);
             for (int rank : prefill.ranks()) for (var t : tables.entrySet()) prefill.bind(rank, t.getKey(), t.getValue());
-        } catch (RuntimeException e) {
-            close();
+        } catch (Throwable e) {
+            closeAfter(e, this);
             throw e;
+        }
+        this.localRanks = this.shards.size();
+        this.shards = null;   // uploaded or bound: the host arrays are the caller's again
+    }
+
+    /** Closes {@code c} after {@code failure}, keeping a failure of the close as suppressed. */
+    private static void closeAfter(Throwable failure, AutoCloseable c) {
+        try {
+            c.close();
+        } catch (Throwable t) {
+            failure.addSuppressed(t);
         }
     }
 
@@ -101,12 +114,12 @@ public final class LlamaGenerator implements AutoCloseable {
     /**
      * Each prompt's greedy continuation by {@code n} tokens (as many prompts as the batch compiled for, each of the
      * length compiled for). Outputs stay in the sessions' memory (on a GPU, the device's): each call's caches are the
-     * next call's inputs as they are, and only the tokens (and with {@code keepLogits} the logits) come to the host.
+     * next call's inputs without a trip to the host (a decode session copies its own last outputs into its inputs on
+     * the device), and only the tokens (and with {@code keepLogits} the logits) come to the host.
      */
     public Result generate(int[][] prompts, int n, boolean keepLogits) {
-        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
-        for (int[] prompt : prompts)
-            if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
+        checkPrompts(prompts);
+        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
         long t0 = System.nanoTime();
         var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
@@ -141,7 +154,7 @@ public final class LlamaGenerator implements AutoCloseable {
      * by step ({@link Session#profile}).
      */
     public List<Profile> profile(int[][] prompts) {
-        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
+        checkPrompts(prompts);
         var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
         var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
         NDArray next = out.getFirst().get("next").toHost();
@@ -158,10 +171,16 @@ public final class LlamaGenerator implements AutoCloseable {
         return sum;
     }
 
+    private void checkPrompts(int[][] prompts) {
+        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
+        for (int[] prompt : prompts)
+            if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
+    }
+
     /** Each local rank's inputs: the call's inputs and the caches its last call returned (the weights are bound). */
     private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call, List<Map<String, DeviceArray>> last) {
         var out = new ArrayList<Map<String, ArrayLike>>();
-        for (int r = 0; r < shards.size(); r++) {
+        for (int r = 0; r < localRanks; r++) {
             var in = new HashMap<String, ArrayLike>(call);
             in.putAll(resident);
             if (last != null)

@@ -8,8 +8,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -80,9 +82,15 @@ class LlamaDecoderTest {
             }
         }
     }
+    /** Every sequence of a batch decodes as alone, at TP 1, 2 and 4 (a key-value head replica), untied and tied. */
     @Test
     void aBatchDecodesEachSequenceAsTheFloat64PassDoesAlone(@TempDir Path dir) throws IOException {
-        LlamaConfig c = LlamaCheckpointTest.TINY;
+        var t = LlamaCheckpointTest.TINY;
+        var tied = new LlamaConfig(t.hiddenSize(), t.layers(), t.heads(), t.kvHeads(), t.intermediateSize(), t.vocabSize(), t.ropeTheta(), t.rmsNormEps(), true);
+        for (LlamaConfig c : List.of(t, tied)) batchOfThree(c, Files.createDirectories(dir.resolve(c.tieWordEmbeddings() ? "tied" : "untied")));
+    }
+
+    private static void batchOfThree(LlamaConfig c, Path dir) throws IOException {
         LlamaCheckpoint.writeRandom(c, DType.F32, 5, dir);
         int[][] prompts = {LlamaPrefillTest.PROMPT, {200, 3, 3, 9, 77, 140, 2, 61}, {5, 5, 5, 5, 5, 5, 5, 5}};
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
@@ -93,12 +101,13 @@ class LlamaDecoderTest {
                     double[][] l = LlamaPrefillTest.Reference.logits(c, weights, ids);
                     return l[l.length - 1];
                 });
-            for (int tp : new int[]{1, 2}) {
+            for (int tp : new int[]{1, 2, 4}) {
                 var shards = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
                 try (var gen = new LlamaGenerator(c, shards, prompts.length, prompts[0].length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
                     var got = gen.generate(prompts, 6, false).sequences();
-                    for (int b = 0; b < prompts.length; b++) assertThat(got[b]).as("tp %d sequence %d", tp, b).containsExactly(want[b]);
+                    for (int b = 0; b < prompts.length; b++)
+                        assertThat(got[b]).as("%s tp %d sequence %d", c.tieWordEmbeddings() ? "tied" : "untied", tp, b).containsExactly(want[b]);
                 }
             }
         }
