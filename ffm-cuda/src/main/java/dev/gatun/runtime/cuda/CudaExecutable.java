@@ -336,11 +336,25 @@ final class CudaExecutable implements Executable {
             if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "': the call was aborted (Session.abort); its results are void");
             return out;
         } catch (CudaException e) {
-            String hint = dist == null ? "" : "; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind"
-                    + " and this rank's collective gave up waiting for it";
             throw new GatunRuntimeException("plan '" + plan.name() + "' failed on GPU " + device.ordinal()
-                    + (dist == null ? "" : " (rank " + dist.rank + ")") + ": " + e.getMessage() + hint, e);
+                    + (dist == null ? "" : " (rank " + dist.rank + ")") + ": " + e.getMessage() + failureHints(plan, dist != null), e);
         }
+    }
+
+    /**
+     * What a failed call's message adds, from what the plan holds that can stop a kernel on purpose: a collective that
+     * gave up waiting for a peer (GATUN_BARRIER_TIMEOUT), an index outside its table (GATUN_INDEX_SELECT, naming the
+     * plan's index_select steps, whose printed line says which step it was).
+     */
+    static String failureHints(Plan plan, boolean distributed) {
+        var sb = new StringBuilder();
+        if (distributed)
+            sb.append("; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind and this rank's collective gave up waiting for it");
+        var selects = plan.steps().stream().filter(s -> s instanceof Step.IndexSelect).map(Step::format).toList();
+        if (!selects.isEmpty())
+            sb.append("; if a line GATUN_INDEX_SELECT was printed, an index was outside its table in ")
+                    .append(selects.size() == 1 ? "the step " + selects.getFirst() : "one of the steps " + String.join(", ", selects));
+        return sb.toString();
     }
 
     /** Why an output of call {@code call} may no longer be used, or null. */
