@@ -33,6 +33,9 @@ public record Profile(Plan plan, String device, double[] micros) {
         micros = micros.clone();
     }
 
+    /** Microseconds per step of {@link Plan#steps()} (NaN for a bookkeeping step): a copy. */
+    @Override public double[] micros() { return micros.clone(); }
+
     /** One timed step: its index in the plan, its printed form, its time. */
     public record Entry(int step, String text, double micros) {}
 
