@@ -162,9 +162,17 @@ final class HostCollectives {
         }
     }
 
+    /**
+     * One member's value folded in. A NaN result is the canonical NaN, as a GPU's arithmetic gives: which operand's
+     * payload a sum of two NaNs keeps is not fixed in Java (compiled code may swap the operands), so ranks could
+     * otherwise disagree in the bits of a NaN.
+     */
     static double combine(ReduceOp op, double acc, double v) {
         return switch (op) {
-            case SUM, AVG -> acc + v;
+            case SUM, AVG -> {
+                double s = acc + v;
+                yield Double.isNaN(s) ? Double.NaN : s;
+            }
             case MAX -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.max(acc, v);
             case MIN -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.min(acc, v);
         };
