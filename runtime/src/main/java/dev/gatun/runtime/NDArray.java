@@ -261,9 +261,13 @@ public final class NDArray implements HostTensor, ArrayLike {
         return out;
     }
 
-    /** A copy in another dtype (values round as a cast does). */
+    /** A copy in another dtype (values round as a cast does); in the same dtype, one bulk copy of the bytes. */
     public NDArray to(DType other) {
         var a = zeros(other, shape);
+        if (other == dtype) {
+            MemorySegment.copy(segment(), 0, a.segment(), 0, byteSize());
+            return a;
+        }
         for (long i = 0; i < numel; i++) a.set(i, get(i));
         return a;
     }

@@ -6,6 +6,7 @@ import dev.gatun.ir.graph.Graph;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 
+import java.lang.foreign.MemorySegment;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -99,25 +100,34 @@ public final class LlamaPrefill {
     /** Rows [first, first + n) of an [out, in] matrix. */
     private record Rows(NDArray matrix, long first, long n) {}
 
-    /** Each part's rows, stacked: [sum of n, in] (the parts' outputs are then consecutive column ranges of one product). */
+    /**
+     * Each part's rows, stacked: [sum of n, in] (the parts' outputs are then consecutive column ranges of one product).
+     * A part already in {@code dtype} is one bulk copy (its rows are contiguous); another dtype is converted element by
+     * element.
+     */
     private static NDArray rows(DType dtype, Rows... parts) {
-        long cols = parts[0].matrix().shape()[1], height = 0;
+        long cols = parts[0].matrix().shape()[1], height = 0, e = dtype.byteSize();
         for (Rows p : parts) height += p.n();
         var out = NDArray.zeros(dtype, height, cols);
         long at = 0;
         for (Rows p : parts) {
-            for (long r = 0; r < p.n(); r++)
-                for (long j = 0; j < cols; j++) out.set((at + r) * cols + j, p.matrix().get((p.first() + r) * cols + j));
+            if (p.matrix().dtype() == dtype)
+                MemorySegment.copy(p.matrix().segment(), p.first() * cols * e, out.segment(), at * cols * e, p.n() * cols * e);
+            else
+                for (long r = 0; r < p.n(); r++)
+                    for (long j = 0; j < cols; j++) out.set((at + r) * cols + j, p.matrix().get((p.first() + r) * cols + j));
             at += p.n();
         }
         return out;
     }
 
-    /** Columns [first, first + n) of an [out, in] matrix: [out, n]. */
+    /** Columns [first, first + n) of an [out, in] matrix: [out, n] (a bulk copy a row where the dtype is the same). */
     private static NDArray columns(NDArray a, long first, long n, DType dtype) {
-        long rowsOf = a.shape()[0], cols = a.shape()[1];
+        long rowsOf = a.shape()[0], cols = a.shape()[1], e = dtype.byteSize();
         var out = NDArray.zeros(dtype, rowsOf, n);
-        for (long r = 0; r < rowsOf; r++) for (long j = 0; j < n; j++) out.set(r * n + j, a.get(r * cols + first + j));
+        for (long r = 0; r < rowsOf; r++)
+            if (a.dtype() == dtype) MemorySegment.copy(a.segment(), (r * cols + first) * e, out.segment(), r * n * e, n * e);
+            else for (long j = 0; j < n; j++) out.set(r * n + j, a.get(r * cols + first + j));
         return out;
     }
 }

@@ -112,4 +112,21 @@ class LlamaDecoderTest {
             }
         }
     }
+
+    /** A shard in the checkpoint's dtype is copied in bulk; converted element by element it holds the same values. */
+    @Test
+    void bulkCopiedShardsHoldWhatElementwiseConversionGives(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        LlamaCheckpoint.writeRandom(c, DType.F32, 9, dir);
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            for (int tp : new int[]{1, 2, 4})
+                for (int r = 0; r < tp; r++) {
+                    var bulk = LlamaDecoder.weights(c, weights, tp, r, DType.F32);
+                    var wide = LlamaDecoder.weights(c, weights, tp, r, DType.F64);   // element by element, exact
+                    assertThat(bulk.keySet()).isEqualTo(wide.keySet());
+                    for (var e : bulk.entrySet())
+                        assertThat(e.getValue().toDoubleArray()).as("tp %d rank %d %s", tp, r, e.getKey()).containsExactly(wide.get(e.getKey()).toDoubleArray());
+                }
+        }
+    }
 }
