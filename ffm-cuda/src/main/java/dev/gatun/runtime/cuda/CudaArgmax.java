@@ -6,8 +6,6 @@ import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 
-import java.util.HashMap;
-import java.util.Map;
 
 /**
  * {@code argmax} over the last dimension on the GPU. Candidates compare as PyTorch's argmax does: a NaN is larger than
@@ -122,12 +120,11 @@ final class CudaArgmax {
     /** Elements one block of the keyed kernels covers (GT_CHUNK). */
     static final int CHUNK = 16 * 256;
 
-    private final CudaMatmul.Compiler compiler;
-    private final Map<String, Kernel> kernels = new HashMap<>();
+    private final LazyProgram program;
 
-    CudaArgmax(CudaMatmul.Compiler compiler) { this.compiler = compiler; }
+    CudaArgmax(LazyProgram.Compiler compiler) { this.program = new LazyProgram(compiler, "gatun_argmax", SOURCE); }
 
-    private Kernel kernel(String name) { return kernels.computeIfAbsent(name, x -> compiler.compile("gatun_argmax", SOURCE, x)); }
+    private Kernel kernel(String name) { return program.kernel(name); }
 
     /** Each of {@code rows} rows of {@code cols} elements of {@code t} at {@code in}: its argmax, as i64 at {@code out}. */
     void run(long in, DType t, long out, long rows, long cols, Stream stream) {

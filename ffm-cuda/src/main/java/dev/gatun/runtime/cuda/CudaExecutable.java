@@ -169,9 +169,9 @@ final class CudaExecutable implements Executable {
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             compileKernels();
-            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::compile) : null;
-            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::compile) : null;
-            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::compile) : null;
+            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
+            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
+            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
             if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of(), false).warmUpMatmuls();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -281,8 +281,11 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    Kernel compile(String programName, String source, String kernelName) {
-        return compile(device, options.execution().cuda().cudaHome(), plan.name(), programName, source).kernel(kernelName);
+    Kernel compile(String programName, String source, String kernelName) { return module(programName, source).kernel(kernelName); }
+
+    /** A program compiled and loaded for this executable's device. */
+    dev.gatun.cuda.Module module(String programName, String source) {
+        return compile(device, options.execution().cuda().cudaHome(), plan.name(), programName, source);
     }
 
     /** NVRTC for the device's architecture, cached on disk; a failure saves the source and names the file. */

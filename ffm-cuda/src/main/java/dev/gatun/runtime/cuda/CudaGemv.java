@@ -6,8 +6,6 @@ import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 
-import java.util.HashMap;
-import java.util.Map;
 
 /**
  * One row by a weight that lies transposed, {@code y[n] = sum_k x[k] w[n, k]}: a decode step's linear layers at batch
@@ -104,10 +102,9 @@ final class CudaGemv {
             GV_ENTRIES(__nv_bfloat16, gemv_bf16)
             """;
 
-    private final CudaMatmul.Compiler compiler;
-    private final Map<String, Kernel> kernels = new HashMap<>();
+    private final LazyProgram program;
 
-    CudaGemv(CudaMatmul.Compiler compiler) { this.compiler = compiler; }
+    CudaGemv(LazyProgram.Compiler compiler) { this.program = new LazyProgram(compiler, "gatun_gemv", SOURCE); }
 
     /** Whether a product of {@code m} rows of length {@code k} of {@code t}, at these addresses, is one this kernel takes. */
     static boolean applies(DType t, boolean transA, boolean transB, long batches, int m, int k, long x, long w, long y) {
@@ -117,18 +114,20 @@ final class CudaGemv {
         return k % perVector == 0 && ((x | w) & 15) == 0 && (y & (t.byteSize() - 1)) == 0;
     }
 
-    /** {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} (1) rows, {@code n} columns; y's rows {@code ldc} elements apart. */
+    /**
+     * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; y's rows
+     * {@code ldc} elements apart. The kernel instantiated for {@link #MAX_ROWS} rows is told how many there are.
+     */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
         if (n == 0) return;
-        int rows = 1;
-        if (m != rows) throw new IllegalArgumentException("gemv of " + m + " rows: only " + rows + " is taken");
+        if (m < 1 || m > MAX_ROWS) throw new IllegalArgumentException("gemv of " + m + " rows: it takes 1 to " + MAX_ROWS);
         String name = switch (t) {
             case FLOAT32 -> "gemv_f32";
             case FLOAT16 -> "gemv_f16";
             case BFLOAT16 -> "gemv_bf16";
             default -> throw new IllegalArgumentException("gemv of " + t);
-        } + "_" + rows;
-        Kernel kernel = kernels.computeIfAbsent(name, nm -> compiler.compile("gatun_gemv", SOURCE, nm));
+        } + "_" + MAX_ROWS;
+        Kernel kernel = program.kernel(name);
         long grid = Math.ceilDiv(n, (long) WARPS);
         kernel.launch(new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(32 * WARPS), 0, stream), x, w, y, (long) n, (long) k, (long) ldc, m);
     }

@@ -36,7 +36,7 @@ final class CudaIndexSelect {
 
     private final Kernel kernel;
 
-    CudaIndexSelect(CudaMatmul.Compiler compiler) { this.kernel = compiler.compile("gatun_index_select", SOURCE, "gatun_index_select"); }
+    CudaIndexSelect(LazyProgram.Compiler compiler) { this.kernel = new LazyProgram(compiler, "gatun_index_select", SOURCE).kernel("gatun_index_select"); }
 
     /** Rows {@code ids[k]} of {@code table} ({@code rows} of {@code rowBytes}) into {@code out}, for {@code n} indices. */
     void run(long table, long ids, DType idType, long out, long n, long rows, long rowBytes, Stream stream) {

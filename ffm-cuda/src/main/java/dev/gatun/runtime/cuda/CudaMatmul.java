@@ -6,7 +6,6 @@ import dev.gatun.cuda.Blas;
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
-import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
@@ -27,10 +26,6 @@ import java.util.Map;
  * {@link CudaGemv}, which streams the weight faster than cuBLAS does on that shape.
  */
 final class CudaMatmul {
-    interface Compiler {
-        Kernel compile(String programName, String source, String kernelName);
-    }
-
     private static final String F64_SOURCE = """
             // C[m,n] = A[m,k] B[k,n], row-major (C's rows ldc apart), float64: one thread per output element; ta / tb: the
             // operand lies transposed ([k,m] / [n,k] in memory)
@@ -47,14 +42,13 @@ final class CudaMatmul {
 
     private final Device device;
     private final Blas blas;
-    private final Compiler compiler;
+    private final LazyProgram f64;
     private final CudaGemv gemv;
-    private Kernel f64;
 
-    CudaMatmul(Device device, Compiler compiler) {
+    CudaMatmul(Device device, LazyProgram.Compiler compiler) {
         this.device = device;
         this.blas = Blas.create(device);
-        this.compiler = compiler;
+        this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
         this.gemv = new CudaGemv(compiler);
     }
 
@@ -135,9 +129,8 @@ final class CudaMatmul {
     private void gemm(DType t, int m, int n, int k, int ldc, long a, boolean transA, long b, boolean transB, long c, Stream stream) {
         if (m == 0 || n == 0) return;
         if (t == DType.FLOAT64) {
-            if (f64 == null) f64 = compiler.compile("matmul_f64", F64_SOURCE, "matmul_f64");
             long total = (long) m * n;
-            f64.launch(new LaunchConfig(Dim3.of(Math.toIntExact(Math.ceilDiv(total, 256))), Dim3.of(256), 0, stream),
+            f64.kernel("matmul_f64").launch(new LaunchConfig(Dim3.of(Math.toIntExact(Math.ceilDiv(total, 256))), Dim3.of(256), 0, stream),
                     a, b, c, (long) m, (long) n, (long) k, (long) ldc, transA ? 1 : 0, transB ? 1 : 0);
             return;
         }
