@@ -316,7 +316,7 @@ final class CudaExecutable implements Executable {
         return run(new CudaRun(this, inputsPerRank.getFirst(), false));
     }
 
-    /** One call with its steps run one by one and an event recorded before each, then read once the call is done. */
+    /** One call with an event before each timed step (graph nodes inside the partitions), read once the call is done. */
     @Override public double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         // a first call captures its graphs and makes the ranks meet after; a profiled call captures nothing, so a peer
         // would wait there for this rank: a distributed plan is profiled after its first call, on a call every rank makes
@@ -461,15 +461,8 @@ final class CudaExecutable implements Executable {
         /** Microseconds from each timed step's event to the next one's (the last: to the end of the call). */
         double[] stepMicros() {
             end.synchronize();
-            var out = new double[marks.length];
-            Arrays.fill(out, Double.NaN);
-            for (int i = 0; i < marks.length; i++) {
-                if (marks[i] == null) continue;
-                int j = i + 1;
-                while (j < marks.length && marks[j] == null) j++;
-                out[i] = 1e3 * Event.elapsedMillis(marks[i], j < marks.length ? marks[j] : end);
-            }
-            return out;
+            return dev.gatun.runtime.spi.StepTimes.between(marks.length, i -> marks[i] != null,
+                    (i, next) -> 1e3 * Event.elapsedMillis(marks[i], next < marks.length ? marks[next] : end));
         }
 
         void closeMarks() {

@@ -349,15 +349,7 @@ final class HostExecutable implements Executable {
         } finally {
             stamps = null;
         }
-        var out = new double[plan.steps().size()];
-        java.util.Arrays.fill(out, Double.NaN);
-        for (int i = 0; i < out.length; i++) {
-            if (t[i] == 0) continue;
-            int j = i + 1;
-            while (j < out.length && t[j] == 0) j++;
-            out[i] = (t[j] - t[i]) / 1e3;
-        }
-        return out;
+        return dev.gatun.runtime.spi.StepTimes.between(plan.steps().size(), i -> t[i] != 0, (i, next) -> (t[next] - t[i]) / 1e3);
     }
 
     /** One rank's execution of one call: the plan's steps through the shared {@link StepLoop}. */
