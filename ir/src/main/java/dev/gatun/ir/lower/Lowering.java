@@ -305,6 +305,11 @@ public final class Lowering {
     private Value extern(Node n, ExternCall call) {
         var operands = new ArrayList<Buffer>();
         for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), call.opName()));
+        return externCall(n, call, operands);
+    }
+
+    /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
+    private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
         return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
     }
 
@@ -326,8 +331,7 @@ public final class Lowering {
                 operands.add(contiguous(v, "matmul"));
             }
         }
-        var call = new ExternCall.Matmul(trans[0], trans[1]);
-        return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
+        return externCall(n, new ExternCall.Matmul(trans[0], trans[1]), operands);
     }
 
     /** Whether {@code b}'s strides are the packed strides of its shape with the last two dimensions swapped. */
