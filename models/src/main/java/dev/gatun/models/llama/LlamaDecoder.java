@@ -169,7 +169,7 @@ public final class LlamaDecoder {
      * the causal mask and the caches' zero padding. {@link LlamaGenerator} binds them once.
      */
     public static Map<String, NDArray> promptTables(LlamaConfig c, int batch, int t, int maxLen, int tp, DType dtype) {
-        var in = rotary(c, t, 0, dtype);
+        var in = rotary(c, t, dtype);
         var mask = NDArray.zeros(dtype, t, t);
         for (int i = 0; i < t; i++) for (int j = i + 1; j < t; j++) mask.set((long) i * t + j, Double.NEGATIVE_INFINITY);
         in.put("mask", mask);
@@ -180,13 +180,11 @@ public final class LlamaDecoder {
         return in;
     }
 
-    /** A decode step's per-call inputs: the token at {@code position}, its rotary row, the write and attention masks. */
-    public static Map<String, NDArray> step(LlamaConfig c, int token, int position, int maxLen, DType dtype) {
-        return step(c, new int[]{token}, position, maxLen, dtype);
-    }
-
-    /** A decode step of a batch: each sequence's token, all at {@code position} (the graph makes its tables from it). */
-    public static Map<String, NDArray> step(LlamaConfig c, int[] tokens, int position, int maxLen, DType dtype) {
+    /**
+     * A decode step's per-call inputs: each sequence's token (one for a batch of one), all at {@code position}; the graph
+     * makes the rotary angles and the masks from the position.
+     */
+    public static Map<String, NDArray> step(int[] tokens, int position, int maxLen) {
         if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
         var in = new LinkedHashMap<String, NDArray>();
         in.put("tokens", tokens(tokens));
@@ -195,11 +193,10 @@ public final class LlamaDecoder {
     }
 
     /**
-     * The rotary tables of the {@code t} positions {@code first}, {@code first + 1}, ...: each angle the float32 product
-     * of the position and the frequency, as transformers and the decode step compute it, its cosine and sine rounded
-     * to {@code dtype}.
+     * The rotary tables of the {@code t} positions 0, 1, ...: each angle the float32 product of the position and the
+     * frequency, as transformers and the decode step compute it, its cosine and sine rounded to {@code dtype}.
      */
-    private static Map<String, NDArray> rotary(LlamaConfig c, int t, int first, DType dtype) {
+    private static Map<String, NDArray> rotary(LlamaConfig c, int t, DType dtype) {
         int d = c.headDim();
         var in = new LinkedHashMap<String, NDArray>();
         var cos = NDArray.zeros(dtype, t, d);
@@ -207,7 +204,7 @@ public final class LlamaDecoder {
         double[] frequencies = c.ropeFrequencies();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {
-                double angle = (float) (first + i) * (float) frequencies[e % (d / 2)];   // a float32 product
+                double angle = (float) i * (float) frequencies[e % (d / 2)];   // a float32 product
                 cos.set((long) i * d + e, Math.cos(angle));
                 sin.set((long) i * d + e, Math.sin(angle));
             }

@@ -78,7 +78,6 @@ public final class LlamaGenerator implements AutoCloseable {
                 resident = Map.copyOf(w);
             } else {
                 // several ranks: each session keeps its own bound copy of each rank's shard
-                resident = Map.of();
                 for (Session s : List.of(prefill, decode))
                     for (int i = 0; i < this.shards.size(); i++) {
                         int rank = s.ranks().get(i);
@@ -128,23 +127,15 @@ public final class LlamaGenerator implements AutoCloseable {
         double[] stepMillis = new double[Math.max(0, n - 1)];
         var logits = new ArrayList<double[]>();
         for (int k = 0; k < n; k++) {
-            NDArray next = out.getFirst().get("next").toHost();
-            for (int b = 0; b < batch; b++) tokens[b][k] = (int) next.get(b);
+            int[] next = next(out, k);
+            for (int b = 0; b < batch; b++) tokens[b][k] = next[b];
             double ms = (System.nanoTime() - t0) / 1e6;
             if (k == 0) prefillMillis = ms;
             else stepMillis[k - 1] = ms;
-            for (int r = 1; r < out.size(); r++) {
-                NDArray other = out.get(r).get("next").toHost();
-                for (int b = 0; b < batch; b++)
-                    if ((int) other.get(b) != tokens[b][k])
-                        throw new GatunRuntimeException("the ranks disagree on token " + k + " of sequence " + b + ": " + tokens[b][k] + " against " + (int) other.get(b));
-            }
             if (keepLogits) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
             if (k == n - 1) break;
             t0 = System.nanoTime();
-            int[] step = new int[batch];
-            for (int b = 0; b < batch; b++) step[b] = tokens[b][k];
-            out = decode.run(calls(LlamaDecoder.step(config, step, promptLength + k, maxLen, dtype), out));
+            out = decode.run(calls(LlamaDecoder.step(next, promptLength + k, maxLen), out));
         }
         return new Result(tokens, logits, prefillMillis, stepMillis);
     }
@@ -157,11 +148,23 @@ public final class LlamaGenerator implements AutoCloseable {
         checkPrompts(prompts);
         var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
         var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
-        NDArray next = out.getFirst().get("next").toHost();
-        int[] step = new int[batch];
-        for (int b = 0; b < batch; b++) step[b] = (int) next.get(b);
-        var second = decode.profile(calls(LlamaDecoder.step(config, step, promptLength, maxLen, dtype), out));
+        var second = decode.profile(calls(LlamaDecoder.step(next(out, 0), promptLength, maxLen), out));
         return List.of(first, second);
+    }
+
+    /** Each sequence's greedy token {@code k} from a call's outputs, the same on every local rank (else refused). */
+    private int[] next(List<Map<String, DeviceArray>> out, int k) {
+        int[] first = null;
+        for (int r = 0; r < out.size(); r++) {
+            NDArray next = out.get(r).get("next").toHost();
+            int[] tokens = new int[batch];
+            for (int b = 0; b < batch; b++) tokens[b] = (int) next.get(b);
+            if (first == null) first = tokens;
+            else for (int b = 0; b < batch; b++)
+                if (tokens[b] != first[b])
+                    throw new GatunRuntimeException("the ranks disagree on token " + k + " of sequence " + b + ": " + first[b] + " against " + tokens[b]);
+        }
+        return first;
     }
 
     /** The bytes of the two plans' pools, as the plans print them (the weights and the call's inputs are apart). */
@@ -177,7 +180,7 @@ public final class LlamaGenerator implements AutoCloseable {
             if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
     }
 
-    /** Each local rank's inputs: the call's inputs and the caches its last call returned (the weights are bound). */
+    /** Each local rank's inputs: the call's inputs, the resident weights (where not bound) and the caches its last call returned. */
     private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call, List<Map<String, DeviceArray>> last) {
         var out = new ArrayList<Map<String, ArrayLike>>();
         for (int r = 0; r < localRanks; r++) {
