@@ -14,17 +14,24 @@ import java.util.Objects;
  * segments, synchronous or on a stream; memset. A buffer is owned by its device unless it is a {@link #slice view}.
  */
 public final class DeviceBuffer extends Resource {
-    enum Kind { CUDA_MALLOC, IPC, NCCL, VIEW }
+    enum Kind { CUDA_MALLOC, STREAM_ORDERED, IPC, NCCL, VIEW }
 
     private final long address;
     private final long size;
     private final Kind kind;
+    /** The stream a stream-ordered buffer is freed on. */
+    private final Stream stream;
+    private final MemorySegment streamHandle;
 
-    DeviceBuffer(Device device, long address, long size, Kind kind) {
+    DeviceBuffer(Device device, long address, long size, Kind kind) { this(device, address, size, kind, null); }
+
+    private DeviceBuffer(Device device, long address, long size, Kind kind, Stream stream) {
         super(device, kind != Kind.VIEW);
         this.address = address;
         this.size = size;
         this.kind = kind;
+        this.stream = stream;
+        this.streamHandle = stream == null ? MemorySegment.NULL : stream.handle();
     }
 
     static DeviceBuffer allocate(Device device, long bytes) {
@@ -36,6 +43,19 @@ public final class DeviceBuffer extends Resource {
             MemorySegment p = arena.allocate(ValueLayout.ADDRESS);
             Errors.cudart(cudart.cudaMalloc(p, bytes), "cudaMalloc(" + bytes + ")");
             return new DeviceBuffer(device, p.get(ValueLayout.ADDRESS, 0).address(), bytes, Kind.CUDA_MALLOC);
+        }
+    }
+
+    /** Stream-ordered memory ({@code cudaMallocAsync}): usable by work queued on {@code stream} after this; freed on it. */
+    static DeviceBuffer allocate(Stream stream, long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("size must be positive: " + bytes);
+        }
+        stream.device().enter();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment p = arena.allocate(ValueLayout.ADDRESS);
+            Errors.cudart(cudart.cudaMallocAsync(p, bytes, stream.handle()), "cudaMallocAsync(" + bytes + ")");
+            return new DeviceBuffer(stream.device(), p.get(ValueLayout.ADDRESS, 0).address(), bytes, Kind.STREAM_ORDERED, stream);
         }
     }
 
@@ -230,6 +250,11 @@ public final class DeviceBuffer extends Resource {
     void release() {
         switch (kind) {
             case CUDA_MALLOC -> Errors.cudart(cudart.cudaFree(pointer()), "cudaFree");
+            // on its stream while that lives; a device closing frees its children in no set order
+            case STREAM_ORDERED -> {
+                if (stream.isClosed()) Errors.cudart(cudart.cudaFree(pointer()), "cudaFree");
+                else Errors.cudart(cudart.cudaFreeAsync(pointer(), streamHandle), "cudaFreeAsync");
+            }
             case IPC -> Errors.cudart(cudart.cudaIpcCloseMemHandle(pointer()), "cudaIpcCloseMemHandle");
             case NCCL -> Errors.nccl(nccl.ncclMemFree(pointer()), "ncclMemFree", null);
             case VIEW -> { }

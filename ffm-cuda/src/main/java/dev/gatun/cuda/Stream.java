@@ -44,6 +44,15 @@ public final class Stream extends Resource {
 
     public Device device() { return device; }
 
+    /**
+     * Stream-ordered device memory ({@code cudaMallocAsync}): usable by work queued on this stream after this call, and
+     * freed on this stream when closed, so neither waits for other streams (as {@code cudaMalloc}/{@code cudaFree} may).
+     */
+    public DeviceBuffer allocate(long bytes) {
+        ensureOpen();
+        return DeviceBuffer.allocate(this, bytes);
+    }
+
     /** Blocks until all queued work is done. */
     public void synchronize() {
         ensureOpen();

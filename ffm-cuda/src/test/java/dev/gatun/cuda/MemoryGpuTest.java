@@ -10,6 +10,33 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 class MemoryGpuTest extends GpuTest {
+    /** Stream-ordered memory holds what work on its stream writes; freed on the stream, or plainly once the stream is gone. */
+    @Test
+    void streamOrderedMemoryIsUsableOnItsStreamAndFreedWithOrWithoutIt() {
+        try (Device d = Device.open(0); Stream s = d.createStream()) {
+            float[] src = new float[4096];
+            for (int i = 0; i < src.length; i++) src[i] = i - 7.25f;
+            try (PinnedHostBuffer pin = d.allocatePinned(src.length * 4L)) {
+                pin.segment().copyFrom(MemorySegment.ofArray(src));
+                DeviceBuffer a = s.allocate(src.length * 4L), b = s.allocate(src.length * 4L);
+                a.copyFromAsync(pin, s);
+                b.copyFromAsync(a, s);
+                a.close(); // freed on the stream, after the copy that reads it
+                pin.segment().fill((byte) 0);
+                b.copyToAsync(pin, s);
+                s.synchronize();
+                float[] back = new float[src.length];
+                pin.copyTo(back);
+                assertThat(back).containsExactly(src);
+                a.close(); // idempotent
+                s.close();
+                b.close(); // its stream is gone: freed plainly
+                assertThat(b.isClosed()).isTrue();
+            }
+            assertThatThrownBy(() -> s.allocate(16)).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+        }
+    }
+
     @Test
     void copiesArraysSegmentsAndPinnedMemorySyncAndAsync() {
         try (Device d = Device.open(0); Stream s = d.createStream()) {

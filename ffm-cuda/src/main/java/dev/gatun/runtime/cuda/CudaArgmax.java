@@ -126,6 +126,9 @@ final class CudaArgmax {
 
     private Kernel kernel(String name) { return program.kernel(name); }
 
+    /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
+    void loadNow() { program.loadNow("argmax_f64", "argmax_clear", "argmax_f32", "argmax_f16", "argmax_bf16", "argmax_index"); }
+
     /** Each of {@code rows} rows of {@code cols} elements of {@code t} at {@code in}: its argmax, as i64 at {@code out}. */
     void run(long in, DType t, long out, long rows, long cols, Stream stream) {
         if (rows == 0) return;

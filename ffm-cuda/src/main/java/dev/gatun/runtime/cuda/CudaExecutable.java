@@ -172,7 +172,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
-            if (options.ranksPerGpu() > 1 && matmul != null) new CudaRun(this, Map.of(), false).warmUpMatmuls();
+            if (options.ranksPerGpu() > 1) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
         } finally {
@@ -181,6 +181,43 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    /**
+     * Where ranks share a GPU, a peer's collective spins on the device until this rank's kernels arrive, so a CUDA call
+     * that waits for every kernel of the context would wait for that spin for ever (until the collective's timeout):
+     * loading a module or a cuBLAS kernel on first use, allocating or freeing page-locked host memory, {@code cudaFree}.
+     * What calls would otherwise make on first need is made here, before the ranks first meet: the staging of every
+     * static input and its page-locked host copy, a page-locked buffer for the largest static output, the built-in
+     * programs, and one run of each matmul. Calls then allocate only stream-ordered device memory (dynamic shapes) and
+     * read larger outputs through pageable memory ({@link #readToHost}).
+     */
+    private void prepareForSharedGpu() {
+        long largestOutput = 1;
+        for (PlanBuffer in : plan.inputs()) {
+            if (in.isDynamic()) continue;
+            stagingOf(in);
+            hostIn[in.id()] = device.allocatePinned(Math.max(1, in.type().byteSize()));
+        }
+        for (PlanBuffer out : plan.outputs().values()) if (!out.isDynamic()) largestOutput = Math.max(largestOutput, out.type().byteSize());
+        hostOut = device.allocatePinned(largestOutput);
+        if (argmax != null) argmax.loadNow();
+        if (matmul != null) new CudaRun(this, Map.of(), false).warmUpMatmuls();
+    }
+
+    /**
+     * Device memory for one call (a dynamic shape): stream-ordered, so neither allocating nor freeing it waits for
+     * the context's other streams (see {@link #prepareForSharedGpu}); plain memory while the stream is being captured.
+     */
+    DeviceBuffer perCallBuffer(String what, long bytes) {
+        if (stream.isCapturing()) return allocate(what, bytes);
+        try {
+            return stream.allocate(Math.max(1, bytes));
+        } catch (CudaException e) {
+            long[] info = device.memoryInfo();
+            throw new GatunRuntimeException("plan '" + plan.name() + "': allocating " + what + " of " + bytes + " bytes on GPU "
+                    + device.ordinal() + " failed (" + info[0] + " bytes free of " + info[1] + "): " + e.getMessage(), e);
+        }
+    }
 
     /**
      * The staging buffer of a static-shape input, made on its first need (a host array passed, a device array copied,
@@ -653,7 +690,7 @@ final class CudaExecutable implements Executable {
 
         private DeviceBuffer stagingFor(PlanBuffer in, long bytes) {
             if (!in.isDynamic()) return exe.stagingOf(in);
-            DeviceBuffer dst = exe.device.allocate(Math.max(1, bytes));
+            DeviceBuffer dst = exe.perCallBuffer("input '" + in.input() + "'", bytes);
             perCall.add(dst);
             return dst;
         }
@@ -695,7 +732,7 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public void allocDynamic(Step.AllocDynamic d) {
-            DeviceBuffer buf = exe.device.allocate(Math.max(1, bytes(d.buffer())));
+            DeviceBuffer buf = exe.perCallBuffer("buffer " + d.buffer().name(), bytes(d.buffer()));
             perCall.add(buf);
             address[d.buffer().id()] = buf.address();
         }
@@ -926,6 +963,16 @@ final class CudaExecutable implements Executable {
             return;
         }
         synchronized (hostIn) {
+            if (options.ranksPerGpu() > 1 && (hostOut == null || hostOut.size() < bytes)) {
+                // no page-locked allocation once ranks sharing the GPU may spin (see prepareForSharedGpu): pageable memory
+                try (Arena a = Arena.ofConfined()) {
+                    MemorySegment to = dst.isNative() ? dst.asSlice(0, bytes) : a.allocate(bytes, 16);
+                    DeviceBuffer.wrap(device, src, bytes).copyToAsync(to, 0, stream);
+                    stream.synchronize();
+                    if (!dst.isNative()) MemorySegment.copy(to, 0, dst, 0, bytes);
+                }
+                return;
+            }
             if (hostOut == null || hostOut.size() < bytes) {
                 if (hostOut != null) hostOut.close();
                 hostOut = device.allocatePinned(bytes);

@@ -29,4 +29,12 @@ final class LazyProgram {
         if (module == null) module = compiler.compile(name, source);
         return module.kernel(entry);
     }
+
+    /**
+     * Compiles and loads the program and its entry points now. Where ranks share a GPU, loading may wait for every
+     * kernel of the context, a peer's spinning collective included, so it must not happen in the middle of a call.
+     */
+    void loadNow(String... entries) {
+        for (String e : entries) kernel(e);
+    }
 }
