@@ -13,13 +13,17 @@ import dev.gatun.ir.CompilationException;
  * @param fuseCopyIns        let a symmetric collective that reads a path-2 input copy the caller's tensor in itself,
  *                           before its first barrier, instead of a separate copy_in step
  * @param batchCollectives   the most consecutive one-shot all-reduces run as one launch (1: each on its own)
+ * @param roundEachOp        round every f16/bf16 op's result to its type inside fused kernels, as the reference
+ *                           interpreter and eager PyTorch do; off (the default), a fused kernel holds its f16/bf16
+ *                           intermediates in float32 and rounds what it stores, as {@code torch.compile} and XLA do:
+ *                           more accurate, and fewer conversions
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
-                          int batchCollectives) {
+                          int batchCollectives, boolean roundEachOp) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH);
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false);
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
@@ -27,10 +31,12 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n); }
+    /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp); }
 }

@@ -48,6 +48,7 @@ public final class Planner {
         }
         var table = BufferTable.of(graph);
         List<Work> fused = Fusion.fuse(graph, table);
+        if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var live = new Liveness(choice.order(), outputs);
         Map<Buffer, Buffer> inPlace = options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of();
@@ -90,6 +91,11 @@ public final class Planner {
         live.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
         for (Pool p : pools.pools) if (p.kind() == Pool.Kind.COMM) steps.add(new Step.Release(p.name()));
         return steps;
+    }
+
+    /** A kernel work whose kernel holds its f16/bf16 intermediates in float32 (see {@link PlanOptions#roundEachOp}). */
+    private static Work floatIntermediates(Work w) {
+        return w instanceof Work.KernelWork k ? new Work.KernelWork(k.kernel().withFloatIntermediates(), k.writes(), k.reads(), k.elementwise(), k.notes()) : w;
     }
 
     private static Step place(Buffer b, BufferTable table, Pools pools) {

@@ -48,6 +48,13 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     public CompileOptions planning(PlanOptions p) { return new CompileOptions(world, lowering, p, execution); }
     public CompileOptions execution(ExecutionOptions e) { return new CompileOptions(world, lowering, planning, e); }
 
+    /**
+     * Round every f16/bf16 op's result to its type inside fused kernels, as the reference interpreter and eager PyTorch
+     * do (bit for bit the reference's arithmetic); by default a fused kernel holds f16/bf16 intermediates in float32
+     * and rounds only what it stores, as {@code torch.compile} and XLA do ({@link PlanOptions#roundEachOp}).
+     */
+    public CompileOptions roundEachOp() { return planning(planning.withRoundEachOp(true)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

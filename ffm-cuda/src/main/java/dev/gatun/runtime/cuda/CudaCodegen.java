@@ -35,7 +35,9 @@ import java.util.regex.Pattern;
  * half type), f32 computes in float, f64 in double, integers in {@code long long} and wrap to their width,
  * division, pow and transcendental functions of integer dtype compute in double and truncate. Float-to-integer
  * conversions truncate toward zero through {@code long long} (saturating, NaN to 0, then wrapping, as Java's
- * {@code (int) (long) v}); conversions to bool are {@code != 0}.
+ * {@code (int) (long) v}); conversions to bool are {@code != 0}. A kernel that holds its f16/bf16 intermediates in
+ * float ({@link Kernel#floatIntermediates}, the planner's default) skips the rounding of its ops' and reductions'
+ * half results: they stay float values (a kept row too) and are rounded only where stored or cast by the graph.
  *
  * <p><b>Pointwise kernels</b>: a grid-stride loop of one thread per output element with 64-bit indices. When every
  * load reads either the output's own row-major element or one fixed element (a broadcast), a 16-byte vector path
@@ -520,6 +522,8 @@ final class CudaCodegen {
 
         /** Threads per block, vectors per thread and elements per vector of a row kept in registers; 0 when looped. */
         private int rowBlock, rowChunks, rowVector = 1;
+        /** Whether a row kernel keeps element values in registers for later phases (see {@link PhasePlan}). */
+        private boolean keepsValues;
         /** Most vectors a thread holds per input; longer rows are looped over. */
         static final int MAX_ROW_CHUNKS = 8;
 
@@ -636,8 +640,9 @@ final class CudaCodegen {
                 };
             }
             var plan = new PhasePlan(held);
+            for (boolean kept : plan.kept) keepsValues |= kept;
             for (int i = 0; i < plan.kept.length; i++)
-                if (plan.kept[i]) line(2, rowArray(k.locals().get(i).dtype(), "gt_k" + i), "t" + i + " for the later phases, this thread's elements");
+                if (plan.kept[i]) line(2, rowArray(k.held(k.locals().get(i).dtype()), "gt_k" + i), "t" + i + " for the later phases, this thread's elements");
             for (int p = 0; p < phases; p++) {
                 var r = k.reductions().get(p);
                 KExpr folded = k.locals().get(r.local());
@@ -659,7 +664,7 @@ final class CudaCodegen {
                 line(3, "__syncthreads();", "one barrier: then every thread folds the warps' partials, in the same order");
                 line(3, "acc = gt_part" + p + "[0];", null);
                 line(3, "for (int w = 1; w < warps; w++) acc = " + combine(r.fn(), acc, "acc", "gt_part" + p + "[w]") + ";", null);
-                line(3, "rd" + p + " = " + result(r, acc, "acc") + ";", "rounded to " + r.dtype());
+                line(3, "rd" + p + " = " + result(r, acc, "acc") + ";", "rounded to " + k.held(r.dtype()));
                 line(2, "}", null);
             }
             boolean elementStores = k.stores().stream().anyMatch(st -> !st.perRow());
@@ -739,10 +744,10 @@ final class CudaCodegen {
 
         /** The reduction's result from its accumulated {@code a}: divided by the count for a mean, rounded to its dtype. */
         private String result(Kernel.Reduction r, Domain acc, String a) {
-            if (r.fn() != ReduceFn.MEAN) return convert(a, acc.type, r.dtype());
+            if (r.fn() != ReduceFn.MEAN) return convert(a, acc.type, k.held(r.dtype()));
             Domain m = acc == Domain.LONG ? Domain.DOUBLE : acc;
             String x = acc == Domain.LONG ? "(double) " + a : a;
-            return convert("(count == 0 ? " + nan(m) + " : " + x + " / (" + m.c + ") count)", m.type, r.dtype());
+            return convert("(count == 0 ? " + nan(m) + " : " + x + " / (" + m.c + ") count)", m.type, k.held(r.dtype()));
         }
 
         /** The accumulator's starting value for a reduction by {@code fn}. */
@@ -1049,7 +1054,7 @@ final class CudaCodegen {
                     if (!element[i]) continue;
                     String t = valueType(k.locals().get(i).dtype());
                     // a half value is kept in its storage type (exactly: it is representable), half the registers
-                    DType dt = k.locals().get(i).dtype();
+                    DType dt = k.held(k.locals().get(i).dtype());
                     String held = rowElement("gt_k" + i);
                     if (fromKept[q][i]) line(indent, "const " + t + " t" + i + " = " + (dt == DType.FLOAT16 ? "__half2float(" + held + ")"
                             : dt == DType.BFLOAT16 ? "__bfloat162float(" + held + ")" : held) + ";", "t" + i + ", kept from phase " + first[i]);
@@ -1138,8 +1143,8 @@ final class CudaCodegen {
         private String expr(KExpr e, Function<KExpr.Load, String> load) {
             return switch (e) {
                 case KExpr.Const c -> literal(c.value(), c.dtype());
-                case KExpr.Local l -> convert("t" + l.index(), k.locals().get(l.index()).dtype(), l.dtype());
-                case KExpr.Reduced r -> convert("rd" + r.reduction(), k.reductions().get(r.reduction()).dtype(), r.dtype());
+                case KExpr.Local l -> convert("t" + l.index(), k.held(k.locals().get(l.index()).dtype()), k.held(l.dtype()));
+                case KExpr.Reduced r -> convert("rd" + r.reduction(), k.held(k.reductions().get(r.reduction()).dtype()), k.held(r.dtype()));
                 case KExpr.Load l -> {
                     DType bt = inTypes[l.input()];
                     String raw = load.apply(l);
@@ -1162,8 +1167,8 @@ final class CudaCodegen {
             DType t = a.dtype();
             if (fn == PointwiseFn.WHERE) {
                 String c = expr(args.get(0), load);
-                String x = convert(expr(args.get(1), load), args.get(1).dtype(), t);
-                String y = convert(expr(args.get(2), load), args.get(2).dtype(), t);
+                String x = convert(expr(args.get(1), load), k.held(args.get(1).dtype()), k.held(t));
+                String y = convert(expr(args.get(2), load), k.held(args.get(2).dtype()), k.held(t));
                 return "(" + c + " ? " + x + " : " + y + ")";
             }
             if (fn.isComparison()) {
@@ -1222,7 +1227,7 @@ final class CudaCodegen {
                 case IDENTITY -> x;
                 default -> throw new IllegalStateException("unhandled " + fn);
             };
-            return convert(r, d.type, t);
+            return convert(r, d.type, k.held(t)); // held in float between the ops where the kernel says so
         }
 
         /** Converts a value of {@code from} into domain {@code d}'s C type (exactly, for half values into float). */

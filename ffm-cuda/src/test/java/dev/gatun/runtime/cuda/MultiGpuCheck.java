@@ -145,7 +145,8 @@ public final class MultiGpuCheck {
 
     /** A short collective timeout, so a stuck barrier traps soon with its message instead of hanging the check. */
     CompileOptions opts() {
-        var o = CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20));
+        // compared with the reference, which rounds every op
+        var o = CompileOptions.world(world).timeout(java.time.Duration.ofSeconds(20)).roundEachOp();
         if (threads) o = o.rank(rv);
         if (shared()) o = o.ranksPerGpu(ranksPerGpu);
         return ncclOnly ? o.symmetricMemory(false) : o;

@@ -132,8 +132,12 @@ class RowCodegenTest {
             var e = x.sub(x.max(true, -1)).exp();
             g.output("y", e.div(e.sum(true, -1)));
         });
+        // by default the kernel holds its bf16 intermediates in float: fast forms, no rounding between ops, a float kept row
         String sm = CudaCodegenTest.code(CudaCodegen.generate(softmax));
-        assertThat(sm).contains("gt_bf16(gt_hexp(t1))", "gt_bf16(gt_hdiv(t2, rd1))", "gt_vec<__nv_bfloat16, 8> gt_k2[2];", "max.NaN.f32");
+        assertThat(sm).contains("gt_hexp(t1)", "gt_hdiv(t2, rd1)", "gt_vec<float, 8> gt_k2[2];", "max.NaN.f32").doesNotContain("gt_bf16(");
+        // rounding each op: every result goes through bf16, and the kept row is held as bf16 (exactly representable)
+        String rounded = CudaCodegenTest.code(CudaCodegen.generate(softmax.withRoundEachOp()));
+        assertThat(rounded).contains("gt_bf16(gt_hexp(t1))", "gt_bf16(gt_hdiv(t2, rd1))", "gt_vec<__nv_bfloat16, 8> gt_k2[2];", "max.NaN.f32");
         // f32 keeps the exact forms
         String f32 = CudaCodegenTest.code(CudaCodegen.generate(kernel(g -> {
             var x = g.input("x", DType.F32, 64, 1024);

@@ -10,6 +10,8 @@ import org.junit.jupiter.api.Test;
 
 import java.util.List;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 /**
  * Row kernels (softmax, norms, sibling reductions, reordered loops, size-1 dimensions, NaN) generated for the GPU,
  * against the reference interpreter: the small shapes of the host's test and rows long enough for every path of the
@@ -21,7 +23,7 @@ class RowKernelsGpuTest {
     static void check(List<RowPrograms.Case> cases) {
         for (var c : cases) {
             var want = ReferenceInterpreter.evaluate(c.graph(), List.of(c.inputs())).getFirst();
-            try (var s = Session.compile(c.graph(), CompileOptions.world(1).backend("cuda"))) {
+            try (var s = Session.compile(c.graph(), CompileOptions.world(1).backend("cuda").roundEachOp())) {
                 for (int call = 0; call < 2; call++) CudaBackendGpuTest.assertMatches(c + " call " + call, c.graph(), want, s.runToHost(c.inputs()));
             }
         }
@@ -43,5 +45,52 @@ class RowKernelsGpuTest {
     void transposedStoresMatchTheReference() {
         long[][] shapes = {{33, 1000}, {130, 257}, {64, 4096}, {1, 300}, {2, 3, 40}, {32, 256}};
         check(RowPrograms.cases(13, List.of("loop_order"), List.of(DType.F32, DType.BF16, DType.F16, DType.F64), shapes));
+    }
+
+    /** Held in float (the default), bf16 norms on the GPU are their float64 values rounded once: within one bf16 step. */
+    @Test
+    void bf16NormsHeldInFloatAreWithinOneStepOfFloat64() {
+        for (int[] shape : new int[][]{{8, 96}, {64, 4096}, {300, 1000}})
+            dev.gatun.runtime.host.FloatIntermediatesTest.bf16NormsWithinOneStep(CompileOptions.world(1).backend("cuda"), shape[0], shape[1]);
+    }
+
+    /**
+     * A bf16 softmax held in float (fast exponential, kept row, reciprocal division) on rows with -inf (all, half, all
+     * but one), +inf and NaN: as float64 gives them, NaN where it gives NaN, else within one bf16 step.
+     */
+    @Test
+    void bf16SoftmaxHeldInFloatOnInfinitiesAndNaN() {
+        int rows = 7, cols = 4096;
+        var g = dev.gatun.dsl.Gatun.graph("softmax");
+        var x = g.input("x", DType.BF16, rows, cols);
+        var e = x.sub(x.max(true, -1)).exp();
+        g.output("y", e.div(e.sum(true, -1)));
+        var graph = g.build();
+        double[] v = dev.gatun.runtime.NDArray.randn(DType.BF16, 77, rows, cols).toDoubleArray();
+        double inf = Double.POSITIVE_INFINITY;
+        for (int c = 0; c < cols; c++) {
+            v[cols + c] = -inf;                          // row 1: all -inf
+            if (c < cols / 2) v[4 * cols + c] = -inf;    // row 4: a half of -inf (whole threads of it)
+            v[5 * cols + c] = c == 1234 ? 3.0 : -inf;    // row 5: one finite element
+        }
+        v[2 * cols + 99] = Double.NaN;                   // row 2: one NaN
+        v[3 * cols + 4000] = inf;                        // row 3: one +inf
+        var in = dev.gatun.runtime.NDArray.of(DType.BF16, v, rows, cols);
+        double[] xs = in.toDoubleArray(), want = new double[xs.length];
+        for (int r = 0; r < rows; r++) {
+            double m = Double.NEGATIVE_INFINITY, sum = 0;
+            for (int c = 0; c < cols; c++) m = Double.isNaN(m) || Double.isNaN(xs[r * cols + c]) ? Double.NaN : Math.max(m, xs[r * cols + c]);
+            for (int c = 0; c < cols; c++) sum += Math.exp(xs[r * cols + c] - m);
+            for (int c = 0; c < cols; c++) want[r * cols + c] = Math.exp(xs[r * cols + c] - m) / sum;
+        }
+        try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda"))) {
+            assertThat(s.plan().kernels()).hasSize(1).allMatch(k -> k.floatIntermediates());
+            float[] got = s.runToHost(java.util.Map.of("x", in)).get("y").toFloatArray();
+            for (int i = 0; i < got.length; i++) {
+                if (Double.isNaN(want[i])) assertThat(got[i]).as("element %d (row %d)", i, i / cols).isNaN();
+                else assertThat((double) Math.abs(got[i] - (float) want[i])).as("element %d (row %d): %s vs %s", i, i / cols, got[i], want[i])
+                        .isLessThanOrEqualTo(dev.gatun.runtime.host.FloatIntermediatesTest.bf16Step(want[i]));
+            }
+        }
     }
 }

@@ -46,7 +46,7 @@ class SharedGpuGpuTest {
     }
 
     static CompileOptions shared(int world, dev.gatun.runtime.distributed.Rendezvous rv) {
-        return CompileOptions.world(world).rank(rv).ranksPerGpu(world).timeout(java.time.Duration.ofSeconds(20));
+        return CompileOptions.world(world).rank(rv).ranksPerGpu(world).timeout(java.time.Duration.ofSeconds(20)).roundEachOp();
     }
 
     @ParameterizedTest

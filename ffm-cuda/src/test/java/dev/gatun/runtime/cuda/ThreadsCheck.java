@@ -44,7 +44,7 @@ public final class ThreadsCheck {
                     in.add(m);
                 }
                 var want2 = ReferenceInterpreter.evaluate(g, in).get(rank);
-                try (var s = Session.compile(g, CompileOptions.world(world).rank(rv))) {
+                try (var s = Session.compile(g, CompileOptions.world(world).rank(rv).roundEachOp())) {
                     MultiGpuCheck.compare("threads seed " + seed, want2, s.runToHost(in.get(rank)));
                 }
             }

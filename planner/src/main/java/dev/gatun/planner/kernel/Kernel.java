@@ -33,9 +33,20 @@ import java.util.StringJoiner;
  * @param reductions the row's reductions, in the order they are computed (empty for a pointwise kernel)
  * @param stores     which locals are written to which buffers, and where
  * @param ops        the fused ops' names, for the kernel's name and its printout
+ * @param floatIntermediates f16/bf16 results of the fused ops and reductions are held in float32 between the ops and
+ *                   rounded to their type only where stored (or cast by the graph), as {@code torch.compile} and XLA
+ *                   compute a fused kernel; false: every op's result is rounded to its type, as the reference
+ *                   interpreter and eager PyTorch do ({@code PlanOptions.roundEachOp})
  */
 public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
-                     List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops) {
+                     List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops,
+                     boolean floatIntermediates) {
+
+    /** A kernel that rounds every op's result to its type. */
+    public Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
+                  List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops) {
+        this(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false);
+    }
 
     public Kernel {
         ranges = List.copyOf(ranges);
@@ -100,6 +111,37 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
     }
 
     public boolean isReduction() { return !reductions.isEmpty(); }
+
+    /** This kernel holding its f16/bf16 intermediates in float32 where it has any (see {@link #floatIntermediates}). */
+    public Kernel withFloatIntermediates() {
+        return floatIntermediates || !roundsHalfValues() ? this : new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, true);
+    }
+
+    /** This kernel rounding every op's result to its type (see {@link #floatIntermediates}). */
+    public Kernel withRoundEachOp() {
+        return floatIntermediates ? new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false) : this;
+    }
+
+    /** Whether some op or reduction of this kernel has an f16/bf16 result (what {@link #floatIntermediates} changes). */
+    public boolean roundsHalfValues() {
+        for (Reduction r : reductions) if (r.dtype().isHalf()) return true;
+        for (KExpr e : locals) if (appliesHalf(e)) return true;
+        return false;
+    }
+
+    private static boolean appliesHalf(KExpr e) {
+        return switch (e) {
+            case KExpr.Apply a -> a.dtype().isHalf() || a.args().stream().anyMatch(Kernel::appliesHalf);
+            case KExpr.Cast c -> appliesHalf(c.x());
+            default -> false;
+        };
+    }
+
+    /**
+     * The dtype an op's or reduction's result of {@code t} is rounded to: {@code t}, or float32 for a half type where
+     * this kernel holds its intermediates in float ({@link #floatIntermediates}).
+     */
+    public DType held(DType t) { return floatIntermediates && t.isHalf() ? DType.FLOAT32 : t; }
 
     /**
      * The least memory this kernel moves: every input read once and every stored buffer written once, in bytes (what a
@@ -210,6 +252,7 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
     public String source() {
         var sb = new StringBuilder();
         sb.append("kernel ").append(name).append('(').append(names(inputs)).append(") -> ").append(names(outputs())).append('\n');
+        if (floatIntermediates) sb.append("  // f16/bf16 results held in f32 between ops, rounded where stored\n");
         sb.append("  for (").append(ranges.isEmpty() ? "scalar" : loopIndex(0, ranges)).append(") {\n");
         if (!isReduction()) {
             for (int i = 0; i < locals.size(); i++) sb.append("    t").append(i).append(" = ").append(format(locals.get(i))).append('\n');

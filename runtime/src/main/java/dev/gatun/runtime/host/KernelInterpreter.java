@@ -16,7 +16,8 @@ import java.util.Map;
 
 /**
  * Runs a fused kernel on the host: a loop over the iteration space evaluating the kernel's locals in double
- * precision, rounding every op's result to its dtype (as the reference interpreter does), then storing. A row
+ * precision, rounding every op's result to its dtype (as the reference interpreter does; to float32 for an f16/bf16
+ * result of a kernel that holds its intermediates in float, {@link Kernel#floatIntermediates}), then storing. A row
  * kernel runs its phases one after the other for each row (see {@link Kernel}). All loads of an element happen
  * before its stores, so an in-place output is safe.
  */
@@ -34,7 +35,7 @@ final class KernelInterpreter {
         int rank = k.ranges().size(), red = k.reductionRanges().size();
         long[] ranges = eval(k.ranges(), env), redRanges = eval(k.reductionRanges(), env);
         Eval[] locals = new Eval[k.locals().size()];
-        for (int i = 0; i < locals.length; i++) locals[i] = compile(k.locals().get(i), b, env);
+        for (int i = 0; i < locals.length; i++) locals[i] = compile(k, k.locals().get(i), b, env);
         Place[] places = new Place[k.stores().size()];
         for (int s = 0; s < places.length; s++) places[s] = Place.of(k.stores().get(s), env);
         long[] idx = new long[rank + red];
@@ -75,7 +76,7 @@ final class KernelInterpreter {
                 }
                 if (r != null) {
                     if (r.fn() == ReduceFn.MEAN) acc = redCount == 0 ? Double.NaN : acc / redCount;
-                    reduced[p] = DTypes.round(acc, r.dtype());
+                    reduced[p] = DTypes.round(acc, k.held(r.dtype()));
                 }
             }
             // what is one value per row, evaluated even for an empty row
@@ -119,7 +120,7 @@ final class KernelInterpreter {
         };
     }
 
-    private static Eval compile(KExpr e, Bound b, Map<String, Long> env) {
+    private static Eval compile(Kernel k, KExpr e, Bound b, Map<String, Long> env) {
         return switch (e) {
             case KExpr.Const c -> {
                 double v = DTypes.round(c.value(), c.dtype());
@@ -134,7 +135,7 @@ final class KernelInterpreter {
                 yield (idx, l, reduced) -> reduced[i];
             }
             case KExpr.Cast c -> {
-                Eval x = compile(c.x(), b, env);
+                Eval x = compile(k, c.x(), b, env);
                 DType t = c.dtype();
                 yield (idx, l, r) -> DTypes.round(x.at(idx, l, r), t);
             }
@@ -145,15 +146,15 @@ final class KernelInterpreter {
                 long[] strides = eval(ld.strides(), env);
                 yield (idx, l, r) -> {
                     long p = off;
-                    for (int k = 0; k < strides.length; k++) p += strides[k] * idx[k];
+                    for (int d = 0; d < strides.length; d++) p += strides[d] * idx[d];
                     return Elements.get(seg, t, p);
                 };
             }
             case KExpr.Apply a -> {
                 Eval[] args = new Eval[a.args().size()];
-                for (int i = 0; i < args.length; i++) args[i] = compile(a.args().get(i), b, env);
+                for (int i = 0; i < args.length; i++) args[i] = compile(k, a.args().get(i), b, env);
                 PointwiseFn fn = a.fn();
-                DType t = a.dtype();
+                DType t = k.held(a.dtype());
                 yield switch (args.length) {
                     case 1 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), 0, 0), t);
                     case 2 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), args[1].at(idx, l, r), 0), t);

@@ -41,7 +41,7 @@ class MeshHostTest {
                 var opts = RandomGraphs.Options.defaults().withMesh(mesh).staticOnly();
                 Graph g = RandomGraphs.generate(seed, opts);
                 boolean onAxis = g.nodes().stream().anyMatch(n -> n.op() instanceof dev.gatun.ir.graph.Op.Collective c && c.group().startsWith("ax"));
-                var co = CompileOptions.world(opts.worldSize()).backend("host").randomDelays(seed + 1);
+                var co = CompileOptions.world(opts.worldSize()).backend("host").randomDelays(seed + 1).roundEachOp();
                 HostDifferentialTest.check(seed, opts, seed % 3 == 0 ? co.forceAllReduce(Algorithm.TWO_SHOT) : co);
                 if (onAxis) checked++;
             }
