@@ -91,24 +91,28 @@ class RowCodegenTest {
 
     /** The loop-ordering seed's row kernel: the sum and the transposed z of 32 rows per block, z written through a tile. */
     @Test
-    void aTransposedStoreGoesThroughASharedTileOf32Rows() {
+    void aTransposedStoreGoesThroughASharedTileOfWholeSectors() {
         var plan = Planner.plan(Lowering.lower(NormWorkloads.loopOrder(DType.F32, 4096, 4096), LoweringOptions.world(1)));
         var s = CudaCodegen.generate(plan.kernels().getFirst());
         String code = CudaCodegenTest.code(s);
         assertThat(s.block()).isEqualTo(256);
-        // 4096 rows, 32 to a block
-        assertThat(s.geometry(Map.of(), 132)).isEqualTo(new KernelSource.Geometry(128, 256, 0, 4096));
-        assertThat(code).contains("__shared__ float gt_tile1[32][257];", "gt_tile1[warp + 8 * m][e * 32 + lane] = t2;",
-                "out1[i0 + 4096 * i1] = gt_tile1[lane][warp + 8 * m];");
+        // 4096 rows of f32, 8 to a block (a column of the tile is 32 bytes): 512 blocks
+        assertThat(s.geometry(Map.of(), 132)).isEqualTo(new KernelSource.Geometry(512, 256, 0, 4096));
+        // rows 4 words apart modulo the 32 banks: a warp reads 8 rows of 4 columns from 32 banks
+        assertThat(code).contains("__shared__ float gt_tile1[8][260];", "gt_tile1[warp + 8 * m][e * 32 + lane] = t2;",
+                "const long long r = c0 + warp * 4 + lane / 8 + 32 * m, o = o0 + lane % 8;",
+                "out1[i0 + 4096 * i1] = gt_tile1[lane % 8][warp * 4 + lane / 8 + 32 * m];");
         // x is read into registers before any element is used (t0 and t1 read the same element): the first pass
         // before the loop, each next one while the tile goes out; the row sum is finished by shuffles
         assertThat(count(code, "in0[")).isEqualTo(2);
         assertThat(code).contains("const long long r = c0 + 256 + e * 32 + lane;");
         assertThat(code).contains("gt_x0[m][e] = in0[4096 * i0 + r];", "const float t0 = gt_x0[m][e];", "__shfl_down_sync").doesNotContain("gt_part");
-        // rows not a multiple of 32: the geometry rounds up and the kernel guards the last tile
+        // bf16: 16 rows a block (32 bytes a column); rows not a multiple of 16: the geometry rounds up and the kernel
+        // guards the last tile
         var odd = CudaCodegen.generate(Planner.plan(Lowering.lower(NormWorkloads.loopOrder(DType.BF16, 33, 1000), LoweringOptions.world(1))).kernels().getFirst());
-        assertThat(odd.geometry(Map.of(), 132).grid()).isEqualTo(2);
-        assertThat(CudaCodegenTest.code(odd)).contains("__shared__ __nv_bfloat16 gt_tile1[32][258];", "if (r < count && o < total) {");
+        assertThat(odd.geometry(Map.of(), 132).grid()).isEqualTo(3);
+        assertThat(CudaCodegenTest.code(odd)).contains("__shared__ __nv_bfloat16 gt_tile1[16][260];", "if (r < count && o < total) {",
+                "gt_tile1[lane % 16][warp * 2 + lane / 16 + 16 * m]");
     }
 
     @Test
@@ -138,6 +142,16 @@ class RowCodegenTest {
         // rounding each op: every result goes through bf16, and the kept row is held as bf16 (exactly representable)
         String rounded = CudaCodegenTest.code(CudaCodegen.generate(softmax.withRoundEachOp()));
         assertThat(rounded).contains("gt_bf16(gt_hexp(t1))", "gt_bf16(gt_hdiv(t2, rd1))", "gt_vec<__nv_bfloat16, 8> gt_k2[2];", "max.NaN.f32");
+
+        // a 4096-column bf16 row with the exponentials kept in float beside it asks for 5 blocks a multiprocessor; a
+        // layer norm keeps nothing and is left to the compiler
+        String wide = CudaCodegenTest.code(CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.BF16, 8, 4096);
+            var e = x.sub(x.max(true, -1)).exp();
+            g.output("y", e.div(e.sum(true, -1)));
+        })));
+        assertThat(wide).contains("__launch_bounds__(256, 5)");
+        assertThat(ln).contains("__launch_bounds__(256)");
         // f32 keeps the exact forms
         String f32 = CudaCodegenTest.code(CudaCodegen.generate(kernel(g -> {
             var x = g.input("x", DType.F32, 64, 1024);
