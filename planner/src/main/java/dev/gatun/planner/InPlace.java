@@ -38,6 +38,7 @@ final class InPlace {
             for (int w = 0; w < k.writes().size(); w++) {
                 Buffer out = k.writes().get(w);
                 if (!candidate(out, Set.of()) || viewed.contains(out)) continue;   // a graph output may take a dead input's slot
+                if (w >= k.kernel().stores().size()) continue;   // a fold (Kernel.Fold): one value, never in place
                 if (!k.kernel().stores().get(w).isRowMajor() || k.kernel().stores().get(w).perRow()) continue;
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);

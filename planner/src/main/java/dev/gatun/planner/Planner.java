@@ -20,7 +20,9 @@ import java.util.Set;
  *   <li>{@link BufferTable}: one {@link PlanBuffer} per lowered buffer, the table steps refer to;</li>
  *   <li>{@link Slices}: where a buffer's data goes (its own slot, or its slice of a concatenation), which the
  *   passes below consult;</li>
- *   <li>{@link Fusion}: loops into kernels;</li>
+ *   <li>{@link Fusion}: loops into kernels (holding f16/bf16 intermediates in float unless
+ *   {@link PlanOptions#roundEachOp});</li>
+ *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
@@ -49,6 +51,7 @@ public final class Planner {
         var table = BufferTable.of(graph);
         List<Work> fused = Fusion.fuse(graph, table);
         if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
+        fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var live = new Liveness(choice.order(), outputs);
         Map<Buffer, Buffer> inPlace = options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of();

@@ -179,23 +179,29 @@ class RowFusionTest {
     /**
      * The loop-ordering seed: {@code y = sum(sum(x, -1)); z = x / 10; z_t = z.t().contiguous().t()}. The transposing
      * copy joins the row kernel with its loop reordered to the kernel's (a transposing store), so x is read once and
-     * z is never stored; the sum of the 8 row sums is a second, tiny kernel.
+     * z is never stored; the sum of the 8 row sums is folded into the same kernel (its last block adds them): one
+     * kernel.
      */
     @Test
-    void theLoopOrderSeedReadsXOnceAndNeverStoresZ() {
+    void theLoopOrderSeedIsOneKernelThatReadsXOnceAndNeverStoresZ() {
         Plan p = FusionTest.plan("loop_order", 1, g -> {
             var x = g.input("x", F32, 8, 16);
             g.output("y", x.sum(-1).sum(0));
             g.output("z_t", x.div(10).t().copy().t());
         });
-        assertThat(p.kernels()).as(p.toString()).hasSize(2);
-        assertThat(p.kernels().stream().filter(k -> PlanChecks.names(k.inputs()).contains("x"))).hasSize(1);
+        assertThat(p.kernels()).as(p.toString()).hasSize(1);
         Kernel main = p.kernels().getFirst();
-        assertTraffic(main, 8 * 16 * 4, 8 * 4 + 16 * 8 * 4);
+        assertThat(PlanChecks.names(main.inputs())).containsExactly("x");
+        // x once; the 8 row sums, z_t and y once
+        assertTraffic(main, 8 * 16 * 4, 8 * 4 + 16 * 8 * 4 + 4);
         // the copy's store goes where the [16,8] copy keeps element (i1, i0)
         assertThat(main.stores()).anySatisfy(s -> assertThat(s.strides()).containsExactly(SymInt.ONE, SymInt.of(8)));
-        assertThat(p.toString()).contains("loop reordered to the kernel's");
-        assertTraffic(p.kernels().getLast(), 8 * 4, 4);
+        assertThat(main.folds()).singleElement().satisfies(f -> {
+            assertThat(f.fn()).isEqualTo(ReduceFn.SUM);
+            assertThat(main.stores().get(f.of()).perRow()).isTrue();
+        });
+        assertThat(p.toString()).contains("loop reordered to the kernel's", "over the rows, by the last block to finish (one launch, not two)");
+        assertThat(p.kernelSources()).contains("over the rows (after them, in this kernel)");
     }
 
     @Test
@@ -206,8 +212,19 @@ class RowFusionTest {
             g.output("y", x.sum(-1).sum());
             g.output("z_t", x.div(10).t().copy().t());
         });
+        assertThat(p.kernels()).as(p.toString()).hasSize(1);
+        assertTraffic(p.kernels().getFirst(), 16 * 16 * 4, 16 * 4 + 16 * 16 * 4 + 4);
+    }
+
+    /** A whole reduction that does more than fold the row results (here: scales them) stays a kernel of its own. */
+    @Test
+    void aWholeReductionThatComputesStaysApart() {
+        Plan p = FusionTest.plan("scaled", 1, g -> {
+            var x = g.input("x", F32, 8, 16);
+            g.output("y", x.sum(-1).mul(x.sum(-1)).sum(0));
+        });
         assertThat(p.kernels()).as(p.toString()).hasSize(2);
-        assertTraffic(p.kernels().getFirst(), 16 * 16 * 4, 16 * 4 + 16 * 16 * 4);
+        assertThat(p.kernels()).allSatisfy(k -> assertThat(k.folds()).isEmpty());
     }
 
     @Test

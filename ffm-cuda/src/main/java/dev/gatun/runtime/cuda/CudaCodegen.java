@@ -244,6 +244,7 @@ final class CudaCodegen {
                 List<Integer> tiled = transposedStores();
                 if (!tiled.isEmpty()) tiledRowBody(tiled);
                 else rowBody();
+                if (!k.folds().isEmpty()) folds();
             }
 
             var src = new StringBuilder();
@@ -278,9 +279,18 @@ final class CudaCodegen {
                 params.add(storageType(outTypes[i]) + "* out" + i);
                 notes.add(s.buffer().name() + " (" + outTypes[i] + ") <- t" + s.local() + (s.perRow() ? " per row" : ""));
             }
+            for (int f = 0; f < k.folds().size(); f++) {
+                var fold = k.folds().get(f);
+                params.add(storageType(fold.buffer().dtype()) + "* fold" + f);
+                notes.add(fold.buffer().name() + " (" + fold.buffer().dtype() + ") <- " + fold.fn().opName() + " of " + k.stores().get(fold.of()).buffer().name());
+            }
             for (var e : symbolNames.entrySet()) {
                 params.add("long long " + e.getValue());
                 notes.add("symbol " + e.getKey());
+            }
+            if (!k.folds().isEmpty()) {
+                params.add("unsigned int* gt_done");
+                notes.add("blocks done (zero between launches)");
             }
             if (params.isEmpty()) src.append("    void)\n");
             for (int i = 0; i < params.size(); i++) {
@@ -289,7 +299,8 @@ final class CudaCodegen {
             }
             src.append("{\n").append(body).append("}\n");
             return new KernelSource(k.name(), src.toString(), List.copyOf(symbolNames.keySet()), k.isReduction(), vw,
-                    k.ranges(), k.reductionRanges(), tileColumns > 0 ? TILE_THREADS : Math.max(rowBlock, 0), tileColumns > 0 ? tileRows : 1);
+                    k.ranges(), k.reductionRanges(), tileColumns > 0 ? TILE_THREADS : Math.max(rowBlock, 0), tileColumns > 0 ? tileRows : 1,
+                    !k.folds().isEmpty());
         }
 
         /** Iteration-space extents n0.. (ranges, then reduction ranges) and the counts. */
@@ -715,6 +726,66 @@ final class CudaCodegen {
             }
             line(2, "__syncthreads();", "shared memory is reused by the next row");
             line(1, "}", null);
+        }
+
+        /**
+         * The folds of the per-row values ({@link Kernel.Fold}), after the rows: each block counts itself done with an
+         * acquire-release atomic that publishes its rows' stores; the last one reads every row's value back (from L2, as stored)
+         * and folds them in row order through the usual warp and block tree, then sets the counter back to 0 for the
+         * next launch. One launch where a second kernel would read the rows' values.
+         */
+        private void folds() {
+            line(1, "__shared__ bool gt_last;", "the folds: the last block to finish folds every row's value");
+            // the barrier orders the block's per-row stores before thread 0's count, which releases them at GPU scope
+            // (a release is cumulative) and, in the last block, acquires every other block's; no fence in every thread
+            line(1, "__syncthreads();", null);
+            line(1, "if (threadIdx.x == 0) {", null);
+            line(2, "unsigned int gt_before;", null);
+            line(2, "asm volatile(\"atom.add.acq_rel.gpu.u32 %0, [%1], 1;\" : \"=r\"(gt_before) : \"l\"(gt_done) : \"memory\");", null);
+            line(2, "gt_last = gt_before == gridDim.x - 1;", null);
+            line(1, "}", null);
+            line(1, "__syncthreads();", "the last block's threads see what its thread 0 acquired");
+            line(1, "if (gt_last) {", null);
+            line(2, "const int gt_lane = threadIdx.x & 31, gt_warp = threadIdx.x >> 5, gt_warps = (blockDim.x + 31) >> 5;", null);
+            for (int f = 0; f < k.folds().size(); f++) {
+                var fold = k.folds().get(f);
+                int of = fold.of();
+                DType rowType = outTypes[of];
+                Domain acc = Domain.of(rowType);
+                ReduceFn fn = fold.fn() == ReduceFn.MEAN ? ReduceFn.SUM : fold.fn();
+                line(2, "{", "fold" + f + " = " + fold.fn().opName() + " of " + k.stores().get(of).buffer().name());
+                line(3, "__shared__ " + acc.c + " gt_fold" + f + "[32];", null);
+                line(3, acc.c + " acc = " + identity(fn, acc) + ";", null);
+                line(3, "#pragma unroll 8", "8 loads in flight, not one at a time");
+                line(3, "for (long long r = threadIdx.x; r < total; r += blockDim.x) acc = " + combine(fn, acc, "acc",
+                        convert(foldLoad(rowType, "out" + of + " + r"), rowType, acc.type)) + ";", null);
+                line(3, "for (int d = 16; d > 0; d >>= 1) acc = " + combine(fn, acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", null);
+                line(3, "if (gt_lane == 0) gt_fold" + f + "[gt_warp] = acc;", null);
+                line(3, "__syncthreads();", null);
+                line(3, "if (threadIdx.x == 0) {", null);
+                line(4, "for (int w = 1; w < gt_warps; w++) acc = " + combine(fn, acc, "acc", "gt_fold" + f + "[w]") + ";", "in the same order every launch");
+                String v = fold.fn() == ReduceFn.MEAN
+                        ? "(total == 0 ? " + nan(acc == Domain.LONG ? Domain.DOUBLE : acc) + " : " + (acc == Domain.LONG ? "(double) acc" : "acc") + " / (" + (acc == Domain.LONG ? "double" : acc.c) + ") total)"
+                        : "acc";
+                DType from = fold.fn() == ReduceFn.MEAN && acc == Domain.LONG ? DType.FLOAT64 : acc.type;
+                line(4, "fold" + f + "[0] = " + store(convert(v, from, fold.dtype()), fold.dtype(), fold.buffer().dtype()) + ";", fold.buffer().name());
+                line(3, "}", null);
+                line(3, "__syncthreads();", null);
+                line(2, "}", null);
+            }
+            line(2, "if (threadIdx.x == 0) *gt_done = 0u;", "zero again for the next launch");
+            line(1, "}", null);
+        }
+
+        /** A value of {@code t} read past the L1 cache (another block stored it), in its value type's C expression. */
+        private static String foldLoad(DType t, String pointer) {
+            return switch (t) {
+                case BFLOAT16 -> "__bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(" + pointer + "))))";
+                case FLOAT16 -> "__half2float(__ushort_as_half(__ldcg(reinterpret_cast<const unsigned short*>(" + pointer + "))))";
+                case BOOL -> "(__ldcg(reinterpret_cast<const unsigned char*>(" + pointer + ")) != 0)";
+                case INT8 -> "(signed char) __ldcg(reinterpret_cast<const signed char*>(" + pointer + "))";
+                case FLOAT32, FLOAT64, INT32, INT64 -> "__ldcg(" + pointer + ")";
+            };
         }
 
         /**

@@ -129,7 +129,8 @@ final class CudaExecutable implements Executable {
         @Override public int hashCode() { return Arrays.hashCode(addresses); }
     }
 
-    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function) {}
+    /** A plan kernel, its CUDA source and function, and (for folds) the zeroed word its blocks count themselves done on. */
+    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function, DeviceBuffer counter) {}
 
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
         this.plan = plan;
@@ -302,7 +303,12 @@ final class CudaExecutable implements Executable {
         long t0 = System.nanoTime();
         for (var k : plan.kernels()) {
             KernelSource src = CudaCodegen.generate(k);
-            kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name())));
+            DeviceBuffer counter = null;
+            if (src.counter()) {
+                counter = allocate("kernel " + k.name() + "'s block counter", 4);
+                counter.memset(0); // the kernel's last block sets it back to 0
+            }
+            kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name()), counter));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
             long ms = (System.nanoTime() - t0) / 1_000_000;
             done++;
@@ -832,7 +838,9 @@ final class CudaExecutable implements Executable {
             var kernel = c.kernel();
             for (PlanBuffer in : kernel.inputs()) args.add(addressOf(in));
             for (var st : kernel.stores()) args.add(addressOf(st.buffer()));
+            for (var f : kernel.folds()) args.add(addressOf(f.buffer()));
             for (String sym : src.symbols()) args.add(env.get(sym));
+            if (c.counter() != null) args.add(c.counter().address());
             var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
             try {
                 c.function().launch(config, args.toArray());

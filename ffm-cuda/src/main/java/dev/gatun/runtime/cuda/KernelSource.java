@@ -18,9 +18,11 @@ import java.util.Map;
  * @param block           a row kernel's fixed block size (one that keeps its row in registers, or a transposing one),
  *                        or 0: chosen by {@link #geometry}
  * @param rowsPerBlock    rows a row kernel's block takes together (1, or the tile's rows of a transposing row kernel)
+ * @param counter         the kernel takes one more argument after its symbols: a zeroed {@code unsigned int} its
+ *                        blocks count themselves done on (the folds' last block, which sets it back to 0)
  */
 record KernelSource(String name, String source, List<String> symbols, boolean reduction, int vectorWidth,
-                    List<SymInt> ranges, List<SymInt> reductionRanges, int block, int rowsPerBlock) {
+                    List<SymInt> ranges, List<SymInt> reductionRanges, int block, int rowsPerBlock, boolean counter) {
 
     /** Threads per block of a pointwise kernel. */
     static final int POINTWISE_BLOCK = 256;

@@ -58,6 +58,30 @@ class CudaCodegenCompileTest {
         for (String t : List.of("f32", "f16", "bf16")) assertThat(v.ptx()).contains(".entry gemv_" + t + "_1(");
     }
 
+    /** Row kernels that fold their per-row values after the rows (the last block's tail), at several row types. */
+    @Test
+    void kernelsWithFoldsCompile(@TempDir Path dir) throws Exception {
+        var g = dev.gatun.dsl.Gatun.graph("folds");
+        g.output("m", g.input("x", dev.gatun.ir.DType.BF16, 300, 5000).max(-1).mean());
+        g.output("s", g.input("y", dev.gatun.ir.DType.I32, 33, 100).sum(-1).sum());
+        g.output("t", g.input("z", dev.gatun.ir.DType.F16, 64, 64, 8).sum(-1).max());
+        var plans = List.of(dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g.build(), dev.gatun.ir.lower.LoweringOptions.world(1))),
+                dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(NormWorkloads.loopOrder(dev.gatun.ir.DType.BF16, 4096, 1000),
+                        dev.gatun.ir.lower.LoweringOptions.world(1))));
+        int folds = 0;
+        for (var plan : plans)
+            for (var k : plan.kernels()) {
+                var src = CudaCodegen.generate(k);
+                assertThat(src.counter()).isEqualTo(!k.folds().isEmpty());
+                if (!src.counter()) continue;
+                folds++;
+                var r = CudaCodegenFixtures.compile(nvcc, dir, k.name(), src.source());
+                assertThat(r.ok()).as(r.log()).isTrue();
+                assertThat(r.ptx()).contains("atom.add.acq_rel.gpu.u32", "ld.global.cg");
+            }
+        assertThat(folds).isEqualTo(4);
+    }
+
     @Test
     void handBuiltKernelsCompile(@TempDir Path dir) throws Exception {
         var cases = CudaCodegenFixtures.handBuilt();

@@ -93,4 +93,11 @@ class RowKernelsGpuTest {
             }
         }
     }
+
+    /** Folds of per-row results by the last block to finish, over three calls each, eager and replayed (the counter resets). */
+    @Test
+    void foldsOfRowResultsWithAndWithoutGraphs() {
+        for (boolean graphs : new boolean[]{false, true})
+            dev.gatun.runtime.host.GridFoldTest.foldsAreRight(CompileOptions.world(1).backend("cuda").cudaGraphs(graphs));
+    }
 }

@@ -40,13 +40,20 @@ import java.util.StringJoiner;
  */
 public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
                      List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops,
-                     boolean floatIntermediates) {
+                     boolean floatIntermediates, List<Fold> folds) {
 
     /** A kernel that rounds every op's result to its type. */
     public Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRanges, List<PlanBuffer> inputs,
                   List<KExpr> locals, List<Reduction> reductions, List<Store> stores, List<String> ops) {
-        this(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false);
+        this(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false, List.of());
     }
+
+    /**
+     * A whole reduction of what a row kernel stores once per row, done by the same kernel after its rows: {@code buffer}
+     * (one element) = {@code fn} over every row of the values per-row store {@code of} stored, rounded to {@code dtype}
+     * (as a second kernel reading that buffer would compute it). On a GPU the last block to finish folds them.
+     */
+    public record Fold(PlanBuffer buffer, ReduceFn fn, int of, DType dtype) {}
 
     public Kernel {
         ranges = List.copyOf(ranges);
@@ -56,6 +63,7 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
         reductions = List.copyOf(reductions);
         stores = List.copyOf(stores);
         ops = List.copyOf(ops);
+        folds = List.copyOf(folds);
         if (reductions.isEmpty() != reductionRanges.isEmpty())
             throw new IllegalArgumentException("kernel " + name + ": reduction ranges go with at least one reduction");
         for (int i = 0; i < locals.size(); i++) check(name, locals.get(i), i, reductions.size());
@@ -73,6 +81,12 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
             int dims = s.perRow() ? ranges.size() : ranges.size() + reductionRanges.size();
             if (s.strides() != null && s.strides().size() != dims)
                 throw new IllegalArgumentException("kernel " + name + ": the store into " + s.buffer().name() + " has " + s.strides().size() + " strides for " + dims + " dimensions");
+        }
+        for (Fold f : folds) {
+            if (f.of() < 0 || f.of() >= stores.size() || !stores.get(f.of()).perRow() || !stores.get(f.of()).isRowMajor())
+                throw new IllegalArgumentException("kernel " + name + ": the fold into " + f.buffer().name() + " reads store " + f.of() + ", which is not a row-major store per row");
+            if (!f.buffer().shape().symNumel().equals(SymInt.ONE))
+                throw new IllegalArgumentException("kernel " + name + ": the fold into " + f.buffer().name() + " needs a buffer of one element");
         }
     }
 
@@ -112,14 +126,21 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
 
     public boolean isReduction() { return !reductions.isEmpty(); }
 
+    /** This kernel with {@code more} folds of its per-row stores after its rows (see {@link Fold}). */
+    public Kernel withFolds(List<Fold> more) {
+        var all = new ArrayList<>(folds);
+        all.addAll(more);
+        return new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, floatIntermediates, all);
+    }
+
     /** This kernel holding its f16/bf16 intermediates in float32 where it has any (see {@link #floatIntermediates}). */
     public Kernel withFloatIntermediates() {
-        return floatIntermediates || !roundsHalfValues() ? this : new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, true);
+        return floatIntermediates || !roundsHalfValues() ? this : new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, true, folds);
     }
 
     /** This kernel rounding every op's result to its type (see {@link #floatIntermediates}). */
     public Kernel withRoundEachOp() {
-        return floatIntermediates ? new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false) : this;
+        return floatIntermediates ? new Kernel(name, ranges, reductionRanges, inputs, locals, reductions, stores, ops, false, folds) : this;
     }
 
     /** Whether some op or reduction of this kernel has an f16/bf16 result (what {@link #floatIntermediates} changes). */
@@ -160,7 +181,13 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
         return new Traffic(read, written);
     }
 
-    public List<PlanBuffer> outputs() { return stores.stream().map(Store::buffer).toList(); }
+    /** What the kernel writes: its stores' buffers, then its folds'. */
+    public List<PlanBuffer> outputs() {
+        var out = new ArrayList<PlanBuffer>();
+        for (Store s : stores) out.add(s.buffer());
+        for (Fold f : folds) out.add(f.buffer());
+        return out;
+    }
 
     /** For each local, how many of the row's reductions must be done before it can be evaluated. */
     public int[] phases() { return phases(locals); }
@@ -280,7 +307,11 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
         for (int i = rowNeeds.length - 1; i >= 0; i--) if (rowNeeds[i]) markReads(locals.get(i), rowNeeds);
         for (int i = 0; i < locals.size(); i++) if (rowNeeds[i] && !element[i]) sb.append("    t").append(i).append(" = ").append(format(locals.get(i))).append('\n');
         for (Store s : stores) if (s.perRow()) sb.append("    ").append(storeText(s)).append('\n');
-        return sb.append("  }").toString();
+        sb.append("  }");
+        for (Fold f : folds)
+            sb.append("\n  ").append(f.buffer().name()).append("[0] = ").append(f.fn().opName()).append(" of ").append(stores.get(f.of()).buffer().name())
+                    .append(" over the rows (after them, in this kernel)");
+        return sb.toString();
     }
 
     private static String loopIndex(int first, List<SymInt> rs) {

@@ -453,7 +453,7 @@ final class HostExecutable implements Executable {
         @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }
 
         private void launch(Kernel k) {
-            int n = k.inputs().size(), m = k.stores().size();
+            int n = k.inputs().size(), m = k.outputs().size();
             var in = new MemorySegment[n];
             var inT = new DType[n];
             for (int i = 0; i < n; i++) {
@@ -463,7 +463,7 @@ final class HostExecutable implements Executable {
             var out = new MemorySegment[m];
             var outT = new DType[m];
             for (int i = 0; i < m; i++) {
-                PlanBuffer b = k.stores().get(i).buffer();
+                PlanBuffer b = k.outputs().get(i); // the stores', then the folds'
                 out[i] = segment(b);   // a part of a concatenation: its slice of the concatenation's storage
                 outT[i] = b.dtype();
             }

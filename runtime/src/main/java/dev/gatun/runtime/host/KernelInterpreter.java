@@ -53,6 +53,9 @@ final class KernelInterpreter {
         }
         boolean[] element = k.perElement();
         int phases = k.reductions().size();
+        // the folds of per-row results (Kernel.Fold): each row's value as its store wrote it, folded in row order
+        double[] folded = new double[k.folds().size()];
+        for (int f = 0; f < folded.length; f++) folded[f] = init(k.folds().get(f).fn());
         boolean[][] needed = new boolean[phases + 1][];
         for (int p = 0; p <= phases; p++) needed[p] = k.neededIn(p);
         for (long o = 0; o < outCount; o++) {
@@ -86,6 +89,17 @@ final class KernelInterpreter {
                 var st = k.stores().get(s);
                 if (st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o, idx), values[st.local()]);
             }
+            for (int f = 0; f < folded.length; f++) {
+                var fold = k.folds().get(f);
+                int of = fold.of();
+                folded[f] = combine(fold.fn(), folded[f], DTypes.round(values[k.stores().get(of).local()], b.outputTypes()[of]));
+            }
+        }
+        for (int f = 0; f < folded.length; f++) {
+            var fold = k.folds().get(f);
+            double v = fold.fn() == ReduceFn.MEAN ? (outCount == 0 ? Double.NaN : folded[f] / outCount) : folded[f];
+            int s = k.stores().size() + f;
+            Elements.set(b.outputs()[s], b.outputTypes()[s], 0, DTypes.round(v, fold.dtype()));
         }
     }
 
