@@ -214,9 +214,7 @@ final class CudaExecutable implements Executable {
         try {
             return stream.allocate(Math.max(1, bytes));
         } catch (CudaException e) {
-            long[] info = device.memoryInfo();
-            throw new GatunRuntimeException("plan '" + plan.name() + "': allocating " + what + " of " + bytes + " bytes on GPU "
-                    + device.ordinal() + " failed (" + info[0] + " bytes free of " + info[1] + "): " + e.getMessage(), e);
+            throw allocationFailed(what, bytes, e);
         }
     }
 
@@ -282,10 +280,15 @@ final class CudaExecutable implements Executable {
         try {
             return device.allocate(Math.max(1, bytes));
         } catch (CudaException e) {
-            long[] info = device.memoryInfo();
-            throw new GatunRuntimeException("plan '" + plan.name() + "': allocating " + what + " of " + bytes + " bytes on GPU "
-                    + device.ordinal() + " failed (" + info[0] + " bytes free of " + info[1] + "): " + e.getMessage(), e);
+            throw allocationFailed(what, bytes, e);
         }
+    }
+
+    /** The failure of allocating {@code what}, with the GPU's free memory. */
+    private GatunRuntimeException allocationFailed(String what, long bytes, CudaException e) {
+        long[] info = device.memoryInfo();
+        return new GatunRuntimeException("plan '" + plan.name() + "': allocating " + what + " of " + bytes + " bytes on GPU "
+                + device.ordinal() + " failed (" + info[0] + " bytes free of " + info[1] + "): " + e.getMessage(), e);
     }
 
     private void writeConstants() {
