@@ -188,29 +188,36 @@ final class CudaExecutable implements Executable {
      * that waits for every kernel of the context would wait for that spin for ever (until the collective's timeout):
      * loading a module or a cuBLAS kernel on first use, allocating or freeing page-locked host memory, {@code cudaFree}.
      * What calls would otherwise make on first need is made here, before the ranks first meet: the staging of every
-     * static input and its page-locked host copy, a page-locked buffer for the largest static output, the built-in
-     * programs, and one run of each matmul. Calls then allocate only stream-ordered device memory (dynamic shapes) and
-     * read larger outputs through pageable memory ({@link #readToHost}).
+     * static input, a page-locked buffer for the largest static output, the built-in programs, and one run of each
+     * static-shape matmul. Calls then allocate only stream-ordered device memory (dynamic shapes), copy host inputs
+     * from pageable memory (no page-locked copy of every input, weights included) and read larger outputs through
+     * pageable memory ({@link #readToHost}). Not covered: cuBLAS loading a kernel for a dynamic shape's first
+     * product, and arrays a caller makes or frees mid-session ({@code toDevice}, {@code copy}, {@code close},
+     * {@code allocateHost}), which still use {@code cudaMalloc}/{@code cudaFree}.
      */
     private void prepareForSharedGpu() {
+        // at world 2 and more a device array is copied into its input's staging too: every static input needs one
+        for (PlanBuffer in : plan.inputs()) if (!in.isDynamic()) stagingOf(in);
         long largestOutput = 1;
-        for (PlanBuffer in : plan.inputs()) {
-            if (in.isDynamic()) continue;
-            stagingOf(in);
-            hostIn[in.id()] = device.allocatePinned(Math.max(1, in.type().byteSize()));
-        }
         for (PlanBuffer out : plan.outputs().values()) if (!out.isDynamic()) largestOutput = Math.max(largestOutput, out.type().byteSize());
         hostOut = device.allocatePinned(largestOutput);
         if (argmax != null) argmax.loadNow();
-        if (matmul != null) new CudaRun(this, Map.of(), false).warmUpMatmuls();
+        if (matmul != null) {
+            matmul.loadNow();
+            new CudaRun(this, Map.of(), false).warmUpMatmuls();
+        }
     }
 
+    /** Whether ranks share this GPU (see {@link #prepareForSharedGpu}). */
+    boolean sharesGpu() { return options.ranksPerGpu() > 1; }
+
     /**
-     * Device memory for one call (a dynamic shape): stream-ordered, so neither allocating nor freeing it waits for
-     * the context's other streams (see {@link #prepareForSharedGpu}); plain memory while the stream is being captured.
+     * Device memory for one call (a dynamic shape): where ranks share the GPU, stream-ordered, so neither allocating
+     * nor freeing it waits for the context's other streams (see {@link #prepareForSharedGpu}); plain memory
+     * otherwise, and while the stream is being captured.
      */
     DeviceBuffer perCallBuffer(String what, long bytes) {
-        if (stream.isCapturing()) return allocate(what, bytes);
+        if (!sharesGpu() || stream.isCapturing()) return allocate(what, bytes);
         try {
             return stream.allocate(Math.max(1, bytes));
         } catch (CudaException e) {
@@ -651,7 +658,8 @@ final class CudaExecutable implements Executable {
                         if (n.byteSize() > 0) {
                             hostCopies = true;
                             MemorySegment from = native_(n);
-                            if (!exe.isPinned(from) && !in.isDynamic()) {
+                            // where ranks share the GPU no page-locked memory is made mid-session: pageable is copied as it is
+                            if (!exe.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
                                 if (!stagedOnHost) exe.copiedIn.synchronize(); // the last call's copies out of the staging are done
                                 from = exe.pinnedCopyOf(in, from);
                                 stagedOnHost = true;
@@ -974,7 +982,7 @@ final class CudaExecutable implements Executable {
             return;
         }
         synchronized (hostIn) {
-            if (options.ranksPerGpu() > 1 && (hostOut == null || hostOut.size() < bytes)) {
+            if (sharesGpu() && (hostOut == null || hostOut.size() < bytes)) {
                 // no page-locked allocation once ranks sharing the GPU may spin (see prepareForSharedGpu): pageable memory
                 try (Arena a = Arena.ofConfined()) {
                     MemorySegment to = dst.isNative() ? dst.asSlice(0, bytes) : a.allocate(bytes, 16);

@@ -118,6 +118,9 @@ final class CudaGemv {
      * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; y's rows
      * {@code ldc} elements apart. The kernel instantiated for {@link #MAX_ROWS} rows is told how many there are.
      */
+    /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
+    void loadNow() { program.loadNow("gemv_f32_" + MAX_ROWS, "gemv_f16_" + MAX_ROWS, "gemv_bf16_" + MAX_ROWS); }
+
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
         if (n == 0) return;
         if (m < 1 || m > MAX_ROWS) throw new IllegalArgumentException("gemv of " + m + " rows: it takes 1 to " + MAX_ROWS);

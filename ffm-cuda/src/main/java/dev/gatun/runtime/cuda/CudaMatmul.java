@@ -45,6 +45,12 @@ final class CudaMatmul {
     private final LazyProgram f64;
     private final CudaGemv gemv;
 
+    /** Loads the built-in programs now, every shape's (see {@link LazyProgram#loadNow}); cuBLAS loads its own on first use. */
+    void loadNow() {
+        gemv.loadNow();
+        f64.loadNow("matmul_f64");
+    }
+
     CudaMatmul(Device device, LazyProgram.Compiler compiler) {
         this.device = device;
         this.blas = Blas.create(device);
