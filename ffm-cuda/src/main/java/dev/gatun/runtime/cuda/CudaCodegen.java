@@ -55,11 +55,13 @@ import java.util.regex.Pattern;
  * double for f64, {@code long long} for integers and bool; MEAN divides by the count (NaN for an empty range);
  * MAX/MIN propagate NaN.
  *
- * <p>A float result rounded to f16/bf16 at once (or held in float by such a kernel) may come from a faster form whose
- * float error is far below that rounding: {@code exp} as {@code ex2.approx.f32} of {@code x log2(e)} without flushing
- * subnormals (2 + 1.17|x| float ulps, about 100 at the edge of its range: still under 1/30 of an f16 ulp), division as a multiplication by the correctly rounded
- * reciprocal where divisor and reciprocal are normal (2 ulps). A value that close to a rounding boundary of the half
- * type can round the other way (one half-type ulp); f32 and f64 results keep the exact forms.
+ * <p>A float result rounded to f16/bf16 at once (or held in float by such a kernel) may come from a faster form
+ * whose float error, relative to the value, is far below that rounding (an op after it, a cancellation, may magnify
+ * it as it would the rounding): {@code exp} as {@code ex2.approx.f32} of {@code x log2(e)} without flushing
+ * subnormals (2 + 1.17|x| float ulps, about 100 at the edge of its range: still under 1/30 of an f16 ulp), division
+ * as a multiplication by the correctly rounded reciprocal where divisor and reciprocal are normal (2 ulps). A value
+ * that close to a rounding boundary of the half type can round the other way (one half-type ulp); f32 and f64
+ * results keep the exact forms.
  *
  * <p>Multiplications use {@code __fmul_rn}/{@code __dmul_rn}, which the compiler never contracts into an FMA with a
  * following add (an FMA rounds once where the reference rounds twice, which matters under cancellation); compiling
@@ -262,11 +264,12 @@ final class CudaCodegen {
             if (!helpers.isEmpty()) src.append('\n');
 
             int block = !k.isReduction() ? KernelSource.POINTWISE_BLOCK : tileColumns > 0 ? TILE_THREADS : rowBlock > 0 ? rowBlock : KernelSource.MAX_REDUCTION_BLOCK;
-            // a half row held in registers with float values kept beside it, by blocks of 256 threads or more: at least as
-            // many blocks a multiprocessor as 48 registers a thread allow (5 of 256), so enough rows are in flight;
+            // a half row held in registers with one float value kept beside it, by blocks of 256 threads or more: at least
+            // as many blocks a multiprocessor as 48 registers a thread allow (5 of 256), so enough rows are in flight;
             // measured on an H100, a bf16 softmax over 4096 columns went from 61 registers and 4 blocks to 48 and 5:
-            // 32.0 to 29.5 µs (a copy of its bytes: 25.6). Rows without kept values need fewer registers as they are.
-            String minBlocks = tileColumns == 0 && rowBlock >= 256 && keepsValues && rowVector == 8 ? ", " + 65536 / (48 * rowBlock) : "";
+            // 32.0 to 29.5 µs (a copy of its bytes: 25.6). Rows without kept values need fewer registers as they are;
+            // with more kept values the bound makes the compiler spill (two: 74 bytes a thread).
+            String minBlocks = tileColumns == 0 && rowBlock >= 256 && keptValues == 1 && rowVector == 8 ? ", " + 65536 / (48 * rowBlock) : "";
             src.append("extern \"C\" __global__ void __launch_bounds__(").append(block).append(minBlocks).append(") ").append(k.name()).append("(\n");
             var params = new ArrayList<String>();
             var notes = new ArrayList<String>();
@@ -538,8 +541,8 @@ final class CudaCodegen {
 
         /** Threads per block, vectors per thread and elements per vector of a row kept in registers; 0 when looped. */
         private int rowBlock, rowChunks, rowVector = 1;
-        /** Whether a row kernel keeps element values in registers for later phases (see {@link PhasePlan}). */
-        private boolean keepsValues;
+        /** How many element values a row kernel keeps in registers for later phases (see {@link PhasePlan}). */
+        private int keptValues;
         /** Most vectors a thread holds per input; longer rows are looped over. */
         static final int MAX_ROW_CHUNKS = 8;
 
@@ -656,7 +659,7 @@ final class CudaCodegen {
                 };
             }
             var plan = new PhasePlan(held);
-            for (boolean kept : plan.kept) keepsValues |= kept;
+            for (boolean kept : plan.kept) if (kept) keptValues++;
             for (int i = 0; i < plan.kept.length; i++)
                 if (plan.kept[i]) line(2, rowArray(k.held(k.locals().get(i).dtype()), "gt_k" + i), "t" + i + " for the later phases, this thread's elements");
             for (int p = 0; p < phases; p++) {
