@@ -61,7 +61,8 @@ import java.util.regex.Pattern;
  * subnormals (2 + 1.17|x| float ulps, about 100 at the edge of its range: still under 1/30 of an f16 ulp), division
  * as a multiplication by the correctly rounded reciprocal where divisor and reciprocal are normal (2 ulps). A value
  * that close to a rounding boundary of the half type can round the other way (one half-type ulp); f32 and f64
- * results keep the exact forms.
+ * results keep the exact forms, and so does a kernel holding half values in float that casts a value to an integer or
+ * bool type or compares values (a quotient one float ulp below an exact 1 would truncate to 0).
  *
  * <p>Multiplications use {@code __fmul_rn}/{@code __dmul_rn}, which the compiler never contracts into an FMA with a
  * following add (an FMA rounds once where the reference rounds twice, which matters under cancellation); compiling
@@ -150,10 +151,17 @@ final class CudaCodegen {
         boolean usesF16, usesBF16;
         /** Iteration dims some load's index uses; locals some store, later local or the reduction uses. */
         final Set<Integer> usedDims = new TreeSet<>();
+        /**
+         * Whether half results may come from the fast forms: always where each is rounded at once; where the kernel
+         * holds them in float, only if nothing in it casts a value to an integer or bool type or compares values (a
+         * float quotient a 1-ulp below an exact 1 would truncate to 0 or compare unequal).
+         */
+        final boolean fastForms;
         final boolean[] usedLocals;
 
         Gen(Kernel k) {
             this.k = k;
+            this.fastForms = !k.floatIntermediates() || !exactnessMatters(k);
             inTypes = new DType[k.inputs().size()];
             for (int i = 0; i < inTypes.length; i++) inTypes[i] = k.inputs().get(i).dtype();
             outTypes = new DType[k.stores().size()];
@@ -304,6 +312,20 @@ final class CudaCodegen {
             return new KernelSource(k.name(), src.toString(), List.copyOf(symbolNames.keySet()), k.isReduction(), vw,
                     k.ranges(), k.reductionRanges(), tileColumns > 0 ? TILE_THREADS : Math.max(rowBlock, 0), tileColumns > 0 ? tileRows : 1,
                     !k.folds().isEmpty());
+        }
+
+        /** Whether a kernel casts a value to an integer or bool type, or compares values. */
+        private static boolean exactnessMatters(Kernel k) {
+            for (KExpr e : k.locals()) if (exactnessMatters(e)) return true;
+            return false;
+        }
+
+        private static boolean exactnessMatters(KExpr e) {
+            return switch (e) {
+                case KExpr.Cast c -> !c.dtype().isFloating() || exactnessMatters(c.x());
+                case KExpr.Apply a -> a.fn().isComparison() || a.args().stream().anyMatch(Gen::exactnessMatters);
+                default -> false;
+            };
         }
 
         /** Iteration-space extents n0.. (ranges, then reduction ranges) and the counts. */
@@ -1294,13 +1316,13 @@ final class CudaCodegen {
                 // a result rounded to f16/bf16 at once may come from faster float arithmetic (see the class comment for
                 // its error): the fast exponential and a multiplication by the reciprocal, with the exact forms kept for
                 // arguments where those would lose range (subnormal results, huge or tiny divisors)
-                case DIV -> f && t.isHalf() ? helper("hdiv", d) + "(" + x + ", " + y + ")" : "(" + x + " / " + y + ")";
+                case DIV -> f && t.isHalf() && fastForms ? helper("hdiv", d) + "(" + x + ", " + y + ")" : "(" + x + " / " + y + ")";
                 case POW -> (f ? "powf(" : "pow(") + x + ", " + y + ")";
                 case MAXIMUM -> helper("max", d) + "(" + x + ", " + y + ")";
                 case MINIMUM -> helper("min", d) + "(" + x + ", " + y + ")";
                 case NEG -> "(-" + x + ")";
                 case ABS -> d == Domain.LONG ? helper("abs", d) + "(" + x + ")" : (f ? "fabsf(" : "fabs(") + x + ")";
-                case EXP -> f && t.isHalf() ? helper("hexp", d) + "(" + x + ")" : (f ? "expf(" : "exp(") + x + ")";
+                case EXP -> f && t.isHalf() && fastForms ? helper("hexp", d) + "(" + x + ")" : (f ? "expf(" : "exp(") + x + ")";
                 case LOG -> (f ? "logf(" : "log(") + x + ")";
                 case SQRT -> (f ? "sqrtf(" : "sqrt(") + x + ")";
                 case RSQRT -> (f ? "rsqrtf(" : "rsqrt(") + x + ")";

@@ -18,6 +18,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** The CUDA source of row kernels as the planner makes them: the row held in registers, phases, stores. */
 class RowCodegenTest {
 
+    static dev.gatun.ir.graph.Graph graph(Consumer<GraphBuilder> body) {
+        var g = Gatun.graph("g");
+        body.accept(g);
+        return g.build();
+    }
+
     static Kernel kernel(Consumer<GraphBuilder> body) {
         var g = Gatun.graph("row");
         body.accept(g);
@@ -152,6 +158,15 @@ class RowCodegenTest {
         })));
         assertThat(wide).contains("__launch_bounds__(256, 5)");
         assertThat(ln).contains("__launch_bounds__(256)");
+        // held in float, a quotient that is cast to an integer or compared comes from the exact division: 41 * rcp(41)
+        // is a float ulp below 1 and would truncate to 0
+        var cast = Planner.plan(Lowering.lower(graph(g -> {
+            var a = g.input("a", DType.BF16, 4);
+            var q = a.div(g.input("b", DType.BF16, 4));
+            g.output("i", q.cast(DType.I32));
+            g.output("e", q.eq(1));
+        }), LoweringOptions.world(1)));
+        for (var k : cast.kernels()) assertThat(CudaCodegenTest.code(CudaCodegen.generate(k))).doesNotContain("gt_hdiv").contains(" / ");
         // f32 keeps the exact forms
         String f32 = CudaCodegenTest.code(CudaCodegen.generate(kernel(g -> {
             var x = g.input("x", DType.F32, 64, 1024);
