@@ -11,7 +11,8 @@ import java.util.List;
  * Folds a whole reduction of what a row kernel stores once per row into that kernel: {@code y = sum(sum(x, -1))} is
  * one launch, whose rows store their sums and whose last block to finish adds them up ({@link Kernel.Fold}), not a
  * second kernel reading 4096 values. Taken when the reduction kernel does nothing else: one input, the row kernel's
- * row-major per-row buffer, read whole in its row order, folded once and stored as it is. The row kernel's launch says
+ * row-major per-row buffer, read whole in its row order, folded once and stored as it is; and when the rows are a
+ * static count of at most {@link #MAX_ROWS}, which one block reads back quickly. The row kernel's launch says
  * which kernel it took in.
  */
 final class GridFolds {
@@ -60,9 +61,18 @@ final class GridFolds {
                 && red.dtype() == r.dtype();
     }
 
-    /** The index of {@code k}'s row-major per-row store into {@code rows} over the rows {@code whole} reduces, or -1. */
+    /** The most rows a fold takes: one block reads them all back (a second kernel spreads more over the GPU). */
+    static final long MAX_ROWS = 16384;
+
+    /**
+     * The index of {@code k}'s row-major per-row store into {@code rows} over the rows {@code whole} reduces, or -1;
+     * the rows must be a static count of at most {@link #MAX_ROWS}.
+     */
     private static int perRowStore(Kernel k, PlanBuffer rows, Kernel whole) {
         if (!k.isReduction() || !k.ranges().equals(whole.reductionRanges())) return -1;
+        SymInt count = SymInt.ONE;
+        for (SymInt r : k.ranges()) count = count.times(r);
+        if (!count.isConstant() || count.constant() > MAX_ROWS) return -1;
         for (int s = 0; s < k.stores().size(); s++) {
             var st = k.stores().get(s);
             if (st.buffer() == rows && st.perRow() && st.isRowMajor()) return s;

@@ -216,6 +216,14 @@ class RowFusionTest {
         assertTraffic(p.kernels().getFirst(), 16 * 16 * 4, 16 * 4 + 16 * 16 * 4 + 4);
     }
 
+    /** More rows than one block reads back quickly: the sum of the row sums stays a second kernel. */
+    @Test
+    void aFoldOfManyRowsStaysApart() {
+        Plan p = FusionTest.plan("many", 1, g -> g.output("y", g.input("x", F32, 20000, 4).sum(-1).sum()));
+        assertThat(p.kernels()).as(p.toString()).hasSize(2);
+        assertThat(p.kernels()).allSatisfy(k -> assertThat(k.folds()).isEmpty());
+    }
+
     /** A whole reduction that does more than fold the row results (here: scales them) stays a kernel of its own. */
     @Test
     void aWholeReductionThatComputesStaysApart() {

@@ -316,7 +316,7 @@ final class CudaExecutable implements Executable {
             DeviceBuffer counter = null;
             if (src.counter()) {
                 counter = allocate("kernel " + k.name() + "'s block counter", 4);
-                counter.memset(0); // the kernel's last block sets it back to 0
+                counter.memsetAsync(0, stream); // before the first launch on this stream; the last block sets it back to 0
             }
             kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name()), counter));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
@@ -844,7 +844,7 @@ final class CudaExecutable implements Executable {
         private void launch(Compiled c) {
             KernelSource src = c.source();
             var k = src.geometry(env, exe.multiprocessors);
-            if (k.elements() == 0) return;
+            if (k.elements() == 0 && c.counter() == null) return; // a fold of no rows still writes its value (one block)
             var args = new ArrayList<Object>();
             var kernel = c.kernel();
             for (PlanBuffer in : kernel.inputs()) args.add(addressOf(in));

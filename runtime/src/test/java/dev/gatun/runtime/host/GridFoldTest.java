@@ -31,6 +31,10 @@ public class GridFoldTest {
         g.output("m", g.input("b", DType.BF16, 300, 500).max(-1).mean());
         g.output("s", g.input("i", DType.I32, 33, 100).sum(-1).sum());
         g.output("t", g.input("f", DType.F32, 64, 64, 8).sum(-1).max());
+        // no rows: the fold still writes its value (on a GPU one block runs for it)
+        var none = g.input("e", DType.F32, 0, 8);
+        g.output("z0", none.sum(-1).sum());
+        g.output("zm", none.max(-1).mean());
         NDArray xs = NDArray.random(DType.F32, 1, 64, 48), bs = NDArray.randn(DType.BF16, 2, 300, 500), fs = NDArray.randn(DType.F32, 4, 64, 64, 8);
         int[] ints = new int[33 * 100];
         for (int k = 0; k < ints.length; k++) ints[k] = (k * 7919) % 2001 - 1000;
@@ -52,9 +56,13 @@ public class GridFoldTest {
             t = Math.max(t, (float) exact); // the row sums are stored as f32
         }
         try (var session = Session.compile(g.build(), co)) {
-            assertThat(session.plan().kernels()).as(session.plan().toString()).hasSize(4).allSatisfy(k -> assertThat(k.folds()).hasSize(1));
+            // the two reductions of the empty input share a row kernel, which folds both
+            assertThat(session.plan().kernels()).as(session.plan().toString()).hasSize(5).allSatisfy(k -> assertThat(k.folds()).isNotEmpty());
+            assertThat(session.plan().kernels().stream().mapToInt(k -> k.folds().size()).sum()).isEqualTo(6);
             for (int call = 0; call < 3; call++) {
-                var out = session.runToHost(Map.of("x", xs, "b", bs, "i", is, "f", fs));
+                var out = session.runToHost(Map.of("x", xs, "b", bs, "i", is, "f", fs, "e", NDArray.zeros(DType.F32, 0, 8)));
+                assertThat(out.get("z0").toDoubleArray()[0]).isEqualTo(0.0);
+                assertThat(out.get("zm").toDoubleArray()[0]).isNaN();
                 assertThat(out.get("y").toDoubleArray()[0]).as("call %d", call).isCloseTo(y, within(1e-5 * Math.abs(y)));
                 float[] zt = out.get("z_t").toFloatArray();
                 for (int k = 0; k < zt.length; k++) assertThat(zt[k]).isCloseTo((float) (x[k] / 10), within(Math.ulp((float) (x[k] / 10))));
