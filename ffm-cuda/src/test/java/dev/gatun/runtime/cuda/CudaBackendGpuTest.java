@@ -62,6 +62,38 @@ class CudaBackendGpuTest {
         }
     }
 
+    /**
+     * The default plans (f16/bf16 values held in float inside kernels, folds) on the GPU against the host backend
+     * running the same plans: the same arithmetic but for the GPU's fast exponential and reciprocal and the order of
+     * its sums.
+     */
+    @Test
+    void randomGraphsHeldInFloatMatchTheHostsSamePlans() {
+        int graphs = Integer.getInteger("gatun.gpu.graphs", 60);
+        for (long seed = 0; seed < graphs; seed++) {
+            Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(1).withDTypes(DType.F32, DType.F16, DType.BF16));
+            var in = inputs(g, seed);
+            Map<String, NDArray> want;
+            String plan;
+            try (var h = Session.compile(g, CompileOptions.world(1).backend("host"))) {
+                want = h.runToHost(in);
+                plan = h.plan().fingerprint();
+            }
+            try (var s = Session.compile(g, CompileOptions.world(1).backend("cuda"))) {
+                assertThat(s.plan().fingerprint()).as("seed %d: the same plan", seed).isEqualTo(plan);
+                for (int call = 0; call < 2; call++) {
+                    var got = s.runToHost(in);
+                    for (var e : want.entrySet()) {
+                        NDArray w = e.getValue();
+                        double tol = w.dtype().isHalf() ? 2e-2 : w.dtype() == DType.FLOAT32 ? 1e-4 : w.dtype() == DType.FLOAT64 ? 1e-12 : 0;
+                        String why = w.mismatch(got.get(e.getKey()), tol, tol);
+                        if (why != null) fail("seed " + seed + " call " + call + " output '" + e.getKey() + "': " + why + "\n" + g);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void seedsGraphReplaysAThousandTimes() {
         var g = Gatun.graph("seeds");
