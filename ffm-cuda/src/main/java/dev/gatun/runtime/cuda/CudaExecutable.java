@@ -191,9 +191,9 @@ final class CudaExecutable implements Executable {
      * static input, a page-locked buffer for the largest static output, the built-in programs, and one run of each
      * static-shape matmul. Calls then allocate only stream-ordered device memory (dynamic shapes), copy host inputs
      * from pageable memory (no page-locked copy of every input, weights included) and read larger outputs through
-     * pageable memory ({@link #readToHost}). Not covered: cuBLAS loading a kernel for a dynamic shape's first
-     * product, and arrays a caller makes or frees mid-session ({@code toDevice}, {@code copy}, {@code close},
-     * {@code allocateHost}), which still use {@code cudaMalloc}/{@code cudaFree}.
+     * pageable memory ({@link #readToHost}); arrays a caller makes or frees mid-session ({@code toDevice},
+     * {@code copy}, {@code close}, {@code allocateHost}) use stream-ordered device memory and plain host memory. Not
+     * covered: cuBLAS loading a kernel for a dynamic shape's first product.
      */
     private void prepareForSharedGpu() {
         // at world 2 and more a device array is copied into its input's staging too: every static input needs one
@@ -212,11 +212,11 @@ final class CudaExecutable implements Executable {
     boolean sharesGpu() { return options.ranksPerGpu() > 1; }
 
     /**
-     * Device memory for one call (a dynamic shape): where ranks share the GPU, stream-ordered, so neither allocating
-     * nor freeing it waits for the context's other streams (see {@link #prepareForSharedGpu}); plain memory
-     * otherwise, and while the stream is being captured.
+     * Device memory made after the ranks first met (a call's dynamic shapes, {@code toDevice}, {@code copy}): where
+     * ranks share the GPU, stream-ordered, so neither allocating nor freeing it waits for the context's other streams
+     * (see {@link #prepareForSharedGpu}); plain memory otherwise, and while the stream is being captured.
      */
-    DeviceBuffer perCallBuffer(String what, long bytes) {
+    DeviceBuffer laterBuffer(String what, long bytes) {
         if (!sharesGpu() || stream.isCapturing()) return allocate(what, bytes);
         try {
             return stream.allocate(Math.max(1, bytes));
@@ -707,7 +707,7 @@ final class CudaExecutable implements Executable {
 
         private DeviceBuffer stagingFor(PlanBuffer in, long bytes) {
             if (!in.isDynamic()) return exe.stagingOf(in);
-            DeviceBuffer dst = exe.perCallBuffer("input '" + in.input() + "'", bytes);
+            DeviceBuffer dst = exe.laterBuffer("input '" + in.input() + "'", bytes);
             perCall.add(dst);
             return dst;
         }
@@ -749,7 +749,7 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public void allocDynamic(Step.AllocDynamic d) {
-            DeviceBuffer buf = exe.perCallBuffer("buffer " + d.buffer().name(), bytes(d.buffer()));
+            DeviceBuffer buf = exe.laterBuffer("buffer " + d.buffer().name(), bytes(d.buffer()));
             perCall.add(buf);
             address[d.buffer().id()] = buf.address();
         }
@@ -893,7 +893,7 @@ final class CudaExecutable implements Executable {
 
     @Override public DeviceArray toDevice(int rankIndex, NDArray host) {
         checkOpen("toDevice");
-        DeviceBuffer b = allocate("an array of " + host.byteSize() + " bytes (toDevice)", host.byteSize());
+        DeviceBuffer b = laterBuffer("an array of " + host.byteSize() + " bytes (toDevice)", host.byteSize());
         var m = CudaMemory.owned(this, b);
         owned.add(m);
         if (host.byteSize() > 0) writeFromHost(b.address(), host.segment(), host.byteSize());
@@ -926,6 +926,12 @@ final class CudaExecutable implements Executable {
         long n = 1;
         for (long d : shape) n = Math.multiplyExact(n, d);
         long bytes = Math.max(1, Math.multiplyExact(n, dtype.byteSize()));
+        if (sharesGpu()) {
+            // page-locked memory made mid-session would wait for a peer's spinning collective (see prepareForSharedGpu);
+            // where ranks share the GPU every copy waits for its call anyway, so plain host memory does as well
+            MemorySegment seg = hostArena.allocate(bytes, 16);
+            return NDArray.wrap(dtype, n == 0 ? seg.asSlice(0, 0) : seg.asSlice(0, n * dtype.byteSize()), shape);
+        }
         PinnedHostBuffer b;
         try {
             b = device.allocatePinned(bytes);
@@ -1032,14 +1038,18 @@ final class CudaExecutable implements Executable {
     /** New memory this executable owns, holding {@code bytes} bytes copied from {@code src} (of which {@code valid} exist). */
     CudaMemory copyOnDevice(long src, long bytes, long valid) {
         checkOpen("copy");
-        DeviceBuffer b = allocate("a copy of " + bytes + " bytes", bytes);
+        DeviceBuffer b = laterBuffer("a copy of " + bytes + " bytes", bytes);
         var m = CudaMemory.owned(this, b);
         owned.add(m);
         if (valid > 0) DeviceBuffer.wrap(device, b.address(), valid).copyFromAsync(DeviceBuffer.wrap(device, src, valid), stream);
         return m;
     }
 
-    /** Frees an owned array's buffer once the work on this stream (and every stream reading it: cudaFree waits) is done. */
+    /**
+     * Frees an owned array's buffer once the work on this stream is done, and every other stream's reading it: cudaFree
+     * waits for them, and where ranks share the GPU (stream-ordered memory, freed on this stream) every call has
+     * finished on the device before it returns.
+     */
     void free(CudaMemory m, DeviceBuffer b) {
         if (!owned.remove(m)) return; // the executable's close freed it
         try {
