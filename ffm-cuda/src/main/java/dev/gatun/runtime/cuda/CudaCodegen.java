@@ -777,7 +777,7 @@ final class CudaCodegen {
                 int of = fold.of();
                 DType rowType = outTypes[of];
                 Domain acc = Domain.of(rowType);
-                ReduceFn fn = fold.fn() == ReduceFn.MEAN ? ReduceFn.SUM : fold.fn();
+                ReduceFn fn = fold.fn(); // a mean accumulates as a sum (combine, identity) and divides in result
                 line(2, "{", "fold" + f + " = " + fold.fn().opName() + " of " + k.stores().get(of).buffer().name());
                 line(3, "__shared__ " + acc.c + " gt_fold" + f + "[32];", null);
                 line(3, acc.c + " acc = " + identity(fn, acc) + ";", null);
@@ -789,11 +789,8 @@ final class CudaCodegen {
                 line(3, "__syncthreads();", null);
                 line(3, "if (threadIdx.x == 0) {", null);
                 line(4, "for (int w = 1; w < gt_warps; w++) acc = " + combine(fn, acc, "acc", "gt_fold" + f + "[w]") + ";", "in the same order every launch");
-                String v = fold.fn() == ReduceFn.MEAN
-                        ? "(total == 0 ? " + nan(acc == Domain.LONG ? Domain.DOUBLE : acc) + " : " + (acc == Domain.LONG ? "(double) acc" : "acc") + " / (" + (acc == Domain.LONG ? "double" : acc.c) + ") total)"
-                        : "acc";
-                DType from = fold.fn() == ReduceFn.MEAN && acc == Domain.LONG ? DType.FLOAT64 : acc.type;
-                line(4, "fold" + f + "[0] = " + store(convert(v, from, fold.dtype()), fold.dtype(), fold.buffer().dtype()) + ";", fold.buffer().name());
+                line(4, "fold" + f + "[0] = " + store(result(fn, fold.dtype(), acc, "acc", "total"), k.held(fold.dtype()), fold.buffer().dtype()) + ";",
+                        fold.buffer().name());
                 line(3, "}", null);
                 line(3, "__syncthreads();", null);
                 line(2, "}", null);
@@ -844,11 +841,14 @@ final class CudaCodegen {
         }
 
         /** The reduction's result from its accumulated {@code a}: divided by the count for a mean, rounded to its dtype. */
-        private String result(Kernel.Reduction r, Domain acc, String a) {
-            if (r.fn() != ReduceFn.MEAN) return convert(a, acc.type, k.held(r.dtype()));
+        private String result(Kernel.Reduction r, Domain acc, String a) { return result(r.fn(), r.dtype(), acc, a, "count"); }
+
+        /** A fold of {@code fn} accumulated in {@code a} over {@code count} values: divided by it for a mean, rounded to {@code dtype}. */
+        private String result(ReduceFn fn, DType dtype, Domain acc, String a, String count) {
+            if (fn != ReduceFn.MEAN) return convert(a, acc.type, k.held(dtype));
             Domain m = acc == Domain.LONG ? Domain.DOUBLE : acc;
             String x = acc == Domain.LONG ? "(double) " + a : a;
-            return convert("(count == 0 ? " + nan(m) + " : " + x + " / (" + m.c + ") count)", m.type, k.held(r.dtype()));
+            return convert("(" + count + " == 0 ? " + nan(m) + " : " + x + " / (" + m.c + ") " + count + ")", m.type, k.held(dtype));
         }
 
         /** The accumulator's starting value for a reduction by {@code fn}. */

@@ -142,7 +142,7 @@ final class CudaExecutable implements Executable {
         boolean ok = false;
         try {
             // ranks sharing a GPU keep one stream each for the life of the process (see RankStreams)
-            this.stream = options.ranksPerGpu() > 1 ? RankStreams.of(ordinal, options.world().rank(), options.execution().cuda().hardwareQueues())
+            this.stream = sharesGpu() ? RankStreams.of(ordinal, options.world().rank(), options.execution().cuda().hardwareQueues())
                     : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
@@ -173,7 +173,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
-            if (options.ranksPerGpu() > 1) prepareForSharedGpu();
+            if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
         } finally {

@@ -77,10 +77,7 @@ final class KernelInterpreter {
                         if (!st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o * redCount + e, idx), values[st.local()]);
                     }
                 }
-                if (r != null) {
-                    if (r.fn() == ReduceFn.MEAN) acc = redCount == 0 ? Double.NaN : acc / redCount;
-                    reduced[p] = DTypes.round(acc, k.held(r.dtype()));
-                }
+                if (r != null) reduced[p] = DTypes.round(finish(r.fn(), acc, redCount), k.held(r.dtype()));
             }
             // what is one value per row, evaluated even for an empty row
             for (int d = rank; d < idx.length; d++) idx[d] = 0;
@@ -97,9 +94,8 @@ final class KernelInterpreter {
         }
         for (int f = 0; f < folded.length; f++) {
             var fold = k.folds().get(f);
-            double v = fold.fn() == ReduceFn.MEAN ? (outCount == 0 ? Double.NaN : folded[f] / outCount) : folded[f];
             int s = k.stores().size() + f;
-            Elements.set(b.outputs()[s], b.outputTypes()[s], 0, DTypes.round(v, fold.dtype()));
+            Elements.set(b.outputs()[s], b.outputTypes()[s], 0, DTypes.round(finish(fold.fn(), folded[f], outCount), fold.dtype()));
         }
     }
 
@@ -123,6 +119,11 @@ final class KernelInterpreter {
             case MAX -> Double.NEGATIVE_INFINITY;
             case MIN -> Double.POSITIVE_INFINITY;
         };
+    }
+
+    /** A reduction's accumulated {@code acc} over {@code count} values: divided by the count for a mean (NaN for none). */
+    static double finish(ReduceFn f, double acc, long count) {
+        return f != ReduceFn.MEAN ? acc : count == 0 ? Double.NaN : acc / count;
     }
 
     /** max and min propagate NaN, as torch's reductions do. */
