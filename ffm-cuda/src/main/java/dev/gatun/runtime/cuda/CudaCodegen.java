@@ -781,8 +781,23 @@ final class CudaCodegen {
                 line(2, "{", "fold" + f + " = " + fold.fn().opName() + " of " + k.stores().get(of).buffer().name());
                 line(3, "__shared__ " + acc.c + " gt_fold" + f + "[32];", null);
                 line(3, acc.c + " acc = " + identity(fn, acc) + ";", null);
+                String head = "0";
+                if (rowType == DType.FLOAT32) {
+                    // f32 values four to a load where aligned: 4096 rows are then four loads a thread, all in flight at once
+                    // (one wait on L2, not two); measured on an H100 with the loop-ordering seed's tail
+                    head = "gt_head" + f;
+                    line(3, "long long " + head + " = 0;", null);
+                    line(3, "if ((reinterpret_cast<unsigned long long>(out" + of + ") & 15ull) == 0) {", "four values a load");
+                    line(4, head + " = total / 4 * 4;", null);
+                    line(4, "#pragma unroll 4", null);
+                    line(4, "for (long long v = threadIdx.x; v < total / 4; v += blockDim.x) {", null);
+                    line(5, "float4 q = __ldcg(reinterpret_cast<const float4*>(out" + of + ") + v);", null);
+                    line(5, "acc = " + combine(fn, acc, combine(fn, acc, combine(fn, acc, combine(fn, acc, "acc", "q.x"), "q.y"), "q.z"), "q.w") + ";", null);
+                    line(4, "}", null);
+                    line(3, "}", null);
+                }
                 line(3, "#pragma unroll 8", "8 loads in flight, not one at a time");
-                line(3, "for (long long r = threadIdx.x; r < total; r += blockDim.x) acc = " + combine(fn, acc, "acc",
+                line(3, "for (long long r = " + head + " + threadIdx.x; r < total; r += blockDim.x) acc = " + combine(fn, acc, "acc",
                         convert(foldLoad(rowType, "out" + of + " + r"), rowType, acc.type)) + ";", null);
                 line(3, "for (int d = 16; d > 0; d >>= 1) acc = " + combine(fn, acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", null);
                 line(3, "if (gt_lane == 0) gt_fold" + f + "[gt_warp] = acc;", null);
