@@ -15,7 +15,8 @@ import java.util.List;
  *   one launch fewer per call.</li>
  *   <li><b>batching</b>: consecutive one-shot all-reduces (only placements between) of one group, pool, dtype
  *   and operation, none reading another's result and no output overlapping another member's slots, become one
- *   {@link Step.CollectiveBatch}: one launch and one pair of barriers for all (the placements move before it).</li>
+ *   {@link Step.CollectiveBatch}: one launch and one pair of barriers for all (the placements move before it).
+ *   Barrier-free all-reduces batch the same way: one launch, each member with its own rotating slots.</li>
  * </ol>
  */
 final class CollectivePasses {
@@ -76,21 +77,32 @@ final class CollectivePasses {
     }
 
     private static boolean batchable(Step.Collective c) {
-        return c.call().kind() == CollectiveKind.ALL_REDUCE && c.call().algorithm() == Algorithm.ONE_SHOT && !c.copiesIn()
-                && c.input().storage().placement() != null && c.output().storage().placement() != null;
+        return c.call().kind() == CollectiveKind.ALL_REDUCE && (c.call().algorithm() == Algorithm.ONE_SHOT || c.call().algorithm() == Algorithm.BARRIER_FREE)
+                && !c.copiesIn() && c.input().storage().placement() != null && c.output().storage().placement() != null;
     }
 
-    /** Same group, operation, dtype and input pool; reads no member's result; writes over no member's slots. */
+    /** Same algorithm, group, operation, dtype and input pool; reads no member's result; writes over no member's slots. */
     private static boolean joins(List<Step.Collective> members, Step.Collective d) {
         Step.Collective first = members.getFirst();
-        if (!first.call().group().equals(d.call().group()) || first.call().reduceOp() != d.call().reduceOp()
+        if (first.call().algorithm() != d.call().algorithm() || !first.call().group().equals(d.call().group()) || first.call().reduceOp() != d.call().reduceOp()
                 || first.input().dtype() != d.input().dtype()
                 || !first.input().storage().placement().pool().equals(d.input().storage().placement().pool())) return false;
+        boolean free = d.call().algorithm() == Algorithm.BARRIER_FREE;
         for (Step.Collective c : members) {
-            if (d.input().storage() == c.output().storage()) return false;
-            if (overlaps(d.output(), c.output()) || overlaps(d.output(), c.input())) return false;
+            if (d.input().storage() == c.output().storage() || !d.input().shape().isStatic()) return false;
+            if (overlaps(d.output(), c.output())) return false;
+            // peers read a one-shot's inputs until the batch's end; a barrier-free batch's block pushes its tile of an
+            // earlier member's input before it stores its tile of a later member's result: the same bytes where both
+            // start at the same place and have the same element size and count
+            if (overlaps(d.output(), c.input()) && !(free && sameTiles(d.output(), c.input()))) return false;
+            if (free && d.input().shape().numel() != c.input().shape().numel()) return false;
         }
         return true;
+    }
+
+    private static boolean sameTiles(PlanBuffer a, PlanBuffer b) {
+        return a.storage() == a && b.storage() == b && a.placement().offset() == b.placement().offset()
+                && a.dtype().byteSize() == b.dtype().byteSize() && a.shape().numel() == b.shape().numel();
     }
 
     private static boolean overlaps(PlanBuffer x, PlanBuffer y) {

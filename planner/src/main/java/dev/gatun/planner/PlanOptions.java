@@ -17,13 +17,15 @@ import dev.gatun.ir.CompilationException;
  *                           interpreter and eager PyTorch do; off (the default), a fused kernel holds its f16/bf16
  *                           intermediates in float32 and rounds what it stores, as {@code torch.compile} and XLA do:
  *                           more accurate, and fewer conversions
+ * @param fuseCollectives    let a one-shot or barrier-free all-reduce take in the kernel that writes its inputs and the
+ *                           one that reads its results, as one launch ({@code CollectiveFusion})
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
-                          int batchCollectives, boolean roundEachOp) {
+                          int batchCollectives, boolean roundEachOp, boolean fuseCollectives) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false);
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true);
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
@@ -31,12 +33,14 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on); }
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives); }
+    /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on); }
 }

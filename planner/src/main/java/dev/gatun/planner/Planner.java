@@ -30,6 +30,7 @@ import java.util.Set;
  *   constants), recording the {@link SlotHistory};</li>
  *   <li>{@link #steps}: the step list, one line of the printout each;</li>
  *   <li>{@link CollectivePasses}: fused path-2 copies and batched one-shot all-reduces;</li>
+ *   <li>{@link CollectiveFusion}: an all-reduce with the kernels that write its inputs and read its results, one launch;</li>
  *   <li>{@link #partitions}: the runs of device work a CUDA graph can capture.</li>
  * </ol>
  */
@@ -64,6 +65,7 @@ public final class Planner {
         pools.placements.forEach((b, p) -> table.of(b).place(p));
         var kernels = new ArrayList<Kernel>();
         List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options);
+        if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
@@ -146,6 +148,8 @@ public final class Planner {
             case Step.Launch l -> anyDynamic(l.kernel().inputs()) || anyDynamic(l.kernel().outputs());
             case Step.Collective c -> c.output().isDynamic() || c.input().isDynamic();
             case Step.CollectiveBatch b -> b.members().stream().anyMatch(Planner::touchesDynamic);
+            case Step.FusedCollective f -> touchesDynamic(f.collective()) || f.prologue() != null && touchesDynamic(f.prologue())
+                    || f.epilogue() != null && touchesDynamic(f.epilogue());
             case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
             case Step.IndexSelect x -> x.output().isDynamic() || x.table().isDynamic() || x.indices().isDynamic();
             case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();

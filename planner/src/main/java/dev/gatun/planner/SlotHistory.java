@@ -103,6 +103,10 @@ final class SlotHistory {
                     if (c.copiesIn()) copiedAt.put(c.input(), at);
                 }
                 case Step.CollectiveBatch b -> b.members().forEach(c -> writtenAt.put(c.output(), at));
+                case Step.FusedCollective f -> {
+                    f.kernels().forEach(k -> k.outputs().forEach(b -> writtenAt.put(b, at)));
+                    f.collectives().forEach(c -> writtenAt.put(c.output(), at));
+                }
                 case Step.Matmul m -> writtenAt.put(m.output(), at);
                 case Step.IndexSelect s -> writtenAt.put(s.output(), at);
                 case Step.Argmax a -> writtenAt.put(a.output(), at);

@@ -21,6 +21,9 @@ public sealed interface Step {
 
     String format();
 
+    /** The collectives this step runs: itself, a batch's members, a fused launch's collective; none for other steps. */
+    default List<Collective> collectives() { return List.of(); }
+
     record AllocPool(Pool pool) implements Step {
         @Override public String format() { return pool.declaration(); }
     }
@@ -103,6 +106,7 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Collective> collectives() { return List.of(this); }
         @Override public String format() {
             String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
                     : (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
@@ -114,11 +118,12 @@ public sealed interface Step {
 
     /**
      * Consecutive one-shot all-reduces of one group, pool, dtype and operation, none reading another's result,
-     * run as one launch with one pair of barriers for all of them.
+     * run as one launch with one pair of barriers for all of them; or barrier-free all-reduces, one launch, no barrier.
      */
     record CollectiveBatch(List<Collective> members) implements Step {
         public CollectiveBatch { members = List.copyOf(members); }
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Collective> collectives() { return members; }
         public Collective first() { return members.getFirst(); }
         @Override public String format() {
             var outs = new StringJoiner(", ");
@@ -130,8 +135,50 @@ public sealed interface Step {
                 if (c.freed() != null) freed.add(c.freed());
             }
             CollectiveCall call = first().call();
+            String note = call.algorithm() == Algorithm.BARRIER_FREE
+                    ? "no barrier: pushes into the members' rotating slots " + String.join(", ", members.stream().map(c -> c.slots().describe()).toList()) + "; round = call mod 3"
+                    : barrierNote(call, freed.length() == 0 ? null : freed.toString());
             return outs + " = " + call.opName() + "×" + members.size() + "(" + ins + call.attributes() + ", \"" + call.group() + "\")"
-                    + "   # one launch for " + members.size() + "; " + barrierNote(call, freed.length() == 0 ? null : freed.toString());
+                    + "   # one launch for " + members.size() + "; " + note;
+        }
+    }
+
+    /**
+     * A collective with the pointwise kernel that writes its inputs ({@code prologue}) and the kernel that reads its
+     * results ({@code epilogue}) taken in, as one launch named {@code name} ({@link CollectiveFusion}). Each block of
+     * the launch computes the prologue's elements of its tile, reduces that tile (after the first barrier for a
+     * one-shot, as the elements arrive for a barrier-free all-reduce) and finishes the epilogue on the same tile (after
+     * the trailing barrier, if any): the same tile on every rank, so the per-block protocol holds. {@code prologue} or
+     * {@code epilogue} may be null, not both. A backend without such a kernel runs the three in order, which computes
+     * the same values.
+     */
+    record FusedCollective(String name, Launch prologue, Step collective, Launch epilogue) implements Step {
+        public FusedCollective {
+            if (!(collective instanceof Collective || collective instanceof CollectiveBatch))
+                throw new IllegalArgumentException(name + ": only a collective or a batch of them takes a prologue or an epilogue, not " + collective.format());
+            if (prologue == null && epilogue == null) throw new IllegalArgumentException(name + ": nothing fused");
+        }
+
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Collective> collectives() { return collective.collectives(); }
+
+        /** The planner kernels that run inside: the prologue's and the epilogue's. */
+        public List<Kernel> kernels() {
+            var out = new java.util.ArrayList<Kernel>(2);
+            if (prologue != null) out.add(prologue.kernel());
+            if (epilogue != null) out.add(epilogue.kernel());
+            return out;
+        }
+
+        @Override public String format() {
+            Collective first = collective.collectives().getFirst();
+            var sb = new StringBuilder("launch " + name + " {   # one launch: " + (prologue != null ? "prologue, " : "") + first.call().opName()
+                    + (epilogue != null ? ", epilogue" : "") + "; block b takes the same tile in each, on every rank");
+            if (prologue != null) sb.append("\n    prologue ").append(prologue.format().replace("\n", "\n    "));
+            sb.append("\n    ").append(collective.format());
+            if (epilogue != null) sb.append("\n    epilogue ").append(epilogue.format().replace("\n", "\n    "))
+                    .append(first.call().algorithm().endsWithBarrier() ? "\n        # after the trailing barrier: every peer has read this tile's inputs" : "");
+            return sb.append("\n  }").toString();
         }
     }
 

@@ -68,7 +68,7 @@ class AdversarialPlanTest {
     void slotReadByPeersWithoutABarrierIsNotReusedBeforeTheNextBarrier() {
         Plan p = plan("cross_rank", 2, AdversarialPlanTest::peerReadWithoutBarrier);
         String t = userOp(p).inputs().getFirst().name();
-        String u = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> ((Step.Collective) s).input().name()).findFirst().orElseThrow();
+        String u = p.steps().stream().flatMap(s -> s.collectives().stream()).map(c -> c.input().name()).findFirst().orElseThrow();
         var tAt = p.placement(t);
         var uAt = p.placement(u);
         assertThat(tAt.pool()).isEqualTo(uAt.pool());

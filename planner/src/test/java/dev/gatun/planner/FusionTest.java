@@ -216,7 +216,10 @@ class FusionTest {
 
     @Test
     void collectivesAreFusionBarriers() {
-        Plan p = plan("coll", 2, g -> g.output("y", g.input("x", F32, 4, 4).add(1).allReduce(SUM).mul(2)));
+        var g = Gatun.graph("coll").world(2);
+        g.output("y", g.input("x", F32, 4, 4).add(1).allReduce(SUM).mul(2));
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withFusedCollectives(false));
+        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
         var dev = deviceSteps(p);
         assertThat(dev).hasSize(3);
         assertThat(dev.get(0)).isInstanceOf(Step.Launch.class);

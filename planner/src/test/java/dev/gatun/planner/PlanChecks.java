@@ -34,12 +34,23 @@ final class PlanChecks {
 
     static List<String> names(List<PlanBuffer> bs) { return bs.stream().map(PlanBuffer::name).toList(); }
 
-    static List<Step.Collective> collectives(Step s) {
-        return switch (s) {
-            case Step.Collective c -> List.of(c);
-            case Step.CollectiveBatch b -> b.members();
-            default -> List.of();
-        };
+    static List<Step.Collective> collectives(Step s) { return s.collectives(); }
+
+    /**
+     * The plan's steps with each fused collective as what it computes: its prologue, its collective, its epilogue, one
+     * after the other (the checks below are about that order; CollectiveFusionTest checks what makes the fused launch
+     * compute the same).
+     */
+    static List<Step> steps(Plan p) {
+        var out = new ArrayList<Step>();
+        for (Step s : p.steps()) {
+            if (s instanceof Step.FusedCollective f) {
+                if (f.prologue() != null) out.add(f.prologue());
+                out.add(f.collective());
+                if (f.epilogue() != null) out.add(f.epilogue());
+            } else out.add(s);
+        }
+        return out;
     }
 
     /** Storages a step reads (views resolved to their base). */
@@ -82,7 +93,7 @@ final class PlanChecks {
      * barrier of their group at or after the last peer read (or the end).
      */
     static Map<String, Life> lifetimes(Plan p) {
-        var steps = p.steps();
+        var steps = steps(p);
         int end = steps.size();
         var start = new HashMap<String, Integer>();
         var lastRead = new HashMap<String, Integer>();
@@ -121,7 +132,7 @@ final class PlanChecks {
 
     static Map<String, Step.Place> places(Plan p) {
         var m = new HashMap<String, Step.Place>();
-        for (Step s : p.steps()) if (s instanceof Step.Place pl) m.put(pl.buffer().name(), pl);
+        for (Step s : steps(p)) if (s instanceof Step.Place pl) m.put(pl.buffer().name(), pl);
         return m;
     }
 
@@ -148,7 +159,7 @@ final class PlanChecks {
         if (p.pool(out.at.pool()).kind() != Pool.Kind.REGULAR) return false;
         if (in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
         if (in.end != out.start) return false;
-        if (!(p.steps().get(out.start) instanceof Step.Launch l)) return false;
+        if (!(steps(p).get(out.start) instanceof Step.Launch l)) return false;
         Kernel k = l.kernel();
         // the output is stored once per element of the kernel's whole loop, at that element's row-major place
         var store = k.stores().stream().filter(s -> s.buffer().name().equals(out.buffer())).findFirst();
@@ -201,7 +212,7 @@ final class PlanChecks {
                 bad.add("output " + e.getKey() + " = " + e.getValue() + " lives in symmetric pool " + at.pool());
             if (e.getValue().isSymmetric()) bad.add("output " + e.getKey() + " = " + e.getValue() + " is a symmetric buffer");
         }
-        for (Step s : p.steps()) {
+        for (Step s : steps(p)) {
             if (s instanceof Step.Place pl && pl.inPlace()) {
                 if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR) bad.add("in-place reuse outside a regular pool: " + pl.format());
                 if (p.buffer(pl.reuses()).isSymmetric() || pl.buffer().isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
@@ -304,7 +315,7 @@ final class PlanChecks {
         var partsWritten = new HashMap<String, Integer>(); // the others: how many parts are written
         for (var in : p.inputs()) if (!in.isSymmetric()) produced.add(in.name());
         int i = 0;
-        for (Step s : p.steps()) {
+        for (Step s : steps(p)) {
             if (s instanceof Step.Place pl) {
                 placed.add(pl.buffer().name());
                 if (pl.buffer().kind() == PlanBuffer.Kind.CONSTANT) produced.add(pl.buffer().name());
@@ -426,7 +437,7 @@ final class PlanChecks {
     static List<String> concatenations(Plan p) {
         var bad = new ArrayList<String>();
         var writers = new HashMap<String, Integer>();
-        for (Step s : p.steps()) {
+        for (Step s : steps(p)) {
             for (PlanBuffer w : writeBuffers(s)) if (w.part() != null) writers.merge(w.name(), 1, Integer::sum);
             if (s instanceof Step.Launch l)
                 for (Kernel.Store st : l.kernel().stores()) {
@@ -466,7 +477,8 @@ final class PlanChecks {
         for (int i = 0; i < p.steps().size(); i++) {
             String buffer;
             if (p.steps().get(i) instanceof Step.CopyIn c) buffer = c.buffer().name();
-            else if (p.steps().get(i) instanceof Step.Collective c && c.copiesIn()) buffer = c.input().name();
+            else if (p.steps().get(i).collectives().stream().anyMatch(Step.Collective::copiesIn))
+                buffer = p.steps().get(i).collectives().stream().filter(Step.Collective::copiesIn).findFirst().orElseThrow().input().name();
             else continue;
             copied.add(buffer);
             if (p.partitions().isEmpty()) { bad.add("copy_in " + buffer + " but no capture partition"); continue; }
@@ -506,14 +518,15 @@ final class PlanChecks {
     static List<String> barrierBeforeReturn(Plan p) {
         var bad = new ArrayList<String>();
         var lastPeer = new LinkedHashMap<String, Integer>();
-        for (int i = 0; i < p.steps().size(); i++) for (String b : peerReads(p, p.steps().get(i))) lastPeer.put(b, i);
+        var steps = steps(p);
+        for (int i = 0; i < steps.size(); i++) for (String b : peerReads(p, steps.get(i))) lastPeer.put(b, i);
         lastPeer.forEach((b, at) -> {
             var place = p.placement(b);
             if (place == null) { bad.add("peers read " + b + " which is not in a symmetric pool"); return; }
             Pool pool = p.pool(place.pool());
             if (!pool.isSymmetric()) { bad.add("peers read " + b + " in non-symmetric pool " + pool.name()); return; }
             boolean ok = false;
-            for (int i = at; i < p.steps().size() && !ok; i++) ok = isBarrier(p.steps().get(i), pool.group());
+            for (int i = at; i < steps.size() && !ok; i++) ok = isBarrier(steps.get(i), pool.group());
             if (!ok) bad.add("peers may still read " + b + " (last at step " + at + ") when the call returns: no barrier of \"" + pool.group() + "\" follows");
         });
         return bad;

@@ -28,7 +28,13 @@ public class SeedsPlanTest {
         return g.build();
     }
 
-    public static Plan plan(int world) { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(world))); }
+    /** The seeds' plan with each collective a launch of its own (the step structure the tests below look at). */
+    public static Plan plan(int world) { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(world)), UNFUSED); }
+
+    /** The seeds' plan as it runs by default: all-reduces fused with the kernels around them. */
+    public static Plan fused(int world) { return Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(world))); }
+
+    static final PlanOptions UNFUSED = PlanOptions.DEFAULT.withFusedCollectives(false);
 
     @ParameterizedTest
     @ValueSource(ints = {2, 3, 4})
@@ -91,7 +97,7 @@ public class SeedsPlanTest {
         var batches = p.steps().stream().filter(s -> s instanceof Step.CollectiveBatch).map(s -> (Step.CollectiveBatch) s).toList();
         assertThat(batches).singleElement().satisfies(b -> assertThat(b.members()).containsExactlyElementsOf(collectives.subList(0, 3)));
         // switched off, they are three steps again
-        Plan unbatched = Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withBatchCollectives(1));
+        Plan unbatched = Planner.plan(Lowering.lower(seeds(), LoweringOptions.world(2)), UNFUSED.withBatchCollectives(1));
         assertThat(unbatched.steps()).noneMatch(s -> s instanceof Step.CollectiveBatch);
         assertThat(unbatched.steps().stream().filter(s -> s instanceof Step.Collective)).hasSize(4);
         assertThat(unbatched.fingerprint()).isNotEqualTo(p.fingerprint());

@@ -55,6 +55,12 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
      */
     public CompileOptions roundEachOp() { return planning(planning.withRoundEachOp(true)); }
 
+    /**
+     * Whether a one-shot or barrier-free all-reduce takes in the kernel that writes its inputs and the one that reads its
+     * results, as one launch (true, the default); false keeps each a launch of its own, to compare or to debug.
+     */
+    public CompileOptions fuseCollectives(boolean on) { return planning(planning.withFusedCollectives(on)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

@@ -91,6 +91,7 @@ public record Profile(Plan plan, String device, double[] micros) {
             case Step.Matmul m -> "matmul";
             case Step.Collective c -> "collective";
             case Step.CollectiveBatch b -> "collective";
+            case Step.FusedCollective f -> "collective";
             case Step.CopyIn c -> "copy_in";
             case Step.IndexSelect i -> "index_select";
             case Step.Argmax a -> "argmax";

@@ -75,11 +75,12 @@ final class Distributed implements AutoCloseable {
         var rotating = new java.util.ArrayList<dev.gatun.planner.RotatingSlots>();
         boolean nccl = false;
         for (Step s : plan.steps()) {
-            if (s instanceof Step.Collective c && c.slots() != null) rotating.add(c.slots());
             if (s instanceof Step.Barrier b) barrierGroups.add(b.group());
-            if (s instanceof Step.Collective c && c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
-            if (s instanceof Step.CollectiveBatch b) barrierGroups.add(b.first().call().group());
-            if (s instanceof Step.Collective c && c.call().algorithm() == Algorithm.NCCL) nccl = true;
+            for (Step.Collective c : s.collectives()) {
+                if (c.slots() != null) rotating.add(c.slots());
+                if (c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
+                if (c.call().algorithm() == Algorithm.NCCL) nccl = true;
+            }
         }
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where
         // several ranks share one GPU (their spin barriers wait for each other's blocks)

@@ -43,6 +43,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.Launch l -> l.kernel().name();
                 case Step.Collective c -> c.call().opName() + "(" + c.input().name() + ")";
                 case Step.CollectiveBatch b -> b.first().call().opName() + "×" + b.members().size() + "(" + b.first().input().name() + ", ...)";
+                case Step.FusedCollective f -> f.name() + ": " + new Operation(index, stepIndex, f.collective()).label();
                 case Step.Matmul m -> "matmul(" + m.a().name() + (m.transA() ? ".mT" : "") + ", " + m.b().name() + (m.transB() ? ".mT" : "") + ")";
                 case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
                 case Step.Argmax a -> "argmax(" + a.input().name() + ")";
@@ -128,7 +129,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
     }
 
     static boolean isOperation(Step s) {
-        return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.Matmul
+        return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective || s instanceof Step.Matmul
                 || s instanceof Step.IndexSelect || s instanceof Step.Argmax
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }

@@ -100,13 +100,17 @@ final class HostCollectives {
 
     /**
      * A batch of one-shot all-reduces as the GPU runs it: one start barrier, every member reduced, one end barrier
-     * (a rank outside the group passes each input through).
+     * (a rank outside the group passes each input through); a batch of barrier-free ones, each member's protocol in turn.
      */
     static void batch(HostExecutable.RankRun r, Step.CollectiveBatch b) {
         var call = b.first().call();
         List<Integer> members = r.world().members(call.group(), r.rank());
         if (!members.contains(r.rank())) {
             for (Step.Collective c : b.members()) MemorySegment.copy(r.segment(c.input()), 0, r.segment(c.output()), 0, r.bytes(c.input()));
+            return;
+        }
+        if (call.algorithm() == dev.gatun.ir.Algorithm.BARRIER_FREE) {
+            for (Step.Collective c : b.members()) barrierFree(r, c, members, r.segment(c.output()));
             return;
         }
         String where = b.format();

@@ -123,7 +123,7 @@ final class HostExecutable implements Executable {
     /** Sets up every barrier-free all-reduce's rotating region of a rank: empty slots, the call counter at zero. */
     private void initializeRotatingSlots(int rank) {
         for (Step st : plan.steps())
-            if (st instanceof Step.Collective c && c.slots() != null) BarrierFreeAllReduce.initialize(region(rank, c.slots()), c.slots());
+            for (Step.Collective c : st.collectives()) if (c.slots() != null) BarrierFreeAllReduce.initialize(region(rank, c.slots()), c.slots());
     }
 
     /** A barrier-free all-reduce's rotating region on a rank. */

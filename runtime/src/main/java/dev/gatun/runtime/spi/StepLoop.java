@@ -25,6 +25,20 @@ public final class StepLoop {
         void launch(Step.Launch s);
         void collective(int index, Step.Collective s);
         void batch(int index, Step.CollectiveBatch s);
+
+        /**
+         * A collective with the kernels around it as one launch; by default the prologue, the collective and the
+         * epilogue one after the other, which computes the same values (the host backend does that).
+         */
+        default void fused(int index, Step.FusedCollective s) {
+            if (s.prologue() != null) launch(s.prologue());
+            switch (s.collective()) {
+                case Step.Collective c -> collective(index, c);
+                case Step.CollectiveBatch b -> batch(index, b);
+                default -> throw new IllegalStateException("not a collective: " + s.collective().format());
+            }
+            if (s.epilogue() != null) launch(s.epilogue());
+        }
         void matmul(Step.Matmul s);
 
         /** Rows of a table at indices; an index outside the table fails the call with a message naming it. */
@@ -70,6 +84,7 @@ public final class StepLoop {
             case Step.Launch s -> backend.launch(s);
             case Step.Collective s -> backend.collective(index, s);
             case Step.CollectiveBatch s -> backend.batch(index, s);
+            case Step.FusedCollective s -> backend.fused(index, s);
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.Argmax s -> backend.argmax(s);

@@ -53,7 +53,7 @@ class PlanIsWhatRunsTest {
 
     @Test
     void everyRankRunsExactlyThePrintedStepsInOrder() {
-        int graphs = 0, batches = 0, fused = 0;
+        int graphs = 0, batches = 0, fused = 0, withKernels = 0;
         for (long seed = -2; seed < 120; seed++) {
             int world = seed < 0 ? 2 : 1 + (int) (seed % 4);
             // two hand-made graphs first: three independent all-reduces (a batch), an input's all-reduce (a fused copy-in)
@@ -78,12 +78,15 @@ class PlanIsWhatRunsTest {
                 assertThat(lines).as("seed %d rank %d:\n%s", seed, rank, plan).containsExactlyElementsOf(printed);
             }
             graphs++;
-            batches += (int) plan.steps().stream().filter(s -> s instanceof Step.CollectiveBatch).count();
-            fused += (int) plan.steps().stream().filter(s -> s instanceof Step.Collective c && c.copiesIn()).count();
+            batches += (int) plan.steps().stream().filter(s -> s instanceof Step.CollectiveBatch
+                    || s instanceof Step.FusedCollective f && f.collective() instanceof Step.CollectiveBatch).count();
+            fused += (int) plan.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::copiesIn).count();
+            withKernels += (int) plan.steps().stream().filter(s -> s instanceof Step.FusedCollective).count();
         }
         assertThat(graphs).isEqualTo(122);
         // the random graphs exercise the collective passes, so their steps are among those compared
         assertThat(batches).as("collective batches seen").isPositive();
         assertThat(fused).as("fused copy-ins seen").isPositive();
+        assertThat(withKernels).as("collectives fused with their kernels seen").isPositive();
     }
 }

@@ -1,0 +1,184 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.Algorithm;
+import dev.gatun.ir.SymInt;
+import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.planner.kernel.Kernel;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Collective fusion, the last pass over the step list: a one-shot or barrier-free all-reduce, or a batch of one-shots,
+ * takes in the kernel just before it that writes its inputs (the <em>prologue</em>) and the kernel just after it
+ * that reads its results (the <em>epilogue</em>), as one {@link Step.FusedCollective}: one launch where there were
+ * three. The seeds' graph ({@code x + 1, x + 2, x + 3}, three all-reduces, their sum, a last all-reduce) is two
+ * launches; an all-reduce followed by a residual add and an RMSNorm is one.
+ *
+ * <p>The launch is a sequence of phases on <em>tiles</em>: block b computes the prologue's elements of its tile,
+ * reduces that tile and runs the epilogue on it. Tiles are whole rows where the epilogue is a row kernel, else runs of
+ * elements; every phase and every rank uses the same tiles, so the per-block barrier of a one-shot (block b waits
+ * for block b of each peer) covers exactly what block b reads. What makes that sound, and is checked here:
+ * <ul>
+ *   <li>the prologue is pointwise, stores row-major, and has as many elements as the collective;</li>
+ *   <li>the epilogue has no folds, stores row-major (or once per row), has as many elements (rows times row length)
+ *   as the collective, and reads the collective's results, and the prologue's outputs, only element for element
+ *   (the tile its own block wrote);</li>
+ *   <li>an epilogue output that shares memory with a collective's input or result, or with a prologue's output, starts
+ *   where it does and has the same element size, so its tile is the same bytes (a one-shot's epilogue runs after the
+ *   trailing barrier, when every peer has read those bytes of this tile);</li>
+ *   <li>no result of the collective or the epilogue shares memory with a prologue's input, which another block may
+ *   still be reading.</li>
+ * </ul>
+ * A kernel that fails a rule stays a launch of its own. Two-shot, NCCL and the other collectives take nothing in.
+ */
+final class CollectiveFusion {
+    private CollectiveFusion() {}
+
+    static List<Step> apply(List<Step> steps) {
+        var out = new ArrayList<Step>(steps.size());
+        int fused = 0;
+        for (int i = 0; i < steps.size(); i++) {
+            Step s = steps.get(i);
+            if (!fusible(s)) {
+                out.add(s);
+                continue;
+            }
+            List<Step.Collective> members = s.collectives();
+            int before = out.size() - 1;
+            while (before >= 0 && out.get(before) instanceof Step.Place) before--;
+            boolean copiesIn = members.stream().anyMatch(Step.Collective::copiesIn);
+            Step.Launch prologue = !copiesIn && before >= 0 && out.get(before) instanceof Step.Launch l && prologueFits(l.kernel(), members) ? l : null;
+            int after = i + 1;
+            while (after < steps.size() && steps.get(after) instanceof Step.Place) after++;
+            Step.Launch epilogue = after < steps.size() && steps.get(after) instanceof Step.Launch l
+                    && epilogueFits(l.kernel(), members, prologue == null ? null : prologue.kernel()) ? l : null;
+            if (prologue == null && epilogue == null) {
+                out.add(s);
+                continue;
+            }
+            if (prologue != null) out.remove(before);
+            if (epilogue != null) {
+                out.addAll(steps.subList(i + 1, after)); // the epilogue's placements move before the launch
+                i = after;
+            }
+            out.add(new Step.FusedCollective("collective_" + fused++, prologue, s, epilogue));
+        }
+        return out;
+    }
+
+    /**
+     * One-shot and barrier-free all-reduces of static shape, and batches of one-shots. A one-shot that copies a caller's
+     * tensor in (path 2, fused) copies its tile in instead of computing a prologue.
+     */
+    private static boolean fusible(Step s) {
+        return switch (s) {
+            case Step.Collective c -> c.call().kind() == CollectiveKind.ALL_REDUCE && !c.input().isDynamic()
+                    && (c.call().algorithm() == Algorithm.ONE_SHOT || c.call().algorithm() == Algorithm.BARRIER_FREE);
+            case Step.CollectiveBatch b -> b.members().stream().allMatch(c -> !c.input().isDynamic() && numel(c.input()) == numel(b.first().input()));
+            default -> false;
+        };
+    }
+
+    /** The elements of each member's input (the same for every member of a fusible batch). */
+    static long elements(List<Step.Collective> members) { return numel(members.getFirst().input()); }
+
+    private static boolean prologueFits(Kernel k, List<Step.Collective> members) {
+        if (k.isReduction() || !k.folds().isEmpty() || !constant(k.ranges()) || product(k.ranges()) != elements(members)) return false;
+        boolean writesAnInput = false;
+        for (var st : k.stores()) {
+            if (!st.isRowMajor()) return false;
+            for (var c : members) writesAnInput |= st.buffer() == c.input();
+        }
+        // another block may still read the prologue's inputs while this one stores its tile of the results
+        for (var c : members) for (PlanBuffer in : k.inputs()) if (overlap(c.output(), in)) return false;
+        return writesAnInput;
+    }
+
+    private static boolean epilogueFits(Kernel k, List<Step.Collective> members, Kernel prologue) {
+        if (!k.folds().isEmpty() || !constant(k.ranges()) || !constant(k.reductionRanges())) return false;
+        if (product(k.ranges()) * product(k.reductionRanges()) != elements(members)) return false;
+        for (var st : k.stores()) if (!st.perRow() && !st.isRowMajor()) return false;
+        // what this block wrote in the launch's earlier phases is read element for element, nothing else of it
+        var written = new ArrayList<PlanBuffer>();
+        members.forEach(c -> written.add(c.output()));
+        if (prologue != null) written.addAll(prologue.outputs());
+        boolean readsAResult = false;
+        for (int in = 0; in < k.inputs().size(); in++) {
+            PlanBuffer b = k.inputs().get(in);
+            boolean result = members.stream().anyMatch(c -> c.output() == b);
+            if (!result && written.stream().noneMatch(w -> w.storage() == b.storage())) continue;
+            if (!b.isContiguous() || !elementwise(k, in)) return false;
+            readsAResult |= result;
+        }
+        if (!readsAResult) return false;
+        for (PlanBuffer o : k.outputs()) {
+            for (var c : members)
+                if (!sameTiles(o, c.input()) || !sameTiles(o, c.output())) return false;
+            if (prologue != null) {
+                // another block may still be in the prologue, reading its inputs and writing its tile of its outputs
+                for (PlanBuffer in : prologue.inputs()) if (overlap(o, in)) return false;
+                for (PlanBuffer w : prologue.outputs()) if (!sameTiles(o, w)) return false;
+            }
+        }
+        return true;
+    }
+
+    /** Every load of input {@code in} reads the element at the kernel's own row-major position (rows then the row's elements). */
+    private static boolean elementwise(Kernel k, int in) {
+        var extents = new ArrayList<SymInt>(k.ranges());
+        extents.addAll(k.reductionRanges());
+        for (KExpr.Load l : loads(k))
+            if (l.input() == in) {
+                if (!l.offset().equals(SymInt.ZERO)) return false;
+                long rowMajor = 1;
+                for (int d = extents.size() - 1; d >= 0; d--) {
+                    long n = extents.get(d).constant();
+                    SymInt s = d < l.strides().size() ? l.strides().get(d) : SymInt.ZERO;
+                    if (n != 1 && !(s.isConstant() && s.constant() == rowMajor)) return false;
+                    rowMajor *= n;
+                }
+            }
+        return true;
+    }
+
+    /** Whether {@code a} and {@code b} share no memory, or start at the same place with elements of the same size. */
+    private static boolean sameTiles(PlanBuffer a, PlanBuffer b) {
+        return !overlap(a, b) || (a.storage().placement().offset() == b.storage().placement().offset()
+                && a.offset().equals(SymInt.ZERO) && b.offset().equals(SymInt.ZERO) && a.dtype().byteSize() == b.dtype().byteSize());
+    }
+
+    /** Whether the storages of {@code a} and {@code b} share memory in a pool. */
+    private static boolean overlap(PlanBuffer a, PlanBuffer b) {
+        var p = a.storage().placement();
+        var q = b.storage().placement();
+        if (p == null || q == null || !p.pool().equals(q.pool())) return false;
+        return p.offset() < q.offset() + q.bytes() && q.offset() < p.offset() + p.bytes();
+    }
+
+    private static List<KExpr.Load> loads(Kernel k) {
+        var out = new ArrayList<KExpr.Load>();
+        for (KExpr e : k.locals()) loads(e, out);
+        return out;
+    }
+
+    private static void loads(KExpr e, List<KExpr.Load> out) {
+        switch (e) {
+            case KExpr.Load l -> out.add(l);
+            case KExpr.Apply a -> a.args().forEach(x -> loads(x, out));
+            case KExpr.Cast c -> loads(c.x(), out);
+            default -> {}
+        }
+    }
+
+    private static boolean constant(List<SymInt> xs) { return xs.stream().allMatch(SymInt::isConstant); }
+
+    private static long product(List<SymInt> xs) {
+        long p = 1;
+        for (SymInt x : xs) p *= x.constant();
+        return p;
+    }
+
+    private static long numel(PlanBuffer b) { return b.shape().isStatic() ? b.shape().numel() : -1; }
+}
