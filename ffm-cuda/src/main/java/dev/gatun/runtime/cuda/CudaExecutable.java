@@ -79,6 +79,11 @@ final class CudaExecutable implements Executable {
     private final long[] fixedAddress, fixedSource;
     private final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
     private final Map<String, Kernel> userKernels = new HashMap<>();
+    /** The fused collective launches ({@link CollectiveCodegen}), by step. */
+    private final Map<Step, Fused> fused = new IdentityHashMap<>();
+
+    /** A fused collective launch's source and its function. */
+    record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
     private final CudaMatmul matmul;
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
@@ -326,6 +331,16 @@ final class CudaExecutable implements Executable {
                 LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, ms);
         }
         for (Step s : plan.steps()) {
+            // ranks outside the group run the three parts one by one (the kernels above); a world of one has no collective step
+            if (s instanceof Step.FusedCollective f && plan.worldSize() > 1) {
+                var src = CollectiveCodegen.generate(f);
+                fused.put(f, new Fused(src, compile(src.name(), src.source(), src.name())));
+            }
+            // a batch of barrier-free all-reduces is such a launch too, with nothing around it
+            if (s instanceof Step.CollectiveBatch b && b.first().slots() != null && plan.worldSize() > 1) {
+                var src = CollectiveCodegen.generate("barrier_free_batch_" + fused.size(), null, b, null);
+                fused.put(b, new Fused(src, compile(src.name(), src.source(), src.name())));
+            }
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
                 if (u.op().cudaSource() == null)
                     throw new GatunRuntimeException("user op '" + u.op().name() + "' has no CUDA source, so the CUDA backend cannot run it");
@@ -822,9 +837,50 @@ final class CudaExecutable implements Executable {
             }
         }
 
+        @Override public void fused(int index, Step.FusedCollective f) {
+            Step.Collective first = f.collectives().getFirst();
+            Fused compiled = exe.fused.get(f);
+            if (exe.dist == null || compiled == null || !exe.dist.isMember(first.call().group())) {
+                StepLoop.Steps.super.fused(index, f); // the prologue, the input passed through, the epilogue
+                return;
+            }
+            launchFused(f.name(), compiled, f.prologue(), f.collective(), f.epilogue());
+        }
+
+        /** One launch of a fused collective ({@link CollectiveCodegen}'s ABI). */
+        private void launchFused(String name, Fused compiled, Step.Launch prologue, Step collective, Step.Launch epilogue) {
+            Step.Collective first = collective.collectives().getFirst();
+            var src = compiled.source();
+            boolean free = first.slots() != null;
+            String pool = free ? first.slots().pool() : first.input().storage().placement().pool();
+            long base = exe.pools.get(pool).address();
+            var args = new ArrayList<Object>(exe.dist.fusedArgs(first, pool));
+            for (Step.Collective c : collective.collectives()) {
+                args.add(free ? c.slots().offset() : addressOf(c.input()) - base);
+                args.add(addressOf(c.output()));
+                args.add(free ? addressOf(c.input()) : c.copiesIn() ? source[c.input().id()] : 0L);
+            }
+            for (Step.Launch part : new Step.Launch[]{prologue, epilogue}) {
+                if (part == null) continue;
+                for (PlanBuffer b : CollectiveCodegen.pointers(part.kernel())) args.add(addressOf(b));
+                for (String sym : CudaCodegen.tile(part.kernel()).symbols()) args.add(env.get(sym));
+            }
+            long grid = src.grid(exe.dist.blocks());
+            var config = new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(src.block()), 0, exe.stream);
+            try {
+                compiled.function().launch(config, args.toArray());
+            } catch (CudaException e) {
+                throw new GatunRuntimeException("launching " + name + " (grid " + grid + ", block " + src.block() + ") failed: " + e.getMessage(), e);
+            }
+        }
+
         @Override public void batch(int index, Step.CollectiveBatch b) {
             if (exe.dist == null || !exe.dist.isMember(b.first().call().group())) {
                 for (Step.Collective c : b.members()) collective(index, c);
+                return;
+            }
+            if (exe.fused.containsKey(b)) { // barrier-free all-reduces: one launch, member after member in each block
+                launchFused("barrier-free batch", exe.fused.get(b), null, b, null);
                 return;
             }
             String pool = b.first().input().storage().placement().pool();

@@ -233,6 +233,24 @@ final class Distributed implements AutoCloseable {
                 dev.gatun.planner.RotatingSlots.HEADER, roundBytes, timeoutNanos, abortFlag.address());
     }
 
+    /**
+     * The protocol's arguments of a fused collective launch ({@link CollectiveCodegen}) whose members' slots are in
+     * {@code pool}: the peers' pools, this rank and the group's size, the operation, the barrier's pads and epochs (0 for
+     * a barrier-free all-reduce), the timeout and abort flag, the rotating regions' header and round bytes (0 for a
+     * one-shot).
+     */
+    List<Object> fusedArgs(Step.Collective first, String pool) {
+        var sp = heap.pool(pool);
+        var g = sp.group();
+        var r = first.slots();
+        return List.of(sp.peerTable().address(), g.groupRank(), g.members().size(), opCode(first.call().reduceOp()),
+                r == null ? g.padTable().address() : 0L, r == null ? g.epochs().address() : 0L, timeoutNanos, abortFlag.address(),
+                r == null ? 0L : dev.gatun.planner.RotatingSlots.HEADER, r == null ? 0L : r.round(1) - r.round(0));
+    }
+
+    /** The most blocks a collective launch may use: every block of every rank resident at once. */
+    int blocks() { return blocks; }
+
     /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */
     private LaunchConfig launchConfig(long elements, DType t, Stream stream) {
         long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(elements, (long) SymmetricKernels.THREADS * (16 / t.byteSize()))));

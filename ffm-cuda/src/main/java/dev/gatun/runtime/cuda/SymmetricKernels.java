@@ -26,7 +26,8 @@ final class SymmetricKernels {
     /** All-reduces per launch of one_shot_multi. */
     static final int MULTI_MAX = dev.gatun.planner.PlanOptions.MAX_BATCH; // one_shot_multi takes this many slots
 
-    static final String SOURCE = """
+    /** The device functions the collectives are made of, without kernels: what a fused collective launch includes. */
+    static final String DEVICE = """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
 
@@ -176,14 +177,12 @@ final class SymmetricKernels {
                 }
             }
 
-            // Reduces elements [begin, end) of every peer's slot (base + offset) into dst, in rank order; with push,
+            // Reduces this block's elements [b, e) of every peer's slot (base + offset) into dst, in rank order; with push,
             // also stores each result into every peer's slot at the same place (two-shot's gather by remote stores).
             template <typename T>
-            __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
-                                         long long begin, long long end, int world, int op, bool push = false) {
+            __device__ void reduce_tile(const char* const* peers, long long offset, void* dst, long long dst_shift,
+                                        long long b, long long e, int world, int op, bool push = false) {
                 constexpr int N = Vec<T>::N;
-                long long b, e;
-                if (!block_tile(begin, end, &b, &e)) return;
                 bool vec = (b % N) == 0 && (dst_shift % N) == 0 && aligned16(dst);
                 for (int p = 0; p < world && vec; p++) vec = aligned16(peers[p] + offset);
                 long long vend = vec ? b + (e - b) / N * N : b;
@@ -213,12 +212,18 @@ final class SymmetricKernels {
                 }
             }
 
-            // Copies elements [begin, end) of src into dst at the same index minus dst_shift (this block's tile).
+            // Reduces elements [begin, end), this block's tile of them.
             template <typename T>
-            __device__ void copy_range(const char* src, void* dst, long long dst_shift, long long begin, long long end) {
-                constexpr int N = Vec<T>::N;
+            __device__ void reduce_range(const char* const* peers, long long offset, void* dst, long long dst_shift,
+                                         long long begin, long long end, int world, int op, bool push = false) {
                 long long b, e;
-                if (!block_tile(begin, end, &b, &e)) return;
+                if (block_tile(begin, end, &b, &e)) reduce_tile<T>(peers, offset, dst, dst_shift, b, e, world, op, push);
+            }
+
+            // Copies this block's elements [b, e) of src into dst at the same index minus dst_shift.
+            template <typename T>
+            __device__ void copy_tile(const char* src, void* dst, long long dst_shift, long long b, long long e) {
+                constexpr int N = Vec<T>::N;
                 bool vec = (b % N) == 0 && (dst_shift % N) == 0 && aligned16(src) && aligned16(dst);
                 long long vend = vec ? b + (e - b) / N * N : b;
                 for (long long i = b + threadIdx.x * (long long) N; i < vend; i += (long long) blockDim.x * N)
@@ -227,6 +232,109 @@ final class SymmetricKernels {
                     ((T*) dst)[i - dst_shift] = ((const T*) src)[i];
             }
 
+            // Copies elements [begin, end) of src into dst at the same index minus dst_shift (this block's tile).
+            template <typename T>
+            __device__ void copy_range(const char* src, void* dst, long long dst_shift, long long begin, long long end) {
+                long long b, e;
+                if (block_tile(begin, end, &b, &e)) copy_tile<T>(src, dst, dst_shift, b, e);
+            }
+
+            // ---- barrier-free all-reduce (the planner's RotatingSlots): regions[p] is member p's rotating pool; a region
+            // at offset holds one u32 per block, the round of its next call (HEADER bytes; counted modulo 3, so it never
+            // wraps out of step as a call count would at 2^32), then three rounds of `world` slots of n
+            // elements, round_bytes apart. Block b handles the same tile of elements on every rank: it pushes its tile
+            // into its own slot of this call's round on every member, reduces its tile of its own round as each element
+            // arrives (an element holds all ones, a NaN no pushed element has, until its value lands), and clears its
+            // tile of the last call's round. No barrier: a member can be at most one call ahead, and the round it pushes
+            // into then is neither the one read nor the one cleared.
+            template <typename T> struct Raw;
+            template <> struct Raw<float> {
+                typedef u32 U; static constexpr u32 NAN_BITS = 0x7FC00000u;
+                __device__ static float value(U v) { return __uint_as_float(v); }
+            };
+            template <> struct Raw<__half> {
+                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7E00u;
+                __device__ static float value(U v) { return __half2float(__ushort_as_half(v)); }
+            };
+            template <> struct Raw<__nv_bfloat16> {
+                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7FC0u;
+                __device__ static float value(U v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
+            };
+
+            // This block's tile [b, e) of the barrier-free all-reduce (b == e: the block only counts the call). False where
+            // the session was aborted while it waited.
+            template <typename T>
+            __device__ bool barrier_free_tile(const char* const* regions, long long offset, void* out, const char* in, long long n,
+                                              long long b, long long e, int rank, int world, int op, long long header,
+                                              long long round_bytes, u64 timeout_ns, const volatile u32* abort) {
+                typedef typename Raw<T>::U U;
+                const U sentinel = (U) ~0u;
+                __shared__ u32 this_round;
+                char* mine = (char*) regions[rank] + offset;
+                __syncthreads();  // a batch's earlier member has read this_round
+                if (threadIdx.x == 0) {
+                    u32* next = (u32*) mine + blockIdx.x;
+                    this_round = *next;
+                    *next = (this_round + 1u) % 3u;
+                }
+                __syncthreads();
+                if (b >= e) return true;
+                const long long slot_bytes = n * (long long) sizeof(T), round = (long long) this_round;
+                // push: this rank's slot of the round on every member, starting with the next one
+                for (int j = 1; j <= world; j++) {
+                    int p = (rank + j) % world;
+                    U* dst = (U*) ((char*) regions[p] + offset + header + round * round_bytes + rank * slot_bytes);
+                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
+                        U v = ((const U*) in)[i];
+                        dst[i] = v == sentinel ? (U) Raw<T>::NAN_BITS : v;
+                    }
+                }
+                // reduce: each element of each slot once it has arrived, in member order
+                const char* rounds = mine + header + round * round_bytes;
+                for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
+                    float acc = 0.0f;
+                    for (int p = 0; p < world; p++) {
+                        const volatile U* at = (const volatile U*) (rounds + p * slot_bytes) + i;
+                        U v = *at;
+                        if (v == sentinel) {
+                            u64 start = now_ns();
+                            unsigned spins = 0;
+                            while ((v = *at) == sentinel) {
+                                if ((++spins & 1023u) == 0) {
+                                    if (*abort) return false;
+                                    if (now_ns() - start > timeout_ns) {
+                                        printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d's element %lld (barrier-free all-reduce, block %d, round %u)\\n",
+                                               rank, (u64) (timeout_ns / 1000000ull), p, i, (int) blockIdx.x, this_round);
+                                        __trap();
+                                    }
+                                }
+                            }
+                        }
+                        float f = Raw<T>::value(v);
+                        acc = p == 0 ? f : combine(op, acc, f);
+                    }
+                    Vec<T>::set(out, i, finish(op, acc, world));
+                }
+                // clear this block's tile of the last call's round, in every slot: it is used again two calls from now,
+                // and a member pushes into it only after this rank's next push, which a later kernel makes once this
+                // one (its clearing stores included) is complete: no fence needed
+                char* last = mine + header + ((round + 2) % 3) * round_bytes;
+                for (int p = 0; p < world; p++)
+                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) ((U*) (last + p * slot_bytes))[i] = sentinel;
+                return true;
+            }
+
+            template <typename T>
+            __device__ void barrier_free(const char* const* regions, long long offset, void* out, const char* in, long long n,
+                                         int rank, int world, int op, long long header, long long round_bytes, u64 timeout_ns,
+                                         const volatile u32* abort) {
+                long long b, e;
+                if (!block_tile(0, n, &b, &e)) b = e = 0;
+                barrier_free_tile<T>(regions, offset, out, in, n, b, e, rank, world, op, header, round_bytes, timeout_ns, abort);
+            }
+            """;
+
+    static final String SOURCE = DEVICE + """
             // local: when not null, this rank's input in ordinary memory. Each block first copies into its own
             // slot the tiles that block of every peer will read (path 2's copy, fused: no separate copy node),
             // and the first barrier publishes them.
@@ -318,87 +426,6 @@ final class SymmetricKernels {
             RAW_TYPES(all_gather)
             RAW_TYPES(broadcast)
 
-            // ---- barrier-free all-reduce (the planner's RotatingSlots): regions[p] is member p's rotating pool; a region
-            // at offset holds one u32 per block, the round of its next call (HEADER bytes; counted modulo 3, so it never
-            // wraps out of step as a call count would at 2^32), then three rounds of `world` slots of n
-            // elements, round_bytes apart. Block b handles the same tile of elements on every rank: it pushes its tile
-            // into its own slot of this call's round on every member, reduces its tile of its own round as each element
-            // arrives (an element holds all ones, a NaN no pushed element has, until its value lands), and clears its
-            // tile of the last call's round. No barrier: a member can be at most one call ahead, and the round it pushes
-            // into then is neither the one read nor the one cleared.
-            template <typename T> struct Raw;
-            template <> struct Raw<float> {
-                typedef u32 U; static constexpr u32 NAN_BITS = 0x7FC00000u;
-                __device__ static float value(U v) { return __uint_as_float(v); }
-            };
-            template <> struct Raw<__half> {
-                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7E00u;
-                __device__ static float value(U v) { return __half2float(__ushort_as_half(v)); }
-            };
-            template <> struct Raw<__nv_bfloat16> {
-                typedef unsigned short U; static constexpr u32 NAN_BITS = 0x7FC0u;
-                __device__ static float value(U v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
-            };
-
-            template <typename T>
-            __device__ void barrier_free(const char* const* regions, long long offset, void* out, const char* in, long long n,
-                                         int rank, int world, int op, long long header, long long round_bytes, u64 timeout_ns,
-                                         const volatile u32* abort) {
-                typedef typename Raw<T>::U U;
-                const U sentinel = (U) ~0u;
-                __shared__ u32 this_round;
-                char* mine = (char*) regions[rank] + offset;
-                if (threadIdx.x == 0) {
-                    u32* next = (u32*) mine + blockIdx.x;
-                    this_round = *next;
-                    *next = (this_round + 1u) % 3u;
-                }
-                __syncthreads();
-                long long b, e;
-                if (!block_tile(0, n, &b, &e)) return;
-                const long long slot_bytes = n * (long long) sizeof(T), round = (long long) this_round;
-                // push: this rank's slot of the round on every member, starting with the next one
-                for (int j = 1; j <= world; j++) {
-                    int p = (rank + j) % world;
-                    U* dst = (U*) ((char*) regions[p] + offset + header + round * round_bytes + rank * slot_bytes);
-                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
-                        U v = ((const U*) in)[i];
-                        dst[i] = v == sentinel ? (U) Raw<T>::NAN_BITS : v;
-                    }
-                }
-                // reduce: each element of each slot once it has arrived, in member order
-                const char* rounds = mine + header + round * round_bytes;
-                for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
-                    float acc = 0.0f;
-                    for (int p = 0; p < world; p++) {
-                        const volatile U* at = (const volatile U*) (rounds + p * slot_bytes) + i;
-                        U v = *at;
-                        if (v == sentinel) {
-                            u64 start = now_ns();
-                            unsigned spins = 0;
-                            while ((v = *at) == sentinel) {
-                                if ((++spins & 1023u) == 0) {
-                                    if (*abort) return;
-                                    if (now_ns() - start > timeout_ns) {
-                                        printf("GATUN_BARRIER_TIMEOUT rank %d waited %llu ms for rank %d's element %lld (barrier-free all-reduce, block %d, round %u)\\n",
-                                               rank, (u64) (timeout_ns / 1000000ull), p, i, (int) blockIdx.x, this_round);
-                                        __trap();
-                                    }
-                                }
-                            }
-                        }
-                        float f = Raw<T>::value(v);
-                        acc = p == 0 ? f : combine(op, acc, f);
-                    }
-                    Vec<T>::set(out, i, finish(op, acc, world));
-                }
-                // clear this block's tile of the last call's round, in every slot: it is used again two calls from now,
-                // and a member pushes into it only after this rank's next push, which a later kernel makes once this
-                // one (its clearing stores included) is complete: no fence needed
-                char* last = mine + header + ((round + 2) % 3) * round_bytes;
-                for (int p = 0; p < world; p++)
-                    for (long long i = b + threadIdx.x; i < e; i += blockDim.x) ((U*) (last + p * slot_bytes))[i] = sentinel;
-            }
             #define BARRIER_FREE_ARGS const char* const* regions, long long offset, void* out, const char* in, long long n, int rank, \
                                       int world, int op, long long header, long long round_bytes, u64 timeout_ns, const volatile u32* abort
             #define INSTANTIATE_BARRIER_FREE(T, SUFFIX) \

@@ -140,9 +140,15 @@ public final class GpuSuite {
 
     /** The seeds' graph: d = allReduce(allReduce(x+1) + allReduce(x+2) + allReduce(x+3)). */
     void seeds(long[] sides) {
-        for (long side : sides)
+        for (long side : sides) {
+            // the default (fused, two launches), the barrier-free all-reduce forced, and the unfused plan (four launches)
             run("seeds", "default", DType.F32, side + "x" + side, side * side * 4, seedsGraph(side), CompileOptions.world(world),
                     Map.of("x", seedsInput(rank, side)), java.util.Set.of(), "d", seedsReference(world, side), 1e-5, true);
+            run("seeds", "barrier_free", DType.F32, side + "x" + side, side * side * 4, seedsGraph(side), CompileOptions.world(world).forceAllReduce(Algorithm.BARRIER_FREE),
+                    Map.of("x", seedsInput(rank, side)), java.util.Set.of(), "d", seedsReference(world, side), 1e-5, true);
+            run("seeds", "unfused", DType.F32, side + "x" + side, side * side * 4, seedsGraph(side), CompileOptions.world(world).fuseCollectives(false),
+                    Map.of("x", seedsInput(rank, side)), java.util.Set.of(), "d", seedsReference(world, side), 1e-5, true);
+        }
     }
 
     static Graph seedsGraph(long side) {
@@ -179,20 +185,22 @@ public final class GpuSuite {
 
     /**
      * {@code h = all_reduce(x) + residual; y = h * rsqrt(mean(h * h, -1) + eps) * w}, outputs y and h, in bf16: Gatun's
-     * automatic choice and the one-shot and barrier-free all-reduces forced. Until collectives take their pointwise
-     * consumers in, the plan is the all-reduce and one row kernel; the cell's note says how many launches.
+     * automatic choice and the one-shot and barrier-free all-reduces forced, each fused into one launch (the default)
+     * and, to compare, unfused (the all-reduce, then the row kernel).
      */
     void arNorm() {
         for (int hidden : AR_NORM_HIDDEN)
             for (int tokens : AR_NORM_TOKENS) {
                 Graph graph = arNormGraph(tokens, hidden);
                 double[] ref = arNormReference(world, tokens, hidden);
-                for (Algorithm a : new Algorithm[]{null, Algorithm.ONE_SHOT, Algorithm.BARRIER_FREE}) {
-                    var options = CompileOptions.world(world);
-                    if (a != null) options = options.forceAllReduce(a);
-                    run("ar_norm", a == null ? "auto" : a.name().toLowerCase(Locale.ROOT), DType.BF16, tokens + "x" + hidden, (long) tokens * hidden * 2,
-                            graph, options, arNormInputs(rank, tokens, hidden), java.util.Set.of("w"), "y", ref, tolerance(DType.BF16), false);
-                }
+                for (Algorithm a : new Algorithm[]{null, Algorithm.ONE_SHOT, Algorithm.BARRIER_FREE})
+                    for (boolean fuse : new boolean[]{true, false}) {
+                        if (!fuse && a == null) continue;
+                        var options = CompileOptions.world(world).fuseCollectives(fuse);
+                        if (a != null) options = options.forceAllReduce(a);
+                        run("ar_norm", (a == null ? "auto" : a.name().toLowerCase(Locale.ROOT)) + (fuse ? "" : "_unfused"), DType.BF16, tokens + "x" + hidden,
+                                (long) tokens * hidden * 2, graph, options, arNormInputs(rank, tokens, hidden), java.util.Set.of("w"), "y", ref, tolerance(DType.BF16), false);
+                    }
             }
     }
 
