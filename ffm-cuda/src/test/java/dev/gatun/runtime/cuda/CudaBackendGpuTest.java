@@ -63,9 +63,9 @@ class CudaBackendGpuTest {
     }
 
     /**
-     * The default plans (f16/bf16 values held in float inside kernels, folds) on the GPU against the host backend
-     * running the same plans: the same arithmetic but for the GPU's fast exponential and reciprocal and the order of
-     * its sums.
+     * The default plans (f16/bf16 values held in float inside kernels, folds) on the GPU against the host backend's
+     * default plans of the same graphs: the same kernels and arithmetic but for the GPU's fast exponential and
+     * reciprocal and the order of its sums (the pools may differ: the backends' allocation granularities do).
      */
     @Test
     void randomGraphsHeldInFloatMatchTheHostsSamePlans() {
@@ -74,13 +74,13 @@ class CudaBackendGpuTest {
             Graph g = RandomGraphs.generate(seed, RandomGraphs.Options.defaults().withWorldSize(1).withDTypes(DType.F32, DType.F16, DType.BF16));
             var in = inputs(g, seed);
             Map<String, NDArray> want;
-            String plan;
+            List<String> kernels;
             try (var h = Session.compile(g, CompileOptions.world(1).backend("host"))) {
                 want = h.runToHost(in);
-                plan = h.plan().fingerprint();
+                kernels = h.plan().kernels().stream().map(k -> k.source()).toList();
             }
             try (var s = Session.compile(g, CompileOptions.world(1).backend("cuda"))) {
-                assertThat(s.plan().fingerprint()).as("seed %d: the same plan", seed).isEqualTo(plan);
+                assertThat(s.plan().kernels().stream().map(k -> k.source()).toList()).as("seed %d: the same kernels", seed).isEqualTo(kernels);
                 for (int call = 0; call < 2; call++) {
                     var got = s.runToHost(in);
                     for (var e : want.entrySet()) {
