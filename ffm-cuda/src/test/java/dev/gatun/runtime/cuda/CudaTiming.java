@@ -76,10 +76,15 @@ final class CudaTiming {
      * alike: each warmed until the JIT has compiled it (at least {@code warmup} calls and 0.5 s), then latency in
      * alternating blocks of 50 calls, then pipelined one after the other. One {@link Timing} per call, in order.
      */
+    /** Whether warm-up runs for at least half a second (one rank only: ranks would make different numbers of calls). */
+    static volatile boolean timedWarmup = true;
+
     static Timing[] sideBySide(int warmup, int iterations, Call... calls) {
         for (Call c : calls) {
             long warm = System.nanoTime();
-            for (int i = 0; i < 100_000 && (i < warmup || System.nanoTime() - warm < 500_000_000L); i++) {
+            // at least half a second on one GPU (clocks settle); with peers, exactly `warmup` calls: every rank must make
+            // the same number of collective calls, and a time-based count differs from rank to rank
+            for (int i = 0; i < 100_000 && (i < warmup || (timedWarmup && System.nanoTime() - warm < 500_000_000L)); i++) {
                 c.call().run();
                 if (i % 32 == 31) c.sync().run(); // keep the launch queue short
             }
