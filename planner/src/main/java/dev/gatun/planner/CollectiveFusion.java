@@ -159,17 +159,8 @@ final class CollectiveFusion {
 
     private static List<KExpr.Load> loads(Kernel k) {
         var out = new ArrayList<KExpr.Load>();
-        for (KExpr e : k.locals()) loads(e, out);
+        for (KExpr e : k.locals()) KExpr.loads(e, out);
         return out;
-    }
-
-    private static void loads(KExpr e, List<KExpr.Load> out) {
-        switch (e) {
-            case KExpr.Load l -> out.add(l);
-            case KExpr.Apply a -> a.args().forEach(x -> loads(x, out));
-            case KExpr.Cast c -> loads(c.x(), out);
-            default -> {}
-        }
     }
 
     private static boolean constant(List<SymInt> xs) { return xs.stream().allMatch(SymInt::isConstant); }

@@ -439,14 +439,7 @@ final class CudaCodegen {
             return out;
         }
 
-        private static void loads(KExpr e, List<KExpr.Load> out) {
-            switch (e) {
-                case KExpr.Load l -> out.add(l);
-                case KExpr.Apply a -> a.args().forEach(x -> loads(x, out));
-                case KExpr.Cast c -> loads(c.x(), out);
-                default -> {}
-            }
-        }
+        private static void loads(KExpr e, List<KExpr.Load> out) { KExpr.loads(e, out); }
 
         /** Elements per 16-byte vector, or 1 where the layout rules the vector path out. */
         private int vectorWidth() {

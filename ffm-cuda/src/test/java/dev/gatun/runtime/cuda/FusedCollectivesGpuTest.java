@@ -1,8 +1,6 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.RequiresGpu;
-import dev.gatun.dsl.Gatun;
-import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
@@ -11,6 +9,7 @@ import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.distributed.LocalWorld;
+import dev.gatun.runtime.host.FusedCollectivesHostTest;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -64,15 +63,6 @@ class FusedCollectivesGpuTest {
         });
     }
 
-    static Graph arNorm(int tokens, int hidden) {
-        var g = Gatun.graph("ar_norm");
-        Tensor x = g.input("x", DType.BF16, tokens, hidden), residual = g.input("residual", DType.BF16, tokens, hidden), w = g.input("w", DType.BF16, hidden);
-        Tensor h = x.allReduce(SUM).add(residual);
-        g.output("y", h.mul(h.mul(h).mean(true, -1).add(1e-6).rsqrt()).mul(w));
-        g.output("h", h);
-        return g.build();
-    }
-
     /**
      * All-reduce + residual + RMSNorm in bf16, one launch, at hidden 4096 and 8192 and 1 to 256 tokens, against float64:
      * the one-shot and the barrier-free all-reduce (both fuse; above 512 KiB the automatic choice at 4 ranks is the
@@ -86,7 +76,7 @@ class FusedCollectivesGpuTest {
             for (int hidden : new int[]{4096, 8192})
                 for (int tokens : new int[]{1, 8, 64, 256})
                     for (Algorithm a : new Algorithm[]{Algorithm.ONE_SHOT, Algorithm.BARRIER_FREE}) {
-                        Graph g = arNorm(tokens, hidden);
+                        Graph g = FusedCollectivesHostTest.arNorm(tokens, hidden);
                         NDArray residual = NDArray.randn(DType.BF16, 99, tokens, hidden), w = NDArray.randn(DType.BF16, 98, hidden);
                         double[][] x = new double[world][];
                         NDArray mine = null;
@@ -100,32 +90,11 @@ class FusedCollectivesGpuTest {
                                     .as(s.plan().toString()).singleElement().isInstanceOf(Step.FusedCollective.class);
                             for (int call = 0; call < 3; call++) {
                                 var got = s.runToHost(Map.of("x", mine, "residual", residual, "w", w));
-                                check(tokens + "x" + hidden + " " + a + " call " + call, x, residual.toDoubleArray(), w.toDoubleArray(), tokens, hidden,
+                                FusedCollectivesHostTest.checkArNorm(tokens + "x" + hidden + " " + a + " call " + call, x, residual.toDoubleArray(), w.toDoubleArray(), tokens, hidden,
                                         got.get("y").toDoubleArray(), got.get("h").toDoubleArray());
                             }
                         }
                     }
         });
-    }
-
-    /** h and y against float64 from the bf16 inputs, no rounding in between: within a bf16 rounding or two. */
-    static void check(String what, double[][] x, double[] res, double[] w, int tokens, int hidden, double[] y, double[] h) {
-        for (int t = 0; t < tokens; t++) {
-            double[] row = new double[hidden];
-            double squares = 0;
-            for (int i = 0; i < hidden; i++) {
-                double sum = 0;
-                for (double[] xr : x) sum += xr[t * hidden + i];
-                row[i] = sum + res[t * hidden + i];
-                squares += row[i] * row[i];
-            }
-            double scale = 1 / Math.sqrt(squares / hidden + 1e-6);
-            for (int i = 0; i < hidden; i++) {
-                int at = t * hidden + i;
-                double wantY = row[i] * scale * w[i];
-                assertThat(Math.abs(h[at] - row[i])).as("%s h[%d, %d]", what, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(row[i])));
-                assertThat(Math.abs(y[at] - wantY)).as("%s y[%d, %d]", what, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(wantY)));
-            }
-        }
     }
 }

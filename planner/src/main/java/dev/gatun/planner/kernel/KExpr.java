@@ -31,4 +31,14 @@ public sealed interface KExpr {
 
     /** The value of an earlier local of the same kernel at the same index. */
     record Local(int index, DType dtype) implements KExpr {}
+
+    /** Every load in {@code e}, in order, added to {@code out} (earlier locals it reads are not followed). */
+    static void loads(KExpr e, List<Load> out) {
+        switch (e) {
+            case Load l -> out.add(l);
+            case Apply a -> a.args().forEach(x -> loads(x, out));
+            case Cast c -> loads(c.x(), out);
+            default -> {}
+        }
+    }
 }

@@ -25,7 +25,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * All-reduces fused with the kernels around them ({@code Step.FusedCollective}), run by simulated ranks with random
  * delays: the same bits as the unfused plan on every call and every rank, and the reference's values.
  */
-class FusedCollectivesHostTest {
+public class FusedCollectivesHostTest {
 
     static List<Map<String, NDArray>> inputs(Graph g, int world, long seed) {
         var in = new ArrayList<Map<String, NDArray>>();
@@ -75,7 +75,8 @@ class FusedCollectivesHostTest {
         }
     }
 
-    static Graph arNorm(int tokens, int hidden) {
+    /** {@code h = all_reduce(x) + residual; y = h * rsqrt(mean(h * h, -1) + 1e-6) * w}, outputs y and h, bf16. */
+    public static Graph arNorm(int tokens, int hidden) {
         var g = Gatun.graph("ar_norm");
         Tensor x = g.input("x", DType.BF16, tokens, hidden), residual = g.input("residual", DType.BF16, tokens, hidden), w = g.input("w", DType.BF16, hidden);
         Tensor h = x.allReduce(SUM).add(residual);
@@ -106,30 +107,32 @@ class FusedCollectivesHostTest {
                 var got = s.runToHost(in);
                 double[][] x = new double[world][];
                 for (int r = 0; r < world; r++) x[r] = in.get(r).get("x").toDoubleArray();
-                double[] res = residual.toDoubleArray(), wd = w.toDoubleArray();
-                for (int r = 0; r < world; r++) {
-                    double[] y = got.get(r).get("y").toDoubleArray(), h = got.get(r).get("h").toDoubleArray();
-                    for (int t = 0; t < tokens; t++) {
-                        double[] row = new double[hidden];
-                        double squares = 0;
-                        for (int i = 0; i < hidden; i++) {
-                            int at = t * hidden + i;
-                            double sum = 0;
-                            for (int k = 0; k < world; k++) sum += x[k][at];
-                            row[i] = sum + res[at];
-                            squares += row[i] * row[i];
-                        }
-                        double scale = 1 / Math.sqrt(squares / hidden + 1e-6);
-                        for (int i = 0; i < hidden; i++) {
-                            int at = t * hidden + i;
-                            double wantH = row[i], wantY = row[i] * scale * wd[i];
-                            assertThat(Math.abs(h[at] - wantH)).as("%dx%d rank %d h[%d, %d]", tokens, hidden, r, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(wantH)));
-                            assertThat(Math.abs(y[at] - wantY)).as("%dx%d rank %d y[%d, %d]", tokens, hidden, r, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(wantY)));
-                        }
-                    }
-                }
+                for (int r = 0; r < world; r++)
+                    checkArNorm(tokens + "x" + hidden + " rank " + r, x, residual.toDoubleArray(), w.toDoubleArray(), tokens, hidden,
+                            got.get(r).get("y").toDoubleArray(), got.get(r).get("h").toDoubleArray());
                 for (String name : List.of("y", "h"))
                     assertThat(got.get(1).get(name).segment().mismatch(got.get(0).get(name).segment())).as("rank 1's %s against rank 0's", name).isEqualTo(-1);
+            }
+        }
+    }
+
+    /** h and y of {@link #arNorm} against float64 from the bf16 inputs (x per rank), no rounding in between: within a bf16 rounding or two. */
+    public static void checkArNorm(String what, double[][] x, double[] res, double[] w, int tokens, int hidden, double[] y, double[] h) {
+        for (int t = 0; t < tokens; t++) {
+            double[] row = new double[hidden];
+            double squares = 0;
+            for (int i = 0; i < hidden; i++) {
+                double sum = 0;
+                for (double[] xr : x) sum += xr[t * hidden + i];
+                row[i] = sum + res[t * hidden + i];
+                squares += row[i] * row[i];
+            }
+            double scale = 1 / Math.sqrt(squares / hidden + 1e-6);
+            for (int i = 0; i < hidden; i++) {
+                int at = t * hidden + i;
+                double wantY = row[i] * scale * w[i];
+                assertThat(Math.abs(h[at] - row[i])).as("%s h[%d, %d]", what, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(row[i])));
+                assertThat(Math.abs(y[at] - wantY)).as("%s y[%d, %d]", what, t, i).isLessThanOrEqualTo(2e-2 * (1 + Math.abs(wantY)));
             }
         }
     }
