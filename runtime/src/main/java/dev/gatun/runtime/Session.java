@@ -218,8 +218,10 @@ public final class Session implements AutoCloseable {
      * Binds {@code input} for every later call: it is no longer passed to {@link #run}. The value, host or device array,
      * is copied once, now, into memory the session owns and keeps resident (no copy per call); later changes to
      * {@code value} are not seen, and it may be closed. Binding again replaces the value; {@link #unbind} undoes it.
+     * In a session that drives several ranks, this binds the first of them ({@link #ranks()}); a rank's own process
+     * drives only itself.
      */
-    public Session bind(String input, ArrayLike value) { return bind(0, input, value); }
+    public Session bind(String input, ArrayLike value) { return bind(ranks().getFirst(), input, value); }
 
     /** {@link #bind(String, ArrayLike)} for one rank of a session that drives several ({@code rank} in {@link #ranks()}). */
     public Session bind(int rank, String input, ArrayLike value) {

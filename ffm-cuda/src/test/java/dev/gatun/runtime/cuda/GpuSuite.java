@@ -589,6 +589,8 @@ public final class GpuSuite {
         m.putAll(extra);
         String msg = e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).lines().findFirst().orElse("");
         m.put("error", msg.length() > 300 ? msg.substring(0, 300) : msg);
+        // rows come from rank 0; another rank's failure (which makes rank 0 wait) is printed where it happens
+        if (rank != 0) System.err.println("rank " + rank + ": " + workload + " " + variant + " " + mode + " " + shape + " FAILED " + e);
         emit(m, workload + " " + variant + " " + mode + " " + shape + " FAILED " + msg);
     }
 
