@@ -860,11 +860,8 @@ final class CudaExecutable implements Executable {
                 args.add(addressOf(c.output()));
                 args.add(free ? addressOf(c.input()) : c.copiesIn() ? source[c.input().id()] : 0L);
             }
-            for (Step.Launch part : new Step.Launch[]{prologue, epilogue}) {
-                if (part == null) continue;
-                for (PlanBuffer b : CollectiveCodegen.pointers(part.kernel())) args.add(addressOf(b));
-                for (String sym : CudaCodegen.tile(part.kernel()).symbols()) args.add(env.get(sym));
-            }
+            if (prologue != null) kernelArgs(args, prologue.kernel(), src.prologueSymbols());
+            if (epilogue != null) kernelArgs(args, epilogue.kernel(), src.epilogueSymbols());
             long grid = src.grid(exe.dist.blocks());
             var config = new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(src.block()), 0, exe.stream);
             try {
@@ -872,6 +869,12 @@ final class CudaExecutable implements Executable {
             } catch (CudaException e) {
                 throw new GatunRuntimeException("launching " + name + " (grid " + grid + ", block " + src.block() + ") failed: " + e.getMessage(), e);
             }
+        }
+
+        /** A tile function's arguments: its kernel's buffers, then its symbols' values. */
+        private void kernelArgs(List<Object> args, dev.gatun.planner.kernel.Kernel k, List<String> symbols) {
+            for (PlanBuffer b : CollectiveCodegen.pointers(k)) args.add(addressOf(b));
+            for (String sym : symbols) args.add(env.get(sym));
         }
 
         @Override public void batch(int index, Step.CollectiveBatch b) {
