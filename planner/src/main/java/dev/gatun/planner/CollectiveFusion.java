@@ -29,7 +29,8 @@ import java.util.List;
  *   where it does and has the same element size, so its tile is the same bytes (a one-shot's epilogue runs after the
  *   trailing barrier, when every peer has read those bytes of this tile);</li>
  *   <li>no result of the collective or the epilogue shares memory with a prologue's input, which another block may
- *   still be reading.</li>
+ *   still be reading, unless it is the same tiles of the same bytes and the prologue reads that input element for
+ *   element.</li>
  * </ul>
  * A kernel that fails a rule stays a launch of its own. Two-shot, NCCL and the other collectives take nothing in.
  */
@@ -92,7 +93,7 @@ final class CollectiveFusion {
             for (var c : members) writesAnInput |= st.buffer() == c.input();
         }
         // another block may still read the prologue's inputs while this one stores its tile of the results
-        for (var c : members) for (PlanBuffer in : k.inputs()) if (overlap(c.output(), in)) return false;
+        for (var c : members) for (PlanBuffer in : k.inputs()) if (!safeOver(c.output(), k, in)) return false;
         return writesAnInput;
     }
 
@@ -118,7 +119,7 @@ final class CollectiveFusion {
                 if (!sameTiles(o, c.input()) || !sameTiles(o, c.output())) return false;
             if (prologue != null) {
                 // another block may still be in the prologue, reading its inputs and writing its tile of its outputs
-                for (PlanBuffer in : prologue.inputs()) if (overlap(o, in)) return false;
+                for (PlanBuffer in : prologue.inputs()) if (!safeOver(o, prologue, in)) return false;
                 for (PlanBuffer w : prologue.outputs()) if (!sameTiles(o, w)) return false;
             }
         }
@@ -140,6 +141,19 @@ final class CollectiveFusion {
                     rowMajor *= n;
                 }
             }
+        return true;
+    }
+
+    /**
+     * Whether a later phase may write {@code out} while other blocks may still be in the prologue {@code k} reading its
+     * input {@code in}: they share no memory, or {@code out} is the same tiles of the same bytes and {@code k} reads
+     * {@code in} element for element (each block only its own tile).
+     */
+    private static boolean safeOver(PlanBuffer out, Kernel k, PlanBuffer in) {
+        if (!overlap(out, in)) return true;
+        if (!sameTiles(out, in) || !in.isContiguous()) return false;
+        for (int i = 0; i < k.inputs().size(); i++)
+            if (k.inputs().get(i).storage() == in.storage() && !elementwise(k, i)) return false;
         return true;
     }
 

@@ -259,7 +259,7 @@ class AdversarialPlanTest {
             var m = x.matmul(w);                                  // regular, dead after the next kernel
             g.output("y", m.exp().allReduce(SUM));                // exp(m) is written straight into the pool
         });
-        var coll = p.steps().stream().filter(s -> s instanceof Step.Collective).map(s -> (Step.Collective) s).findFirst().orElseThrow();
+        var coll = p.steps().stream().flatMap(s -> s.collectives().stream()).findFirst().orElseThrow();
         assertThat(place(p, coll.input().name()).inPlace()).isFalse();
         assertThat(p.pool(place(p, coll.input().name()).pool()).kind()).isEqualTo(Pool.Kind.COMM);
     }

@@ -24,7 +24,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Fused collective launches ({@link CollectiveCodegen}) compile with {@code nvcc -ptx -arch=sm_90}, warnings as errors:
- * the seeds' graph and all-reduce + residual + RMSNorm with each all-reduce algorithm that fuses, f32, bf16 and f16.
+ * the seeds' graph and all-reduce + residual + RMSNorm with each all-reduce algorithm that fuses, f32, bf16 and f16,
+ * and the tensor-parallel Llama decoder's layers.
  */
 class CollectiveCodegenCompileTest {
     static Path nvcc;
@@ -72,7 +73,10 @@ class CollectiveCodegenCompileTest {
             sources.addAll(fused(arNorm(8, 4096, DType.BF16), a));
             sources.addAll(fused(arNorm(256, 8192, DType.BF16), a));
         }
-        assertThat(sources).hasSizeGreaterThanOrEqualTo(12);
+        // the tensor-parallel decoder's layers: the product's copy in, the residual add and RMSNorm after
+        var llama = new dev.gatun.models.llama.LlamaConfig(2048, 1, 32, 8, 8192, 1000, 500000.0, 1e-5, true);
+        sources.addAll(fused(dev.gatun.models.llama.LlamaDecoder.decode(llama, 64, 2, DType.BF16), null));
+        assertThat(sources).hasSizeGreaterThanOrEqualTo(14);
         int i = 0;
         for (var s : sources) {
             var r = CudaCodegenFixtures.compile(nvcc, dir, "fused" + i++, s.source());

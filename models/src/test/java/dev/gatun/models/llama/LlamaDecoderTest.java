@@ -45,6 +45,34 @@ class LlamaDecoderTest {
         }
     }
 
+    /**
+     * Tensor-parallel at 2 and 4 ranks, decode and prefill: each layer's two all-reduces (after the attention's and the
+     * MLP's row-parallel products) are one launch with the copy of the product into symmetric memory before them and
+     * the residual add and the next RMSNorm after them (prefill's last: the residual add only).
+     */
+    @Test
+    void everyAllReduceTakesItsCopyInAndTheResidualAddAndRmsNormAfterIt() {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        for (int tp : new int[]{2, 4})
+            for (var g : List.of(LlamaDecoder.decode(c, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, 8, MAX, tp, DType.BF16))) {
+                var options = CompileOptions.world(tp).backend("host");
+                var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                var collectives = plan.steps().stream().flatMap(s -> s.collectives().stream()).toList();
+                var fused = plan.steps().stream().filter(s -> s instanceof dev.gatun.planner.Step.FusedCollective).map(s -> (dev.gatun.planner.Step.FusedCollective) s).toList();
+                assertThat(collectives).as(plan.toString()).hasSize(2 * c.layers());
+                assertThat(fused).as(plan.toString()).hasSize(collectives.size())
+                        .allSatisfy(f -> assertThat(f.epilogue().kernel().ops()).contains("add"));
+                // in prefill the norm after the last layer's residual takes only the last position (a launch of its own), and
+                // at 4 ranks the last all-reduce's result is placed half over the product its copy reads: not the same tiles, no prologue
+                boolean prefill = g.name().contains("prefill");
+                var inner = prefill ? fused.subList(0, fused.size() - 1) : fused;
+                assertThat(inner).as(plan.toString()).allSatisfy(f -> {
+                    assertThat(f.prologue()).isNotNull();
+                    assertThat(f.epilogue().kernel().ops()).contains("mean", "rsqrt");
+                });
+            }
+    }
+
     @Test
     void prefillThenEightStepsGiveTheFloat64PassesTokensAndLogits(@TempDir Path dir) throws IOException {
         LlamaConfig c = LlamaCheckpointTest.TINY;
