@@ -32,12 +32,15 @@ import java.util.List;
  *   still be reading, unless it is the same tiles of the same bytes and the prologue reads that input element for
  *   element.</li>
  * </ul>
- * A kernel that fails a rule stays a launch of its own. Two-shot, NCCL and the other collectives take nothing in.
+ * A neighbour that writes the collective's inputs or reads its results but fails a rule stays a launch of its own, with
+ * a note saying which rule ("not the epilogue of all_reduce.one_shot(buf4): it reads buf5 other than element for
+ * element ..."). Two-shot, NCCL and the other collectives take nothing in.
  */
 final class CollectiveFusion {
     private CollectiveFusion() {}
 
-    static List<Step> apply(List<Step> steps) {
+    static List<Step> apply(List<Step> input) {
+        var steps = new ArrayList<Step>(input); // a neighbour left out gets a note saying why
         var out = new ArrayList<Step>(steps.size());
         int fused = 0;
         for (int i = 0; i < steps.size(); i++) {
@@ -50,11 +53,19 @@ final class CollectiveFusion {
             int before = out.size() - 1;
             while (before >= 0 && out.get(before) instanceof Step.Place) before--;
             boolean copiesIn = members.stream().anyMatch(Step.Collective::copiesIn);
-            Step.Launch prologue = !copiesIn && before >= 0 && out.get(before) instanceof Step.Launch l && prologueFits(l.kernel(), members) ? l : null;
+            Step.Launch prologue = null, epilogue = null;
+            if (!copiesIn && before >= 0 && out.get(before) instanceof Step.Launch l) {
+                String why = prologueMisfit(l.kernel(), members);
+                if (why == null) prologue = l;
+                else if (!why.isEmpty()) out.set(before, noted(l, s, "prologue", why));
+            }
             int after = i + 1;
             while (after < steps.size() && steps.get(after) instanceof Step.Place) after++;
-            Step.Launch epilogue = after < steps.size() && steps.get(after) instanceof Step.Launch l
-                    && epilogueFits(l.kernel(), members, prologue == null ? null : prologue.kernel()) ? l : null;
+            if (after < steps.size() && steps.get(after) instanceof Step.Launch l) {
+                String why = epilogueMisfit(l.kernel(), members, prologue == null ? null : prologue.kernel());
+                if (why == null) epilogue = l;
+                else if (!why.isEmpty()) steps.set(after, noted(l, s, "epilogue", why));
+            }
             if (prologue == null && epilogue == null) {
                 out.add(s);
                 continue;
@@ -85,45 +96,63 @@ final class CollectiveFusion {
     /** The elements of each member's input (the same for every member of a fusible batch). */
     static long elements(List<Step.Collective> members) { return numel(members.getFirst().input()); }
 
-    private static boolean prologueFits(Kernel k, List<Step.Collective> members) {
-        if (k.isReduction() || !k.folds().isEmpty() || !constant(k.ranges()) || product(k.ranges()) != elements(members)) return false;
-        boolean writesAnInput = false;
-        for (var st : k.stores()) {
-            if (!st.isRowMajor()) return false;
-            for (var c : members) writesAnInput |= st.buffer() == c.input();
-        }
-        // another block may still read the prologue's inputs while this one stores its tile of the results
-        for (var c : members) for (PlanBuffer in : k.inputs()) if (!safeOver(c.output(), k, in)) return false;
-        return writesAnInput;
+    /** The launch {@code l} with a note: why the collective {@code c} did not take it in as its {@code role}. */
+    private static Step.Launch noted(Step.Launch l, Step c, String role, String why) {
+        var notes = new ArrayList<>(l.notes());
+        var first = c.collectives().getFirst();
+        notes.add("not the " + role + " of " + first.call().opName() + "(" + first.input().name() + "): " + why);
+        return new Step.Launch(l.kernel(), notes);
     }
 
-    private static boolean epilogueFits(Kernel k, List<Step.Collective> members, Kernel prologue) {
-        if (!k.folds().isEmpty() || !constant(k.ranges()) || !constant(k.reductionRanges())) return false;
-        if (product(k.ranges()) * product(k.reductionRanges()) != elements(members)) return false;
-        for (var st : k.stores()) if (!st.perRow() && !st.isRowMajor()) return false;
+    /** Null where {@code k} can be the collective's prologue; else why not ("" where it writes none of its inputs). */
+    private static String prologueMisfit(Kernel k, List<Step.Collective> members) {
+        boolean writesAnInput = false;
+        for (var st : k.stores()) for (var c : members) writesAnInput |= st.buffer() == c.input();
+        if (!writesAnInput) return "";
+        if (k.isReduction()) return "a row kernel's rows are not the collective's tiles";
+        if (!constant(k.ranges())) return "its shape is symbolic";
+        if (product(k.ranges()) != elements(members))
+            return "it loops over " + product(k.ranges()) + " elements, the collective over " + elements(members);
+        for (var st : k.stores()) if (!st.isRowMajor()) return "it stores " + st.buffer().name() + " at strides, not row-major";
+        // another block may still read the prologue's inputs while this one stores its tile of the results
+        for (var c : members)
+            for (PlanBuffer in : k.inputs())
+                if (!safeOver(c.output(), k, in))
+                    return "the result " + c.output().name() + " is placed over " + in.name() + ", which it reads, on other tiles";
+        return null;
+    }
+
+    /** Null where {@code k} can be the collective's epilogue; else why not ("" where it reads none of its results). */
+    private static String epilogueMisfit(Kernel k, List<Step.Collective> members, Kernel prologue) {
+        if (k.inputs().stream().noneMatch(b -> members.stream().anyMatch(c -> c.output() == b))) return "";
+        if (!k.folds().isEmpty()) return "it folds its rows over the whole grid";
+        if (!constant(k.ranges()) || !constant(k.reductionRanges())) return "its shape is symbolic";
+        long n = product(k.ranges()) * product(k.reductionRanges());
+        if (n != elements(members)) return "it loops over " + n + " elements, the collective over " + elements(members);
+        for (var st : k.stores()) if (!st.perRow() && !st.isRowMajor()) return "it stores " + st.buffer().name() + " at strides, not row-major";
         // what this block wrote in the launch's earlier phases is read element for element, nothing else of it
         var written = new ArrayList<PlanBuffer>();
         members.forEach(c -> written.add(c.output()));
         if (prologue != null) written.addAll(prologue.outputs());
-        boolean readsAResult = false;
         for (int in = 0; in < k.inputs().size(); in++) {
             PlanBuffer b = k.inputs().get(in);
-            boolean result = members.stream().anyMatch(c -> c.output() == b);
-            if (!result && written.stream().noneMatch(w -> w.storage() == b.storage())) continue;
-            if (!b.isContiguous() || !elementwise(k, in)) return false;
-            readsAResult |= result;
+            if (written.stream().noneMatch(w -> w.storage() == b.storage())) continue;
+            if (!b.isContiguous() || !elementwise(k, in))
+                return "it reads " + b.name() + " other than element for element: other blocks reduce or write those elements";
         }
-        if (!readsAResult) return false;
         for (PlanBuffer o : k.outputs()) {
             for (var c : members)
-                if (!sameTiles(o, c.input()) || !sameTiles(o, c.output())) return false;
+                for (PlanBuffer x : List.of(c.input(), c.output()))
+                    if (!sameTiles(o, x)) return "its output " + o.name() + " is placed over " + x.name() + " on other tiles";
             if (prologue != null) {
                 // another block may still be in the prologue, reading its inputs and writing its tile of its outputs
-                for (PlanBuffer in : prologue.inputs()) if (!safeOver(o, prologue, in)) return false;
-                for (PlanBuffer w : prologue.outputs()) if (!sameTiles(o, w)) return false;
+                for (PlanBuffer in : prologue.inputs())
+                    if (!safeOver(o, prologue, in)) return "its output " + o.name() + " is placed over " + in.name() + ", which the prologue reads, on other tiles";
+                for (PlanBuffer w : prologue.outputs())
+                    if (!sameTiles(o, w)) return "its output " + o.name() + " is placed over " + w.name() + " on other tiles";
             }
         }
-        return true;
+        return null;
     }
 
     /** Every load of input {@code in} reads the element at the kernel's own row-major position (rows then the row's elements). */

@@ -96,6 +96,7 @@ class CollectiveFusionTest {
         var f = (Step.FusedCollective) launches(p).stream().filter(s -> s instanceof Step.FusedCollective).findFirst().orElseThrow();
         assertThat(f.epilogue()).isNull();
         assertThat(launches(p)).hasSize(2);
+        assertThat(p.toString()).contains("# not the epilogue of all_reduce.one_shot(", "other than element for element");
     }
 
     @Test
@@ -105,6 +106,7 @@ class CollectiveFusionTest {
         var f = (Step.FusedCollective) launches(p).getFirst();
         assertThat(f.epilogue()).isNull();
         assertThat(launches(p)).hasSize(2);
+        assertThat(p.toString()).contains("# not the epilogue of all_reduce.one_shot(");
     }
 
     @Test
@@ -113,6 +115,7 @@ class CollectiveFusionTest {
         Plan p = plan(2, Algorithm.ONE_SHOT, g -> g.output("y", g.input("x", F32, 16, 16).sum(1).allReduce(SUM)));
         assertThat(launches(p)).hasSize(2);
         assertThat(launches(p)).noneMatch(s -> s instanceof Step.FusedCollective);
+        assertThat(p.toString()).contains("# not the prologue of all_reduce.one_shot(", "a row kernel's rows are not the collective's tiles");
     }
 
     @Test
