@@ -543,8 +543,116 @@ final class PlanChecks {
         bad.addAll(copyIns(p));
         bad.addAll(partitions(p));
         bad.addAll(barrierBeforeReturn(p));
+        bad.addAll(fusedTiles(p));
         if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
         return bad;
+    }
+
+    /**
+     * (g) Fused collective launches, checked byte by byte without CollectiveFusion's rules: every item (a row where the
+     * epilogue is a row kernel, else an element) is a tile of its own, run by a block of its own in any order against
+     * the others; within an item the phases (prologue, collective, epilogue) run in order. A byte of a pool that one
+     * item writes may be neither read nor written by another item: the finest tiling, so every grid's tiles are safe.
+     * Static shapes only (fusion takes nothing else); rotating regions are the barrier-free protocol's own. Launches of
+     * more than {@link #TILE_CHECK_ELEMENTS} elements are not checked (the check keeps every byte).
+     */
+    static List<String> fusedTiles(Plan p) { return fusedTiles(p.steps()); }
+
+    static List<String> fusedTiles(List<Step> steps) {
+        var bad = new ArrayList<String>();
+        for (Step s : steps) {
+            if (!(s instanceof Step.FusedCollective f)) continue;
+            var members = f.collectives();
+            long n = members.getFirst().input().shape().numel();
+            if (n > TILE_CHECK_ELEMENTS) continue;
+            Kernel pro = f.prologue() == null ? null : f.prologue().kernel(), epi = f.epilogue() == null ? null : f.epilogue().kernel();
+            long rowLength = epi != null && epi.isReduction() ? product(epi.reductionRanges()) : 1;
+            var writer = new HashMap<String, Long>();               // pool byte -> the item that writes it
+            var readers = new HashMap<String, Set<Long>>();         // pool byte -> the items that read it
+            for (long item = 0; item < n / rowLength; item++) {
+                long it = item;
+                var touch = new Object() {
+                    void at(PlanBuffer b, long storageIndex, boolean write) {
+                        var pl = b.storage().placement();
+                        if (pl == null) return; // a caller's input outside the pools: read only
+                        for (long k = 0; k < b.dtype().byteSize(); k++) {
+                            String key = pl.pool() + ":" + (pl.offset() + storageIndex * b.dtype().byteSize() + k);
+                            if (write) {
+                                Long w = writer.putIfAbsent(key, it);
+                                if (w != null && w != it) bad.add(f.name() + ": items " + w + " and " + it + " both write " + b.name() + " (" + key + ")");
+                            } else readers.computeIfAbsent(key, x -> new HashSet<>()).add(it);
+                        }
+                    }
+                };
+                if (pro != null) kernelTile(pro, item, 1, touch::at);
+                for (var c : members)
+                    for (long e = item * rowLength; e < (item + 1) * rowLength; e++) {
+                        touch.at(c.input(), storageIndex(c.input(), e), false);
+                        touch.at(c.output(), storageIndex(c.output(), e), true);
+                    }
+                if (epi != null) kernelTile(epi, item, rowLength, touch::at);
+            }
+            readers.forEach((key, items) -> {
+                Long w = writer.get(key);
+                if (w != null) for (long r : items) if (r != w) bad.add(f.name() + ": item " + r + " reads " + key + ", which item " + w + " writes");
+            });
+        }
+        return bad.stream().distinct().limit(20).toList();
+    }
+
+    static final long TILE_CHECK_ELEMENTS = 1 << 14;
+
+    interface Touch { void at(PlanBuffer b, long storageIndex, boolean write); }
+
+    /** The accesses of kernel {@code k}'s iterations for one item: a row (row kernels) or {@code rowLength} = 1 element. */
+    private static void kernelTile(Kernel k, long item, long rowLength, Touch touch) {
+        var extents = new ArrayList<SymInt>(k.ranges());
+        extents.addAll(k.reductionRanges());
+        long[] ext = extents.stream().mapToLong(SymInt::constant).toArray();
+        boolean rows = k.isReduction();
+        long perItem = rows ? product(k.reductionRanges()) : 1;
+        for (long j = 0; j < perItem; j++) {
+            long linear = item * perItem + j;
+            long[] idx = new long[ext.length];
+            long rem = linear;
+            for (int d = ext.length - 1; d >= 0; d--) { idx[d] = rem % ext[d]; rem /= ext[d]; }
+            for (KExpr e : k.locals())
+                for (KExpr.Load l : loads(e)) {
+                    long at = l.offset().constant();
+                    for (int d = 0; d < Math.min(idx.length, l.strides().size()); d++) at += l.strides().get(d).constant() * idx[d];
+                    touch.at(k.inputs().get(l.input()), at, false);
+                }
+            for (var st : k.stores()) {
+                if (st.perRow()) {
+                    if (j == 0) touch.at(st.buffer(), storageIndex(st.buffer(), item), true);
+                    continue;
+                }
+                long e;
+                if (st.strides() == null) e = st.offset().constant() + linear;
+                else {
+                    e = st.offset().constant();
+                    for (int d = 0; d < st.strides().size(); d++) e += st.strides().get(d).constant() * idx[d];
+                }
+                touch.at(st.buffer(), storageIndex(st.buffer(), e), true);
+            }
+        }
+    }
+
+    /** Where element {@code e} (row-major over its shape) of a static buffer lies in its storage. */
+    private static long storageIndex(PlanBuffer b, long e) {
+        long[] shape = b.shape().sizes(Map.of());
+        long at = b.offset().eval(Map.of());
+        for (int k = shape.length - 1; k >= 0; k--) {
+            at += (e % shape[k]) * b.strides().get(k).eval(Map.of());
+            e /= shape[k];
+        }
+        return at;
+    }
+
+    private static long product(List<SymInt> xs) {
+        long p = 1;
+        for (SymInt x : xs) p *= x.constant();
+        return p;
     }
 
     /** Buffers a kernel stores, resolved. */
