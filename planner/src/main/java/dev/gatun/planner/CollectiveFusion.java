@@ -10,7 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Collective fusion, the last pass over the step list: a one-shot or barrier-free all-reduce, or a batch of one-shots,
+ * Collective fusion, the last pass over the step list: a one-shot or barrier-free all-reduce, or a batch of either,
  * takes in the kernel just before it that writes its inputs (the <em>prologue</em>) and the kernel just after it
  * that reads its results (the <em>epilogue</em>), as one {@link Step.FusedCollective}: one launch where there were
  * three. The seeds' graph ({@code x + 1, x + 2, x + 3}, three all-reduces, their sum, a last all-reduce) is two
@@ -81,8 +81,8 @@ final class CollectiveFusion {
     }
 
     /**
-     * One-shot and barrier-free all-reduces of static shape, and batches of one-shots. A one-shot that copies a caller's
-     * tensor in (path 2, fused) copies its tile in instead of computing a prologue.
+     * One-shot and barrier-free all-reduces of static shape, and batches of either (of equal sizes). A one-shot that
+     * copies a caller's tensor in (path 2, fused) copies its tile in instead of computing a prologue.
      */
     private static boolean fusible(Step s) {
         return switch (s) {
