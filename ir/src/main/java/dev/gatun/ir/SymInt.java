@@ -66,6 +66,13 @@ public final class SymInt implements Comparable<SymInt> {
     }
 
     public SymInt times(long c) { return times(of(c)); }
+
+    /** The product of {@code xs} (1 for none): the element count of an iteration space or a shape. */
+    public static SymInt product(List<SymInt> xs) {
+        SymInt p = ONE;
+        for (SymInt x : xs) p = p.times(x);
+        return p;
+    }
     public SymInt plus(long c) { return plus(of(c)); }
 
     /** Evaluates with the given symbol values; a missing symbol is an error naming it. */

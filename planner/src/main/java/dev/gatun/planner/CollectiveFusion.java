@@ -111,8 +111,8 @@ final class CollectiveFusion {
         if (!writesAnInput) return "";
         if (k.isReduction()) return "a row kernel's rows are not the collective's tiles";
         if (!constant(k.ranges())) return "its shape is symbolic";
-        if (product(k.ranges()) != elements(members))
-            return "it loops over " + product(k.ranges()) + " elements, the collective over " + elements(members);
+        long n = SymInt.product(k.ranges()).constant();
+        if (n != elements(members)) return "it loops over " + n + " elements, the collective over " + elements(members);
         for (var st : k.stores()) if (!st.isRowMajor()) return "it stores " + st.buffer().name() + " at strides, not row-major";
         // another block may still read the prologue's inputs while this one stores its tile of the results
         for (var c : members)
@@ -127,7 +127,7 @@ final class CollectiveFusion {
         if (k.inputs().stream().noneMatch(b -> members.stream().anyMatch(c -> c.output() == b))) return "";
         if (!k.folds().isEmpty()) return "it folds its rows over the whole grid";
         if (!constant(k.ranges()) || !constant(k.reductionRanges())) return "its shape is symbolic";
-        long n = product(k.ranges()) * product(k.reductionRanges());
+        long n = SymInt.product(k.ranges()).constant() * SymInt.product(k.reductionRanges()).constant();
         if (n != elements(members)) return "it loops over " + n + " elements, the collective over " + elements(members);
         for (var st : k.stores()) if (!st.perRow() && !st.isRowMajor()) return "it stores " + st.buffer().name() + " at strides, not row-major";
         // what this block wrote in the launch's earlier phases is read element for element, nothing else of it
@@ -179,7 +179,7 @@ final class CollectiveFusion {
      * {@code in} element for element (each block only its own tile).
      */
     private static boolean safeOver(PlanBuffer out, Kernel k, PlanBuffer in) {
-        if (!overlap(out, in)) return true;
+        if (!CollectivePasses.overlaps(out, in)) return true;
         if (!sameTiles(out, in) || !in.isContiguous()) return false;
         for (int i = 0; i < k.inputs().size(); i++)
             if (k.inputs().get(i).storage() == in.storage() && !elementwise(k, i)) return false;
@@ -188,16 +188,8 @@ final class CollectiveFusion {
 
     /** Whether {@code a} and {@code b} share no memory, or start at the same place with elements of the same size. */
     private static boolean sameTiles(PlanBuffer a, PlanBuffer b) {
-        return !overlap(a, b) || (a.storage().placement().offset() == b.storage().placement().offset()
+        return !CollectivePasses.overlaps(a, b) || (a.storage().placement().offset() == b.storage().placement().offset()
                 && a.offset().equals(SymInt.ZERO) && b.offset().equals(SymInt.ZERO) && a.dtype().byteSize() == b.dtype().byteSize());
-    }
-
-    /** Whether the storages of {@code a} and {@code b} share memory in a pool. */
-    private static boolean overlap(PlanBuffer a, PlanBuffer b) {
-        var p = a.storage().placement();
-        var q = b.storage().placement();
-        if (p == null || q == null || !p.pool().equals(q.pool())) return false;
-        return p.offset() < q.offset() + q.bytes() && q.offset() < p.offset() + p.bytes();
     }
 
     private static List<KExpr.Load> loads(Kernel k) {
@@ -207,12 +199,6 @@ final class CollectiveFusion {
     }
 
     private static boolean constant(List<SymInt> xs) { return xs.stream().allMatch(SymInt::isConstant); }
-
-    private static long product(List<SymInt> xs) {
-        long p = 1;
-        for (SymInt x : xs) p *= x.constant();
-        return p;
-    }
 
     private static long numel(PlanBuffer b) { return b.shape().isStatic() ? b.shape().numel() : -1; }
 }

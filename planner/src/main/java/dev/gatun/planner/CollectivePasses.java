@@ -105,9 +105,10 @@ final class CollectivePasses {
                 && a.dtype().byteSize() == b.dtype().byteSize() && a.shape().numel() == b.shape().numel();
     }
 
-    private static boolean overlaps(PlanBuffer x, PlanBuffer y) {
+    /** Whether the storages of {@code x} and {@code y} share bytes of a pool (never where either is in none). */
+    static boolean overlaps(PlanBuffer x, PlanBuffer y) {
         var a = x.storage().placement();
         var b = y.storage().placement();
-        return a.pool().equals(b.pool()) && a.offset() < b.offset() + b.bytes() && b.offset() < a.offset() + a.bytes();
+        return a != null && b != null && a.pool().equals(b.pool()) && a.offset() < b.offset() + b.bytes() && b.offset() < a.offset() + a.bytes();
     }
 }

@@ -70,8 +70,7 @@ final class GridFolds {
      */
     private static int perRowStore(Kernel k, PlanBuffer rows, Kernel whole) {
         if (!k.isReduction() || !k.ranges().equals(whole.reductionRanges())) return -1;
-        SymInt count = SymInt.ONE;
-        for (SymInt r : k.ranges()) count = count.times(r);
+        SymInt count = SymInt.product(k.ranges());
         if (!count.isConstant() || count.constant() > MAX_ROWS) return -1;
         for (int s = 0; s < k.stores().size(); s++) {
             var st = k.stores().get(s);

@@ -566,7 +566,7 @@ final class PlanChecks {
             long n = members.getFirst().input().shape().numel();
             if (n > TILE_CHECK_ELEMENTS) continue;
             Kernel pro = f.prologue() == null ? null : f.prologue().kernel(), epi = f.epilogue() == null ? null : f.epilogue().kernel();
-            long rowLength = epi != null && epi.isReduction() ? product(epi.reductionRanges()) : 1;
+            long rowLength = epi != null && epi.isReduction() ? SymInt.product(epi.reductionRanges()).constant() : 1;
             var writer = new HashMap<String, Long>();               // pool byte -> the item that writes it
             var readers = new HashMap<String, Set<Long>>();         // pool byte -> the items that read it
             for (long item = 0; item < n / rowLength; item++) {
@@ -610,7 +610,7 @@ final class PlanChecks {
         extents.addAll(k.reductionRanges());
         long[] ext = extents.stream().mapToLong(SymInt::constant).toArray();
         boolean rows = k.isReduction();
-        long perItem = rows ? product(k.reductionRanges()) : 1;
+        long perItem = rows ? SymInt.product(k.reductionRanges()).constant() : 1;
         for (long j = 0; j < perItem; j++) {
             long linear = item * perItem + j;
             long[] idx = new long[ext.length];
@@ -649,11 +649,6 @@ final class PlanChecks {
         return at;
     }
 
-    private static long product(List<SymInt> xs) {
-        long p = 1;
-        for (SymInt x : xs) p *= x.constant();
-        return p;
-    }
 
     /** Buffers a kernel stores, resolved. */
     static Set<String> kernelOutputs(Kernel k) { return new HashSet<>(names(k.outputs())); }
