@@ -84,6 +84,16 @@ public final class GraphBuilder {
         return wrap(b.input(name, new TensorType(dtype, Tensor.shape("input '" + name + "'", dims))));
     }
 
+    /**
+     * A state: a tensor the session keeps from call to call, per rank, such as a KV cache. It is zeros until
+     * {@code Session.bind} sets it, is never passed to a call, and {@link Tensor#updateSlice} writes it in place; the
+     * state holds the last update after the call (output it to read it). Its shape must be static.
+     */
+    public Tensor state(String name, DType dtype, Object... dims) {
+        if (dtype == null) throw new GraphException("state '" + name + "': the dtype is null");
+        return wrap(b.state(name, new TensorType(dtype, Tensor.shape("state '" + name + "'", dims))));
+    }
+
     public Tensor constant(DType dtype, long[] shape, double... values) {
         return wrap(b.constant(values, new TensorType(dtype, Shape.of(shape))));
     }

@@ -105,6 +105,19 @@ public final class Tensor {
     public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
 
     /**
+     * {@code dynamic_update_slice}: this tensor with {@code update} written along {@code dim} from the position
+     * {@code start} holds at run time (an i32 or i64 tensor of one element), as {@code jax.lax.dynamic_update_slice}
+     * along one dimension or {@code x.index_copy_(dim, arange(start, start + n), update)} in PyTorch. The update has
+     * this tensor's dtype and rank and its sizes outside {@code dim}. A start where the update does not fit fails the
+     * call with a message naming the op, on every backend (no clamping, no write elsewhere). On a state
+     * ({@link GraphBuilder#state}) it writes in place and the state keeps the result; read the result, not the state,
+     * after it (the graph refuses a read of the state's old contents). On anything else it writes a copy.
+     */
+    public Tensor updateSlice(int dim, Tensor update, Tensor start) {
+        return graph.op(new Op.UpdateSlice(dim), this, update, start);
+    }
+
+    /**
      * The rows of this table at {@code indices} (i32 or i64, any shape), along dimension 0: an embedding lookup,
      * {@code torch.index_select(table, 0, indices)} for 1-D indices, {@code table[indices]} in general. Only
      * dimension 0 is supported.

@@ -44,7 +44,7 @@ final class BufferTable {
                 Located at = storage ? null : locate(b);
                 PlanBuffer base = at == null ? null : made[index.get(at.storage)];
                 PlanBuffer.Kind kind = switch (b) {
-                    case InputBuffer in -> PlanBuffer.Kind.INPUT;
+                    case InputBuffer in -> in.isState() ? PlanBuffer.Kind.STATE : PlanBuffer.Kind.INPUT;
                     case ConstantBuffer c -> PlanBuffer.Kind.CONSTANT;
                     case ViewBuffer v -> PlanBuffer.Kind.VIEW;
                     default -> PlanBuffer.Kind.COMPUTED;

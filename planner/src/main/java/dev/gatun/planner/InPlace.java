@@ -3,6 +3,8 @@ package dev.gatun.planner;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConcatBuffer;
 import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.ExternBuffer;
+import dev.gatun.ir.lower.ExternCall;
 import dev.gatun.ir.lower.InputBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.ir.lower.ViewBuffer;
@@ -26,6 +28,24 @@ import java.util.Set;
  */
 final class InPlace {
     private InPlace() {}
+
+    /**
+     * The {@code update_slice} calls whose target is no state, each with the copy it writes into: always in place (the
+     * call writes only the slice). A state's updates take its slot in the state pool instead ({@link Pools#states}).
+     */
+    static Map<Buffer, Buffer> updates(LoweredGraph graph) {
+        var pairs = new IdentityHashMap<Buffer, Buffer>();
+        for (Buffer b : graph.buffers())
+            if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice && !isStateVersion(e.inputs().getFirst()))
+                pairs.put(e, e.inputs().getFirst());
+        return pairs;
+    }
+
+    /** A state, or an update of one written into its slot. */
+    static boolean isStateVersion(Buffer b) {
+        while (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice) b = e.inputs().getFirst();
+        return b instanceof InputBuffer in && in.isState();
+    }
 
     /** Output to the input whose slot it takes. */
     static Map<Buffer, Buffer> pairs(LoweredGraph graph, Liveness live, Set<Buffer> outputs) {
@@ -60,6 +80,7 @@ final class InPlace {
      */
     private static boolean candidate(Buffer b, Set<Buffer> outputs) {
         return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
+                && !(b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice)
                 && b.type().shape().isStatic() && !Slices.isPart(b);
     }
 

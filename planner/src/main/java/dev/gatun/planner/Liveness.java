@@ -97,6 +97,7 @@ final class Liveness {
             }
             case ExternCall.Matmul m -> List.of();
             case ExternCall.IndexSelect s -> List.of();
+            case ExternCall.UpdateSlice u -> List.of();
             case ExternCall.Argmax a -> List.of();
         };
     }

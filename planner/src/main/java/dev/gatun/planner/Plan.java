@@ -28,7 +28,7 @@ public final class Plan {
     private final List<Kernel> kernels;
     private final List<Partition> partitions;
     private final List<Slot> slots;
-    private final List<PlanBuffer> inputs;
+    private final List<PlanBuffer> inputs, states;
     private final Map<String, PlanBuffer> outputs;
     private final double[][] constants;
     private final PlanOptions options;
@@ -70,8 +70,10 @@ public final class Plan {
         var ins = new ArrayList<PlanBuffer>();
         var index = new java.util.IdentityHashMap<Buffer, PlanBuffer>();
         for (int i = 0; i < lb.size(); i++) index.put(lb.get(i), this.buffers.get(i));
-        lowered.inputs().values().forEach(in -> ins.add(index.get(in)));
+        var sts = new ArrayList<PlanBuffer>();
+        lowered.inputs().values().forEach(in -> (in.isState() ? sts : ins).add(index.get(in)));
         this.inputs = List.copyOf(ins);
+        this.states = List.copyOf(sts);
         var outs = new LinkedHashMap<String, PlanBuffer>();
         lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
         this.outputs = Collections.unmodifiableMap(outs);
@@ -115,8 +117,17 @@ public final class Plan {
     public List<Slot> slots() { return slots; }
     public PlanOptions options() { return options; }
 
-    /** The graph's inputs, in the graph's order. */
+    /** The graph's inputs passed to a call (every input but the states), in the graph's order. */
     public List<PlanBuffer> inputs() { return inputs; }
+
+    /** The graph's states ({@link PlanBuffer.Kind#STATE}), each placed in the state pool; never passed to a call. */
+    public List<PlanBuffer> states() { return states; }
+
+    /** The state named {@code name}, or null when the graph has none of that name. */
+    public PlanBuffer state(String name) {
+        for (PlanBuffer s : states) if (s.input().equals(name)) return s;
+        return null;
+    }
 
     /** Output name to the buffer holding it. */
     public Map<String, PlanBuffer> outputs() { return outputs; }

@@ -23,6 +23,11 @@ public final class PlanBuffer {
     public enum Kind {
         /** A graph input: the caller's array, or a persistent symmetric slot it is copied into (path 2). */
         INPUT,
+        /**
+         * A state of the graph: a slot of the plan's state pool, zeros when the session starts, set by {@code bind},
+         * kept from call to call and written in place by {@code update_slice}; never passed to a call.
+         */
+        STATE,
         /** A constant tensor, written into the constant pool once per session. */
         CONSTANT,
         /** Written by a step of the plan (a kernel, a collective, a matrix product, a user op). */
@@ -122,7 +127,7 @@ public final class PlanBuffer {
 
     public boolean isSymmetric() { return group != null; }
 
-    /** The graph input's name, for {@link Kind#INPUT}. */
+    /** The graph input's name, for {@link Kind#INPUT} and {@link Kind#STATE}. */
     public String input() { return input; }
 
     /** The slice of a concatenation this buffer is written straight into, or null. */

@@ -26,8 +26,8 @@ import java.util.Set;
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
- *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, the regular arena,
- *   constants), recording the {@link SlotHistory};</li>
+ *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
+ *   the regular arena, constants), recording the {@link SlotHistory};</li>
  *   <li>{@link #steps}: the step list, one line of the printout each;</li>
  *   <li>{@link CollectivePasses}: fused path-2 copies and batched one-shot all-reduces;</li>
  *   <li>{@link CollectiveFusion}: an all-reduce with the kernels that write its inputs and read its results, one launch;</li>
@@ -55,11 +55,13 @@ public final class Planner {
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var live = new Liveness(choice.order(), outputs);
-        Map<Buffer, Buffer> inPlace = options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of();
+        Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
+        inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
         var pools = new Pools(options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
         pools.rotating(graph);
+        pools.states(graph);
         pools.regular(live, inPlace);
         pools.constants(graph);
         pools.placements.forEach((b, p) -> table.of(b).place(p));
@@ -81,7 +83,7 @@ public final class Planner {
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
-            if (b instanceof InputBuffer in) steps.add(new Step.CopyIn(table.of(in)));
+            if (b instanceof InputBuffer in && !in.isState()) steps.add(new Step.CopyIn(table.of(in)));
         for (int i = 0; i < live.n; i++) {
             Work w = live.order.get(i);
             for (Buffer b : w.writes()) {
@@ -116,6 +118,8 @@ public final class Planner {
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
             case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.Argmax a -> new Step.Argmax(table.of(e), table.of(e.inputs().getFirst()));
+            case ExternCall.UpdateSlice u -> new Step.UpdateSlice(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
+                    table.of(e.inputs().get(2)), u.dim());
             case ExternCall.UserOpCall u -> {
                 var outs = new ArrayList<PlanBuffer>();
                 outs.add(table.of(e));

@@ -19,6 +19,8 @@ public record Pool(String name, Kind kind, String group, long bytes, long maxLiv
         SYMM_INPUTS,
         /** Constant tensors, written once per session. */
         CONSTANT,
+        /** The graph's states, a slot each: zeros when the session starts, kept from call to call. */
+        STATE,
         /**
          * Persistent symmetric memory of a group for its barrier-free all-reduces: a region each ({@link RotatingSlots}),
          * set up once per session, kept between calls.
@@ -34,6 +36,7 @@ public record Pool(String name, Kind kind, String group, long bytes, long maxLiv
             case SYMM_INPUTS -> "alloc_symmetric_persistent(" + ByteSize.format(bytes) + granularity() + ", inputs, group=\"" + group + "\")";
             case REGULAR -> "alloc(" + ByteSize.format(bytes) + granularity() + ")";
             case CONSTANT -> "alloc_constants(" + ByteSize.format(bytes) + ")";
+            case STATE -> "alloc_states(" + ByteSize.format(bytes) + granularity() + ")";
             case ROTATING -> "alloc_symmetric_persistent(" + ByteSize.format(bytes) + granularity() + ", rotating slots, group=\"" + group + "\")";
         };
         return name + " = " + alloc;

@@ -4,6 +4,8 @@ import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConstantBuffer;
+import dev.gatun.ir.lower.ExternBuffer;
+import dev.gatun.ir.lower.ExternCall;
 import dev.gatun.ir.lower.InputBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
 
@@ -21,6 +23,7 @@ import java.util.TreeMap;
  *   isolation from everything else, each slot live until every rank has finished reading it
  *   ({@link Liveness#crossRankEnd}); same offsets on every rank, released before the call returns;</li>
  *   <li>{@link #symmetricInputs}: one persistent pool per group for path-2 graph inputs, a slot each;</li>
+ *   <li>{@link #states}: the graph's states, a slot each for the session, which their in-place updates share;</li>
  *   <li>{@link #regular}: the rank's arena for every other buffer, an in-place chain sharing one slot;</li>
  *   <li>{@link #constants}: constant tensors, written once per session.</li>
  * </ol>
@@ -89,12 +92,33 @@ final class Pools {
         }
     }
 
+    /**
+     * The graph's states, one after the other in a pool kept for the session; each {@code update_slice} of a state
+     * takes the slot of the version it writes over (they are placed before the first step, like constants).
+     */
+    void states(LoweredGraph graph) {
+        var states = new ArrayList<Buffer>();
+        for (Buffer b : graph.buffers()) if (b instanceof InputBuffer in && in.isState()) states.add(b);
+        if (states.isEmpty()) return;
+        String pool = nextName();
+        long size = sequential(pool, states);
+        pools.add(new Pool(pool, Pool.Kind.STATE, null, size, size, ByteSize.roundUp(size, options.regularGranularity())));
+        persistent.addAll(states);
+        for (Buffer b : graph.buffers()) {   // in lowered order: a chain of updates from its state on
+            if (!(b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice)) continue;
+            var p = placements.get(e.inputs().getFirst());
+            if (p == null || !p.pool().equals(pool)) continue;
+            placements.put(b, new PlanBuffer.Placement(pool, p.offset(), p.bytes()));
+            history.inPlace(b, e.inputs().getFirst());
+        }
+    }
+
     /** The regular arena: every other static buffer; an in-place chain shares one slot, from its first write to its last read. */
     void regular(Liveness live, Map<Buffer, Buffer> inPlace) {
         var rootOf = new IdentityHashMap<Buffer, Buffer>();
         var chainEnd = new IdentityHashMap<Buffer, Integer>();
         for (Buffer b : live.written) {
-            if (!b.type().shape().isStatic() || b.layout() instanceof Layout.CommBuffer) continue;
+            if (!b.type().shape().isStatic() || b.layout() instanceof Layout.CommBuffer || placements.containsKey(b)) continue;
             history.interval(b, live.def(b), live.localEnd(b), -1);
             Buffer root = inPlace.containsKey(b) ? rootOf.get(inPlace.get(b)) : b;
             rootOf.put(b, root);

@@ -204,6 +204,19 @@ public sealed interface Step {
         @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
     }
 
+    /**
+     * {@code update} written along {@code dim} of {@code target} from the position {@code start} holds (i32 or i64),
+     * in place: {@code output} is placed over {@code target} (a state's slot, or a copy made for the call). A position
+     * where the update does not fit fails the call.
+     */
+    record UpdateSlice(PlanBuffer output, PlanBuffer target, PlanBuffer update, PlanBuffer start, int dim) implements Step {
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() {
+            return output.name() + " = update_slice(" + target.name() + ", " + update.name() + ", " + start.name() + ", dim=" + dim + ")   # in place: "
+                    + update.name() + " into " + target.name() + "'s slot along dim " + dim + " from position " + start.name() + " (run time)";
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

@@ -55,7 +55,8 @@ public final class Session implements AutoCloseable {
         if (verbose) LOG.log(System.Logger.Level.INFO, "{0}", lowered.explain());
         this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));
         this.executable = backend.load(plan, this.options);
-        for (int i = 0; i < executable.ranks().size(); i++) bound.add(new java.util.HashSet<>());
+        // a state is never passed: it counts as bound from the start (zeros until bind sets it)
+        for (int i = 0; i < executable.ranks().size(); i++) bound.add(new java.util.HashSet<>(graph.states()));
     }
 
     public static Session compile(Graph graph, CompileOptions options) { return new Session(graph, options); }
@@ -249,6 +250,9 @@ public final class Session implements AutoCloseable {
 
     /** Removes the binding of {@code input} (on every rank this session drives); it must be passed to run again. */
     public Session unbind(String input) {
+        if (graph.states().contains(input))
+            throw new GatunRuntimeException("unbind(\"" + input + "\"): '" + input + "' is a state of graph '" + graph.name()
+                    + "', which the session always keeps; bind zeros (or any value) to reset it");
         running.lock();
         try {
             for (int i = 0; i < ranks().size(); i++) {
@@ -365,11 +369,17 @@ public final class Session implements AutoCloseable {
         var env = new HashMap<String, Long>();
         for (var e : inputs.entrySet()) {
             String name = e.getKey();
+            if (graph.states().contains(name)) throw new GatunRuntimeException(who + ": " + stateProblem(name));
             if (isBound.contains(name))
                 throw new GatunRuntimeException(who + ": input '" + name + "' is bound (Session.bind); bind it again to change it, or unbind it to pass it here");
             checkInput(who, name, decls.get(name).type(), e.getValue(), index, env);
         }
         return env;
+    }
+
+    private String stateProblem(String name) {
+        return "'" + name + "' is a state of graph '" + graph.name() + "': the session keeps it between calls and it is never passed;"
+                + " set it with bind(\"" + name + "\", value), read it by making its last update an output";
     }
 
     /** The names passed do not match the declared unbound inputs: says which are unknown, missing or bound. */
@@ -383,6 +393,7 @@ public final class Session implements AutoCloseable {
         var twice = new TreeSet<>(given);
         twice.retainAll(isBound);
         if (!unknown.isEmpty()) return unknownInputs(unknown, missing, expected);
+        for (String s : given) if (graph.states().contains(s)) return stateProblem(s);
         if (twice.size() == 1) return "input '" + twice.first() + "' is bound (Session.bind); bind it again to change it, or unbind it to pass it here";
         if (!twice.isEmpty()) return "inputs " + twice + " are bound (Session.bind); bind them again to change them, or unbind them to pass them here";
         return "missing inputs " + missing + "; inputs are " + expected + (isBound.isEmpty() ? "" : " (bound: " + new TreeSet<>(isBound) + ")");

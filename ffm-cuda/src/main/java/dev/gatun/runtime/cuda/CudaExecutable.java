@@ -87,6 +87,7 @@ final class CudaExecutable implements Executable {
     private final CudaMatmul matmul;
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
+    private final CudaUpdateSlice updateSlice;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
     private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
     /** The graphs the last call replayed, and the input addresses they were captured for. */
@@ -163,6 +164,7 @@ final class CudaExecutable implements Executable {
                 } else {
                     pools.put(p.name(), allocate(p.name() + " (" + p.kind().name().toLowerCase() + " pool)", p.allocationBytes()));
                 }
+                if (p.kind() == Pool.Kind.STATE) pools.get(p.name()).memsetAsync(0, stream);   // states start at zeros
             }
             this.staging = new DeviceBuffer[plan.buffers().size()];
             this.hostIn = new PinnedHostBuffer[plan.buffers().size()];
@@ -178,6 +180,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
+            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice) ? new CudaUpdateSlice(this::module) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -793,6 +796,15 @@ final class CudaExecutable implements Executable {
             exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
         }
 
+        @Override public void updateSlice(Step.UpdateSlice u) {
+            long[] shape = u.target().shape().sizes(env);
+            long inner = u.target().dtype().byteSize(), runs = 1;
+            for (int d = u.dim() + 1; d < shape.length; d++) inner *= shape[d];
+            for (int d = 0; d < u.dim(); d++) runs *= shape[d];
+            exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), runs, shape[u.dim()],
+                    u.update().shape().sizes(env)[u.dim()], inner, exe.stream);
+        }
+
         @Override public void indexSelect(Step.IndexSelect s) {
             long rows = s.table().shape().sizes(env)[0];
             exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
@@ -1005,16 +1017,24 @@ final class CudaExecutable implements Executable {
         return NDArray.wrap(dtype, n == 0 ? seg.asSlice(0, 0) : seg.asSlice(0, n * dtype.byteSize()), shape);
     }
 
-    /** Copies the value into the input's staging buffer, which keeps it for every later call. */
+    /**
+     * Copies the value into the input's staging buffer, which keeps it for every later call; a state's value into its
+     * slot (null: zeros), which the next call reads and updates.
+     */
     @Override public void bind(int rankIndex, String input, ArrayLike value) {
         checkOpen("bind");
-        PlanBuffer in = plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
+        PlanBuffer state = plan.state(input);
+        PlanBuffer in = state != null ? state : plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
                 .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
         if (value == null) {
+            if (state != null) {
+                DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()).memsetAsync(0, stream);
+                stream.synchronize();
+            }
             bound.remove(input);
             return;
         }
-        DeviceBuffer dst = in.isDynamic() ? null : stagingOf(in);
+        DeviceBuffer dst = state != null ? DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()) : in.isDynamic() ? null : stagingOf(in);
         if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
         bound.remove(input);
         switch (value) {

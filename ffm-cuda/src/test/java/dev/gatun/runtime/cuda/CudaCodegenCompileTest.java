@@ -50,6 +50,9 @@ class CudaCodegenCompileTest {
         var r = CudaCodegenFixtures.compile(nvcc, dir, "index_select", CudaIndexSelect.SOURCE);
         assertThat(r.ok()).as(r.log()).isTrue();
         assertThat(r.ptx()).contains(".entry gatun_index_select(", "trap;");
+        var u = CudaCodegenFixtures.compile(nvcc, dir, "update_slice", CudaUpdateSlice.SOURCE);
+        assertThat(u.ok()).as(u.log()).isTrue();
+        assertThat(u.ptx()).contains(".entry gatun_update_slice(", "trap;", "ld.global.v4.u32");
         var a = CudaCodegenFixtures.compile(nvcc, dir, "argmax", CudaArgmax.SOURCE);
         assertThat(a.ok()).as(a.log()).isTrue();
         assertThat(a.ptx()).contains(".entry argmax_f32(", ".entry argmax_bf16(", ".entry argmax_f64(", ".entry argmax_f16(");

@@ -21,6 +21,8 @@ public final class Graph {
     private final String name;
     private final List<Node> nodes;
     private final Map<String, Node> inputs, outputs;
+    /** The inputs that are states (a subset of {@link #inputs}'s names, in declaration order). */
+    private final java.util.Set<String> states;
     private final Map<String, UserOp> userOps;
     private final Map<String, ProcessGroup> groups;
     private final Integer worldSize;
@@ -32,6 +34,7 @@ public final class Graph {
         this.nodes = List.copyOf(b.nodes);
         this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.inputs));
         this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(b.outputs));
+        this.states = Collections.unmodifiableSet(new java.util.LinkedHashSet<>(b.states));
         this.userOps = Collections.unmodifiableMap(new LinkedHashMap<>(b.userOps));
         this.groups = Collections.unmodifiableMap(new LinkedHashMap<>(b.groups));
         this.worldSize = b.worldSize;
@@ -45,7 +48,48 @@ public final class Graph {
         }
         for (int i = 0; i < u.size(); i++) u.set(i, Collections.unmodifiableList(u.get(i)));
         this.users = u;
+        checkStates();
     }
+
+    /**
+     * A version of a state that an {@code update_slice} writes over in place is read by nothing else and is no output:
+     * once the update has run its old contents are gone. (Read the update's result instead.)
+     */
+    private void checkStates() {
+        for (Node n : nodes) {
+            String state = stateOf(n);
+            if (state == null) continue;
+            var readers = users(n);
+            Node writer = null;
+            for (Node r : readers) if (r.op() instanceof Op.UpdateSlice && r.input(0) == n) writer = r;
+            if (writer == null) continue;
+            if (readers.size() > 1 || writer.inputs().subList(1, 3).contains(n))
+                throw new GraphException("graph '" + name + "': state '" + state + "' is read by " + (readers.size() > 1 ? readers.get(readers.get(0) == writer ? 1 : 0).label()
+                        : writer.label()) + " as well as updated in place by " + writer.label() + "; read the update's result " + writer.label()
+                        + " instead (the old contents are gone once it runs)");
+            if (outputs.containsValue(n))
+                throw new GraphException("graph '" + name + "': state '" + state + "' is an output as it was before " + writer.label()
+                        + " updates it in place; output the update's result instead");
+        }
+    }
+
+    /**
+     * The state {@code n} is a version of: the state input itself, or an {@code update_slice} of a version of it (written
+     * in place); null for any other node.
+     */
+    public String stateOf(Node n) {
+        while (true) {
+            if (n.op() instanceof Op.Input in) return states.contains(in.name()) ? in.name() : null;
+            if (!(n.op() instanceof Op.UpdateSlice)) return null;
+            n = n.input(0);
+        }
+    }
+
+    /**
+     * The names of the inputs that are states: persistent tensors of a session, zeros at first, set with
+     * {@code bind}, kept from call to call and written in place by {@code update_slice}.
+     */
+    public java.util.Set<String> states() { return states; }
 
     public static Builder builder(String name) { return new Builder(name); }
 
@@ -72,7 +116,8 @@ public final class Graph {
         var extra = groups.values().stream().filter(g -> !g.isWorld()).toList();
         if (!extra.isEmpty()) sb.append("  groups=").append(extra);
         sb.append('\n');
-        for (Node n : nodes) sb.append("  ").append(n.format()).append('\n');
+        for (Node n : nodes)
+            sb.append("  ").append(n.op() instanceof Op.Input in && states.contains(in.name()) ? n.format().replaceFirst("= input\\(", "= state(") : n.format()).append('\n');
         sb.append("  return ");
         var parts = new ArrayList<String>();
         outputs.forEach((k, v) -> parts.add(k + "=%" + v.id()));
@@ -85,6 +130,7 @@ public final class Graph {
         private final String name;
         private final List<Node> nodes = new ArrayList<>();
         private final Map<String, Node> inputs = new LinkedHashMap<>(), outputs = new LinkedHashMap<>();
+        private final java.util.Set<String> states = new java.util.LinkedHashSet<>();
         private final Map<String, UserOp> userOps = new LinkedHashMap<>();
         private final Map<String, ProcessGroup> groups = new LinkedHashMap<>();
         private Integer worldSize;
@@ -185,6 +231,18 @@ public final class Graph {
             Node n = new Node(nodes.size(), new Op.Input(inputName), List.of(), type, null, this);
             nodes.add(n);
             inputs.put(inputName, n);
+            return n;
+        }
+
+        /**
+         * A state: an input the session keeps between calls (zeros until {@code bind} sets it), which an
+         * {@code update_slice} of it writes in place. It is never passed to a call.
+         */
+        public Node state(String stateName, TensorType type) {
+            if (type != null && !type.shape().isStatic())
+                throw new GraphException("graph '" + name + "': state '" + stateName + "' has shape " + type.shape() + "; a state's shape must be static");
+            Node n = input(stateName, type);
+            states.add(stateName);
             return n;
         }
 

@@ -58,7 +58,7 @@ public final class GraphJson {
         for (UserOp u : g.userOps().values()) ops.add(userOp(u, g));
         doc.put("user_ops", new Json.Arr(ops));
         var nodes = new ArrayList<Json>();
-        for (Node n : g.nodes()) nodes.add(node(n));
+        for (Node n : g.nodes()) nodes.add(node(n, g));
         doc.put("nodes", new Json.Arr(nodes));
         var outs = new LinkedHashMap<String, Json>();
         g.outputs().forEach((k, v) -> outs.put(k, Json.of(v.id())));
@@ -66,14 +66,17 @@ public final class GraphJson {
         return Json.write(new Json.Obj(doc));
     }
 
-    private static Json node(Node n) {
+    private static Json node(Node n, Graph g) {
         var m = new LinkedHashMap<String, Json>();
         m.put("id", Json.of(n.id()));
         Op op = n.op();
         m.put("op", Json.of(jsonOpName(op)));
         if (!n.inputs().isEmpty()) m.put("inputs", longs(n.inputs().stream().mapToLong(Node::id).toArray()));
         switch (op) {
-            case Op.Input in -> m.put("name", Json.of(in.name()));
+            case Op.Input in -> {
+                m.put("name", Json.of(in.name()));
+                if (g.states().contains(in.name())) m.put("state", Json.of(true));
+            }
             case Op.Constant c -> {
                 var vals = new ArrayList<Json>();
                 for (double v : c.values()) vals.add(number(v));
@@ -88,6 +91,7 @@ public final class GraphJson {
             case Op.Matmul mm -> {}
             case Op.IndexSelect s -> {}
             case Op.Argmax a -> m.put("dim", Json.of(a.dim()));
+            case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
             case Op.Collective c -> {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
@@ -278,7 +282,8 @@ public final class GraphJson {
                 n = switch (opName) {
                     case "input" -> {
                         noInputs(inputs, where);
-                        yield b.input(str(no, "name", where), declared);
+                        boolean state = no.get("state") != null && bool(no, "state", where);
+                        yield state ? b.state(str(no, "name", where), declared) : b.input(str(no, "name", where), declared);
                     }
                     case "constant" -> {
                         noInputs(inputs, where);
@@ -319,6 +324,7 @@ public final class GraphJson {
                 case "matmul" -> new Op.Matmul();
                 case "index_select" -> new Op.IndexSelect();
                 case "argmax" -> new Op.Argmax(toInt(integer(no, "dim", where), where, "dim"));
+                case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));
                 case "expand" -> new Op.Expand(shape(arr(no, "shape", where), where, "shape"));
                 case "permute" -> {
@@ -441,7 +447,7 @@ public final class GraphJson {
         }
 
         /** Every field any node may carry (which ones an op needs is checked as it is read). */
-        private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "values", "dims", "keepdim", "shape", "perm",
+        private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "state", "values", "dims", "keepdim", "shape", "perm",
                 "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "symmetric_group"};
 
         private static final java.util.Set<String> NODE_FIELD_SET = java.util.Set.of(NODE_FIELDS);

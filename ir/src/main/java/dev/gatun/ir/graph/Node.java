@@ -60,6 +60,7 @@ public final class Node {
             case Op.Expand e -> args + ", " + e.shape();
             case Op.Cat c -> args + ", dim=" + c.dim();
             case Op.Argmax a -> args + ", dim=" + a.dim();
+            case Op.UpdateSlice u -> args + ", dim=" + u.dim();
             case Op.CustomOutput o -> args + ", " + o.index();
             default -> args.toString();
         };

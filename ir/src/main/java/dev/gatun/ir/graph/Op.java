@@ -97,6 +97,17 @@ public sealed interface Op {
         @Override public String opName() { return "argmax"; }
     }
 
+    /**
+     * {@code dynamic_update_slice}: input 0 (the operand) with input 1 (the update: the operand's dtype and rank, the
+     * operand's sizes outside {@code dim}, at most its size along it) written along {@code dim} from the position input
+     * 2 holds at run time (an i32 or i64 scalar or one-element tensor). A position where the update does not fit, below
+     * 0 or past {@code size(dim) - update.size(dim)}, is an error at run time, never a write elsewhere. On a state
+     * ({@link Graph.Builder#state}) it writes in place: the state holds the result after the call.
+     */
+    record UpdateSlice(int dim) implements Op {
+        @Override public String opName() { return "update_slice"; }
+    }
+
     /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
     record Expand(Shape shape) implements Op {
         @Override public String opName() { return "expand"; }

@@ -38,6 +38,7 @@ public final class TypeInference {
             case Op.Matmul m -> matmul(args);
             case Op.IndexSelect s -> indexSelect(args);
             case Op.Argmax a -> argmax(a, one(op, args));
+            case Op.UpdateSlice u -> updateSlice(u, args);
             case Op.Collective c -> collective(c, one(op, args), ctx);
             case Op.Reshape r -> reshape(r, one(op, args));
             case Op.Permute p -> permute(p, one(op, args));
@@ -156,6 +157,33 @@ public final class TypeInference {
         if (!x.type().shape().dim(rank - 1).isStatic()) throw new GraphException("argmax(" + x.label() + "): the last dimension must be static");
         if (x.type().shape().dim(rank - 1).size() == 0) throw new GraphException("argmax(" + x.label() + "): the last dimension is empty; there is no largest element");
         return new TensorType(DType.INT64, new Shape(x.type().shape().dims().subList(0, rank - 1)));
+    }
+
+    private static TensorType updateSlice(Op.UpdateSlice u, List<Node> args) {
+        if (args.size() != 3) throw new GraphException("update_slice takes an operand, an update and a position, got " + args.size() + " tensors");
+        Node x = args.get(0), upd = args.get(1), at = args.get(2);
+        String call = "update_slice(" + describe(args) + ", dim=" + u.dim() + ")";
+        int rank = x.type().rank();
+        if (rank < 1) throw new GraphException(call + ": the operand " + x.label() + " is a scalar; it has no dimension to update along");
+        if (u.dim() < -rank || u.dim() >= rank) throw new GraphException(call + ": dim " + u.dim() + " is outside the operand's " + rank + " dimensions");
+        int dim = u.dim() < 0 ? u.dim() + rank : u.dim();
+        if (upd.type().dtype() != x.type().dtype())
+            throw new GraphException(call + ": the update " + upd.label() + " is " + upd.type().dtype() + " but the operand is " + x.type().dtype() + "; cast it first");
+        if (upd.type().rank() != rank)
+            throw new GraphException(call + ": the update " + upd.label() + " has " + upd.type().rank() + " dimensions, the operand " + rank + "; reshape it to match");
+        for (int d = 0; d < rank; d++) {
+            Dim a = x.type().shape().dim(d), b = upd.type().shape().dim(d);
+            if (!a.isStatic() || !b.isStatic())
+                throw new GraphException(call + ": dimension " + d + " must be static in both (" + a + ", " + b + ")");
+            if (d == dim ? b.size() > a.size() : b.size() != a.size())
+                throw new GraphException(call + ": the update's dimension " + d + " is " + b.size() + (d == dim ? ", longer than the operand's " : ", the operand's is ")
+                        + a.size() + (d == dim ? "" : "; only dimension " + dim + " may differ"));
+        }
+        if (at.type().dtype() != DType.INT32 && at.type().dtype() != DType.INT64)
+            throw new GraphException(call + ": the position " + at.label() + " is " + at.type().dtype() + "; it must be i32 or i64");
+        if (!at.type().shape().isStatic() || at.type().shape().numel() != 1)
+            throw new GraphException(call + ": the position " + at.label() + " must hold one value, not " + at.type().shape());
+        return x.type();
     }
 
     private static TensorType indexSelect(List<Node> args) {

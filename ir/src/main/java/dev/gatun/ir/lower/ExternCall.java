@@ -28,6 +28,15 @@ public sealed interface ExternCall {
         @Override public String opName() { return "index_select"; }
     }
 
+    /**
+     * {@code update_slice}: input 1 written along {@code dim} of input 0 (the target, whose storage the result takes:
+     * a state's slot, or a copy made for the call) from the position input 2 holds; a position where it does not fit
+     * fails the call.
+     */
+    record UpdateSlice(int dim) implements ExternCall {
+        @Override public String opName() { return "update_slice"; }
+    }
+
     /** The position of the largest element of each row (the last dimension) of a contiguous input, as i64. */
     record Argmax() implements ExternCall {
         @Override public String opName() { return "argmax"; }

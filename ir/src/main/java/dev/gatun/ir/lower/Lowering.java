@@ -112,6 +112,8 @@ public final class Lowering {
     private Set<Node> liveNodes() {
         var live = java.util.Collections.newSetFromMap(new IdentityHashMap<Node, Boolean>());
         var work = new ArrayDeque<>(graph.outputs().values());
+        // an update of a state is kept whether or not an output reads it: the state holds it after the call
+        for (Node n : graph.nodes()) if (n.op() instanceof Op.UpdateSlice && graph.stateOf(n) != null) work.add(n);
         while (!work.isEmpty()) {
             Node n = work.pop();
             if (live.add(n)) work.addAll(n.inputs());
@@ -124,7 +126,8 @@ public final class Lowering {
     private Value lowerNode(Node n) {
         return switch (n.op()) {
             case Op.Input in -> {
-                var b = register(new InputBuffer(inputName(in.name()), in.name(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id()));
+                var b = register(new InputBuffer(inputName(in.name()), in.name(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id(),
+                        graph.states().contains(in.name())));
                 inputs.put(in.name(), (InputBuffer) b);
                 yield new BufferValue(b);
             }
@@ -137,6 +140,7 @@ public final class Lowering {
             case Op.Matmul m -> matmul(n);
             case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
             case Op.Argmax a -> extern(n, new ExternCall.Argmax());
+            case Op.UpdateSlice u -> updateSlice(n, u);
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
@@ -311,6 +315,46 @@ public final class Lowering {
     /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
     private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
         return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
+    }
+
+    /**
+     * {@code update_slice}: written in place into a state's slot where the operand is a version of a state (the graph
+     * checked that nothing else reads that version); otherwise into a copy of the operand made for it, so the operand
+     * itself is never written.
+     */
+    private Value updateSlice(Node n, Op.UpdateSlice u) {
+        Buffer target;
+        String state = graph.stateOf(n.input(0));
+        if (state != null) {
+            target = ((BufferValue) arg(n, 0)).buffer();
+            decisions.add("%" + n.id() + " update_slice: written in place into state '" + state + "'");
+        } else {
+            Value v = arg(n, 0);
+            TensorType t = n.type();
+            target = register(new ComputedBuffer(next(), "copy", Layout.contiguous(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
+            decisions.add(target.name() + ": copy of the operand of %" + n.id() + " update_slice, which writes into it (the operand is no state)");
+        }
+        int dim = u.dim() < 0 ? u.dim() + n.type().rank() : u.dim();
+        // the update is read as packed row-major elements: a view whose only odd strides are those of size-1 dimensions
+        // (a key transposed to [.., head_dim, 1], a value head of the fused product) is read in place, with no copy
+        Value upd = arg(n, 1);
+        Buffer update = upd instanceof BufferValue(Buffer b) && packedIgnoringOnes(b) ? b : contiguous(upd, "update_slice");
+        return externCall(n, new ExternCall.UpdateSlice(dim), List.of(target, update, contiguous(arg(n, 2), "update_slice")));
+    }
+
+    /** Row-major strides in every dimension longer than 1 (the stride of a size-1 dimension never moves a read). */
+    private static boolean packedIgnoringOnes(Buffer b) {
+        if (b.layout().isFlexible()) return true;
+        var strides = b.layout().fix().strides();
+        Shape s = b.type().shape();
+        if (!s.isStatic()) return false;
+        long want = 1;
+        for (int d = s.rank() - 1; d >= 0; d--) {
+            long size = s.dim(d).size();
+            if (size != 1 && !strides.get(d).equals(SymInt.of(want))) return false;
+            want *= size;
+        }
+        return true;
     }
 
     /**

@@ -121,6 +121,7 @@ public final class PlanSvg {
                 case ROTATING -> "comm rotating";
                 case REGULAR -> "regular";
                 case CONSTANT -> "constant";
+                case STATE -> "state";
             };
             y += 28;
             body.append("<g class=\"panel ").append(kind).append("\" data-pool=\"").append(esc(pool.name())).append("\">\n");

@@ -155,8 +155,21 @@ final class HostExecutable implements Executable {
         return DeviceArray.borrowed(dtype, shape, m, "wrapped memory at 0x" + Long.toHexString(address));
     }
 
-    /** The value is copied into memory of this executable's own (a snapshot), which a later bind or close frees. */
+    /**
+     * The value is copied into memory of this executable's own (a snapshot), which a later bind or close frees; a
+     * state's value is copied into its slot, which the next call reads and updates.
+     */
     @Override public void bind(int rankIndex, String input, ArrayLike value) {
+        PlanBuffer state = plan.state(input);
+        if (state != null) {
+            MemorySegment slot = placed[rankIndex][state.id()];
+            switch (value) {
+                case null -> slot.fill((byte) 0);
+                case NDArray n -> MemorySegment.copy(n.segment(), 0, slot, 0, state.type().byteSize());
+                case DeviceArray d -> d.copyTo(NDArray.wrap(d.dtype(), slot, d.shape()));
+            }
+            return;
+        }
         DeviceArray copy = switch (value) {
             case null -> null;
             case NDArray n -> toDevice(rankIndex, n);
@@ -448,6 +461,20 @@ final class HostExecutable implements Executable {
                             + " is outside the " + rows + " rows of " + s.table().name());
                 MemorySegment.copy(from, row * rowBytes, out, k * rowBytes, rowBytes);
             }
+        }
+
+        @Override public void updateSlice(Step.UpdateSlice u) {
+            long[] shape = u.target().shape().sizes(env), upd = u.update().shape().sizes(env);
+            long at = (long) Elements.get(segment(u.start()), u.start().dtype(), 0), size = shape[u.dim()], len = upd[u.dim()];
+            if (at < 0 || at > size - len)
+                throw new GatunRuntimeException(u.format().strip() + ": position " + at + " of " + u.start().name() + " puts the " + len + " elements of "
+                        + u.update().name() + " along dimension " + u.dim() + " outside the " + size + " of " + u.target().name() + "; it must be 0 to " + (size - len));
+            long inner = u.target().dtype().byteSize(), outer = 1;   // bytes after dim, runs before it
+            for (int d = u.dim() + 1; d < shape.length; d++) inner *= shape[d];
+            for (int d = 0; d < u.dim(); d++) outer *= shape[d];
+            MemorySegment from = segment(u.update()), to = segment(u.output());
+            for (long o = 0; o < outer; o++)   // each run of len * inner bytes goes to its place along dim
+                MemorySegment.copy(from, o * len * inner, to, (o * size + at) * inner, len * inner);
         }
 
         @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }

@@ -171,6 +171,7 @@ public final class ReferenceInterpreter {
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
             case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
             case Op.Argmax a -> argmax(in.getFirst(), n);
+            case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
             case Op.Reshape r -> {
                 long[] to = r.shape().sizes(s.env);
                 if (Dense.size(to) != in.getFirst().numel())
@@ -272,6 +273,27 @@ public final class ReferenceInterpreter {
             out[r] = best;
         }
         return new Dense(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
+    }
+
+    /**
+     * {@code x} with {@code update} written along {@code u.dim()} from the position {@code at} holds (a new value: the
+     * reference never writes in place); a position where the update does not fit names itself.
+     */
+    private static Dense updateSlice(Dense x, Dense update, Dense at, Op.UpdateSlice u, Node n) {
+        int rank = x.rank(), dim = u.dim() < 0 ? u.dim() + rank : u.dim();
+        long size = x.shape()[dim], len = update.shape()[dim];
+        double start = at.data()[0];
+        if (start < 0 || start > size - len)
+            throw new GraphException("update_slice: position " + (long) start + " of " + n.input(2).label() + " puts the " + len + " elements of "
+                    + n.input(1).label() + " along dimension " + dim + " outside " + n.input(0).label() + "'s " + size + "; it must be 0 to " + (size - len));
+        double[] out = x.data().clone();
+        long inner = 1;
+        for (int d = dim + 1; d < rank; d++) inner *= x.shape()[d];
+        long outer = x.numel() / Math.max(1, size * inner);
+        for (long o = 0; o < outer; o++)
+            for (long j = 0; j < len; j++)
+                System.arraycopy(update.data(), (int) ((o * len + j) * inner), out, (int) ((o * size + (long) start + j) * inner), (int) inner);
+        return new Dense(x.dtype(), x.shape(), out);
     }
 
     /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */

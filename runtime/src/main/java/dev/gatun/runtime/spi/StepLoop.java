@@ -46,6 +46,9 @@ public final class StepLoop {
 
         /** The position of each row's largest element (the first of equals; a NaN counts as the largest). */
         void argmax(Step.Argmax s);
+
+        /** A slice written in place at a position read at run time; a position where it does not fit fails the call, naming it. */
+        void updateSlice(Step.UpdateSlice s);
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -88,6 +91,7 @@ public final class StepLoop {
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.Argmax s -> backend.argmax(s);
+            case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
