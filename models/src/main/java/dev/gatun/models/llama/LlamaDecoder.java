@@ -20,18 +20,16 @@ import java.util.Map;
  *   each layer's cache ({@code cache.L.k}: the rotated keys, transposed, [kv heads, head_dim, maxLen], as the product
  *   with the queries reads them; {@code cache.L.v}: the values, [kv heads, maxLen, head_dim]; the prompt's, zeros after
  *   it);</li>
- *   <li>{@link #decode}: one token at the {@code position} the call gives; from it the graph computes the rotary
- *   angles and, over an {@code arange} of the cache's positions, the one-hot write mask and the attention mask (0,
- *   then -inf after the position). It reads and writes the caches (a new key and value at the position: {@code where}
- *   over the write mask, every other entry kept) and attends over the positions up to it. Its outputs are the logits,
- *   the greedy token ({@code next}, i64) and the updated caches, which the next call takes as its inputs.</li>
+ *   <li>{@link #decode}: one token at the {@code position} the call gives (i32); from it the graph computes the rotary
+ *   angles and, over an {@code arange} of the cache's positions, the attention mask (0, then -inf after the position).
+ *   The caches are states of the session ({@code cache.L.k}, {@code cache.L.v}, the layouts above): each step writes
+ *   its new key and value at the position in place ({@code update_slice}, the bytes of one position, not of the cache)
+ *   and attends over the positions up to it. Its outputs are the logits and the greedy token ({@code next}, i64);
+ *   {@link LlamaGenerator} binds the prefill's caches to the states once per prompt.</li>
  * </ul>
  * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
- * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). The cache
- * is updated functionally (the whole cache is
- * rewritten each step, a small fraction of the weights' bytes at these lengths); an in-place update at a position
- * given at run time is the later optimisation.
+ * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side).
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
@@ -62,11 +60,12 @@ public final class LlamaDecoder {
         int b = batch, t = tokens, bkl = b * kl;
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
         Tensor ids = g.input("tokens", DType.I32, b * t);
-        Tensor cos, sin, mask, write;
+        Tensor cos, sin, mask, position = null;
         if (decode) {
             // a step computes its tables from its position: the rotary angles (in float32, as transformers computes
-            // them), the attention mask over the cache (0 up to the position, -inf after) and the one-hot write mask
-            Tensor pos = g.input("position", DType.F32, 1);          // exact to 2^24, far past any cache
+            // them) and the attention mask over the cache (0 up to the position, -inf after)
+            position = g.input("position", DType.I32, 1);
+            Tensor pos = position.cast(DType.F32);                    // exact to 2^24, far past any cache
             double[] f = c.ropeFrequencies(), both = new double[d];
             for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
             Tensor angle = pos.mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
@@ -74,13 +73,11 @@ public final class LlamaDecoder {
             sin = angle.sin().cast(dtype);
             Tensor idx = g.arange(DType.F32, maxLen);
             mask = idx.gt(pos).where(Double.NEGATIVE_INFINITY, 0).cast(dtype).reshape(1, maxLen);
-            write = idx.eq(pos);
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
             cos = g.input("cos", dtype, t, d);
             sin = g.input("sin", dtype, t, d);
             mask = g.input("mask", dtype, t, t);
-            write = null;
         }
         boolean padded = !decode && t < maxLen;
         Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
@@ -103,15 +100,15 @@ public final class LlamaDecoder {
             Tensor kT = LlamaPrefill.rope(k, cos, sin, d).transpose(2, 3);
             Tensor keysT, values;
             if (decode) {
-                // the step's key and value go to the position `write` marks; every other position keeps the cache
-                keysT = write.reshape(1, 1, 1, maxLen).where(kT.expand(b, kl, d, maxLen), g.input("cache." + l + ".k", dtype, b, kl, d, maxLen));
-                values = write.reshape(1, 1, maxLen, 1).where(v.expand(b, kl, maxLen, d), g.input("cache." + l + ".v", dtype, b, kl, maxLen, d));
+                // the step's key and value written in place into the caches (states) at the position
+                keysT = g.state("cache." + l + ".k", dtype, b, kl, d, maxLen).updateSlice(3, kT, position);
+                values = g.state("cache." + l + ".v", dtype, b, kl, maxLen, d).updateSlice(2, v, position);
             } else {
                 keysT = padded ? kT.cat(3, padK) : kT;
                 values = padded ? v.cat(2, padV) : v;
+                g.output("cache." + l + ".k", keysT);
+                g.output("cache." + l + ".v", values);
             }
-            g.output("cache." + l + ".k", keysT);
-            g.output("cache." + l + ".v", values);
             // grouped-query attention: the query heads sharing a key-value head are one batch of group * tokens rows
             Tensor qg = q.reshape(bkl, group * t, d);
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
@@ -188,7 +185,7 @@ public final class LlamaDecoder {
         if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
         var in = new LinkedHashMap<String, NDArray>();
         in.put("tokens", tokens(tokens));
-        in.put("position", NDArray.of(new float[]{position}, 1));
+        in.put("position", NDArray.of(new int[]{position}, 1));
         return in;
     }
 

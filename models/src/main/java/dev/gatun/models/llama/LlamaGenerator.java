@@ -20,8 +20,10 @@ import java.util.Map;
  * this process runs ({@link LlamaDecoder#weights}): all {@code tp} of them for the host backend's simulated ranks, or
  * this rank's one where each rank is a session of its own. At a world of one rank the weights are copied to the device
  * once and both sessions read them there (one copy of the weights in all); with several ranks each session keeps a bound
- * copy of them. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens,
- * and a decode call the tokens, the position and the caches. Closing closes both sessions.
+ * copy of them. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens.
+ * The caches are the decode session's states: the prefill's caches are bound to them once per prompt, and each decode
+ * call, passed only its tokens and position, writes its new key and value into them in place. Closing closes both
+ * sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /**
@@ -112,16 +114,17 @@ public final class LlamaGenerator implements AutoCloseable {
 
     /**
      * Each prompt's greedy continuation by {@code n} tokens (as many prompts as the batch compiled for, each of the
-     * length compiled for). Outputs stay in the sessions' memory (on a GPU, the device's): each call's caches are the
-     * next call's inputs without a trip to the host (a decode session copies its own last outputs into its inputs on
-     * the device), and only the tokens (and with {@code keepLogits} the logits) come to the host.
+     * length compiled for). Outputs stay in the sessions' memory (on a GPU, the device's): the prefill's caches are
+     * bound to the decode session's states on the device (its time counts in the prefill's), each decode call updates
+     * them in place, and only the tokens (and with {@code keepLogits} the logits) come to the host.
      */
     public Result generate(int[][] prompts, int n, boolean keepLogits) {
         checkPrompts(prompts);
         if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
         long t0 = System.nanoTime();
-        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
+        startDecode(out);
         int[][] tokens = new int[batch][n];
         double prefillMillis = 0;
         double[] stepMillis = new double[Math.max(0, n - 1)];
@@ -135,7 +138,7 @@ public final class LlamaGenerator implements AutoCloseable {
             if (keepLogits) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
             if (k == n - 1) break;
             t0 = System.nanoTime();
-            out = decode.run(calls(LlamaDecoder.step(next, promptLength + k, maxLen), out));
+            out = decode.run(calls(LlamaDecoder.step(next, promptLength + k, maxLen)));
         }
         return new Result(tokens, logits, prefillMillis, stepMillis);
     }
@@ -146,9 +149,10 @@ public final class LlamaGenerator implements AutoCloseable {
      */
     public List<Profile> profile(int[][] prompts) {
         checkPrompts(prompts);
-        var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
-        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts)), null));
-        var second = decode.profile(calls(LlamaDecoder.step(next(out, 0), promptLength, maxLen), out));
+        var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
+        startDecode(out);
+        var second = decode.profile(calls(LlamaDecoder.step(next(out, 0), promptLength, maxLen)));
         return List.of(first, second);
     }
 
@@ -180,18 +184,24 @@ public final class LlamaGenerator implements AutoCloseable {
             if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
     }
 
-    /** Each local rank's inputs: the call's inputs, the resident weights (where not bound) and the caches its last call returned. */
-    private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call, List<Map<String, DeviceArray>> last) {
+    /** Each local rank's inputs: the call's inputs and the resident weights (where not bound). */
+    private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call) {
         var out = new ArrayList<Map<String, ArrayLike>>();
         for (int r = 0; r < localRanks; r++) {
             var in = new HashMap<String, ArrayLike>(call);
             in.putAll(resident);
-            if (last != null)
-                for (int l = 0; l < config.layers(); l++)
-                    for (String kv : List.of("k", "v")) in.put("cache." + l + "." + kv, last.get(r).get("cache." + l + "." + kv));
             out.add(in);
         }
         return out;
+    }
+
+    /** The prefill's caches (its outputs, on the device) bound to the decode session's states, rank by rank. */
+    private void startDecode(List<Map<String, DeviceArray>> prefilled) {
+        for (int r = 0; r < localRanks; r++) {
+            int rank = decode.ranks().get(r);
+            for (int l = 0; l < config.layers(); l++)
+                for (String kv : List.of("k", "v")) decode.bind(rank, "cache." + l + "." + kv, prefilled.get(r).get("cache." + l + "." + kv));
+        }
     }
 
     /** Where the first local rank runs ("cuda:0", "host"). */

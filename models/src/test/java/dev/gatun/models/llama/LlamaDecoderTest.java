@@ -25,7 +25,7 @@ class LlamaDecoderTest {
     static final int MAX = 24;
 
     @Test
-    void aDecodeLayerIsSixProductsAndEightKernelsWithNoCopy() {
+    void aDecodeLayerIsSixProductsSixKernelsAndTwoInPlaceCacheWritesWithNoCopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
             var kernels = s.plan().kernels();
@@ -37,11 +37,16 @@ class LlamaDecoderTest {
                     });
             // qkv, scores, weighted values, o, gate|up, down per layer, and the output projection
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
-            // the step's tables from its position (rotary angles; write and attention masks) and the first norm; then per
-            // layer rope of q and of k, the cache's two updates, softmax, residual + norm twice (the next layer's or the
-            // final norm), SwiGLU: the heads are views of the fused product, grouped-query attention reads the cache as it is
-            assertThat(kernels).hasSize(3 + 8 * c.layers());
+            // the step's tables from its position (its cast, rotary angles, attention mask) and the first norm; then per
+            // layer rope of q and of k, softmax, residual + norm twice (the next layer's or the final norm), SwiGLU: the
+            // heads are views of the fused product, grouped-query attention reads the cache as it is
+            assertThat(kernels).hasSize(4 + 6 * c.layers());
             assertThat(kernels).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
+            // the new key (rotated, as rope stored it) and value (a view of the product) written in place into the
+            // caches, which are states: the bytes of one position, not a rewrite of the cache
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateSlice).hasSize(2 * c.layers());
+            assertThat(s.plan().states()).hasSize(2 * c.layers());
+            assertThat(s.plan().inputs()).noneMatch(b -> b.input().startsWith("cache."));
         }
     }
 
