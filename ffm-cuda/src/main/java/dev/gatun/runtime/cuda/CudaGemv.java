@@ -8,22 +8,68 @@ import dev.gatun.ir.DType;
 
 
 /**
- * One row by a weight that lies transposed, {@code y[n] = sum_k x[k] w[n, k]}: a decode step's linear layers at batch
- * 1, whose time is reading the weight once. cuBLAS's general kernels reach 0.9 to 2.4 TB/s on these shapes on an H100;
- * here one warp reads one row of the weight, 16-byte vectors, four in flight a lane and streamed past the caches,
- * multiplies it with x (which stays in cache) and reduces by shuffles. Accumulates in float32 and rounds once, as
- * cuBLAS does; the order of the sum differs, so a result may differ from cuBLAS's in the last bit.
+ * One to eight rows by a weight that lies transposed, {@code y[r, j] = sum_k x[r, k] w[j, k]}: a decode step's linear
+ * layers at batch 1 to 8, whose time is reading the weight once. cuBLAS's general kernels reach 0.9 to 2.4 TB/s on
+ * these shapes on an H100 at one row. The kernel this one replaces loaded x again for every vector of the weight: at
+ * eight rows the Llama-3.2-1B-shaped decode step took 4.5 ms with it against cuBLAS's 2.7, so it took one row only.
  *
- * <p>Measured on an H100 in the Llama-3.2-1B-shaped decode step: the products' time fell from 1.47 to 1.38 ms and the
- * step from 2.25 to 1.99 ms at batch 1. The kernel takes up to 8 rows ({@code M}), but at 8 rows, with eight loads of
- * x per vector of the weight, the step took 4.5 ms against cuBLAS's 2.7: so only one row is taken until a tiling
- * that reuses x is measured. Taken only where it applies (see {@link #applies}): float32, float16 or bfloat16; one
- * row, no batch; the weight read transposed; rows of a length that is a whole number of 16-byte vectors, at 16-byte
- * aligned addresses. Everything else goes to cuBLAS.
+ * <p>Every element of the weight is read from memory exactly once per call, in 16-byte vectors streamed past the
+ * caches ({@code ld.global.cs}); x (at most 8 rows, 128 KiB) is read through the read-only cache and each vector of it
+ * loaded serves several columns at once, so the weight's stream is what the time is. Two kernels:
+ * <ul>
+ *   <li>float16 and bfloat16 (tensor cores, {@code gemv_mma_*}, any 1 to 8 rows): a warp's tile is 16 columns (rows of
+ *   w) by the 8 rows of x, {@code mma.sync.m16n8k16} with float32 accumulators. A step is four 16-byte vectors of each
+ *   of the tile's 16 rows of w: lane (g, t) loads vector t of rows g and g + 8 of w and of row g of x, which go into
+ *   the fragments unchanged (the sum over k does not care which k sits where in a fragment, so long as A and B agree).
+ *   Four steps are unrolled: 8 loads of the weight (128 bytes) in flight a lane, 4 KiB a warp. A step reads 64 bytes
+ *   of each row of x for the tile's 1 KiB of the weight: half a byte of x per byte of the weight at 8 rows, 1/16 at one
+ *   row (rows of x past {@code rows} are not loaded: zeros in the fragment, their sums never stored).</li>
+ *   <li>float32 (CUDA cores, {@code gemv_fma_*_M}, M = 1, 2, 4 or 8, the smallest that holds the rows): a warp's tile
+ *   is {@value #FMA_COLS} columns; a step is 32 consecutive 16-byte vectors of each (one a lane), two steps unrolled
+ *   (8 loads, 128 bytes, in flight a lane); each vector of x loaded serves the {@value #FMA_COLS} columns. Lanes' sums
+ *   are added by shuffles. (The 16-bit types have these kernels too, for comparison; see {@link Path}.)</li>
+ * </ul>
+ * Short rows of many columns (lm_head: 2048 by 128256) have tiles enough to fill the GPU; few columns of long rows
+ * (down_proj: 8192 by 2048, 128 tiles of 16) would leave most SMs idle, so the row is also cut into k-slices, one a
+ * warp of the block, whose partial sums are added through shared memory: {@link #launch} doubles the slices (up to
+ * {@value #MAX_SLICES}) until there are about {@value #WARPS_PER_SM} warps for each SM or a slice would get less than
+ * one unrolled loop. A block is 8 warps, or 16 at 16 slices. Accumulates in float32 and rounds once, as cuBLAS does;
+ * the order of the sum differs (tensor cores add within a product in an order and precision of their own, as they do
+ * for cuBLAS), so a result may differ from cuBLAS's in the last bits.
+ *
+ * <p>Measured (H100, H200; Llama-3.2-1B-shaped decode step at batch 1 and 8; {@code GemvBench}'s shapes): not yet
+ * measured. The kernel it replaced (one row, one warp a column, x reloaded for every vector) reached about 1.8 TB/s and
+ * took the step from 2.25 to 1.99 ms at batch 1 on an H100.
+ *
+ * <p>Taken only where it applies (see {@link #applies}): float32, float16 or bfloat16; 1 to {@value #MAX_ROWS} rows,
+ * no batch; the weight read transposed; rows of a length that is a whole number of 16-byte vectors, at 16-byte aligned
+ * addresses. Everything else goes to cuBLAS.
  */
 final class CudaGemv {
-    static final int MAX_ROWS = 1;
-    static final int WARPS = 8;
+    static final int MAX_ROWS = 8;
+    /** Columns (rows of w) of a warp's tile: the tensor-core kernel's, the CUDA-core kernel's. */
+    static final int MMA_COLS = 16, FMA_COLS = 4;
+    /** 16-byte vectors of a row that one step of a warp covers: 4 lanes a row (tensor cores), 32 (CUDA cores). */
+    static final int MMA_STEP = 4, FMA_STEP = 32;
+    /** Steps of a loop unrolled, all their loads issued before the first product (GV_MMA_UNROLL, GV_FMA_UNROLL). */
+    static final int MMA_UNROLL = 4, FMA_UNROLL = 2;
+    static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
+
+    /** Which kernel: the tensor cores' (float16 and bfloat16 only) or the CUDA cores' (every type). */
+    enum Path {
+        TENSOR_CORES, CUDA_CORES;
+
+        /** The one {@link #run(DType, int, int, int, int, long, long, long, Stream)} takes for {@code t}. */
+        static Path of(DType t) { return t == DType.FLOAT32 ? CUDA_CORES : TENSOR_CORES; }
+    }
+
+    /**
+     * A launch: {@code blocks} blocks of {@code warps} warps, each warp one tile of columns and one of {@code slices}
+     * k-slices ({@code warps / slices} tiles a block); {@code sharedBytes} for adding the slices' partial sums.
+     */
+    record Launch(String kernel, int blocks, int warps, int slices, int sharedBytes) {
+        int tilesPerBlock() { return warps / slices; }
+    }
 
     static final String SOURCE = """
             #include <cuda_fp16.h>
@@ -46,65 +92,183 @@ final class CudaGemv {
             __device__ __forceinline__ __half gv_store(float v, const __half*) { return __float2half_rn(v); }
             __device__ __forceinline__ __nv_bfloat16 gv_store(float v, const __nv_bfloat16*) { return __float2bfloat16_rn(v); }
 
-            #define GV_UNROLL 4
+            // d += a b: one m16n8k16 tensor-core product, 16-bit inputs, float32 accumulators (PTX's fragment layouts)
+            __device__ __forceinline__ void gv_mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1, const __half*) {
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+            }
+            __device__ __forceinline__ void gv_mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1, const __nv_bfloat16*) {
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+            }
 
-            // warp j: y[m, j] = sum_k x[m, k] w[j, k] for m < rows <= M; k a multiple of V (elements per 16 bytes)
-            template <typename T, int M>
-            __device__ void gemv_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long n, long long k, long long ldc,
-                                      int rows) {
-                constexpr int V = 16 / sizeof(T);
-                const long long j = ((long long) blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-                const int lane = threadIdx.x & 31;
-                if (j >= n) return;
-                const uint4* wr = reinterpret_cast<const uint4*>(w + j * k);
-                const long long vectors = k / V;
-                float acc[M];
+            __device__ __forceinline__ int ceil_div_gv(int a, int b) { return (a + b - 1) / b; }
+
+            #define GV_MMA_UNROLL 4
+            #define GV_FMA_UNROLL 2
+            #define GV_FMA_COLS 4
+
+            // The block's warps: (blockDim.x / 32) = slices * tiles; warp w works on tile (w % tiles) of the block and k-slice
+            // (w / tiles). A k-slice is a run of steps [first, last) of the row (the launch has slices <= steps: none is
+            // empty); slices > 1 add their partial sums through shared memory (gv_part: one float per (warp, lane, value)),
+            // and the warps of slice 0 store.
+            struct GvWarp {
+                int warp, lane, tiles, slice, tile, first, last;
+                __device__ __forceinline__ GvWarp(int steps, int slices) {
+                    warp = threadIdx.x >> 5;
+                    lane = threadIdx.x & 31;
+                    tiles = (blockDim.x >> 5) / slices;
+                    slice = warp / tiles;
+                    tile = blockIdx.x * tiles + warp % tiles;
+                    first = slice * steps / slices;   // slices of steps / slices steps, rounded down or up
+                    last = (slice + 1) * steps / slices;
+                }
+            };
+
+            // Adds the other slices' partial sums of `count` values a lane into slice 0's; false for the warps of other slices,
+            // which then have nothing to store. Every thread of the block must call it (it synchronizes the block).
+            template <int count>
+            __device__ __forceinline__ bool gv_add_slices(const GvWarp& g, float* v, int slices) {
+                if (slices == 1) return true;
+                extern __shared__ float gv_part[];
+                float* mine = gv_part + ((size_t) g.warp * 32 + g.lane) * count;
                 #pragma unroll
-                for (int m = 0; m < M; m++) acc[m] = 0.0f;
-                for (long long base = lane; base < vectors; base += 32 * GV_UNROLL) {
-                    uint4 wv[GV_UNROLL];
+                for (int i = 0; i < count; i++) mine[i] = v[i];
+                __syncthreads();
+                if (g.slice != 0) return false;
+                for (int s = 1; s < slices; s++) {
+                    const float* other = gv_part + ((size_t) (s * g.tiles + g.warp) * 32 + g.lane) * count;
                     #pragma unroll
-                    for (int u = 0; u < GV_UNROLL; u++) {
-                        long long v = base + 32LL * u;
-                        wv[u] = v < vectors ? __ldcs(wr + v) : make_uint4(0u, 0u, 0u, 0u);
+                    for (int i = 0; i < count; i++) v[i] += other[i];
+                }
+                return true;
+            }
+
+            // 16-bit types, tensor cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= 8. A warp's tile is 16 columns j (rows
+            // of w) by all 8 rows of x: D[16 x 8] += A[16 x 16] B[16 x 8], A = w (row-major), B = x^T. A step is 4 consecutive
+            // 16-byte vectors of every row: lane (g = lane / 4, t = lane % 4) loads vector t of rows g and g + 8 of w and of row g
+            // of x, and two mma.sync consume them. The sum over k does not depend on which k sits where in a fragment, so each
+            // lane's 8 elements are given the fragment positions of its own lane (elements 0-3 to the first product, 4-7 to the
+            // second), identically in A and B: the weight goes straight from the 16-byte loads into the tensor cores.
+            template <typename T>
+            __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
+                                     int slices) {
+                const int vectors = k / 8;
+                const GvWarp g(ceil_div_gv(vectors, 4), slices);
+                const int gr = g.lane >> 2, t = g.lane & 3;
+                const long long col0 = (long long) g.tile * 16 + gr, col1 = col0 + 8;
+                const uint4* w0 = reinterpret_cast<const uint4*>(w) + col0 * vectors;
+                const uint4* w1 = reinterpret_cast<const uint4*>(w) + col1 * vectors;
+                const uint4* xr = reinterpret_cast<const uint4*>(x) + (long long) gr * vectors;
+                const bool ok0 = col0 < n, ok1 = col1 < n, okx = gr < rows;
+                const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4] = {0.0f, 0.0f, 0.0f, 0.0f};   // two chains of products, added at the end
+                for (int step = g.first; step < g.last; step += GV_MMA_UNROLL) {
+                    uint4 a0[GV_MMA_UNROLL], a1[GV_MMA_UNROLL], b[GV_MMA_UNROLL];
+                    #pragma unroll
+                    for (int u = 0; u < GV_MMA_UNROLL; u++) {
+                        const int v = (step + u) * 4 + t;
+                        const bool in = step + u < g.last && v < vectors;
+                        a0[u] = in && ok0 ? __ldcs(w0 + v) : zero;
+                        a1[u] = in && ok1 ? __ldcs(w1 + v) : zero;
+                        b[u] = in && okx ? __ldg(xr + v) : zero;
                     }
                     #pragma unroll
-                    for (int u = 0; u < GV_UNROLL; u++) {
-                        long long v = base + 32LL * u;
-                        if (v >= vectors) break;
-                        float wf[V];
-                        gv_unpack(wv[u], (const T*) nullptr, wf);
+                    for (int u = 0; u < GV_MMA_UNROLL; u++) {
+                        gv_mma(d, a0[u].x, a1[u].x, a0[u].y, a1[u].y, b[u].x, b[u].y, (const T*) nullptr);
+                        gv_mma(e, a0[u].z, a1[u].z, a0[u].w, a1[u].w, b[u].z, b[u].w, (const T*) nullptr);
+                    }
+                }
+                #pragma unroll
+                for (int i = 0; i < 4; i++) d[i] += e[i];
+                if (!gv_add_slices<4>(g, d, slices)) return;
+                // D: d[0], d[1] at (column col0; rows 2t, 2t + 1), d[2], d[3] at (column col1; the same rows)
+                const int r0 = 2 * t, r1 = r0 + 1;
+                if (ok0 && r0 < rows) y[r0 * ldc + col0] = gv_store(d[0], (const T*) nullptr);
+                if (ok0 && r1 < rows) y[r1 * ldc + col0] = gv_store(d[1], (const T*) nullptr);
+                if (ok1 && r0 < rows) y[r0 * ldc + col1] = gv_store(d[2], (const T*) nullptr);
+                if (ok1 && r1 < rows) y[r1 * ldc + col1] = gv_store(d[3], (const T*) nullptr);
+            }
+
+            // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j; a step
+            // is 32 consecutive 16-byte vectors of each of those rows of w (one a lane), and each vector of x loaded serves all
+            // GV_FMA_COLS columns. Lanes' sums are added by shuffles.
+            template <typename T, int M>
+            __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
+                                     int slices) {
+                constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
+                const int vectors = k / V;
+                const GvWarp g(ceil_div_gv(vectors, 32), slices);
+                const long long col = (long long) g.tile * C;
+                const uint4* wv = reinterpret_cast<const uint4*>(w) + col * vectors;
+                const uint4* xv = reinterpret_cast<const uint4*>(x);
+                const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                float acc[C * M];
+                #pragma unroll
+                for (int i = 0; i < C * M; i++) acc[i] = 0.0f;
+                for (int step = g.first; step < g.last; step += GV_FMA_UNROLL) {
+                    uint4 a[GV_FMA_UNROLL][C];
+                    #pragma unroll
+                    for (int u = 0; u < GV_FMA_UNROLL; u++) {
+                        const int v = (step + u) * 32 + g.lane;
+                        const bool in = step + u < g.last && v < vectors;
+                        #pragma unroll
+                        for (int c = 0; c < C; c++) a[u][c] = in && col + c < n ? __ldcs(wv + (long long) c * vectors + v) : zero;
+                    }
+                    #pragma unroll
+                    for (int u = 0; u < GV_FMA_UNROLL; u++) {
+                        const int v = (step + u) * 32 + g.lane;
+                        if (step + u >= g.last || v >= vectors) break;
+                        float wf[C][V];
+                        #pragma unroll
+                        for (int c = 0; c < C; c++) gv_unpack(a[u][c], (const T*) nullptr, wf[c]);
                         #pragma unroll
                         for (int m = 0; m < M; m++) {
                             if (m >= rows) break;
                             float xf[V];
-                            gv_unpack(__ldg(reinterpret_cast<const uint4*>(x + m * k) + v), (const T*) nullptr, xf);
+                            gv_unpack(__ldg(xv + (long long) m * vectors + v), (const T*) nullptr, xf);
                             #pragma unroll
-                            for (int e = 0; e < V; e++) acc[m] = fmaf(xf[e], wf[e], acc[m]);
+                            for (int c = 0; c < C; c++)
+                                #pragma unroll
+                                for (int e = 0; e < V; e++) acc[c * M + m] = fmaf(xf[e], wf[c][e], acc[c * M + m]);
                         }
                     }
                 }
                 #pragma unroll
-                for (int m = 0; m < M; m++)
+                for (int i = 0; i < C * M; i++)
                     #pragma unroll
-                    for (int d = 16; d > 0; d >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], d);
+                    for (int d = 16; d > 0; d >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
+                // every lane holds every sum: lane i keeps value i
+                float mine[1] = {0.0f};
                 #pragma unroll
-                for (int m = 0; m < M; m++)
-                    if (lane == m && m < rows) y[m * ldc + j] = gv_store(acc[m], (const T*) nullptr);
+                for (int i = 0; i < C * M; i++) if (g.lane == i) mine[0] = acc[i];
+                if (!gv_add_slices<1>(g, mine, slices)) return;
+                const int c = g.lane / M, m = g.lane % M;
+                if (g.lane < C * M && m < rows && col + c < n) y[m * ldc + col + c] = gv_store(mine[0], (const T*) nullptr);
             }
 
-            #define GV_ENTRY(T, NAME, M) \\
-                extern "C" __global__ void __launch_bounds__(256) NAME##_##M(const T* x, const T* w, T* y, long long n, long long k, long long ldc, int rows) { \\
-                    gemv_rows<T, M>(x, w, y, n, k, ldc, rows); }
-            #define GV_ENTRIES(T, NAME) GV_ENTRY(T, NAME, 1)
-            GV_ENTRIES(float, gemv_f32)
-            GV_ENTRIES(__half, gemv_f16)
-            GV_ENTRIES(__nv_bfloat16, gemv_bf16)
+            #define GV_MMA_ENTRY(T, NAME) \\
+                extern "C" __global__ void __launch_bounds__(512) gemv_mma_##NAME(const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, \\
+                                                                              int slices) { gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
+            #define GV_FMA_ENTRY(T, NAME, M) \\
+                extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
+                                                                                    int rows, int slices) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices); }
+            #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
+            GV_MMA_ENTRY(__half, f16)
+            GV_MMA_ENTRY(__nv_bfloat16, bf16)
+            GV_FMA_ENTRIES(float, f32)
+            GV_FMA_ENTRIES(__half, f16)
+            GV_FMA_ENTRIES(__nv_bfloat16, bf16)
             """;
 
     private final LazyProgram program;
+    private final int sms;
 
-    CudaGemv(LazyProgram.Compiler compiler) { this.program = new LazyProgram(compiler, "gatun_gemv", SOURCE); }
+    /** {@code sms}: the device's multiprocessors, which {@link #launch} fills. */
+    CudaGemv(LazyProgram.Compiler compiler, int sms) {
+        this.program = new LazyProgram(compiler, "gatun_gemv", SOURCE);
+        this.sms = Math.max(1, sms);
+    }
 
     /** Whether a product of {@code m} rows of length {@code k} of {@code t}, at these addresses, is one this kernel takes. */
     static boolean applies(DType t, boolean transA, boolean transB, long batches, int m, int k, long x, long w, long y) {
@@ -114,24 +278,60 @@ final class CudaGemv {
         return k % perVector == 0 && ((x | w) & 15) == 0 && (y & (t.byteSize() - 1)) == 0;
     }
 
-    /**
-     * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; y's rows
-     * {@code ldc} elements apart. The kernel instantiated for {@link #MAX_ROWS} rows is told how many there are.
-     */
-    /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
-    void loadNow() { program.loadNow("gemv_f32_" + MAX_ROWS, "gemv_f16_" + MAX_ROWS, "gemv_bf16_" + MAX_ROWS); }
+    private static String suffix(DType t) {
+        return switch (t) {
+            case FLOAT32 -> "f32";
+            case FLOAT16 -> "f16";
+            case BFLOAT16 -> "bf16";
+            default -> throw new IllegalArgumentException("gemv of " + t + ": it takes float32, float16 or bfloat16");
+        };
+    }
 
-    void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
-        if (n == 0) return;
+    /** The smallest of the CUDA-core kernel's row counts (1, 2, 4, 8) that holds {@code m} rows. */
+    static int rowsTemplate(int m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
+
+    /**
+     * The launch for {@code m} rows by {@code n} columns of length {@code k} on a GPU of {@code sms} multiprocessors:
+     * tiles of {@link #MMA_COLS} or {@link #FMA_COLS} columns; k-slices doubled while there are fewer than
+     * {@value #WARPS_PER_SM} warps an SM and each slice keeps at least one unrolled loop of steps.
+     */
+    static Launch launch(DType t, Path path, int m, int n, int k, int sms) {
         if (m < 1 || m > MAX_ROWS) throw new IllegalArgumentException("gemv of " + m + " rows: it takes 1 to " + MAX_ROWS);
-        String name = switch (t) {
-            case FLOAT32 -> "gemv_f32";
-            case FLOAT16 -> "gemv_f16";
-            case BFLOAT16 -> "gemv_bf16";
-            default -> throw new IllegalArgumentException("gemv of " + t);
-        } + "_" + MAX_ROWS;
-        Kernel kernel = program.kernel(name);
-        long grid = Math.ceilDiv(n, (long) WARPS);
-        kernel.launch(new LaunchConfig(Dim3.of(Math.toIntExact(grid)), Dim3.of(32 * WARPS), 0, stream), x, w, y, (long) n, (long) k, (long) ldc, m);
+        if (n < 1 || k < 1) throw new IllegalArgumentException("gemv of " + n + " columns of length " + k + ": both must be positive");
+        String type = suffix(t);
+        if (path == Path.TENSOR_CORES && t == DType.FLOAT32) throw new IllegalArgumentException("gemv on tensor cores of float32: it takes float16 or bfloat16");
+        int vectors = k / (16 / t.byteSize());
+        boolean mma = path == Path.TENSOR_CORES;
+        long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS);
+        int steps = Math.ceilDiv(vectors, mma ? MMA_STEP : FMA_STEP), unroll = mma ? MMA_UNROLL : FMA_UNROLL;
+        int slices = 1;
+        while (slices < MAX_SLICES && tiles * slices < (long) WARPS_PER_SM * sms && steps / (2 * slices) >= unroll) slices *= 2;
+        int warps = Math.max(BLOCK_WARPS, slices);
+        long blocks = Math.ceilDiv(tiles, warps / slices);
+        int shared = slices == 1 ? 0 : warps * 32 * (mma ? 4 : 1) * Float.BYTES;
+        String kernel = mma ? "gemv_mma_" + type : "gemv_fma_" + type + "_" + rowsTemplate(m);
+        return new Launch(kernel, Math.toIntExact(blocks), warps, slices, shared);
+    }
+
+    /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
+    void loadNow() {
+        program.loadNow("gemv_mma_f16", "gemv_mma_bf16", "gemv_fma_f32_1", "gemv_fma_f32_2", "gemv_fma_f32_4", "gemv_fma_f32_8");
+    }
+
+    /**
+     * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; x's rows
+     * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#of} for the type.
+     */
+    void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
+        run(Path.of(t), t, m, n, k, ldc, x, w, y, stream);
+    }
+
+    /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
+    void run(Path path, DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
+        if (n == 0) return;
+        Launch l = launch(t, path, m, n, k, sms);
+        Kernel kernel = program.kernel(l.kernel());
+        kernel.launch(new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream), x, w, y, n, k, (long) ldc, m,
+                l.slices());
     }
 }

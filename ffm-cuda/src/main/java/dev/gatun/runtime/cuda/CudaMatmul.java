@@ -4,6 +4,7 @@ import dev.gatun.runtime.spi.Broadcast;
 
 import dev.gatun.cuda.Blas;
 import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceAttribute;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.LaunchConfig;
@@ -22,8 +23,8 @@ import java.util.Map;
  * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
  * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset. A batch
  * whose products lie a constant distance apart in A, B and C (the usual case, a broadcast operand included) is one
- * strided-batched cuBLAS call; other batches are a call per product. One row by a weight that lies transposed goes to
- * {@link CudaGemv}, which streams the weight faster than cuBLAS does on that shape.
+ * strided-batched cuBLAS call; other batches are a call per product. One to eight rows by a weight that lies transposed (a
+ * decode step's linear layer) go to {@link CudaGemv}, which streams the weight once at any of those row counts.
  */
 final class CudaMatmul {
     private static final String F64_SOURCE = """
@@ -55,7 +56,7 @@ final class CudaMatmul {
         this.device = device;
         this.blas = Blas.create(device);
         this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
-        this.gemv = new CudaGemv(compiler);
+        this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT));
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
@@ -83,7 +84,7 @@ final class CudaMatmul {
             oc[bi] = at;
         }
         if (oa.length == 0) return;   // an empty batch: no product
-        // one row by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernel
+        // one to eight rows by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernel
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
             return;

@@ -58,7 +58,10 @@ class CudaCodegenCompileTest {
         assertThat(a.ptx()).contains(".entry argmax_f32(", ".entry argmax_bf16(", ".entry argmax_f64(", ".entry argmax_f16(");
         var v = CudaCodegenFixtures.compile(nvcc, dir, "gemv", CudaGemv.SOURCE);
         assertThat(v.ok()).as(v.log()).isTrue();
-        for (String t : List.of("f32", "f16", "bf16")) assertThat(v.ptx()).contains(".entry gemv_" + t + "_1(");
+        for (String t : List.of("f32", "f16", "bf16"))
+            for (int m : new int[]{1, 2, 4, 8}) assertThat(v.ptx()).contains(".entry gemv_fma_" + t + "_" + m + "(");
+        assertThat(v.ptx()).contains(".entry gemv_mma_f16(", ".entry gemv_mma_bf16(", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "ld.global.cs.v4");
     }
 
     /** Row kernels that fold their per-row values after the rows (the last block's tail), at several row types. */

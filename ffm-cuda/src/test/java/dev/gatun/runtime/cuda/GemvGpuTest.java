@@ -1,6 +1,10 @@
 package dev.gatun.runtime.cuda;
 
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceAttribute;
+import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.RequiresGpu;
+import dev.gatun.cuda.Stream;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
 import dev.gatun.runtime.CompileOptions;
@@ -15,66 +19,140 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 
 /**
- * A few rows by a weight read transposed ({@code x @ w.mT}, a decode step's linear layer) against plain loops: the
- * weight-streaming kernel's shapes (one row; rows of the weight that end mid-way through a warp's sweep; one column),
- * the cuBLAS shapes around it (several rows, a row length that is no whole number of 16-byte vectors), and products
- * written into their slices of a concatenation (rows of the output further apart than its width).
+ * A few rows by a weight read transposed ({@code x @ w.mT}, a decode step's linear layer) against plain loops in
+ * float64: the weight-streaming kernel's shapes (1 to 8 rows, row counts that are no power of two; the Llama-3.2-1B
+ * layers' shapes, k-sliced or not; rows of the weight that end mid-way through a step; one column; columns that fill
+ * no whole tile), the cuBLAS shapes around it (nine rows, a row length that is no whole number of 16-byte vectors),
+ * both kernels of the 16-bit types called directly, and products written into their slices of a concatenation (rows
+ * of the output further apart than its width).
  */
 @RequiresGpu
 class GemvGpuTest {
+    static final List<DType> TYPES = List.of(DType.BF16, DType.F16, DType.F32);
 
+    /** {@code y[i, j] = sum_p x[i, p] w[j, p]} in float64, from the inputs' stored values. */
     static double[] linear(NDArray x, NDArray w, int m, int n, int k) {
-        double[] y = new double[m * n];
+        double[] xs = x.toDoubleArray(), ws = w.toDoubleArray(), y = new double[m * n];
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
                 double acc = 0;
-                for (int p = 0; p < k; p++) acc += x.get((long) i * k + p) * w.get((long) j * k + p);
+                for (int p = 0; p < k; p++) acc += xs[i * k + p] * ws[j * k + p];
                 y[i * n + j] = acc;
             }
         return y;
     }
 
+    /** Within a tolerance of the dtype's rounding, scaled with the typical size of a sum of k products of N(0, 1) values. */
     static void check(String what, DType t, double[] want, double[] got, int k) {
         double tol = (t == DType.F32 ? 1e-5 : t == DType.F16 ? 2e-3 : 1e-2) * Math.sqrt(k);
-        assertThat(got).hasSameSizeAs(want);
+        assertThat(got).as(what).hasSameSizeAs(want);
         for (int i = 0; i < want.length; i++) assertThat(got[i]).as("%s element %d", what, i).isCloseTo(want[i], offset(tol * (1 + Math.abs(want[i]) / Math.sqrt(k))));
     }
 
+    static void throughASession(DType t, int m, int n, int k) {
+        var g = Gatun.graph("linear");
+        g.output("y", g.input("x", t, m, k).matmul(g.input("w", t, n, k).transpose(0, 1)));
+        var x = NDArray.randn(t, 1 + m, m, k);
+        var w = NDArray.randn(t, 2 + n, n, k);
+        double[] want = linear(x, w, m, n, k);
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
+            for (int call = 0; call < 2; call++)
+                check(t + " m " + m + " n " + n + " k " + k + " call " + call, t, want, s.runToHost(Map.of("x", x, "w", w)).get("y").toDoubleArray(), k);
+        }
+    }
+
     @Test
-    void fewRowsByATransposedWeightMatchPlainLoops() {
-        for (DType t : List.of(DType.BF16, DType.F16, DType.F32))
-            for (int[] mnk : new int[][]{{1, 1000, 2048}, {1, 37, 2056}, {1, 1, 64}, {3, 37, 2056}, {8, 64, 64}, {2, 17, 12}}) {
+    void oneToEightRowsOfSmallAndOddShapesMatchPlainLoops() {
+        // {n, k}: one column of one vector (k 8: one vector in 16 bits, two in float32), columns that fill no tile, a row
+        // that ends mid-way through a step, many short rows, a single 16-byte vector of 16 bits
+        for (DType t : TYPES)
+            for (int m : new int[]{1, 2, 3, 5, 8})
+                for (int[] nk : new int[][]{{1, 8}, {37, 2056}, {1000, 2048}, {17, 24}, {3, 16}, {4099, 64}})
+                    throughASession(t, m, nk[0], nk[1]);
+    }
+
+    @Test
+    void theLlamaLayersShapesMatchPlainLoops() {
+        // {n, k}: fused qkv, o_proj, down_proj (few columns, long rows: k-sliced), and their tensor-parallel halves
+        for (DType t : TYPES)
+            for (int m : new int[]{1, 3, 8})
+                for (int[] nk : new int[][]{{3072, 2048}, {2048, 2048}, {2048, 8192}, {1536, 2048}, {2048, 4096}})
+                    throughASession(t, m, nk[0], nk[1]);
+        // fused gate|up (many columns) in the type the model runs in
+        for (int m : new int[]{1, 8}) throughASession(DType.BF16, m, 16384, 2048);
+    }
+
+    @Test
+    void rowCountsAndLengthsTheKernelDoesNotTakeGoToCublas() {
+        for (DType t : TYPES)
+            for (int[] mnk : new int[][]{{9, 37, 2056}, {16, 64, 64}, {2, 17, 12}}) {
                 int m = mnk[0], n = mnk[1], k = mnk[2];
                 if (t == DType.F32 && k == 12) k = 13;   // not a whole number of 16-byte vectors in any dtype: cuBLAS
-                var g = Gatun.graph("linear");
-                g.output("y", g.input("x", t, m, k).matmul(g.input("w", t, n, k).transpose(0, 1)));
-                var x = NDArray.randn(t, 1 + m, m, k);
-                var w = NDArray.randn(t, 2 + n, n, k);
-                try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
-                    for (int call = 0; call < 2; call++)
-                        check(t + " m " + m + " n " + n + " k " + k, t, linear(x, w, m, n, k), s.runToHost(Map.of("x", x, "w", w)).get("y").toDoubleArray(), k);
-                }
+                throughASession(t, m, n, k);
             }
+    }
+
+    /** Both kernels of the 16-bit types (the session takes the tensor cores'), and float32's, called directly, y's rows ldc apart. */
+    @Test
+    void bothKernelsCalledDirectlyMatchPlainLoops() {
+        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        try (Device d = Device.open(0); Stream stream = d.createStream()) {
+            var gemv = new CudaGemv((name, source) -> CudaExecutable.compile(d, cudaHome, "gemv-test", name, source),
+                    d.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT));
+            for (DType t : TYPES)
+                for (int[] nk : new int[][]{{1, 8}, {37, 2056}, {2048, 8192}, {333, 1024}}) {
+                    int n = nk[0], k = nk[1], ldc = n + 5;
+                    var w = NDArray.randn(t, 4 + n, n, k);
+                    for (int m : new int[]{1, 2, 3, 5, 8}) {
+                        var x = NDArray.randn(t, 3 + m, m, k);
+                        double[] want = linear(x, w, m, n, k);
+                        for (CudaGemv.Path path : CudaGemv.Path.values()) {
+                            if (path == CudaGemv.Path.TENSOR_CORES && t == DType.F32) continue;
+                            long yBytes = (long) m * ldc * t.byteSize();
+                            try (DeviceBuffer xb = d.allocate(x.byteSize()); DeviceBuffer wb = d.allocate(w.byteSize()); DeviceBuffer yb = d.allocate(yBytes)) {
+                                xb.copyFrom(x.segment());
+                                wb.copyFrom(w.segment());
+                                yb.memset(0x7f);   // the gaps between rows must keep this
+                                gemv.run(path, t, m, n, k, ldc, xb.address(), wb.address(), yb.address(), stream);
+                                stream.synchronize();
+                                var y = NDArray.zeros(t, m, ldc);
+                                yb.copyTo(y.segment());
+                                double[] all = y.toDoubleArray(), got = new double[m * n];
+                                var filler = NDArray.zeros(t, 1);
+                                filler.segment().fill((byte) 0x7f);
+                                double gap = filler.toDoubleArray()[0];
+                                for (int i = 0; i < m; i++) {
+                                    System.arraycopy(all, i * ldc, got, i * n, n);
+                                    for (int j = n; j < ldc; j++) assertThat(all[i * ldc + j]).as("%s %s m %d n %d: row %d's gap, column %d", path, t, m, n, i, j).isEqualTo(gap);
+                                }
+                                check(path + " " + t + " m " + m + " n " + n + " k " + k, t, want, got, k);
+                            }
+                        }
+                    }
+                }
+        }
     }
 
     @Test
     void productsWrittenIntoTheirSlicesOfAConcatenation() {
-        int m = 1, k = 256, n1 = 24, n2 = 40;
-        var g = Gatun.graph("two");
-        var x = g.input("x", DType.BF16, m, k);
-        g.output("y", x.matmul(g.input("w1", DType.BF16, n1, k).transpose(0, 1)).cat(1, x.matmul(g.input("w2", DType.BF16, n2, k).transpose(0, 1))));
-        var xv = NDArray.randn(DType.BF16, 7, m, k);
-        var w1 = NDArray.randn(DType.BF16, 8, n1, k);
-        var w2 = NDArray.randn(DType.BF16, 9, n2, k);
-        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
-            assertThat(s.plan().kernels()).as("both products write straight into the concatenation").isEmpty();
-            double[] got = s.runToHost(Map.of("x", xv, "w1", w1, "w2", w2)).get("y").toDoubleArray();
-            double[] a = linear(xv, w1, m, n1, k), b = linear(xv, w2, m, n2, k), want = new double[m * (n1 + n2)];
-            for (int i = 0; i < m; i++) {
-                System.arraycopy(a, i * n1, want, i * (n1 + n2), n1);
-                System.arraycopy(b, i * n2, want, i * (n1 + n2) + n1, n2);
+        for (int m : new int[]{1, 4}) {
+            int k = 256, n1 = 24, n2 = 40;
+            var g = Gatun.graph("two");
+            var x = g.input("x", DType.BF16, m, k);
+            g.output("y", x.matmul(g.input("w1", DType.BF16, n1, k).transpose(0, 1)).cat(1, x.matmul(g.input("w2", DType.BF16, n2, k).transpose(0, 1))));
+            var xv = NDArray.randn(DType.BF16, 7, m, k);
+            var w1 = NDArray.randn(DType.BF16, 8, n1, k);
+            var w2 = NDArray.randn(DType.BF16, 9, n2, k);
+            try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"))) {
+                assertThat(s.plan().kernels()).as("both products write straight into the concatenation").isEmpty();
+                double[] got = s.runToHost(Map.of("x", xv, "w1", w1, "w2", w2)).get("y").toDoubleArray();
+                double[] a = linear(xv, w1, m, n1, k), b = linear(xv, w2, m, n2, k), want = new double[m * (n1 + n2)];
+                for (int i = 0; i < m; i++) {
+                    System.arraycopy(a, i * n1, want, i * (n1 + n2), n1);
+                    System.arraycopy(b, i * n2, want, i * (n1 + n2) + n1, n2);
+                }
+                check("cat of " + m + " rows", DType.BF16, want, got, k);
             }
-            check("cat", DType.BF16, want, got, k);
         }
     }
 }
