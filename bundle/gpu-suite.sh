@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
 #   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms]
+#                       (the default --only; llama is added by name: --only llama or --only ...,llama)
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
@@ -10,6 +11,15 @@
 # Writes to $OUT (default ./gpu-suite-out): rows.jsonl (every measurement of both systems), results.csv,
 # results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
 # NVLink multicast stays off: the script refuses to run unless it is switched off, and passes that on.
+# llama (not in the default --only; bundle/gpu-suite.sh --worlds 2 --only llama runs just it, about 2-3 minutes on
+# two GPUs): at each world W >= 2, the Llama decoder at tensor parallelism W on a random checkpoint of
+# Llama-3.2-1B's shape (bf16, 2.5 GB, written once to $LLAMA_DIR, default /tmp/gatun-llama-1b, by one process before
+# any rank reads it), Gatun's LlamaBench under Gatun's launcher (--nproc W --tp W) and then bench/llama_torch.py --tp W
+# under torchrun (a hand-written Megatron-style TP Llama, decode eager and as one CUDA graph), which compares tokens,
+# first-step logits and times with Gatun's JSON and, with LLAMA_CHECK=1 (default), checks its own logits against
+# transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (3: one warm-up), LLAMA_BATCH (1),
+# LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
+# "--profile 20"). Writes $OUT/llama.log, gatun-llama-tpW.json and torch-llama-tpW.json (not rows.jsonl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
@@ -33,6 +43,9 @@ fi
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
 ROWS=$OUT/rows.jsonl
+LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-3} LLAMA_BATCH=${LLAMA_BATCH:-1}
+LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-}
+LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
 B=.bundle/run-gpu-tests.sh
 export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/machine.txt"
@@ -52,9 +65,46 @@ for W in ${WORLDS//,/ }; do
   [ -n "$ONLY_W" ] && PASSES+=("$W:$ONLY_W")
 done
 
+# The Llama decoder at tensor parallelism W (the llama workload): Gatun under its launcher, then PyTorch under torchrun.
+llama() {
+  local W=$1 L="$OUT/llama.log" G="$OUT/gatun-llama-tp$1.json" T="$OUT/torch-llama-tp$1.json"
+  local SHAPE=(--prompt "$LLAMA_PROMPT" --new "$LLAMA_NEW" --runs "$LLAMA_RUNS" --batch "$LLAMA_BATCH")
+  if [ ! -f "$LLAMA_DIR/config.json" ] || [ ! -f "$LLAMA_DIR/model.safetensors" ]; then
+    # written by one process into a directory of its own, then moved into place: no rank reads a half-written one
+    echo "=== Llama: writing a random $LLAMA_CONFIG checkpoint to $LLAMA_DIR" | tee -a "$L"
+    rm -rf "$LLAMA_DIR.partial" "$LLAMA_DIR"
+    timeout 300 $B --main dev.gatun.runtime.cuda.LlamaBench --write-only --config "$LLAMA_CONFIG" --dir "$LLAMA_DIR.partial" 2>&1 | tee -a "$L" | grep -v "^WARNING"
+    if [ -f "$LLAMA_DIR.partial/model.safetensors" ]; then mv "$LLAMA_DIR.partial" "$LLAMA_DIR"
+    else echo "gpu-suite: llama skipped: the checkpoint was not written" | tee -a "$L"; return; fi
+  fi
+  rm -f "$G" "$T"
+  if [ "$GATUN" = 1 ]; then
+    echo "=== Gatun, Llama $LLAMA_CONFIG at TP $W: prompt $LLAMA_PROMPT, $LLAMA_NEW new tokens, batch $LLAMA_BATCH" | tee -a "$L"
+    timeout 300 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --timeout 280 --jvm-opt --enable-native-access=ALL-UNNAMED \
+      --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" --tp "$W" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$G" 2>&1 | tee -a "$L" | grep -v "^WARNING"
+  fi
+  if [ "$TORCH" = 1 ]; then
+    echo "=== PyTorch, Llama $LLAMA_CONFIG at TP $W (torchrun)" | tee -a "$L"
+    local EXTRA=()
+    [ -f "$G" ] && EXTRA+=(--gatun "$G")
+    [ "$LLAMA_CHECK" = 1 ] && EXTRA+=(--check)
+    timeout 300 torchrun --nproc_per_node "$W" bench/llama_torch.py --tp "$W" --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
+      | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
+  fi
+}
+
 for P in "${PASSES[@]}"; do
   W=${P%%:*} ONLY_W=${P#*:}
   if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
+  # llama runs by itself (not through GpuSuite or torch_suite.py), at worlds of two GPUs or more
+  REST=""
+  for w in ${ONLY_W//,/ }; do
+    if [ "$w" != llama ]; then REST+=${REST:+,}$w
+    elif [ "$W" -ge 2 ]; then llama "$W"
+    else echo "gpu-suite: llama skipped at world 1 (tensor parallelism needs 2 GPUs or more; docs/BENCHMARKS.md has the one-GPU commands)"; fi
+  done
+  ONLY_W=$REST
+  [ -n "$ONLY_W" ] || continue
   [ "$GATUN" = 1 ] && echo "=== Gatun, $W GPU(s): $ONLY_W" && timeout 1200 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --jvm-opt --enable-native-access=ALL-UNNAMED \
     --main dev.gatun.runtime.cuda.GpuSuite --out "$ROWS" --iters "$ITERS" --only "$ONLY_W" --modes "$MODES" $GATUN_ARGS 2>&1 | tee -a "$OUT/gatun.log" \
     | grep -v "^WARNING"
@@ -73,4 +123,4 @@ for P in "${PASSES[@]}"; do
     if [[ ,$ONLY_W, == *,$wl,* ]] || { [ -n "$op" ] && [[ ,$ONLY_W, == *,$op,* ]]; }; then torch 240 $job < /dev/null; fi
   done
 done
-python3 bench/report.py "$ROWS" --csv "$OUT/results.csv" --json "$OUT/results.json" --md "$OUT/results.md"
+[ -s "$ROWS" ] && python3 bench/report.py "$ROWS" --csv "$OUT/results.csv" --json "$OUT/results.json" --md "$OUT/results.md"
