@@ -227,21 +227,34 @@ public final class Session implements AutoCloseable {
     /** {@link #bind(String, ArrayLike)} for one rank of a session that drives several ({@code rank} in {@link #ranks()}). */
     public Session bind(int rank, String input, ArrayLike value) {
         java.util.Objects.requireNonNull(value, "bind(\"" + input + "\"): the value is null; unbind(name) removes a binding");
+        return bind(rank, Map.of(input, value));
+    }
+
+    /**
+     * {@link #bind(int, String, ArrayLike)} of several inputs of one rank at once: on a GPU the copies are queued
+     * together and waited for once (binding a decode session's caches from a prefill's outputs, say). Every name and
+     * value is checked before anything is bound.
+     */
+    public Session bind(int rank, Map<String, ? extends ArrayLike> values) {
         running.lock();
         try {
             int i = rankIndex("bind", rank);
-            String who = who(rank) + " bind(\"" + input + "\")";
-            Node decl = graph.inputs().get(input);
-            if (decl == null) {
-                String guess = Spelling.closest(input, graph.inputs().keySet());
-                throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
-                        + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
+            for (var e : values.entrySet()) {
+                String input = e.getKey();
+                java.util.Objects.requireNonNull(e.getValue(), "bind(\"" + input + "\"): the value is null; unbind(name) removes a binding");
+                String who = who(rank) + " bind(\"" + input + "\")";
+                Node decl = graph.inputs().get(input);
+                if (decl == null) {
+                    String guess = Spelling.closest(input, graph.inputs().keySet());
+                    throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
+                            + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
+                }
+                if (!decl.type().shape().isStatic())
+                    throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
+                checkInput(who, input, decl.type(), e.getValue(), i, new HashMap<>());
             }
-            if (!decl.type().shape().isStatic())
-                throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
-            checkInput(who, input, decl.type(), value, i, new HashMap<>());
-            executable.bind(i, input, value);
-            bound.get(i).add(input);
+            executable.bind(i, values);
+            bound.get(i).addAll(values.keySet());
             return this;
         } finally {
             running.unlock();

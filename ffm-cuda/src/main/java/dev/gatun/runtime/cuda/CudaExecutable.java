@@ -1023,10 +1023,8 @@ final class CudaExecutable implements Executable {
      */
     @Override public void bind(int rankIndex, String input, ArrayLike value) {
         checkOpen("bind");
-        PlanBuffer state = plan.state(input);
-        PlanBuffer in = state != null ? state : plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
-                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
         if (value == null) {
+            PlanBuffer state = plan.state(input);
             if (state != null) {
                 DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()).memsetAsync(0, stream);
                 stream.synchronize();
@@ -1034,12 +1032,30 @@ final class CudaExecutable implements Executable {
             bound.remove(input);
             return;
         }
+        bind(rankIndex, Map.of(input, value));
+    }
+
+    /** Every value's copy queued first, then one wait for them all (the values may change or close once bind returns). */
+    @Override public void bind(int rankIndex, Map<String, ? extends ArrayLike> values) {
+        checkOpen("bind");
+        boolean wait = false;
+        for (var e : values.entrySet()) wait |= queueBind(e.getKey(), e.getValue());
+        if (wait) stream.synchronize();
+        bound.addAll(values.keySet());
+    }
+
+    /** Queues the copy of a bound value into its input's staging buffer (or state's slot); whether it must be waited for. */
+    private boolean queueBind(String input, ArrayLike value) {
+        PlanBuffer state = plan.state(input);
+        PlanBuffer in = state != null ? state : plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
+                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
         DeviceBuffer dst = state != null ? DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()) : in.isDynamic() ? null : stagingOf(in);
         if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
         bound.remove(input);
         switch (value) {
             case NDArray n -> {
                 if (n.byteSize() > 0) writeFromHost(dst.address(), n.segment(), n.byteSize());
+                return false;
             }
             case DeviceArray d -> {
                 CudaMemory m = memoryOf(d, "the value bound to '" + input + "'");
@@ -1052,10 +1068,9 @@ final class CudaExecutable implements Executable {
                     writeFromHost(dst.address(), d.toHost().segment(), d.byteSize());
                 }
                 if (m.owner != this) m.owner.readers.add(this);
-                stream.synchronize(); // the value may be closed or changed as soon as bind returns
+                return true;
             }
         }
-        bound.add(input);
     }
 
     /** Device to host on this executable's stream, after the work that writes the memory; waits for it. */

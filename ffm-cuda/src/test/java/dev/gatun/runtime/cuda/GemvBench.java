@@ -78,7 +78,7 @@ public final class GemvBench {
                      DeviceBuffer y = d.allocate(8L * n * t.byteSize()); DeviceBuffer yRef = d.allocate(8L * n * t.byteSize())) {
                     fill(w, random);
                     fill(x, random);
-                    for (int m : new int[]{1, 8}) {
+                    for (int m : new int[]{1, 2, 4, 8}) {
                         int mm = m;
                         Timed ours = time(stream, spin, events, iters, weightBytes, c ->
                                 gemv.run(t, mm, n, k, n, x.address(), w.address() + c % copies * weightBytes, y.address(), stream));

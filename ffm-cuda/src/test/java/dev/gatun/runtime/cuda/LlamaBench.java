@@ -146,13 +146,16 @@ public final class LlamaBench {
             // each distinct array once (a tied output projection is the embedding itself), of this process's first rank
             var seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<NDArray, Boolean>());
             long weightBytes = shards.getFirst().values().stream().filter(seen::add).mapToLong(NDArray::byteSize).sum();
-            // each layer's keys and values of one rank for every position of every sequence, bf16, once (the plans'
-            // pools hold the outputs' copies, and the decode's staging the copy it is passed); a rank holds its share
-            // of the key-value heads, or one of them where there are fewer than ranks
+            // each layer's keys and values of one rank for every position of every sequence, bf16, once: the decode's
+            // states (the prefill's pool holds the copy it outputs, counted with the pools); a rank holds its share of
+            // the key-value heads, or one of them where there are fewer than ranks
             int kvHeads = Math.max(1, c.kvHeads() / tp);
             long cacheBytes = 2L * c.layers() * batch * kvHeads * (promptLength + n) * c.headDim() * 2;
             try (var gen = new LlamaGenerator(c, shards, batch, promptLength, promptLength + n, tp, DType.BF16, options)) {
+                long made = cuda ? freeBefore - device.memoryInfo()[0] : 0;   // weights, pools, kernels, staging
                 var first = gen.generate(ids, n, true);
+                if (cuda) System.out.printf(Locale.ROOT, "device memory: %.3f GB once both sessions were made, %.3f GB more after the first generation%n",
+                        made / 1e9, (freeBefore - device.memoryInfo()[0] - made) / 1e9);
                 if (rv != null) {
                     // every rank's greedy tokens must be rank 0's
                     var all = rv.allGather("llama-tokens", Arrays.deepToString(first.sequences()).getBytes(StandardCharsets.UTF_8));

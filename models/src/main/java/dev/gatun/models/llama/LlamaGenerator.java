@@ -171,10 +171,14 @@ public final class LlamaGenerator implements AutoCloseable {
         return first;
     }
 
-    /** The bytes of the two plans' pools, as the plans print them (the weights and the call's inputs are apart). */
+    /**
+     * The bytes of the two plans' pools, as the plans print them, but for the decode's states: they are the KV cache,
+     * which a caller counts on its own (the weights and the call's inputs are apart too).
+     */
     public long poolBytes() {
         long sum = 0;
-        for (Session s : List.of(prefill, decode)) for (var p : s.plan().pools()) sum += p.bytes();
+        for (Session s : List.of(prefill, decode))
+            for (var p : s.plan().pools()) if (p.kind() != dev.gatun.planner.Pool.Kind.STATE) sum += p.bytes();
         return sum;
     }
 
@@ -195,12 +199,13 @@ public final class LlamaGenerator implements AutoCloseable {
         return out;
     }
 
-    /** The prefill's caches (its outputs, on the device) bound to the decode session's states, rank by rank. */
+    /** The prefill's caches (its outputs, on the device) bound to the decode session's states, all of a rank at once. */
     private void startDecode(List<Map<String, DeviceArray>> prefilled) {
         for (int r = 0; r < localRanks; r++) {
-            int rank = decode.ranks().get(r);
+            var caches = new HashMap<String, DeviceArray>();
             for (int l = 0; l < config.layers(); l++)
-                for (String kv : List.of("k", "v")) decode.bind(rank, "cache." + l + "." + kv, prefilled.get(r).get("cache." + l + "." + kv));
+                for (String kv : List.of("k", "v")) caches.put("cache." + l + "." + kv, prefilled.get(r).get("cache." + l + "." + kv));
+            decode.bind(decode.ranks().get(r), caches);
         }
     }
 

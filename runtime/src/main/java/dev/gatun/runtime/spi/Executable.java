@@ -40,6 +40,14 @@ public interface Executable extends AutoCloseable {
      */
     void bind(int rankIndex, String input, ArrayLike value);
 
+    /**
+     * Binds several inputs of one rank at once (none null), as {@link #bind(int, String, ArrayLike)} does each; a backend
+     * may wait once for all the copies instead of once for each.
+     */
+    default void bind(int rankIndex, java.util.Map<String, ? extends ArrayLike> values) {
+        values.forEach((input, value) -> bind(rankIndex, input, value));
+    }
+
     /** A copy of {@code host} in memory of the rank's device that the executable owns until the array or it is closed. */
     DeviceArray toDevice(int rankIndex, NDArray host);
 
