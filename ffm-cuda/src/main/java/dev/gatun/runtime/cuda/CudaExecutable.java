@@ -410,9 +410,14 @@ final class CudaExecutable implements Executable {
             if (aborted()) throw new GatunRuntimeException("plan '" + plan.name() + "': the call was aborted (Session.abort); its results are void");
             return out;
         } catch (CudaException e) {
-            throw new GatunRuntimeException("plan '" + plan.name() + "' failed on GPU " + device.ordinal()
-                    + (dist == null ? "" : " (rank " + dist.rank + ")") + ": " + e.getMessage() + failureHints(plan, dist != null), e);
+            throw failed("", e);
         }
+    }
+
+    /** A CUDA error of a call (or of reading what it wrote: {@code while}) as the library's exception, with its hints. */
+    private GatunRuntimeException failed(String while_, CudaException e) {
+        return new GatunRuntimeException("plan '" + plan.name() + "' failed on GPU " + device.ordinal() + (dist == null ? "" : " (rank " + dist.rank + ")")
+                + while_ + ": " + e.getMessage() + failureHints(plan, dist != null), e);
     }
 
     /**
@@ -428,6 +433,10 @@ final class CudaExecutable implements Executable {
         if (!selects.isEmpty())
             sb.append("; if a line GATUN_INDEX_SELECT was printed, an index was outside its table in ")
                     .append(selects.size() == 1 ? "the step " + selects.getFirst() : "one of the steps " + String.join(", ", selects));
+        var updates = plan.steps().stream().filter(s -> s instanceof Step.UpdateSlice).map(s -> s.format().replaceFirst("   #.*", "")).toList();
+        if (!updates.isEmpty())
+            sb.append("; if a line GATUN_UPDATE_SLICE was printed, a position put an update outside its target in ")
+                    .append(updates.size() == 1 ? "the step " + updates.getFirst() : "one of the steps " + String.join(", ", updates));
         return sb.toString();
     }
 
@@ -1073,8 +1082,19 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** Device to host on this executable's stream, after the work that writes the memory; waits for it. */
+    /**
+     * Device to host on this executable's stream, after the work that writes the memory; waits for it. A CUDA error
+     * (a failed call's kernel ends the wait) is the library's exception, naming the plan, the GPU and the rank.
+     */
     void readToHost(long src, MemorySegment dst, long bytes) {
+        try {
+            readToHostWaiting(src, dst, bytes);
+        } catch (CudaException e) {
+            throw failed(" (reading its memory back)", e);
+        }
+    }
+
+    private void readToHostWaiting(long src, MemorySegment dst, long bytes) {
         if (bytes == 0) return;
         if (isPinned(dst)) {
             DeviceBuffer.wrap(device, src, bytes).copyToAsync(dst.asSlice(0, bytes), 0, stream);

@@ -18,7 +18,7 @@ class FailureHintsTest {
     }
 
     @Test
-    void anIndexSelectIsNamedAndABarrierOnlyWhereRanksMeet() {
+    void anIndexSelectOrUpdateSliceIsNamedAndABarrierOnlyWhereRanksMeet() {
         var g = Gatun.graph("embed");
         g.output("rows", g.input("table", DType.F32, 10, 4).indexSelect(0, g.input("ids", DType.I32, 3)));
         var p = plan(g.build());
@@ -32,6 +32,12 @@ class FailureHintsTest {
         two.output("b", t.indexSelect(0, two.input("j", DType.I64, 2)));
         String both = CudaExecutable.failureHints(plan(two.build()), true);
         assertThat(both).contains("GATUN_BARRIER_TIMEOUT").contains("one of the steps ");
+
+        var kv = Gatun.graph("kv");
+        kv.output("c", kv.state("c", DType.F32, 4, 8).updateSlice(1, kv.input("u", DType.F32, 4, 1), kv.input("at", DType.I32)));
+        assertThat(CudaExecutable.failureHints(plan(kv.build()), false))
+                .contains("GATUN_UPDATE_SLICE was printed, a position put an update outside its target in the step ")
+                .contains("= update_slice(c, u, at, dim=1)").doesNotContain("in place:").doesNotContain("INDEX_SELECT");
 
         var plain = Gatun.graph("plain");
         plain.output("y", plain.input("x", DType.F32, 4).add(1));
