@@ -147,6 +147,21 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
         }
     }
 
+    /**
+     * Writes {@code src} (same dtype and shape) into this contiguous array, after the work queued before on it, as a
+     * static input's new contents are written before a call that reads it in place ({@code Session.bindInPlace}).
+     * An output of a call may not be written (the next call overwrites it): {@link #copy()} it first.
+     */
+    public void copyFrom(NDArray src) {
+        checkUsable("copyFrom()");
+        if (src.dtype() != dtype || !Arrays.equals(src.shape(), shape))
+            throw new GatunRuntimeException("copyFrom: " + describe(src.dtype(), src.shape()) + " cannot be copied into " + describe(dtype, shape)
+                    + " (" + origin + ")");
+        if (!isContiguous()) throw new GatunRuntimeException("copyFrom: " + origin + " is a strided view; write into a contiguous array");
+        if (expired != null) throw new GatunRuntimeException("copyFrom: " + origin + " is an output of a call, which the next call overwrites; copy() it first");
+        if (numel > 0) memory.write(offset * dtype.byteSize(), src.segment(), byteSize());
+    }
+
     /** A row-major copy in new memory of the same device, owned by the caller: what keeps an output past its call. */
     public DeviceArray copy() {
         checkUsable("copy()");

@@ -261,6 +261,45 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /**
+     * Binds {@code input} to {@code array} itself: every later call reads it where it lies, with no copy now or per call
+     * and no staging buffer (PyTorch's static inputs of a CUDA graph; the weights that two sessions share). A call reads
+     * the array's contents as they are when the call's work runs, in order after the work that writes it
+     * ({@link DeviceArray#copyFrom} between calls changes what the next call reads). The array must be on this
+     * session's device, contiguous, of the input's dtype and shape, and no output of this session (the next call
+     * overwrites those); the caller keeps it open while it is bound (a closed one fails the next call, naming the
+     * input). Binding again, by either method, replaces it; {@link #unbind} makes it an input again. In a session that
+     * drives several ranks this binds the first of them.
+     */
+    public Session bindInPlace(String input, DeviceArray array) { return bindInPlace(ranks().getFirst(), input, array); }
+
+    /** {@link #bindInPlace(String, DeviceArray)} for one rank of a session that drives several. */
+    public Session bindInPlace(int rank, String input, DeviceArray array) {
+        java.util.Objects.requireNonNull(array, "bindInPlace(\"" + input + "\"): the array is null; unbind(name) removes a binding");
+        running.lock();
+        try {
+            int i = rankIndex("bindInPlace", rank);
+            String who = who(rank) + " bindInPlace(\"" + input + "\")";
+            Node decl = graph.inputs().get(input);
+            if (decl == null) {
+                String guess = Spelling.closest(input, graph.inputs().keySet());
+                throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
+                        + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
+            }
+            if (graph.states().contains(input)) throw new GatunRuntimeException(who + ": " + stateProblem(input));
+            if (!decl.type().shape().isStatic())
+                throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
+            checkInput(who, input, decl.type(), array, i, new HashMap<>());
+            if (!array.isContiguous())
+                throw new GatunRuntimeException(who + ": " + array.origin() + " is a strided view; an input read in place must be contiguous (copy() it)");
+            executable.bindInPlace(i, input, array);
+            bound.get(i).add(input);
+            return this;
+        } finally {
+            running.unlock();
+        }
+    }
+
     /** Removes the binding of {@code input} (on every rank this session drives); it must be passed to run again. */
     public Session unbind(String input) {
         if (graph.states().contains(input))

@@ -119,6 +119,9 @@ final class CudaExecutable implements Executable {
     private final Set<CudaExecutable> readers = ConcurrentHashMap.newKeySet();
     /** Inputs whose staging buffer holds a bound value. */
     private final Set<String> bound = ConcurrentHashMap.newKeySet();
+    /** An input bound in place: the caller's array, read where it lies by every call, and its address when bound. */
+    private record InPlace(DeviceArray array, long address) {}
+    private final Map<String, InPlace> boundInPlace = new ConcurrentHashMap<>();
     /** The last call's per-call buffers: outputs may live there until the next call. */
     private List<DeviceBuffer> lastCall = List.of();
     /** Counts calls; an output of call g may be used while this is still g. */
@@ -669,10 +672,17 @@ final class CudaExecutable implements Executable {
             for (PlanBuffer in : plan.inputs()) {
                 String name = in.input();
                 ArrayLike a = inputs.get(name);
+                boolean fixed = false;   // bound in place: read where it lies, whatever the ranks
                 if (a == null) {
-                    if (!exe.bound.contains(name))
-                        throw new GatunRuntimeException("plan '" + plan.name() + "': input '" + name + "' was neither passed nor bound");
-                    continue; // its staging buffer holds the bound value
+                    InPlace p = exe.boundInPlace.get(name);
+                    if (p != null) {
+                        a = p.array();
+                        fixed = true;
+                    } else {
+                        if (!exe.bound.contains(name))
+                            throw new GatunRuntimeException("plan '" + plan.name() + "': input '" + name + "' was neither passed nor bound");
+                        continue; // its staging buffer holds the bound value
+                    }
                 }
                 if (in.isDynamic()) {
                     long[] shape = a.shape();
@@ -702,9 +712,9 @@ final class CudaExecutable implements Executable {
                         // one wait per other executable a call reads from, however many of its arrays it reads
                         if (m.owner != exe && sources.add(m.owner)) exe.stream.waitFor(m.owner.markWritten());
                         boolean ownOutput = m.owner == exe && m.callMemory;
-                        if (d.isContiguous() && !ownOutput && (in.isDynamic() || exe.dist == null && exe.readInPlace)) {
+                        if (d.isContiguous() && !ownOutput && (fixed || in.isDynamic() || exe.dist == null && exe.readInPlace)) {
                             setSource(in, d.address());
-                            if (!in.isDynamic()) inPlace.put(in, d);
+                            if (!in.isDynamic() && !fixed) inPlace.put(in, d);
                         } else {
                             stage(in, d);
                         }
@@ -1039,6 +1049,7 @@ final class CudaExecutable implements Executable {
                 stream.synchronize();
             }
             bound.remove(input);
+            if (boundInPlace.containsKey(input)) bindInPlace(rankIndex, input, null);
             return;
         }
         bind(rankIndex, Map.of(input, value));
@@ -1053,8 +1064,45 @@ final class CudaExecutable implements Executable {
         bound.addAll(values.keySet());
     }
 
+    /**
+     * The caller's array itself for every later call: its address becomes the input's, read in place. Where ranks of
+     * several processes run one plan, a rank that alone saw a new address would capture its graphs again and its
+     * peers would wait for it: there the address may change only before the first call.
+     */
+    @Override public void bindInPlace(int rankIndex, String input, DeviceArray array) {
+        checkOpen("bindInPlace");
+        plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
+                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
+        if (array == null) {
+            checkAddressKept(input, 0);
+            boundInPlace.remove(input);
+            bound.remove(input);
+            return;
+        }
+        CudaMemory m = memoryOf(array, "the array bound in place to '" + input + "'");
+        if (m.owner == this && m.callMemory)
+            throw new GatunRuntimeException("plan '" + plan.name() + "': bindInPlace(\"" + input + "\"): " + array.origin()
+                    + " is an output of this session, which its next call overwrites; copy() it first");
+        checkAddressKept(input, array.address());
+        bound.remove(input);   // its staging buffer is no longer read
+        boundInPlace.put(input, new InPlace(array, array.address()));
+    }
+
+    /** Refuses a new address for an input bound in place once the ranks of several processes have captured their graphs. */
+    private void checkAddressKept(String input, long address) {
+        InPlace old = boundInPlace.get(input);
+        if (dist != null && generation > 0 && (old == null ? address != 0 : old.address() != address))
+            throw new GatunRuntimeException("plan '" + plan.name() + "': '" + input + "' may be bound in place, or moved from its place, only before the"
+                    + " first call where several ranks run the plan (a rank that alone saw a new address would capture its graphs again while its"
+                    + " peers wait); bind(...) copies into the input's own buffer instead");
+    }
+
     /** Queues the copy of a bound value into its input's staging buffer (or state's slot); whether it must be waited for. */
     private boolean queueBind(String input, ArrayLike value) {
+        if (boundInPlace.containsKey(input)) {
+            checkAddressKept(input, 0);
+            boundInPlace.remove(input);
+        }
         PlanBuffer state = plan.state(input);
         PlanBuffer in = state != null ? state : plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
                 .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));

@@ -18,9 +18,9 @@ import java.util.Map;
  * Greedy generation with {@link LlamaDecoder}'s two phases, each compiled once: the prompt's prefill, then one decode
  * call per token, each call taking the caches the last one returned. {@code shards} holds the weights of the ranks
  * this process runs ({@link LlamaDecoder#weights}): all {@code tp} of them for the host backend's simulated ranks, or
- * this rank's one where each rank is a session of its own. At a world of one rank the weights are copied to the device
- * once and both sessions read them there (one copy of the weights in all); with several ranks each session keeps a bound
- * copy of them. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens.
+ * this rank's one where each rank is a session of its own. Each rank's weights are copied to its device once and both
+ * sessions read them there, bound in place ({@link Session#bindInPlace}): one copy of the weights in all, at any number
+ * of ranks. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens.
  * The caches are the decode session's states: the prefill's caches are bound to them once per prompt, and each decode
  * call, passed only its tokens and position, writes its new key and value into them in place. Closing closes both
  * sessions.
@@ -43,8 +43,6 @@ public final class LlamaGenerator implements AutoCloseable {
     private final int batch, promptLength, maxLen, tp;
     private final DType dtype;
     private final Session prefill, decode;
-    /** At a world of one rank: the weights on the device, passed to every call of both sessions (else bound, and empty). */
-    private Map<String, DeviceArray> resident = Map.of();
 
     /** Generation for one sequence at a time. */
     public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int promptLength, int maxLen, int tp, DType dtype,
@@ -72,19 +70,15 @@ public final class LlamaGenerator implements AutoCloseable {
         }
         this.decode = d;
         try {
-            if (prefill.worldSize() == 1) {
-                // one rank: the weights go to the device once and both sessions read them where they are
-                var w = new HashMap<String, DeviceArray>();
-                var copies = new java.util.IdentityHashMap<NDArray, DeviceArray>();   // a tied weight goes once
-                for (var e : this.shards.getFirst().entrySet()) w.put(e.getKey(), copies.computeIfAbsent(e.getValue(), prefill::toDevice));
-                resident = Map.copyOf(w);
-            } else {
-                // several ranks: each session keeps its own bound copy of each rank's shard
-                for (Session s : List.of(prefill, decode))
-                    for (int i = 0; i < this.shards.size(); i++) {
-                        int rank = s.ranks().get(i);
-                        for (var w : this.shards.get(i).entrySet()) s.bind(rank, w.getKey(), w.getValue());
-                    }
+            // each rank's weights go to its device once (a tied weight once) and both sessions read them where they are
+            for (int i = 0; i < this.shards.size(); i++) {
+                int rank = prefill.ranks().get(i);
+                var copies = new java.util.IdentityHashMap<NDArray, DeviceArray>();
+                for (var w : this.shards.get(i).entrySet()) {
+                    DeviceArray onDevice = copies.computeIfAbsent(w.getValue(), nd -> prefill.toDevice(rank, nd));
+                    prefill.bindInPlace(rank, w.getKey(), onDevice);
+                    decode.bindInPlace(decode.ranks().get(i), w.getKey(), onDevice);
+                }
             }
             // the prompt's rotary tables, mask and padding depend on its length only: bound once, a call passes its tokens
             var tables = LlamaDecoder.promptTables(config, batch, promptLength, maxLen, tp, dtype);
@@ -188,14 +182,10 @@ public final class LlamaGenerator implements AutoCloseable {
             if (prompt.length != promptLength) throw new IllegalArgumentException("the prefill was compiled for " + promptLength + " tokens, not " + prompt.length);
     }
 
-    /** Each local rank's inputs: the call's inputs and the resident weights (where not bound). */
+    /** Each local rank's inputs: the call's (the weights, tables and caches are bound). */
     private List<Map<String, ArrayLike>> calls(Map<String, NDArray> call) {
         var out = new ArrayList<Map<String, ArrayLike>>();
-        for (int r = 0; r < localRanks; r++) {
-            var in = new HashMap<String, ArrayLike>(call);
-            in.putAll(resident);
-            out.add(in);
-        }
+        for (int r = 0; r < localRanks; r++) out.add(new HashMap<>(call));
         return out;
     }
 

@@ -56,8 +56,10 @@ final class HostExecutable implements Executable {
     private final AtomicLong calls = new AtomicLong();
     /** Memory this executable owns for arrays (toDevice, copies, bound host arrays): freed when it closes. */
     final java.util.Set<HostMemory> owned = java.util.concurrent.ConcurrentHashMap.newKeySet();
-    /** bound[rank]: the inputs bound once for every call. */
+    /** bound[rank]: the inputs bound once for every call (copies this executable owns). */
     private final List<Map<String, DeviceArray>> bound = new ArrayList<>();
+    /** inPlace[rank]: the inputs bound in place (the caller's arrays, read where they lie). */
+    private final List<Map<String, DeviceArray>> inPlace = new ArrayList<>();
     /** callMemory[rank]: the last call's dynamic storage and input copies, kept while its outputs may be read. */
     private final Arena[] callMemory;
     /** Counts calls; an output of call g may be used while this is still g. */
@@ -80,7 +82,10 @@ final class HostExecutable implements Executable {
             writeConstants(r);
             initializeRotatingSlots(r);
         }
-        for (int r = 0; r < world; r++) bound.add(new HashMap<>());
+        for (int r = 0; r < world; r++) {
+            bound.add(new HashMap<>());
+            inPlace.add(new java.util.concurrent.ConcurrentHashMap<>());
+        }
         this.callMemory = new Arena[world];
         threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
         // a session dropped without close() still gives its rank threads and memory back once it is unreachable
@@ -175,8 +180,20 @@ final class HostExecutable implements Executable {
             case NDArray n -> toDevice(rankIndex, n);
             case DeviceArray d -> toDevice(rankIndex, d.toHost());
         };
+        inPlace.get(rankIndex).remove(input);
         DeviceArray old = copy == null ? bound.get(rankIndex).remove(input) : bound.get(rankIndex).put(input, copy);
         if (old != null) old.close();
+    }
+
+    /** The caller's array itself, read in place by every later call (a bound copy of the input is freed). */
+    @Override public void bindInPlace(int rankIndex, String input, DeviceArray array) {
+        if (array != null && !(array.memory() instanceof HostMemory m && m.pool != this))
+            throw new GatunRuntimeException("bindInPlace(\"" + input + "\"): " + array.origin() + (array.memory() instanceof HostMemory
+                    ? " is this session's own memory, which its next call overwrites; copy() it first" : " is not memory of the host backend"));
+        DeviceArray old = bound.get(rankIndex).remove(input);
+        if (old != null) old.close();
+        if (array == null) inPlace.get(rankIndex).remove(input);
+        else inPlace.get(rankIndex).put(input, array);
     }
 
     @Override public NDArray allocateHost(int rankIndex, DType dtype, long[] shape) { return NDArray.zeros(dtype, shape); }
@@ -273,6 +290,7 @@ final class HostExecutable implements Executable {
         var env = new HashMap<String, Long>();
         for (PlanBuffer in : plan.inputs()) {
             ArrayLike a = given.get(in.input());
+            if (a == null) a = inPlace.get(rank).get(in.input());
             if (a == null) a = bound.get(rank).get(in.input());
             if (a == null) throw new GatunRuntimeException("plan '" + plan.name() + "' rank " + rank + ": input '" + in.input() + "' was neither passed nor bound");
             long[] shape = a.shape();

@@ -41,6 +41,12 @@ public interface Executable extends AutoCloseable {
     void bind(int rankIndex, String input, ArrayLike value);
 
     /**
+     * Binds {@code input} of one rank to {@code array} itself (null: unbinds it): every later call reads the array where
+     * it lies, with no copy now or per call, in order after the work that writes it. The caller keeps it open.
+     */
+    void bindInPlace(int rankIndex, String input, DeviceArray array);
+
+    /**
      * Binds several inputs of one rank at once (none null), as {@link #bind(int, String, ArrayLike)} does each; a backend
      * may wait once for all the copies instead of once for each.
      */

@@ -134,6 +134,41 @@ public abstract class DeviceArrayContract {
         }
     }
 
+    /**
+     * An input bound in place is read where it lies by every call: a write into it between calls is seen, another
+     * session's array is shared, nothing is copied; what cannot be read in place is refused by name.
+     */
+    @Test
+    public void bindsInPlace() {
+        NDArray a = values(31), b = values(32), b2 = values(33);
+        try (var s = Session.compile(mulAdd(), options()); var other = Session.compile(plus("other", "x", 1), options())) {
+            DeviceArray bd = s.toDevice(b);
+            s.bindInPlace("b", bd);
+            assertThat(s.boundInputs()).containsExactly("b");
+            assertValues(s.run(Map.of("a", a)).get("y").toHost(), mulAddExpected(a, b));
+            bd.copyFrom(b2);   // the next call reads the new contents: the array itself is the input
+            for (int i = 0; i < 3; i++) assertValues(s.run(Map.of("a", a)).get("y").toHost(), mulAddExpected(a, b2));
+            assertThatThrownBy(() -> s.run(Map.of("a", a, "b", b))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("'b' is bound");
+            DeviceArray shared = other.toDevice(b);   // memory of another session, read by this one
+            s.bindInPlace("b", shared);
+            assertValues(s.run(Map.of("a", a)).get("y").toHost(), mulAddExpected(a, b));
+            DeviceArray y = s.run(Map.of("a", a)).get("y");
+            assertThatThrownBy(() -> s.bindInPlace("b", y)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("copy() it first");
+            assertThatThrownBy(() -> y.copyFrom(b)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("copy() it first");
+            assertThatThrownBy(() -> s.bindInPlace("b", s.toDevice(NDArray.zeros(F32, C, R)))).isInstanceOf(GatunRuntimeException.class)
+                    .hasMessageContaining("'b' has shape [8, 4]");
+            assertThatThrownBy(() -> bd.copyFrom(NDArray.zeros(F32, 2, 2))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("cannot be copied into");
+            shared.close();   // the caller's to keep open while bound: the next call says which input it was
+            assertThatThrownBy(() -> s.run(Map.of("a", a))).isInstanceOf(GatunRuntimeException.class)
+                    .hasMessageContaining("input 'b'").hasMessageContaining("was closed");
+            s.bind("b", b2);   // a bound copy replaces it
+            assertValues(s.run(Map.of("a", a)).get("y").toHost(), mulAddExpected(a, b2));
+            s.bindInPlace("b", bd);
+            s.unbind("b");
+            assertValues(s.run(Map.of("a", a, "b", b)).get("y").toHost(), mulAddExpected(a, b));
+        }
+    }
+
     /** Outputs are valid until the next call; a copy lives on; a stale output is refused by name, not read. */
     @Test
     public void staleOutputsAreRefused() {
