@@ -114,19 +114,7 @@ def main(argv):
             print(f"llama_torch.py: {a.gatun} was made with prompt {g.get('prompt')}, batch {g.get('batch', 1)}, new {g.get('new')};"
                   f" run with the same", file=sys.stderr)
             return 2
-        gl = torch.tensor(g["first_logits"], dtype=torch.float64)
-        tl = first_logits.double()
-        rel = float((gl - tl).norm() / tl.norm())
-        same = g["tokens"] == tokens
-        if "sequences" in g:
-            agree = sum(x == y for x, y in zip(g["sequences"], sequences))
-            print(f"sequences with the same greedy tokens: {agree} of {len(sequences)} (the float32 scoring below is of sequence 0)")
-            result["same_sequences"] = agree
-        first_diff = next((i for i, (x, y) in enumerate(zip(g["tokens"], tokens)) if x != y), None)
-        result.update({"gatun_tokens": g["tokens"], "same_tokens": same, "first_different_token": first_diff,
-                       "first_logits_rel_err": rel, "gatun_prefill_ms": g["prefill_ms"], "gatun_decode_ms": g["decode_ms"]})
-        print(f"first-step logits: relative error {rel:.3g} (Gatun against PyTorch); greedy tokens "
-              + ("the same" if same else f"differ from token {first_diff}"))
+        agreement(torch, g, first_logits, tokens, sequences, result, " (the float32 scoring below is of sequence 0)", "")
         if a.fp32:
             # the same weights in float32: how far each bf16 system is from it, and whether a differing greedy choice
             # was a near tie (each system's sequence scored by the float32 model, teacher-forced)
@@ -139,8 +127,8 @@ def main(argv):
                     return ref(full).logits[0, a.prompt - 1:].double().cpu()
                 lg, lt = scored(g["tokens"]), scored(tokens)
             fl = lg[0]
-            result["gatun_rel_err_fp32"] = float((gl - fl).norm() / fl.norm())
-            result["torch_rel_err_fp32"] = float((tl - fl).norm() / fl.norm())
+            result["gatun_rel_err_fp32"] = rel_err(torch, torch.tensor(g["first_logits"], dtype=torch.float64), fl)
+            result["torch_rel_err_fp32"] = rel_err(torch, first_logits, fl)
             def agree(lgs, seq):
                 # per step: the float32 model's best token, and how far below it the system's choice scores
                 return [(int(l.argmax()), float(l.max() - l[t])) for l, t in zip(lgs, seq)]
@@ -353,6 +341,22 @@ class TPLlama:
         return tokens, first_logits, prefill_ms, steps
 
 
+def agreement(torch, g, first_logits, tokens, sequences, result, sequences_note, logits_note):
+    """How Gatun's run (its LlamaBench JSON, g) agrees with this one: first-step logits, greedy tokens, sequences."""
+    rel = rel_err(torch, torch.tensor(g["first_logits"], dtype=torch.float64), first_logits)
+    same = g["tokens"] == tokens
+    if "sequences" in g:
+        agree = sum(x == y for x, y in zip(g["sequences"], sequences))
+        print(f"sequences with the same greedy tokens: {agree} of {len(sequences)}{sequences_note}")
+        result["same_sequences"] = agree
+    first_diff = next((i for i, (x, y) in enumerate(zip(g["tokens"], tokens)) if x != y), None)
+    result.update({"gatun_tokens": g["tokens"], "same_tokens": same, "first_different_token": first_diff,
+                   "first_logits_rel_err": rel, "gatun_prefill_ms": g["prefill_ms"], "gatun_decode_ms": g["decode_ms"],
+                   "gatun_machine": g.get("machine")})
+    print(f"first-step logits: relative error {rel:.3g} (Gatun against PyTorch{logits_note}); greedy tokens "
+          + ("the same" if same else f"differ from token {first_diff}"))
+
+
 def rel_err(torch, a, b):
     """|a - b| / |b| of two logit vectors, in float64."""
     a, b = a.double(), b.double()
@@ -468,18 +472,7 @@ def compare_gatun(a, torch, first_logits, tokens, sequences, result, times):
         print(f"llama_torch.py: {a.gatun} was made with prompt {g.get('prompt')}, batch {g.get('batch', 1)}, new {g.get('new')}, "
               f"tp {g.get('tp', 1)}; run with the same", file=sys.stderr)
         return 2
-    rel = rel_err(torch, torch.tensor(g["first_logits"], dtype=torch.float64), first_logits)
-    same = g["tokens"] == tokens
-    if "sequences" in g:
-        agree = sum(x == y for x, y in zip(g["sequences"], sequences))
-        print(f"sequences with the same greedy tokens: {agree} of {len(sequences)}")
-        result["same_sequences"] = agree
-    first_diff = next((i for i, (x, y) in enumerate(zip(g["tokens"], tokens)) if x != y), None)
-    result.update({"gatun_tokens": g["tokens"], "same_tokens": same, "first_different_token": first_diff,
-                   "first_logits_rel_err": rel, "gatun_prefill_ms": g["prefill_ms"], "gatun_decode_ms": g["decode_ms"],
-                   "gatun_machine": g.get("machine")})
-    print(f"first-step logits: relative error {rel:.3g} (Gatun against PyTorch, both at TP {a.tp}); greedy tokens "
-          + ("the same" if same else f"differ from token {first_diff}"))
+    agreement(torch, g, first_logits, tokens, sequences, result, "", f", both at TP {a.tp}")
     print(f"| system, TP {a.tp} | prefill ms | decode ms/token |\n| --- | --- | --- |")
     print(f"| Gatun | {g['prefill_ms']:.3f} | {g['decode_ms']:.3f} |")
     print(f"| PyTorch eager (hand-written TP) | {times['eager'][0]:.3f} | {times['eager'][1]:.3f} |")

@@ -243,15 +243,7 @@ public final class Session implements AutoCloseable {
                 String input = e.getKey();
                 java.util.Objects.requireNonNull(e.getValue(), "bind(\"" + input + "\"): the value is null; unbind(name) removes a binding");
                 String who = who(rank) + " bind(\"" + input + "\")";
-                Node decl = graph.inputs().get(input);
-                if (decl == null) {
-                    String guess = Spelling.closest(input, graph.inputs().keySet());
-                    throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
-                            + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
-                }
-                if (!decl.type().shape().isStatic())
-                    throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
-                checkInput(who, input, decl.type(), e.getValue(), i, new HashMap<>());
+                checkInput(who, input, bindable(who, input).type(), e.getValue(), i, new HashMap<>());
             }
             executable.bind(i, values);
             bound.get(i).addAll(values.keySet());
@@ -280,16 +272,8 @@ public final class Session implements AutoCloseable {
         try {
             int i = rankIndex("bindInPlace", rank);
             String who = who(rank) + " bindInPlace(\"" + input + "\")";
-            Node decl = graph.inputs().get(input);
-            if (decl == null) {
-                String guess = Spelling.closest(input, graph.inputs().keySet());
-                throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
-                        + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
-            }
             if (graph.states().contains(input)) throw new GatunRuntimeException(who + ": " + stateProblem(input));
-            if (!decl.type().shape().isStatic())
-                throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
-            checkInput(who, input, decl.type(), array, i, new HashMap<>());
+            checkInput(who, input, bindable(who, input).type(), array, i, new HashMap<>());
             if (!array.isContiguous())
                 throw new GatunRuntimeException(who + ": " + array.origin() + " is a strided view; an input read in place must be contiguous (copy() it)");
             executable.bindInPlace(i, input, array);
@@ -298,6 +282,19 @@ public final class Session implements AutoCloseable {
         } finally {
             running.unlock();
         }
+    }
+
+    /** The declaration of {@code input}, which may be bound: it exists (else the closest name is suggested) and is static. */
+    private Node bindable(String who, String input) {
+        Node decl = graph.inputs().get(input);
+        if (decl == null) {
+            String guess = Spelling.closest(input, graph.inputs().keySet());
+            throw new GatunRuntimeException(who + ": no such input" + (guess == null ? "" : "; did you mean '" + guess + "'?")
+                    + " inputs are " + new TreeSet<>(graph.inputs().keySet()));
+        }
+        if (!decl.type().shape().isStatic())
+            throw new GatunRuntimeException(who + ": the input's shape " + decl.type() + " is symbolic; only inputs of static shape can be bound");
+        return decl;
     }
 
     /** Removes the binding of {@code input} (on every rank this session drives); it must be passed to run again. */
