@@ -72,23 +72,29 @@ final class CudaTiming {
     record Call(Runnable call, Runnable sync) {}
 
     /**
-     * Several calls timed side by side, so that drift of the machine (clocks, other tenants) falls on all of them
-     * alike: each warmed until the JIT has compiled it (at least {@code warmup} calls and 0.5 s), then latency in
-     * alternating blocks of 50 calls, then pipelined one after the other. One {@link Timing} per call, in order.
+     * With peers, how the ranks agree on a number of warm-up calls: this rank's wish in, the largest of every rank's
+     * out (every rank must make the same number of collective calls). Null on one rank.
      */
-    /** Whether warm-up runs for at least half a second (one rank only: ranks would make different numbers of calls). */
-    static volatile boolean timedWarmup = true;
+    static volatile java.util.function.IntUnaryOperator sameOnEveryRank;
 
+    /** Warm-up calls past the first ones: as many as fill half a second, at most this many. */
+    static final int MAX_WARMUP = 100_000;
+
+    /**
+     * Several calls timed side by side, so that drift of the machine (clocks, other tenants) falls on all of them
+     * alike: each warmed until the JIT has compiled it ({@code warmup} calls, then as many more as fill half a second
+     * at their rate: C2 compiles a path after thousands of calls, and 50 left a call's Java interpreted; with peers the
+     * largest count any rank asks for), then latency in alternating blocks of 50 calls, then pipelined one after the
+     * other. One {@link Timing} per call, in order.
+     */
     static Timing[] sideBySide(int warmup, int iterations, Call... calls) {
         for (Call c : calls) {
             long warm = System.nanoTime();
-            // at least half a second on one GPU (clocks settle); with peers, exactly `warmup` calls: every rank must make
-            // the same number of collective calls, and a time-based count differs from rank to rank
-            for (int i = 0; i < 100_000 && (i < warmup || (timedWarmup && System.nanoTime() - warm < 500_000_000L)); i++) {
-                c.call().run();
-                if (i % 32 == 31) c.sync().run(); // keep the launch queue short
-            }
-            c.sync().run();
+            warmUp(c, warmup);
+            double perCall = (System.nanoTime() - warm) / (double) Math.max(1, warmup);
+            int more = (int) Math.min(MAX_WARMUP, 500_000_000L / Math.max(1.0, perCall));
+            var agree = sameOnEveryRank;
+            warmUp(c, agree == null ? more : agree.applyAsInt(more));
         }
         long[][] wall = new long[calls.length][iterations], enqueue = new long[calls.length][iterations];
         for (int from = 0; from < iterations; from += 50)
@@ -127,6 +133,25 @@ final class CudaTiming {
     /** Per-call times of one call (see {@link #sideBySide}), in microseconds. */
     static Timing ofCalls(Runnable call, Runnable sync, int warmup, int iterations) {
         return sideBySide(warmup, iterations, new Call(call, sync))[0];
+    }
+
+    /** {@code timing} on this rank alone (a one-GPU cell of a suite with peers): its warm-up asks no peer. */
+    static <T> T alone(java.util.function.Supplier<T> timing) {
+        var agree = sameOnEveryRank;
+        sameOnEveryRank = null;
+        try {
+            return timing.get();
+        } finally {
+            sameOnEveryRank = agree;
+        }
+    }
+
+    private static void warmUp(Call c, int n) {
+        for (int i = 0; i < n; i++) {
+            c.call().run();
+            if (i % 32 == 31) c.sync().run(); // keep the launch queue short
+        }
+        c.sync().run();
     }
 
     /** Microseconds: latency median and 10th/90th percentiles, pipelined per-call mean, median host enqueue time. */

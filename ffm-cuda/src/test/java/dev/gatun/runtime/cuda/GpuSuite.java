@@ -65,7 +65,13 @@ public final class GpuSuite {
         this.rv = rv;
         this.rank = rv.rank();
         this.world = rv.worldSize();
-        CudaTiming.timedWarmup = world == 1;
+        var warmups = new java.util.concurrent.atomic.AtomicInteger();
+        CudaTiming.sameOnEveryRank = world == 1 ? null : n -> {
+            int most = n;
+            for (byte[] b : rv.allGather("warm-up " + warmups.getAndIncrement(), Integer.toString(n).getBytes(java.nio.charset.StandardCharsets.UTF_8)))
+                most = Math.max(most, Integer.parseInt(new String(b, java.nio.charset.StandardCharsets.UTF_8)));
+            return most;
+        };
         this.iters = iters;
         this.out = out;
         this.localRank = World.fromEnvironment(System.getenv()).localRank();
@@ -286,7 +292,8 @@ public final class GpuSuite {
                 if (bare == null) continue;
                 var onDevice = new LinkedHashMap<String, DeviceArray>();
                 c.in().forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
-                var t = CudaTiming.sideBySide(WARMUP, n, new CudaTiming.Call(bare::once, bare::sync), new CudaTiming.Call(() -> s.run(onDevice), s::synchronize));
+                var calls = new CudaTiming.Call[]{new CudaTiming.Call(bare::once, bare::sync), new CudaTiming.Call(() -> s.run(onDevice), s::synchronize)};
+                var t = c.options().worldSize() == 1 ? CudaTiming.alone(() -> CudaTiming.sideBySide(WARMUP, n, calls)) : CudaTiming.sideBySide(WARMUP, n, calls);
                 row("host_overhead", "graph_launch", DType.F32, c.name(), 0, t[0], null, null, null, "bare cudaGraphLaunch from Java (FFM)");
                 row("host_overhead", "gatun_replay", DType.F32, c.name(), 0, t[1], null, null, null,
                         String.format(Locale.ROOT, "Session.run with device inputs: %.2f us above the bare launch", t[1].enqueue() - t[0].enqueue()));
