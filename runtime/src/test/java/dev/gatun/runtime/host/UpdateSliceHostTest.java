@@ -209,4 +209,65 @@ class UpdateSliceHostTest {
             }
         }
     }
+
+    /**
+     * Random shapes, dimensions, lengths, positions and dtypes; the operand a state, a graph input or a computed value;
+     * the update an input or computed. Two calls each, on one rank and on two with random delays; every value against
+     * the reference interpreter (a state's value passed to it as an input) and the state carried by plain loops.
+     */
+    @Test
+    void randomUpdatesMatchTheReference() {
+        var rnd = new java.util.SplittableRandom(17);
+        for (int c = 0; c < 120; c++) {
+            int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
+            long[] shape = new long[rank];
+            for (int d = 0; d < rank; d++) shape[d] = 1 + rnd.nextInt(5);
+            long len = 1 + rnd.nextLong(shape[dim]);
+            long[] upd = shape.clone();
+            upd[dim] = len;
+            DType t = List.of(DType.F32, DType.BF16, DType.F16, DType.I32).get(rnd.nextInt(4));
+            DType pos = rnd.nextBoolean() ? DType.I32 : DType.I64;
+            int kind = rnd.nextInt(3);   // 0: a state, 1: an input, 2: a computed value
+            boolean computedUpdate = rnd.nextBoolean();
+            int world = rnd.nextInt(4) == 0 ? 2 : 1;
+            var g = Gatun.graph("random" + c).world(world);
+            Object[] dims = java.util.Arrays.stream(shape).boxed().toArray();
+            Tensor x = switch (kind) {
+                case 0 -> g.state("s", t, dims);
+                case 1 -> g.input("x", t, dims);
+                default -> g.input("x", t, dims).add(1);
+            };
+            Tensor u = g.input("u", t, java.util.Arrays.stream(upd).boxed().toArray());
+            if (computedUpdate) u = u.mul(2);
+            Tensor y = x.updateSlice(rnd.nextBoolean() ? dim : dim - rank, u, g.input("at", pos, 1));
+            g.output("y", y);
+            g.output("sum", y.cast(DType.F32).sum(false, 0));
+            Graph graph = g.build();
+            double[][] state = new double[world][(int) java.util.Arrays.stream(shape).reduce(1, Math::multiplyExact)];
+            try (var s = Session.compile(graph, CompileOptions.world(world).backend("host").randomDelays(world > 1 ? 3 : 0))) {
+                for (int call = 0; call < 2; call++) {
+                    var in = new ArrayList<Map<String, NDArray>>();
+                    var ref = new ArrayList<Map<String, NDArray>>();
+                    for (int r = 0; r < world; r++) {
+                        var m = new HashMap<String, NDArray>();
+                        if (kind != 0) m.put("x", NDArray.random(t, rnd.nextLong(), shape));
+                        m.put("u", NDArray.random(t, rnd.nextLong(), upd));
+                        m.put("at", NDArray.of(pos, new double[]{rnd.nextLong(shape[dim] - len + 1)}, 1));
+                        in.add(m);
+                        var mr = new HashMap<>(m);
+                        if (kind == 0) mr.put("s", NDArray.of(t, state[r], shape));
+                        ref.add(mr);
+                    }
+                    var want = ReferenceInterpreter.evaluate(graph, ref);
+                    var got = s.runToHost(in);
+                    for (int r = 0; r < world; r++) {
+                        String what = "case " + c + " " + graph.name() + " call " + call + " rank " + r + " " + t + java.util.Arrays.toString(shape) + " dim " + dim;
+                        assertThat(want.get(r).get("y").mismatch(got.get(r).get("y"), 0, 0)).as(what).isNull();
+                        assertThat(want.get(r).get("sum").mismatch(got.get(r).get("sum"), 1e-5, 1e-5)).as(what).isNull();
+                        if (kind == 0) state[r] = got.get(r).get("y").toDoubleArray();
+                    }
+                }
+            }
+        }
+    }
 }
