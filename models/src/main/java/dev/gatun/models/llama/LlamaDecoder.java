@@ -65,14 +65,16 @@ public final class LlamaDecoder {
             // a step computes its tables from its position: the rotary angles (in float32, as transformers computes
             // them) and the attention mask over the cache (0 up to the position, -inf after)
             position = g.input("position", DType.I32, 1);
-            Tensor pos = position.cast(DType.F32);                    // exact to 2^24, far past any cache
             double[] f = c.ropeFrequencies(), both = new double[d];
             for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
-            Tensor angle = pos.mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
+            // the position cast (exact to 2^24, far past any cache) once per angle: read element by element, it is part
+            // of the angles' kernel rather than a kernel of its own
+            Tensor angle = position.expand(d).cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
             cos = angle.cos().cast(dtype);
             sin = angle.sin().cast(dtype);
-            Tensor idx = g.arange(DType.F32, maxLen);
-            mask = idx.gt(pos).where(Double.NEGATIVE_INFINITY, 0).cast(dtype).reshape(1, maxLen);
+            // compared as integers: the cast to float feeds the angles' kernel alone, so it is no kernel of its own
+            Tensor idx = g.arange(DType.I32, maxLen);
+            mask = idx.gt(position).where(Double.NEGATIVE_INFINITY, 0).cast(dtype).reshape(1, maxLen);
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
             cos = g.input("cos", dtype, t, d);

@@ -37,10 +37,10 @@ class LlamaDecoderTest {
                     });
             // qkv, scores, weighted values, o, gate|up, down per layer, and the output projection
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
-            // the step's tables from its position (its cast, rotary angles, attention mask) and the first norm; then per
+            // the step's tables from its position (rotary angles, attention mask) and the first norm; then per
             // layer rope of q and of k, softmax, residual + norm twice (the next layer's or the final norm), SwiGLU: the
             // heads are views of the fused product, grouped-query attention reads the cache as it is
-            assertThat(kernels).hasSize(4 + 6 * c.layers());
+            assertThat(kernels).hasSize(3 + 6 * c.layers());
             assertThat(kernels).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
             // the new key (rotated, as rope stored it) and value (a view of the product) written in place into the
             // caches, which are states: the bytes of one position, not a rewrite of the cache
