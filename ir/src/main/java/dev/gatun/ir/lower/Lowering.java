@@ -248,7 +248,7 @@ public final class Lowering {
     private Buffer reshape(Node n, Op.Reshape r) {
         Buffer b = asBuffer(n.input(0));
         Layout.Fixed src = viewSource(n, b);
-        if (!src.strides().equals(src.shape().contiguousStrides())) {
+        if (!src.strides().equals(src.shape().contiguousStrides()) && !rowMajorIgnoringOnes(src.shape(), src.strides())) {
             decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
             b = register(new ComputedBuffer(next(), "copy", Layout.flexible(b.type().dtype(), b.type().shape()),
                     load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
@@ -344,9 +344,15 @@ public final class Lowering {
 
     /** Row-major strides in every dimension longer than 1 (the stride of a size-1 dimension never moves a read). */
     private static boolean packedIgnoringOnes(Buffer b) {
-        if (b.layout().isFlexible()) return true;
-        var strides = b.layout().fix().strides();
-        Shape s = b.type().shape();
+        return b.layout().isFlexible() || rowMajorIgnoringOnes(b.type().shape(), b.layout().fix().strides());
+    }
+
+    /**
+     * Whether a static shape's elements lie one after the other in row-major order at these strides, whatever the
+     * strides of its size-1 dimensions (a run of heads sliced from a product of batch 1, a key transposed to
+     * [.., head_dim, 1]): then it is packed memory from its offset on.
+     */
+    private static boolean rowMajorIgnoringOnes(Shape s, List<SymInt> strides) {
         if (!s.isStatic()) return false;
         long want = 1;
         for (int d = s.rank() - 1; d >= 0; d--) {

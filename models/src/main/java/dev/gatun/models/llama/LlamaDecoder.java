@@ -94,12 +94,20 @@ public final class LlamaDecoder {
             // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
             Tensor qkv = linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize()))
                     .reshape(b, t, hl + 2 * kl, d);
-            Tensor q = qkv.slice(2, 0, hl).transpose(1, 2);
-            Tensor k = qkv.slice(2, hl, hl + kl).transpose(1, 2);
             Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
-            q = LlamaPrefill.rope(q, cos, sin, d);
+            Tensor q, k;
+            if (b == 1) {
+                // one rotary kernel for the query and key heads, which lie side by side in the product; each is a
+                // contiguous run of heads of its result, read in place (a batch of several would make them strided)
+                Tensor qk = LlamaPrefill.rope(qkv.slice(2, 0, hl + kl).transpose(1, 2), cos, sin, d);
+                q = qk.slice(1, 0, hl);
+                k = qk.slice(1, hl, hl + kl);
+            } else {
+                q = LlamaPrefill.rope(qkv.slice(2, 0, hl).transpose(1, 2), cos, sin, d);
+                k = LlamaPrefill.rope(qkv.slice(2, hl, hl + kl).transpose(1, 2), cos, sin, d);
+            }
             // keys are kept transposed, [batch, kv heads, head_dim, positions], as the product with the queries reads them
-            Tensor kT = LlamaPrefill.rope(k, cos, sin, d).transpose(2, 3);
+            Tensor kT = k.transpose(2, 3);
             Tensor keysT, values;
             if (decode) {
                 // the step's key and value written in place into the caches (states) at the position

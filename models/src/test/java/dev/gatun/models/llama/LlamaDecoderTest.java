@@ -25,7 +25,7 @@ class LlamaDecoderTest {
     static final int MAX = 24;
 
     @Test
-    void aDecodeLayerIsSixProductsSixKernelsAndTwoInPlaceCacheWritesWithNoCopy() {
+    void aDecodeLayerIsSixProductsFiveKernelsAndTwoInPlaceCacheWritesWithNoCopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
             var kernels = s.plan().kernels();
@@ -38,9 +38,10 @@ class LlamaDecoderTest {
             // qkv, scores, weighted values, o, gate|up, down per layer, and the output projection
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
             // the step's tables from its position (rotary angles, attention mask) and the first norm; then per
-            // layer rope of q and of k, softmax, residual + norm twice (the next layer's or the final norm), SwiGLU: the
-            // heads are views of the fused product, grouped-query attention reads the cache as it is
-            assertThat(kernels).hasSize(3 + 6 * c.layers());
+            // layer rope of q and k (one kernel: their heads lie side by side), softmax, residual + norm twice (the next
+            // layer's or the final norm), SwiGLU: the heads are views of the fused product and of rope's result,
+            // grouped-query attention reads the cache as it is
+            assertThat(kernels).hasSize(3 + 5 * c.layers());
             assertThat(kernels).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
             // the new key (rotated, as rope stored it) and value (a view of the product) written in place into the
             // caches, which are states: the bytes of one position, not a rewrite of the cache
