@@ -56,13 +56,10 @@ final class CudaUpdateSlice {
      */
     void run(long update, long pos, DType posType, long target, long runs, long size, long len, long innerBytes, Stream stream) {
         long runBytes = len * innerBytes;
-        if (runs == 0 || runBytes == 0) {
-            if (len > size) throw new IllegalStateException("update_slice: " + len + " elements along a dimension of " + size);
-            return;
-        }
         int unit = 16;
         while (unit > 1 && ((innerBytes | update | target) & (unit - 1)) != 0) unit >>= 1;
-        long threads = runs * (runBytes / unit);
+        // an empty update still launches, one warp: its position is checked as the host backend checks it
+        long threads = Math.max(32, runs * (runBytes / unit));
         int block = (int) Math.min(256, threads), grid = (int) Math.min((threads + block - 1) / block, 65_535);
         kernel.launch(new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream), update, pos, posType == DType.INT64 ? 1 : 0, target, runs,
                 size, len, innerBytes, unit);

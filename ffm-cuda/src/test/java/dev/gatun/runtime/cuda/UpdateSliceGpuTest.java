@@ -57,7 +57,8 @@ class UpdateSliceGpuTest {
                 new Case(DType.BF16, new long[]{1, 8, 64, 40}, 3, 1, DType.I32),    // keys, transposed: 2-byte units
                 new Case(DType.BF16, new long[]{2, 8, 40, 64}, 2, 1, DType.I32),    // values: 128-byte rows, 16-byte units
                 new Case(DType.F32, new long[]{3, 7, 5}, 1, 2, DType.I64),          // odd sizes, 4-byte units
-                new Case(DType.F16, new long[]{33}, 0, 3, DType.I64));
+                new Case(DType.F16, new long[]{33}, 0, 3, DType.I64),
+                new Case(DType.F32, new long[]{3, 7, 5}, 1, 0, DType.I32));   // an empty update: nothing written, the position still checked
         for (Case k : cases)
             for (boolean replay : new boolean[]{true, false}) {
                 try (var s = Session.compile(cache(k.t(), k.shape(), k.dim(), k.len(), k.pos()), CompileOptions.world(1).backend("cuda").cudaGraphs(replay))) {

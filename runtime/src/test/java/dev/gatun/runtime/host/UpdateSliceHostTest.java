@@ -135,6 +135,14 @@ class UpdateSliceHostTest {
             double[] want = expected(expected(new double[30], values(row), 1, 2), new double[6], 1, 0);
             assertThat(values(out.get("cache"))).containsExactly(want);
         }
+        var e = Gatun.graph("empty");   // an empty update writes nothing, and its position is checked all the same
+        e.output("y", e.input("x", DType.F32, 4).updateSlice(0, e.input("u", DType.F32, 0), e.input("at", DType.I32)));
+        try (var s = Session.compile(e.build(), CompileOptions.world(1).backend("host"))) {
+            NDArray x4 = NDArray.of(new float[]{1, 2, 3, 4}, 4), none = NDArray.zeros(DType.F32, 0);
+            assertThat(values(s.runToHost(Map.of("x", x4, "u", none, "at", NDArray.of(DType.I32, new double[]{4}))).get("y"))).containsExactly(1, 2, 3, 4);
+            assertThatThrownBy(() -> s.runToHost(Map.of("x", x4, "u", none, "at", NDArray.of(DType.I32, new double[]{5}))))
+                    .hasMessageContaining("position 5").hasMessageContaining("it must be 0 to 4");
+        }
         var g = Gatun.graph("r");
         var x = g.input("x", DType.F32, 4);
         g.output("y", x.updateSlice(0, g.input("u", DType.F32, 2), g.input("at", DType.I64)));
