@@ -123,9 +123,14 @@ public final class Plan {
     /** The graph's states ({@link PlanBuffer.Kind#STATE}), each placed in the state pool; never passed to a call. */
     public List<PlanBuffer> states() { return states; }
 
+    /** The input passed to a call named {@code name}, or null when the graph has none of that name. */
+    public PlanBuffer input(String name) { return named(inputs, name); }
+
     /** The state named {@code name}, or null when the graph has none of that name. */
-    public PlanBuffer state(String name) {
-        for (PlanBuffer s : states) if (s.input().equals(name)) return s;
+    public PlanBuffer state(String name) { return named(states, name); }
+
+    private static PlanBuffer named(List<PlanBuffer> buffers, String name) {
+        for (PlanBuffer b : buffers) if (b.input().equals(name)) return b;
         return null;
     }
 

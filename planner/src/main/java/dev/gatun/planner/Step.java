@@ -7,6 +7,7 @@ import dev.gatun.ir.graph.UserOp;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.List;
+import java.util.Map;
 import java.util.StringJoiner;
 
 /**
@@ -210,6 +211,20 @@ public sealed interface Step {
      * where the update does not fit fails the call.
      */
     record UpdateSlice(PlanBuffer output, PlanBuffer target, PlanBuffer update, PlanBuffer start, int dim) implements Step {
+        /**
+         * What the step copies, for this call's shapes: {@code count} runs (the target's elements before {@code dim}),
+         * each {@code len} of the target's {@code size} positions along it, a position {@code innerBytes} long.
+         */
+        public record Runs(long count, long size, long len, long innerBytes) {}
+
+        public Runs runs(Map<String, Long> env) {
+            long[] shape = target.shape().sizes(env);
+            long inner = target.dtype().byteSize(), count = 1;
+            for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
+            for (int d = 0; d < dim; d++) count *= shape[d];
+            return new Runs(count, shape[dim], update.shape().sizes(env)[dim], inner);
+        }
+
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
             return output.name() + " = update_slice(" + target.name() + ", " + update.name() + ", " + start.name() + ", dim=" + dim + ")   # in place: "

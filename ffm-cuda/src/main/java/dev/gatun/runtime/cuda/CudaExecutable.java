@@ -816,12 +816,9 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public void updateSlice(Step.UpdateSlice u) {
-            long[] shape = u.target().shape().sizes(env);
-            long inner = u.target().dtype().byteSize(), runs = 1;
-            for (int d = u.dim() + 1; d < shape.length; d++) inner *= shape[d];
-            for (int d = 0; d < u.dim(); d++) runs *= shape[d];
-            exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), runs, shape[u.dim()],
-                    u.update().shape().sizes(env)[u.dim()], inner, exe.stream);
+            var r = u.runs(env);
+            exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), r.count(), r.size(), r.len(),
+                    r.innerBytes(), exe.stream);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {
@@ -1071,8 +1068,7 @@ final class CudaExecutable implements Executable {
      */
     @Override public void bindInPlace(int rankIndex, String input, DeviceArray array) {
         checkOpen("bindInPlace");
-        plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
-                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
+        inputNamed(input);
         if (array == null) {
             checkAddressKept(input, 0);
             boundInPlace.remove(input);
@@ -1086,6 +1082,12 @@ final class CudaExecutable implements Executable {
         checkAddressKept(input, array.address());
         bound.remove(input);   // its staging buffer is no longer read
         boundInPlace.put(input, new InPlace(array, array.address()));
+    }
+
+    private PlanBuffer inputNamed(String input) {
+        PlanBuffer in = plan.input(input);
+        if (in == null) throw new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'");
+        return in;
     }
 
     /** Refuses a new address for an input bound in place once the ranks of several processes have captured their graphs. */
@@ -1104,8 +1106,7 @@ final class CudaExecutable implements Executable {
             boundInPlace.remove(input);
         }
         PlanBuffer state = plan.state(input);
-        PlanBuffer in = state != null ? state : plan.inputs().stream().filter(b -> b.input().equals(input)).findFirst()
-                .orElseThrow(() -> new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'"));
+        PlanBuffer in = state != null ? state : inputNamed(input);
         DeviceBuffer dst = state != null ? DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()) : in.isDynamic() ? null : stagingOf(in);
         if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
         bound.remove(input);

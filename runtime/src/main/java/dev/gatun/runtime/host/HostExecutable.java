@@ -482,17 +482,16 @@ final class HostExecutable implements Executable {
         }
 
         @Override public void updateSlice(Step.UpdateSlice u) {
-            long[] shape = u.target().shape().sizes(env), upd = u.update().shape().sizes(env);
-            long at = (long) Elements.get(segment(u.start()), u.start().dtype(), 0), size = shape[u.dim()], len = upd[u.dim()];
-            if (at < 0 || at > size - len)
-                throw new GatunRuntimeException(u.format().strip() + ": position " + at + " of " + u.start().name() + " puts the " + len + " elements of "
-                        + u.update().name() + " along dimension " + u.dim() + " outside the " + size + " of " + u.target().name() + "; it must be 0 to " + (size - len));
-            long inner = u.target().dtype().byteSize(), outer = 1;   // bytes after dim, runs before it
-            for (int d = u.dim() + 1; d < shape.length; d++) inner *= shape[d];
-            for (int d = 0; d < u.dim(); d++) outer *= shape[d];
+            var r = u.runs(env);
+            long at = (long) Elements.get(segment(u.start()), u.start().dtype(), 0);
+            if (at < 0 || at > r.size() - r.len())
+                throw new GatunRuntimeException(u.format().strip() + ": position " + at + " of " + u.start().name() + " puts the " + r.len() + " elements of "
+                        + u.update().name() + " along dimension " + u.dim() + " outside the " + r.size() + " of " + u.target().name() + "; it must be 0 to "
+                        + (r.size() - r.len()));
             MemorySegment from = segment(u.update()), to = segment(u.output());
-            for (long o = 0; o < outer; o++)   // each run of len * inner bytes goes to its place along dim
-                MemorySegment.copy(from, o * len * inner, to, (o * size + at) * inner, len * inner);
+            long bytes = r.len() * r.innerBytes();
+            for (long o = 0; o < r.count(); o++)   // each run goes to its place along dim
+                MemorySegment.copy(from, o * bytes, to, (o * r.size() + at) * r.innerBytes(), bytes);
         }
 
         @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }
