@@ -67,7 +67,7 @@ final class CudaGemv {
         TENSOR_CORES, CUDA_CORES;
 
         /** The one {@link #run(DType, int, int, int, int, long, long, long, Stream)} takes: the faster one measured. */
-        static Path of(DType t) { return CUDA_CORES; }
+        static final Path AUTO = CUDA_CORES;
     }
 
     /**
@@ -305,7 +305,7 @@ final class CudaGemv {
     static Launch launch(DType t, Path path, int m, int n, int k, int sms) {
         if (m < 1 || m > MAX_ROWS) throw new IllegalArgumentException("gemv of " + m + " rows: it takes 1 to " + MAX_ROWS);
         if (n < 1 || k < 1) throw new IllegalArgumentException("gemv of " + n + " columns of length " + k + ": both must be positive");
-        String type = suffix(t);
+        suffix(t);   // refuses any other type before anything else is checked
         if (path == Path.TENSOR_CORES && t == DType.FLOAT32) throw new IllegalArgumentException("gemv on tensor cores of float32: it takes float16 or bfloat16");
         int vectors = k / (16 / t.byteSize());
         boolean mma = path == Path.TENSOR_CORES;
@@ -316,21 +316,28 @@ final class CudaGemv {
         int warps = Math.max(BLOCK_WARPS, slices);
         long blocks = Math.ceilDiv(tiles, warps / slices);
         int shared = slices == 1 ? 0 : warps * 32 * (mma ? 4 : 1) * Float.BYTES;
-        String kernel = mma ? "gemv_mma_" + type : "gemv_fma_" + type + "_" + rowsTemplate(m);
-        return new Launch(kernel, Math.toIntExact(blocks), warps, slices, shared);
+        return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, shared);
     }
 
-    /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
+    /** The kernel of {@code path} for {@code m} rows of {@code t}. */
+    static String kernel(DType t, Path path, int m) {
+        return path == Path.TENSOR_CORES ? "gemv_mma_" + suffix(t) : "gemv_fma_" + suffix(t) + "_" + rowsTemplate(m);
+    }
+
+    /** Loads now every kernel a product may be given automatically (see {@link LazyProgram#loadNow}). */
     void loadNow() {
-        program.loadNow("gemv_mma_f16", "gemv_mma_bf16", "gemv_fma_f32_1", "gemv_fma_f32_2", "gemv_fma_f32_4", "gemv_fma_f32_8");
+        var names = new java.util.LinkedHashSet<String>();
+        for (DType t : java.util.List.of(DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16))
+            for (int m = 1; m <= AUTO_ROWS; m++) names.add(kernel(t, Path.AUTO, m));
+        program.loadNow(names.toArray(String[]::new));
     }
 
     /**
      * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; x's rows
-     * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#of} for the type.
+     * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#AUTO}.
      */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
-        run(Path.of(t), t, m, n, k, ldc, x, w, y, stream);
+        run(Path.AUTO, t, m, n, k, ldc, x, w, y, stream);
     }
 
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
