@@ -9,6 +9,7 @@ import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.distributed.LocalWorld;
+import dev.gatun.runtime.testing.UpdateSlices;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
@@ -24,18 +25,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 @RequiresGpu
 class UpdateSliceGpuTest {
-
-    /** {@code x} of {@code shape} with {@code u} written along {@code dim} from {@code at}, by plain loops. */
-    static double[] expected(double[] x, long[] shape, double[] u, int dim, long len, long at) {
-        double[] out = x.clone();
-        long inner = 1, outer = 1;
-        for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
-        for (int d = 0; d < dim; d++) outer *= shape[d];
-        for (long o = 0; o < outer; o++)
-            for (long j = 0; j < len; j++)
-                for (long i = 0; i < inner; i++) out[(int) ((o * shape[dim] + at + j) * inner + i)] = u[(int) ((o * len + j) * inner + i)];
-        return out;
-    }
 
     static Graph cache(DType t, long[] shape, int dim, long len, DType pos) {
         var g = Gatun.graph("cache");
@@ -69,7 +58,7 @@ class UpdateSliceGpuTest {
                         long at = call == 0 ? k.shape()[k.dim()] - k.len() : rnd.nextLong(k.shape()[k.dim()] - k.len() + 1);
                         NDArray u = NDArray.random(k.t(), rnd.nextLong(), upd);
                         var out = s.runToHost(Map.of("u", u, "at", NDArray.of(k.pos(), new double[]{at}, 1)));
-                        want = expected(want, k.shape(), u.toDoubleArray(), k.dim(), k.len(), at);
+                        want = UpdateSlices.expected(want, k.shape(), u.toDoubleArray(), k.dim(), k.len(), at);
                         assertThat(out.get("after").toDoubleArray()).as("%s call %d at %d replay %s", k, call, at, replay).containsExactly(want);
                     }
                 }
@@ -90,10 +79,10 @@ class UpdateSliceGpuTest {
             var got = decode.runToHost(Map.of("u", u, "at", NDArray.of(new int[]{9}, 1))).get("c").toDoubleArray();
             double[] doubled = x.toDoubleArray();
             for (int i = 0; i < doubled.length; i++) doubled[i] *= 2;
-            assertThat(got).containsExactly(expected(doubled, new long[]{4, 16}, u.toDoubleArray(), 1, 1, 9));
+            assertThat(got).containsExactly(UpdateSlices.expected(doubled, new long[]{4, 16}, u.toDoubleArray(), 1, 1, 9));
             decode.bind("c", NDArray.zeros(DType.BF16, 4, 16));
             got = decode.runToHost(Map.of("u", u, "at", NDArray.of(new int[]{0}, 1))).get("c").toDoubleArray();
-            assertThat(got).containsExactly(expected(new double[64], new long[]{4, 16}, u.toDoubleArray(), 1, 1, 0));
+            assertThat(got).containsExactly(UpdateSlices.expected(new double[64], new long[]{4, 16}, u.toDoubleArray(), 1, 1, 0));
         }
     }
 
@@ -110,7 +99,7 @@ class UpdateSliceGpuTest {
                 for (int call = 0; call < 6; call++) {
                     var out = s.runToHost(Map.of("u", NDArray.of(new float[]{call, 10 + call}, 2, 1), "mine", NDArray.of(new float[]{100 * rank, -rank}, 2, 1),
                             "at", NDArray.of(new int[]{(call * 5) % 6}, 1)));
-                    want = expected(want, new long[]{2, 6}, new double[]{world * call + 100 * rank, world * (10 + call) - rank}, 1, 1, (call * 5) % 6);
+                    want = UpdateSlices.expected(want, new long[]{2, 6}, new double[]{world * call + 100 * rank, world * (10 + call) - rank}, 1, 1, (call * 5) % 6);
                     assertThat(out.get("c").toDoubleArray()).as("rank %d call %d", rank, call).containsExactly(want);
                 }
             }

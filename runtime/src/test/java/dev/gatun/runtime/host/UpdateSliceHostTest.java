@@ -12,6 +12,7 @@ import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.reference.ReferenceInterpreter;
+import dev.gatun.runtime.testing.UpdateSlices;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -31,11 +32,7 @@ class UpdateSliceHostTest {
 
     /** {@code x} [2, 5, 3] with {@code u} [2, len, 3] written from {@code at} along dimension 1, by plain loops. */
     static double[] expected(double[] x, double[] u, int len, int at) {
-        double[] out = x.clone();
-        for (int a = 0; a < 2; a++)
-            for (int j = 0; j < len; j++)
-                for (int c = 0; c < 3; c++) out[(a * 5 + at + j) * 3 + c] = u[(a * len + j) * 3 + c];
-        return out;
+        return UpdateSlices.expected(x, new long[]{2, 5, 3}, u, 1, len, at);
     }
 
     static double[] values(NDArray a) { return a.toDoubleArray(); }
