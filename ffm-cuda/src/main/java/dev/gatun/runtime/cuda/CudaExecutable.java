@@ -51,11 +51,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * first call and replayed after, one graph launch per partition.
  *
  * <p>Inputs. A host array is copied into the input's staging buffer (fixed address, made on first need, so an input
- * always passed as a device array read in place costs no memory of its own). A device array is read
- * where it is at a world of one rank, and the captured graphs are kept per set of input addresses (a few sets; inputs
- * that keep arriving at new addresses are staged from then on, one device copy each); on a world of several ranks it
- * is copied into the staging buffer, so every rank replays the same graphs. A bound input is copied into its staging
- * buffer once, when bound.
+ * always passed as a device array read in place costs no memory of its own). A device array is read where it is, and
+ * the captured graphs are kept per set of input addresses (a few sets; inputs that keep arriving at new addresses are
+ * staged from then on, one device copy each). Each rank keeps its own graphs: a rank whose inputs moved captures
+ * again by itself, without meeting its peers (the ranks meet once, after the first call's captures). Where ranks
+ * share a GPU a device array is copied into the staging buffer instead: a capture there would have to meet the peers,
+ * whose kernels share the GPU with it. A bound input is copied into its staging buffer once, when bound.
  *
  * <p>Outputs are views of the executable's memory, valid until its next call; the call is not waited for. The
  * {@code written} event is recorded when another executable is about to read this one's memory (so nothing is
@@ -97,6 +98,8 @@ final class CudaExecutable implements Executable {
     private int recaptures;
     /** False once inputs arrived at new addresses too often: device inputs are staged from then on. */
     private boolean readInPlace = true;
+    /** Whether the ranks met after this executable's first captures (once: see {@link CudaRun#captureAll}). */
+    private boolean metAfterCapture;
     /** Null for a world of one rank. */
     private final Distributed dist;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -513,7 +516,7 @@ final class CudaExecutable implements Executable {
         /** source[input buffer id]: where this call reads the input from (its staging buffer, or the caller's array). */
         private final long[] source;
         private final List<DeviceBuffer> perCall = new ArrayList<>();
-        /** Static inputs read where the caller's device array is, by buffer id (world 1 only). */
+        /** Static inputs read where the caller's device array is, by buffer id (not where ranks share a GPU). */
         private final Map<PlanBuffer, DeviceArray> inPlace = new LinkedHashMap<>();
         /** Executables whose memory this call reads: it waited for their work, they wait for this call's. */
         private final Set<CudaExecutable> sources = new HashSet<>();
@@ -636,9 +639,9 @@ final class CudaExecutable implements Executable {
         }
 
         /**
-         * On the first call, every partition is captured and instantiated before any is launched, and the ranks
-         * meet after that: instantiating may wait for every kernel of the context, and where ranks share a GPU
-         * a peer's collective spins until this rank's kernels arrive.
+         * Every partition not yet captured for this call's input addresses is captured and instantiated before any is
+         * launched. After the first call's captures the ranks meet: instantiating may wait for every kernel of the
+         * context, and where ranks share a GPU a peer's collective spins until this rank's kernels arrive.
          */
         private void captureAll() {
             boolean captured = false;
@@ -654,7 +657,12 @@ final class CudaExecutable implements Executable {
                 graph.close(); // the executable graph is all replays need
                 captured = true;
             }
-            if (captured && exe.dist != null) exe.dist.meet("captured");
+            // the first call's captures are made on every rank, so the ranks meet there; a later capture is one rank's
+            // own (its inputs moved: only where ranks do not share a GPU, as they stage inputs) and meets nobody
+            if (captured && exe.dist != null && !exe.metAfterCapture) {
+                exe.dist.meet("captured");
+                exe.metAfterCapture = true;
+            }
         }
 
         @Override public boolean replay(Plan.Partition part) {
@@ -712,7 +720,7 @@ final class CudaExecutable implements Executable {
                         // one wait per other executable a call reads from, however many of its arrays it reads
                         if (m.owner != exe && sources.add(m.owner)) exe.stream.waitFor(m.owner.markWritten());
                         boolean ownOutput = m.owner == exe && m.callMemory;
-                        if (d.isContiguous() && !ownOutput && (fixed || in.isDynamic() || exe.dist == null && exe.readInPlace)) {
+                        if (d.isContiguous() && !ownOutput && (fixed || in.isDynamic() || !exe.sharesGpu() && exe.readInPlace)) {
                             setSource(in, d.address());
                             if (!in.isDynamic() && !fixed) inPlace.put(in, d);
                         } else {
@@ -1090,13 +1098,16 @@ final class CudaExecutable implements Executable {
         return in;
     }
 
-    /** Refuses a new address for an input bound in place once the ranks of several processes have captured their graphs. */
+    /**
+     * Refuses a new address for an input bound in place once ranks sharing a GPU have captured their graphs: a rank
+     * that alone saw a new address would capture again, and its capture could wait for a peer's spinning kernels.
+     */
     private void checkAddressKept(String input, long address) {
         InPlace old = boundInPlace.get(input);
-        if (dist != null && generation > 0 && (old == null ? address != 0 : old.address() != address))
+        if (dist != null && sharesGpu() && generation > 0 && (old == null ? address != 0 : old.address() != address))
             throw new GatunRuntimeException("plan '" + plan.name() + "': '" + input + "' may be bound in place, or moved from its place, only before the"
-                    + " first call where several ranks run the plan (a rank that alone saw a new address would capture its graphs again while its"
-                    + " peers wait); bind(...) copies into the input's own buffer instead");
+                    + " first call where ranks share a GPU (a rank that alone saw a new address would capture its graphs again while its"
+                    + " peers' kernels spin on the same GPU); bind(...) copies into the input's own buffer instead");
     }
 
     /** Queues the copy of a bound value into its input's staging buffer (or state's slot); whether it must be waited for. */
