@@ -41,8 +41,9 @@ for pom in */pom.xml; do
     fi
 done
 
-# A small runtime: what the jars need (checked with jdeps on the project jars), plus what JUnit/AssertJ/jqwik use.
-MODULES=java.base,java.logging,java.management,java.xml,java.sql,java.naming,jdk.unsupported,jdk.zipfs,jdk.crypto.ec
+# A small runtime: what the jars need (checked with jdeps on the project jars), plus what JUnit/AssertJ/jqwik use, and
+# JDK Flight Recorder (jdk.jfr) for profiling the host side on the GPU machine (-XX:StartFlightRecording).
+MODULES=java.base,java.logging,java.management,java.xml,java.sql,java.naming,jdk.unsupported,jdk.zipfs,jdk.crypto.ec,jdk.jfr
 rm -rf "$OUT"
 mkdir -p "$OUT"
 STRIP=(--strip-debug)

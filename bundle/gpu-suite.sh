@@ -5,8 +5,8 @@
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
-# (bundle/gpu-suite.sh --worlds 1 --only norms runs just that). --modes replay measures the norms family under
-# CUDA graphs only (both systems), which halves its PyTorch processes.
+# (bundle/gpu-suite.sh --worlds 1 --only norms runs just that). --modes replay measures under CUDA graphs only (both
+# systems; for PyTorch's seeds, MLP and norms: only the processes of mode replay), which halves the PyTorch processes.
 # Needs the bundle (bundle/build.sh, no JDK on the GPU host), python3 with PyTorch and torchrun.
 # Writes to $OUT (default ./gpu-suite-out): rows.jsonl (every measurement of both systems), results.csv,
 # results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
@@ -118,8 +118,8 @@ for P in "${PASSES[@]}"; do
   python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
     wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
     op=$(sed -n 's/.*--op \([a-z_]*\).*/\1/p' <<< "$job")  # norms jobs: one op each, selectable by name
-    mode=$(sed -n 's/.*--mode \([a-z]*\).*/\1/p' <<< "$job")  # norms jobs: replay or eager, as --modes asks
-    [ "$wl" = norms ] && [[ ,$MODES, != *,$mode,* ]] && continue
+    mode=$(sed -n 's/.*--mode \([a-z]*\).*/\1/p' <<< "$job")  # replay or eager, as --modes asks
+    [ -n "$mode" ] && [[ ,$MODES, != *,$mode,* ]] && continue  # --modes replay: no torch.compile default-mode or eager process
     if [[ ,$ONLY_W, == *,$wl,* ]] || { [ -n "$op" ] && [[ ,$ONLY_W, == *,$op,* ]]; }; then torch 240 $job < /dev/null; fi
   done
 done
