@@ -45,7 +45,7 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  *                       norms (world 1 only) is layernorm, rmsnorm, softmax and loop_order, also named one by one
  * --dtypes f32,bf16     all-reduce dtypes
  * --sides 8,64,...      all-reduce shapes (side x side)
- * --modes replay,eager  the norms family's modes (default both; replay alone halves its time)
+ * --modes replay,eager  the modes of every workload (default both; replay alone halves the time)
  * </pre>
  *
  * <p>Every figure is taken through the public API ({@code Session.run} with device arrays, {@code Session.synchronize})
@@ -60,6 +60,8 @@ public final class GpuSuite {
     private final int rank, world, iters, localRank;
     private final Path out;
     private final String device;
+    /** The modes every workload is measured in (--modes): replay (CUDA graphs), eager, or both. */
+    private List<String> modes = List.of("replay", "eager");
 
     private GpuSuite(Rendezvous rv, int iters, Path out) {
         this.rv = rv;
@@ -91,6 +93,9 @@ public final class GpuSuite {
         var suite = new GpuSuite(rv, Integer.parseInt(opts.getOrDefault("iters", "200")), Path.of(opts.getOrDefault("out", "gatun-rows.jsonl")));
         List<String> only = List.of(opts.getOrDefault("only", "all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms").split(","));
         long[] sides = Arrays.stream(opts.getOrDefault("sides", "8,64,256,512,1024,4096").split(",")).mapToLong(Long::parseLong).toArray();
+        List<String> modes = List.of(opts.getOrDefault("modes", "replay,eager").split(","));
+        for (String m : modes) if (!m.equals("replay") && !m.equals("eager")) throw new IllegalArgumentException("--modes takes replay and eager, got '" + m + "'");
+        suite.modes = modes;
         if (only.contains("host_overhead")) suite.hostOverhead();
         if (only.contains("all_reduce"))
             for (String t : opts.getOrDefault("dtypes", "f32,bf16").split(",")) suite.allReduce(DType.parse(t), sides);
@@ -99,8 +104,6 @@ public final class GpuSuite {
         if (only.contains("mlp")) for (int tokens : new int[]{8, 128}) suite.mlp(tokens);
         if (only.contains("ar_norm")) suite.arNorm();
         var normOps = Arrays.stream(NormWorkloads.Op.values()).filter(o -> only.contains("norms") || only.contains(o.id)).toList();
-        List<String> modes = List.of(opts.getOrDefault("modes", "replay,eager").split(","));
-        for (String m : modes) if (!m.equals("replay") && !m.equals("eager")) throw new IllegalArgumentException("--modes takes replay and eager, got '" + m + "'");
         if (!normOps.isEmpty()) suite.norms(normOps, modes);
         System.out.flush();
         rv.close();
@@ -406,7 +409,7 @@ public final class GpuSuite {
 
     /**
      * One workload through the public API, each mode in a session of its own: inputs on the device ({@code toDevice}
-     * once; {@code bound} ones bound once), outputs left there, under replay and eagerly. With {@code roundTrip}, the
+     * once; {@code bound} ones bound once), outputs left there, in each of the suite's modes (replay, eager). With {@code roundTrip}, the
      * host round trip too (host arrays in, host arrays out: ordinary ones, and page-locked ones from
      * {@code allocateHost}) beside the engine's floors measured in the same run: bare replay of the captured graphs, and
      * bare pinned copies around it.
@@ -416,7 +419,7 @@ public final class GpuSuite {
         String chosen = Lowering.lower(graph, options.lowering()).realizations().stream()
                 .map(r -> (r.algorithm() == null ? "identity" : r.algorithm().opName()) + (workload.equals("input_path") ? " " + r.path() : "")).distinct()
                 .reduce((a, b) -> a + "+" + b).orElse(null);
-        var modes = new ArrayList<>(List.of("replay", "eager"));
+        var modes = new ArrayList<>(this.modes);
         try {
             while (!modes.isEmpty()) {
                 boolean graphs = modes.getFirst().equals("replay");
