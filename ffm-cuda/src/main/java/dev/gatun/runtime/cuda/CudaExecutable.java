@@ -89,6 +89,8 @@ final class CudaExecutable implements Executable {
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
     private final CudaUpdateSlice updateSlice;
+    /** Where index_select and update_slice kernels say why they stopped a call (null: the plan has neither). */
+    private final DeviceFault fault;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
     private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
     /** The graphs the last call replayed, and the input addresses they were captured for. */
@@ -184,6 +186,7 @@ final class CudaExecutable implements Executable {
             writeConstants();
             compileKernels();
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
+            this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice) ? new CudaUpdateSlice(this::module) : null;
@@ -420,30 +423,23 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** A CUDA error of a call (or of reading what it wrote: {@code while}) as the library's exception, with its hints. */
+    /**
+     * A CUDA error of a call (or of reading what it wrote: {@code while}) as the library's exception: first what a
+     * kernel of this plan recorded when it stopped the call on purpose (a bad index or position, naming the step),
+     * then the CUDA error, then the hints.
+     */
     private GatunRuntimeException failed(String while_, CudaException e) {
+        String why = fault == null ? null : fault.describe(plan);
         return new GatunRuntimeException("plan '" + plan.name() + "' failed on GPU " + device.ordinal() + (dist == null ? "" : " (rank " + dist.rank + ")")
-                + while_ + ": " + e.getMessage() + failureHints(plan, dist != null), e);
+                + while_ + ": " + (why == null ? "" : why + "; ") + e.getMessage() + failureHints(dist != null), e);
     }
 
     /**
-     * What a failed call's message adds, from what the plan holds that can stop a kernel on purpose: a collective that
-     * gave up waiting for a peer (GATUN_BARRIER_TIMEOUT), an index outside its table (GATUN_INDEX_SELECT, naming the
-     * plan's index_select steps, whose printed line says which step it was).
+     * What a failed call's message adds where ranks meet: a collective gives up waiting for a peer with a printed line
+     * GATUN_BARRIER_TIMEOUT. (A bad index or position is named from the {@link DeviceFault} record instead.)
      */
-    static String failureHints(Plan plan, boolean distributed) {
-        var sb = new StringBuilder();
-        if (distributed)
-            sb.append("; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind and this rank's collective gave up waiting for it");
-        var selects = plan.steps().stream().filter(s -> s instanceof Step.IndexSelect).map(Step::format).toList();
-        if (!selects.isEmpty())
-            sb.append("; if a line GATUN_INDEX_SELECT was printed, an index was outside its table in ")
-                    .append(selects.size() == 1 ? "the step " + selects.getFirst() : "one of the steps " + String.join(", ", selects));
-        var updates = plan.steps().stream().filter(s -> s instanceof Step.UpdateSlice).map(s -> s.format().replaceFirst("   #.*", "")).toList();
-        if (!updates.isEmpty())
-            sb.append("; if a line GATUN_UPDATE_SLICE was printed, a position put an update outside its target in ")
-                    .append(updates.size() == 1 ? "the step " + updates.getFirst() : "one of the steps " + String.join(", ", updates));
-        return sb.toString();
+    static String failureHints(boolean distributed) {
+        return distributed ? "; if a line GATUN_BARRIER_TIMEOUT was printed, a peer rank stopped or fell behind and this rank's collective gave up waiting for it" : "";
     }
 
     /** Why an output of call {@code call} may no longer be used, or null. */
@@ -826,13 +822,13 @@ final class CudaExecutable implements Executable {
         @Override public void updateSlice(Step.UpdateSlice u) {
             var r = u.runs(env);
             exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), r.count(), r.size(), r.len(),
-                    r.innerBytes(), exe.stream);
+                    r.innerBytes(), exe.fault, exe.fault.step(u), exe.stream);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {
             long rows = s.table().shape().sizes(env)[0];
             exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
-                    rows, bytes(s.table()) / Math.max(1, rows), exe.stream);
+                    rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), exe.stream);
         }
 
         @Override public void userOp(Step.CallUserOp u) {
@@ -1256,6 +1252,7 @@ final class CudaExecutable implements Executable {
                 if (hostOut != null) hostOut.close();
                 written.close();
                 copiedIn.close();
+                if (fault != null) fault.close();
             } finally {
                 device.close();
             }

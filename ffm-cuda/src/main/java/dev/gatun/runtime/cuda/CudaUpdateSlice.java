@@ -11,11 +11,12 @@ import dev.gatun.ir.DType;
  * of them along it) go to their place in the target from the position read on the device, so a captured graph replays
  * with each call's position (a KV-cache write costs the bytes of the new keys, not of the cache). Threads copy units
  * of the largest power of two up to 16 bytes that divides a run's stride and both addresses, so any dtype is one
- * kernel. A position where the update does not fit prints a line starting {@code GATUN_UPDATE_SLICE} (the position, the
- * sizes) and traps, as {@link CudaIndexSelect} does: the call fails and nothing is written outside the target.
+ * kernel. A position where the update does not fit writes the executable's {@link DeviceFault} record (the position,
+ * the sizes) and traps, as {@link CudaIndexSelect} does: the call fails naming the step, and nothing is written outside
+ * the target.
  */
 final class CudaUpdateSlice {
-    static final String SOURCE = """
+    static final String SOURCE = DeviceFault.SOURCE + """
             template <typename U>
             __device__ void gatun_copy_runs(const char* src, char* dst, long long runs, long long run_bytes, long long stride_bytes) {
                 const long long per = run_bytes / (long long) sizeof(U), total = runs * per;
@@ -26,14 +27,10 @@ final class CudaUpdateSlice {
             }
 
             extern "C" __global__ void gatun_update_slice(const char* update, const void* pos, int pos64, char* target, long long runs,
-                                                          long long size, long long len, long long inner_bytes, int unit) {
+                                                          long long size, long long len, long long inner_bytes, int unit,
+                                                          int* claim, gatun_fault* fault, int step) {
                 long long at = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
-                if (at < 0 || at > size - len) {
-                    if (blockIdx.x == 0 && threadIdx.x == 0)
-                        printf("GATUN_UPDATE_SLICE position %lld puts %lld elements outside the %lld of the target; it must be 0 to %lld\\n",
-                               at, len, size, size - len);
-                    __trap();
-                }
+                if (at < 0 || at > size - len) gatun_fail(claim, fault, 2, step, at, len, size, 0);
                 char* dst = target + at * inner_bytes;
                 const long long run_bytes = len * inner_bytes, stride_bytes = size * inner_bytes;
                 switch (unit) {
@@ -52,9 +49,11 @@ final class CudaUpdateSlice {
 
     /**
      * The update ({@code runs} runs of {@code len * innerBytes} bytes) into {@code target} ({@code size} along the
-     * dimension) from the position at {@code pos}.
+     * dimension) from the position at {@code pos}; a position that does not fit is reported in {@code fault} as plan
+     * step {@code step}.
      */
-    void run(long update, long pos, DType posType, long target, long runs, long size, long len, long innerBytes, Stream stream) {
+    void run(long update, long pos, DType posType, long target, long runs, long size, long len, long innerBytes, DeviceFault fault, int step,
+             Stream stream) {
         long runBytes = len * innerBytes;
         int unit = 16;
         while (unit > 1 && ((innerBytes | update | target) & (unit - 1)) != 0) unit >>= 1;
@@ -62,6 +61,6 @@ final class CudaUpdateSlice {
         long threads = Math.max(32, runs * (runBytes / unit));
         int block = (int) Math.min(256, threads), grid = (int) Math.min((threads + block - 1) / block, 65_535);
         kernel.launch(new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream), update, pos, posType == DType.INT64 ? 1 : 0, target, runs,
-                size, len, innerBytes, unit);
+                size, len, innerBytes, unit, fault.claim(), fault.record(), step);
     }
 }

@@ -2,45 +2,76 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;
-import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.lower.Lowering;
 import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.planner.Plan;
 import dev.gatun.planner.Planner;
+import dev.gatun.planner.Step;
 import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** A failed GPU call's message says which of the plan's deliberate traps could have stopped it, naming the step. */
+/**
+ * A failed GPU call's message: what an index_select or update_slice kernel recorded when it stopped the call (read
+ * from the {@link DeviceFault} record, filled here as the kernel fills it), and the barrier hint where ranks meet.
+ */
 class FailureHintsTest {
 
-    static dev.gatun.planner.Plan plan(dev.gatun.ir.graph.Graph g) {
+    static Plan plan(dev.gatun.ir.graph.Graph g) {
         return Planner.plan(Lowering.lower(g, LoweringOptions.world(g.worldSize() == null ? 1 : g.worldSize())));
     }
 
+    /** The record as gatun_fail writes it: code, step, four numbers. */
+    static MemorySegment record(Arena arena, int code, int step, long a, long b, long c) {
+        MemorySegment r = arena.allocate(DeviceFault.RECORD_BYTES, 8);
+        r.set(ValueLayout.JAVA_INT, 0, code);
+        r.set(ValueLayout.JAVA_INT, 4, step);
+        r.set(ValueLayout.JAVA_LONG, 8, a);
+        r.set(ValueLayout.JAVA_LONG, 16, b);
+        r.set(ValueLayout.JAVA_LONG, 24, c);
+        return r;
+    }
+
+    static int indexOf(Plan p, Class<? extends Step> kind) {
+        for (int i = 0; i < p.steps().size(); i++) if (kind.isInstance(p.steps().get(i))) return i;
+        throw new AssertionError("no " + kind.getSimpleName() + " step in " + p.name());
+    }
+
     @Test
-    void anIndexSelectOrUpdateSliceIsNamedAndABarrierOnlyWhereRanksMeet() {
+    void aBadIndexIsNamedWithItsStepPositionAndTheTablesRows() {
         var g = Gatun.graph("embed");
         g.output("rows", g.input("table", DType.F32, 10, 4).indexSelect(0, g.input("ids", DType.I32, 3)));
         var p = plan(g.build());
-        String hints = CudaExecutable.failureHints(p, false);
-        assertThat(hints).contains("GATUN_INDEX_SELECT was printed, an index was outside its table in the step ")
-                .contains("= index_select(table, 0, ids)").doesNotContain("GATUN_BARRIER_TIMEOUT");
+        int step = indexOf(p, Step.IndexSelect.class);
+        try (var arena = Arena.ofConfined()) {
+            assertThat(DeviceFault.describe(record(arena, 0, 0, 0, 0, 0), p)).as("an empty record").isNull();
+            assertThat(DeviceFault.describe(record(arena, DeviceFault.INDEX_SELECT, step, 130, 2, 10), p))
+                    .startsWith("step " + step + " (")
+                    .contains("index_select(table, 0, ids)")
+                    .contains("index 130 at position 2 of the indices is outside the 10 rows of the table (valid: 0 to 9)");
+        }
+    }
 
-        var two = Gatun.graph("two").world(2);
-        var t = two.input("table", DType.F32, 10, 4);
-        two.output("a", t.indexSelect(0, two.input("i", DType.I32, 3)).allReduce(ReduceOp.SUM));
-        two.output("b", t.indexSelect(0, two.input("j", DType.I64, 2)));
-        String both = CudaExecutable.failureHints(plan(two.build()), true);
-        assertThat(both).contains("GATUN_BARRIER_TIMEOUT").contains("one of the steps ");
-
+    @Test
+    void aBadPositionIsNamedWithItsStepAndTheValidRange() {
         var kv = Gatun.graph("kv");
-        kv.output("c", kv.state("c", DType.F32, 4, 8).updateSlice(1, kv.input("u", DType.F32, 4, 1), kv.input("at", DType.I32)));
-        assertThat(CudaExecutable.failureHints(plan(kv.build()), false))
-                .contains("GATUN_UPDATE_SLICE was printed, a position put an update outside its target in the step ")
-                .contains("= update_slice(c, u, at, dim=1)").doesNotContain("in place:").doesNotContain("INDEX_SELECT");
+        kv.output("c", kv.state("c", DType.F32, 4, 8).updateSlice(1, kv.input("u", DType.F32, 4, 3), kv.input("at", DType.I32)));
+        var p = plan(kv.build());
+        int step = indexOf(p, Step.UpdateSlice.class);
+        try (var arena = Arena.ofConfined()) {
+            assertThat(DeviceFault.describe(record(arena, DeviceFault.UPDATE_SLICE, step, 6, 3, 8), p))
+                    .contains("update_slice(c, u, at, dim=1)").doesNotContain("in place:")
+                    .contains("position 6 puts the update's 3 elements outside the 8 of the target along its dimension (valid: 0 to 5)");
+        }
+    }
 
-        var plain = Gatun.graph("plain");
-        plain.output("y", plain.input("x", DType.F32, 4).add(1));
-        assertThat(CudaExecutable.failureHints(plan(plain.build()), false)).isEmpty();
+    @Test
+    void theBarrierHintOnlyWhereRanksMeet() {
+        assertThat(CudaExecutable.failureHints(true)).contains("GATUN_BARRIER_TIMEOUT");
+        assertThat(CudaExecutable.failureHints(false)).isEmpty();
     }
 }

@@ -1,0 +1,108 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.Device;
+import dev.gatun.cuda.DeviceBuffer;
+import dev.gatun.cuda.PinnedHostBuffer;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Step;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.IdentityHashMap;
+import java.util.Map;
+
+/**
+ * Where a kernel that stops a call on purpose says why, without {@code printf}. The first thread to find a bad value
+ * claims a word in device memory, writes a record into page-locked host memory mapped into the GPU (what failed, the
+ * step, four numbers), fences it out to the host and traps. The call then fails with a sticky CUDA error, after
+ * which no device memory can be read; the record lies in host memory, so the failure's message can still say which
+ * step stopped and why ("index 130000 at position 3 is outside the 128256 rows of the table").
+ *
+ * <p>Why not {@code printf}: a kernel that may call it needs a stack frame, and loading one makes the driver reserve
+ * local memory for every thread the GPU can hold (67 MB on an H200, measured by {@code MemoryProbe}), which a model's
+ * memory budget pays for a message that is never printed. These kernels need no stack at all.
+ *
+ * <p>One record per executable, made only where its plan has a step that can stop (index_select, update_slice).
+ */
+final class DeviceFault implements AutoCloseable {
+    /** What a kernel includes: the record's layout and the one function that fills it and traps. */
+    static final String SOURCE = """
+            struct gatun_fault { int code; int step; long long v[4]; };
+            // the first caller on the GPU writes the record (host memory, mapped), fences it out and traps; others trap
+            __device__ __forceinline__ void gatun_fail(int* claim, volatile gatun_fault* rec, int code, int step,
+                                                      long long a, long long b, long long c, long long d) {
+                if (atomicCAS(claim, 0, 1) == 0) {
+                    rec->v[0] = a; rec->v[1] = b; rec->v[2] = c; rec->v[3] = d; rec->step = step;
+                    __threadfence_system();
+                    rec->code = code;
+                    __threadfence_system();
+                }
+                __trap();
+            }
+            """;
+
+    /** The record's codes, as the kernels write them. */
+    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2;
+    static final long RECORD_BYTES = 48;
+
+    private final PinnedHostBuffer record;
+    private final DeviceBuffer claim;
+    /** The index in the plan of each step that can stop, as the kernels report it. */
+    private final Map<Step, Integer> index = new IdentityHashMap<>();
+
+    DeviceFault(Device device, Plan plan) {
+        var steps = plan.steps();
+        for (int i = 0; i < steps.size(); i++) if (canStop(steps.get(i))) index.put(steps.get(i), i);
+        this.record = device.allocatePinned(RECORD_BYTES);
+        try {
+            record.segment().fill((byte) 0);
+            this.claim = device.allocate(4);
+            claim.memset(0);
+        } catch (RuntimeException e) {
+            record.close();
+            throw e;
+        }
+    }
+
+    /** Whether the plan has a step whose kernel can stop the call on purpose (and so needs a record). */
+    static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
+
+    private static boolean canStop(Step s) { return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice; }
+
+    /** The device address of the claim word, the kernels' first fault argument. */
+    long claim() { return claim.address(); }
+
+    /** The address of the record (host memory, mapped: the same address on the device), the second. */
+    long record() { return record.address(); }
+
+    /** The step's index in the plan, the third. */
+    int step(Step s) {
+        Integer i = index.get(s);
+        if (i == null) throw new IllegalStateException("step " + s.format() + " is not one that can stop a call");
+        return i;
+    }
+
+    /** What stopped the last call, naming its step, or null where no kernel of this plan wrote the record. */
+    String describe(Plan plan) { return describe(record.segment(), plan); }
+
+    /** {@link #describe(Plan)} from the record's bytes (a separate function so it is tested without a GPU). */
+    static String describe(MemorySegment rec, Plan plan) {
+        int code = rec.get(ValueLayout.JAVA_INT, 0), step = rec.get(ValueLayout.JAVA_INT, 4);
+        if (code == 0) return null;
+        long a = rec.get(ValueLayout.JAVA_LONG, 8), b = rec.get(ValueLayout.JAVA_LONG, 16), c = rec.get(ValueLayout.JAVA_LONG, 24);
+        String where = step >= 0 && step < plan.steps().size() ? "step " + step + " (" + plan.steps().get(step).format().replaceFirst("\\s+#.*", "") + ")"
+                : "step " + step;
+        return switch (code) {
+            case INDEX_SELECT -> where + " stopped the call: index " + a + " at position " + b + " of the indices is outside the " + c
+                    + " rows of the table (valid: 0 to " + (c - 1) + ")";
+            case UPDATE_SLICE -> where + " stopped the call: position " + a + " puts the update's " + b + " elements outside the " + c
+                    + " of the target along its dimension (valid: 0 to " + (c - b) + ")";
+            default -> where + " stopped the call (fault code " + code + ")";
+        };
+    }
+
+    @Override public void close() {
+        claim.close();
+        record.close();
+    }
+}

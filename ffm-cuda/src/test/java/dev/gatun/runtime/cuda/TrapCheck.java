@@ -1,0 +1,66 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.DType;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.GatunRuntimeException;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+
+import java.util.Map;
+
+/**
+ * A kernel that stops a call on purpose, on one GPU, in a process of its own (a trap leaves the process's CUDA
+ * context unusable): {@code index_select} given an index outside its table, or {@code update_slice} given a position
+ * where the update does not fit, after a good call. The call must fail with the library's exception naming the step
+ * and the values the kernel recorded (the {@link DeviceFault} record), and the session must close cleanly after.
+ * Prints {@code TRAP CHECK PASSED} and exits 0 when that happened.
+ *
+ * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice</pre>
+ */
+public final class TrapCheck {
+    private TrapCheck() {}
+
+    public static void main(String[] args) {
+        String which = args.length > 0 ? args[0] : "index_select";
+        var g = Gatun.graph("trap_" + which);
+        Map<String, NDArray> good, bad;
+        String want;
+        if (which.equals("index_select")) {
+            g.output("y", g.input("table", DType.F32, 10, 4).indexSelect(0, g.input("ids", DType.I32, 3)));
+            var table = NDArray.random(DType.F32, 1, 10, 4);
+            good = Map.of("table", table, "ids", NDArray.of(DType.I32, new double[]{0, 9, 4}, 3));
+            bad = Map.of("table", table, "ids", NDArray.of(DType.I32, new double[]{2, 300, 4}, 3));
+            want = "index 300 at position 1 of the indices is outside the 10 rows of the table";
+        } else if (which.equals("update_slice")) {
+            g.output("c", g.state("cache", DType.F32, 4, 8).updateSlice(1, g.input("u", DType.F32, 4, 3), g.input("at", DType.I32)));
+            var u = NDArray.random(DType.F32, 2, 4, 3);
+            good = Map.of("u", u, "at", NDArray.of(DType.I32, new double[]{5}));
+            bad = Map.of("u", u, "at", NDArray.of(DType.I32, new double[]{6}));
+            want = "position 6 puts the update's 3 elements outside the 8 of the target along its dimension (valid: 0 to 5)";
+        } else {
+            throw new IllegalArgumentException("TrapCheck takes index_select or update_slice, got '" + which + "'");
+        }
+        boolean passed;
+        var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"));
+        try {
+            s.runToHost(good);
+            System.out.println(which + ": a good call ran");
+            try {
+                s.runToHost(bad);
+                System.out.println(which + ": FAILED: the bad call returned");
+                passed = false;
+            } catch (GatunRuntimeException e) {
+                System.out.println(which + ": the bad call failed with: " + e.getMessage());
+                passed = e.getMessage().contains(want) && e.getMessage().contains("step ");
+                if (!passed) System.out.println(which + ": the message does not say: " + want);
+            }
+        } finally {
+            s.close();
+        }
+        s.close(); // idempotent
+        System.out.println(passed ? which + ": TRAP CHECK PASSED" : which + ": TRAP CHECK FAILED");
+        System.out.flush();
+        Runtime.getRuntime().halt(passed ? 0 : 1);
+    }
+}
