@@ -1,5 +1,7 @@
 package dev.gatun.cuda;
 
+import dev.gatun.cuda.ffi.driver.CUlaunchAttribute_st;
+import dev.gatun.cuda.ffi.driver.CUlaunchConfig_st;
 import dev.gatun.cuda.ffi.driver.driver;
 import dev.gatun.cuda.internal.Errors;
 
@@ -45,6 +47,39 @@ public final class Kernel {
             Errors.driver(driver.cuLaunchKernel(function, g.x(), g.y(), g.z(), b.x(), b.y(), b.z(),
                     config.sharedMemBytes(), Stream.handleOf(config.stream()), params, MemorySegment.NULL),
                     "cuLaunchKernel(" + name + ")");
+        }
+    }
+
+    /**
+     * Launches with {@code cuLaunchKernelEx} and programmatic stream serialization: the kernel may be scheduled before
+     * the previous kernel on the stream has finished (Hopper and later). The kernel must wait for it itself
+     * ({@code griddepcontrol.wait}) before it touches any memory; launching one that does not is a data race.
+     */
+    public void launchOverlapped(LaunchConfig config, Object... args) {
+        module.ensureOpen();
+        Device device = module.device();
+        device.enter();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment params = pack(arena, args);
+            MemorySegment attr = CUlaunchAttribute_st.allocate(arena);
+            attr.fill((byte) 0);
+            CUlaunchAttribute_st.id(attr, driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION());
+            CUlaunchAttribute_st.value(attr).set(ValueLayout.JAVA_INT, 0, 1); // programmaticStreamSerializationAllowed
+            MemorySegment cfg = CUlaunchConfig_st.allocate(arena);
+            cfg.fill((byte) 0);
+            Dim3 g = config.grid();
+            Dim3 b = config.block();
+            CUlaunchConfig_st.gridDimX(cfg, g.x());
+            CUlaunchConfig_st.gridDimY(cfg, g.y());
+            CUlaunchConfig_st.gridDimZ(cfg, g.z());
+            CUlaunchConfig_st.blockDimX(cfg, b.x());
+            CUlaunchConfig_st.blockDimY(cfg, b.y());
+            CUlaunchConfig_st.blockDimZ(cfg, b.z());
+            CUlaunchConfig_st.sharedMemBytes(cfg, config.sharedMemBytes());
+            CUlaunchConfig_st.hStream(cfg, Stream.handleOf(config.stream()));
+            CUlaunchConfig_st.attrs(cfg, attr);
+            CUlaunchConfig_st.numAttrs(cfg, 1);
+            Errors.driver(driver.cuLaunchKernelEx(cfg, function, params, MemorySegment.NULL), "cuLaunchKernelEx(" + name + ", programmatic)");
         }
     }
 

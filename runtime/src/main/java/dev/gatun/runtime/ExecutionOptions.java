@@ -31,9 +31,14 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param fenceSc        a full system fence before every signal of the symmetric kernels, only to measure what the
      *                       release store saves (GATUN_FENCE_SC=1)
      * @param hardwareQueues the hardware queues streams feed the GPU through (CUDA_DEVICE_MAX_CONNECTIONS, default 8)
+     * @param programmaticLaunch launch the plan's own kernels as programmatic dependent launches on GPUs that have them
+     *                       (Hopper and later): each may be scheduled while the one before it finishes, and waits for
+     *                       it before touching memory (GATUN_PROGRAMMATIC_LAUNCH=1; off by default until measured)
      */
-    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8);
+    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false);
+
+        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on); }
     }
 
     public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
@@ -51,7 +56,7 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
             queues = 8; // CUDA ignores it too
         }
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues);
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH")));
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

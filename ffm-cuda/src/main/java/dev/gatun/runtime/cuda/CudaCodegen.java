@@ -128,6 +128,7 @@ final class CudaCodegen {
         if (f16) src.append("#include <cuda_fp16.h>\n");
         if (bf16) src.append("#include <cuda_bf16.h>\n");
         if (f16 || bf16) src.append('\n');
+        src.append(Programmatic.SOURCE).append('\n');
         if (vectors) src.append("template <typename T, int N> struct alignas(sizeof(T) * N) gt_vec { T e[N]; };\n\n");
         for (String h : helpers) src.append(Gen.helperSource(h));
         if (!helpers.isEmpty()) src.append('\n');
@@ -353,7 +354,8 @@ final class CudaCodegen {
                 String p = "    " + params.get(i) + (i + 1 < params.size() ? "," : ")");
                 src.append(p).append(" ".repeat(Math.max(1, 44 - p.length()))).append("// ").append(notes.get(i)).append('\n');
             }
-            src.append("{\n").append(body).append("}\n");
+            // a standalone kernel may be launched programmatically (see Programmatic): it waits for the one before first
+            src.append("{\n").append(tile ? "" : "    GATUN_DEPENDENT_START();\n").append(body).append("}\n");
             return new KernelSource(k.name(), src.toString(), List.copyOf(symbolNames.keySet()), k.isReduction(), vw,
                     k.ranges(), k.reductionRanges(), tileColumns > 0 ? TILE_THREADS : Math.max(rowBlock, 0), tileColumns > 0 ? tileRows : 1,
                     !k.folds().isEmpty());

@@ -89,6 +89,8 @@ final class CudaExecutable implements Executable {
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
     private final CudaUpdateSlice updateSlice;
+    /** Whether this plan's own kernels are programmatic dependent launches (see {@link Programmatic}). */
+    private final boolean programmatic;
     /** Where index_select and update_slice kernels say why they stopped a call (null: the plan has neither). */
     private final DeviceFault fault;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
@@ -185,7 +187,9 @@ final class CudaExecutable implements Executable {
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             compileKernels();
-            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module) : null;
+            // programmatic launches where asked and the GPU has them (compute capability 9.0 and later)
+            this.programmatic = options.execution().cuda().programmaticLaunch() && device.computeCapability().major() >= 9;
+            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
@@ -822,13 +826,13 @@ final class CudaExecutable implements Executable {
         @Override public void updateSlice(Step.UpdateSlice u) {
             var r = u.runs(env);
             exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), r.count(), r.size(), r.len(),
-                    r.innerBytes(), exe.fault, exe.fault.step(u), exe.stream);
+                    r.innerBytes(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {
             long rows = s.table().shape().sizes(env)[0];
             exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
-                    rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), exe.stream);
+                    rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), exe.programmatic, exe.stream);
         }
 
         @Override public void userOp(Step.CallUserOp u) {
@@ -945,7 +949,7 @@ final class CudaExecutable implements Executable {
             if (c.counter() != null) args.add(c.counter().address());
             var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
             try {
-                c.function().launch(config, args.toArray());
+                Programmatic.launch(c.function(), exe.programmatic, config, args.toArray());
             } catch (CudaException e) {
                 throw new GatunRuntimeException("launching kernel " + src.name() + " (grid " + k.grid() + ", block " + k.block()
                         + ", shared " + k.sharedBytes() + " B) failed: " + e.getMessage(), e);

@@ -78,7 +78,7 @@ final class CudaGemv {
         int tilesPerBlock() { return warps / slices; }
     }
 
-    static final String SOURCE = """
+    static final String SOURCE = Programmatic.SOURCE + """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
 
@@ -256,10 +256,10 @@ final class CudaGemv {
 
             #define GV_MMA_ENTRY(T, NAME) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_mma_##NAME(const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, \\
-                                                                              int slices) { gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
+                                                                              int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
-                                                                                    int rows, int slices) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices); }
+                                                                                    int rows, int slices) { GATUN_DEPENDENT_START(); gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices); }
             #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
             GV_MMA_ENTRY(__half, f16)
             GV_MMA_ENTRY(__nv_bfloat16, bf16)
@@ -270,9 +270,14 @@ final class CudaGemv {
 
     private final LazyProgram program;
     private final int sms;
+    private final boolean programmatic;
 
     /** {@code sms}: the device's multiprocessors, which {@link #launch} fills. */
-    CudaGemv(LazyProgram.Compiler compiler, int sms) {
+    CudaGemv(LazyProgram.Compiler compiler, int sms) { this(compiler, sms, false); }
+
+    /** With {@code programmatic}, every launch is a programmatic dependent launch (see {@link Programmatic}). */
+    CudaGemv(LazyProgram.Compiler compiler, int sms, boolean programmatic) {
+        this.programmatic = programmatic;
         this.program = new LazyProgram(compiler, "gatun_gemv", SOURCE);
         this.sms = Math.max(1, sms);
     }
@@ -345,7 +350,7 @@ final class CudaGemv {
         if (n == 0) return;
         Launch l = launch(t, path, m, n, k, sms);
         Kernel kernel = program.kernel(l.kernel());
-        kernel.launch(new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream), x, w, y, n, k, (long) ldc, m,
-                l.slices());
+        Programmatic.launch(kernel, programmatic, new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream), x, w, y,
+                n, k, (long) ldc, m, l.slices());
     }
 }

@@ -14,9 +14,10 @@ import dev.gatun.ir.DType;
  * instead would cost a copy and a wait on every call.
  */
 final class CudaIndexSelect {
-    static final String SOURCE = DeviceFault.SOURCE + """
+    static final String SOURCE = Programmatic.SOURCE + DeviceFault.SOURCE + """
             extern "C" __global__ void gatun_index_select(const char* table, const void* ids, int ids64, char* out, long long n,
                                                           long long rows, long long row_bytes, int* claim, gatun_fault* fault, int step) {
+                GATUN_DEPENDENT_START();
                 for (long long k = blockIdx.x; k < n; k += gridDim.x) {
                     long long row = ids64 ? ((const long long*) ids)[k] : (long long) ((const int*) ids)[k];
                     if (row < 0 || row >= rows) gatun_fail(claim, fault, 1, step, row, k, rows, 0);
@@ -36,12 +37,13 @@ final class CudaIndexSelect {
 
     /**
      * Rows {@code ids[k]} of {@code table} ({@code rows} of {@code rowBytes}) into {@code out}, for {@code n} indices;
-     * a bad index is reported in {@code fault} as plan step {@code step}.
+     * a bad index is reported in {@code fault} as plan step {@code step}; launched programmatically where asked.
      */
-    void run(long table, long ids, DType idType, long out, long n, long rows, long rowBytes, DeviceFault fault, int step, Stream stream) {
+    void run(long table, long ids, DType idType, long out, long n, long rows, long rowBytes, DeviceFault fault, int step, boolean programmatic,
+             Stream stream) {
         if (n == 0 || rowBytes == 0) return;
         int grid = (int) Math.min(n, 65_535);
-        kernel.launch(new LaunchConfig(Dim3.of(grid), Dim3.of(128), 0, stream), table, ids, idType == DType.INT64 ? 1 : 0, out, n, rows, rowBytes,
+        Programmatic.launch(kernel, programmatic, new LaunchConfig(Dim3.of(grid), Dim3.of(128), 0, stream), table, ids, idType == DType.INT64 ? 1 : 0, out, n, rows, rowBytes,
                 fault.claim(), fault.record(), step);
     }
 }

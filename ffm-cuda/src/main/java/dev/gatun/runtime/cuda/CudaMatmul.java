@@ -52,11 +52,12 @@ final class CudaMatmul {
         f64.loadNow("matmul_f64");
     }
 
-    CudaMatmul(Device device, LazyProgram.Compiler compiler) {
+    /** With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}); cuBLAS's are not. */
+    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic) {
         this.device = device;
         this.blas = Blas.create(device);
         this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
-        this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT));
+        this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,

@@ -16,7 +16,7 @@ import dev.gatun.ir.DType;
  * the target.
  */
 final class CudaUpdateSlice {
-    static final String SOURCE = DeviceFault.SOURCE + """
+    static final String SOURCE = Programmatic.SOURCE + DeviceFault.SOURCE + """
             template <typename U>
             __device__ void gatun_copy_runs(const char* src, char* dst, long long runs, long long run_bytes, long long stride_bytes) {
                 const long long per = run_bytes / (long long) sizeof(U), total = runs * per;
@@ -29,6 +29,7 @@ final class CudaUpdateSlice {
             extern "C" __global__ void gatun_update_slice(const char* update, const void* pos, int pos64, char* target, long long runs,
                                                           long long size, long long len, long long inner_bytes, int unit,
                                                           int* claim, gatun_fault* fault, int step) {
+                GATUN_DEPENDENT_START();
                 long long at = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
                 if (at < 0 || at > size - len) gatun_fail(claim, fault, 2, step, at, len, size, 0);
                 char* dst = target + at * inner_bytes;
@@ -50,17 +51,17 @@ final class CudaUpdateSlice {
     /**
      * The update ({@code runs} runs of {@code len * innerBytes} bytes) into {@code target} ({@code size} along the
      * dimension) from the position at {@code pos}; a position that does not fit is reported in {@code fault} as plan
-     * step {@code step}.
+     * step {@code step}; launched programmatically where asked.
      */
     void run(long update, long pos, DType posType, long target, long runs, long size, long len, long innerBytes, DeviceFault fault, int step,
-             Stream stream) {
+             boolean programmatic, Stream stream) {
         long runBytes = len * innerBytes;
         int unit = 16;
         while (unit > 1 && ((innerBytes | update | target) & (unit - 1)) != 0) unit >>= 1;
         // an empty update still launches, one warp: its position is checked as the host backend checks it
         long threads = Math.max(32, runs * (runBytes / unit));
         int block = (int) Math.min(256, threads), grid = (int) Math.min((threads + block - 1) / block, 65_535);
-        kernel.launch(new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream), update, pos, posType == DType.INT64 ? 1 : 0, target, runs,
+        Programmatic.launch(kernel, programmatic, new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream), update, pos, posType == DType.INT64 ? 1 : 0, target, runs,
                 size, len, innerBytes, unit, fault.claim(), fault.record(), step);
     }
 }

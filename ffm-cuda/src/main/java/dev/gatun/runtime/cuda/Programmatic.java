@@ -1,0 +1,39 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.Kernel;
+import dev.gatun.cuda.LaunchConfig;
+
+/**
+ * Programmatic dependent launch (Hopper and later), opt-in ({@code GATUN_PROGRAMMATIC_LAUNCH=1},
+ * {@code ExecutionOptions.Cuda.programmaticLaunch}): a kernel launched this way may be scheduled while the kernel
+ * before it on the stream is still running, so the gap between two short kernels (launch, block scheduling) overlaps
+ * the first one's last blocks instead of following them. A decode step is a chain of a few hundred such kernels.
+ *
+ * <p>The rule that keeps it exact: every kernel launched this way starts with {@code GATUN_DEPENDENT_START()}, which
+ * waits ({@code griddepcontrol.wait}) until the kernel before it has finished and its writes are visible, before
+ * reading or writing any memory, and then lets the kernel after it be scheduled
+ * ({@code griddepcontrol.launch_dependents}). Only the overlap of launching is gained, never of work, so no order of
+ * memory accesses changes. Kernels without it (cuBLAS, NCCL, the collectives) are launched as always; a kernel
+ * launched this way after one of them waits for its end as usual. Where the kernel was not launched this way the
+ * wait returns at once. Captured into a CUDA graph, the launch becomes a programmatic edge.
+ */
+final class Programmatic {
+    private Programmatic() {}
+
+    /** The macro every kernel that may be launched this way calls first. */
+    static final String SOURCE = """
+            #ifndef GATUN_DEPENDENT_START
+            #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            #define GATUN_DEPENDENT_START() asm volatile("griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;" ::: "memory")
+            #else
+            #define GATUN_DEPENDENT_START() do { } while (0)
+            #endif
+            #endif
+            """;
+
+    /** Launches {@code kernel} programmatically where {@code on} (its source starts with the macro), else as usual. */
+    static void launch(Kernel kernel, boolean on, LaunchConfig config, Object... args) {
+        if (on) kernel.launchOverlapped(config, args);
+        else kernel.launch(config, args);
+    }
+}

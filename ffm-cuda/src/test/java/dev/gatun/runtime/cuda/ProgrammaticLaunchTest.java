@@ -1,0 +1,84 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.models.llama.LlamaConfig;
+import dev.gatun.models.llama.LlamaDecoder;
+import dev.gatun.planner.Planner;
+import dev.gatun.runtime.ExecutionOptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The rule that keeps programmatic dependent launches exact ({@link Programmatic}): every kernel that may be launched
+ * that way waits for the kernel before it as its very first statement, before any memory access. Checked on the
+ * source of every standalone kernel the planner makes (a few hundred random graphs and the Llama plans) and of the
+ * fixed kernels launched that way (GEMV, index_select, update_slice); with nvcc, that the wait and the early launch
+ * of dependents reach the PTX. And the option is off unless GATUN_PROGRAMMATIC_LAUNCH=1.
+ */
+class ProgrammaticLaunchTest {
+    /** An entry point's signature up to the opening brace of its body, then the body's first statement. */
+    static final Pattern ENTRY = Pattern.compile("extern \"C\" __global__ void[^{;]*?\\)\\s*(//[^\\n]*\\n\\s*)*\\{\\s*([^;]*;)", Pattern.DOTALL);
+
+    /** The first statement of each entry point's body in {@code source} (after macro expansion of none). */
+    static List<String> firstStatements(String source) {
+        var out = new ArrayList<String>();
+        var m = ENTRY.matcher(source);
+        while (m.find()) out.add(m.group(2).trim());
+        return out;
+    }
+
+    @Test
+    void everyPlannedKernelWaitsFirst() {
+        var sources = new ArrayList<KernelSource>(CudaCodegenFixtures.plannedSources(0, 120));
+        var c = new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true);
+        for (var g : List.of(LlamaDecoder.prefill(c, 64, 96, 1, DType.BFLOAT16), LlamaDecoder.decode(c, 1, 96, 1, DType.BFLOAT16)))
+            for (var k : Planner.plan(Lowering.lower(g, LoweringOptions.world(1))).kernels()) sources.add(CudaCodegen.generate(k));
+        int checked = 0;
+        for (KernelSource s : sources) {
+            var first = firstStatements(s.source());
+            assertThat(first).as(s.name() + ":\n" + s.source()).hasSize(1);
+            assertThat(first.getFirst()).as(s.name()).isEqualTo("GATUN_DEPENDENT_START();");
+            checked++;
+        }
+        assertThat(checked).isGreaterThan(60);
+    }
+
+    @Test
+    void theFixedKernelsLaunchedThatWayWaitFirst() {
+        for (var e : Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE).entrySet())
+            assertThat(firstStatements(e.getValue())).as(e.getKey()).containsExactly("GATUN_DEPENDENT_START();");
+        // the GEMV entry points are made by two macros: each body calls it before the kernel's function
+        assertThat(CudaGemv.SOURCE).contains("int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(")
+                .contains("int rows, int slices) { GATUN_DEPENDENT_START(); gemv_fma<T, M>(");
+        assertThat(CudaGemv.SOURCE.split("__global__", -1)).as("two entry macros").hasSize(3);
+    }
+
+    @Test
+    void theWaitReachesThePtx(@TempDir Path dir) throws Exception {
+        Path nvcc = CudaCodegenFixtures.nvcc().orElse(null);
+        assumeTrue(nvcc != null, "nvcc is not on the PATH");
+        var r = CudaCodegenFixtures.compile(nvcc, dir, "index_select", CudaIndexSelect.SOURCE);
+        assertThat(r.ok()).as(r.log()).isTrue();
+        assertThat(r.ptx()).contains("griddepcontrol.wait", "griddepcontrol.launch_dependents");
+        int wait = r.ptx().indexOf("griddepcontrol.wait"), load = r.ptx().indexOf("ld.global");
+        assertThat(wait).as("the wait comes before the first load").isLessThan(load);
+    }
+
+    @Test
+    void offUnlessAsked() {
+        assertThat(ExecutionOptions.DEFAULT.cuda().programmaticLaunch()).isFalse();
+        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().programmaticLaunch()).isFalse();
+        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().programmaticLaunch()).isTrue();
+    }
+}
