@@ -36,39 +36,35 @@ public final class Kernel {
     }
 
     /** Launches with {@code cuLaunchKernel}. */
-    public void launch(LaunchConfig config, Object... args) {
-        module.ensureOpen();
-        Device device = module.device();
-        device.enter();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment params = pack(arena, args);
-            Dim3 g = config.grid();
-            Dim3 b = config.block();
-            Errors.driver(driver.cuLaunchKernel(function, g.x(), g.y(), g.z(), b.x(), b.y(), b.z(),
-                    config.sharedMemBytes(), Stream.handleOf(config.stream()), params, MemorySegment.NULL),
-                    "cuLaunchKernel(" + name + ")");
-        }
-    }
+    public void launch(LaunchConfig config, Object... args) { launch(config, false, args); }
 
     /**
      * Launches with {@code cuLaunchKernelEx} and programmatic stream serialization: the kernel may be scheduled before
      * the previous kernel on the stream has finished (Hopper and later). The kernel must wait for it itself
      * ({@code griddepcontrol.wait}) before it touches any memory; launching one that does not is a data race.
      */
-    public void launchOverlapped(LaunchConfig config, Object... args) {
+    public void launchOverlapped(LaunchConfig config, Object... args) { launch(config, true, args); }
+
+    private void launch(LaunchConfig config, boolean overlapped, Object[] args) {
         module.ensureOpen();
         Device device = module.device();
         device.enter();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment params = pack(arena, args);
+            Dim3 g = config.grid();
+            Dim3 b = config.block();
+            if (!overlapped) {
+                Errors.driver(driver.cuLaunchKernel(function, g.x(), g.y(), g.z(), b.x(), b.y(), b.z(),
+                        config.sharedMemBytes(), Stream.handleOf(config.stream()), params, MemorySegment.NULL),
+                        "cuLaunchKernel(" + name + ")");
+                return;
+            }
             MemorySegment attr = CUlaunchAttribute_st.allocate(arena);
             attr.fill((byte) 0);
             CUlaunchAttribute_st.id(attr, driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION());
             CUlaunchAttribute_st.value(attr).set(ValueLayout.JAVA_INT, 0, 1); // programmaticStreamSerializationAllowed
             MemorySegment cfg = CUlaunchConfig_st.allocate(arena);
             cfg.fill((byte) 0);
-            Dim3 g = config.grid();
-            Dim3 b = config.block();
             CUlaunchConfig_st.gridDimX(cfg, g.x());
             CUlaunchConfig_st.gridDimY(cfg, g.y());
             CUlaunchConfig_st.gridDimZ(cfg, g.z());
