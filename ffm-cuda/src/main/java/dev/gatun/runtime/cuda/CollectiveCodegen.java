@@ -45,10 +45,15 @@ final class CollectiveCodegen {
      * @param block     threads per block
      */
     record FusedSource(String name, String source, long items, long rowLength, int granule, int block, DType dtype,
-                       List<String> prologueSymbols, List<String> epilogueSymbols) {
-        /** One block per tile, as many as about one 16-byte vector a thread needs, at most {@code most} (all resident). */
+                       boolean barrierFree, List<String> prologueSymbols, List<String> epilogueSymbols) {
+        /**
+         * One block per tile, at most {@code most} (all resident): a row each for a row epilogue; else as many as about
+         * one 16-byte vector a thread needs for a one-shot, and {@link SymmetricKernels#BARRIER_FREE_ELEMENTS_PER_THREAD}
+         * elements a thread for a barrier-free all-reduce, whose loops are scalar whatever the dtype.
+         */
         long grid(int most) {
-            long work = granule == 1 ? items : Math.ceilDiv(items, (long) block * (16 / dtype.byteSize()));
+            int perThread = barrierFree ? SymmetricKernels.BARRIER_FREE_ELEMENTS_PER_THREAD : 16 / dtype.byteSize();
+            long work = granule == 1 ? items : Math.ceilDiv(items, (long) block * perThread);
             return Math.max(1, Math.min(most, work));
         }
     }
@@ -118,7 +123,7 @@ final class CollectiveCodegen {
                     .append(");   // the epilogue\n");
         }
         src.append("}\n");
-        return new FusedSource(name, src.toString(), items, rowLength, granule(rows), block, t,
+        return new FusedSource(name, src.toString(), items, rowLength, granule(rows), block, t, free,
                 p == null ? List.of() : p.symbols(), e == null ? List.of() : e.symbols());
     }
 

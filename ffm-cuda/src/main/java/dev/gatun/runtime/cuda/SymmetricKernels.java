@@ -23,6 +23,12 @@ final class SymmetricKernels {
 
     static final int THREADS = 512;
 
+    /**
+     * Elements a thread of a barrier-free all-reduce takes before its grid grows (up to the resident cap): its loops
+     * are scalar, so this counts elements of any dtype (four, as an f32 one-shot's 16-byte vector holds).
+     */
+    static final int BARRIER_FREE_ELEMENTS_PER_THREAD = 4;
+
     /** All-reduces per launch of one_shot_multi. */
     static final int MULTI_MAX = dev.gatun.planner.PlanOptions.MAX_BATCH; // one_shot_multi takes this many slots
 
