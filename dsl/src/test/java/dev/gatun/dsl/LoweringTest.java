@@ -66,6 +66,26 @@ class LoweringTest {
         assertThat(l.outputs().get("d").isSymmetric()).isFalse();
     }
 
+    /** One all-reduce of a {@code rows x cols} f32 input, lowered with the measured barrier-free threshold. */
+    static Algorithm measuredChoice(int world, int rows, int cols) {
+        var g = Gatun.graph("bf");
+        var x = g.input("x", F32, rows, cols);
+        g.output("y", x.add(1).allReduce(SUM));
+        return collectives(Lowering.lower(g.build(), LoweringOptions.world(world).withMeasuredBarrierFree())).getFirst().algorithm();
+    }
+
+    @Test
+    void theMeasuredBarrierFreeThresholdTakesOnlyTheSmallestAllReduces() {
+        assertThat(LoweringOptions.world(2).barrierFreeMaxBytes()).isZero(); // not by default
+        assertThat(measuredChoice(2, 8, 8)).isEqualTo(Algorithm.BARRIER_FREE);     // 256 B
+        assertThat(measuredChoice(2, 32, 32)).isEqualTo(Algorithm.BARRIER_FREE);   // 4 KiB
+        assertThat(measuredChoice(2, 64, 64)).isEqualTo(Algorithm.ONE_SHOT);       // 16 KiB
+        assertThat(measuredChoice(4, 8, 8)).isEqualTo(Algorithm.BARRIER_FREE);     // 256 B
+        assertThat(measuredChoice(4, 16, 16)).isEqualTo(Algorithm.BARRIER_FREE);   // 1 KiB
+        assertThat(measuredChoice(4, 32, 32)).isEqualTo(Algorithm.ONE_SHOT);       // 4 KiB
+        assertThat(LoweringOptions.world(1).withMeasuredBarrierFree().barrierFreeMaxBytes()).isZero();
+    }
+
     @Test
     void graphInputTakesPathTwo() {
         var g = Gatun.graph("p2");

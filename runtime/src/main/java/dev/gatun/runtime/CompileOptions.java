@@ -74,6 +74,12 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
 
     public CompileOptions thresholds(long oneShotMax, long twoShotMax) { return lowering(lowering.withThresholds(oneShotMax, twoShotMax)); }
 
+    /**
+     * All-reduces of at most {@code bytes} per rank run barrier-free (0, the default: only where forced);
+     * {@link LoweringOptions#measuredBarrierFreeMax} gives the threshold the H200 measurements support.
+     */
+    public CompileOptions barrierFreeMax(long bytes) { return lowering(lowering.withBarrierFreeMax(bytes)); }
+
     public CompileOptions forceAllReduce(Algorithm a) { return lowering(lowering.withForcedAllReduce(a)); }
 
     public CompileOptions symmetricMemory(boolean on) { return lowering(lowering.withSymmetricMemory(on)); }

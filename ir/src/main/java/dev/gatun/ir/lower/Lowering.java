@@ -559,6 +559,8 @@ public final class Lowering {
                     : new Choice(Algorithm.NCCL, size + " > " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold");
             case ALL_REDUCE -> {
                 if (options.forceAllReduce() != null) yield new Choice(options.forceAllReduce(), "forced by options");
+                if (bytes <= options.barrierFreeMaxBytes())
+                    yield new Choice(Algorithm.BARRIER_FREE, size + " <= barrier-free threshold " + ByteSize.format(options.barrierFreeMaxBytes()));
                 if (bytes <= options.oneShotMaxBytes())
                     yield new Choice(Algorithm.ONE_SHOT, size + " <= one-shot threshold " + ByteSize.format(options.oneShotMaxBytes()));
                 if (bytes <= options.twoShotMaxBytes())

@@ -6,9 +6,11 @@ import dev.gatun.ir.GraphException;
 /**
  * Options of lowering: the world size and the thresholds that pick a collective's algorithm. By default an
  * all-reduce of up to 256 KiB per rank runs one-shot, up to 4 MiB two-shot, and NCCL above; with two ranks,
- * one-shot up to 16 MiB and NCCL above. Reduce-scatter and all-gather use symmetric memory up to the two-shot
+ * one-shot up to 16 MiB and NCCL above; barrier-free only where forced or below {@code barrierFreeMaxBytes} (0 by
+ * default; {@link #withMeasuredBarrierFree}). Reduce-scatter and all-gather use symmetric memory up to the two-shot
  * threshold.
  *
+ * @param barrierFreeMaxBytes an all-reduce of at most this many bytes per rank runs barrier-free (0: never by itself)
  * @param forceAllReduce when set, every all-reduce with a static shape uses this algorithm (benchmarks)
  * @param symmetricInputs when false, a graph input never takes path 2 (a persistent symmetric buffer filled by a
  *                        copy each call) and reaches a collective by path 3 (an identity kernel into the pool)
@@ -16,12 +18,13 @@ import dev.gatun.ir.GraphException;
  *                        (several ranks share a GPU, which NCCL refuses): collectives that would take NCCL are then
  *                        served by a symmetric algorithm where one exists, and refused at compile time where none does
  */
-public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotMaxBytes, boolean symmetricMemory,
+public record LoweringOptions(int worldSize, long barrierFreeMaxBytes, long oneShotMaxBytes, long twoShotMaxBytes, boolean symmetricMemory,
                               Algorithm forceAllReduce, boolean symmetricInputs, String ncclUnavailable) {
-    private static final long MIB = 1024 * 1024;
+    private static final long KIB = 1024, MIB = 1024 * 1024;
 
     public LoweringOptions {
         if (worldSize < 1) throw new GraphException("world size must be at least 1, got " + worldSize);
+        if (barrierFreeMaxBytes < 0) throw new GraphException("the barrier-free threshold must be at least 0, got " + barrierFreeMaxBytes);
         if (oneShotMaxBytes < 0 || twoShotMaxBytes < oneShotMaxBytes)
             throw new GraphException("collective thresholds must satisfy 0 <= one-shot (" + oneShotMaxBytes + ") <= two-shot (" + twoShotMaxBytes + ")");
         if (forceAllReduce == Algorithm.SYMM_MEM) throw new GraphException("all-reduce cannot be forced to " + forceAllReduce + "; use ONE_SHOT, TWO_SHOT, BARRIER_FREE or NCCL");
@@ -33,33 +36,58 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
      * a barrier, and one-shot was as fast or faster at every size up to 64 MiB, so one-shot runs up to 16 MiB.
      * More ranks: one-shot up to 256 KiB, two-shot up to 4 MiB (on four GPUs two-shot was as fast from 256 KiB
      * on, and NCCL faster from 32 MiB).
+     *
+     * <p>Barrier-free is chosen by itself only where {@link #withMeasuredBarrierFree} (or a threshold) says so.
      */
     public static LoweringOptions world(int worldSize) {
-        if (worldSize <= 2) return new LoweringOptions(worldSize, 16 * MIB, 16 * MIB, true, null, true, null);
-        return new LoweringOptions(worldSize, MIB / 4, 4 * MIB, true, null, true, null);
+        if (worldSize <= 2) return new LoweringOptions(worldSize, 0, 16 * MIB, 16 * MIB, true, null, true, null);
+        return new LoweringOptions(worldSize, 0, MIB / 4, 4 * MIB, true, null, true, null);
     }
+
+    /**
+     * The barrier-free threshold the H200 measurements support (2026-11-26, pipelined replay): 4 KiB with two ranks,
+     * 1 KiB with more, 0 alone. With two ranks barrier-free beat the one-shot by 2x at 128-256 B (4.2-4.4 against
+     * 8.4-8.5 µs, f32 and bf16) and on the seeds' graph at 4x4 (15.8 against 21.9); plain all-reduces kept winning up
+     * to 1 MiB f32, but the fused all-reduce + RMSNorm, whose barrier-free part runs a whole row per block, lost from
+     * 16 KiB a row (1x8192 bf16: 14.6 against 12.5) and from 8 rows (8x4096: 17.3 against 11.3), and the lowering cannot
+     * see the fusion. With four ranks it won at 128-256 B (5.4-5.6 against 9.0-9.1) and lost from 8 KiB (bf16 64x64:
+     * 15.9 against 9.2; all-reduce + norm 1x4096: 13.7 against 11.4). Above 256 KiB some runs had multi-millisecond
+     * calls. So only where every measured shape won. Not the default yet: the lowering tests use tiny tensors to
+     * exercise the one-shot's realization paths.
+     */
+    public static long measuredBarrierFreeMax(int worldSize) {
+        return worldSize <= 1 ? 0 : worldSize == 2 ? 4 * KIB : KIB;
+    }
+
+    /** These options with {@link #measuredBarrierFreeMax}'s threshold for their world size. */
+    public LoweringOptions withMeasuredBarrierFree() { return withBarrierFreeMax(measuredBarrierFreeMax(worldSize)); }
 
     /** The same options for a world of {@code n} ranks (the thresholds stay as they are). */
     public LoweringOptions withWorldSize(int n) {
-        return n == worldSize ? this : new LoweringOptions(n, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
+        return n == worldSize ? this : new LoweringOptions(n, barrierFreeMaxBytes, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
+    }
+
+    /** All-reduces of at most {@code bytes} per rank run barrier-free (0: never unless forced). */
+    public LoweringOptions withBarrierFreeMax(long bytes) {
+        return new LoweringOptions(worldSize, bytes, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
 
     public LoweringOptions withThresholds(long oneShotMax, long twoShotMax) {
-        return new LoweringOptions(worldSize, oneShotMax, twoShotMax, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
+        return new LoweringOptions(worldSize, barrierFreeMaxBytes, oneShotMax, twoShotMax, symmetricMemory, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
 
     /** With symmetric memory off, every collective lowers to NCCL. */
     public LoweringOptions withSymmetricMemory(boolean on) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, on, forceAllReduce, symmetricInputs, ncclUnavailable);
+        return new LoweringOptions(worldSize, barrierFreeMaxBytes, oneShotMaxBytes, twoShotMaxBytes, on, forceAllReduce, symmetricInputs, ncclUnavailable);
     }
 
     public LoweringOptions withForcedAllReduce(Algorithm a) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, a, symmetricInputs, ncclUnavailable);
+        return new LoweringOptions(worldSize, barrierFreeMaxBytes, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, a, symmetricInputs, ncclUnavailable);
     }
 
     /** Path 2 on or off for graph inputs (off: inputs reach collectives through an identity kernel, path 3). */
     public LoweringOptions withSymmetricInputs(boolean on) {
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, on, ncclUnavailable);
+        return new LoweringOptions(worldSize, barrierFreeMaxBytes, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, on, ncclUnavailable);
     }
 
     /**
@@ -68,6 +96,6 @@ public record LoweringOptions(int worldSize, long oneShotMaxBytes, long twoShotM
      */
     public LoweringOptions withNcclUnavailable(String why) {
         if (java.util.Objects.equals(why, ncclUnavailable)) return this;
-        return new LoweringOptions(worldSize, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, why);
+        return new LoweringOptions(worldSize, barrierFreeMaxBytes, oneShotMaxBytes, twoShotMaxBytes, symmetricMemory, forceAllReduce, symmetricInputs, why);
     }
 }
