@@ -41,6 +41,8 @@ import java.util.Map;
  *                  one rank and one GPU each ({@code Launcher --nproc N ... --main LlamaBench --tp N}); the host
  *                  backend simulates the N ranks in one process
  * --profile N      after timing, profile a prefill and a decode step and print each one's N slowest steps
+ * --barrier-free-max B  all-reduces of at most B bytes a rank run barrier-free (default 0: by the usual rule);
+ *                  "measured" takes LoweringOptions.measuredBarrierFreeMax (4 KiB at TP 2, 1 KiB at more)
  * </pre>
  *
  * Under a launcher each process loads only its rank's shard of the weights ({@link LlamaDecoder#weights}); rank 0
@@ -132,6 +134,9 @@ public final class LlamaBench {
             System.out.println("note: the host backend simulates every rank in one process: each of the " + tp
                     + " launched processes runs all " + tp + " ranks");
         var options = (tp == 1 && !launched ? CompileOptions.world(1) : CompileOptions.of(world)).backend(backend);
+        // all-reduces up to this many bytes barrier-free ("measured": the rule of LoweringOptions.measuredBarrierFreeMax)
+        String bf = opts.getOrDefault("barrier-free-max", "0");
+        options = options.barrierFreeMax(bf.equals("measured") ? dev.gatun.ir.lower.LoweringOptions.measuredBarrierFreeMax(tp) : Long.parseLong(bf));
         List<Integer> localRanks = new ArrayList<>();
         if (world.drivesEveryRank()) for (int r = 0; r < tp; r++) localRanks.add(r);
         else localRanks.add(world.rank());
