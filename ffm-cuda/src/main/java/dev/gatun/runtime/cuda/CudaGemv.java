@@ -200,14 +200,30 @@ final class CudaGemv {
             // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j; a step
             // is 32 consecutive 16-byte vectors of each of those rows of w (one a lane), and each vector of x loaded serves all
             // GV_FMA_COLS columns. Lanes' sums are added by shuffles.
+            // Launched programmatically (see Programmatic), a warp first asks L2 for the start of its part of the weight, which no
+            // earlier kernel of the call writes, while the kernel before it still runs: GV_PREFETCH_STEPS steps of each of its
+            // rows, so its first loads hit L2 instead of waiting on memory. A prefetch only fills L2 (coherent on the GPU), it
+            // reads nothing into the kernel, so it may come before the wait; every load comes after it.
+            #define GV_PREFETCH_STEPS 2
+            __device__ __forceinline__ void gv_prefetch_l2(const void* p, long long bytes) {
+            #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"((unsigned) bytes) : "memory");
+            #endif
+            }
+
             template <typename T, int M>
             __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices) {
+                                     int slices, int prefetch) {
                 constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
                 const int vectors = k / V;
                 const GvWarp g(ceil_div_gv(vectors, 32), slices);
                 const long long col = (long long) g.tile * C;
                 const uint4* wv = reinterpret_cast<const uint4*>(w) + col * vectors;
+                if (prefetch && g.lane < C && col + g.lane < n) {
+                    const int from = g.first * 32, to = min(vectors, min(g.last, g.first + GV_PREFETCH_STEPS) * 32);
+                    gv_prefetch_l2(wv + (long long) g.lane * vectors + from, (long long) (to - from) * 16);
+                }
+                GATUN_DEPENDENT_START();
                 const uint4* xv = reinterpret_cast<const uint4*>(x);
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 float acc[C * M];
@@ -259,7 +275,7 @@ final class CudaGemv {
                                                                               int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
-                                                                                    int rows, int slices) { GATUN_DEPENDENT_START(); gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices); }
+                                                                                    int rows, int slices, int prefetch) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, prefetch); }
             #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
             GV_MMA_ENTRY(__half, f16)
             GV_MMA_ENTRY(__nv_bfloat16, bf16)
@@ -350,7 +366,9 @@ final class CudaGemv {
         if (n == 0) return;
         Launch l = launch(t, path, m, n, k, sms);
         Kernel kernel = program.kernel(l.kernel());
-        Programmatic.launch(kernel, programmatic, new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream), x, w, y,
-                n, k, (long) ldc, m, l.slices());
+        var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
+        // the CUDA-core kernels take one more argument: whether to prefetch their weight into L2 before the wait
+        if (l.kernel().startsWith("gemv_fma")) Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), programmatic ? 1 : 0);
+        else Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices());
     }
 }

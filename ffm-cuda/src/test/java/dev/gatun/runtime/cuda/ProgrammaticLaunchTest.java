@@ -58,10 +58,33 @@ class ProgrammaticLaunchTest {
     void theFixedKernelsLaunchedThatWayWaitFirst() {
         for (var e : Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE).entrySet())
             assertThat(firstStatements(e.getValue())).as(e.getKey()).containsExactly("GATUN_DEPENDENT_START();");
-        // the GEMV entry points are made by two macros: each body calls it before the kernel's function
-        assertThat(CudaGemv.SOURCE).contains("int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(")
-                .contains("int rows, int slices) { GATUN_DEPENDENT_START(); gemv_fma<T, M>(");
+        // the GEMV entry points are made by two macros: the tensor-core one waits first; the CUDA-core kernel waits
+        // after its setup and its L2 prefetches, before its first load (the PTX check below)
+        assertThat(CudaGemv.SOURCE).contains("int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(");
+        String fma = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void gemv_fma("));
+        String beforeWait = fma.substring(0, fma.indexOf("GATUN_DEPENDENT_START();"));
+        assertThat(beforeWait).as("nothing read before the wait").doesNotContain("__ldcs(", "__ldg(", "y[", "gv_add_slices");
         assertThat(CudaGemv.SOURCE.split("__global__", -1)).as("two entry macros").hasSize(3);
+    }
+
+    /** In the PTX of each GEMV entry point, the wait comes before the first load from global memory. */
+    @Test
+    void theGemvWaitsBeforeItsFirstLoad(@TempDir Path dir) throws Exception {
+        Path nvcc = CudaCodegenFixtures.nvcc().orElse(null);
+        assumeTrue(nvcc != null, "nvcc is not on the PATH");
+        var r = CudaCodegenFixtures.compile(nvcc, dir, "gemv", CudaGemv.SOURCE);
+        assertThat(r.ok()).as(r.log()).isTrue();
+        String[] entries = r.ptx().split("\\.entry ");
+        int checked = 0;
+        for (int i = 1; i < entries.length; i++) {
+            String body = entries[i];
+            int wait = body.indexOf("griddepcontrol.wait"), load = body.indexOf("ld.global");
+            assertThat(wait).as(body.substring(0, body.indexOf('('))).isGreaterThanOrEqualTo(0);
+            if (load >= 0) assertThat(wait).as(body.substring(0, body.indexOf('('))).isLessThan(load);
+            checked++;
+        }
+        assertThat(checked).isEqualTo(14);
+        assertThat(r.ptx()).contains("cp.async.bulk.prefetch.L2.global");
     }
 
     @Test
