@@ -12,14 +12,17 @@
 # results.json, results.md (the table for docs/BENCHMARKS.md) and the logs; prints the table last.
 # NVLink multicast stays off: the script refuses to run unless it is switched off, and passes that on.
 # llama (not in the default --only; bundle/gpu-suite.sh --worlds 2 --only llama runs just it, about 2-3 minutes on
-# two GPUs): at each world W >= 2, the Llama decoder at tensor parallelism W on a random checkpoint of
+# two GPUs): at each world W, the Llama decoder at tensor parallelism W (W = 1: one GPU, beside transformers) on a
+# random checkpoint of
 # Llama-3.2-1B's shape (bf16, 2.5 GB, written once to $LLAMA_DIR, default /tmp/gatun-llama-1b, by one process before
 # any rank reads it), Gatun's LlamaBench under Gatun's launcher (--nproc W --tp W) and then bench/llama_torch.py --tp W
 # under torchrun (a hand-written Megatron-style TP Llama, decode eager and as one CUDA graph), which compares tokens,
 # first-step logits and times with Gatun's JSON and, with LLAMA_CHECK=1 (default), checks its own logits against
 # transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (3: one warm-up), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
-# "--profile 20"). Writes $OUT/llama.log, gatun-llama-tpW.json and torch-llama-tpW.json (not rows.jsonl).
+# "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
+# "default GATUN_PROGRAMMATIC_LAUNCH=1"; PyTorch compares with the last). Writes $OUT/llama.log, gatun-llama-tpW.json
+# (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
@@ -79,17 +82,36 @@ llama() {
   fi
   rm -f "$G" "$T"
   if [ "$GATUN" = 1 ]; then
-    echo "=== Gatun, Llama $LLAMA_CONFIG at TP $W: prompt $LLAMA_PROMPT, $LLAMA_NEW new tokens, batch $LLAMA_BATCH" | tee -a "$L"
-    timeout 300 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --timeout 280 --jvm-opt --enable-native-access=ALL-UNNAMED \
-      --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" --tp "$W" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$G" 2>&1 | tee -a "$L" | grep -v "^WARNING"
+    # LLAMA_VARIANTS: Gatun runs with these environment settings, one after the other (the last one's JSON is compared)
+    for V in ${LLAMA_VARIANTS:-default}; do
+      local ENVV=() GV="$G"
+      [ "$V" != default ] && ENVV=("$V") && GV="${G%.json}-${V//[^A-Za-z0-9_]/_}.json"
+      echo "=== Gatun, Llama $LLAMA_CONFIG at TP $W: prompt $LLAMA_PROMPT, $LLAMA_NEW new tokens, batch $LLAMA_BATCH ($V)" | tee -a "$L"
+      if [ "$W" = 1 ]; then
+        env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$GV" 2>&1 \
+          | tee -a "$L" | grep -v "^WARNING\|INFO: \|compileKernels"
+      else
+        env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --timeout 280 --jvm-opt --enable-native-access=ALL-UNNAMED \
+          --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" --tp "$W" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$GV" 2>&1 \
+          | tee -a "$L" | grep -v "^WARNING\|INFO: \|compileKernels"
+      fi
+      [ "$GV" != "$G" ] && [ -f "$GV" ] && cp "$GV" "$G"
+    done
   fi
   if [ "$TORCH" = 1 ]; then
-    echo "=== PyTorch, Llama $LLAMA_CONFIG at TP $W (torchrun)" | tee -a "$L"
     local EXTRA=()
     [ -f "$G" ] && EXTRA+=(--gatun "$G")
-    [ "$LLAMA_CHECK" = 1 ] && EXTRA+=(--check)
-    timeout 300 torchrun --nproc_per_node "$W" bench/llama_torch.py --tp "$W" --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
-      | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
+    if [ "$W" = 1 ]; then
+      # one GPU: Hugging Face transformers (eager, KV cache) on the same checkpoint
+      echo "=== PyTorch, Llama $LLAMA_CONFIG on one GPU (transformers)" | tee -a "$L"
+      timeout 300 python3 bench/llama_torch.py --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
+        | tee -a "$L" | grep -v "^\s*warnings.warn"
+    else
+      echo "=== PyTorch, Llama $LLAMA_CONFIG at TP $W (torchrun)" | tee -a "$L"
+      [ "$LLAMA_CHECK" = 1 ] && EXTRA+=(--check)
+      timeout 300 torchrun --nproc_per_node "$W" bench/llama_torch.py --tp "$W" --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
+        | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
+    fi
   fi
 }
 
@@ -100,8 +122,7 @@ for P in "${PASSES[@]}"; do
   REST=""
   for w in ${ONLY_W//,/ }; do
     if [ "$w" != llama ]; then REST+=${REST:+,}$w
-    elif [ "$W" -ge 2 ]; then llama "$W"
-    else echo "gpu-suite: llama skipped at world 1 (tensor parallelism needs 2 GPUs or more; docs/BENCHMARKS.md has the one-GPU commands)"; fi
+    else llama "$W"; fi
   done
   ONLY_W=$REST
   [ -n "$ONLY_W" ] || continue
