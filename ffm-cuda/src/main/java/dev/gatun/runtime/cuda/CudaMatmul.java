@@ -45,19 +45,26 @@ final class CudaMatmul {
     private final Blas blas;
     private final LazyProgram f64;
     private final CudaGemv gemv;
+    /** The attention's small products in a kernel of Gatun's own, where launches are programmatic (null otherwise). */
+    private final CudaSmallMatmul small;
 
     /** Loads the built-in programs now, every shape's (see {@link LazyProgram#loadNow}); cuBLAS loads its own on first use. */
     void loadNow() {
         gemv.loadNow();
         f64.loadNow("matmul_f64");
+        if (small != null) small.loadNow();
     }
 
-    /** With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}); cuBLAS's are not. */
+    /**
+     * With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}), and
+     * small products of operands lying as they are go to {@link CudaSmallMatmul} instead of cuBLAS, whose kernels are not.
+     */
     CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic) {
         this.device = device;
         this.blas = Blas.create(device);
         this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
         this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
+        this.small = programmatic ? new CudaSmallMatmul(compiler, true) : null;
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
@@ -88,6 +95,15 @@ final class CudaMatmul {
         // one row by a weight that lies transposed (a decode step's linear layer at batch 1): the weight-streaming kernel
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
+            return;
+        }
+        // where launches are programmatic, a few rows by operands lying as they are (the attention's products at a
+        // decode step): Gatun's own kernel, which keeps the chain of overlapped launches that a cuBLAS kernel would break
+        if (small != null && CudaSmallMatmul.applies(t, transA, transB, m, n, k, oa.length) && m > 0
+                && (oa.length == 1 || evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc))) {
+            boolean many = oa.length > 1;
+            small.run(t, m, n, k, ldc, a + oa[0] * e, many ? oa[1] : 0, b + ob[0] * e, many ? ob[1] : 0, out + oc[0] * e, many ? oc[1] : 0,
+                    oa.length, stream);
             return;
         }
         // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call

@@ -23,7 +23,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * The rule that keeps programmatic dependent launches exact ({@link Programmatic}): every kernel that may be launched
  * that way waits for the kernel before it as its very first statement, before any memory access. Checked on the
  * source of every standalone kernel the planner makes (a few hundred random graphs and the Llama plans) and of the
- * fixed kernels launched that way (GEMV, index_select, update_slice); with nvcc, that the wait and the early launch
+ * fixed kernels launched that way (GEMV, index_select, update_slice, the small products); with nvcc, that the wait and the early launch
  * of dependents reach the PTX. And the option is off unless GATUN_PROGRAMMATIC_LAUNCH=1.
  */
 class ProgrammaticLaunchTest {
@@ -68,15 +68,17 @@ class ProgrammaticLaunchTest {
     }
 
     /**
-     * In the PTX of every entry point of the fixed kernels launched that way (index_select, update_slice, the GEMV), the
+     * In the PTX of every entry point of the fixed kernels launched that way (index_select, update_slice, the GEMV, the
+     * small products), the
      * wait comes before the first load from global memory; the GEMV's L2 prefetch may come before it.
      */
     @Test
     void everyFixedEntryWaitsBeforeItsFirstLoad(@TempDir Path dir) throws Exception {
         Path nvcc = CudaCodegenFixtures.nvcc().orElse(null);
         assumeTrue(nvcc != null, "nvcc is not on the PATH");
-        var entriesOf = Map.of("index_select", 1, "update_slice", 1, "gemv", 14);
-        var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "gemv", CudaGemv.SOURCE);
+        var entriesOf = Map.of("index_select", 1, "update_slice", 1, "gemv", 14, "small_matmul", 6);
+        var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "gemv", CudaGemv.SOURCE,
+                "small_matmul", CudaSmallMatmul.SOURCE);
         for (var e : sources.entrySet()) {
             var r = CudaCodegenFixtures.compile(nvcc, dir, e.getKey(), e.getValue());
             assertThat(r.ok()).as(r.log()).isTrue();
