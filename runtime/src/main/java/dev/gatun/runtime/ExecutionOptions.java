@@ -34,11 +34,22 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param programmaticLaunch launch the plan's own kernels as programmatic dependent launches on GPUs that have them
      *                       (Hopper and later): each may be scheduled while the one before it finishes, and waits for
      *                       it before touching memory (GATUN_PROGRAMMATIC_LAUNCH=1; off by default until measured)
+     * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
+     *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
+     *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
      */
-    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false);
+    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch,
+                       int barrierFreeBackoffNs) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false, 0);
 
-        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on); }
+        public Cuda {
+            if (barrierFreeBackoffNs < 0 || barrierFreeBackoffNs > 1_000_000)
+                throw new GatunRuntimeException("the barrier-free backoff must be 0 to 1000000 ns, not " + barrierFreeBackoffNs);
+        }
+
+        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on, barrierFreeBackoffNs); }
+
+        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns); }
     }
 
     public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
@@ -55,8 +66,15 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         } catch (NumberFormatException e) {
             queues = 8; // CUDA ignores it too
         }
+        int backoff = 0;
+        String b = env.get("GATUN_BARRIER_FREE_BACKOFF_NS");
+        try {
+            if (b != null && !b.isBlank()) backoff = Integer.parseInt(b.trim());
+        } catch (NumberFormatException e) {
+            throw new GatunRuntimeException("GATUN_BARRIER_FREE_BACKOFF_NS='" + b + "': give a whole number of nanoseconds, 0 to 1000000");
+        }
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues, "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH")));
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH")), backoff);
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

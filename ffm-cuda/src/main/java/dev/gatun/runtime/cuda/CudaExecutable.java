@@ -350,12 +350,12 @@ final class CudaExecutable implements Executable {
             // ranks outside the group run the three parts one by one (the kernels above); a world of one has no collective step
             if (s instanceof Step.FusedCollective f && plan.worldSize() > 1) {
                 var src = CollectiveCodegen.generate(f);
-                fused.put(f, new Fused(src, compile(src.name(), src.source(), src.name())));
+                fused.put(f, new Fused(src, compile(src.name(), SymmetricKernels.defines(options.execution().cuda()) + src.source(), src.name())));
             }
             // a batch of barrier-free all-reduces is such a launch too, with nothing around it
             if (s instanceof Step.CollectiveBatch b && b.first().slots() != null && plan.worldSize() > 1) {
                 var src = CollectiveCodegen.generate("barrier_free_batch_" + fused.size(), null, b, null);
-                fused.put(b, new Fused(src, compile(src.name(), src.source(), src.name())));
+                fused.put(b, new Fused(src, compile(src.name(), SymmetricKernels.defines(options.execution().cuda()) + src.source(), src.name())));
             }
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
                 if (u.op().cudaSource() == null)

@@ -115,8 +115,8 @@ final class Distributed implements AutoCloseable {
     }
 
     private void loadKernels(String planName) {
-        // fenceSc (GATUN_FENCE_SC=1) adds a full system fence before every signal: only to measure what the release store saves
-        String source = settings.fenceSc() ? "#define GATUN_FENCE_SC\n" + SymmetricKernels.SOURCE : SymmetricKernels.SOURCE;
+        // the measuring switches (GATUN_FENCE_SC, GATUN_BARRIER_FREE_BACKOFF_NS): see SymmetricKernels.defines
+        String source = SymmetricKernels.defines(settings) + SymmetricKernels.SOURCE;
         var module = CudaExecutable.compile(device, settings.cudaHome(), planName, "gatun_symmetric", source);
         for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast", "barrier_free"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));

@@ -306,6 +306,9 @@ final class SymmetricKernels {
                             u64 start = now_ns();
                             unsigned spins = 0;
                             while ((v = *at) == sentinel) {
+                            #ifdef GATUN_BF_BACKOFF_NS
+                                if (spins >= 64u) __nanosleep(GATUN_BF_BACKOFF_NS);   // an experiment: see ExecutionOptions.Cuda
+                            #endif
                                 if ((++spins & 1023u) == 0) {
                                     if (*abort) return false;
                                     if (now_ns() - start > timeout_ns) {
@@ -339,6 +342,15 @@ final class SymmetricKernels {
                 barrier_free_tile<T>(regions, offset, out, in, n, b, e, rank, world, op, header, round_bytes, timeout_ns, abort);
             }
             """;
+
+    /**
+     * What the symmetric kernels are compiled with beside their source: the measuring switches of the CUDA settings
+     * (a full fence before every signal; a backoff in the barrier-free all-reduce's polling).
+     */
+    static String defines(dev.gatun.runtime.ExecutionOptions.Cuda settings) {
+        return (settings.fenceSc() ? "#define GATUN_FENCE_SC\n" : "")
+                + (settings.barrierFreeBackoffNs() > 0 ? "#define GATUN_BF_BACKOFF_NS " + settings.barrierFreeBackoffNs() + "u\n" : "");
+    }
 
     static final String SOURCE = DEVICE + """
             // local: when not null, this rank's input in ordinary memory. Each block first copies into its own

@@ -35,13 +35,16 @@ class CudaCodegenCompileTest {
 
     @Test
     void symmetricCollectivesCompileWithAndWithoutTheComparisonFence(@TempDir Path dir) throws Exception {
-        for (String variant : List.of("", "#define GATUN_FENCE_SC\n")) {
-            var r = CudaCodegenFixtures.compile(nvcc, dir, variant.isEmpty() ? "symm" : "symm_fence", variant + SymmetricKernels.SOURCE);
+        var fence = dev.gatun.runtime.ExecutionOptions.Cuda.DEFAULT;
+        for (var settings : List.of(fence, fence.withBarrierFreeBackoffNs(200), new dev.gatun.runtime.ExecutionOptions.Cuda("/usr/local/cuda", false, true, 8, false, 0))) {
+            String variant = SymmetricKernels.defines(settings);
+            var r = CudaCodegenFixtures.compile(nvcc, dir, "symm_" + variant.length(), variant + SymmetricKernels.SOURCE);
             assertThat(r.ok()).as(r.log()).isTrue();
             for (String k : List.of("one_shot_f32", "one_shot_multi_bf16", "two_shot_bf16", "reduce_scatter_f16", "all_gather_f32", "gatun_barrier",
                     "barrier_free_f32", "barrier_free_f16", "barrier_free_bf16"))
                 assertThat(r.ptx()).contains(".entry " + k);
-            assertThat(r.ptx().contains("membar.sys") || r.ptx().contains("fence.sc.sys")).isEqualTo(!variant.isEmpty());
+            assertThat(r.ptx().contains("membar.sys") || r.ptx().contains("fence.sc.sys")).as(variant).isEqualTo(settings.fenceSc());
+            assertThat(r.ptx().contains("nanosleep")).as(variant).isEqualTo(settings.barrierFreeBackoffNs() > 0);
         }
     }
 

@@ -6,7 +6,6 @@ import dev.gatun.ir.lower.LoweringOptions;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
 import dev.gatun.planner.Planner;
-import dev.gatun.runtime.ExecutionOptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -24,7 +23,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * that way waits for the kernel before it as its very first statement, before any memory access. Checked on the
  * source of every standalone kernel the planner makes (a few hundred random graphs and the Llama plans) and of the
  * fixed kernels launched that way (GEMV, index_select, update_slice, the small products); with nvcc, that the wait and the early launch
- * of dependents reach the PTX. And the option is off unless GATUN_PROGRAMMATIC_LAUNCH=1.
+ * of dependents reach the PTX.
  */
 class ProgrammaticLaunchTest {
     /** An entry point's signature up to the opening brace of its body, then the body's first statement. */
@@ -93,12 +92,5 @@ class ProgrammaticLaunchTest {
             assertThat(entries.length - 1).as(e.getKey() + " entry points").isEqualTo(entriesOf.get(e.getKey()));
             if (e.getKey().equals("gemv")) assertThat(r.ptx()).contains("cp.async.bulk.prefetch.L2.global");
         }
-    }
-
-    @Test
-    void offUnlessAsked() {
-        assertThat(ExecutionOptions.DEFAULT.cuda().programmaticLaunch()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().programmaticLaunch()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().programmaticLaunch()).isTrue();
     }
 }
