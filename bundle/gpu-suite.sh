@@ -21,7 +21,8 @@
 # transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (3: one warm-up), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
-# "default GATUN_PROGRAMMATIC_LAUNCH=1"; PyTorch compares with the last). Writes $OUT/llama.log, gatun-llama-tpW.json
+# "default GATUN_PROGRAMMATIC_LAUNCH=1"; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
+# tokens with the float32 model, to tell near ties from errors). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,6 +105,7 @@ llama() {
     if [ "$W" = 1 ]; then
       # one GPU: Hugging Face transformers (eager, KV cache) on the same checkpoint
       echo "=== PyTorch, Llama $LLAMA_CONFIG on one GPU (transformers)" | tee -a "$L"
+      [ "${LLAMA_FP32:-0}" = 1 ] && [ -f "$G" ] && EXTRA+=(--fp32)   # each system's tokens scored by the float32 model: near ties
       timeout 300 python3 bench/llama_torch.py --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
         | tee -a "$L" | grep -v "^\s*warnings.warn"
     else
