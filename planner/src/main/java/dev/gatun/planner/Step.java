@@ -1,9 +1,11 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.Algorithm;
+import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
+import dev.gatun.ir.UpdateRuns;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.List;
@@ -213,22 +215,33 @@ public sealed interface Step {
     record UpdateSlice(PlanBuffer output, PlanBuffer target, PlanBuffer update, PlanBuffer start, int dim) implements Step {
         /**
          * What the step copies, for this call's shapes: {@code count} runs (the target's elements before {@code dim}),
-         * each {@code len} of the target's {@code size} positions along it, a position {@code innerBytes} long.
+         * each {@code len} of the target's {@code size} positions along it, a position {@code innerBytes} long; in the
+         * update, run {@code o} starts at {@code from.offset(o)} elements from its first (see {@link UpdateRuns}).
          */
-        public record Runs(long count, long size, long len, long innerBytes) {}
+        public record Runs(long count, long size, long len, long innerBytes, UpdateRuns from) {
+            /** Where run {@code o} starts in the update, in bytes. */
+            public long fromByte(long o, DType t) { return from.offset(o) * t.byteSize(); }
+        }
 
         public Runs runs(Map<String, Long> env) {
-            long[] shape = target.shape().sizes(env);
+            long[] shape = target.shape().sizes(env), u = update.shape().sizes(env), strides = new long[u.length];
             long inner = target.dtype().byteSize(), count = 1;
             for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
             for (int d = 0; d < dim; d++) count *= shape[d];
-            return new Runs(count, shape[dim], update.shape().sizes(env)[dim], inner);
+            for (int d = 0; d < u.length; d++) strides[d] = update.strides().get(d).eval(env);
+            UpdateRuns from = UpdateRuns.of(u, strides, dim);
+            if (from == null)
+                throw new IllegalStateException(format() + ": the update's runs do not fold into two strides, which lowering should have copied");
+            return new Runs(count, shape[dim], u[dim], inner, from);
         }
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() {
+            // an update that is a view is read where it lies (at its strides, which lowering checked fold: UpdateRuns)
+            String from = update.isView() ? update.name() + " (read where it lies in " + update.storage().name() + ": offset " + update.offset()
+                    + ", strides " + update.strides() + ")" : update.name();
             return output.name() + " = update_slice(" + target.name() + ", " + update.name() + ", " + start.name() + ", dim=" + dim + ")   # in place: "
-                    + update.name() + " into " + target.name() + "'s slot along dim " + dim + " from position " + start.name() + " (run time)";
+                    + from + " into " + target.name() + "'s slot along dim " + dim + " from position " + start.name() + " (run time)";
         }
     }
 

@@ -825,8 +825,10 @@ final class CudaExecutable implements Executable {
 
         @Override public void updateSlice(Step.UpdateSlice u) {
             var r = u.runs(env);
+            long e = u.update().dtype().byteSize();
             exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), r.count(), r.size(), r.len(),
-                    r.innerBytes(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
+                    r.innerBytes(), r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e, exe.fault, exe.fault.step(u),
+                    exe.programmatic, exe.stream);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {

@@ -38,6 +38,37 @@ class UpdateSliceGpuTest {
         return g.build();
     }
 
+    /**
+     * Value heads taken out of a fused product at a batch of several ([b, heads, 1, d], batch rows 2 heads apart) are
+     * written where they lie, replayed and eagerly, in bf16 (16-byte units) and f32 with an odd head size (4-byte units).
+     */
+    @Test
+    void updatesAtTwoStridesAreReadWhereTheyLie() {
+        var rnd = new SplittableRandom(8);
+        for (DType t : List.of(DType.BF16, DType.F32))
+            for (boolean replay : new boolean[]{true, false}) {
+                int b = 3, heads = 5, d = t == DType.BF16 ? 64 : 7, positions = 9;
+                var g = Gatun.graph("heads");
+                var v = g.input("p", t, b, 1, 2 * heads, d).mul(1).slice(2, heads, 2 * heads).transpose(1, 2);   // a view of a kernel's output
+                g.output("cache", g.state("cache", t, b, heads, positions, d).updateSlice(2, v, g.input("at", DType.I32)));
+                try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda").cudaGraphs(replay))) {
+                    assertThat(s.plan().kernels()).as("no copy before the write").noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
+                    double[] cache = new double[b * heads * positions * d];
+                    for (int call = 0; call < 10; call++) {
+                        NDArray p = NDArray.random(t, rnd.nextLong(), b, 1, 2 * heads, d);
+                        int at = rnd.nextInt(positions);
+                        double[] ps = p.toDoubleArray(), head = new double[b * heads * d];
+                        for (int bi = 0; bi < b; bi++)
+                            for (int h = 0; h < heads; h++)
+                                for (int k = 0; k < d; k++) head[(bi * heads + h) * d + k] = ps[(bi * 2 * heads + heads + h) * d + k];
+                        cache = UpdateSlices.expected(cache, new long[]{b, heads, positions, d}, head, 2, 1, at);
+                        var got = s.runToHost(Map.of("p", p, "at", NDArray.of(DType.I32, new double[]{at}))).get("cache").toDoubleArray();
+                        assertThat(got).as("%s replay %s call %d at %d", t, replay, call, at).containsExactly(cache);
+                    }
+                }
+            }
+    }
+
     @Test
     void cachesTakeEachCallsPositionInPlaceReplayedOrNot() {
         var rnd = new SplittableRandom(5);

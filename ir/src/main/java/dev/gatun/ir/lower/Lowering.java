@@ -12,6 +12,7 @@ import dev.gatun.ir.AllocatorType;
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.SymInt;
+import dev.gatun.ir.UpdateRuns;
 import dev.gatun.ir.TensorType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.Graph;
@@ -335,16 +336,26 @@ public final class Lowering {
             decisions.add(target.name() + ": copy of the operand of %" + n.id() + " update_slice, which writes into it (the operand is no state)");
         }
         int dim = u.dim() < 0 ? u.dim() + n.type().rank() : u.dim();
-        // the update is read as packed row-major elements: a view whose only odd strides are those of size-1 dimensions
-        // (a key transposed to [.., head_dim, 1], a value head of the fused product) is read in place, with no copy
+        // the update is read where it lies when its runs fold into two strides (UpdateRuns): a key transposed to
+        // [.., head_dim, 1], a value head of the fused product, at a batch of several too; anything else is copied first
         Value upd = arg(n, 1);
-        Buffer update = upd instanceof BufferValue(Buffer b) && packedIgnoringOnes(b) ? b : contiguous(upd, "update_slice");
+        Buffer update = upd instanceof BufferValue(Buffer b) && runsFold(b, dim) ? b : contiguous(upd, "update_slice");
         return externCall(n, new ExternCall.UpdateSlice(dim), List.of(target, update, contiguous(arg(n, 2), "update_slice")));
     }
 
     /** Row-major strides in every dimension longer than 1 (the stride of a size-1 dimension never moves a read). */
-    private static boolean packedIgnoringOnes(Buffer b) {
-        return b.layout().isFlexible() || rowMajorIgnoringOnes(b.type().shape(), b.layout().fix().strides());
+    /** Whether update_slice reads this update where it lies: flexible, or of static shape and strides whose runs fold ({@link UpdateRuns}). */
+    private static boolean runsFold(Buffer b, int dim) {
+        if (b.layout().isFlexible()) return true;
+        Shape s = b.type().shape();
+        var strides = b.layout().fix().strides();
+        if (!s.isStatic() || !strides.stream().allMatch(SymInt::isConstant)) return false;
+        long[] sizes = new long[s.rank()], st = new long[s.rank()];
+        for (int d = 0; d < sizes.length; d++) {
+            sizes[d] = s.dim(d).size();
+            st[d] = strides.get(d).eval(java.util.Map.of());
+        }
+        return UpdateRuns.of(sizes, st, dim) != null;
     }
 
     /**

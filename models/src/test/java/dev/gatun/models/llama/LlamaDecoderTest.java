@@ -52,6 +52,20 @@ class LlamaDecoderTest {
     }
 
     /**
+     * At a batch of several the value heads are strided by the batch in the fused product; the cache write reads them
+     * where they lie, so no copy kernel stands before it (the rotary kernel is one for q and one for k there).
+     */
+    @Test
+    void aBatchOfSeveralWritesTheValueHeadsWithoutACopy() {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(LlamaDecoder.decode(c, 2, MAX, 1, DType.F32),
+                dev.gatun.ir.lower.LoweringOptions.world(1)));
+        assertThat(plan.kernels()).as(plan.toString()).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
+        assertThat(plan.kernels()).hasSize(3 + 6 * c.layers());
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateSlice).hasSize(2 * c.layers());
+    }
+
+    /**
      * Tensor-parallel at 2 and 4 ranks, decode and prefill: each layer's two all-reduces (after the attention's and the
      * MLP's row-parallel products) are one launch with the copy of the product into symmetric memory before them and
      * the residual add and the next RMSNorm after them (prefill's last: the residual add only).

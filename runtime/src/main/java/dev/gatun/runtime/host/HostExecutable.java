@@ -490,8 +490,8 @@ final class HostExecutable implements Executable {
                         + (r.size() - r.len()));
             MemorySegment from = segment(u.update()), to = segment(u.output());
             long bytes = r.len() * r.innerBytes();
-            for (long o = 0; o < r.count(); o++)   // each run goes to its place along dim
-                MemorySegment.copy(from, o * bytes, to, (o * r.size() + at) * r.innerBytes(), bytes);
+            for (long o = 0; o < r.count(); o++)   // each run, from where it lies in the update, to its place along dim
+                MemorySegment.copy(from, r.fromByte(o, u.update().dtype()), to, (o * r.size() + at) * r.innerBytes(), bytes);
         }
 
         @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }

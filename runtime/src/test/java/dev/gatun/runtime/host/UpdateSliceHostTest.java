@@ -220,6 +220,35 @@ class UpdateSliceHostTest {
      * the update an input or computed. Two calls each, on one rank and on two with random delays; every value against
      * the reference interpreter (a state's value passed to it as an input) and the state carried by plain loops.
      */
+    /**
+     * A value head taken out of a fused product at a batch of several, [b, heads, 1, d] with batch rows 2 heads apart,
+     * is written into a state's cache where it lies: no copy kernel before the update, every call right against plain
+     * loops (the head's values picked out of the product by index arithmetic).
+     */
+    @Test
+    void anUpdateAtTwoStridesIsReadWhereItLies() {
+        int b = 3, heads = 5, d = 4, positions = 6;
+        var g = Gatun.graph("heads");
+        Tensor v = g.input("p", DType.F32, b, 1, 2 * heads, d).slice(2, heads, 2 * heads).transpose(1, 2);   // [b, heads, 1, d]
+        g.output("cache", g.state("cache", DType.F32, b, heads, positions, d).updateSlice(2, v, g.input("at", DType.I32)));
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            assertThat(s.plan().kernels()).as(s.plan().toString()).isEmpty();
+            double[] cache = new double[b * heads * positions * d];
+            var rnd = new java.util.SplittableRandom(3);
+            for (int call = 0; call < 8; call++) {
+                NDArray p = NDArray.randn(DType.F32, 40 + call, b, 1, 2 * heads, d);
+                int at = rnd.nextInt(positions);
+                double[] ps = p.toDoubleArray(), head = new double[b * heads * d];
+                for (int bi = 0; bi < b; bi++)
+                    for (int h = 0; h < heads; h++)
+                        for (int k = 0; k < d; k++) head[(bi * heads + h) * d + k] = ps[(bi * 2 * heads + heads + h) * d + k];
+                cache = UpdateSlices.expected(cache, new long[]{b, heads, positions, d}, head, 2, 1, at);
+                var got = s.runToHost(Map.of("p", p, "at", NDArray.of(DType.I32, new double[]{at}))).get("cache").toDoubleArray();
+                assertThat(got).as("call %d at %d", call, at).containsExactly(cache);
+            }
+        }
+    }
+
     @Test
     void randomUpdatesMatchTheReference() {
         var rnd = new java.util.SplittableRandom(17);
