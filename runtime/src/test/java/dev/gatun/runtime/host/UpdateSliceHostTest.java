@@ -238,10 +238,7 @@ class UpdateSliceHostTest {
             for (int call = 0; call < 8; call++) {
                 NDArray p = NDArray.randn(DType.F32, 40 + call, b, 1, 2 * heads, d);
                 int at = rnd.nextInt(positions);
-                double[] ps = p.toDoubleArray(), head = new double[b * heads * d];
-                for (int bi = 0; bi < b; bi++)
-                    for (int h = 0; h < heads; h++)
-                        for (int k = 0; k < d; k++) head[(bi * heads + h) * d + k] = ps[(bi * 2 * heads + heads + h) * d + k];
+                double[] head = UpdateSlices.secondHalfHeads(p.toDoubleArray(), b, heads, d);
                 cache = UpdateSlices.expected(cache, new long[]{b, heads, positions, d}, head, 2, 1, at);
                 var got = s.runToHost(Map.of("p", p, "at", NDArray.of(DType.I32, new double[]{at}))).get("cache").toDoubleArray();
                 assertThat(got).as("call %d at %d", call, at).containsExactly(cache);

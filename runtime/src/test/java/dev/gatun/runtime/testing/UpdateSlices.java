@@ -15,4 +15,16 @@ public final class UpdateSlices {
                 for (long i = 0; i < inner; i++) out[(int) ((o * shape[dim] + at + j) * inner + i)] = u[(int) ((o * len + j) * inner + i)];
         return out;
     }
+
+    /**
+     * The second half of the heads of a product [b, 1, 2 heads, d] (as a value head lies in a fused q|k|v product),
+     * packed [b, heads, 1, d], by index arithmetic: what an update read at two strides must copy.
+     */
+    public static double[] secondHalfHeads(double[] product, int b, int heads, int d) {
+        double[] out = new double[b * heads * d];
+        for (int bi = 0; bi < b; bi++)
+            for (int h = 0; h < heads; h++)
+                for (int k = 0; k < d; k++) out[(bi * heads + h) * d + k] = product[(bi * 2 * heads + heads + h) * d + k];
+        return out;
+    }
 }
