@@ -50,18 +50,22 @@ final class DeviceFault implements AutoCloseable {
     /** The index in the plan of each step that can stop, as the kernels report it. */
     private final Map<Step, Integer> index = new IdentityHashMap<>();
 
-    DeviceFault(Device device, Plan plan) {
+    /** The record and claim word for {@code plan}'s steps; the claim is cleared on {@code stream}, before any of its kernels. */
+    DeviceFault(Device device, Plan plan, dev.gatun.cuda.Stream stream) {
         var steps = plan.steps();
         for (int i = 0; i < steps.size(); i++) if (canStop(steps.get(i))) index.put(steps.get(i), i);
         this.record = device.allocatePinned(RECORD_BYTES);
+        DeviceBuffer word = null;
         try {
             record.segment().fill((byte) 0);
-            this.claim = device.allocate(4);
-            claim.memset(0);
+            word = device.allocate(4);
+            word.memsetAsync(0, stream);
         } catch (RuntimeException e) {
+            if (word != null) word.close();
             record.close();
             throw e;
         }
+        this.claim = word;
     }
 
     /** Whether the plan has a step whose kernel can stop the call on purpose (and so needs a record). */
