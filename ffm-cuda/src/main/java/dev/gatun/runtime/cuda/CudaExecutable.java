@@ -1235,33 +1235,49 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** Synchronizes, then releases graphs, kernels, pools and the device context; idempotent. */
+    /**
+     * Synchronizes, then releases graphs, kernels, pools and the device context; idempotent. Every resource is released
+     * even where one fails to (after a call that failed, a trap say, the GPU context is lost and the driver's frees
+     * fail); then the first failure is thrown, the others suppressed in it.
+     */
     @Override public void close() {
         if (!closed.compareAndSet(false, true)) return;
         try {
             stream.synchronize();
         } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "plan {0}: the GPU reported an error while closing: {1}", plan.name(), e.getMessage());
-        } finally {
-            try {
-                // captured graphs may hold NCCL work: they go before the communicators
-                for (GraphExec[] set : graphs.values()) for (GraphExec g : set) if (g != null) g.close();
-                graphs.clear();
-                if (dist != null) dist.close();
-                for (DeviceBuffer b : lastCall) b.close();
-                for (CudaMemory m : List.copyOf(owned)) m.close();
-                hostArena.close();
-                synchronized (pinned) {
-                    for (PinnedHostBuffer b : pinned) b.close();
-                }
-                for (PinnedHostBuffer b : hostIn) if (b != null) b.close();
-                if (hostOut != null) hostOut.close();
-                written.close();
-                copiedIn.close();
-                if (fault != null) fault.close();
-            } finally {
-                device.close();
-            }
+        }
+        var failed = new ArrayList<RuntimeException>();
+        // captured graphs may hold NCCL work: they go before the communicators
+        for (GraphExec[] set : graphs.values()) for (GraphExec g : set) if (g != null) quietly(failed, g::close);
+        graphs.clear();
+        if (dist != null) quietly(failed, dist::close);
+        for (DeviceBuffer b : lastCall) quietly(failed, b::close);
+        for (CudaMemory m : List.copyOf(owned)) quietly(failed, m::close);
+        quietly(failed, hostArena::close);
+        synchronized (pinned) {
+            for (PinnedHostBuffer b : pinned) quietly(failed, b::close);
+        }
+        for (PinnedHostBuffer b : hostIn) if (b != null) quietly(failed, b::close);
+        if (hostOut != null) quietly(failed, hostOut::close);
+        quietly(failed, written::close);
+        quietly(failed, copiedIn::close);
+        if (fault != null) quietly(failed, fault::close);
+        quietly(failed, device::close);
+        if (failed.isEmpty()) return;
+        var e = new GatunRuntimeException("plan '" + plan.name() + "': releasing its resources on " + deviceName() + " failed (" + failed.size()
+                + " error(s); after a failed call the GPU context is lost, and the driver frees its memory when the process ends): "
+                + failed.getFirst().getMessage(), failed.getFirst());
+        for (int i = 1; i < failed.size(); i++) e.addSuppressed(failed.get(i));
+        throw e;
+    }
+
+    /** Runs one release of {@link #close}, keeping its failure for later instead of stopping the others. */
+    private static void quietly(List<RuntimeException> failed, Runnable release) {
+        try {
+            release.run();
+        } catch (RuntimeException e) {
+            failed.add(e);
         }
     }
 }
