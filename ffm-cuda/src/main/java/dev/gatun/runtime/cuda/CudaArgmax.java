@@ -21,7 +21,7 @@ import dev.gatun.ir.DType;
  * whole 64 bits, keep one block per row.
  */
 final class CudaArgmax {
-    static final String SOURCE = """
+    static final String SOURCE = Programmatic.SOURCE + """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
 
@@ -39,6 +39,7 @@ final class CudaArgmax {
 
             // float64: one block per row, each thread the first largest element of its strided share, then shuffles
             extern "C" __global__ void argmax_f64(const double* in, long long* out, long long rows, long long cols) {
+                GATUN_DEPENDENT_START();
                 __shared__ double part_v[32];
                 __shared__ long long part_i[32];
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
@@ -77,6 +78,7 @@ final class CudaArgmax {
             #define GT_CHUNK (GT_PER_THREAD * GT_THREADS)
 
             extern "C" __global__ void argmax_clear(unsigned long long* out, long long rows) {
+                GATUN_DEPENDENT_START();
                 for (long long r = blockIdx.x * (long long) blockDim.x + threadIdx.x; r < rows; r += (long long) gridDim.x * blockDim.x) out[r] = 0ull;
             }
 
@@ -106,12 +108,13 @@ final class CudaArgmax {
                 }
             }
 
-            extern "C" __global__ void argmax_f32(const float* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
-            extern "C" __global__ void argmax_f16(const __half* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
-            extern "C" __global__ void argmax_bf16(const __nv_bfloat16* in, unsigned long long* out, long long rows, long long cols) { argmax_keys(in, out, rows, cols); }
+            extern "C" __global__ void argmax_f32(const float* in, unsigned long long* out, long long rows, long long cols) { GATUN_DEPENDENT_START(); argmax_keys(in, out, rows, cols); }
+            extern "C" __global__ void argmax_f16(const __half* in, unsigned long long* out, long long rows, long long cols) { GATUN_DEPENDENT_START(); argmax_keys(in, out, rows, cols); }
+            extern "C" __global__ void argmax_bf16(const __nv_bfloat16* in, unsigned long long* out, long long rows, long long cols) { GATUN_DEPENDENT_START(); argmax_keys(in, out, rows, cols); }
 
             // the key back to its index (the complement of its low 32 bits)
             extern "C" __global__ void argmax_index(unsigned long long* out, long long rows) {
+                GATUN_DEPENDENT_START();
                 for (long long r = blockIdx.x * (long long) blockDim.x + threadIdx.x; r < rows; r += (long long) gridDim.x * blockDim.x)
                     out[r] = (long long) (0xffffffffull - (out[r] & 0xffffffffull));
             }
@@ -121,8 +124,15 @@ final class CudaArgmax {
     static final int CHUNK = 16 * 256;
 
     private final LazyProgram program;
+    private final boolean programmatic;
 
-    CudaArgmax(LazyProgram.Compiler compiler) { this.program = new LazyProgram(compiler, "gatun_argmax", SOURCE); }
+    /** With {@code programmatic}, every launch is a programmatic dependent launch (see {@link Programmatic}). */
+    CudaArgmax(LazyProgram.Compiler compiler, boolean programmatic) {
+        this.program = new LazyProgram(compiler, "gatun_argmax", SOURCE);
+        this.programmatic = programmatic;
+    }
+
+    private void launch(String name, LaunchConfig config, Object... args) { Programmatic.launch(kernel(name), programmatic, config, args); }
 
     private Kernel kernel(String name) { return program.kernel(name); }
 
@@ -133,7 +143,7 @@ final class CudaArgmax {
     void run(long in, DType t, long out, long rows, long cols, Stream stream) {
         if (rows == 0) return;
         if (t == DType.FLOAT64) {
-            kernel("argmax_f64").launch(new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
+            launch("argmax_f64", new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
             return;
         }
         String name = switch (t) {
@@ -144,9 +154,9 @@ final class CudaArgmax {
         };
         if (cols >= 1L << 32) throw new IllegalArgumentException("argmax over rows of " + cols + " elements: at most 2^32 - 1 are supported");
         var small = new LaunchConfig(Dim3.of((int) Math.min(Math.ceilDiv(rows, 256), 65_535)), Dim3.of(256), 0, stream);
-        kernel("argmax_clear").launch(small, out, rows);
+        launch("argmax_clear", small, out, rows);
         long chunks = Math.ceilDiv(cols, CHUNK);
-        kernel(name).launch(new LaunchConfig(new Dim3((int) chunks, (int) Math.min(rows, 65_535), 1), Dim3.of(256), 0, stream), in, out, rows, cols);
-        kernel("argmax_index").launch(small, out, rows);
+        launch(name, new LaunchConfig(new Dim3((int) chunks, (int) Math.min(rows, 65_535), 1), Dim3.of(256), 0, stream), in, out, rows, cols);
+        launch("argmax_index", small, out, rows);
     }
 }

@@ -192,7 +192,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
-            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
+            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice) ? new CudaUpdateSlice(this::module) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
