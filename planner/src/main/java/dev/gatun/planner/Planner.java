@@ -68,6 +68,7 @@ public final class Planner {
         var kernels = new ArrayList<Kernel>();
         List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options);
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
+        steps = UpdateBatching.apply(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
@@ -157,6 +158,7 @@ public final class Planner {
             case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
             case Step.IndexSelect x -> x.output().isDynamic() || x.table().isDynamic() || x.indices().isDynamic();
             case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();
+            case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

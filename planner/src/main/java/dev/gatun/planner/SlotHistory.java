@@ -111,6 +111,7 @@ final class SlotHistory {
                 case Step.IndexSelect s -> writtenAt.put(s.output(), at);
                 case Step.Argmax a -> writtenAt.put(a.output(), at);
                 case Step.UpdateSlice u -> writtenAt.put(u.output(), at);
+                case Step.UpdateSlices b -> b.members().forEach(u -> writtenAt.put(u.output(), at));
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);

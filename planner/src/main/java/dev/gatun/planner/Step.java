@@ -245,6 +245,28 @@ public sealed interface Step {
         }
     }
 
+    /**
+     * Updates at the same run-time position done as one launch ({@link UpdateBatching}): a decode layer's key and value
+     * written into their caches. Each member is checked and written as it would be alone.
+     */
+    record UpdateSlices(List<UpdateSlice> members) implements Step {
+        public UpdateSlices {
+            members = List.copyOf(members);
+            if (members.size() < 2) throw new IllegalArgumentException("a batch of updates has two members or more");
+        }
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() {
+            var outs = new StringJoiner(", ");
+            var args = new StringJoiner("; ");
+            for (UpdateSlice u : members) {
+                outs.add(u.output().name());
+                args.add(u.target().name() + ", " + u.update().name() + ", dim=" + u.dim());
+            }
+            return outs + " = update_slice×" + members.size() + "(" + args + "; at " + members.getFirst().start().name() + ")   # one launch for "
+                    + members.size() + ", each in place: " + String.join("; ", members.stream().map(u -> u.format().replaceFirst(".*# in place: ", "")).toList());
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

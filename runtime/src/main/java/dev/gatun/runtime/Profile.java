@@ -96,6 +96,7 @@ public record Profile(Plan plan, String device, double[] micros) {
             case Step.IndexSelect i -> "index_select";
             case Step.Argmax a -> "argmax";
             case Step.UpdateSlice u -> "update_slice";
+            case Step.UpdateSlices b -> "update_slice";
             case Step.CallUserOp u -> "user_op";
             case Step.Barrier b -> "barrier";
             case Step.AllocDynamic d -> "alloc";

@@ -193,7 +193,8 @@ final class CudaExecutable implements Executable {
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
-            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice) ? new CudaUpdateSlice(this::module) : null;
+            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
+                    ? new CudaUpdateSlice(this::module) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -824,11 +825,26 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public void updateSlice(Step.UpdateSlice u) {
+            exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
+        }
+
+        /** Two updates at one position: one launch (the batching pass makes no larger batches). */
+        @Override public void updateSlices(Step.UpdateSlices b) {
+            if (b.members().size() != 2) {
+                StepLoop.Steps.super.updateSlices(b);
+                return;
+            }
+            var first = b.members().getFirst();
+            exe.updateSlice.run(update(first), update(b.members().get(1)), addressOf(first.start()), first.start().dtype(), exe.fault, exe.fault.step(b),
+                    exe.programmatic, exe.stream);
+        }
+
+        /** An update's geometry for this call (where its runs lie in the update, in bytes). */
+        private CudaUpdateSlice.Update update(Step.UpdateSlice u) {
             var r = u.runs(env);
             long e = u.update().dtype().byteSize();
-            exe.updateSlice.run(addressOf(u.update()), addressOf(u.start()), u.start().dtype(), addressOf(u.output()), r.count(), r.size(), r.len(),
-                    r.innerBytes(), r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e, exe.fault, exe.fault.step(u),
-                    exe.programmatic, exe.stream);
+            return new CudaUpdateSlice.Update(addressOf(u.update()), addressOf(u.output()), r.count(), r.size(), r.len(), r.innerBytes(),
+                    r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e);
         }
 
         @Override public void indexSelect(Step.IndexSelect s) {

@@ -1,10 +1,11 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Dim3;
-import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
+
+import java.util.List;
 
 /**
  * {@code update_slice} on the GPU, in place: the update's runs (the elements after the updated dimension, {@code len}
@@ -30,13 +31,11 @@ final class CudaUpdateSlice {
                 }
             }
 
-            extern "C" __global__ void gatun_update_slice(const char* update, const void* pos, int pos64, char* target, long long runs,
-                                                          long long size, long long len, long long inner_bytes, int unit,
-                                                          long long inner, long long inner_apart, long long outer_apart,
-                                                          int* claim, gatun_fault* fault, int step) {
-                GATUN_DEPENDENT_START();
-                long long at = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
-                if (at < 0 || at > size - len) gatun_fail(claim, fault, 2, step, at, len, size, 0);
+            // one update: the position checked (a bad one is recorded as member `member` of plan step `step`), its runs copied
+            __device__ __forceinline__ void gatun_update_body(const char* update, long long at, char* target, long long runs, long long size,
+                                                              long long len, long long inner_bytes, int unit, long long inner, long long inner_apart,
+                                                              long long outer_apart, int* claim, gatun_fault* fault, int step, int member) {
+                if (at < 0 || at > size - len) gatun_fail(claim, fault, 2, step, at, len, size, member);
                 char* dst = target + at * inner_bytes;
                 const long long run_bytes = len * inner_bytes, stride_bytes = size * inner_bytes;
                 switch (unit) {
@@ -47,27 +46,74 @@ final class CudaUpdateSlice {
                     default: gatun_copy_runs<unsigned char>(update, dst, runs, run_bytes, stride_bytes, inner, inner_apart, outer_apart); break;
                 }
             }
+
+            __device__ __forceinline__ long long gatun_position(const void* pos, int pos64) {
+                return pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
+            }
+
+            extern "C" __global__ void gatun_update_slice(const char* update, const void* pos, int pos64, char* target, long long runs,
+                                                          long long size, long long len, long long inner_bytes, int unit,
+                                                          long long inner, long long inner_apart, long long outer_apart,
+                                                          int* claim, gatun_fault* fault, int step) {
+                GATUN_DEPENDENT_START();
+                gatun_update_body(update, gatun_position(pos, pos64), target, runs, size, len, inner_bytes, unit, inner, inner_apart, outer_apart,
+                                  claim, fault, step, 0);
+            }
+
+            // two updates at one position (Step.UpdateSlices): blockIdx.y picks the update
+            extern "C" __global__ void gatun_update_slice2(const void* pos, int pos64, int* claim, gatun_fault* fault, int step,
+                    const char* u0, char* t0, long long runs0, long long size0, long long len0, long long ib0, int unit0, long long in0, long long ia0, long long oa0,
+                    const char* u1, char* t1, long long runs1, long long size1, long long len1, long long ib1, int unit1, long long in1, long long ia1, long long oa1) {
+                GATUN_DEPENDENT_START();
+                const long long at = gatun_position(pos, pos64);
+                if (blockIdx.y == 0) gatun_update_body(u0, at, t0, runs0, size0, len0, ib0, unit0, in0, ia0, oa0, claim, fault, step, 0);
+                else gatun_update_body(u1, at, t1, runs1, size1, len1, ib1, unit1, in1, ia1, oa1, claim, fault, step, 1);
+            }
             """;
 
-    private final Kernel kernel;
+    private final LazyProgram program;
 
-    CudaUpdateSlice(LazyProgram.Compiler compiler) { this.kernel = new LazyProgram(compiler, "gatun_update_slice", SOURCE).kernel("gatun_update_slice"); }
+    /** Loads the program now, both kernels (where ranks share a GPU nothing may load mid-session). */
+    CudaUpdateSlice(LazyProgram.Compiler compiler) {
+        this.program = new LazyProgram(compiler, "gatun_update_slice", SOURCE);
+        program.loadNow("gatun_update_slice", "gatun_update_slice2");
+    }
 
     /**
-     * The update ({@code runs} runs of {@code len * innerBytes} bytes; in the update, run {@code o} starts at
-     * {@code (o / inner) * outerApart + (o % inner) * innerApart} bytes) into {@code target} ({@code size} along the
-     * dimension) from the position at {@code pos}; a position that does not fit is reported in {@code fault} as plan
-     * step {@code step}; launched programmatically where asked.
+     * One update: {@code runs} runs of {@code len * innerBytes} bytes at {@code update} (run {@code o} starting
+     * {@code (o / inner) * outerApart + (o % inner) * innerApart} bytes in) into {@code target}, {@code size} positions
+     * along the dimension.
      */
-    void run(long update, long pos, DType posType, long target, long runs, long size, long len, long innerBytes, long inner, long innerApart,
-             long outerApart, DeviceFault fault, int step, boolean programmatic, Stream stream) {
-        long runBytes = len * innerBytes;
-        int unit = 16;
-        while (unit > 1 && ((innerBytes | update | target | innerApart | outerApart) & (unit - 1)) != 0) unit >>= 1;
-        // an empty update still launches, one warp: its position is checked as the host backend checks it
-        long threads = Math.max(32, runs * (runBytes / unit));
-        int block = (int) Math.min(256, threads), grid = (int) Math.min((threads + block - 1) / block, 65_535);
-        Programmatic.launch(kernel, programmatic, new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream), update, pos, posType == DType.INT64 ? 1 : 0, target, runs,
-                size, len, innerBytes, unit, Math.max(1, inner), innerApart, outerApart, fault.claim(), fault.record(), step);
+    record Update(long update, long target, long runs, long size, long len, long innerBytes, long inner, long innerApart, long outerApart) {
+        /** The largest power of two up to 16 bytes that divides a run's stride, both addresses and the update's strides. */
+        int unit() {
+            int unit = 16;
+            while (unit > 1 && ((innerBytes | update | target | innerApart | outerApart) & (unit - 1)) != 0) unit >>= 1;
+            return unit;
+        }
+
+        /** Threads to copy it (an empty update still gets one warp: its position is checked as the host backend checks it). */
+        long threads() { return Math.max(32, runs * (len * innerBytes / unit())); }
+
+        List<Object> args() { return List.of(update, target, runs, size, len, innerBytes, unit(), Math.max(1, inner), innerApart, outerApart); }
+    }
+
+    /** {@code u} from the position at {@code pos}; a position that does not fit is reported in {@code fault} as plan step {@code step}. */
+    void run(Update u, long pos, DType posType, DeviceFault fault, int step, boolean programmatic, Stream stream) {
+        int block = (int) Math.min(256, u.threads()), grid = (int) Math.min((u.threads() + block - 1) / block, 65_535);
+        Programmatic.launch(program.kernel("gatun_update_slice"), programmatic, new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream),
+                u.update(), pos, posType == DType.INT64 ? 1 : 0, u.target(), u.runs(), u.size(), u.len(), u.innerBytes(), u.unit(),
+                Math.max(1, u.inner()), u.innerApart(), u.outerApart(), fault.claim(), fault.record(), step);
+    }
+
+    /** Two updates at the position at {@code pos}, one launch ({@code blockIdx.y} picks the update); a bad position names its member. */
+    void run(Update a, Update b, long pos, DType posType, DeviceFault fault, int step, boolean programmatic, Stream stream) {
+        long most = Math.max(a.threads(), b.threads());
+        int grid = (int) Math.min((most + 255) / 256, 65_535);
+        var args = new java.util.ArrayList<Object>(List.of(pos, posType == DType.INT64 ? 1 : 0, fault.claim(), fault.record(), step));
+        args.addAll(a.args());
+        args.addAll(b.args());
+        Programmatic.launch(program.kernel("gatun_update_slice2"), programmatic, new LaunchConfig(new Dim3(grid, 2, 1), Dim3.of(256), 0, stream),
+                args.toArray());
     }
 }

@@ -71,7 +71,7 @@ final class DeviceFault implements AutoCloseable {
     /** Whether the plan has a step whose kernel can stop the call on purpose (and so needs a record). */
     static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
 
-    private static boolean canStop(Step s) { return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice; }
+    private static boolean canStop(Step s) { return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices; }
 
     /** The device address of the claim word, the kernels' first fault argument. */
     long claim() { return claim.address(); }
@@ -93,9 +93,12 @@ final class DeviceFault implements AutoCloseable {
     static String describe(MemorySegment rec, Plan plan) {
         int code = rec.get(ValueLayout.JAVA_INT, 0), step = rec.get(ValueLayout.JAVA_INT, 4);
         if (code == 0) return null;
-        long a = rec.get(ValueLayout.JAVA_LONG, 8), b = rec.get(ValueLayout.JAVA_LONG, 16), c = rec.get(ValueLayout.JAVA_LONG, 24);
-        String where = step >= 0 && step < plan.steps().size() ? "step " + step + " (" + plan.steps().get(step).format().replaceFirst("\\s+#.*", "") + ")"
-                : "step " + step;
+        long a = rec.get(ValueLayout.JAVA_LONG, 8), b = rec.get(ValueLayout.JAVA_LONG, 16), c = rec.get(ValueLayout.JAVA_LONG, 24),
+                member = rec.get(ValueLayout.JAVA_LONG, 32);
+        Step s = step >= 0 && step < plan.steps().size() ? plan.steps().get(step) : null;
+        // a batch of updates names the member that stopped (the kernel records its index)
+        if (s instanceof Step.UpdateSlices batch && member >= 0 && member < batch.members().size()) s = batch.members().get((int) member);
+        String where = s != null ? "step " + step + " (" + s.format().replaceFirst("\\s+#.*", "") + ")" : "step " + step;
         return switch (code) {
             case INDEX_SELECT -> where + " stopped the call: index " + a + " at position " + b + " of the indices is outside the " + c
                     + " rows of the table (valid: 0 to " + (c - 1) + ")";

@@ -69,6 +69,25 @@ class FailureHintsTest {
         }
     }
 
+    /** A batch of updates (one launch, two caches) names the member whose position did not fit. */
+    @Test
+    void aBatchOfUpdatesNamesTheMemberThatStopped() {
+        var kv = Gatun.graph("kv");
+        var at = kv.input("at", DType.I32);
+        var u = kv.input("u", DType.F32, 2, 4, 1).mul(2);
+        kv.output("k", kv.state("k", DType.F32, 4, 8).updateSlice(1, u.slice(0, 0, 1).reshape(4, 1), at));
+        kv.output("v", kv.state("v", DType.F32, 4, 8).updateSlice(1, u.slice(0, 1, 2).reshape(4, 1), at));
+        var p = plan(kv.build());
+        int step = indexOf(p, Step.UpdateSlices.class);
+        var second = ((Step.UpdateSlices) p.steps().get(step)).members().get(1);
+        try (var arena = Arena.ofConfined()) {
+            MemorySegment r = record(arena, DeviceFault.UPDATE_SLICE, step, 9, 1, 8);
+            r.set(ValueLayout.JAVA_LONG, 32, 1);   // the member, as the two-update kernel records it
+            assertThat(DeviceFault.describe(r, p)).startsWith("step " + step + " (" + second.format().replaceFirst("\\s+#.*", "") + ")")
+                    .contains("position 9 puts the update's 1 elements outside the 8 of the target along its dimension (valid: 0 to 7)");
+        }
+    }
+
     @Test
     void theBarrierHintOnlyWhereRanksMeet() {
         assertThat(CudaExecutable.failureHints(true)).contains("GATUN_BARRIER_TIMEOUT");

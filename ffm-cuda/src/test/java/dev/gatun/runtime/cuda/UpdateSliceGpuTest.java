@@ -66,6 +66,37 @@ class UpdateSliceGpuTest {
             }
     }
 
+    /**
+     * A key and a value written at one position are one launch (update_slice×2): both caches right on every call,
+     * replayed and eagerly, the key's position one element of each row and the value's a whole row.
+     */
+    @Test
+    void aKeyAndAValueAtOnePositionAreOneLaunchAndBothRight() {
+        var rnd = new SplittableRandom(12);
+        for (boolean replay : new boolean[]{true, false}) {
+            int heads = 4, d = 64, positions = 20;
+            var g = Gatun.graph("kv");
+            var at = g.input("at", DType.I32);
+            var kv = g.input("kv", DType.BF16, 2, heads, d).mul(1);
+            g.output("k", g.state("k", DType.BF16, heads, d, positions).updateSlice(2, kv.slice(0, 0, 1).reshape(heads, d, 1), at));
+            g.output("v", g.state("v", DType.BF16, heads, positions, d).updateSlice(1, kv.slice(0, 1, 2).reshape(heads, 1, d), at));
+            try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda").cudaGraphs(replay))) {
+                assertThat(s.plan().steps()).as(s.plan().toString()).anyMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlices);
+                double[] k = new double[heads * d * positions], v = new double[heads * positions * d];
+                for (int call = 0; call < 10; call++) {
+                    NDArray in = NDArray.random(DType.BF16, rnd.nextLong(), 2, heads, d);
+                    int p = rnd.nextInt(positions);
+                    double[] all = in.toDoubleArray();
+                    k = UpdateSlices.expected(k, new long[]{heads, d, positions}, java.util.Arrays.copyOfRange(all, 0, heads * d), 2, 1, p);
+                    v = UpdateSlices.expected(v, new long[]{heads, positions, d}, java.util.Arrays.copyOfRange(all, heads * d, 2 * heads * d), 1, 1, p);
+                    var out = s.runToHost(Map.of("kv", in, "at", NDArray.of(DType.I32, new double[]{p})));
+                    assertThat(out.get("k").toDoubleArray()).as("replay %s call %d: k", replay, call).containsExactly(k);
+                    assertThat(out.get("v").toDoubleArray()).as("replay %s call %d: v", replay, call).containsExactly(v);
+                }
+            }
+        }
+    }
+
     @Test
     void cachesTakeEachCallsPositionInPlaceReplayedOrNot() {
         var rnd = new SplittableRandom(5);

@@ -48,6 +48,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
                 case Step.Argmax a -> "argmax(" + a.input().name() + ")";
                 case Step.UpdateSlice u -> "update_slice(" + u.target().name() + ", " + u.update().name() + ")";
+                case Step.UpdateSlices b -> "update_slice×" + b.members().size() + "(" + b.members().getFirst().target().name() + ", ...)";
                 case Step.CallUserOp u -> u.op().name();
                 case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
                 case Step.Barrier b -> "barrier(\"" + b.group() + "\")";
@@ -131,7 +132,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
 
     static boolean isOperation(Step s) {
         return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective || s instanceof Step.Matmul
-                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.UpdateSlice
+                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }
 }

@@ -49,6 +49,9 @@ public final class StepLoop {
 
         /** A slice written in place at a position read at run time; a position where it does not fit fails the call, naming it. */
         void updateSlice(Step.UpdateSlice s);
+
+        /** Updates at one position as one launch; by default one after the other, which writes the same (the host backend does that). */
+        default void updateSlices(Step.UpdateSlices s) { for (Step.UpdateSlice u : s.members()) updateSlice(u); }
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -92,6 +95,7 @@ public final class StepLoop {
             case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.Argmax s -> backend.argmax(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);
+            case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }

@@ -1,0 +1,69 @@
+package dev.gatun.planner;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Updates at one run-time position, back to back, become one launch ({@link UpdateBatching}): a key and a value
+ * written into their caches. Not batched: updates at different positions, an update that reads another's result,
+ * and two updates of one state. (The values a batch writes are checked on the host backend, which runs its members
+ * one after the other, by the runtime's update_slice and Llama tests, and on the GPU by UpdateSliceGpuTest.)
+ */
+class UpdateBatchingTest {
+
+    static Plan plan(dev.gatun.ir.graph.Graph g) { return Planner.plan(Lowering.lower(g, LoweringOptions.world(1))); }
+
+    static List<Step.UpdateSlices> batches(Plan p) {
+        return p.steps().stream().filter(s -> s instanceof Step.UpdateSlices).map(s -> (Step.UpdateSlices) s).toList();
+    }
+
+    static long singles(Plan p) { return p.steps().stream().filter(s -> s instanceof Step.UpdateSlice).count(); }
+
+    @Test
+    void aKeyAndAValueAtOnePositionAreOneLaunch() {
+        var g = Gatun.graph("kv");
+        var at = g.input("at", DType.I32);
+        var kv = g.input("kv", DType.F32, 2, 4, 1, 8).mul(2);
+        g.output("k", g.state("k", DType.F32, 4, 8, 16).updateSlice(2, kv.slice(0, 0, 1).reshape(4, 8, 1), at));
+        g.output("v", g.state("v", DType.F32, 4, 16, 8).updateSlice(1, kv.slice(0, 1, 2).reshape(4, 1, 8), at));
+        Plan p = plan(g.build());
+        assertThat(batches(p)).as(p.toString()).hasSize(1);
+        assertThat(batches(p).getFirst().members()).extracting(u -> u.target().name()).containsExactlyInAnyOrder("k", "v");
+        assertThat(singles(p)).isZero();
+        assertThat(p.toString()).contains("update_slice×2(").contains("# one launch for 2, each in place: ");
+    }
+
+    @Test
+    void updatesAtTwoPositionsOrOfOneStateOrReadingEachOtherStayApart() {
+        var g = Gatun.graph("apart");
+        var u = g.input("u", DType.F32, 4, 1).mul(2);
+        g.output("a", g.state("a", DType.F32, 4, 8).updateSlice(1, u, g.input("i", DType.I32)));
+        g.output("b", g.state("b", DType.F32, 4, 8).updateSlice(1, u, g.input("j", DType.I32)));
+        Plan p = plan(g.build());
+        assertThat(batches(p)).as("different positions: " + p).isEmpty();
+        assertThat(singles(p)).isEqualTo(2);
+
+        var h = Gatun.graph("twice");
+        var at = h.input("at", DType.I32);
+        var w = h.input("w", DType.F32, 4, 1).mul(2);
+        var once = h.state("s", DType.F32, 4, 8).updateSlice(1, w, at);
+        h.output("s", once.updateSlice(1, w.add(1), at));
+        Plan q = plan(h.build());
+        assertThat(batches(q)).as("one state updated twice: " + q).isEmpty();
+
+        var r = Gatun.graph("reads");
+        var pos = r.input("at", DType.I32);
+        var first = r.state("x", DType.F32, 4, 8).updateSlice(1, r.input("v", DType.F32, 4, 1).mul(3), pos);
+        r.output("x", first);
+        r.output("y", r.state("y", DType.F32, 4, 8).updateSlice(1, first.slice(1, 0, 1), pos));
+        Plan t = plan(r.build());
+        assertThat(batches(t)).as("an update reading another's result: " + t).isEmpty();
+    }
+}
