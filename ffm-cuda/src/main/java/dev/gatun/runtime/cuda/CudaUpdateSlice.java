@@ -51,16 +51,13 @@ final class CudaUpdateSlice {
                 return pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
             }
 
-            extern "C" __global__ void gatun_update_slice(const char* update, const void* pos, int pos64, char* target, long long runs,
-                                                          long long size, long long len, long long inner_bytes, int unit,
-                                                          long long inner, long long inner_apart, long long outer_apart,
-                                                          int* claim, gatun_fault* fault, int step) {
+            // one update; and two at one position (Step.UpdateSlices), blockIdx.y picking the update: the same leading arguments
+            extern "C" __global__ void gatun_update_slice(const void* pos, int pos64, int* claim, gatun_fault* fault, int step,
+                    const char* u0, char* t0, long long runs0, long long size0, long long len0, long long ib0, int unit0, long long in0, long long ia0, long long oa0) {
                 GATUN_DEPENDENT_START();
-                gatun_update_body(update, gatun_position(pos, pos64), target, runs, size, len, inner_bytes, unit, inner, inner_apart, outer_apart,
-                                  claim, fault, step, 0);
+                gatun_update_body(u0, gatun_position(pos, pos64), t0, runs0, size0, len0, ib0, unit0, in0, ia0, oa0, claim, fault, step, 0);
             }
 
-            // two updates at one position (Step.UpdateSlices): blockIdx.y picks the update
             extern "C" __global__ void gatun_update_slice2(const void* pos, int pos64, int* claim, gatun_fault* fault, int step,
                     const char* u0, char* t0, long long runs0, long long size0, long long len0, long long ib0, int unit0, long long in0, long long ia0, long long oa0,
                     const char* u1, char* t1, long long runs1, long long size1, long long len1, long long ib1, int unit1, long long in1, long long ia1, long long oa1) {
@@ -100,20 +97,21 @@ final class CudaUpdateSlice {
 
     /** {@code u} from the position at {@code pos}; a position that does not fit is reported in {@code fault} as plan step {@code step}. */
     void run(Update u, long pos, DType posType, DeviceFault fault, int step, boolean programmatic, Stream stream) {
-        int block = (int) Math.min(256, u.threads()), grid = (int) Math.min((u.threads() + block - 1) / block, 65_535);
-        Programmatic.launch(program.kernel("gatun_update_slice"), programmatic, new LaunchConfig(Dim3.of(grid), Dim3.of(block), 0, stream),
-                u.update(), pos, posType == DType.INT64 ? 1 : 0, u.target(), u.runs(), u.size(), u.len(), u.innerBytes(), u.unit(),
-                Math.max(1, u.inner()), u.innerApart(), u.outerApart(), fault.claim(), fault.record(), step);
+        launch("gatun_update_slice", List.of(u), pos, posType, fault, step, programmatic, stream);
     }
 
     /** Two updates at the position at {@code pos}, one launch ({@code blockIdx.y} picks the update); a bad position names its member. */
     void run(Update a, Update b, long pos, DType posType, DeviceFault fault, int step, boolean programmatic, Stream stream) {
-        long most = Math.max(a.threads(), b.threads());
-        int grid = (int) Math.min((most + 255) / 256, 65_535);
+        launch("gatun_update_slice2", List.of(a, b), pos, posType, fault, step, programmatic, stream);
+    }
+
+    /** One launch of {@code kernel} for {@code members} (blockIdx.y: the member), threads enough for the largest. */
+    private void launch(String kernel, List<Update> members, long pos, DType posType, DeviceFault fault, int step, boolean programmatic, Stream stream) {
+        long most = members.stream().mapToLong(Update::threads).max().orElseThrow();
+        int block = (int) Math.min(256, most), grid = (int) Math.min((most + block - 1) / block, 65_535);
         var args = new java.util.ArrayList<Object>(List.of(pos, posType == DType.INT64 ? 1 : 0, fault.claim(), fault.record(), step));
-        args.addAll(a.args());
-        args.addAll(b.args());
-        Programmatic.launch(program.kernel("gatun_update_slice2"), programmatic, new LaunchConfig(new Dim3(grid, 2, 1), Dim3.of(256), 0, stream),
+        for (Update u : members) args.addAll(u.args());
+        Programmatic.launch(program.kernel(kernel), programmatic, new LaunchConfig(new Dim3(grid, members.size(), 1), Dim3.of(block), 0, stream),
                 args.toArray());
     }
 }
