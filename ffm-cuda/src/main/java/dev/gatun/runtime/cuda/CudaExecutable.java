@@ -1088,9 +1088,8 @@ final class CudaExecutable implements Executable {
     }
 
     /**
-     * The caller's array itself for every later call: its address becomes the input's, read in place. Where ranks of
-     * several processes run one plan, a rank that alone saw a new address would capture its graphs again and its
-     * peers would wait for it: there the address may change only before the first call.
+     * The caller's array itself for every later call: its address becomes the input's, read in place. Where ranks share
+     * a GPU the address may change only before the first call ({@link #checkAddressKept}).
      */
     @Override public void bindInPlace(int rankIndex, String input, DeviceArray array) {
         checkOpen("bindInPlace");

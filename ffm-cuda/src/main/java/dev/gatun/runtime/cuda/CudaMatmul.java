@@ -99,7 +99,7 @@ final class CudaMatmul {
         }
         // where launches are programmatic, a few rows by operands lying as they are (the attention's products at a
         // decode step): Gatun's own kernel, which keeps the chain of overlapped launches that a cuBLAS kernel would break
-        if (small != null && CudaSmallMatmul.applies(t, transA, transB, m, n, k, oa.length) && m > 0
+        if (small != null && CudaSmallMatmul.applies(t, transA, transB, m, n, k, oa.length)
                 && (oa.length == 1 || evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc))) {
             boolean many = oa.length > 1;
             small.run(t, m, n, k, ldc, a + oa[0] * e, many ? oa[1] : 0, b + ob[0] * e, many ? ob[1] : 0, out + oc[0] * e, many ? oc[1] : 0,
