@@ -24,6 +24,7 @@
 # "default GATUN_PROGRAMMATIC_LAUNCH=1"; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
 # tokens with the float32 model, to tell near ties from errors). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
+# TORCH_DEADLINE_S (420): the PyTorch all-reduce and ar_norm processes start no new cell after this many seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-suite-out}; mkdir -p "$OUT"
@@ -136,8 +137,8 @@ for P in "${PASSES[@]}"; do
   echo "=== PyTorch, $W GPU(s): $ONLY_W"
   torch() { timeout "${1}" torchrun --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
     | tee -a "$OUT/torch.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"; }
-  [[ ,$ONLY_W, == *,all_reduce,* ]] && torch 600 --workload all_reduce --deadline-s 420
-  [[ ,$ONLY_W, == *,ar_norm,* ]] && torch 600 --workload ar_norm --deadline-s 420
+  [[ ,$ONLY_W, == *,all_reduce,* ]] && torch 600 --workload all_reduce --deadline-s "${TORCH_DEADLINE_S:-420}"
+  [[ ,$ONLY_W, == *,ar_norm,* ]] && torch 600 --workload ar_norm --deadline-s "${TORCH_DEADLINE_S:-420}"
   python3 bench/torch_suite.py --workload list-jobs --world "$W" | while read -r job; do
     wl=$(sed -n 's/.*--workload \([a-z_]*\).*/\1/p' <<< "$job")
     op=$(sed -n 's/.*--op \([a-z_]*\).*/\1/p' <<< "$job")  # norms jobs: one op each, selectable by name
