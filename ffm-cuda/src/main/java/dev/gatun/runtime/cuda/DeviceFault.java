@@ -28,7 +28,9 @@ final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
     static final String SOURCE = """
             struct gatun_fault { int code; int step; long long v[4]; };
-            // the first caller on the GPU writes the record (host memory, mapped), fences it out and traps; others trap
+            // the first caller on the GPU writes the record (host memory, mapped), fences it out and traps; the others wait
+            // (at most about 0.1 s) until the record is out before they trap: a trap ends the whole grid at once, so a thread
+            // that trapped first would end the writer too, before its record left the GPU
             __device__ __forceinline__ void gatun_fail(int* claim, volatile gatun_fault* rec, int code, int step,
                                                       long long a, long long b, long long c, long long d) {
                 if (atomicCAS(claim, 0, 1) == 0) {
@@ -36,6 +38,8 @@ final class DeviceFault implements AutoCloseable {
                     __threadfence_system();
                     rec->code = code;
                     __threadfence_system();
+                } else {
+                    for (int i = 0; i < (1 << 20) && rec->code == 0; i++) __nanosleep(100);
                 }
                 __trap();
             }
