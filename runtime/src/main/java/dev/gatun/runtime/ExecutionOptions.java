@@ -37,19 +37,25 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
      *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
+     * @param smallMatmul    products of at most 8 rows by operands lying as they are (a decode step's attention) in
+     *                       Gatun's own kernel instead of cuBLAS (GATUN_SMALL_MATMUL=1 or 0; by default where launches
+     *                       are programmatic, since a cuBLAS kernel cannot be launched that way)
      */
     public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch,
-                       int barrierFreeBackoffNs) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false, 0);
+                       int barrierFreeBackoffNs, boolean smallMatmul) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false, 0, false);
 
         public Cuda {
             if (barrierFreeBackoffNs < 0 || barrierFreeBackoffNs > 1_000_000)
                 throw new GatunRuntimeException("the barrier-free backoff must be 0 to 1000000 ns, not " + barrierFreeBackoffNs);
         }
 
-        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on, barrierFreeBackoffNs); }
+        /** Programmatic launches on or off, the small products' kernel with them. */
+        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on, barrierFreeBackoffNs, on); }
 
-        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns); }
+        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns, smallMatmul); }
+
+        public Cuda withSmallMatmul(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, barrierFreeBackoffNs, on); }
     }
 
     public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
@@ -73,8 +79,12 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         } catch (NumberFormatException e) {
             throw new GatunRuntimeException("GATUN_BARRIER_FREE_BACKOFF_NS='" + b + "': give a whole number of nanoseconds, 0 to 1000000");
         }
+        boolean programmatic = "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH"));
+        String small = env.getOrDefault("GATUN_SMALL_MATMUL", "").trim();
+        if (!small.isEmpty() && !small.equals("0") && !small.equals("1"))
+            throw new GatunRuntimeException("GATUN_SMALL_MATMUL='" + small + "': use 1 (Gatun's kernel for a decode step's small products) or 0 (cuBLAS)");
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues, "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH")), backoff);
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, programmatic, backoff, small.isEmpty() ? programmatic : small.equals("1"));
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

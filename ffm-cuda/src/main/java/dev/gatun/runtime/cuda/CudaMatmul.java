@@ -45,7 +45,7 @@ final class CudaMatmul {
     private final Blas blas;
     private final LazyProgram f64;
     private final CudaGemv gemv;
-    /** The attention's small products in a kernel of Gatun's own, where launches are programmatic (null otherwise). */
+    /** The attention's small products in a kernel of Gatun's own, where asked (null otherwise). */
     private final CudaSmallMatmul small;
 
     /** Loads the built-in programs now, every shape's (see {@link LazyProgram#loadNow}); cuBLAS loads its own on first use. */
@@ -56,15 +56,16 @@ final class CudaMatmul {
     }
 
     /**
-     * With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}), and
-     * small products of operands lying as they are go to {@link CudaSmallMatmul} instead of cuBLAS, whose kernels are not.
+     * With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}); with
+     * {@code smallMatmul}, small products of operands lying as they are go to {@link CudaSmallMatmul} instead of cuBLAS
+     * (whose kernels cannot be launched that way), launched programmatically where {@code programmatic}.
      */
-    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic) {
+    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic, boolean smallMatmul) {
         this.device = device;
         this.blas = Blas.create(device);
         this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
         this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
-        this.small = programmatic ? new CudaSmallMatmul(compiler, true) : null;
+        this.small = smallMatmul ? new CudaSmallMatmul(compiler, programmatic) : null;
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
