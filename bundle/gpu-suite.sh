@@ -21,7 +21,8 @@
 # transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (3: one warm-up), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
-# "default GATUN_PROGRAMMATIC_LAUNCH=1"; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
+# "default GATUN_PROGRAMMATIC_LAUNCH=1 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
+# one variant; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
 # tokens with the float32 model, to tell near ties from errors). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
 # TORCH_DEADLINE_S (420): the PyTorch all-reduce and ar_norm processes start no new cell after this many seconds.
@@ -87,7 +88,7 @@ llama() {
     # LLAMA_VARIANTS: Gatun runs with these environment settings, one after the other (the last one's JSON is compared)
     for V in ${LLAMA_VARIANTS:-default}; do
       local ENVV=() GV="$G"
-      [ "$V" != default ] && ENVV=("$V") && GV="${G%.json}-${V//[^A-Za-z0-9_]/_}.json"
+      [ "$V" != default ] && IFS=, read -ra ENVV <<< "$V" && GV="${G%.json}-${V//[^A-Za-z0-9_]/_}.json"
       echo "=== Gatun, Llama $LLAMA_CONFIG at TP $W: prompt $LLAMA_PROMPT, $LLAMA_NEW new tokens, batch $LLAMA_BATCH ($V)" | tee -a "$L"
       if [ "$W" = 1 ]; then
         env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$GV" 2>&1 \

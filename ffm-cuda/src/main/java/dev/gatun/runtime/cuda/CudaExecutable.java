@@ -189,7 +189,7 @@ final class CudaExecutable implements Executable {
             compileKernels();
             // programmatic launches where asked and the GPU has them (compute capability 9.0 and later)
             this.programmatic = options.execution().cuda().programmaticLaunch() && device.computeCapability().major() >= 9;
-            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul()) : null;
+            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
@@ -1278,6 +1278,7 @@ final class CudaExecutable implements Executable {
         quietly(failed, written::close);
         quietly(failed, copiedIn::close);
         if (fault != null) quietly(failed, fault::close);
+        if (matmul != null) quietly(failed, matmul::close);
         quietly(failed, device::close);
         if (failed.isEmpty()) return;
         var e = new GatunRuntimeException("plan '" + plan.name() + "': releasing its resources on " + deviceName() + " failed (" + failed.size()

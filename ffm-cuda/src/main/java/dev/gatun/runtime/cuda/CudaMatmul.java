@@ -58,14 +58,24 @@ final class CudaMatmul {
     /**
      * With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}); with
      * {@code smallMatmul}, small products of operands lying as they are go to {@link CudaSmallMatmul} instead of cuBLAS
-     * (whose kernels cannot be launched that way), launched programmatically where {@code programmatic}.
+     * (whose kernels cannot be launched that way), launched programmatically where {@code programmatic}; their
+     * counters are cleared on {@code stream}, the stream the products run on, before any of them.
      */
-    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic, boolean smallMatmul) {
+    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic, boolean smallMatmul, Stream stream) {
         this.device = device;
         this.blas = Blas.create(device);
         this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
         this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
-        this.small = smallMatmul ? new CudaSmallMatmul(compiler, programmatic) : null;
+        this.small = smallMatmul ? new CudaSmallMatmul(device, compiler, programmatic, stream) : null;
+    }
+
+    /** Frees the small products' scratch and counters and the cuBLAS handle (again: nothing). */
+    void close() {
+        try {
+            if (small != null) small.close();
+        } finally {
+            blas.close();
+        }
     }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,

@@ -21,7 +21,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Programmatic dependent launches ({@link Programmatic}) and the small batched products they bring
  * ({@link CudaSmallMatmul}): the kernel called directly against plain loops in float64 (1 to 8 rows, k from 1 to
- * 1000, columns that fill no whole tile, batches, a shared B, C's rows further apart than its width); and a decode
+ * 1000, columns that fill no whole tile, batches, a shared B, C's rows further apart than its width; the attention's
+ * shapes at 544 and 4096 positions, split and unsplit, vector and scalar, each run twice to the same bits); and a decode
  * step's attention with a one-row product and an in-place cache write, compiled with programmatic launches on, replayed
  * 30 times with new inputs each call, against the reference interpreter and the same session with them off.
  */
@@ -32,8 +33,8 @@ class SmallMatmulGpuTest {
     @Test
     void theKernelMatchesPlainLoops() {
         String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
-        try (Device d = Device.open(0); Stream stream = d.createStream()) {
-            var small = new CudaSmallMatmul((name, source) -> CudaExecutable.compile(d, cudaHome, "small-matmul-test", name, source), false);
+        try (Device d = Device.open(0); Stream stream = d.createStream();
+             var small = new CudaSmallMatmul(d, (name, source) -> CudaExecutable.compile(d, cudaHome, "small-matmul-test", name, source), false, stream)) {
             for (DType t : TYPES)
                 for (int[] s : new int[][]{{1, 1, 1, 1}, {4, 64, 544, 8}, {4, 544, 64, 8}, {3, 7, 33, 2}, {8, 1000, 70, 3}, {5, 16, 31, 1}, {2, 64, 100, 5}}) {
                     int m = s[0], k = s[1], n = s[2], batches = s[3], ldc = n + 3;
@@ -63,6 +64,61 @@ class SmallMatmulGpuTest {
                                     got[r * n + j] = all[(int) ((long) i * m * ldc + (long) r * ldc + j)];
                                 }
                             GemvGpuTest.check(t + " m " + m + " k " + k + " n " + n + " product " + i, t, want, got, k);
+                        }
+                    }
+                }
+        }
+    }
+
+    /**
+     * The attention's products at a decode step of 8 KV heads of 4 query heads (head dim 128): scores at 544 positions
+     * (k 128, n 544), probabilities times values at 544 and 4096 positions (k 544 and 4096, n 128), and scores at an
+     * odd 545 positions (one column a lane: B's rows are no whole 16-byte vectors), in bf16 and float32, launched
+     * programmatically where the GPU has it. Each product is run twice in a row: the second result is the first to the
+     * bit, which it would not be if a split's counters were not back at zero after the first.
+     */
+    @Test
+    void theAttentionShapesMatchPlainLoopsTwiceInARow() {
+        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        try (Device d = Device.open(0); Stream stream = d.createStream();
+             var small = new CudaSmallMatmul(d, (name, source) -> CudaExecutable.compile(d, cudaHome, "small-matmul-test", name, source),
+                     d.computeCapability().major() >= 9, stream)) {
+            int sms = d.attribute(dev.gatun.cuda.DeviceAttribute.MULTIPROCESSOR_COUNT);
+            for (DType t : List.of(DType.BF16, DType.F32))
+                for (int[] s : new int[][]{{4, 128, 544, 8}, {4, 544, 128, 8}, {4, 4096, 128, 8}, {4, 128, 545, 8}}) {
+                    int m = s[0], k = s[1], n = s[2], batches = s[3];
+                    var a = NDArray.randn(t, 21 + k, batches, m, k);
+                    var b = NDArray.randn(t, 22 + n, batches, k, n);
+                    double[] as = a.toDoubleArray(), bs = b.toDoubleArray();
+                    long cElems = (long) batches * m * n;
+                    try (DeviceBuffer ab = d.allocate(a.byteSize()); DeviceBuffer bb = d.allocate(b.byteSize()); DeviceBuffer cb = d.allocate(cElems * t.byteSize())) {
+                        ab.copyFrom(a.segment());
+                        bb.copyFrom(b.segment());
+                        boolean vector = CudaSmallMatmul.vectorizable(t, n, bb.address(), (long) k * n);
+                        assertThat(vector).as("16-byte loads of B at n " + n).isEqualTo(n % 2 == 0);
+                        var cut = CudaSmallMatmul.split(t, vector, m, n, k, batches, sms);
+                        String what = t + " m " + m + " k " + k + " n " + n + " batches " + batches + " (" + cut + ")";
+                        var results = new java.util.ArrayList<NDArray>();
+                        for (int call = 0; call < 2; call++) {
+                            cb.memset(0x3f);
+                            small.run(t, m, n, k, n, ab.address(), (long) m * k, bb.address(), (long) k * n, cb.address(), (long) m * n, batches, stream);
+                            stream.synchronize();
+                            var c = NDArray.zeros(t, cElems);
+                            cb.copyTo(c.segment());
+                            results.add(c);
+                        }
+                        assertThat(results.get(1).segment().mismatch(results.get(0).segment())).as(what + ": the second call as the first, to the bit").isEqualTo(-1L);
+                        double[] all = results.getFirst().toDoubleArray();
+                        for (int i = 0; i < batches; i++) {
+                            double[] want = new double[m * n], got = new double[m * n];
+                            for (int r = 0; r < m; r++)
+                                for (int j = 0; j < n; j++) {
+                                    double acc = 0;
+                                    for (int p = 0; p < k; p++) acc += as[(i * m + r) * k + p] * bs[(i * k + p) * n + j];
+                                    want[r * n + j] = acc;
+                                    got[r * n + j] = all[(i * m + r) * n + j];
+                                }
+                            GemvGpuTest.check(what + " product " + i, t, want, got, k);
                         }
                     }
                 }
