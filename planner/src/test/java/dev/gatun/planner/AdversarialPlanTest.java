@@ -344,4 +344,45 @@ class AdversarialPlanTest {
         Plan bad = moved(p, p.kernels().getFirst().outputs().getFirst().name(), 1024);
         assertThat(PlanChecks.poolSizes(bad)).isNotEmpty();
     }
+
+    // ------------------------------------------------------------------ states updated in place
+
+    /**
+     * A decode step's cache writes: both caches updated at a run-time position, then read (a product of the new key and
+     * value caches). The graph refuses any other read of a state it updates (GraphTest); the updates write in place of
+     * the states, and the checks model the state pool (alive from call to call) and the updates (in place of their
+     * target, in a batch or alone), so the plan passes them; a plan that read a state's slot after its update, or gave
+     * an update another state's slot, does not.
+     */
+    static void cacheWrites(GraphBuilder g) {
+        var at = g.input("at", dev.gatun.ir.DType.I32);
+        var kv = g.input("kv", F32, 2, 4, 1).mul(2);
+        var k2 = g.state("k", F32, 4, 8).updateSlice(1, kv.slice(0, 0, 1).reshape(4, 1), at);
+        var v2 = g.state("v", F32, 8, 4).updateSlice(0, kv.slice(0, 1, 2).reshape(1, 4), at);
+        g.output("k", k2);
+        g.output("v", v2);
+        g.output("scores", k2.matmul(v2));
+    }
+
+    @Test
+    void updatesInPlaceOfStatesPassTheChecksAndTheChecksCatchAReadAfterOrASharedSlot() {
+        Plan p = plan("cache_writes", 1, AdversarialPlanTest::cacheWrites);
+        assertThat(PlanChecks.updates(p)).as(p.toString()).hasSize(2)
+                .allSatisfy(u -> assertThat(place(p, u.output().name()).inPlace()).as("written in place of " + u.target().name()).isTrue());
+        // the update's step once more after itself: it reads the states' slots after they were written
+        var steps = new ArrayList<>(p.steps());
+        int update = 0;
+        while (!(steps.get(update) instanceof Step.UpdateSlice || steps.get(update) instanceof Step.UpdateSlices)) update++;
+        steps.add(update + 1, steps.get(update));
+        String first = "reads k after step " + update;
+        Plan again = new Plan(p.lowered(), p.buffers(), p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
+                p.estimatedPeak(), p.options());
+        assertThat(PlanChecks.updatesAfterReads(again)).as(again.toString()).isNotEmpty()
+                .anySatisfy(m -> assertThat(m).contains(first));
+        // an update's result moved onto the other state's slot
+        Step.UpdateSlice one = PlanChecks.updates(p).getFirst();
+        String other = PlanChecks.updates(p).getLast().target().name();
+        Plan moved = moved(p, one.output().name(), p.placement(other).offset());
+        assertThat(PlanChecks.overlaps(moved)).as(moved.toString()).isNotEmpty();
+    }
 }

@@ -67,6 +67,27 @@ class CollectiveFusionTest {
             }
     }
 
+    /**
+     * A prologue before a row epilogue (a tensor-parallel layer: the product's copy into symmetric memory, the
+     * all-reduce, the residual add and RMSNorm): an item is a row, and the prologue writes that row's elements, which
+     * the tile check (PlanChecks.fusedTiles) must take as the item's own, not as elements of other rows.
+     */
+    @Test
+    void aPrologueBeforeARowEpilogueIsTileSafe() {
+        for (int tokens : new int[]{1, 8})
+            for (Algorithm a : new Algorithm[]{null, Algorithm.ONE_SHOT, Algorithm.BARRIER_FREE}) {
+                Plan p = plan(2, a, g -> {
+                    Tensor x = g.input("x", DType.BF16, tokens, 64).mul(2), residual = g.input("residual", DType.BF16, tokens, 64);
+                    Tensor h = x.allReduce(SUM).add(residual);
+                    g.output("y", h.mul(h.mul(h).mean(true, -1).add(1e-6).rsqrt()));
+                });
+                var f = (Step.FusedCollective) launches(p).stream().filter(s -> s instanceof Step.FusedCollective).findFirst().orElseThrow();
+                assertThat(f.prologue()).as(p.toString()).isNotNull();
+                assertThat(f.epilogue().kernel().isReduction()).isTrue();
+                assertThat(PlanChecks.fusedTiles(p)).as(p.toString()).isEmpty();
+            }
+    }
+
     /** {@code h = all_reduce(x) + residual; y = h * rsqrt(mean(h * h, -1) + eps) * w}, outputs y and h, bf16. */
     static void arNorm(GraphBuilder g, int tokens, int hidden) {
         Tensor x = g.input("x", DType.BF16, tokens, hidden), residual = g.input("residual", DType.BF16, tokens, hidden), w = g.input("w", DType.BF16, hidden);

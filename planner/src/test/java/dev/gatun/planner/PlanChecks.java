@@ -89,7 +89,8 @@ final class PlanChecks {
 
     /**
      * Lifetimes of every placed storage: from the step that writes it to its last reader, outputs to the end,
-     * persistent buffers (constants, path-2 inputs) the whole plan; communication buffers until the first
+     * persistent buffers (constants, path-2 inputs, states and what updates write in their place, rotating slots) the
+     * whole plan; communication buffers until the first
      * barrier of their group at or after the last peer read (or the end).
      */
     static Map<String, Life> lifetimes(Plan p) {
@@ -112,7 +113,9 @@ final class PlanChecks {
             String b = pb.name();
             PlanBuffer.Placement at = pb.placement();
             Pool pool = p.pool(at.pool());
-            if (pool.kind() == Pool.Kind.CONSTANT || pool.kind() == Pool.Kind.SYMM_INPUTS) {
+            // persistent: kept from call to call (states, and the slots an update writes in place of one), or set up once
+            if (pool.kind() == Pool.Kind.CONSTANT || pool.kind() == Pool.Kind.SYMM_INPUTS || pool.kind() == Pool.Kind.STATE
+                    || pool.kind() == Pool.Kind.ROTATING) {
                 lives.put(b, new Life(b, 0, end, at));
                 continue;
             }
@@ -146,6 +149,7 @@ final class PlanChecks {
                 Life a = lives.get(i), b = lives.get(j);
                 if (!a.overlapsInTime(b) || !a.overlapsInMemory(b)) continue;
                 if (legalInPlace(p, places, a, b) || legalInPlace(p, places, b, a)) continue;
+                if (updatedInPlace(p, places, a, b) || updatedInPlace(p, places, b, a)) continue;
                 bad.add("buffers " + a + " and " + b + " are alive at the same time and overlap in " + a.at.pool());
             }
         }
@@ -188,6 +192,59 @@ final class PlanChecks {
         return true;
     }
 
+    /**
+     * {@code out} written in place of the state {@code in} by an update (update_slice, alone or in a batch): the state
+     * pool, the same slot, and the update's target is {@code in}; the update copies only its slice, so the rest of the
+     * state is what it was.
+     */
+    static boolean updatedInPlace(Plan p, Map<String, Step.Place> places, Life in, Life out) {
+        if (p.pool(out.at.pool()).kind() != Pool.Kind.STATE || in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
+        // back along the chain of updates (a state updated twice: the second writes in place of the first's result)
+        String b = out.buffer();
+        for (int hops = 0; hops <= places.size(); hops++) {
+            Step.Place pl = places.get(b);
+            if (pl == null || !pl.inPlace()) return false;
+            String from = pl.reuses(), written = b;
+            if (updates(p).stream().noneMatch(u -> u.output().name().equals(written) && u.target().storage().name().equals(from))) return false;
+            if (from.equals(in.buffer())) return true;
+            b = from;
+        }
+        return false;
+    }
+
+    /**
+     * (h) Updates in place: once an update has written its slice into a state's slot, no later step reads what the slot
+     * held before (the target's storage), since those bytes are gone; its readers come first.
+     */
+    static List<String> updatesAfterReads(Plan p) {
+        var bad = new ArrayList<String>();
+        var steps = steps(p);
+        var places = places(p);
+        for (int i = 0; i < steps.size(); i++) {
+            List<Step.UpdateSlice> here = steps.get(i) instanceof Step.UpdateSlice u ? List.of(u)
+                    : steps.get(i) instanceof Step.UpdateSlices b ? b.members() : List.of();
+            for (Step.UpdateSlice u : here) {
+                String old = u.target().storage().name();
+                Step.Place pl = places.get(u.output().name());
+                if (pl == null || !pl.inPlace() || !old.equals(pl.reuses())) continue;   // written elsewhere: the old value stays
+                for (int j = i + 1; j < steps.size(); j++)
+                    if (reads(p, steps.get(j)).contains(old))
+                        bad.add("step " + j + " (" + steps.get(j).format() + ") reads " + old + " after step " + i + " updated its slot in place");
+            }
+        }
+        return bad;
+    }
+
+    /** Every update of the plan, batched ones one by one. */
+    static List<Step.UpdateSlice> updates(Plan p) {
+        var out = new ArrayList<Step.UpdateSlice>();
+        for (Step s : steps(p)) {
+            if (s instanceof Step.UpdateSlice u) out.add(u);
+            if (s instanceof Step.UpdateSlices b) out.addAll(b.members());
+        }
+        return out;
+    }
+
     static List<KExpr.Load> loads(KExpr e) {
         var out = new ArrayList<KExpr.Load>();
         collect(e, out);
@@ -203,7 +260,10 @@ final class PlanChecks {
         }
     }
 
-    /** (b) Communication buffers are never reused in place and never graph outputs; in-place only in regular pools. */
+    /**
+     * (b) Communication buffers are never reused in place and never graph outputs; in-place only in regular pools, and
+     * in the state pool where an update writes its state's slot.
+     */
     static List<String> commRules(Plan p) {
         var bad = new ArrayList<String>();
         for (var e : p.outputs().entrySet()) {
@@ -214,7 +274,9 @@ final class PlanChecks {
         }
         for (Step s : steps(p)) {
             if (s instanceof Step.Place pl && pl.inPlace()) {
-                if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR) bad.add("in-place reuse outside a regular pool: " + pl.format());
+                boolean update = p.pool(pl.pool()).kind() == Pool.Kind.STATE
+                        && updates(p).stream().anyMatch(u -> u.output().name().equals(pl.buffer().name()) && u.target().storage().name().equals(pl.reuses()));
+                if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR && !update) bad.add("in-place reuse outside a regular pool: " + pl.format());
                 if (p.buffer(pl.reuses()).isSymmetric() || pl.buffer().isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
             }
             if (s instanceof Step.Place pl) {
@@ -253,6 +315,8 @@ final class PlanChecks {
             case Step.IndexSelect x -> List.of(x.table(), x.indices());
             case Step.Argmax a -> List.of(a.input());
             case Step.CallUserOp u -> u.inputs();
+            case Step.UpdateSlice u -> List.of(u.target(), u.update(), u.start());
+            case Step.UpdateSlices b -> b.members().stream().flatMap(u -> readBuffers(u).stream()).toList();
             default -> List.of();
         };
     }
@@ -268,6 +332,8 @@ final class PlanChecks {
             case Step.Argmax a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());
+            case Step.UpdateSlice u -> List.of(u.output());
+            case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
             default -> List.of();
         };
     }
@@ -318,7 +384,8 @@ final class PlanChecks {
         for (Step s : steps(p)) {
             if (s instanceof Step.Place pl) {
                 placed.add(pl.buffer().name());
-                if (pl.buffer().kind() == PlanBuffer.Kind.CONSTANT) produced.add(pl.buffer().name());
+                // a constant is written once per session, a state holds what the last call left (zeros at first)
+                if (pl.buffer().kind() == PlanBuffer.Kind.CONSTANT || pl.buffer().kind() == PlanBuffer.Kind.STATE) produced.add(pl.buffer().name());
             }
             if (s instanceof Step.AllocDynamic d) placed.add(d.buffer().name());
             if (s instanceof Step.Collective c && c.copiesIn()) produced.add(c.input().name()); // its own path-2 copy comes first
@@ -544,6 +611,7 @@ final class PlanChecks {
         bad.addAll(partitions(p));
         bad.addAll(barrierBeforeReturn(p));
         bad.addAll(fusedTiles(p));
+        bad.addAll(updatesAfterReads(p));
         if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
         return bad;
     }
@@ -584,7 +652,9 @@ final class PlanChecks {
                         }
                     }
                 };
-                if (pro != null) kernelTile(pro, item, 1, touch::at);
+                // the prologue (elementwise: CollectiveFusion takes no row kernel there) over the item's elements: a row of
+                // the epilogue's, or one
+                if (pro != null) for (long e = item * rowLength; e < (item + 1) * rowLength; e++) kernelTile(pro, e, 1, touch::at);
                 for (var c : members)
                     for (long e = item * rowLength; e < (item + 1) * rowLength; e++) {
                         touch.at(c.input(), storageIndex(c.input(), e), false);

@@ -18,7 +18,12 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class UpdateBatchingTest {
 
-    static Plan plan(dev.gatun.ir.graph.Graph g) { return Planner.plan(Lowering.lower(g, LoweringOptions.world(1))); }
+    /** The graph's plan, which must pass every independent check (states and updates in place included). */
+    static Plan plan(dev.gatun.ir.graph.Graph g) {
+        Plan p = Planner.plan(Lowering.lower(g, LoweringOptions.world(1)));
+        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+        return p;
+    }
 
     static List<Step.UpdateSlices> batches(Plan p) {
         return p.steps().stream().filter(s -> s instanceof Step.UpdateSlices).map(s -> (Step.UpdateSlices) s).toList();

@@ -95,6 +95,23 @@ class LlamaDecoderTest {
             }
     }
 
+    /**
+     * The decoder's plans (prefill and decode, batch 1 and 3, TP 1, 2 and 4) pass the planner's independent checks
+     * (PlanChecks: lifetimes recomputed from the steps, no two live buffers sharing bytes, the order of writes and
+     * reads, the caches' states updated in place only after their last read, symmetric rules, fused tiles).
+     */
+    @Test
+    void thePlansPassThePlannersIndependentChecks() {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        for (int tp : new int[]{1, 2, 4})
+            for (int batch : new int[]{1, 3})
+                for (var g : List.of(LlamaDecoder.decode(c, batch, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, batch, 8, MAX, tp, DType.BF16))) {
+                    var options = CompileOptions.world(tp).backend("host");
+                    var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                    assertThat(dev.gatun.planner.PlanChecksAccess.all(plan)).as(g.name() + " batch " + batch + " tp " + tp + ":\n" + plan).isEmpty();
+                }
+    }
+
     @Test
     void prefillThenEightStepsGiveTheFloat64PassesTokensAndLogits(@TempDir Path dir) throws IOException {
         LlamaConfig c = LlamaCheckpointTest.TINY;
