@@ -334,7 +334,19 @@ final class CudaGemv {
         int steps = Math.ceilDiv(vectors, mma ? MMA_STEP : FMA_STEP), unroll = mma ? MMA_UNROLL : FMA_UNROLL;
         int slices = 1;
         while (slices < MAX_SLICES && tiles * slices < (long) WARPS_PER_SM * sms && steps / (2 * slices) >= unroll) slices *= 2;
-        int warps = Math.max(BLOCK_WARPS, slices);
+        return sliced(t, path, m, n, k, slices, Math.max(BLOCK_WARPS, slices));
+    }
+
+    /**
+     * The launch of {@code path}'s kernel with {@code slices} k-slices and blocks of {@code warps} warps (a multiple
+     * of the slices, at most 16: the kernels are built for 512 threads); {@link #launch} chooses them, benchmarks sweep them.
+     */
+    static Launch sliced(DType t, Path path, int m, int n, int k, int slices, int warps) {
+        boolean mma = path == Path.TENSOR_CORES;
+        int steps = Math.ceilDiv(k / (16 / t.byteSize()), mma ? MMA_STEP : FMA_STEP);
+        if (slices < 1 || slices > steps || warps % slices != 0 || warps > 16)
+            throw new IllegalArgumentException("gemv launch of " + slices + " k-slices in blocks of " + warps + " warps (" + steps + " steps a row)");
+        long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS);
         long blocks = Math.ceilDiv(tiles, warps / slices);
         int shared = slices == 1 ? 0 : warps * 32 * (mma ? 4 : 1) * Float.BYTES;
         return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, shared);
@@ -364,7 +376,11 @@ final class CudaGemv {
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
     void run(Path path, DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
         if (n == 0) return;
-        Launch l = launch(t, path, m, n, k, sms);
+        run(launch(t, path, m, n, k, sms), m, n, k, ldc, x, w, y, stream);
+    }
+
+    /** As {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} with the launch given (benchmarks' sweeps). */
+    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
         // the CUDA-core kernels take one more argument: whether to prefetch their weight into L2 before the wait

@@ -75,5 +75,25 @@ class GemvLaunchTest {
         assertThat(CudaGemv.applies(DType.BF16, false, true, 2, 1, 2048, 0, 256, 512)).as("a batch").isFalse();
     }
 
+    /** A launch with the slices and block size given (GemvChainBench's sweep): the automatic one where they agree, else refused by name. */
+    @Test
+    void aSlicedLaunchCoversTheColumnsAndRefusesSlicesItCannotGive() {
+        for (int[] nk : SHAPES) {
+            int n = nk[0], k = nk[1], steps = Math.ceilDiv(k / 8, 32);
+            var auto = CudaGemv.launch(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, n, k, SMS);
+            assertThat(CudaGemv.sliced(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, n, k, auto.slices(), auto.warps())).isEqualTo(auto);
+            for (int slices = 1; slices <= Math.min(16, steps); slices *= 2)
+                for (int warps : new int[]{4, 8, 16}) {
+                    if (warps % slices != 0) continue;
+                    var l = CudaGemv.sliced(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, n, k, slices, warps);
+                    assertThat((long) l.blocks() * l.tilesPerBlock() * 4).as(l + " covers " + n).isGreaterThanOrEqualTo(n);
+                    assertThat((long) (l.blocks() - 1) * l.tilesPerBlock() * 4).as(l + " no block without columns").isLessThan(n);
+                }
+        }
+        assertThatThrownBy(() -> CudaGemv.sliced(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, 2048, 2048, 16, 8)).hasMessageContaining("16 k-slices in blocks of 8 warps");
+        assertThatThrownBy(() -> CudaGemv.sliced(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, 2048, 256, 2, 8)).hasMessageContaining("(1 steps a row)");
+        assertThatThrownBy(() -> CudaGemv.sliced(DType.BF16, CudaGemv.Path.CUDA_CORES, 1, 2048, 2048, 1, 32)).hasMessageContaining("blocks of 32 warps");
+    }
+
     private static String name(DType t) { return t == DType.F32 ? "f32" : t == DType.F16 ? "f16" : "bf16"; }
 }
