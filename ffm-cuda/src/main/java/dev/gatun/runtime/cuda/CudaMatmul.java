@@ -64,9 +64,14 @@ final class CudaMatmul {
     CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic, boolean smallMatmul, Stream stream) {
         this.device = device;
         this.blas = Blas.create(device);
-        this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
-        this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
-        this.small = smallMatmul ? new CudaSmallMatmul(device, compiler, programmatic, stream) : null;
+        try {
+            this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
+            this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
+            this.small = smallMatmul ? new CudaSmallMatmul(device, compiler, programmatic, stream) : null;
+        } catch (RuntimeException e) {
+            blas.close();   // nothing else is held yet: the small products' buffers free themselves where they fail
+            throw e;
+        }
     }
 
     /** Frees the small products' scratch and counters and the cuBLAS handle (again: nothing). */
