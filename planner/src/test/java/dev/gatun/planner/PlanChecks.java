@@ -144,12 +144,13 @@ final class PlanChecks {
         var bad = new ArrayList<String>();
         var lives = new ArrayList<>(lifetimes(p).values());
         var places = places(p);
+        var updatedFrom = updatedFrom(p);
         for (int i = 0; i < lives.size(); i++) {
             for (int j = i + 1; j < lives.size(); j++) {
                 Life a = lives.get(i), b = lives.get(j);
                 if (!a.overlapsInTime(b) || !a.overlapsInMemory(b)) continue;
                 if (legalInPlace(p, places, a, b) || legalInPlace(p, places, b, a)) continue;
-                if (updatedInPlace(p, places, a, b) || updatedInPlace(p, places, b, a)) continue;
+                if (updatedInPlace(p, places, updatedFrom, a, b) || updatedInPlace(p, places, updatedFrom, b, a)) continue;
                 bad.add("buffers " + a + " and " + b + " are alive at the same time and overlap in " + a.at.pool());
             }
         }
@@ -195,19 +196,17 @@ final class PlanChecks {
     /**
      * {@code out} written in place of the state {@code in} by an update (update_slice, alone or in a batch): the state
      * pool, the same slot, and the update's target is {@code in}; the update copies only its slice, so the rest of the
-     * state is what it was.
+     * state is what it was. {@code updatedFrom}: {@link #updatedFrom}.
      */
-    static boolean updatedInPlace(Plan p, Map<String, Step.Place> places, Life in, Life out) {
+    static boolean updatedInPlace(Plan p, Map<String, Step.Place> places, Map<String, String> updatedFrom, Life in, Life out) {
         if (p.pool(out.at.pool()).kind() != Pool.Kind.STATE || in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
         // back along the chain of updates (a state updated twice: the second writes in place of the first's result)
         String b = out.buffer();
         for (int hops = 0; hops <= places.size(); hops++) {
             Step.Place pl = places.get(b);
-            if (pl == null || !pl.inPlace()) return false;
-            String from = pl.reuses(), written = b;
-            if (updates(p).stream().noneMatch(u -> u.output().name().equals(written) && u.target().storage().name().equals(from))) return false;
-            if (from.equals(in.buffer())) return true;
-            b = from;
+            if (pl == null || !pl.inPlace() || !pl.reuses().equals(updatedFrom.get(b))) return false;
+            if (pl.reuses().equals(in.buffer())) return true;
+            b = pl.reuses();
         }
         return false;
     }
@@ -220,10 +219,8 @@ final class PlanChecks {
         var bad = new ArrayList<String>();
         var steps = steps(p);
         var places = places(p);
-        for (int i = 0; i < steps.size(); i++) {
-            List<Step.UpdateSlice> here = steps.get(i) instanceof Step.UpdateSlice u ? List.of(u)
-                    : steps.get(i) instanceof Step.UpdateSlices b ? b.members() : List.of();
-            for (Step.UpdateSlice u : here) {
+        for (int i = 0; i < steps.size(); i++)
+            for (Step.UpdateSlice u : members(steps.get(i))) {
                 String old = u.target().storage().name();
                 Step.Place pl = places.get(u.output().name());
                 if (pl == null || !pl.inPlace() || !old.equals(pl.reuses())) continue;   // written elsewhere: the old value stays
@@ -231,18 +228,26 @@ final class PlanChecks {
                     if (reads(p, steps.get(j)).contains(old))
                         bad.add("step " + j + " (" + steps.get(j).format() + ") reads " + old + " after step " + i + " updated its slot in place");
             }
-        }
         return bad;
     }
 
+    /** The updates a step makes: an update alone, each member of a batch, else none. */
+    static List<Step.UpdateSlice> members(Step s) {
+        return switch (s) {
+            case Step.UpdateSlice u -> List.of(u);
+            case Step.UpdateSlices b -> b.members();
+            default -> List.of();
+        };
+    }
+
     /** Every update of the plan, batched ones one by one. */
-    static List<Step.UpdateSlice> updates(Plan p) {
-        var out = new ArrayList<Step.UpdateSlice>();
-        for (Step s : steps(p)) {
-            if (s instanceof Step.UpdateSlice u) out.add(u);
-            if (s instanceof Step.UpdateSlices b) out.addAll(b.members());
-        }
-        return out;
+    static List<Step.UpdateSlice> updates(Plan p) { return steps(p).stream().flatMap(s -> members(s).stream()).toList(); }
+
+    /** For each update's result, the storage of its target: the state (or earlier result) it is written in place of. */
+    static Map<String, String> updatedFrom(Plan p) {
+        var m = new HashMap<String, String>();
+        for (Step.UpdateSlice u : updates(p)) m.put(u.output().name(), u.target().storage().name());
+        return m;
     }
 
     static List<KExpr.Load> loads(KExpr e) {
@@ -272,10 +277,10 @@ final class PlanChecks {
                 bad.add("output " + e.getKey() + " = " + e.getValue() + " lives in symmetric pool " + at.pool());
             if (e.getValue().isSymmetric()) bad.add("output " + e.getKey() + " = " + e.getValue() + " is a symmetric buffer");
         }
+        var updatedFrom = updatedFrom(p);
         for (Step s : steps(p)) {
             if (s instanceof Step.Place pl && pl.inPlace()) {
-                boolean update = p.pool(pl.pool()).kind() == Pool.Kind.STATE
-                        && updates(p).stream().anyMatch(u -> u.output().name().equals(pl.buffer().name()) && u.target().storage().name().equals(pl.reuses()));
+                boolean update = p.pool(pl.pool()).kind() == Pool.Kind.STATE && pl.reuses().equals(updatedFrom.get(pl.buffer().name()));
                 if (p.pool(pl.pool()).kind() != Pool.Kind.REGULAR && !update) bad.add("in-place reuse outside a regular pool: " + pl.format());
                 if (p.buffer(pl.reuses()).isSymmetric() || pl.buffer().isSymmetric()) bad.add("in-place reuse of a symmetric buffer: " + pl.format());
             }
