@@ -347,16 +347,17 @@ final class CudaExecutable implements Executable {
             if (n >= 8 && ms > 500 && (done % 8 == 0 || done == n))
                 LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, ms);
         }
+        String defines = SymmetricKernels.defines(options.execution().cuda());   // the fused launches are symmetric kernels too
         for (Step s : plan.steps()) {
             // ranks outside the group run the three parts one by one (the kernels above); a world of one has no collective step
             if (s instanceof Step.FusedCollective f && plan.worldSize() > 1) {
                 var src = CollectiveCodegen.generate(f);
-                fused.put(f, new Fused(src, compile(src.name(), SymmetricKernels.defines(options.execution().cuda()) + src.source(), src.name())));
+                fused.put(f, new Fused(src, compile(src.name(), defines + src.source(), src.name())));
             }
             // a batch of barrier-free all-reduces is such a launch too, with nothing around it
             if (s instanceof Step.CollectiveBatch b && b.first().slots() != null && plan.worldSize() > 1) {
                 var src = CollectiveCodegen.generate("barrier_free_batch_" + fused.size(), null, b, null);
-                fused.put(b, new Fused(src, compile(src.name(), SymmetricKernels.defines(options.execution().cuda()) + src.source(), src.name())));
+                fused.put(b, new Fused(src, compile(src.name(), defines + src.source(), src.name())));
             }
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
                 if (u.op().cudaSource() == null)
@@ -828,12 +829,13 @@ final class CudaExecutable implements Executable {
             exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
         }
 
-        /** Two updates at one position: one launch (the batching pass makes no larger batches). */
+        /**
+         * Two updates at one position: one launch. The batching pass makes no larger batches, and the kernel has two
+         * descriptors (a member run alone could not name its step in a fault record: the record names the batch).
+         */
         @Override public void updateSlices(Step.UpdateSlices b) {
-            if (b.members().size() != 2) {
-                StepLoop.Steps.super.updateSlices(b);
-                return;
-            }
+            if (b.members().size() != 2)
+                throw new IllegalStateException(b.format() + ": the CUDA backend launches batches of two updates, the most the batching pass makes");
             var first = b.members().getFirst();
             exe.updateSlice.run(update(first), update(b.members().get(1)), addressOf(first.start()), first.start().dtype(), exe.fault, exe.fault.step(b),
                     exe.programmatic, exe.stream);
