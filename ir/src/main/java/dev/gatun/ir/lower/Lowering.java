@@ -343,7 +343,6 @@ public final class Lowering {
         return externCall(n, new ExternCall.UpdateSlice(dim), List.of(target, update, contiguous(arg(n, 2), "update_slice")));
     }
 
-    /** Row-major strides in every dimension longer than 1 (the stride of a size-1 dimension never moves a read). */
     /** Whether update_slice reads this update where it lies: flexible, or of static shape and strides whose runs fold ({@link UpdateRuns}). */
     private static boolean runsFold(Buffer b, int dim) {
         if (b.layout().isFlexible()) return true;
