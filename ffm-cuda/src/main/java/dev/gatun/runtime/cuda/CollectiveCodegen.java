@@ -52,9 +52,9 @@ final class CollectiveCodegen {
          * elements a thread for a barrier-free all-reduce, whose loops are scalar whatever the dtype.
          */
         long grid(int most) {
+            if (granule == 1) return SymmetricKernels.grid(items, 1, 1, most);   // a row a block
             int perThread = barrierFree ? SymmetricKernels.BARRIER_FREE_ELEMENTS_PER_THREAD : 16 / dtype.byteSize();
-            long work = granule == 1 ? items : Math.ceilDiv(items, (long) block * perThread);
-            return Math.max(1, Math.min(most, work));
+            return SymmetricKernels.grid(items, block, perThread, most);
         }
     }
 

@@ -188,7 +188,7 @@ final class Distributed implements AutoCloseable {
      */
     void copy(long src, long dst, long bytes, Stream stream) {
         int threads = 256;
-        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(bytes, 16L * threads)));
+        long grid = SymmetricKernels.grid(bytes, threads, 16, blocks);
         kernels.get("gatun_copy").launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(threads), 0, stream), src, dst, bytes);
     }
 
@@ -260,7 +260,7 @@ final class Distributed implements AutoCloseable {
      * the serial waits a thread: bf16 64x64 took 9.91 µs pipelined against f32's 6.79 on H200s).
      */
     static long barrierFreeGrid(long elements, int blocks) {
-        return Math.max(1, Math.min(blocks, Math.ceilDiv(elements, (long) SymmetricKernels.THREADS * SymmetricKernels.BARRIER_FREE_ELEMENTS_PER_THREAD)));
+        return SymmetricKernels.grid(elements, SymmetricKernels.THREADS, SymmetricKernels.BARRIER_FREE_ELEMENTS_PER_THREAD, blocks);
     }
 
     private LaunchConfig barrierFreeConfig(long elements, Stream stream) {
@@ -269,7 +269,7 @@ final class Distributed implements AutoCloseable {
 
     /** One block per 16-byte vector per thread, at most the grid every rank can hold resident. */
     private LaunchConfig launchConfig(long elements, DType t, Stream stream) {
-        long grid = Math.max(1, Math.min(blocks, Math.ceilDiv(elements, (long) SymmetricKernels.THREADS * (16 / t.byteSize()))));
+        long grid = SymmetricKernels.grid(elements, SymmetricKernels.THREADS, 16 / t.byteSize(), blocks);
         return new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream);
     }
 

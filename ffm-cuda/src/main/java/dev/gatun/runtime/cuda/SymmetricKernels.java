@@ -29,6 +29,14 @@ final class SymmetricKernels {
      */
     static final int BARRIER_FREE_ELEMENTS_PER_THREAD = 4;
 
+    /**
+     * The grid of a symmetric launch: a block for every {@code threads * perThread} of {@code items} (elements,
+     * 16-byte vectors' worth, bytes), at least one, at most {@code most} (every block of every rank resident at once).
+     */
+    static long grid(long items, int threads, int perThread, long most) {
+        return Math.max(1, Math.min(most, Math.ceilDiv(items, (long) threads * perThread)));
+    }
+
     /** All-reduces per launch of one_shot_multi. */
     static final int MULTI_MAX = dev.gatun.planner.PlanOptions.MAX_BATCH; // one_shot_multi takes this many slots
 
