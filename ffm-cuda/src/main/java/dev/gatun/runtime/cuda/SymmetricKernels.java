@@ -412,9 +412,10 @@ final class SymmetricKernels {
             }
 
             // op: the root's index in the group. Every rank copies the root's slot; the second barrier keeps the
-            // root's slot from being reused before every rank has read it.
+            // root's slot from being reused before every rank has read it. Every rank, root or not, copies its own
+            // input in: the slot is where the plan keeps that input, and other steps of the plan read it there.
             template <typename T> __device__ void broadcast(COLLECTIVE_ARGS) {
-                if (local && rank == op) copy_range<T>(local, MINE, 0, 0, n);
+                if (local) copy_range<T>(local, MINE, 0, 0, n);
                 block_barrier(pads, rank, world, epochs, timeout_ns, abort);
                 copy_range<T>(peers[op] + offset, out, 0, 0, n);
                 block_barrier(pads, rank, world, epochs, timeout_ns, abort);

@@ -98,6 +98,33 @@ class SharedGpuGpuTest {
     }
 
     /**
+     * A broadcast's input read by another step too: the input's home is its symmetric slot (path 2, copied in by the
+     * broadcast kernel), so a rank that is not the root must copy its own input in as well. Before the fix only the
+     * root did, and a non-root rank's {@code cos(x)} read zeros (random graph seed 2 of the shared-GPU check).
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 3})
+    void aBroadcastsInputReadByAnotherStepOnEveryRank(int world) {
+        LocalWorld.run(world, rv -> {
+            int rank = rv.rank();
+            var g = Gatun.graph("bcast_and_read").world(world);
+            var x = g.input("x", DType.F16, 2, 5);
+            g.output("b", x.broadcast(world - 1));
+            g.output("c", x.cos());
+            Graph graph = g.build();
+            var all = new ArrayList<Map<String, NDArray>>();
+            for (int r = 0; r < world; r++) all.add(Map.of("x", NDArray.random(DType.F16, 40 + r, 2, 5)));
+            var want = ReferenceInterpreter.evaluate(graph, all).get(rank);
+            for (boolean replay : new boolean[]{false, true}) {
+                try (var s = Session.compile(graph, shared(world, rv).cudaGraphs(replay))) {
+                    assertThat(s.plan().toString()).contains("broadcast.symm_mem").contains("copies input \"x\" in");
+                    for (int call = 0; call < 3; call++) MultiGpuCheck.compare("replay " + replay + " call " + call, want, s.runToHost(all.get(rank)));
+                }
+            }
+        });
+    }
+
+    /**
      * The barrier-free all-reduce with ranks sharing the GPU: the seeds' graph over hundreds of calls with new inputs
      * each call, replayed and eager, against its closed form; then bf16 inputs holding the sentinel's bits, other NaNs
      * and negative zeros, bit for bit against the one-shot all-reduce.
