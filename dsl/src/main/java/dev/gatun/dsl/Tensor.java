@@ -105,6 +105,18 @@ public final class Tensor {
     public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
 
     /**
+     * Attention of these queries [B, R, d] (one query position, R rows: the query heads sharing a key-value head, say)
+     * over a cache of {@code S} positions: {@code keysT} [B, d, S] (the keys transposed, as a decode step keeps them),
+     * {@code values} [B, S, d]; {@code softmax(scale * q keysT) values} over the positions 0 to {@code position}
+     * inclusive (an i32 or i64 one-element tensor read at run time), the later ones masked. One step instead of the
+     * scores' product, the mask, the softmax and the weighted values' product, with float32 sums rounded once; a
+     * position outside the cache fails the call. For a prompt's causal attention, compose those ops instead.
+     */
+    public Tensor attention(Tensor keysT, Tensor values, Tensor position, double scale) {
+        return graph.op(new Op.Attention(scale), this, keysT, values, position);
+    }
+
+    /**
      * {@code dynamic_update_slice}: this tensor with {@code update} written along {@code dim} from the position
      * {@code start} holds at run time (an i32 or i64 tensor of one element), as {@code jax.lax.dynamic_update_slice}
      * along one dimension or {@code x.index_copy_(dim, arange(start, start + n), update)} in PyTorch. The update has

@@ -110,6 +110,7 @@ final class SlotHistory {
                 case Step.Matmul m -> writtenAt.put(m.output(), at);
                 case Step.IndexSelect s -> writtenAt.put(s.output(), at);
                 case Step.Argmax a -> writtenAt.put(a.output(), at);
+                case Step.Attention a -> writtenAt.put(a.output(), at);
                 case Step.UpdateSlice u -> writtenAt.put(u.output(), at);
                 case Step.UpdateSlices b -> b.members().forEach(u -> writtenAt.put(u.output(), at));
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));

@@ -267,6 +267,18 @@ public sealed interface Step {
         }
     }
 
+    /**
+     * Attention of one query position over a cache: {@code softmax(scale * q kT) v} over the positions 0 to the one
+     * {@code position} holds, into {@code output} (q's shape); a position outside the cache fails the call.
+     */
+    record Attention(PlanBuffer output, PlanBuffer q, PlanBuffer keysT, PlanBuffer values, PlanBuffer position, double scale) implements Step {
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public String format() {
+            return output.name() + " = attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ", up to " + position.name()
+                    + ", scale=" + (float) scale + ")   # scores, mask, softmax and weighted values in one launch" + partNotes(List.of(output));
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

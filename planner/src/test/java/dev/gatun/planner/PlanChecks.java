@@ -319,6 +319,7 @@ final class PlanChecks {
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.IndexSelect x -> List.of(x.table(), x.indices());
             case Step.Argmax a -> List.of(a.input());
+            case Step.Attention a -> List.of(a.q(), a.keysT(), a.values(), a.position());
             case Step.CallUserOp u -> u.inputs();
             case Step.UpdateSlice u -> List.of(u.target(), u.update(), u.start());
             case Step.UpdateSlices b -> b.members().stream().flatMap(u -> readBuffers(u).stream()).toList();
@@ -335,6 +336,7 @@ final class PlanChecks {
             case Step.Matmul m -> List.of(m.output());
             case Step.IndexSelect x -> List.of(x.output());
             case Step.Argmax a -> List.of(a.output());
+            case Step.Attention a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());
             case Step.UpdateSlice u -> List.of(u.output());

@@ -92,6 +92,7 @@ public final class GraphJson {
             case Op.IndexSelect s -> {}
             case Op.Argmax a -> m.put("dim", Json.of(a.dim()));
             case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
+            case Op.Attention a -> m.put("scale", number(a.scale()));
             case Op.Collective c -> {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
@@ -325,6 +326,7 @@ public final class GraphJson {
                 case "index_select" -> new Op.IndexSelect();
                 case "argmax" -> new Op.Argmax(toInt(integer(no, "dim", where), where, "dim"));
                 case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
+                case "attention" -> new Op.Attention(dbl(field(no, "scale", where), where, "scale"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));
                 case "expand" -> new Op.Expand(shape(arr(no, "shape", where), where, "shape"));
                 case "permute" -> {
@@ -448,7 +450,7 @@ public final class GraphJson {
 
         /** Every field any node may carry (which ones an op needs is checked as it is read). */
         private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "state", "values", "dims", "keepdim", "shape", "perm",
-                "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "symmetric_group"};
+                "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "scale", "symmetric_group"};
 
         private static final java.util.Set<String> NODE_FIELD_SET = java.util.Set.of(NODE_FIELDS);
 

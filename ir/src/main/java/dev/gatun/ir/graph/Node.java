@@ -61,6 +61,7 @@ public final class Node {
             case Op.Cat c -> args + ", dim=" + c.dim();
             case Op.Argmax a -> args + ", dim=" + a.dim();
             case Op.UpdateSlice u -> args + ", dim=" + u.dim();
+            case Op.Attention a -> args + ", scale=" + a.scale();
             case Op.CustomOutput o -> args + ", " + o.index();
             default -> args.toString();
         };

@@ -42,6 +42,14 @@ public sealed interface ExternCall {
         @Override public String opName() { return "argmax"; }
     }
 
+    /**
+     * Attention of one query position over a cache (see {@link dev.gatun.ir.graph.Op.Attention}): contiguous queries
+     * [B, R, d], keys transposed [B, d, S], values [B, S, d] and the i32 or i64 position.
+     */
+    record Attention(double scale) implements ExternCall {
+        @Override public String opName() { return "attention"; }
+    }
+
     record UserOpCall(UserOp op, String group) implements ExternCall {
         @Override public String opName() { return op.name(); }
     }

@@ -468,6 +468,37 @@ final class HostExecutable implements Executable {
             }
         }
 
+        /** In float32, as the GPU's kernel: the scores, their softmax and the weighted values; the result rounded once. */
+        @Override public void attention(Step.Attention a) {
+            long[] q = a.q().shape().sizes(env);
+            int batch = (int) q[0], rows = (int) q[1], d = (int) q[2], len = (int) a.keysT().shape().sizes(env)[2];
+            long at = (long) Elements.get(segment(a.position()), a.position().dtype(), 0);
+            if (at < 0 || at >= len)
+                throw new GatunRuntimeException(a.format().strip() + ": position " + at + " of " + a.position().name() + " is outside the " + len
+                        + " positions of " + a.keysT().name() + "; it must be 0 to " + (len - 1));
+            MemorySegment qs = segment(a.q()), ks = segment(a.keysT()), vs = segment(a.values()), out = segment(a.output());
+            DType t = a.q().dtype();
+            float[] score = new float[(int) at + 1];
+            for (int b = 0; b < batch; b++)
+                for (int r = 0; r < rows; r++) {
+                    long qRow = ((long) b * rows + r) * d;
+                    float max = Float.NEGATIVE_INFINITY, sum = 0;
+                    for (int s = 0; s <= at; s++) {
+                        float dot = 0;
+                        for (int e = 0; e < d; e++)
+                            dot += (float) Elements.get(qs, t, qRow + e) * (float) Elements.get(ks, t, ((long) b * d + e) * len + s);
+                        score[s] = (float) a.scale() * dot;
+                        max = Math.max(max, score[s]);
+                    }
+                    for (int s = 0; s <= at; s++) sum += score[s] = (float) Math.exp(score[s] - max);
+                    for (int e = 0; e < d; e++) {
+                        float acc = 0;
+                        for (int s = 0; s <= at; s++) acc += score[s] * (float) Elements.get(vs, t, ((long) b * len + s) * d + e);
+                        Elements.set(out, t, qRow + e, acc / sum);
+                    }
+                }
+        }
+
         @Override public void indexSelect(Step.IndexSelect s) {
             long[] table = s.table().shape().sizes(env);
             long rows = table[0], rowBytes = bytes(s.table()) / Math.max(1, rows), n = numel(s.indices());

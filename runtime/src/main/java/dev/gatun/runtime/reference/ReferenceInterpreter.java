@@ -172,6 +172,7 @@ public final class ReferenceInterpreter {
             case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
             case Op.Argmax a -> argmax(in.getFirst(), n);
             case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
+            case Op.Attention a -> attention(in.get(0), in.get(1), in.get(2), in.get(3), a.scale(), n);
             case Op.Reshape r -> {
                 long[] to = r.shape().sizes(s.env);
                 if (Dense.size(to) != in.getFirst().numel())
@@ -294,6 +295,38 @@ public final class ReferenceInterpreter {
             for (long j = 0; j < len; j++)
                 System.arraycopy(update.data(), (int) ((o * len + j) * inner), out, (int) ((o * size + (long) start + j) * inner), (int) inner);
         return new Dense(x.dtype(), x.shape(), out);
+    }
+
+    /**
+     * {@code softmax(scale * q kT) v} over the positions 0 to {@code at}'s, in float64, rounded once to q's dtype; a
+     * position outside the cache names itself.
+     */
+    private static Dense attention(Dense q, Dense kT, Dense v, Dense at, double scale, Node n) {
+        int batch = (int) q.shape()[0], rows = (int) q.shape()[1], d = (int) q.shape()[2], len = (int) kT.shape()[2];
+        double position = at.data()[0];
+        if (position < 0 || position >= len)
+            throw new GraphException("attention: position " + (long) position + " of " + n.input(3).label() + " is outside the " + len
+                    + " positions of " + n.input(1).label() + "; it must be 0 to " + (len - 1));
+        int last = (int) position;
+        double[] out = new double[q.numel()];
+        for (int b = 0; b < batch; b++)
+            for (int r = 0; r < rows; r++) {
+                double[] score = new double[last + 1];
+                double max = Double.NEGATIVE_INFINITY, sum = 0;
+                for (int s = 0; s <= last; s++) {
+                    double dot = 0;
+                    for (int e = 0; e < d; e++) dot += q.data()[(b * rows + r) * d + e] * kT.data()[(b * d + e) * len + s];
+                    score[s] = scale * dot;
+                    max = Math.max(max, score[s]);
+                }
+                for (int s = 0; s <= last; s++) sum += score[s] = Math.exp(score[s] - max);
+                for (int e = 0; e < d; e++) {
+                    double acc = 0;
+                    for (int s = 0; s <= last; s++) acc += score[s] * v.data()[(b * len + s) * d + e];
+                    out[(b * rows + r) * d + e] = acc / sum;
+                }
+            }
+        return new Dense(q.dtype(), q.shape(), out).roundedTo(q.dtype());
     }
 
     /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */

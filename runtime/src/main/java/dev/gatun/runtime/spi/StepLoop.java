@@ -47,6 +47,9 @@ public final class StepLoop {
         /** The position of each row's largest element (the first of equals; a NaN counts as the largest). */
         void argmax(Step.Argmax s);
 
+        /** Attention of one query position over a cache; a position outside it fails the call, naming it. */
+        void attention(Step.Attention s);
+
         /** A slice written in place at a position read at run time; a position where it does not fit fails the call, naming it. */
         void updateSlice(Step.UpdateSlice s);
 
@@ -94,6 +97,7 @@ public final class StepLoop {
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.Argmax s -> backend.argmax(s);
+            case Step.Attention s -> backend.attention(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.CallUserOp s -> backend.userOp(s);
