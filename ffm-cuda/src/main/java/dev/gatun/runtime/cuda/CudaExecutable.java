@@ -89,9 +89,10 @@ final class CudaExecutable implements Executable {
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
     private final CudaUpdateSlice updateSlice;
+    private final CudaAttention attention;
     /** Whether this plan's own kernels are programmatic dependent launches (see {@link Programmatic}). */
     private final boolean programmatic;
-    /** Where index_select and update_slice kernels say why they stopped a call (null: the plan has neither). */
+    /** Where index_select, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
     private final DeviceFault fault;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
     private final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
@@ -195,6 +196,7 @@ final class CudaExecutable implements Executable {
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
+            this.attention = plan.steps().stream().anyMatch(s -> s instanceof Step.Attention) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -224,6 +226,7 @@ final class CudaExecutable implements Executable {
         for (PlanBuffer out : plan.outputs().values()) if (!out.isDynamic()) largestOutput = Math.max(largestOutput, out.type().byteSize());
         hostOut = device.allocatePinned(largestOutput);
         if (argmax != null) argmax.loadNow();
+        if (attention != null) attention.loadNow(plan);
         if (matmul != null) {
             matmul.loadNow();
             new CudaRun(this, Map.of(), false).warmUpMatmuls();
@@ -825,6 +828,11 @@ final class CudaExecutable implements Executable {
             exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
         }
 
+        @Override public void attention(Step.Attention a) {
+            exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
+                    exe.fault, exe.fault.step(a), exe.stream);
+        }
+
         @Override public void updateSlice(Step.UpdateSlice u) {
             exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
         }
@@ -1281,6 +1289,7 @@ final class CudaExecutable implements Executable {
         quietly(failed, copiedIn::close);
         if (fault != null) quietly(failed, fault::close);
         if (matmul != null) quietly(failed, matmul::close);
+        if (attention != null) quietly(failed, attention::close);
         quietly(failed, device::close);
         if (failed.isEmpty()) return;
         var e = new GatunRuntimeException("plan '" + plan.name() + "': releasing its resources on " + deviceName() + " failed (" + failed.size()

@@ -22,7 +22,7 @@ import java.util.Map;
  * local memory for every thread the GPU can hold (67 MB on an H200, measured by {@code MemoryProbe}), which a model's
  * memory budget pays for a message that is never printed. These kernels need no stack at all.
  *
- * <p>One record per executable, made only where its plan has a step that can stop (index_select, update_slice).
+ * <p>One record per executable, made only where its plan has a step that can stop (index_select, update_slice, attention).
  */
 final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
@@ -46,7 +46,7 @@ final class DeviceFault implements AutoCloseable {
             """;
 
     /** The record's codes, as the kernels write them. */
-    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2;
+    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3;
     static final long RECORD_BYTES = 48;
 
     private final PinnedHostBuffer record;
@@ -75,7 +75,9 @@ final class DeviceFault implements AutoCloseable {
     /** Whether the plan has a step whose kernel can stop the call on purpose (and so needs a record). */
     static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
 
-    private static boolean canStop(Step s) { return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices; }
+    private static boolean canStop(Step s) {
+        return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.Attention;
+    }
 
     /** The device address of the claim word, the kernels' first fault argument. */
     long claim() { return claim.address(); }
@@ -108,6 +110,7 @@ final class DeviceFault implements AutoCloseable {
                     + " rows of the table (valid: 0 to " + (c - 1) + ")";
             case UPDATE_SLICE -> where + " stopped the call: position " + a + " puts the update's " + b + " elements outside the " + c
                     + " of the target along its dimension (valid: 0 to " + (c - b) + ")";
+            case ATTENTION -> where + " stopped the call: position " + a + " is outside the " + b + " positions of the cache (valid: 0 to " + (b - 1) + ")";
             default -> where + " stopped the call (fault code " + code + ")";
         };
     }

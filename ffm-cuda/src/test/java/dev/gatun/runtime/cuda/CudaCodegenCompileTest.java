@@ -56,6 +56,11 @@ class CudaCodegenCompileTest {
         var u = CudaCodegenFixtures.compile(nvcc, dir, "update_slice", CudaUpdateSlice.SOURCE);
         assertThat(u.ok()).as(u.log()).isTrue();
         assertThat(u.ptx()).contains(".entry gatun_update_slice(", "trap;", "ld.global.v4.u32");
+        var at = CudaCodegenFixtures.compile(nvcc, dir, "attention", CudaAttention.SOURCE);
+        assertThat(at.ok()).as(at.log()).isTrue();
+        for (int d : CudaAttention.HEAD_SIZES)
+            assertThat(at.ptx()).contains(".entry attention_f32_" + d + "(", ".entry attention_f16_" + d + "(", ".entry attention_bf16_" + d + "(");
+        assertThat(at.ptx()).contains("trap;", "atom.acq_rel.gpu.global.add.u32");
         var a = CudaCodegenFixtures.compile(nvcc, dir, "argmax", CudaArgmax.SOURCE);
         assertThat(a.ok()).as(a.log()).isTrue();
         assertThat(a.ptx()).contains(".entry argmax_f32(", ".entry argmax_bf16(", ".entry argmax_f64(", ".entry argmax_f16(");

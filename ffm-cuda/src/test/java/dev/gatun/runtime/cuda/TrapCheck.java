@@ -11,13 +11,13 @@ import java.util.Map;
 
 /**
  * A kernel that stops a call on purpose, on one GPU, in a process of its own (a trap leaves the process's CUDA
- * context unusable): {@code index_select} given an index outside its table, or {@code update_slice} given a position
- * where the update does not fit, after a good call. The call must fail with the library's exception naming the step
+ * context unusable): {@code index_select} given an index outside its table, {@code update_slice} given a position
+ * where the update does not fit, or {@code attention} given a position past its cache, after a good call. The call must fail with the library's exception naming the step
  * and the values the kernel recorded (the {@link DeviceFault} record); what closing the session after it does is
  * printed.
  * Prints {@code TRAP CHECK PASSED} and exits 0 when that happened.
  *
- * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice</pre>
+ * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice|attention</pre>
  */
 public final class TrapCheck {
     private TrapCheck() {}
@@ -39,8 +39,18 @@ public final class TrapCheck {
             good = Map.of("u", u, "at", NDArray.of(DType.I32, new double[]{5}));
             bad = Map.of("u", u, "at", NDArray.of(DType.I32, new double[]{6}));
             want = "position 6 puts the update's 3 elements outside the 8 of the target along its dimension (valid: 0 to 5)";
+        } else if (which.equals("attention")) {
+            var q = g.input("q", DType.BF16, 2, 4, 64);
+            g.output("y", q.attention(g.input("kT", DType.BF16, 2, 64, 100), g.input("v", DType.BF16, 2, 100, 64), g.input("at", DType.I32, 1), 0.125));
+            var in = Map.of("q", NDArray.random(DType.BF16, 3, 2, 4, 64), "kT", NDArray.random(DType.BF16, 4, 2, 64, 100),
+                    "v", NDArray.random(DType.BF16, 5, 2, 100, 64));
+            good = new java.util.HashMap<>(in);
+            good.put("at", NDArray.of(DType.I32, new double[]{99}, 1));
+            bad = new java.util.HashMap<>(in);
+            bad.put("at", NDArray.of(DType.I32, new double[]{100}, 1));
+            want = "position 100 is outside the 100 positions of the cache (valid: 0 to 99)";
         } else {
-            throw new IllegalArgumentException("TrapCheck takes index_select or update_slice, got '" + which + "'");
+            throw new IllegalArgumentException("TrapCheck takes index_select, update_slice or attention, got '" + which + "'");
         }
         boolean passed;
         var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"));

@@ -1,0 +1,63 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.RequiresGpu;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+import dev.gatun.runtime.host.AttentionHostTest;
+import org.junit.jupiter.api.Test;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * {@code attention} on the GPU against plain float64 loops: every dtype and head size the kernels take, one slice of
+ * positions and many (the last block merging them), row counts that are not a multiple of the block's four, positions
+ * at both ends of the cache, replayed with a new position every call (the position read on the device) and eagerly.
+ */
+@RequiresGpu
+class AttentionGpuTest {
+    record Case(DType t, int batch, int rows, int d, int len) {}
+
+    @Test
+    void everyHeadSizeAndDtypeAgainstPlainLoops() {
+        var cases = List.of(new Case(DType.BF16, 8, 4, 64, 544), new Case(DType.BF16, 64, 4, 64, 544), new Case(DType.F16, 2, 6, 128, 300),
+                new Case(DType.F32, 3, 5, 16, 70), new Case(DType.F32, 1, 1, 128, 2048), new Case(DType.BF16, 1, 8, 128, 33),
+                new Case(DType.F16, 4, 4, 32, 1));
+        for (Case c : cases)
+            for (boolean replay : new boolean[]{true, false}) {
+                double scale = 1 / Math.sqrt(c.d());
+                Graph graph = AttentionHostTest.graph(c.t(), DType.I32, c.batch(), c.rows(), c.d(), c.len(), scale);
+                double tol = c.t() == DType.F32 ? 1e-4 : 2e-2;
+                try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda").cudaGraphs(replay))) {
+                    for (int position : new int[]{0, c.len() - 1, c.len() / 2, 1 % c.len(), c.len() / 3}) {
+                        var in = AttentionHostTest.inputs(c.t(), DType.I32, c.batch(), c.rows(), c.d(), c.len(), position, 11L * c.d() + position);
+                        double[] want = AttentionHostTest.expected(in, c.batch(), c.rows(), c.d(), c.len(), position, scale);
+                        NDArray y = s.runToHost(in).get("y");
+                        assertThat(NDArray.of(DType.F64, want, c.batch(), c.rows(), c.d()).mismatch(y, tol, tol))
+                                .as("%s replay %s position %d", c, replay, position).isNull();
+                    }
+                }
+            }
+    }
+
+    /** The same inputs at a position that moves each call, replayed: only the position changes the result. */
+    @Test
+    void aReplayedGraphReadsEachCallsPosition() {
+        int b = 8, r = 4, d = 64, len = 544;
+        Graph graph = AttentionHostTest.graph(DType.BF16, DType.I64, b, r, d, len, 0.125);
+        var in = new HashMap<>(AttentionHostTest.inputs(DType.BF16, DType.I64, b, r, d, len, 0, 5));
+        try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda").cudaGraphs(true))) {
+            for (int position = 0; position < len; position += 37) {
+                in.put("pos", NDArray.of(DType.I64, new double[]{position}, 1));
+                double[] want = AttentionHostTest.expected(in, b, r, d, len, position, 0.125);
+                assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(s.runToHost(in).get("y"), 2e-2, 2e-2)).as("position %d", position).isNull();
+            }
+        }
+    }
+}
