@@ -25,7 +25,7 @@ class LlamaDecoderTest {
     static final int MAX = 24;
 
     @Test
-    void aDecodeLayerIsSixProductsFiveKernelsAndOneLaunchOfTwoInPlaceCacheWritesWithNoCopy() {
+    void aDecodeLayerIsFourProductsOneAttentionFourKernelsAndOneLaunchOfTwoInPlaceCacheWritesWithNoCopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
             var kernels = s.plan().kernels();
@@ -35,13 +35,15 @@ class LlamaDecoderTest {
                         assertThat(k.ops()).containsSubsequence("silu", "mul");
                         assertThat(k.stores()).hasSize(1);
                     });
-            // qkv, scores, weighted values, o, gate|up, down per layer, and the output projection
-            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
-            // the step's tables from its position (rotary angles, attention mask) and the first norm; then per
-            // layer rope of q and k (one kernel: their heads lie side by side), softmax, residual + norm twice (the next
-            // layer's or the final norm), SwiGLU: the heads are views of the fused product and of rope's result,
-            // grouped-query attention reads the cache as it is
-            assertThat(kernels).hasSize(3 + 5 * c.layers());
+            // qkv, o, gate|up, down per layer, and the output projection
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(4 * c.layers() + 1);
+            // the scores, mask, softmax and weighted values: one attention step a layer, over the updated caches
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Attention).hasSize(c.layers())
+                    .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.Attention) st).position().name()).isEqualTo("position"));
+            // the step's rotary angles from its position and the first norm; then per layer rope of q and k (one
+            // kernel: their heads lie side by side), residual + norm twice (the next layer's or the final norm), SwiGLU:
+            // the heads are views of the fused product and of rope's result, grouped-query attention reads the cache as it is
+            assertThat(kernels).hasSize(2 + 4 * c.layers());
             assertThat(kernels).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
             // the new key (rotated, as rope stored it) and value (a view of the product) written in place into the
             // caches, which are states: the bytes of one position, not a rewrite of the cache; both in one launch
@@ -63,7 +65,10 @@ class LlamaDecoderTest {
         var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(LlamaDecoder.decode(c, 2, MAX, 1, DType.F32),
                 dev.gatun.ir.lower.LoweringOptions.world(1)));
         assertThat(plan.kernels()).as(plan.toString()).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
+        // the mask's kernel and softmax a layer: at batch 2 the attention is two products around a softmax (see attentionStep)
         assertThat(plan.kernels()).hasSize(3 + 6 * c.layers());
+        assertThat(plan.steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.Attention);
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(6 * c.layers() + 1);
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateSlices).hasSize(c.layers());
     }
 
