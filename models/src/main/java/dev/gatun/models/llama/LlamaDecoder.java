@@ -21,9 +21,8 @@ import java.util.Map;
  *   with the queries reads them; {@code cache.L.v}: the values, [kv heads, maxLen, head_dim]; the prompt's, zeros after
  *   it);</li>
  *   <li>{@link #decode}: one token at the {@code position} the call gives (i32); from it the graph computes the rotary
- *   angles, and the attention reads the cache up to it: at batch 1 as one {@code attention} step (scores, mask, softmax
- *   and weighted values), at larger batches as two products around a softmax, masked by an {@code arange} of the
- *   cache's positions compared with the position (see {@link #attentionStep}).
+ *   angles, and one {@code attention} step a layer (scores, mask, softmax and weighted values) reads the cache up to
+ *   it.
  *   The caches are states of the session ({@code cache.L.k}, {@code cache.L.v}, the layouts above): each step writes
  *   its new key and value at the position in place ({@code update_slice}, the bytes of one position, not of the cache)
  *   and attends over the positions up to it. Its outputs are the logits and the greedy token ({@code next}, i64);
@@ -73,13 +72,7 @@ public final class LlamaDecoder {
             Tensor angle = position.expand(d).cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
             cos = angle.cos().cast(dtype);
             sin = angle.sin().cast(dtype);
-            if (attentionStep(b)) {
-                mask = null;   // the attention step attends to the positions up to the step's own
-            } else {
-                // the attention mask over the cache (0 up to the position, -inf after), compared as integers: the cast to
-                // float feeds the angles' kernel alone, so it is no kernel of its own
-                mask = g.arange(DType.I32, maxLen).gt(position).where(Double.NEGATIVE_INFINITY, 0).cast(dtype).reshape(1, maxLen);
-            }
+            mask = null;   // the attention step attends to the positions up to the step's own
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
             cos = g.input("cos", dtype, t, d);
@@ -128,7 +121,7 @@ public final class LlamaDecoder {
             Tensor qg = q.reshape(bkl, group * t, d);
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
             Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
-            if (decode && attentionStep(b)) {
+            if (decode) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
                 heads = qg.attention(kk, vv, position, 1 / Math.sqrt(d));
             } else {
@@ -155,15 +148,6 @@ public final class LlamaDecoder {
         g.output("next", logits.argmax(-1));
         return g.build();
     }
-
-    /**
-     * Whether a decode step of {@code batch} sequences attends with the {@code attention} step (one launch a layer) or
-     * with the ops it replaces (the scores' product, mask and softmax, the values' product: three launches). Measured on
-     * an H100 at Llama-3.2-1B's shapes and a cache of 544 ({@code AttentionBench}, a chain of 64 layers replayed): at
-     * batch 1 the step takes 8.5 µs a layer against 9.5 to 10.3; at batch 8 (64 key-value heads' caches to read) 14.4
-     * against 12.6, so the larger batches keep the products until the step's kernel does better there.
-     */
-    static boolean attentionStep(int batch) { return batch == 1; }
 
     /** {@code x @ w.mT} for a weight in the checkpoints' [out, in] layout: the product reads it transposed as it lies. */
     private static Tensor linear(Tensor x, Tensor w) { return x.matmul(w.transpose(0, 1)); }
