@@ -69,6 +69,20 @@ class FailureHintsTest {
         }
     }
 
+    @Test
+    void anAttentionPositionOutsideTheCacheIsNamedWithItsStep() {
+        var g = Gatun.graph("attend");
+        g.output("y", g.input("q", DType.BF16, 2, 4, 64).attention(g.input("kT", DType.BF16, 2, 64, 100), g.input("v", DType.BF16, 2, 100, 64),
+                g.input("at", DType.I32, 1), 0.125));
+        var p = plan(g.build());
+        int step = indexOf(p, Step.Attention.class);
+        try (var arena = Arena.ofConfined()) {
+            assertThat(DeviceFault.describe(record(arena, DeviceFault.ATTENTION, step, 100, 100, 0), p))
+                    .startsWith("step " + step + " (").contains("attention(q, kT, v, up to at, scale=0.125)").doesNotContain("# scores")
+                    .contains("position 100 is outside the 100 positions of the cache (valid: 0 to 99)");
+        }
+    }
+
     /** A batch of updates (one launch, two caches) names the member whose position did not fit. */
     @Test
     void aBatchOfUpdatesNamesTheMemberThatStopped() {
