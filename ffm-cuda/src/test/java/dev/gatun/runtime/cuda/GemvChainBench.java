@@ -29,7 +29,9 @@ import java.util.Locale;
  * ({@link CudaGemv#launch}), for every k-slice count and block size {@link CudaGemv#sliced} takes, for the default
  * launched programmatically (each product may start while the one before it ends), and for cuBLAS; then the four
  * products of a layer in turn, default against the best of the sweep, and the layer's weight bytes over that time.
- * Arguments: [replays, default 40].
+ * Then each product after about 8 µs of other work (a kernel that sleeps), with and without that kernel first asking
+ * L2 for the product's weight ({@code cp.async.bulk.prefetch.L2}): what prefetching the next weight during a layer's
+ * small kernels would save. Arguments: [replays, default 40].
  *
  * <p>Run on a GPU machine with {@code bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.GemvChainBench}.
  */
@@ -37,6 +39,8 @@ public final class GemvChainBench {
     private GemvChainBench() {}
 
     static final int LAYERS = 16;
+    /** Blocks of the other work that ask L2 for the next weight (one SM's bulk prefetches alone reach about 0.3 TB/s). */
+    static final int PREFETCH_BLOCKS = 64;
     /** {k, n, what}: a Llama-3.2-1B layer's one-row products. */
     static final Object[][] SHAPES = {{2048, 3072, "qkv"}, {2048, 2048, "o_proj"}, {2048, 16384, "gate|up"}, {8192, 2048, "down"}};
 
@@ -49,6 +53,26 @@ public final class GemvChainBench {
                     float f = (h & 0xffffu) / 32768.0f - 1.0f;
                     p[i] = (unsigned short) (__float_as_uint(f) >> 16);
                 }
+            }
+            """;
+
+    /**
+     * The other kernels of a layer, as far as the products care: a kernel that waits about {@code ns} nanoseconds
+     * (a bounded sleep, no memory), and whose threads first ask L2 for {@code bytes} bytes at {@code p} where
+     * {@code bytes} is not 0 (16-byte-aligned runs of 64 KiB spread over every thread of the grid:
+     * {@code cp.async.bulk.prefetch.L2}, which fills L2 and reads nothing into the kernel).
+     */
+    static final String QUIET = """
+            extern "C" __global__ void quiet(const char* p, long long bytes, long long ns) {
+                const long long run = 65536;
+                const long long first = (long long) blockIdx.x * blockDim.x + threadIdx.x, all = (long long) gridDim.x * blockDim.x;
+                for (long long at = first * run; at < bytes; at += all * run) {
+                    long long n = bytes - at < run ? bytes - at : run;
+            #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p + at), "r"((unsigned) n) : "memory");
+            #endif
+                }
+                for (long long waited = 0; waited < ns; waited += 1000) __nanosleep(1000);
             }
             """;
 
@@ -69,6 +93,7 @@ public final class GemvChainBench {
             var gemv = new CudaGemv(compiler, sms);
             var programmatic = new CudaGemv(compiler, sms, d.computeCapability().major() >= 9);
             var fill = CudaExecutable.compile(d, cudaHome, "gemv-chain", "fill", FILL).kernel("fill_bf16");
+            var quiet = CudaExecutable.compile(d, cudaHome, "gemv-chain", "quiet", QUIET).kernel("quiet");
             var buffers = new ArrayList<DeviceBuffer>();
             try {
                 DeviceBuffer x = d.allocate(8192L * 2), y = d.allocate(16384L * 2);
@@ -112,6 +137,23 @@ public final class GemvChainBench {
                         }
                     System.out.println(line);
                     System.out.printf(Locale.ROOT, "  best %s %.2f us (%.0f GB/s)%n", describe(best[s]), bestUs, bytes / bestUs / 1e3);
+                }
+                // each product after ~8 us of other work (the attention's few small kernels), its weight asked of L2 by that
+                // work's first threads or not: what prefetching the next product's weight would save (the difference)
+                for (int s = 0; s < SHAPES.length; s++) {
+                    int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1], si = s;
+                    var def = CudaGemv.launch(t, CudaGemv.Path.CUDA_CORES, 1, n, k, sms);
+                    double[] us = new double[3];
+                    for (int variant = 0; variant < 3; variant++) {
+                        int v = variant;
+                        us[v] = chain(d, stream, start, end, replays, (l, st) -> {
+                            long bytes = v == 1 ? 2L * k * n : 0;
+                            if (v < 2) quiet.launch(new LaunchConfig(Dim3.of(PREFETCH_BLOCKS), Dim3.of(32), 0, st), w[si][l].address(), bytes, 8000L);
+                            gemv.run(def, 1, n, k, n, x.address(), w[si][l].address(), y.address(), st);
+                        });
+                    }
+                    System.out.printf(Locale.ROOT, "%-8s after 8 us of other work: %.2f us; with its weight asked of L2 first: %.2f (the product alone %.2f)%n",
+                            SHAPES[s][2], us[0], us[1], us[2]);
                 }
                 // a layer's four products in turn, 16 layers: the decode step's products without the rest
                 double layerBytes = 0;
