@@ -1,7 +1,6 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Device;
-import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
@@ -270,7 +269,7 @@ final class CudaAttention implements AutoCloseable {
 
     private final LazyProgram program;
     private final boolean programmatic;
-    private final DeviceBuffer scratch, counters;
+    private final SplitScratch split;
 
     /**
      * The kernels, and scratch and counters enough for every attention step of {@code plan}; the counters are zeroed on
@@ -287,18 +286,7 @@ final class CudaAttention implements AutoCloseable {
                 floats = Math.max(floats, c.scratchFloats(d(a)));
                 tiles = Math.max(tiles, c.tiles());
             }
-        DeviceBuffer sc = null, co = null;
-        try {
-            sc = device.allocate(floats * Float.BYTES);
-            co = device.allocate(tiles * Integer.BYTES);
-            co.memsetAsync(0, stream);
-        } catch (RuntimeException e) {
-            if (co != null) co.close();
-            if (sc != null) sc.close();
-            throw e;
-        }
-        this.scratch = sc;
-        this.counters = co;
+        this.split = SplitScratch.allocate(device, floats, tiles, stream);
     }
 
     private static int d(Step.Attention a) { return (int) a.q().shape().sizes()[2]; }
@@ -341,15 +329,9 @@ final class CudaAttention implements AutoCloseable {
         var config = new LaunchConfig(c.grid(), Dim3.of(32 * WARPS), 0, stream);
         Programmatic.launch(program.kernel(kernel(a)), programmatic, config, q, keysT, values, out, position,
                 a.position().dtype() == DType.INT64 ? 1 : 0, (int) a.q().shape().sizes()[1], len, (float) a.scale(), c.splits(),
-                scratch.address(), counters.address(), fault.claim(), fault.record(), step);
+                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step);
     }
 
     /** Frees the scratch and the counters (again: nothing). */
-    @Override public void close() {
-        try {
-            counters.close();
-        } finally {
-            scratch.close();
-        }
-    }
+    @Override public void close() { split.close(); }
 }

@@ -2,7 +2,6 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceAttribute;
-import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
@@ -251,7 +250,7 @@ final class CudaSmallMatmul implements AutoCloseable {
     private final LazyProgram program;
     private final boolean programmatic;
     private final int sms;
-    private final DeviceBuffer scratch, counters;
+    private final SplitScratch split;
 
     /**
      * The kernels for {@code device}, with their scratch and counters; the counters are zeroed on {@code stream}, the
@@ -262,18 +261,7 @@ final class CudaSmallMatmul implements AutoCloseable {
         this.program = new LazyProgram(compiler, "gatun_small_matmul", SOURCE);
         this.programmatic = programmatic;
         this.sms = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
-        DeviceBuffer s = null, c = null;
-        try {
-            s = device.allocate((long) SCRATCH_FLOATS * Float.BYTES);
-            c = device.allocate((long) COUNTERS * Integer.BYTES);
-            c.memsetAsync(0, stream);
-        } catch (RuntimeException e) {
-            if (c != null) c.close();
-            if (s != null) s.close();
-            throw e;
-        }
-        this.scratch = s;
-        this.counters = c;
+        this.split = SplitScratch.allocate(device, SCRATCH_FLOATS, COUNTERS, stream);
     }
 
     /** Whether this kernel serves a product: 16- or 32-bit floats, neither operand transposed, 1 to 8 rows, a grid that fits. */
@@ -351,15 +339,9 @@ final class CudaSmallMatmul implements AutoCloseable {
         Split s = split(t, vector, m, n, k, batches, sms);
         var config = new LaunchConfig(new Dim3(s.tiles(), batches, s.splits()), Dim3.of(THREADS), 0, stream);
         Programmatic.launch(program.kernel(kernel(t, m, vector)), programmatic, config, a, b, c, m, n, k, sa, sb, sc, ldc, s.lanes(), s.rows(),
-                scratch.address(), counters.address());
+                split.scratch().address(), split.counters().address());
     }
 
     /** Frees the scratch and the counters (again: nothing). */
-    @Override public void close() {
-        try {
-            counters.close();
-        } finally {
-            scratch.close();
-        }
-    }
+    @Override public void close() { split.close(); }
 }
