@@ -57,4 +57,26 @@ class LlamaDecoderGpuTest {
             for (int r = 0; r < 2; r++) assertSame(host, runs[r], "cuda tp 2 rank " + r);
         }
     }
+
+    /**
+     * A batch of three prompts and a cache long enough that the attention step merges several slices (80 positions: 3
+     * slices of 32): every sequence's tokens as the host's, the first sequence's logits within float32's sums' order.
+     */
+    @Test
+    void aBatchDecodesAsTheHostDoesWithSeveralSlicesOfTheCache(@TempDir Path dir) throws Exception {
+        LlamaCheckpoint.writeRandom(TINY, DType.F32, 13, dir);
+        int[][] prompts = new int[3][70];
+        for (int b = 0; b < 3; b++) for (int i = 0; i < 70; i++) prompts[b][i] = (i * 31 + b * 7 + 5) % TINY.vocabSize();
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            var results = new java.util.ArrayList<LlamaGenerator.Result>();
+            for (String backend : List.of("host", "cuda"))
+                try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 70, 80, 1, DType.F32,
+                        CompileOptions.world(1).backend(backend))) {
+                    results.add(gen.generate(prompts, 8, true));
+                }
+            LlamaGenerator.Result host = results.get(0), gpu = results.get(1);
+            for (int b = 0; b < 3; b++) assertThat(gpu.sequences()[b]).as("sequence %d", b).containsExactly(host.sequences()[b]);
+            assertSame(host, gpu, "batch of 3, cache of 80");
+        }
+    }
 }
