@@ -69,6 +69,37 @@ public class AttentionHostTest {
         assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(ref, tol, tol)).isNull();
     }
 
+    /**
+     * Operands that are views: the keys given as [B, S, d] and transposed, the values a slice of a wider tensor, q a
+     * reshape of a computed tensor. The step takes packed operands, so the plan copies the views first (and says so);
+     * the result is still the plain loops'.
+     */
+    @Test
+    void viewsAsOperandsArePackedFirst() {
+        int b = 2, r = 3, d = 4, len = 6, position = 4;
+        var g = Gatun.graph("views");
+        var q = g.input("q", DType.F32, b, r * d).mul(2).reshape(b, r, d);
+        var kT = g.input("k", DType.F32, b, len, d).transpose(1, 2);
+        var v = g.input("vv", DType.F32, b, len, 2 * d).slice(2, d, 2 * d);
+        g.output("y", q.attention(kT, v, g.input("pos", DType.I32, 1), 0.5));
+        NDArray qIn = NDArray.random(DType.F32, 1, b, r * d), k = NDArray.random(DType.F32, 2, b, len, d), vv = NDArray.random(DType.F32, 3, b, len, 2 * d);
+        double[] qd = qIn.toDoubleArray(), kd = k.toDoubleArray(), vd = vv.toDoubleArray();
+        double[] q2 = new double[qd.length], kTd = new double[b * d * len], vs = new double[b * len * d];
+        for (int i = 0; i < qd.length; i++) q2[i] = 2 * qd[i];
+        for (int x = 0; x < b; x++)
+            for (int s = 0; s < len; s++)
+                for (int e = 0; e < d; e++) {
+                    kTd[(x * d + e) * len + s] = kd[(x * len + s) * d + e];
+                    vs[(x * len + s) * d + e] = vd[(x * len + s) * 2 * d + d + e];
+                }
+        double[] want = Attentions.expected(q2, kTd, vs, b, r, d, len, position, 0.5);
+        try (var sess = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            assertThat(sess.plan().toString()).contains("= attention(");
+            NDArray y = sess.runToHost(Map.of("q", qIn, "k", k, "vv", vv, "pos", NDArray.of(DType.I32, new double[]{position}, 1))).get("y");
+            assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(y, 1e-5, 1e-5)).isNull();
+        }
+    }
+
     /** Only the positions up to the given one count: changing a later key or value changes nothing. */
     @Test
     void positionsAfterTheOneGivenAreMasked() {
