@@ -26,9 +26,11 @@ import dev.gatun.runtime.GatunRuntimeException;
  * lane), into float32 sums for its own elements of the head.
  *
  * <p>The first version (blocks of 256 threads over chunks of 64 positions, sums added through shared memory between
- * barriers) took 8.5 µs a layer at batch 1 on an H100 ({@code AttentionBench}), no better than the three launches it
- * replaced: profiled, each warp waited on its barriers and shuffles with two warps a scheduler. A warp per slice has no
- * barrier to wait on and many more warps in flight.
+ * barriers) was slower than the three launches at batch 8 and hardly faster at batch 1 ({@code AttentionBench}, an
+ * H100): profiled, each warp waited on its barriers and shuffles with two warps a scheduler. A warp per slice has no
+ * barrier to wait on and many more warps in flight: 8.1–9.5 µs a layer against the products' 9.4–11.3 at batch 1,
+ * 11.7–12.2 against 12.2–14.2 at batch 8. Most of what remains is the loads' trip to memory, the partials' through L2
+ * and the merge.
  *
  * <p>With one slice (a cache of at most {@value #POSITIONS}) the warp stores {@code sums / sum}. With several, each
  * writes its float32 partial (sums, maximum, sum per row) to this object's scratch and counts itself in on its (batch,
@@ -308,8 +310,11 @@ final class CudaAttention implements AutoCloseable {
         long[] q = a.q().shape().sizes();
         long len = a.keysT().shape().sizes()[2];
         long splits = Math.ceilDiv(len, POSITIONS);
-        if (splits * WARPS > Integer.MAX_VALUE) throw new GatunRuntimeException(a.format().strip() + ": a cache of " + len + " positions is too long for the GPU's kernel");
-        return new Cut((int) q[0], (int) Math.ceilDiv(q[1], ROWS), (int) splits);
+        long rowBlocks = Math.ceilDiv(q[1], ROWS);
+        if (splits * WARPS > Integer.MAX_VALUE || q[0] > 65_535 || rowBlocks > 65_535)
+            throw new GatunRuntimeException(a.format().strip() + ": " + q[0] + " batch entries of " + q[1] + " rows over a cache of " + len
+                    + " positions do not fit the GPU kernel's grid (at most 65535 batch entries and 65535 blocks of " + ROWS + " rows)");
+        return new Cut((int) q[0], (int) rowBlocks, (int) splits);
     }
 
     /** Loads the kernels of every attention step of {@code plan} now (where ranks share a GPU nothing may load mid-session). */
