@@ -37,9 +37,9 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
      *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
-     * @param smallMatmul    products of at most 8 rows by operands lying as they are (a decode step's attention) in
-     *                       Gatun's own kernel instead of cuBLAS (GATUN_SMALL_MATMUL=1 or 0; by default where launches
-     *                       are programmatic, since a cuBLAS kernel cannot be launched that way)
+     * @param smallMatmul    products of at most 8 rows by operands lying as they are (a decode step's attention
+     *                       composed of products) in Gatun's own kernel instead of cuBLAS (GATUN_SMALL_MATMUL=1 or 0; by
+     *                       default where launches are programmatic, since a cuBLAS kernel cannot be launched that way)
      */
     public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch,
                        int barrierFreeBackoffNs, boolean smallMatmul) {

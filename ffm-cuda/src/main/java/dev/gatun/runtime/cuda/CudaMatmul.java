@@ -45,7 +45,7 @@ final class CudaMatmul {
     private final Blas blas;
     private final LazyProgram f64;
     private final CudaGemv gemv;
-    /** The attention's small products in a kernel of Gatun's own, where asked (null otherwise). */
+    /** Small batched products (an attention composed of products) in a kernel of Gatun's own, where asked (null otherwise). */
     private final CudaSmallMatmul small;
 
     /** Loads the built-in programs now, every shape's (see {@link LazyProgram#loadNow}); cuBLAS loads its own on first use. */
@@ -113,8 +113,8 @@ final class CudaMatmul {
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
             return;
         }
-        // where launches are programmatic, a few rows by operands lying as they are (the attention's products at a
-        // decode step): Gatun's own kernel, which keeps the chain of overlapped launches that a cuBLAS kernel would break
+        // where launches are programmatic, a few rows by operands lying as they are (an attention composed of products
+        // at a decode step): Gatun's own kernel, which keeps the chain of overlapped launches that a cuBLAS kernel would break
         if (small != null && CudaSmallMatmul.applies(t, transA, transB, m, n, k, oa.length)
                 && (oa.length == 1 || evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc))) {
             boolean many = oa.length > 1;

@@ -8,9 +8,10 @@ import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 
 /**
- * Small batched products of a decode step's attention, {@code C[i] = A[i] B[i]} with A of at most 8 rows (a group of
- * query heads at one position: scores = q K^T, and probabilities times values), both operands row-major as they
- * lie, in a kernel of Gatun's own. Used where asked ({@code GATUN_SMALL_MATMUL}; by default where the plan's kernels
+ * Small batched products such as those of a decode step's attention composed of products, {@code C[i] = A[i] B[i]}
+ * with A of at most 8 rows (a group of query heads at one position: scores = q K^T, and probabilities times values),
+ * both operands row-major as they lie, in a kernel of Gatun's own. (The decoder now attends with one {@code attention}
+ * step, {@link CudaAttention}; the measurements below are of the decoder as it was before.) Used where asked ({@code GATUN_SMALL_MATMUL}; by default where the plan's kernels
  * are launched programmatically, {@link Programmatic}): a cuBLAS kernel cannot be, so it would break the chain of
  * overlapped launches twice a layer. Through the decoder on an H100 (decode step at batch 1) programmatic launch
  * with this kernel took 1.474 ms a token, with cuBLAS for these products 1.492, and neither beat plain launches with
