@@ -200,44 +200,39 @@ final class CudaGemv {
             // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j; a step
             // is 32 consecutive 16-byte vectors of each of those rows of w (one a lane), and each vector of x loaded serves all
             // GV_FMA_COLS columns. Lanes' sums are added by shuffles.
-            // Launched programmatically (see Programmatic), a warp first asks L2 for the start of its part of the weight, which no
-            // earlier kernel of the call writes, while the kernel before it still runs: GV_PREFETCH_STEPS steps of each of its
-            // rows, so its first loads hit L2 instead of waiting on memory. A prefetch only fills L2 (coherent on the GPU), it
-            // reads nothing into the kernel, so it may come before the wait; every load comes after it.
-            #define GV_PREFETCH_STEPS 2
-            __device__ __forceinline__ void gv_prefetch_l2(const void* p, long long bytes) {
-            #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"((unsigned) bytes) : "memory");
-            #endif
+            // With `preload` (a weight no kernel of the call writes: a graph input), a warp loads its first step of the weight
+            // before the wait: launched programmatically (see Programmatic), those loads are in flight while the kernel before
+            // it still runs, and its first products start as soon as the wait returns. Everything else is read after the wait.
+            template <int C>
+            __device__ __forceinline__ void gv_fma_load(uint4 (&a)[GV_FMA_UNROLL][C], const uint4* wv, int vectors, long long col, int n, int step,
+                                                        int last, int lane) {
+                const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                #pragma unroll
+                for (int u = 0; u < GV_FMA_UNROLL; u++) {
+                    const int v = (step + u) * 32 + lane;
+                    const bool in = step + u < last && v < vectors;
+                    #pragma unroll
+                    for (int c = 0; c < C; c++) a[u][c] = in && col + c < n ? __ldcs(wv + (long long) c * vectors + v) : zero;
+                }
             }
 
             template <typename T, int M>
             __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices, int prefetch) {
+                                     int slices, int preload) {
                 constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
                 const int vectors = k / V;
                 const GvWarp g(ceil_div_gv(vectors, 32), slices);
                 const long long col = (long long) g.tile * C;
                 const uint4* wv = reinterpret_cast<const uint4*>(w) + col * vectors;
-                if (prefetch && g.lane < C && col + g.lane < n) {
-                    const int from = g.first * 32, to = min(vectors, min(g.last, g.first + GV_PREFETCH_STEPS) * 32);
-                    gv_prefetch_l2(wv + (long long) g.lane * vectors + from, (long long) (to - from) * 16);
-                }
+                uint4 a[GV_FMA_UNROLL][C];
+                if (preload) gv_fma_load<C>(a, wv, vectors, col, n, g.first, g.last, g.lane);
                 GATUN_DEPENDENT_START();
                 const uint4* xv = reinterpret_cast<const uint4*>(x);
-                const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 float acc[C * M];
                 #pragma unroll
                 for (int i = 0; i < C * M; i++) acc[i] = 0.0f;
                 for (int step = g.first; step < g.last; step += GV_FMA_UNROLL) {
-                    uint4 a[GV_FMA_UNROLL][C];
-                    #pragma unroll
-                    for (int u = 0; u < GV_FMA_UNROLL; u++) {
-                        const int v = (step + u) * 32 + g.lane;
-                        const bool in = step + u < g.last && v < vectors;
-                        #pragma unroll
-                        for (int c = 0; c < C; c++) a[u][c] = in && col + c < n ? __ldcs(wv + (long long) c * vectors + v) : zero;
-                    }
+                    if (!preload || step != g.first) gv_fma_load<C>(a, wv, vectors, col, n, step, g.last, g.lane);
                     #pragma unroll
                     for (int u = 0; u < GV_FMA_UNROLL; u++) {
                         const int v = (step + u) * 32 + g.lane;
@@ -275,7 +270,7 @@ final class CudaGemv {
                                                                               int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
-                                                                                    int rows, int slices, int prefetch) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, prefetch); }
+                                                                                    int rows, int slices, int preload) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload); }
             #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
             GV_MMA_ENTRY(__half, f16)
             GV_MMA_ENTRY(__nv_bfloat16, bf16)
@@ -304,6 +299,21 @@ final class CudaGemv {
         if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16) return false;
         int perVector = 16 / t.byteSize();
         return k % perVector == 0 && ((x | w) & 15) == 0 && (y & (t.byteSize() - 1)) == 0;
+    }
+
+    /**
+     * Whether the plan's product {@code m} is one this kernel takes automatically by its shape and type (one row, no
+     * batch, the weight read transposed; its addresses are checked when it runs, {@link #applies}).
+     */
+    static boolean takes(dev.gatun.planner.Step.Matmul m) {
+        DType t = m.a().dtype();
+        if (m.transA() || !m.transB() || m.b().dtype() != t || !m.a().shape().isStatic() || !m.b().shape().isStatic()) return false;
+        if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16) return false;
+        long[] a = m.a().shape().sizes(java.util.Map.of()), b = m.b().shape().sizes(java.util.Map.of());
+        if (a.length < 2 || b.length < 2 || a[a.length - 2] > AUTO_ROWS) return false;
+        for (int d = 0; d < a.length - 2; d++) if (a[d] != 1) return false;
+        for (int d = 0; d < b.length - 2; d++) if (b[d] != 1) return false;
+        return a[a.length - 1] % (16 / t.byteSize()) == 0;
     }
 
     private static String suffix(DType t) {
@@ -369,8 +379,15 @@ final class CudaGemv {
      * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; x's rows
      * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#AUTO}.
      */
-    void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
-        run(Path.AUTO, t, m, n, k, ldc, x, w, y, stream);
+    void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { run(t, m, n, k, ldc, x, w, y, false, stream); }
+
+    /**
+     * As {@link #run(DType, int, int, int, int, long, long, long, Stream)}; {@code constantWeight}: no kernel of the call
+     * writes w (a graph input), so a programmatic launch loads its first step before it waits for the kernel before it.
+     */
+    void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
+        if (n == 0) return;
+        run(launch(t, Path.AUTO, m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, stream);
     }
 
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
@@ -380,11 +397,13 @@ final class CudaGemv {
     }
 
     /** As {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} with the launch given (benchmarks' sweeps). */
-    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
+    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { run(l, m, n, k, ldc, x, w, y, false, stream); }
+
+    private void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
-        // the CUDA-core kernels take one more argument: whether to prefetch their weight into L2 before the wait
-        if (l.kernel().startsWith("gemv_fma")) Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), programmatic ? 1 : 0);
+        // the CUDA-core kernels take one more argument: whether to load their weight's first step before the wait
+        if (l.kernel().startsWith("gemv_fma")) Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0);
         else Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices());
     }
 }
