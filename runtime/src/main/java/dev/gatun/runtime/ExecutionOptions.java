@@ -31,32 +31,44 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param fenceSc        a full system fence before every signal of the symmetric kernels, only to measure what the
      *                       release store saves (GATUN_FENCE_SC=1)
      * @param hardwareQueues the hardware queues streams feed the GPU through (CUDA_DEVICE_MAX_CONNECTIONS, default 8)
-     * @param programmaticLaunch launch the plan's own kernels as programmatic dependent launches on GPUs that have them
+     * @param programmaticLaunch whether the plan's own kernels are programmatic dependent launches on GPUs that have them
      *                       (Hopper and later): each may be scheduled while the one before it finishes, and waits for
-     *                       it before touching memory (GATUN_PROGRAMMATIC_LAUNCH=1; off by default until measured)
+     *                       it before touching memory (GATUN_PROGRAMMATIC_LAUNCH=1 on, 0 off; by default
+     *                       {@link ProgrammaticLaunch#AUTO}: where measured to pay)
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
      *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
      * @param smallMatmul    products of at most 8 rows by operands lying as they are (a decode step's attention
      *                       composed of products) in Gatun's own kernel instead of cuBLAS (GATUN_SMALL_MATMUL=1 or 0; by
-     *                       default where launches are programmatic, since a cuBLAS kernel cannot be launched that way)
+     *                       default where launches are always programmatic, since a cuBLAS kernel cannot be launched that way)
      */
-    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, boolean programmaticLaunch,
+    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, ProgrammaticLaunch programmaticLaunch,
                        int barrierFreeBackoffNs, boolean smallMatmul) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, false, 0, false);
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, ProgrammaticLaunch.AUTO, 0, false);
 
         public Cuda {
             if (barrierFreeBackoffNs < 0 || barrierFreeBackoffNs > 1_000_000)
                 throw new GatunRuntimeException("the barrier-free backoff must be 0 to 1000000 ns, not " + barrierFreeBackoffNs);
         }
 
-        /** Programmatic launches on or off, the small products' kernel with them. */
-        public Cuda withProgrammaticLaunch(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on, barrierFreeBackoffNs, on); }
+        /** Programmatic launches on or off (not by the plan), the small products' kernel with them. */
+        public Cuda withProgrammaticLaunch(boolean on) {
+            return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF, barrierFreeBackoffNs, on);
+        }
 
         public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns, smallMatmul); }
 
         public Cuda withSmallMatmul(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, barrierFreeBackoffNs, on); }
     }
+
+    /**
+     * When a plan's own kernels are programmatic dependent launches: always, never, or ({@code AUTO}) for plans of one rank
+     * whose every product is a one-row product by a weight that is a graph input, which Gatun's own kernel takes (a
+     * decode step at batch 1): there the chain of launches is all Gatun's, and the products load their first weights
+     * before they wait (measured through the Llama decoder on an H200: 1.128 to 1.043 ms a token; at batch 8, whose
+     * products are cuBLAS's, 1.380 to 1.468, so not there).
+     */
+    public enum ProgrammaticLaunch { AUTO, ON, OFF }
 
     public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
 
@@ -79,12 +91,16 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         } catch (NumberFormatException e) {
             throw new GatunRuntimeException("GATUN_BARRIER_FREE_BACKOFF_NS='" + b + "': give a whole number of nanoseconds, 0 to 1000000");
         }
-        boolean programmatic = "1".equals(env.get("GATUN_PROGRAMMATIC_LAUNCH"));
+        String p = env.getOrDefault("GATUN_PROGRAMMATIC_LAUNCH", "").trim();
+        if (!p.isEmpty() && !p.equals("0") && !p.equals("1"))
+            throw new GatunRuntimeException("GATUN_PROGRAMMATIC_LAUNCH='" + p + "': use 1 (always), 0 (never), or leave it unset (where it pays: a decode step at batch 1)");
+        var launch = p.isEmpty() ? ProgrammaticLaunch.AUTO : p.equals("1") ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF;
+        boolean programmatic = launch == ProgrammaticLaunch.ON;
         String small = env.getOrDefault("GATUN_SMALL_MATMUL", "").trim();
         if (!small.isEmpty() && !small.equals("0") && !small.equals("1"))
             throw new GatunRuntimeException("GATUN_SMALL_MATMUL='" + small + "': use 1 (Gatun's kernel for a decode step's small products) or 0 (cuBLAS)");
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues, programmatic, backoff, small.isEmpty() ? programmatic : small.equals("1"));
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, launch, backoff, small.isEmpty() ? programmatic : small.equals("1"));
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

@@ -10,11 +10,15 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 /** The CUDA settings the environment gives: the measuring switches are off unless set, and a bad value is refused by name. */
 class ExecutionOptionsTest {
     @Test
-    void programmaticLaunchIsOffUnlessAsked() {
-        assertThat(ExecutionOptions.DEFAULT.cuda().programmaticLaunch()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().programmaticLaunch()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().programmaticLaunch()).isTrue();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "0")).cuda().programmaticLaunch()).isFalse();
+    void programmaticLaunchIsThePlansUnlessAskedAndABadValueIsRefused() {
+        var auto = ExecutionOptions.ProgrammaticLaunch.AUTO;
+        assertThat(ExecutionOptions.DEFAULT.cuda().programmaticLaunch()).isEqualTo(auto);
+        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().programmaticLaunch()).isEqualTo(auto);
+        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.ON);
+        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "0")).cuda().programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.OFF);
+        assertThat(ExecutionOptions.DEFAULT.cuda().withProgrammaticLaunch(false).programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.OFF);
+        assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "yes")))
+                .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("GATUN_PROGRAMMATIC_LAUNCH='yes'");
     }
 
     @Test

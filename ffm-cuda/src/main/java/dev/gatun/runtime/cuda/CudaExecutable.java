@@ -83,6 +83,26 @@ final class CudaExecutable implements Executable {
     /** The fused collective launches ({@link CollectiveCodegen}), by step. */
     private final Map<Step, Fused> fused = new IdentityHashMap<>();
 
+    /**
+     * Whether programmatic launches pay for {@code plan} ({@link ExecutionOptions.ProgrammaticLaunch#AUTO}): one rank, at
+     * least one product, and every product one row by a graph input lying transposed, which the one-row kernel takes
+     * and loads the first step of before it waits (a decode step at batch 1). A plan with a cuBLAS product (whose kernel
+     * is not launched that way) or a collective keeps plain launches: measured through the Llama decoder at batch 8, the
+     * mode cost 6%.
+     */
+    static boolean programmaticPays(Plan plan) {
+        if (plan.worldSize() != 1) return false;
+        boolean any = false;
+        for (Step s : plan.steps()) {
+            if (s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective) return false;
+            if (!(s instanceof Step.Matmul m)) continue;
+            any = true;
+            var kind = m.b().storage().kind();
+            if (!CudaGemv.takes(m) || kind != PlanBuffer.Kind.INPUT && kind != PlanBuffer.Kind.CONSTANT) return false;
+        }
+        return any;
+    }
+
     /** A fused collective launch's source and its function. */
     record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
     private final CudaMatmul matmul;
@@ -189,7 +209,11 @@ final class CudaExecutable implements Executable {
             writeConstants();
             compileKernels();
             // programmatic launches where asked and the GPU has them (compute capability 9.0 and later)
-            this.programmatic = options.execution().cuda().programmaticLaunch() && device.computeCapability().major() >= 9;
+            this.programmatic = device.computeCapability().major() >= 9 && switch (options.execution().cuda().programmaticLaunch()) {
+                case ON -> true;
+                case OFF -> false;
+                case AUTO -> programmaticPays(plan);
+            };
             this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;

@@ -1,0 +1,44 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.lower.Lowering;
+import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.models.llama.LlamaConfig;
+import dev.gatun.models.llama.LlamaDecoder;
+import dev.gatun.planner.Plan;
+import dev.gatun.planner.Planner;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Where programmatic launches are the default ({@code ProgrammaticLaunch.AUTO}, {@link CudaExecutable#programmaticPays}):
+ * the Llama decode step at batch 1, whose products are all one-row products of weights; not at batch 8 (cuBLAS's
+ * products), not the prefill, not at two ranks (collectives), not a product of two computed tensors.
+ */
+class ProgrammaticChoiceTest {
+    static final LlamaConfig C = new LlamaConfig(2048, 2, 32, 8, 8192, 128256, 500000, 1e-5, true);
+
+    static Plan plan(dev.gatun.ir.graph.Graph g, int world) { return Planner.plan(Lowering.lower(g, LoweringOptions.world(world))); }
+
+    @Test
+    void theDecodeStepAtBatchOneAndNothingElse() {
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.BF16), 1))).isTrue();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.F32), 1))).isTrue();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.BF16), 1))).isFalse();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.prefill(C, 64, 96, 1, DType.BF16), 1))).isFalse();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 2, DType.BF16), 2))).isFalse();
+    }
+
+    @Test
+    void aProductOfComputedTensorsOrNoProductKeepsPlainLaunches() {
+        var g = dev.gatun.dsl.Gatun.graph("computed");
+        var x = g.input("x", DType.F32, 1, 64);
+        var w = g.input("w", DType.F32, 32, 64);
+        g.output("y", x.matmul(w.exp().transpose(0, 1)));   // the weight is a kernel's result: its loads must wait
+        assertThat(CudaExecutable.programmaticPays(plan(g.build(), 1))).isFalse();
+        var h = dev.gatun.dsl.Gatun.graph("none");
+        h.output("y", h.input("x", DType.F32, 4).exp());
+        assertThat(CudaExecutable.programmaticPays(plan(h.build(), 1))).isFalse();
+    }
+}
