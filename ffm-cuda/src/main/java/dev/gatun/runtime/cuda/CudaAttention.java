@@ -39,6 +39,11 @@ import dev.gatun.runtime.GatunRuntimeException;
  * stores, and sets the counter back to 0 for the next launch. A position outside [0, S) writes the executable's
  * {@link DeviceFault} record and traps, naming the step. Every sum in float32; the result rounded once.
  *
+ * <p>Where the step just before is the update of this step's caches at its position (a decode step's layer:
+ * {@link #early}), the kernel loads the position and its slice of the caches before it waits for that update (launched
+ * programmatically, while the update still runs: the cache but the position is as earlier calls left it), and loads the
+ * written position's key column and value row again after the wait, from L2. q and everything else come after the wait.
+ *
  * <p>Takes head sizes of 16, 32, 64 and 128 (float16, bfloat16; float32 to 64); {@link #check} refuses others when the
  * executable is made, naming the step.
  */
@@ -71,6 +76,7 @@ final class CudaAttention implements AutoCloseable {
                 typedef typename AtWord<N * sizeof(T)>::type W;
                 W w;
                 __device__ __forceinline__ void load(const T* p) { w = __ldg(reinterpret_cast<const W*>(p)); }
+                __device__ __forceinline__ void loadL2(const T* p) { w = __ldcg(reinterpret_cast<const W*>(p)); }
                 __device__ __forceinline__ float at(int i) const { return at_f(reinterpret_cast<const T*>(&w)[i]); }
             };
 
@@ -80,32 +86,55 @@ final class CudaAttention implements AutoCloseable {
             // slice's 32 positions for its own EPL elements of a head (a value row is read by the warp in one coalesced load).
             // Every load of the slice (keys and values) is issued before the first is used. The warps of a block share the
             // scaled q in shared memory and nothing else: no barrier after that one.
+            // With `early` (the step just before wrote this step's keys and values at its position, a graph input, and nothing
+            // else this step reads), the position and the slice's keys and values are loaded before the wait: launched
+            // programmatically, while that update still runs. The cache but the position is as earlier calls left it; the
+            // position's key column and value row are loaded again after the wait, from L2 (the early load may have left the
+            // old bytes in L1). Without it, everything is read after the wait.
             template <typename T, int D>
             __device__ void attention(const T* __restrict__ q, const T* __restrict__ kT, const T* __restrict__ v, T* __restrict__ out,
                                       const void* pos, int pos64, int R, long long S, float scale, int splits,
-                                      float* __restrict__ scratch, unsigned* __restrict__ counters, int* claim, gatun_fault* fault, int step) {
+                                      float* __restrict__ scratch, unsigned* __restrict__ counters, int* claim, gatun_fault* fault, int step,
+                                      int early) {
                 constexpr int LE = D < 32 ? D : 32, EPL = D / LE;   // lanes holding a head's elements, elements a lane
                 __shared__ float4 qs[D];                             // q[r][e] of the block's four rows, scaled: qs[e] = (q0, q1, q2, q3)
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
                 const int b = blockIdx.y, r0 = blockIdx.z * AT_ROWS, rows = min(AT_ROWS, R - r0);
-                const long long last = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
-                for (int e = threadIdx.x; e < D; e += 32 * AT_WARPS) {
-                    const T* qe = q + ((long long) b * R + r0) * D + e;
-                    qs[e] = make_float4(scale * at_f(qe[0]), rows > 1 ? scale * at_f(qe[D]) : 0.0f,
-                                        rows > 2 ? scale * at_f(qe[2 * D]) : 0.0f, rows > 3 ? scale * at_f(qe[3 * D]) : 0.0f);
-                }
                 const int split = blockIdx.x * AT_WARPS + warp;
                 const long long s0 = (long long) split * 32, j = s0 + lane;
                 // the slice's loads: the lane's key column (clamped to the cache: a position past it is masked) and the lane's
                 // elements of the 32 value rows (rows past the cache: not loaded)
                 const T* kcol = kT + (long long) b * D * S + min(j, S - 1);
-                T kv[D];
-                #pragma unroll
-                for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
-                AtVec<T, EPL> vv[32];
                 const T* vrow = v + ((long long) b * S + s0) * D + lane * EPL;
-                #pragma unroll
-                for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+                T kv[D];
+                AtVec<T, EPL> vv[32];
+                long long last = 0;
+                if (early) {
+                    last = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
+                    #pragma unroll
+                    for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
+                    #pragma unroll
+                    for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+                }
+                GATUN_DEPENDENT_START();
+                if (!early) last = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
+                for (int e = threadIdx.x; e < D; e += 32 * AT_WARPS) {
+                    const T* qe = q + ((long long) b * R + r0) * D + e;
+                    qs[e] = make_float4(scale * at_f(qe[0]), rows > 1 ? scale * at_f(qe[D]) : 0.0f,
+                                        rows > 2 ? scale * at_f(qe[2 * D]) : 0.0f, rows > 3 ? scale * at_f(qe[3 * D]) : 0.0f);
+                }
+                if (!early) {
+                    #pragma unroll
+                    for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
+                    #pragma unroll
+                    for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+                } else {
+                    if (j == last)
+                        #pragma unroll
+                        for (int e = 0; e < D; e++) kv[e] = __ldcg(kcol + (long long) e * S);
+                    #pragma unroll
+                    for (int i = 0; i < 32; i++) if (lane < LE && s0 + i == last && s0 + i < S) vv[i].loadL2(vrow + (long long) i * D);
+                }
                 if (last < 0 || last >= S) gatun_fail(claim, fault, 3, step, last, S, 0, -1);
                 __syncthreads();   // q in shared memory
                 if (split >= splits) return;
@@ -254,9 +283,8 @@ final class CudaAttention implements AutoCloseable {
             #define AT_ENTRY(T, NAME, D) \\
                 extern "C" __global__ void __launch_bounds__(32 * AT_WARPS, (D * sizeof(T) <= 128 ? 4 : 2)) attention_##NAME##_##D(const T* q, const T* kT, \\
                         const T* v, T* out, const void* pos, int pos64, int R, long long S, float scale, int splits, float* scratch, \\
-                        unsigned* counters, int* claim, gatun_fault* fault, int step) { \\
-                    GATUN_DEPENDENT_START(); \\
-                    attention<T, D>(q, kT, v, out, pos, pos64, R, S, scale, splits, scratch, counters, claim, fault, step); }
+                        unsigned* counters, int* claim, gatun_fault* fault, int step, int early) { \\
+                    attention<T, D>(q, kT, v, out, pos, pos64, R, S, scale, splits, scratch, counters, claim, fault, step, early); }
             #define AT_ENTRIES(D) AT_ENTRY(float, f32, D) AT_ENTRY(__half, f16, D) AT_ENTRY(__nv_bfloat16, bf16, D)
             AT_ENTRIES(16) AT_ENTRIES(32) AT_ENTRIES(64) AT_ENTRY(__half, f16, 128) AT_ENTRY(__nv_bfloat16, bf16, 128)
             """;
@@ -272,6 +300,8 @@ final class CudaAttention implements AutoCloseable {
     private final LazyProgram program;
     private final boolean programmatic;
     private final SplitScratch split;
+    /** The steps whose cache is loaded before the wait ({@link #early}). */
+    private final java.util.Set<Step.Attention> early = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
 
     /**
      * The kernels, and scratch and counters enough for every attention step of {@code plan}; the counters are zeroed on
@@ -281,8 +311,10 @@ final class CudaAttention implements AutoCloseable {
         this.program = new LazyProgram(compiler, "gatun_attention", SOURCE);
         this.programmatic = programmatic;
         long floats = 1, tiles = 1;
-        for (Step s : plan.steps())
-            if (s instanceof Step.Attention a) {
+        var steps = plan.steps();
+        for (int i = 0; i < steps.size(); i++)
+            if (steps.get(i) instanceof Step.Attention a) {
+                if (early(steps, i)) early.add(a);
                 check(a);
                 Cut c = cut(a);
                 floats = Math.max(floats, c.scratchFloats(d(a)));
@@ -292,6 +324,37 @@ final class CudaAttention implements AutoCloseable {
     }
 
     private static int d(Step.Attention a) { return (int) a.q().shape().sizes()[2]; }
+
+    /**
+     * Whether the attention step {@code i} may load the position and its cache before it waits for the step before it:
+     * that step is the update of its keys and values at its position (one position each, along the cache's positions),
+     * the position is a graph input, and the update writes nothing else the attention reads. A decode step's layer: the
+     * new key and value written, then attended to. The kernel loads the written position again after the wait.
+     */
+    static boolean early(java.util.List<Step> steps, int i) {
+        var a = (Step.Attention) steps.get(i);
+        int before = i - 1;
+        while (before >= 0 && !steps.get(before).isDeviceWork()) before--;
+        if (before < 0) return false;
+        java.util.List<Step.UpdateSlice> updates = switch (steps.get(before)) {
+            case Step.UpdateSlices b -> b.members();
+            case Step.UpdateSlice u -> java.util.List.of(u);
+            default -> java.util.List.of();
+        };
+        if (updates.isEmpty() || a.position().storage().kind() != dev.gatun.planner.PlanBuffer.Kind.INPUT) return false;
+        if (updates.stream().anyMatch(u -> !u.update().shape().isStatic())) return false;
+        boolean keys = false, values = false;
+        for (Step.UpdateSlice u : updates) {
+            var target = u.output().storage();
+            int rank = u.output().shape().rank();
+            if (target == a.q().storage() || target == a.position().storage()) return false;
+            if (u.start().storage() != a.position().storage() || u.update().shape().sizes()[u.dim()] != 1) return false;
+            if (target == a.keysT().storage() && u.dim() == rank - 1) keys = true;
+            else if (target == a.values().storage() && u.dim() == rank - 2) values = true;
+            else return false;
+        }
+        return keys && values;
+    }
 
     /** Refuses, naming the step, a head size the kernels do not take. */
     static void check(Step.Attention a) {
@@ -334,7 +397,7 @@ final class CudaAttention implements AutoCloseable {
         var config = new LaunchConfig(c.grid(), Dim3.of(32 * WARPS), 0, stream);
         Programmatic.launch(program.kernel(kernel(a)), programmatic, config, q, keysT, values, out, position,
                 a.position().dtype() == DType.INT64 ? 1 : 0, (int) a.q().shape().sizes()[1], len, (float) a.scale(), c.splits(),
-                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step);
+                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step, early.contains(a) ? 1 : 0);
     }
 
     /** Frees the scratch and the counters (again: nothing). */

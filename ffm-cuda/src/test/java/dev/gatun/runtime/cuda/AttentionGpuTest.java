@@ -68,4 +68,50 @@ class AttentionGpuTest {
             }
         }
     }
+
+    /**
+     * A decode step's layer: the new key and value written into the caches (states) at the position, then attended to,
+     * call after call at positions 0, 1, 2, ... over a cache of four slices, programmatic launches on: the attention
+     * loads the cache before it waits for the update ({@link CudaAttention#early}) and the written position again after,
+     * so every call must see its own key and value. Against float64 loops over a mirror of the caches.
+     */
+    @Test
+    void theCacheUpdatedJustBeforeIsReadWithItsNewPosition() {
+        int b = 8, r = 4, d = 64, len = 100;
+        double scale = 0.125;
+        for (DType t : List.of(DType.BF16, DType.F32)) {
+            var g = dev.gatun.dsl.Gatun.graph("update_attend");
+            var q = g.input("q", t, b, r, d);
+            var pos = g.input("pos", DType.I32, 1);
+            var keys = g.state("k", t, b, d, len).updateSlice(2, g.input("k_new", t, b, d, 1), pos);
+            var values = g.state("v", t, b, len, d).updateSlice(1, g.input("v_new", t, b, 1, d), pos);
+            g.output("y", q.attention(keys, values, pos, scale));
+            Graph graph = g.build();
+            var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true);
+            var options = base.execution(base.execution().withCuda(base.execution().cuda().withProgrammaticLaunch(true)));
+            try (var s = Session.compile(graph, options)) {
+                var steps = s.plan().steps();
+                int at = 0;
+                while (!(steps.get(at) instanceof dev.gatun.planner.Step.Attention)) at++;
+                assertThat(CudaAttention.early(steps, at)).as(s.plan().toString()).isTrue();
+                double[] kc = new double[b * d * len], vc = new double[b * len * d];
+                for (int position = 0; position < len; position++) {
+                    var in = new HashMap<String, NDArray>();
+                    in.put("q", NDArray.random(t, 3L * position + 1, b, r, d));
+                    in.put("k_new", NDArray.random(t, 3L * position + 2, b, d, 1));
+                    in.put("v_new", NDArray.random(t, 3L * position + 3, b, 1, d));
+                    in.put("pos", NDArray.of(new int[]{position}, 1));
+                    double[] kn = in.get("k_new").toDoubleArray(), vn = in.get("v_new").toDoubleArray();
+                    for (int x = 0; x < b; x++)
+                        for (int e = 0; e < d; e++) {
+                            kc[(x * d + e) * len + position] = kn[x * d + e];
+                            vc[(x * len + position) * d + e] = vn[x * d + e];
+                        }
+                    double[] want = dev.gatun.runtime.testing.Attentions.expected(in.get("q").toDoubleArray(), kc, vc, b, r, d, len, position, scale);
+                    double tol = t == DType.F32 ? 1e-4 : 2e-2;
+                    assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(s.runToHost(in).get("y"), tol, tol)).as("%s position %d", t, position).isNull();
+                }
+            }
+        }
+    }
 }

@@ -14,7 +14,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Where programmatic launches are the default ({@code ProgrammaticLaunch.AUTO}, {@link CudaExecutable#programmaticPays}):
  * the Llama decode step at batch 1, whose products are all one-row products of weights; not at batch 8 (cuBLAS's
- * products), not the prefill, not at two ranks (collectives), not a product of two computed tensors.
+ * products), not the prefill, not at two ranks (collectives), not a product of two computed tensors. And which
+ * attention steps load their cache before the wait ({@link CudaAttention#early}).
  */
 class ProgrammaticChoiceTest {
     static final LlamaConfig C = new LlamaConfig(2048, 2, 32, 8, 8192, 128256, 500000, 1e-5, true);
@@ -40,5 +41,23 @@ class ProgrammaticChoiceTest {
         var h = dev.gatun.dsl.Gatun.graph("none");
         h.output("y", h.input("x", DType.F32, 4).exp());
         assertThat(CudaExecutable.programmaticPays(plan(h.build(), 1))).isFalse();
+    }
+
+    /** The decode step's attention loads its cache before the wait (the update just before it is of its caches); over input caches it does not. */
+    @Test
+    void theDecodeStepsAttentionLoadsItsCacheEarly() {
+        for (int batch : new int[]{1, 8}) {
+            var steps = plan(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), 1).steps();
+            int attentions = 0;
+            for (int i = 0; i < steps.size(); i++)
+                if (steps.get(i) instanceof dev.gatun.planner.Step.Attention) {
+                    assertThat(CudaAttention.early(steps, i)).as("batch %d step %d", batch, i).isTrue();
+                    attentions++;
+                }
+            assertThat(attentions).isEqualTo(C.layers());
+        }
+        var steps = plan(dev.gatun.runtime.host.AttentionHostTest.graph(DType.BF16, DType.I32, 2, 4, 64, 100, 0.125), 1).steps();
+        for (int i = 0; i < steps.size(); i++)
+            if (steps.get(i) instanceof dev.gatun.planner.Step.Attention) assertThat(CudaAttention.early(steps, i)).isFalse();
     }
 }
