@@ -18,10 +18,11 @@
 # any rank reads it), Gatun's LlamaBench under Gatun's launcher (--nproc W --tp W) and then bench/llama_torch.py --tp W
 # under torchrun (a hand-written Megatron-style TP Llama, decode eager and as one CUDA graph), which compares tokens,
 # first-step logits and times with Gatun's JSON and, with LLAMA_CHECK=1 (default), checks its own logits against
-# transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (3: one warm-up), LLAMA_BATCH (1),
+# transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (6: one warm-up, then five timed: the
+# GPU's clocks are still rising over the first two), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
-# "default GATUN_PROGRAMMATIC_LAUNCH=1 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
+# "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
 # one variant; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
 # tokens with the float32 model, to tell near ties from errors). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
@@ -49,7 +50,7 @@ fi
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
 ROWS=$OUT/rows.jsonl
-LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-3} LLAMA_BATCH=${LLAMA_BATCH:-1}
+LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-6} LLAMA_BATCH=${LLAMA_BATCH:-1}
 LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
 B=.bundle/run-gpu-tests.sh
