@@ -83,6 +83,9 @@ final class CudaExecutable implements Executable {
     /** The fused collective launches ({@link CollectiveCodegen}), by step. */
     private final Map<Step, Fused> fused = new IdentityHashMap<>();
 
+    /** A fused collective launch's source and its function. */
+    record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
+
     /**
      * Whether programmatic launches pay for {@code plan} ({@link ExecutionOptions.ProgrammaticLaunch#AUTO}): one rank, at
      * least one product, and every product one row by a graph input lying transposed, which the one-row kernel takes
@@ -103,8 +106,6 @@ final class CudaExecutable implements Executable {
         return any;
     }
 
-    /** A fused collective launch's source and its function. */
-    record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
     private final CudaMatmul matmul;
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
@@ -208,7 +209,7 @@ final class CudaExecutable implements Executable {
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             compileKernels();
-            // programmatic launches where asked and the GPU has them (compute capability 9.0 and later)
+            // programmatic launches where asked, or by default where they pay, and the GPU has them (compute capability 9.0 and later)
             this.programmatic = device.computeCapability().major() >= 9 && switch (options.execution().cuda().programmaticLaunch()) {
                 case ON -> true;
                 case OFF -> false;
