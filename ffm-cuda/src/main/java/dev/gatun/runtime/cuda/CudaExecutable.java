@@ -100,8 +100,7 @@ final class CudaExecutable implements Executable {
             if (s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective) return false;
             if (!(s instanceof Step.Matmul m)) continue;
             any = true;
-            var kind = m.b().storage().kind();
-            if (!CudaGemv.takes(m) || kind != PlanBuffer.Kind.INPUT && kind != PlanBuffer.Kind.CONSTANT) return false;
+            if (!CudaGemv.takes(m) || !CudaGemv.constantDuringCall(m.b())) return false;
         }
         return any;
     }

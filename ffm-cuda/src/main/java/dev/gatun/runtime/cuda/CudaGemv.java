@@ -302,18 +302,23 @@ final class CudaGemv {
     }
 
     /**
-     * Whether the plan's product {@code m} is one this kernel takes automatically by its shape and type (one row, no
-     * batch, the weight read transposed; its addresses are checked when it runs, {@link #applies}).
+     * Whether the plan's product {@code m} is one this kernel takes automatically by its shape and type: {@link #applies}
+     * at aligned addresses (which are checked when it runs), the weight of the row's type.
      */
     static boolean takes(dev.gatun.planner.Step.Matmul m) {
-        DType t = m.a().dtype();
-        if (m.transA() || !m.transB() || m.b().dtype() != t || !m.a().shape().isStatic() || !m.b().shape().isStatic()) return false;
-        if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16) return false;
-        long[] a = m.a().shape().sizes(java.util.Map.of()), b = m.b().shape().sizes(java.util.Map.of());
-        if (a.length < 2 || b.length < 2 || a[a.length - 2] > AUTO_ROWS) return false;
-        for (int d = 0; d < a.length - 2; d++) if (a[d] != 1) return false;
-        for (int d = 0; d < b.length - 2; d++) if (b[d] != 1) return false;
-        return a[a.length - 1] % (16 / t.byteSize()) == 0;
+        if (!m.a().shape().isStatic() || !m.b().shape().isStatic() || !m.output().shape().isStatic() || m.b().dtype() != m.a().dtype()) return false;
+        long[] a = m.a().shape().sizes(java.util.Map.of()), out = m.output().shape().sizes(java.util.Map.of());
+        if (a.length < 2 || m.b().shape().rank() < 2) return false;
+        long batches = 1;
+        for (int d = 0; d < out.length - 2; d++) batches *= out[d];
+        return applies(m.a().dtype(), m.transA(), m.transB(), batches, (int) Math.min(a[a.length - 2], Integer.MAX_VALUE),
+                (int) Math.min(a[a.length - 1], Integer.MAX_VALUE), 0, 0, 0);
+    }
+
+    /** Whether no kernel of a call writes {@code w}: a graph input or a constant, whose first step may be loaded before the wait. */
+    static boolean constantDuringCall(dev.gatun.planner.PlanBuffer w) {
+        var kind = w.storage().kind();
+        return kind == dev.gatun.planner.PlanBuffer.Kind.INPUT || kind == dev.gatun.planner.PlanBuffer.Kind.CONSTANT;
     }
 
     private static String suffix(DType t) {

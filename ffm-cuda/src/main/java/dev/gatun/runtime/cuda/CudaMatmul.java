@@ -85,7 +85,6 @@ final class CudaMatmul {
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
              Stream stream) {
-        boolean constantB = bB.storage().kind() == PlanBuffer.Kind.INPUT || bB.storage().kind() == PlanBuffer.Kind.CONSTANT;
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int m = Math.toIntExact(sa[sa.length - 2]), k = Math.toIntExact(sa[sa.length - 1]), n = Math.toIntExact(sb[sb.length - 1]);
         DType t = aB.type().dtype();
@@ -112,7 +111,7 @@ final class CudaMatmul {
         // one row by a weight that lies transposed (a decode step's linear layer at batch 1): the weight-streaming kernel
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             // a graph input (a weight) is written by no kernel of the call: its first loads may come before the wait
-            gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, constantB, stream);
+            gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, CudaGemv.constantDuringCall(bB), stream);
             return;
         }
         // where launches are programmatic, a few rows by operands lying as they are (an attention composed of products
