@@ -31,6 +31,8 @@ import java.util.Set;
  *   <li>{@link #steps}: the step list, one line of the printout each;</li>
  *   <li>{@link CollectivePasses}: fused path-2 copies and batched one-shot all-reduces;</li>
  *   <li>{@link CollectiveFusion}: an all-reduce with the kernels that write its inputs and read its results, one launch;</li>
+ *   <li>{@link UpdateBatching}: in-place updates at one position, one launch;</li>
+ *   <li>{@link AttentionUpdates}: an attention with the update of its caches just before it, one launch;</li>
  *   <li>{@link #partitions}: the runs of device work a CUDA graph can capture.</li>
  * </ol>
  */
@@ -69,6 +71,7 @@ public final class Planner {
         List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options);
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
         steps = UpdateBatching.apply(steps);
+        if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
@@ -162,6 +165,7 @@ public final class Planner {
             case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();
             case Step.Attention a -> anyDynamic(List.of(a.output(), a.q(), a.keysT(), a.values(), a.position()));
             case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
+            case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

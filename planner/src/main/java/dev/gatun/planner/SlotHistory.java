@@ -113,6 +113,10 @@ final class SlotHistory {
                 case Step.Attention a -> writtenAt.put(a.output(), at);
                 case Step.UpdateSlice u -> writtenAt.put(u.output(), at);
                 case Step.UpdateSlices b -> b.members().forEach(u -> writtenAt.put(u.output(), at));
+                case Step.UpdateAttention u -> {
+                    u.updates().members().forEach(m -> writtenAt.put(m.output(), at));
+                    writtenAt.put(u.attention().output(), at);
+                }
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);

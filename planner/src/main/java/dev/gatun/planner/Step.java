@@ -279,6 +279,33 @@ public sealed interface Step {
         }
     }
 
+    /**
+     * The update of an attention's caches at its position and the attention over them, as one launch named {@code name}
+     * ({@link AttentionUpdates}): a decode layer's new key and value written in place into the caches (states) and
+     * attended to with the rest of each cache. The blocks read the cache as earlier calls left it and take the written
+     * position from the update's sources, and the block of each batch entry that holds the position writes it into the
+     * caches. A backend without such a kernel runs the updates, then the attention, which computes the same values.
+     */
+    record UpdateAttention(String name, UpdateSlices updates, Attention attention) implements Step {
+        public UpdateAttention {
+            if (AttentionUpdates.misfit(updates, attention) != null)
+                throw new IllegalArgumentException(name + ": " + AttentionUpdates.misfit(updates, attention));
+        }
+
+        /** The update of the keys' cache, then of the values'. */
+        public UpdateSlice keys() { return AttentionUpdates.member(updates, attention.keysT()); }
+        public UpdateSlice values() { return AttentionUpdates.member(updates, attention.values()); }
+
+        @Override public boolean isDeviceWork() { return true; }
+
+        @Override public String format() {
+            return "launch " + name + " {   # one launch: the new key and value written into the caches at the position, and attended to"
+                    + "\n    " + updates.format().replace("\n", "\n    ")
+                    + "\n    " + attention.format()
+                    + "\n  }";
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

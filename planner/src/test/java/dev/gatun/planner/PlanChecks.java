@@ -48,6 +48,9 @@ final class PlanChecks {
                 if (f.prologue() != null) out.add(f.prologue());
                 out.add(f.collective());
                 if (f.epilogue() != null) out.add(f.epilogue());
+            } else if (s instanceof Step.UpdateAttention u) {
+                out.add(u.updates());
+                out.add(u.attention());
             } else out.add(s);
         }
         return out;

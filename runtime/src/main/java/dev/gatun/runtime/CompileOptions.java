@@ -61,6 +61,12 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
      */
     public CompileOptions fuseCollectives(boolean on) { return planning(planning.withFusedCollectives(on)); }
 
+    /**
+     * Whether an attention takes in the update of its caches at its position (a decode layer's new key and value), as
+     * one launch (true, the default); false keeps the update a launch of its own, to compare or to debug.
+     */
+    public CompileOptions attentionUpdates(boolean on) { return planning(planning.withAttentionUpdates(on)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

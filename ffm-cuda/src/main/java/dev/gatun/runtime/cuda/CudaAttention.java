@@ -78,6 +78,7 @@ final class CudaAttention implements AutoCloseable {
                 __device__ __forceinline__ void load(const T* p) { w = __ldg(reinterpret_cast<const W*>(p)); }
                 __device__ __forceinline__ void loadL2(const T* p) { w = __ldcg(reinterpret_cast<const W*>(p)); }
                 __device__ __forceinline__ float at(int i) const { return at_f(reinterpret_cast<const T*>(&w)[i]); }
+                __device__ __forceinline__ void set(int i, T x) { reinterpret_cast<T*>(&w)[i] = x; }
             };
 
             // One warp: AT_ROWS query rows of batch entry blockIdx.y (row block blockIdx.z) against the 32 positions of its slice,
@@ -91,11 +92,19 @@ final class CudaAttention implements AutoCloseable {
             // programmatically, while that update still runs. The cache but the position is as earlier calls left it; the
             // position's key column and value row are loaded again after the wait, from L2 (the early load may have left the
             // old bytes in L1). Without it, everything is read after the wait.
+            // With an update (`up`, a Step.UpdateAttention), this step also writes the new key and value into the caches: the
+            // cache is read as earlier calls left it (before the wait: no kernel of this call wrote it), the position's key
+            // column and value row are taken from the update's sources (after the wait: the kernels before wrote them), and
+            // the blocks of row block 0 that hold the position write them into the caches. A source element (x, e), x the
+            // batch entry (the caches' leading dimensions, x = batch * heads + head), is at (x / heads) * sb + (x % heads) * sh
+            // + e * se.
+            struct AtUpdate { const void* k; long long kb, kh, ke; const void* v; long long vb, vh, ve; int heads, on; };
+
             template <typename T, int D>
-            __device__ void attention(const T* __restrict__ q, const T* __restrict__ kT, const T* __restrict__ v, T* __restrict__ out,
+            __device__ void attention(const T* __restrict__ q, T* kT, T* v, T* __restrict__ out,
                                       const void* pos, int pos64, int R, long long S, float scale, int splits,
                                       float* __restrict__ scratch, unsigned* __restrict__ counters, int* claim, gatun_fault* fault, int step,
-                                      int early) {
+                                      int early, const AtUpdate& up) {
                 constexpr int LE = D < 32 ? D : 32, EPL = D / LE;   // lanes holding a head's elements, elements a lane
                 __shared__ float4 qs[D];                             // q[r][e] of the block's four rows, scaled: qs[e] = (q0, q1, q2, q3)
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -128,7 +137,31 @@ final class CudaAttention implements AutoCloseable {
                     for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
                     #pragma unroll
                     for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
-                } else {
+                }
+                if (up.on) {
+                    // the position's key and value from the update's sources, written into the caches by row block 0
+                    const long long h = b % up.heads, bb = b / up.heads;
+                    const bool writes = blockIdx.z == 0 && last >= 0 && last < S;
+                    if (j == last) {
+                        const T* kn = reinterpret_cast<const T*>(up.k) + bb * up.kb + h * up.kh;
+                        #pragma unroll
+                        for (int e = 0; e < D; e++) {
+                            kv[e] = kn[(long long) e * up.ke];
+                            if (writes) kT[(long long) b * D * S + (long long) e * S + last] = kv[e];
+                        }
+                    }
+                    const T* vn = reinterpret_cast<const T*>(up.v) + bb * up.vb + h * up.vh;
+                    #pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        if (lane < LE && s0 + i == last && s0 + i < S)
+                            #pragma unroll
+                            for (int k = 0; k < EPL; k++) {
+                                const T x = vn[(long long) (lane * EPL + k) * up.ve];
+                                vv[i].set(k, x);
+                                if (writes) v[((long long) b * S + last) * D + lane * EPL + k] = x;
+                            }
+                } else if (early) {
+                    // the position the update just before wrote: loaded again, from L2 (the early load may have left the old bytes in L1)
                     if (j == last)
                         #pragma unroll
                         for (int e = 0; e < D; e++) kv[e] = __ldcg(kcol + (long long) e * S);
@@ -281,10 +314,12 @@ final class CudaAttention implements AutoCloseable {
 
             // four blocks an SM where a head is at most 128 bytes (at most 128 registers a thread), else two
             #define AT_ENTRY(T, NAME, D) \\
-                extern "C" __global__ void __launch_bounds__(32 * AT_WARPS, (D * sizeof(T) <= 128 ? 4 : 2)) attention_##NAME##_##D(const T* q, const T* kT, \\
-                        const T* v, T* out, const void* pos, int pos64, int R, long long S, float scale, int splits, float* scratch, \\
-                        unsigned* counters, int* claim, gatun_fault* fault, int step, int early) { \\
-                    attention<T, D>(q, kT, v, out, pos, pos64, R, S, scale, splits, scratch, counters, claim, fault, step, early); }
+                extern "C" __global__ void __launch_bounds__(32 * AT_WARPS, (D * sizeof(T) <= 128 ? 4 : 2)) attention_##NAME##_##D(const T* q, T* kT, \\
+                        T* v, T* out, const void* pos, int pos64, int R, long long S, float scale, int splits, float* scratch, \\
+                        unsigned* counters, int* claim, gatun_fault* fault, int step, int early, const void* uk, long long ukb, long long ukh, \\
+                        long long uke, const void* uv, long long uvb, long long uvh, long long uve, int heads, int update) { \\
+                    const AtUpdate up = {uk, ukb, ukh, uke, uv, uvb, uvh, uve, heads, update}; \\
+                    attention<T, D>(q, kT, v, out, pos, pos64, R, S, scale, splits, scratch, counters, claim, fault, step, early, up); }
             #define AT_ENTRIES(D) AT_ENTRY(float, f32, D) AT_ENTRY(__half, f16, D) AT_ENTRY(__nv_bfloat16, bf16, D)
             AT_ENTRIES(16) AT_ENTRIES(32) AT_ENTRIES(64) AT_ENTRY(__half, f16, 128) AT_ENTRY(__nv_bfloat16, bf16, 128)
             """;
@@ -312,14 +347,20 @@ final class CudaAttention implements AutoCloseable {
         this.programmatic = programmatic;
         long floats = 1, tiles = 1;
         var steps = plan.steps();
-        for (int i = 0; i < steps.size(); i++)
-            if (steps.get(i) instanceof Step.Attention a) {
+        for (int i = 0; i < steps.size(); i++) {
+            Step.Attention a = switch (steps.get(i)) {
+                case Step.Attention x -> x;
+                case Step.UpdateAttention u -> u.attention();
+                default -> null;
+            };
+            if (a != null) {
                 if (early(steps, i)) early.add(a);
                 check(a);
                 Cut c = cut(a);
                 floats = Math.max(floats, c.scratchFloats(d(a)));
                 tiles = Math.max(tiles, c.tiles());
             }
+        }
         this.split = SplitScratch.allocate(device, floats, tiles, stream);
     }
 
@@ -332,9 +373,14 @@ final class CudaAttention implements AutoCloseable {
      * new key and value written, then attended to. The kernel loads the written position again after the wait.
      */
     static boolean early(java.util.List<Step> steps, int i) {
-        var a = (Step.Attention) steps.get(i);
         int before = i - 1;
         while (before >= 0 && !steps.get(before).isDeviceWork()) before--;
+        if (steps.get(i) instanceof Step.UpdateAttention u) {
+            // the update is this launch's own: early where the step before writes neither cache nor the position
+            if (u.attention().position().storage().kind() != dev.gatun.planner.PlanBuffer.Kind.INPUT) return false;
+            return before < 0 || !writesAny(steps.get(before), java.util.List.of(u.attention().keysT().storage(), u.attention().values().storage()));
+        }
+        var a = (Step.Attention) steps.get(i);
         if (before < 0) return false;
         java.util.List<Step.UpdateSlice> updates = switch (steps.get(before)) {
             case Step.UpdateSlices b -> b.members();
@@ -354,6 +400,23 @@ final class CudaAttention implements AutoCloseable {
             else return false;
         }
         return keys && values;
+    }
+
+    /** Whether step {@code s} writes any of {@code storages} (by the buffers it names as written). */
+    private static boolean writesAny(Step s, java.util.List<dev.gatun.planner.PlanBuffer> storages) {
+        var written = switch (s) {
+            case Step.Launch l -> l.kernel().outputs();
+            case Step.Matmul m -> java.util.List.of(m.output());
+            case Step.UpdateSlice u -> java.util.List.of(u.output());
+            case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
+            case Step.Attention a -> java.util.List.of(a.output());
+            case Step.IndexSelect x -> java.util.List.of(x.output());
+            case Step.Argmax x -> java.util.List.of(x.output());
+            default -> null;   // anything else: assume it may
+        };
+        if (written == null) return true;
+        for (var w : written) if (storages.contains(w.storage())) return true;
+        return false;
     }
 
     /** Refuses, naming the step, a head size the kernels do not take. */
@@ -382,7 +445,10 @@ final class CudaAttention implements AutoCloseable {
 
     /** Loads the kernels of every attention step of {@code plan} now (where ranks share a GPU nothing may load mid-session). */
     void loadNow(Plan plan) {
-        for (Step s : plan.steps()) if (s instanceof Step.Attention a) program.loadNow(kernel(a));
+        for (Step s : plan.steps()) {
+            if (s instanceof Step.Attention a) program.loadNow(kernel(a));
+            if (s instanceof Step.UpdateAttention u) program.loadNow(kernel(u.attention()));
+        }
     }
 
     private static String kernel(Step.Attention a) {
@@ -392,12 +458,38 @@ final class CudaAttention implements AutoCloseable {
 
     /** One launch of {@code a} at these addresses; a bad position is reported in {@code fault} as plan step {@code step}. */
     void run(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, Stream stream) {
+        launch(a, q, keysT, values, out, position, fault, step, stream, 0L, new long[3], 0L, new long[3], 1, 0);
+    }
+
+    /**
+     * One launch of {@code u}: the updates' new key and value (at {@code keySource} and {@code valueSource}) written into
+     * the caches at the position and attended to with the rest of each cache.
+     */
+    void run(Step.UpdateAttention u, long q, long keysT, long values, long out, long position, long keySource, long valueSource, DeviceFault fault,
+             int step, Stream stream) {
+        Step.UpdateSlice k = u.keys(), v = u.values();
+        int rank = k.output().shape().rank();
+        int heads = rank == 4 ? (int) k.output().shape().sizes()[1] : 1;
+        launch(u.attention(), q, keysT, values, out, position, fault, step, stream, keySource, sourceStrides(k.update(), rank - 2), valueSource,
+                sourceStrides(v.update(), rank - 1), heads, 1);
+    }
+
+    /** A source's strides (elements) of its batch, heads (0 without) and the head's element, whose dimension is {@code element}. */
+    private static long[] sourceStrides(dev.gatun.planner.PlanBuffer source, int element) {
+        long[] st = new long[source.shape().rank()];
+        for (int d = 0; d < st.length; d++) st[d] = source.strides().get(d).eval(java.util.Map.of());
+        return st.length == 4 ? new long[]{st[0], st[1], st[element]} : new long[]{st[0], 0, st[element]};
+    }
+
+    private void launch(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, Stream stream,
+                        long keySource, long[] ks, long valueSource, long[] vs, int heads, int update) {
         Cut c = cut(a);
         long len = a.keysT().shape().sizes()[2];
         var config = new LaunchConfig(c.grid(), Dim3.of(32 * WARPS), 0, stream);
         Programmatic.launch(program.kernel(kernel(a)), programmatic, config, q, keysT, values, out, position,
                 a.position().dtype() == DType.INT64 ? 1 : 0, (int) a.q().shape().sizes()[1], len, (float) a.scale(), c.splits(),
-                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step, early.contains(a) ? 1 : 0);
+                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step, early.contains(a) ? 1 : 0,
+                keySource, ks[0], ks[1], ks[2], valueSource, vs[0], vs[1], vs[2], heads, update);
     }
 
     /** Frees the scratch and the counters (again: nothing). */

@@ -218,9 +218,9 @@ final class CudaExecutable implements Executable {
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
-            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
+            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention)
                     ? new CudaUpdateSlice(this::module) : null;
-            this.attention = plan.steps().stream().anyMatch(s -> s instanceof Step.Attention) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
+            this.attention = plan.steps().stream().anyMatch(s -> s instanceof Step.Attention || s instanceof Step.UpdateAttention) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -855,6 +855,13 @@ final class CudaExecutable implements Executable {
         @Override public void attention(Step.Attention a) {
             exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
                     exe.fault, exe.fault.step(a), exe.stream);
+        }
+
+        /** One launch: the attention's kernel writes the new key and value into the caches itself ({@link CudaAttention}). */
+        @Override public void updateAttention(Step.UpdateAttention u) {
+            var a = u.attention();
+            exe.attention.run(u, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
+                    addressOf(u.keys().update()), addressOf(u.values().update()), exe.fault, exe.fault.step(u), exe.stream);
         }
 
         @Override public void updateSlice(Step.UpdateSlice u) {

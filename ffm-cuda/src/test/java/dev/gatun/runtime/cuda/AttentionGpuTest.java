@@ -71,14 +71,17 @@ class AttentionGpuTest {
 
     /**
      * A decode step's layer: the new key and value written into the caches (states) at the position, then attended to,
-     * call after call at positions 0, 1, 2, ... over a cache of four slices, programmatic launches on: the attention
-     * loads the cache before it waits for the update ({@link CudaAttention#early}) and the written position again after,
-     * so every call must see its own key and value. Against float64 loops over a mirror of the caches.
+     * call after call at positions 0, 1, 2, ... over a cache of four slices, programmatic launches on, the update a launch
+     * of its own (the attention loads the cache before it waits for it, {@link CudaAttention#early}, and the written
+     * position again after) and in the attention's launch ({@code Step.UpdateAttention}: the kernel takes the position
+     * from the update's sources and writes it into the caches), so every call must see its own key and value and every
+     * earlier call's. Against float64 loops over a mirror of the caches.
      */
     @Test
     void theCacheUpdatedJustBeforeIsReadWithItsNewPosition() {
         int b = 8, r = 4, d = 64, len = 100;
         double scale = 0.125;
+        for (boolean together : new boolean[]{true, false})
         for (DType t : List.of(DType.BF16, DType.F32)) {
             var g = dev.gatun.dsl.Gatun.graph("update_attend");
             var q = g.input("q", t, b, r, d);
@@ -87,12 +90,13 @@ class AttentionGpuTest {
             var values = g.state("v", t, b, len, d).updateSlice(1, g.input("v_new", t, b, 1, d), pos);
             g.output("y", q.attention(keys, values, pos, scale));
             Graph graph = g.build();
-            var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true);
+            var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true).attentionUpdates(together);
             var options = base.execution(base.execution().withCuda(base.execution().cuda().withProgrammaticLaunch(true)));
             try (var s = Session.compile(graph, options)) {
                 var steps = s.plan().steps();
                 int at = 0;
-                while (!(steps.get(at) instanceof dev.gatun.planner.Step.Attention)) at++;
+                while (!(steps.get(at) instanceof dev.gatun.planner.Step.Attention || steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention)) at++;
+                assertThat(steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention).as(s.plan().toString()).isEqualTo(together);
                 assertThat(CudaAttention.early(steps, at)).as(s.plan().toString()).isTrue();
                 double[] kc = new double[b * d * len], vc = new double[b * len * d];
                 for (int position = 0; position < len; position++) {
@@ -109,7 +113,8 @@ class AttentionGpuTest {
                         }
                     double[] want = dev.gatun.runtime.testing.Attentions.expected(in.get("q").toDoubleArray(), kc, vc, b, r, d, len, position, scale);
                     double tol = t == DType.F32 ? 1e-4 : 2e-2;
-                    assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(s.runToHost(in).get("y"), tol, tol)).as("%s position %d", t, position).isNull();
+                    assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(s.runToHost(in).get("y"), tol, tol))
+                            .as("%s position %d, one launch %s", t, position, together).isNull();
                 }
             }
         }

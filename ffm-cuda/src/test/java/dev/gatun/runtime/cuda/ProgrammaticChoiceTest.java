@@ -50,11 +50,22 @@ class ProgrammaticChoiceTest {
             var steps = plan(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), 1).steps();
             int attentions = 0;
             for (int i = 0; i < steps.size(); i++)
-                if (steps.get(i) instanceof dev.gatun.planner.Step.Attention) {
+                if (steps.get(i) instanceof dev.gatun.planner.Step.UpdateAttention) {
                     assertThat(CudaAttention.early(steps, i)).as("batch %d step %d", batch, i).isTrue();
                     attentions++;
                 }
             assertThat(attentions).isEqualTo(C.layers());
+            // with the update a launch of its own, the attention after it loads early too
+            var options = LoweringOptions.world(1);
+            var apart = Planner.plan(Lowering.lower(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), options),
+                    dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(false)).steps();
+            int plain = 0;
+            for (int i = 0; i < apart.size(); i++)
+                if (apart.get(i) instanceof dev.gatun.planner.Step.Attention) {
+                    assertThat(CudaAttention.early(apart, i)).as("batch %d step %d, apart", batch, i).isTrue();
+                    plain++;
+                }
+            assertThat(plain).isEqualTo(C.layers());
         }
         var steps = plan(dev.gatun.runtime.host.AttentionHostTest.graph(DType.BF16, DType.I32, 2, 4, 64, 100, 0.125), 1).steps();
         for (int i = 0; i < steps.size(); i++)

@@ -55,6 +55,12 @@ public final class StepLoop {
 
         /** Updates at one position as one launch; by default one after the other, which writes the same (the host backend does that). */
         default void updateSlices(Step.UpdateSlices s) { for (Step.UpdateSlice u : s.members()) updateSlice(u); }
+
+        /** The update of an attention's caches and the attention as one launch; by default one after the other (the host backend). */
+        default void updateAttention(Step.UpdateAttention s) {
+            updateSlices(s.updates());
+            attention(s.attention());
+        }
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -100,6 +106,7 @@ public final class StepLoop {
             case Step.Attention s -> backend.attention(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);
+            case Step.UpdateAttention s -> backend.updateAttention(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
