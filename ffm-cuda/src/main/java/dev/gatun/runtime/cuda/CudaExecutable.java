@@ -218,7 +218,7 @@ final class CudaExecutable implements Executable {
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
-            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention)
+            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> s instanceof Step.Attention || s instanceof Step.UpdateAttention) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();

@@ -21,7 +21,9 @@ import java.util.Map;
  * The decoder's step under several compile options in one process on one GPU, the variants' generations alternating
  * round after round, so that neither the machine's drift nor the order of processes favours one: each variant holds its
  * own copy of the weights and decodes the same prompts; prints each one's per-step medians, and whether its tokens are
- * the first variant's. Variants: {@code plain} (programmatic dependent launches off), {@code programmatic} (on).
+ * the first variant's. Variants: {@code plain} (programmatic dependent launches off), {@code programmatic} (on); with
+ * {@code apart} in the name (e.g. {@code programmatic+apart}) the update of the caches is a launch of its own, not the
+ * attention's.
  *
  * <pre>
  * --dir DIR  a checkpoint LlamaBench wrote     --batch N  sequences (default 1)     --rounds N  (default 5)
@@ -32,7 +34,7 @@ public final class DecodeVariantsBench {
     private DecodeVariantsBench() {}
 
     static CompileOptions variant(String name) {
-        var o = CompileOptions.world(1).backend("cuda");
+        var o = CompileOptions.world(1).backend("cuda").attentionUpdates(!name.contains("apart"));
         var cuda = o.execution().cuda().withProgrammaticLaunch(name.contains("programmatic"));
         return o.execution(o.execution().withCuda(cuda));
     }
