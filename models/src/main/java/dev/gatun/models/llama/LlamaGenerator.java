@@ -43,6 +43,11 @@ public final class LlamaGenerator implements AutoCloseable {
     private final int batch, promptLength, maxLen, tp;
     private final DType dtype;
     private final Session prefill, decode;
+    /**
+     * A decode call's inputs and its greedy tokens, in the decode session's page-locked host memory, filled and read in
+     * place every step: a step's host round trip copies them by DMA, with no new arrays.
+     */
+    private final NDArray stepTokens, stepPosition, stepNext;
 
     /** Generation for one sequence at a time. */
     public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int promptLength, int maxLen, int tp, DType dtype,
@@ -89,6 +94,9 @@ public final class LlamaGenerator implements AutoCloseable {
         }
         this.localRanks = this.shards.size();
         this.shards = null;   // uploaded or bound: the host arrays are the caller's again
+        this.stepTokens = decode.allocateHost(DType.I32, batch);
+        this.stepPosition = decode.allocateHost(DType.I32, 1);
+        this.stepNext = decode.allocateHost(DType.I64, batch);
     }
 
     /** Closes {@code c} after {@code failure}, keeping a failure of the close as suppressed. */
@@ -132,7 +140,9 @@ public final class LlamaGenerator implements AutoCloseable {
             if (keepLogits) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
             if (k == n - 1) break;
             t0 = System.nanoTime();
-            out = decode.run(calls(LlamaDecoder.step(next, promptLength + k, maxLen)));
+            for (int b = 0; b < batch; b++) stepTokens.set(b, next[b]);
+            stepPosition.set(0, promptLength + k);
+            out = decode.run(calls(Map.of("tokens", stepTokens, "position", stepPosition)));
         }
         return new Result(tokens, logits, prefillMillis, stepMillis);
     }
@@ -154,7 +164,8 @@ public final class LlamaGenerator implements AutoCloseable {
     private int[] next(List<Map<String, DeviceArray>> out, int k) {
         int[] first = null;
         for (int r = 0; r < out.size(); r++) {
-            NDArray next = out.get(r).get("next").toHost();
+            NDArray next = stepNext;
+            out.get(r).get("next").copyTo(next);
             int[] tokens = new int[batch];
             for (int b = 0; b < batch; b++) tokens[b] = (int) next.get(b);
             if (first == null) first = tokens;
