@@ -63,10 +63,11 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
 
     /**
      * When a plan's own kernels are programmatic dependent launches: always, never, or ({@code AUTO}) for plans of one rank
-     * whose every product is a one-row product by a weight that is a graph input, which Gatun's own kernel takes (a
-     * decode step at batch 1): there the chain of launches is all Gatun's, and the products load their first weights
-     * before they wait (measured through the Llama decoder on an H200: 1.128 to 1.043 ms a token; at batch 8, whose
-     * products are cuBLAS's, 1.380 to 1.468, so not there).
+     * whose every product is one of 1 to 8 rows by a weight that is a graph input, which Gatun's own kernel takes (a
+     * decode step at batch 1 to 8): there the chain of launches is all Gatun's, and the products load their first weights
+     * before they wait (measured through the Llama decoder on an H200: 1.128 to 1.043 ms a token at batch 1, 1.324 to
+     * 1.182 ms a step at batch 8). A plan with a cuBLAS product keeps plain launches: a cuBLAS kernel breaks the chain
+     * (the batch-8 step when its products were cuBLAS's: 1.380 to 1.468 ms).
      */
     public enum ProgrammaticLaunch { AUTO, ON, OFF }
 

@@ -17,45 +17,46 @@ import dev.gatun.ir.DType;
  * caches ({@code ld.global.cs}); x (at most 8 rows, 128 KiB) is read through the read-only cache and each vector of it
  * loaded serves several columns at once, so the weight's stream is what the time is. Two kernels:
  * <ul>
- *   <li>float16 and bfloat16 (tensor cores, {@code gemv_mma_*}, any 1 to 8 rows): a warp's tile is 16 columns (rows of
- *   w) by the 8 rows of x, {@code mma.sync.m16n8k16} with float32 accumulators. A step is four 16-byte vectors of each
- *   of the tile's 16 rows of w: lane (g, t) loads vector t of rows g and g + 8 of w and of row g of x, which go into
- *   the fragments unchanged (the sum over k does not care which k sits where in a fragment, so long as A and B agree).
- *   Four steps are unrolled: 8 loads of the weight (128 bytes) in flight a lane, 4 KiB a warp. A step reads 64 bytes
- *   of each row of x for the tile's 1 KiB of the weight: half a byte of x per byte of the weight at 8 rows, 1/16 at one
- *   row (rows of x past {@code rows} are not loaded: zeros in the fragment, their sums never stored).</li>
+ *   <li>float16 and bfloat16 (tensor cores, {@code gemv_mma_*}, any 1 to 8 rows): a warp's tile is 8 columns (rows of
+ *   w) by the 8 rows of x, {@code mma.sync.m16n8k16} with x as A (its rows 8 to 15 zeros), w as B, float32
+ *   accumulators. A step is four 16-byte vectors of each of the tile's 8 rows of w: lane (g, t) loads vector t of row g
+ *   of w and of x, which go into the fragments unchanged (the sum over k does not care which k sits where in a
+ *   fragment, so long as A and B agree). Four steps are unrolled: 4 loads of the weight (64 bytes) in flight a lane,
+ *   2 KiB a warp. A step reads as many bytes of x as of the weight at 8 rows, from the read-only cache (rows of x past
+ *   {@code rows} are not loaded: zeros in the fragment, their sums never stored).</li>
  *   <li>float32 (CUDA cores, {@code gemv_fma_*_M}, M = 1, 2, 4 or 8, the smallest that holds the rows): a warp's tile
  *   is {@value #FMA_COLS} columns; a step is 32 consecutive 16-byte vectors of each (one a lane), two steps unrolled
  *   (8 loads, 128 bytes, in flight a lane); each vector of x loaded serves the {@value #FMA_COLS} columns. Lanes' sums
  *   are added by shuffles. (The 16-bit types have these kernels too, for comparison; see {@link Path}.)</li>
  * </ul>
  * Short rows of many columns (lm_head: 2048 by 128256) have tiles enough to fill the GPU; few columns of long rows
- * (down_proj: 8192 by 2048, 128 tiles of 16) would leave most SMs idle, so the row is also cut into k-slices, one a
+ * (down_proj: 8192 by 2048, 256 tiles of 8) would leave most SMs idle, so the row is also cut into k-slices, one a
  * warp of the block, whose partial sums are added through shared memory: {@link #launch} doubles the slices (up to
  * {@value #MAX_SLICES}) until there are about {@value #WARPS_PER_SM} warps for each SM or a slice would get less than
  * one unrolled loop. A block is 8 warps, or 16 at 16 slices. Accumulates in float32 and rounds once, as cuBLAS does;
  * the order of the sum differs (tensor cores add within a product in an order and precision of their own, as they do
- * for cuBLAS), so a result may differ from cuBLAS's in the last bits.
+ * for cuBLAS), so a result may differ from cuBLAS's in the last bits. Where the weight is a graph input and launches
+ * are programmatic, both kernels load their first loop of it before they wait for the kernel before them.
  *
- * <p>Measured on an H200 ({@code GemvBench}, bf16, median of 200 calls, the weight read from memory): at one row the
- * CUDA-core kernel streams the weight at 4.36 TB/s on lm_head (2048 by 128256; cuBLAS 4.19), 3.15 on gate|up (cuBLAS
- * 3.19), 2.43 on down (cuBLAS 2.11), and is 5 to 14% faster than cuBLAS on the small products (q|k|v 9.2 against 9.8
- * µs, o 8.1 against 9.4). The tensor-core kernel stays near 2.5 TB/s at any row count, so at 8 rows cuBLAS is faster
- * on every large product (lm_head 127 against 210 µs). So a product is taken here automatically at one row only
- * ({@value #AUTO_ROWS}), by the CUDA-core kernel; 2 to 8 rows go to cuBLAS until a kernel beats it there. Both
- * kernels take 1 to {@value #MAX_ROWS} rows when called by {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)}
- * (tests, {@code GemvBench}).
+ * <p>Measured on an H200 (median of 200 calls, bf16, the weight read from memory; {@code GemvBench}, and a sweep of
+ * kernel forms in one command, 2026-11-27): at one row the CUDA-core kernel streams the weight at 4.33 TB/s on lm_head
+ * (2048 by 128256; cuBLAS 4.15), 3.24 on gate|up (cuBLAS 3.24), 2.57 on down (cuBLAS 2.14), and is 7 to 14% faster than
+ * cuBLAS on the small products (q|k|v 8.4 against 9.0 µs, o 7.3 against 8.5). At 8 rows it falls to half that (the
+ * CUDA cores' multiply-adds), and the tensor-core kernel takes over: q|k|v 9.2 µs (cuBLAS 8.9), o 7.8 (8.5), gate|up
+ * 23.6 (20.9), down 15.6 (15.4), lm_head 135 (130): within 5% of cuBLAS over a layer, and launched programmatically,
+ * which no cuBLAS kernel can be (see {@link CudaExecutable}). So a product is taken here automatically at one row by
+ * the CUDA-core kernel, and at 2 to 8 rows of a 16-bit type by the tensor-core kernel ({@link Path#auto}); float32 at
+ * more than one row goes to cuBLAS. Both kernels take 1 to {@value #MAX_ROWS} rows when called by
+ * {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} (tests, {@code GemvBench}).
  *
- * <p>Taken only where it applies (see {@link #applies}): float32, float16 or bfloat16; one row, no batch; the weight
+ * <p>Taken only where it applies (see {@link #applies}): {@link #autoRows} rows, no batch; the weight
  * read transposed; rows of a length that is a whole number of 16-byte vectors, at 16-byte aligned addresses.
  * Everything else goes to cuBLAS.
  */
 final class CudaGemv {
     static final int MAX_ROWS = 8;
-    /** The rows a product may have to be taken here automatically (see the measurements above). */
-    static final int AUTO_ROWS = 1;
     /** Columns (rows of w) of a warp's tile: the tensor-core kernel's, the CUDA-core kernel's. */
-    static final int MMA_COLS = 16, FMA_COLS = 4;
+    static final int MMA_COLS = 8, FMA_COLS = 4;
     /** 16-byte vectors of a row that one step of a warp covers: 4 lanes a row (tensor cores), 32 (CUDA cores). */
     static final int MMA_STEP = 4, FMA_STEP = 32;
     /** Steps of a loop unrolled, all their loads issued before the first product (GV_MMA_UNROLL, GV_FMA_UNROLL). */
@@ -66,8 +67,11 @@ final class CudaGemv {
     enum Path {
         TENSOR_CORES, CUDA_CORES;
 
-        /** The one {@link #run(DType, int, int, int, int, long, long, long, Stream)} takes: the faster one measured. */
-        static final Path AUTO = CUDA_CORES;
+        /**
+         * The one {@link #run(DType, int, int, int, int, long, long, long, Stream)} takes, the faster one measured: the
+         * CUDA cores' at one row, the tensor cores' at 2 to 8 rows of 16-bit types.
+         */
+        static Path auto(DType t, int m) { return m == 1 || t == DType.FLOAT32 ? CUDA_CORES : TENSOR_CORES; }
     }
 
     /**
@@ -151,50 +155,60 @@ final class CudaGemv {
                 return true;
             }
 
-            // 16-bit types, tensor cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= 8. A warp's tile is 16 columns j (rows
-            // of w) by all 8 rows of x: D[16 x 8] += A[16 x 16] B[16 x 8], A = w (row-major), B = x^T. A step is 4 consecutive
-            // 16-byte vectors of every row: lane (g = lane / 4, t = lane % 4) loads vector t of rows g and g + 8 of w and of row g
-            // of x, and two mma.sync consume them. The sum over k does not depend on which k sits where in a fragment, so each
-            // lane's 8 elements are given the fragment positions of its own lane (elements 0-3 to the first product, 4-7 to the
-            // second), identically in A and B: the weight goes straight from the 16-byte loads into the tensor cores.
+            // 16-bit types, tensor cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= 8. A warp's tile is 8 columns j (rows of
+            // w) by the 8 rows of x: D[16 x 8] += A[16 x 16] B[16 x 8], A = x (its rows 8-15 zeros), B = w^T. A step is 4
+            // consecutive 16-byte vectors of every row: lane (g = lane / 4, t = lane % 4) loads vector t of row g of w and of
+            // row g of x, and two mma.sync consume them. The sum over k does not depend on which k sits where in a fragment,
+            // so each lane's 8 elements are given the fragment positions of its own lane (elements 0-3 to the first product,
+            // 4-7 to the second), identically in A and B: the weight goes straight from the 16-byte loads into the tensor
+            // cores. (w as A, 16 columns a warp and half a byte of x a byte of w, streamed at 2.3 TB/s where this form
+            // streams at 3.9 on lm_head on an H200, the same registers and warps: the 16 rows a warp's loads spread over.)
+            // With `preload` (a weight no kernel of the call writes), the first loop's weight loads come before the wait.
+            template <int U>
+            __device__ __forceinline__ void gv_mma_load(uint4 (&a)[U], const uint4* wr, int vectors, bool ok, int step, int last, int t) {
+                const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                #pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int v = (step + u) * 4 + t;
+                    a[u] = ok && step + u < last && v < vectors ? __ldcs(wr + v) : zero;
+                }
+            }
+
             template <typename T>
             __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices) {
+                                     int slices, int preload) {
                 const int vectors = k / 8;
                 const GvWarp g(ceil_div_gv(vectors, 4), slices);
                 const int gr = g.lane >> 2, t = g.lane & 3;
-                const long long col0 = (long long) g.tile * 16 + gr, col1 = col0 + 8;
-                const uint4* w0 = reinterpret_cast<const uint4*>(w) + col0 * vectors;
-                const uint4* w1 = reinterpret_cast<const uint4*>(w) + col1 * vectors;
+                const long long col = (long long) g.tile * 8 + gr;
+                const uint4* wr = reinterpret_cast<const uint4*>(w) + col * vectors;
+                uint4 a[GV_MMA_UNROLL];
+                if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, col < n, g.first, g.last, t);
+                GATUN_DEPENDENT_START();
                 const uint4* xr = reinterpret_cast<const uint4*>(x) + (long long) gr * vectors;
-                const bool ok0 = col0 < n, ok1 = col1 < n, okx = gr < rows;
+                const bool okx = gr < rows;
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4] = {0.0f, 0.0f, 0.0f, 0.0f};   // two chains of products, added at the end
                 for (int step = g.first; step < g.last; step += GV_MMA_UNROLL) {
-                    uint4 a0[GV_MMA_UNROLL], a1[GV_MMA_UNROLL], b[GV_MMA_UNROLL];
+                    if (!preload || step != g.first) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, col < n, step, g.last, t);
+                    uint4 b[GV_MMA_UNROLL];
                     #pragma unroll
                     for (int u = 0; u < GV_MMA_UNROLL; u++) {
                         const int v = (step + u) * 4 + t;
-                        const bool in = step + u < g.last && v < vectors;
-                        a0[u] = in && ok0 ? __ldcs(w0 + v) : zero;
-                        a1[u] = in && ok1 ? __ldcs(w1 + v) : zero;
-                        b[u] = in && okx ? __ldg(xr + v) : zero;
+                        b[u] = okx && step + u < g.last && v < vectors ? __ldg(xr + v) : zero;
                     }
                     #pragma unroll
                     for (int u = 0; u < GV_MMA_UNROLL; u++) {
-                        gv_mma(d, a0[u].x, a1[u].x, a0[u].y, a1[u].y, b[u].x, b[u].y, (const T*) nullptr);
-                        gv_mma(e, a0[u].z, a1[u].z, a0[u].w, a1[u].w, b[u].z, b[u].w, (const T*) nullptr);
+                        gv_mma(d, b[u].x, 0u, b[u].y, 0u, a[u].x, a[u].y, (const T*) nullptr);
+                        gv_mma(e, b[u].z, 0u, b[u].w, 0u, a[u].z, a[u].w, (const T*) nullptr);
                     }
                 }
-                #pragma unroll
-                for (int i = 0; i < 4; i++) d[i] += e[i];
-                if (!gv_add_slices<4>(g, d, slices)) return;
-                // D: d[0], d[1] at (column col0; rows 2t, 2t + 1), d[2], d[3] at (column col1; the same rows)
-                const int r0 = 2 * t, r1 = r0 + 1;
-                if (ok0 && r0 < rows) y[r0 * ldc + col0] = gv_store(d[0], (const T*) nullptr);
-                if (ok0 && r1 < rows) y[r1 * ldc + col0] = gv_store(d[1], (const T*) nullptr);
-                if (ok1 && r0 < rows) y[r0 * ldc + col1] = gv_store(d[2], (const T*) nullptr);
-                if (ok1 && r1 < rows) y[r1 * ldc + col1] = gv_store(d[3], (const T*) nullptr);
+                // D: d[0], d[1] at (row g of x; columns 2t, 2t + 1 of the tile); d[2], d[3] are the zero rows' sums
+                float s[2] = {d[0] + e[0], d[1] + e[1]};
+                if (!gv_add_slices<2>(g, s, slices)) return;
+                const long long c0 = (long long) g.tile * 8 + 2 * t;
+                if (gr < rows && c0 < n) y[gr * ldc + c0] = gv_store(s[0], (const T*) nullptr);
+                if (gr < rows && c0 + 1 < n) y[gr * ldc + c0 + 1] = gv_store(s[1], (const T*) nullptr);
             }
 
             // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j; a step
@@ -267,7 +281,7 @@ final class CudaGemv {
 
             #define GV_MMA_ENTRY(T, NAME) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_mma_##NAME(const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, \\
-                                                                              int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(x, w, y, n, k, ldc, rows, slices); }
+                                                                              int slices, int preload) { gemv_mma<T>(x, w, y, n, k, ldc, rows, slices, preload); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
                                                                                     int rows, int slices, int preload) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload); }
@@ -295,10 +309,21 @@ final class CudaGemv {
 
     /** Whether a product of {@code m} rows of length {@code k} of {@code t}, at these addresses, is one taken here automatically. */
     static boolean applies(DType t, boolean transA, boolean transB, long batches, int m, int k, long x, long w, long y) {
-        if (batches != 1 || transA || !transB || m < 1 || m > AUTO_ROWS || k < 1) return false;
-        if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16) return false;
+        if (batches != 1 || transA || !transB || m < 1 || m > autoRows(t) || k < 1) return false;
         int perVector = 16 / t.byteSize();
         return k % perVector == 0 && ((x | w) & 15) == 0 && (y & (t.byteSize() - 1)) == 0;
+    }
+
+    /**
+     * The most rows a product of {@code t} is taken here automatically: 8 of the 16-bit types (the tensor cores'
+     * kernel), one of float32 (more go to cuBLAS: the CUDA-core kernel is slower there), none of any other type.
+     */
+    static int autoRows(DType t) {
+        return switch (t) {
+            case FLOAT16, BFLOAT16 -> MAX_ROWS;
+            case FLOAT32 -> 1;
+            default -> 0;
+        };
     }
 
     /**
@@ -363,7 +388,7 @@ final class CudaGemv {
             throw new IllegalArgumentException("gemv launch of " + slices + " k-slices in blocks of " + warps + " warps (" + steps + " steps a row)");
         long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS);
         long blocks = Math.ceilDiv(tiles, warps / slices);
-        int shared = slices == 1 ? 0 : warps * 32 * (mma ? 4 : 1) * Float.BYTES;
+        int shared = slices == 1 ? 0 : warps * 32 * (mma ? 2 : 1) * Float.BYTES;
         return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, shared);
     }
 
@@ -376,13 +401,13 @@ final class CudaGemv {
     void loadNow() {
         var names = new java.util.LinkedHashSet<String>();
         for (DType t : java.util.List.of(DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16))
-            for (int m = 1; m <= AUTO_ROWS; m++) names.add(kernel(t, Path.AUTO, m));
+            for (int m = 1; m <= autoRows(t); m++) names.add(kernel(t, Path.auto(t, m), m));
         program.loadNow(names.toArray(String[]::new));
     }
 
     /**
      * {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows (1 to {@link #MAX_ROWS}), {@code n} columns; x's rows
-     * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#AUTO}.
+     * {@code k} elements apart, y's {@code ldc}. The kernel of {@link Path#auto}.
      */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { run(t, m, n, k, ldc, x, w, y, false, stream); }
 
@@ -392,7 +417,7 @@ final class CudaGemv {
      */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         if (n == 0) return;
-        run(launch(t, Path.AUTO, m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, stream);
+        run(launch(t, Path.auto(t, m), m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, stream);
     }
 
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
@@ -407,8 +432,7 @@ final class CudaGemv {
     private void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
-        // the CUDA-core kernels take one more argument: whether to load their weight's first step before the wait
-        if (l.kernel().startsWith("gemv_fma")) Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0);
-        else Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices());
+        // the last argument: whether to load the weight's first loop before the wait
+        Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0);
     }
 }

@@ -23,8 +23,9 @@ import java.util.Map;
  * runs a plain kernel. The output is written at its own strides: row-major, or the slice of a concatenation it is
  * written straight into, its rows a leading dimension ({@code ldc}) apart and each batch at its own offset. A batch
  * whose products lie a constant distance apart in A, B and C (the usual case, a broadcast operand included) is one
- * strided-batched cuBLAS call; other batches are a call per product. One row by a weight that lies transposed (a decode
- * step's linear layer at batch 1) goes to {@link CudaGemv}, which streams the weight faster than cuBLAS on that shape.
+ * strided-batched cuBLAS call; other batches are a call per product. One to eight rows by a weight that lies transposed (a
+ * decode step's linear layer at batch 1 to 8) go to {@link CudaGemv}, which streams the weight about as fast as cuBLAS
+ * or faster there, and whose kernels, unlike cuBLAS's, can be programmatic dependent launches.
  */
 final class CudaMatmul {
     private static final String F64_SOURCE = """
@@ -108,7 +109,7 @@ final class CudaMatmul {
             oc[bi] = at;
         }
         if (oa.length == 0) return;   // an empty batch: no product
-        // one row by a weight that lies transposed (a decode step's linear layer at batch 1): the weight-streaming kernel
+        // a few rows by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernels
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             // a graph input (a weight) is written by no kernel of the call: its first loads may come before the wait
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, CudaGemv.constantDuringCall(bB), stream);

@@ -7,14 +7,14 @@ import dev.gatun.cuda.LaunchConfig;
  * Programmatic dependent launch (Hopper and later): a kernel launched this way may be scheduled while the kernel before
  * it on the stream is still running, so the gap between two short kernels (launch, block scheduling) overlaps the first
  * one's last blocks instead of following them. A decode step is a chain of a few hundred such kernels. By default a plan
- * is launched this way where it pays ({@code CudaExecutable.programmaticPays}: one rank, every product a one-row product
- * of a weight, a decode step at batch 1); {@code GATUN_PROGRAMMATIC_LAUNCH=1} or {@code 0}
+ * is launched this way where it pays ({@code CudaExecutable.programmaticPays}: one rank, every product Gatun's own
+ * GEMV's, of 1 to 8 rows by a weight: a decode step at batch 1 to 8); {@code GATUN_PROGRAMMATIC_LAUNCH=1} or {@code 0}
  * ({@code ExecutionOptions.Cuda.programmaticLaunch}) forces it on or off.
  *
  * <p>The rule that keeps it exact: every kernel launched this way starts with {@code GATUN_DEPENDENT_START()}, which
  * waits ({@code griddepcontrol.wait}) until the kernel before it has finished and its writes are visible, before
  * reading or writing any memory, and then lets the kernel after it be scheduled
- * ({@code griddepcontrol.launch_dependents}). One exception: the one-row GEMV loads the first step of a weight that is
+ * ({@code griddepcontrol.launch_dependents}). One exception: the GEMV loads the first loop of a weight that is
  * a graph input (which no kernel of the call writes) before it waits, so those loads overlap the kernel before it; every
  * other access comes after the wait. Kernels without it (cuBLAS, NCCL, the collectives) are launched as always; a kernel
  * launched this way after one of them waits for its end as usual. Where the kernel was not launched this way the

@@ -134,8 +134,8 @@ class GemvGpuTest {
     }
 
     /**
-     * The CUDA-core kernel loading its weight's first step before the wait ({@code constantWeight}, a programmatic launch
-     * and a plain one) gives the very bits it gives without: only when the loads are issued moves.
+     * Either kernel loading its weight's first loop before the wait ({@code constantWeight}, a programmatic launch and a
+     * plain one) gives the very bits it gives without: only when the loads are issued moves.
      */
     @Test
     void loadingTheWeightBeforeTheWaitChangesNoBit() {
@@ -145,25 +145,28 @@ class GemvGpuTest {
             for (boolean programmatic : new boolean[]{false, true}) {
                 var gemv = new CudaGemv((name, source) -> CudaExecutable.compile(d, cudaHome, "gemv-test", name, source), sms, programmatic);
                 for (DType t : TYPES)
-                    for (int[] nk : new int[][]{{3072, 2048}, {2048, 8192}, {37, 2056}, {16384, 2048}}) {
-                        int n = nk[0], k = nk[1];
-                        var w = NDArray.randn(t, 7 + n, n, k);
-                        var x = NDArray.randn(t, 5 + k, 1, k);
-                        double[] want = linear(x, w, 1, n, k);
-                        byte[][] out = new byte[2][];
-                        for (int preload = 0; preload < 2; preload++)
-                            try (DeviceBuffer xb = d.allocate(x.byteSize()); DeviceBuffer wb = d.allocate(w.byteSize()); DeviceBuffer yb = d.allocate((long) n * t.byteSize())) {
-                                xb.copyFrom(x.segment());
-                                wb.copyFrom(w.segment());
-                                gemv.run(t, 1, n, k, n, xb.address(), wb.address(), yb.address(), preload == 1, stream);
-                                stream.synchronize();
-                                var y = NDArray.zeros(t, 1, n);
-                                yb.copyTo(y.segment());
-                                check("preload " + preload + " programmatic " + programmatic + " " + t + " n " + n + " k " + k, t, want, y.toDoubleArray(), k);
-                                out[preload] = y.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-                            }
-                        assertThat(out[1]).as("%s n %d k %d programmatic %s", t, n, k, programmatic).isEqualTo(out[0]);
-                    }
+                    for (int m : new int[]{1, 3, 8})   // one row: the CUDA cores' kernel; more, of 16-bit types: the tensor cores'
+                        for (int[] nk : new int[][]{{3072, 2048}, {2048, 8192}, {37, 2056}, {16384, 2048}}) {
+                            int n = nk[0], k = nk[1];
+                            var w = NDArray.randn(t, 7 + n, n, k);
+                            var x = NDArray.randn(t, 5 + k, m, k);
+                            double[] want = linear(x, w, m, n, k);
+                            byte[][] out = new byte[2][];
+                            String what = t + " m " + m + " n " + n + " k " + k + " programmatic " + programmatic;
+                            for (int preload = 0; preload < 2; preload++)
+                                try (DeviceBuffer xb = d.allocate(x.byteSize()); DeviceBuffer wb = d.allocate(w.byteSize());
+                                     DeviceBuffer yb = d.allocate((long) m * n * t.byteSize())) {
+                                    xb.copyFrom(x.segment());
+                                    wb.copyFrom(w.segment());
+                                    gemv.run(t, m, n, k, n, xb.address(), wb.address(), yb.address(), preload == 1, stream);
+                                    stream.synchronize();
+                                    var y = NDArray.zeros(t, m, n);
+                                    yb.copyTo(y.segment());
+                                    check("preload " + preload + " " + what, t, want, y.toDoubleArray(), k);
+                                    out[preload] = y.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+                                }
+                            assertThat(out[1]).as(what).isEqualTo(out[0]);
+                        }
             }
         }
     }

@@ -22,7 +22,7 @@ class GemvLaunchTest {
             for (CudaGemv.Path path : CudaGemv.Path.values()) {
                 if (path == CudaGemv.Path.TENSOR_CORES && t == DType.F32) continue;
                 boolean mma = path == CudaGemv.Path.TENSOR_CORES;
-                int cols = mma ? 16 : 4, stepVectors = mma ? 4 : 32;
+                int cols = mma ? 8 : 4, stepVectors = mma ? 4 : 32;
                 for (int m = 1; m <= 8; m++)
                     for (int[] nk : SHAPES) {
                         int n = nk[0], k = nk[1];
@@ -36,7 +36,7 @@ class GemvLaunchTest {
                         int steps = Math.ceilDiv(k / (16 / t.byteSize()), stepVectors);
                         // the kernel's slice i is steps [i steps / slices, (i + 1) steps / slices)
                         assertThat(l.slices()).as(what + " every slice has steps").isLessThanOrEqualTo(steps);
-                        assertThat(l.sharedBytes()).as(what + " shared memory").isEqualTo(l.slices() == 1 ? 0 : l.warps() * 32 * (mma ? 16 : 4))
+                        assertThat(l.sharedBytes()).as(what + " shared memory").isEqualTo(l.slices() == 1 ? 0 : l.warps() * 32 * (mma ? 8 : 4))
                                 .isLessThanOrEqualTo(48 * 1024);
                         assertThat(l.kernel()).as(what).isEqualTo(mma ? "gemv_mma_" + name(t)
                                 : "gemv_fma_" + name(t) + "_" + (m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8));
@@ -46,14 +46,14 @@ class GemvLaunchTest {
 
     @Test
     void fewLongColumnsAreSlicedUntilTheSmsHaveWarpsEnough() {
-        // down_proj: 128 tiles of 16 columns, 256 steps of a row: sliced 16 ways, 2048 warps
+        // down_proj: 256 tiles of 8 columns, 256 steps of a row: sliced 16 ways, 4096 warps
         var down = CudaGemv.launch(DType.BF16, CudaGemv.Path.TENSOR_CORES, 1, 2048, 8192, SMS);
         assertThat(down.slices()).isEqualTo(16);
-        assertThat((long) down.blocks() * down.warps()).isEqualTo(2048);
-        // lm_head: 8016 tiles, more warps than 16 an SM already: not sliced
+        assertThat((long) down.blocks() * down.warps()).isEqualTo(4096);
+        // lm_head: 16032 tiles, more warps than 16 an SM already: not sliced
         var head = CudaGemv.launch(DType.BF16, CudaGemv.Path.TENSOR_CORES, 8, 128256, 2048, SMS);
         assertThat(head.slices()).isEqualTo(1);
-        assertThat(head.blocks()).isEqualTo(8016 / 8);
+        assertThat(head.blocks()).isEqualTo(16032 / 8);
         // one vector a row: nothing to slice
         assertThat(CudaGemv.launch(DType.BF16, CudaGemv.Path.TENSOR_CORES, 1, 1, 8, SMS).slices()).isEqualTo(1);
     }
@@ -66,9 +66,14 @@ class GemvLaunchTest {
     }
 
     @Test
-    void appliesToOneRowOfWholeAlignedVectors() {
+    void appliesToOneToEightRowsOfWholeAlignedVectors() {
         assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 1, 2048, 0, 256, 512)).isTrue();
-        assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 2, 2048, 0, 256, 512)).as("2 rows: cuBLAS, faster there").isFalse();
+        assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 8, 2048, 0, 256, 512)).as("8 rows of bf16: the tensor cores").isTrue();
+        assertThat(CudaGemv.applies(DType.F16, false, true, 1, 2, 2048, 0, 256, 512)).as("2 rows of f16: the tensor cores").isTrue();
+        assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 9, 2048, 0, 256, 512)).as("9 rows").isFalse();
+        assertThat(CudaGemv.applies(DType.F32, false, true, 1, 1, 2048, 0, 256, 512)).as("1 row of float32").isTrue();
+        assertThat(CudaGemv.applies(DType.F32, false, true, 1, 2, 2048, 0, 256, 512)).as("2 rows of float32: cuBLAS, faster there").isFalse();
+        assertThat(CudaGemv.applies(DType.F64, false, true, 1, 1, 2048, 0, 256, 512)).as("float64").isFalse();
         assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 1, 2044, 0, 256, 512)).as("k not whole vectors").isFalse();
         assertThat(CudaGemv.applies(DType.BF16, false, true, 1, 1, 2048, 8, 256, 512)).as("x misaligned").isFalse();
         assertThat(CudaGemv.applies(DType.BF16, false, false, 1, 1, 2048, 0, 256, 512)).as("w not transposed").isFalse();

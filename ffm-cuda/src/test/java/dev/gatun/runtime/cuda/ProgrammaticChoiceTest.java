@@ -13,8 +13,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Where programmatic launches are the default ({@code ProgrammaticLaunch.AUTO}, {@link CudaExecutable#programmaticPays}):
- * the Llama decode step at batch 1, whose products are all one-row products of weights; not at batch 8 (cuBLAS's
- * products), not the prefill, not at two ranks (collectives), not a product of two computed tensors. And which
+ * the Llama decode step at batch 1 and 8, whose products are all Gatun's GEMV's (1 to 8 rows by weights); not in float32
+ * at batch 8 (cuBLAS's products), not the prefill, not at two ranks (collectives), not a product of two computed tensors. And which
  * attention steps load their cache before the wait ({@link CudaAttention#early}).
  */
 class ProgrammaticChoiceTest {
@@ -23,10 +23,12 @@ class ProgrammaticChoiceTest {
     static Plan plan(dev.gatun.ir.graph.Graph g, int world) { return Planner.plan(Lowering.lower(g, LoweringOptions.world(world))); }
 
     @Test
-    void theDecodeStepAtBatchOneAndNothingElse() {
+    void theDecodeStepAtBatchOneToEightAndNothingElse() {
         assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.BF16), 1))).isTrue();
         assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.F32), 1))).isTrue();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.BF16), 1))).isFalse();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.BF16), 1))).isTrue();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 9, 544, 1, DType.BF16), 1))).as("9 rows: cuBLAS").isFalse();
+        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.F32), 1))).as("8 rows of float32: cuBLAS").isFalse();
         assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.prefill(C, 64, 96, 1, DType.BF16), 1))).isFalse();
         assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 2, DType.BF16), 2))).isFalse();
     }

@@ -58,14 +58,14 @@ class ProgrammaticLaunchTest {
         assertThat(firstStatements(CudaIndexSelect.SOURCE)).as("index_select").containsExactly("GATUN_DEPENDENT_START();");
         assertThat(firstStatements(CudaUpdateSlice.SOURCE)).as("update_slice, one update and two").containsExactly("GATUN_DEPENDENT_START();",
                 "GATUN_DEPENDENT_START();");
-        // the GEMV entry points are made by two macros: the tensor-core one waits first; the CUDA-core kernel waits
-        // after its setup and, where its weight is a graph input (`preload`), its first step of the weight: nothing else
-        // is read before the wait (the PTX check below)
-        assertThat(CudaGemv.SOURCE).contains("int slices) { GATUN_DEPENDENT_START(); gemv_mma<T>(");
-        String fma = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void gemv_fma("));
-        String beforeWait = fma.substring(0, fma.indexOf("GATUN_DEPENDENT_START();"));
-        assertThat(beforeWait).as("nothing but the weight read before the wait").doesNotContain("__ldg(", "xv", "y[", "gv_add_slices")
-                .contains("if (preload) gv_fma_load<C>(a, wv,");
+        // the GEMV entry points are made by two macros: both kernels wait after their setup and, where their weight is a
+        // graph input (`preload`), their first loop of the weight: nothing else is read before the wait (the PTX check below)
+        for (String[] k : new String[][]{{"gemv_fma", "if (preload) gv_fma_load<C>(a, wv,", "xv"}, {"gemv_mma", "if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr,", "xr"}}) {
+            String body = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void " + k[0] + "("));
+            String beforeWait = body.substring(0, body.indexOf("GATUN_DEPENDENT_START();"));
+            assertThat(beforeWait).as(k[0] + ": nothing but the weight read before the wait").doesNotContain("__ldg(", k[2], "y[", "gv_add_slices")
+                    .contains(k[1]);
+        }
         assertThat(CudaGemv.SOURCE.split("__global__", -1)).as("two entry macros").hasSize(3);
         // the attention loads its cache before the wait only where the step before is their update (`early`), q after it
         String at = CudaAttention.SOURCE.substring(CudaAttention.SOURCE.indexOf("__device__ void attention("));
@@ -77,7 +77,7 @@ class ProgrammaticLaunchTest {
     /**
      * In the PTX of every entry point of the fixed kernels launched that way (index_select, update_slice, the GEMV, the
      * small products), the
-     * wait comes before the first load from global memory, but the CUDA-core GEMV's streamed loads of its weight.
+     * wait comes before the first load from global memory, but the GEMV's streamed loads of its weight.
      */
     @Test
     void everyFixedEntryWaitsBeforeItsFirstLoad(@TempDir Path dir) throws Exception {
@@ -93,11 +93,11 @@ class ProgrammaticLaunchTest {
             String[] entries = r.ptx().split("\\.entry ");
             for (int i = 1; i < entries.length; i++) {
                 String body = entries[i], name = body.substring(0, body.indexOf('('));
-                // the CUDA-core GEMV's weight (streamed: ld.global.cs) may be loaded before the wait, where it is a graph input;
-                // the attention's cache and position, where the step before is their update (the source check above)
-                boolean fma = name.startsWith("gemv_fma");
+                // the GEMV's weight (streamed: ld.global.cs) may be loaded before the wait, where it is a graph input; the
+                // attention's cache and position, where the step before is their update (the source check above)
+                boolean streams = name.startsWith("gemv_");
                 if (name.startsWith("attention_")) continue;
-                int wait = body.indexOf("griddepcontrol.wait"), load = fma ? firstLoadOtherThanStreamed(body) : body.indexOf("ld.global");
+                int wait = body.indexOf("griddepcontrol.wait"), load = streams ? firstLoadOtherThanStreamed(body) : body.indexOf("ld.global");
                 assertThat(wait).as(name).isGreaterThanOrEqualTo(0);
                 if (load >= 0) assertThat(wait).as(name + ": the wait before the first load").isLessThan(load);
             }
