@@ -24,6 +24,7 @@ import java.util.Set;
  *   {@link PlanOptions#roundEachOp});</li>
  *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
+ *   <li>{@link GatedProducts}: a product of a few rows with the SwiGLU that reads it, one launch (one point of the order);</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
  *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
@@ -56,7 +57,8 @@ public final class Planner {
         if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
-        var live = new Liveness(choice.order(), outputs);
+        var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
+        var live = new Liveness(order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
         var pools = new Pools(options);
@@ -84,6 +86,7 @@ public final class Planner {
     private static List<Step> steps(BufferTable table, Liveness live, Pools pools, List<Kernel> kernels) {
         var steps = new ArrayList<Step>();
         Set<Buffer> placed = Collections.newSetFromMap(new IdentityHashMap<>());
+        int gated = 0;
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
@@ -97,6 +100,11 @@ public final class Planner {
             switch (w) {
                 case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel(), k.notes())); kernels.add(k.kernel()); }
                 case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table, pools.rotating.get(e.call())));
+                case Work.GatedWork g -> {
+                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt.get(i), table, pools.rotating.get(g.product().call()));
+                    steps.add(new Step.GatedProduct("swiglu_" + gated++, product, new Step.Launch(g.gate().kernel(), g.gate().notes())));
+                    kernels.add(g.gate().kernel());
+                }
             }
         }
         live.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
@@ -166,6 +174,7 @@ public final class Planner {
             case Step.Attention a -> anyDynamic(List.of(a.output(), a.q(), a.keysT(), a.values(), a.position()));
             case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
+            case Step.GatedProduct g -> touchesDynamic(g.product()) || touchesDynamic(g.gate());
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

@@ -117,6 +117,10 @@ final class SlotHistory {
                     u.updates().members().forEach(m -> writtenAt.put(m.output(), at));
                     writtenAt.put(u.attention().output(), at);
                 }
+                case Step.GatedProduct g -> {
+                    writtenAt.put(g.product().output(), at);
+                    g.gate().kernel().outputs().forEach(b -> writtenAt.put(b, at));
+                }
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);

@@ -306,6 +306,33 @@ public sealed interface Step {
         }
     }
 
+    /**
+     * A product of a few rows and the SwiGLU that is its only reader ({@code silu} of the first half of its columns times
+     * the second half), as one launch ({@code GatedProducts}): the product's kernel computes each gate column beside its up
+     * column and stores the pair's SwiGLU, and never writes the product's own output. A backend whose product kernel
+     * cannot take it runs the product, then the kernel, which computes the same values.
+     */
+    record GatedProduct(String name, Matmul product, Launch gate) implements Step {
+        public GatedProduct {
+            if (GatedProducts.misfit(product, gate) != null) throw new IllegalArgumentException(name + ": " + GatedProducts.misfit(product, gate));
+        }
+
+        /** Where the SwiGLU goes: {@code [rows, H]}, the product's type. */
+        public PlanBuffer output() { return gate.kernel().stores().getFirst().buffer(); }
+
+        /** Whether the kernel rounds silu's result to the type before the multiplication (it holds it in float32 otherwise). */
+        public boolean roundsGate() { return !gate.kernel().floatIntermediates() && output().dtype().isHalf(); }
+
+        @Override public boolean isDeviceWork() { return true; }
+
+        @Override public String format() {
+            return "launch " + name + " {   # one launch: the product, each gate column beside its up column, stores silu(gate) * up"
+                    + "\n    " + product.format().replace("\n", "\n    ")
+                    + "\n    " + gate.format().replace("\n", "\n    ")
+                    + "\n  }";
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

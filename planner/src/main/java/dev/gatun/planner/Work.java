@@ -18,4 +18,13 @@ sealed interface Work {
     record KernelWork(Kernel kernel, List<Buffer> writes, List<Buffer> reads, boolean elementwise, List<String> notes) implements Work {}
 
     record ExternWork(ExternBuffer call, List<Buffer> writes, List<Buffer> reads) implements Work {}
+
+    /**
+     * A product and the SwiGLU kernel that is its only reader, one launch ({@link GatedProducts}): what the two read and
+     * write, at one point of the order.
+     */
+    record GatedWork(ExternWork product, KernelWork gate) implements Work {
+        @Override public List<Buffer> writes() { return java.util.stream.Stream.concat(product.writes().stream(), gate.writes().stream()).toList(); }
+        @Override public List<Buffer> reads() { return java.util.stream.Stream.concat(product.reads().stream(), gate.reads().stream()).toList(); }
+    }
 }

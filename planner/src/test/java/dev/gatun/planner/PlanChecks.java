@@ -51,6 +51,9 @@ final class PlanChecks {
             } else if (s instanceof Step.UpdateAttention u) {
                 out.add(u.updates());
                 out.add(u.attention());
+            } else if (s instanceof Step.GatedProduct g) {
+                out.add(g.product());
+                out.add(g.gate());
             } else out.add(s);
         }
         return out;

@@ -67,6 +67,13 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
      */
     public CompileOptions attentionUpdates(boolean on) { return planning(planning.withAttentionUpdates(on)); }
 
+    /**
+     * Whether a product of at most 8 rows takes in the SwiGLU ({@code silu(gate) * up} over the two halves of its
+     * columns) that is its only reader, as one launch (true, the default): a decode layer's gate|up projection. False
+     * keeps the SwiGLU a launch of its own, to compare or to debug.
+     */
+    public CompileOptions gatedProducts(boolean on) { return planning(planning.withGatedProducts(on)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

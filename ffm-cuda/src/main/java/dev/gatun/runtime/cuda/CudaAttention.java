@@ -407,6 +407,7 @@ final class CudaAttention implements AutoCloseable {
         var written = switch (s) {
             case Step.Launch l -> l.kernel().outputs();
             case Step.Matmul m -> java.util.List.of(m.output());
+            case Step.GatedProduct g -> java.util.List.of(g.product().output(), g.output());
             case Step.UpdateSlice u -> java.util.List.of(u.output());
             case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
             case Step.Attention a -> java.util.List.of(a.output());

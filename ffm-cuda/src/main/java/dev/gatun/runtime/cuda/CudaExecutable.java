@@ -98,7 +98,12 @@ final class CudaExecutable implements Executable {
         boolean any = false;
         for (Step s : plan.steps()) {
             if (s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective) return false;
-            if (!(s instanceof Step.Matmul m)) continue;
+            Step.Matmul m = switch (s) {
+                case Step.Matmul x -> x;
+                case Step.GatedProduct g -> g.product();
+                default -> null;
+            };
+            if (m == null) continue;
             any = true;
             if (!CudaGemv.takes(m) || !CudaGemv.constantDuringCall(m.b())) return false;
         }
@@ -214,7 +219,7 @@ final class CudaExecutable implements Executable {
                 case OFF -> false;
                 case AUTO -> programmaticPays(plan);
             };
-            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
+            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul || s instanceof Step.GatedProduct) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
@@ -799,7 +804,12 @@ final class CudaExecutable implements Executable {
         void warmUpMatmuls() {
             for (PlanBuffer in : plan.inputs()) if (!in.isDynamic()) setSource(in, exe.stagingOf(in).address());
             for (Step s : plan.steps()) {
-                if (!(s instanceof Step.Matmul m)) continue;
+                Step.Matmul m = switch (s) {
+                    case Step.Matmul x -> x;
+                    case Step.GatedProduct g -> g.product();   // run as a product where the GEMV does not take it
+                    default -> null;
+                };
+                if (m == null) continue;
                 boolean ready = true;
                 for (PlanBuffer b : List.of(m.a(), m.b(), m.output())) ready &= !b.isDynamic() && address[b.storage().id()] != 0;
                 if (ready) matmul(m);
@@ -845,6 +855,14 @@ final class CudaExecutable implements Executable {
 
         @Override public void matmul(Step.Matmul m) {
             exe.matmul.run(m.a(), addressOf(m.a()), m.transA(), m.b(), addressOf(m.b()), m.transB(), m.output(), addressOf(m.output()), env, exe.stream);
+        }
+
+        /** One launch where the GEMV takes the product ({@link CudaGemv#runGated}); else the product, then the kernel. */
+        @Override public void gatedProduct(Step.GatedProduct g) {
+            Step.Matmul m = g.product();
+            if (exe.matmul.runGated(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), addressOf(g.output()), g.roundsGate(), env, exe.stream)) return;
+            matmul(m);
+            launch(g.gate());
         }
 
         @Override public void argmax(Step.Argmax a) {

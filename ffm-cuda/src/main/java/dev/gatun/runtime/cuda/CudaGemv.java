@@ -49,6 +49,13 @@ import dev.gatun.ir.DType;
  * more than one row goes to cuBLAS. Both kernels take 1 to {@value #MAX_ROWS} rows when called by
  * {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} (tests, {@code GemvBench}).
  *
+ * <p><b>Gated</b> ({@link #runGated}, a plan's {@code GatedProduct}: a decode layer's gate|up projection and its SwiGLU):
+ * w is {@code [2H, k]} and the kernel stores {@code silu(x w_j) * (x w_{H+j})} into {@code [rows, H]}. A tile takes
+ * half its columns from gate rows and half from the matching up rows (2 and 2 in the CUDA cores' tile, 4 and 4 in the
+ * tensor cores'), so each pair's sums end in one lane (or two lanes a shuffle apart), which rounds both to the type as
+ * the product would have stored them and computes the SwiGLU as the generated kernel does ({@code gv_glu}): the same
+ * bits as the two launches, one launch fewer, and the product's own output never written.
+ *
  * <p>Taken only where it applies (see {@link #applies}): {@link #autoRows} rows, no batch; the weight
  * read transposed; rows of a length that is a whole number of 16-byte vectors, at 16-byte aligned addresses.
  * Everything else goes to cuBLAS.
@@ -115,6 +122,22 @@ final class CudaGemv {
 
             __device__ __forceinline__ int ceil_div_gv(int a, int b) { return (a + b - 1) / b; }
 
+            // A gated product's store: silu(gate) * up of the pair of sums, each first rounded to T as the product would have
+            // stored it, silu's result held in float (rounded to T with roundGate, a plan that rounds every op), the product
+            // rounded once: the arithmetic of the generated SwiGLU kernel the launch replaces (CudaCodegen's gt_silu), so
+            // the bits are the two launches'.
+            __device__ __forceinline__ float gv_round(float v, const float*) { return v; }
+            __device__ __forceinline__ float gv_round(float v, const __half*) { return __half2float(__float2half_rn(v)); }
+            __device__ __forceinline__ float gv_round(float v, const __nv_bfloat16*) { return __bfloat162float(__float2bfloat16_rn(v)); }
+            __device__ __forceinline__ float gv_sigmoid(float a) { if (a >= 0.0f) return 1.0f / (1.0f + expf(-a)); float e = expf(a); return e / (1.0f + e); }
+            template <typename T>
+            __device__ __forceinline__ T gv_glu(float gate, float up, int roundGate) {
+                const float g = gv_round(gate, (const T*) nullptr), u = gv_round(up, (const T*) nullptr);
+                float s = g * gv_sigmoid(g);
+                if (roundGate) s = gv_round(s, (const T*) nullptr);
+                return gv_store(__fmul_rn(s, u), (const T*) nullptr);
+            }
+
             #define GV_MMA_UNROLL 4
             #define GV_FMA_UNROLL 2
             #define GV_FMA_COLS 4
@@ -164,6 +187,9 @@ final class CudaGemv {
             // cores. (w as A, 16 columns a warp and half a byte of x a byte of w, streamed at 2.3 TB/s where this form
             // streams at 3.9 on lm_head on an H200, the same registers and warps: the 16 rows a warp's loads spread over.)
             // With `preload` (a weight no kernel of the call writes), the first loop's weight loads come before the wait.
+            // Gated (half = H > 0: w is [2H, k], y [rows, H] gets silu(x w_j) * (x w_{H+j})): a tile is 4 gate rows j and their
+            // 4 up rows H + j, in the tile's columns 0-3 and 4-7, so lane (g, t < 2) holds the gate sums of its two columns and
+            // lane (g, t + 2) their up sums, two lanes on.
             template <int U>
             __device__ __forceinline__ void gv_mma_load(uint4 (&a)[U], const uint4* wr, int vectors, bool ok, int step, int last, int t) {
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
@@ -176,21 +202,23 @@ final class CudaGemv {
 
             template <typename T>
             __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload) {
+                                     int slices, int preload, int half, int roundGate) {
                 const int vectors = k / 8;
                 const GvWarp g(ceil_div_gv(vectors, 4), slices);
                 const int gr = g.lane >> 2, t = g.lane & 3;
-                const long long col = (long long) g.tile * 8 + gr;
+                const long long out = (long long) g.tile * 4 + (gr & 3);   // gated: the output this lane's row of w serves
+                const long long col = half ? (gr < 4 ? out : half + out) : (long long) g.tile * 8 + gr;
+                const bool okw = half ? out < half : col < n;
                 const uint4* wr = reinterpret_cast<const uint4*>(w) + col * vectors;
                 uint4 a[GV_MMA_UNROLL];
-                if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, col < n, g.first, g.last, t);
+                if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, g.first, g.last, t);
                 GATUN_DEPENDENT_START();
                 const uint4* xr = reinterpret_cast<const uint4*>(x) + (long long) gr * vectors;
                 const bool okx = gr < rows;
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4] = {0.0f, 0.0f, 0.0f, 0.0f};   // two chains of products, added at the end
                 for (int step = g.first; step < g.last; step += GV_MMA_UNROLL) {
-                    if (!preload || step != g.first) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, col < n, step, g.last, t);
+                    if (!preload || step != g.first) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, step, g.last, t);
                     uint4 b[GV_MMA_UNROLL];
                     #pragma unroll
                     for (int u = 0; u < GV_MMA_UNROLL; u++) {
@@ -206,6 +234,13 @@ final class CudaGemv {
                 // D: d[0], d[1] at (row g of x; columns 2t, 2t + 1 of the tile); d[2], d[3] are the zero rows' sums
                 float s[2] = {d[0] + e[0], d[1] + e[1]};
                 if (!gv_add_slices<2>(g, s, slices)) return;
+                if (half) {
+                    const float up0 = __shfl_down_sync(0xffffffffu, s[0], 2), up1 = __shfl_down_sync(0xffffffffu, s[1], 2);
+                    const long long o0 = (long long) g.tile * 4 + 2 * t;
+                    if (t < 2 && gr < rows && o0 < half) y[gr * ldc + o0] = gv_glu<T>(s[0], up0, roundGate);
+                    if (t < 2 && gr < rows && o0 + 1 < half) y[gr * ldc + o0 + 1] = gv_glu<T>(s[1], up1, roundGate);
+                    return;
+                }
                 const long long c0 = (long long) g.tile * 8 + 2 * t;
                 if (gr < rows && c0 < n) y[gr * ldc + c0] = gv_store(s[0], (const T*) nullptr);
                 if (gr < rows && c0 + 1 < n) y[gr * ldc + c0 + 1] = gv_store(s[1], (const T*) nullptr);
@@ -217,36 +252,43 @@ final class CudaGemv {
             // With `preload` (a weight no kernel of the call writes: a graph input), a warp loads its first step of the weight
             // before the wait: launched programmatically (see Programmatic), those loads are in flight while the kernel before
             // it still runs, and its first products start as soon as the wait returns. Everything else is read after the wait.
+            // The tile's rows of w: columns c < C/2 from w0 on, the others from w1 on (rows next to each other, or gated, half = H
+            // > 0, see gemv_mma: 2 gate rows j and their 2 up rows H + j); bit c of ok: whether column c is a row of w.
             template <int C>
-            __device__ __forceinline__ void gv_fma_load(uint4 (&a)[GV_FMA_UNROLL][C], const uint4* wv, int vectors, long long col, int n, int step,
-                                                        int last, int lane) {
+            __device__ __forceinline__ void gv_fma_load(uint4 (&a)[GV_FMA_UNROLL][C], const uint4* w0, const uint4* w1, int ok, int vectors,
+                                                        int step, int last, int lane) {
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 #pragma unroll
                 for (int u = 0; u < GV_FMA_UNROLL; u++) {
                     const int v = (step + u) * 32 + lane;
                     const bool in = step + u < last && v < vectors;
                     #pragma unroll
-                    for (int c = 0; c < C; c++) a[u][c] = in && col + c < n ? __ldcs(wv + (long long) c * vectors + v) : zero;
+                    for (int c = 0; c < C; c++)
+                        a[u][c] = in && (ok >> c & 1) ? __ldcs((c < C / 2 ? w0 + (long long) c * vectors : w1 + (long long) (c - C / 2) * vectors) + v) : zero;
                 }
             }
 
             template <typename T, int M>
             __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload) {
-                constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
+                                     int slices, int preload, int half, int roundGate) {
+                constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS, H = C / 2;
                 const int vectors = k / V;
                 const GvWarp g(ceil_div_gv(vectors, 32), slices);
-                const long long col = (long long) g.tile * C;
-                const uint4* wv = reinterpret_cast<const uint4*>(w) + col * vectors;
+                const long long col = (long long) g.tile * C, out = (long long) g.tile * H;   // the tile's first row of w; gated: its first output
+                const uint4* w0 = reinterpret_cast<const uint4*>(w) + (half ? out : col) * vectors;
+                const uint4* w1 = reinterpret_cast<const uint4*>(w) + (half ? half + out : col + H) * vectors;
+                int ok = 0;
+                #pragma unroll
+                for (int c = 0; c < C; c++) ok |= (half ? out + c % H < half : col + c < n) << c;
                 uint4 a[GV_FMA_UNROLL][C];
-                if (preload) gv_fma_load<C>(a, wv, vectors, col, n, g.first, g.last, g.lane);
+                if (preload) gv_fma_load<C>(a, w0, w1, ok, vectors, g.first, g.last, g.lane);
                 GATUN_DEPENDENT_START();
                 const uint4* xv = reinterpret_cast<const uint4*>(x);
                 float acc[C * M];
                 #pragma unroll
                 for (int i = 0; i < C * M; i++) acc[i] = 0.0f;
                 for (int step = g.first; step < g.last; step += GV_FMA_UNROLL) {
-                    if (!preload || step != g.first) gv_fma_load<C>(a, wv, vectors, col, n, step, g.last, g.lane);
+                    if (!preload || step != g.first) gv_fma_load<C>(a, w0, w1, ok, vectors, step, g.last, g.lane);
                     #pragma unroll
                     for (int u = 0; u < GV_FMA_UNROLL; u++) {
                         const int v = (step + u) * 32 + g.lane;
@@ -270,21 +312,31 @@ final class CudaGemv {
                 for (int i = 0; i < C * M; i++)
                     #pragma unroll
                     for (int d = 16; d > 0; d >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
-                // every lane holds every sum: lane i keeps value i
-                float mine[1] = {0.0f};
+                // every lane holds every sum: lane i keeps value i (gated: lane i < H M keeps gate sum i and its up sum, i + H M)
+                float mine[2] = {0.0f, 0.0f};
                 #pragma unroll
-                for (int i = 0; i < C * M; i++) if (g.lane == i) mine[0] = acc[i];
-                if (!gv_add_slices<1>(g, mine, slices)) return;
+                for (int i = 0; i < C * M; i++)
+                    if (g.lane == i) {
+                        mine[0] = acc[i];
+                        if (i < H * M) mine[1] = acc[(i + H * M) % (C * M)];   // (the modulo keeps the unrolled index in range)
+                    }
+                if (!(half ? gv_add_slices<2>(g, mine, slices) : gv_add_slices<1>(g, mine, slices))) return;
                 const int c = g.lane / M, m = g.lane % M;
-                if (g.lane < C * M && m < rows && col + c < n) y[m * ldc + col + c] = gv_store(mine[0], (const T*) nullptr);
+                if (half) {
+                    if (g.lane < H * M && m < rows && out + c < half) y[m * ldc + out + c] = gv_glu<T>(mine[0], mine[1], roundGate);
+                } else if (g.lane < C * M && m < rows && col + c < n) {
+                    y[m * ldc + col + c] = gv_store(mine[0], (const T*) nullptr);
+                }
             }
 
             #define GV_MMA_ENTRY(T, NAME) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_mma_##NAME(const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, \\
-                                                                              int slices, int preload) { gemv_mma<T>(x, w, y, n, k, ldc, rows, slices, preload); }
+                                                                              int slices, int preload, int half, int roundGate) { \\
+                    gemv_mma<T>(x, w, y, n, k, ldc, rows, slices, preload, half, roundGate); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(const T* x, const T* w, T* y, int n, int k, long long ldc, \\
-                                                                                    int rows, int slices, int preload) { gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload); }
+                                                                                    int rows, int slices, int preload, int half, int roundGate) { \\
+                    gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload, half, roundGate); }
             #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
             GV_MMA_ENTRY(__half, f16)
             GV_MMA_ENTRY(__nv_bfloat16, bf16)
@@ -430,9 +482,27 @@ final class CudaGemv {
     void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { run(l, m, n, k, ldc, x, w, y, false, stream); }
 
     private void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
+        launch(l, m, n, k, ldc, x, w, y, constantWeight, 0, false, stream);
+    }
+
+    /**
+     * A gated product: {@code out[i, j] = silu(sum_p x[i, p] w[j, p]) * sum_p x[i, p] w[h + j, p]} for {@code m} rows,
+     * {@code j < h}, w of {@code 2h} rows of length {@code k}, out's rows {@code h} apart; each sum rounded to {@code t}
+     * first, silu's result too where {@code roundGate} (see {@code gv_glu}). The kernel of {@link Path#auto}.
+     */
+    void runGated(DType t, int m, int h, int k, long x, long w, long out, boolean roundGate, boolean constantWeight, Stream stream) {
+        if (h == 0) return;
+        Launch l = launch(t, Path.auto(t, m), m, 2 * h, k, sms);
+        // the CUDA-core kernel adds two sums a lane through shared memory where it is gated (the tensor cores' always do)
+        if (l.kernel().startsWith("gemv_fma") && l.slices() > 1) l = new Launch(l.kernel(), l.blocks(), l.warps(), l.slices(), l.warps() * 32 * 2 * Float.BYTES);
+        launch(l, m, 2 * h, k, h, x, w, out, constantWeight, h, roundGate, stream);
+    }
+
+    private void launch(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, int half, boolean roundGate,
+                        Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
-        // the last argument: whether to load the weight's first loop before the wait
-        Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0);
+        // preload: whether to load the weight's first loop before the wait; half: gated (the outputs' count), or 0
+        Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0, half, roundGate ? 1 : 0);
     }
 }

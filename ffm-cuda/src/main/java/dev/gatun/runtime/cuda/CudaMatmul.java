@@ -132,6 +132,21 @@ final class CudaMatmul {
         for (int bi = 0; bi < oa.length; bi++) gemm(t, m, n, k, ldc, a + oa[bi] * e, transA, b + ob[bi] * e, transB, out + oc[bi] * e, stream);
     }
 
+    /**
+     * A gated product ({@link dev.gatun.planner.Step.GatedProduct}) as one launch of {@link CudaGemv}, storing the SwiGLU
+     * of its two halves at {@code out}; false, launching nothing, where that kernel does not take the product (the
+     * caller then runs the product and the kernel).
+     */
+    boolean runGated(PlanBuffer aB, long a, PlanBuffer bB, long b, long out, boolean roundGate, Map<String, Long> env, Stream stream) {
+        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
+        if (sa.length != 2 || sb.length != 2 || sb[1] % 2 != 0) return false;
+        int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
+        DType t = aB.type().dtype();
+        if (!CudaGemv.applies(t, false, true, 1, m, k, a, b, out)) return false;
+        gemv.runGated(t, m, n / 2, k, a, b, out, roundGate, CudaGemv.constantDuringCall(bB), stream);
+        return true;
+    }
+
     /** Whether the offsets start at 0 and step by the same distance. */
     static boolean evenlySpaced(long[] offsets) {
         if (offsets[0] != 0) return false;

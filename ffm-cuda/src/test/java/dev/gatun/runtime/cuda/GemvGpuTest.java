@@ -171,6 +171,49 @@ class GemvGpuTest {
         }
     }
 
+    /**
+     * A product joined with the SwiGLU after it ({@code Step.GatedProduct}, one launch of the GEMV where it takes the
+     * product: 16-bit types at 1 to 8 rows, float32 at one) gives the very bits of the product and the kernel apart, in
+     * either rounding of the plan, and the values of float64 loops.
+     */
+    @Test
+    void aGatedProductGivesTheBitsOfTheProductAndItsKernelApart() {
+        for (DType t : TYPES)
+            for (int m : new int[]{1, 3, 8})
+                for (int[] hk : new int[][]{{8192, 2048}, {37, 2056}, {1000, 64}})
+                    for (boolean roundEachOp : new boolean[]{false, true}) {
+                        int h = hk[0], k = hk[1];
+                        if (roundEachOp && (t == DType.F32 || h == 8192)) continue;
+                        var x = NDArray.randn(t, 11 + m, m, k);
+                        var w = NDArray.randn(t, 13 + h, 2 * h, k);
+                        String what = t + " m " + m + " h " + h + " k " + k + (roundEachOp ? " rounding each op" : "");
+                        double[][] ys = new double[2][];
+                        for (int joined = 0; joined < 2; joined++) {
+                            var g = Gatun.graph("mlp");
+                            // x computed into the pool and dead after the product: apart, the SwiGLU may write over it
+                            var y = g.input("x", t, m, k).neg().matmul(g.input("w", t, 2 * h, k).transpose(0, 1));
+                            g.output("out", y.slice(1, 0, h).silu().mul(y.slice(1, h, 2 * h)));
+                            var options = CompileOptions.world(1).backend("cuda").gatedProducts(joined == 1);
+                            if (roundEachOp) options = options.roundEachOp();
+                            try (var s = Session.compile(g.build(), options)) {
+                                assertThat(s.plan().toString().contains("launch swiglu_0 {")).as(what).isEqualTo(joined == 1);
+                                ys[joined] = s.runToHost(Map.of("x", x, "w", w)).get("out").toDoubleArray();
+                            }
+                        }
+                        assertThat(ys[1]).as(what + ": joined against apart").containsExactly(ys[0]);
+                        double[] gateUp = linear(x, w, m, 2 * h, k);
+                        for (int i = 0; i < gateUp.length; i++) gateUp[i] = -gateUp[i];   // of -x
+                        double tol = t == DType.F32 ? 1e-5 * Math.sqrt(k) : t == DType.F16 ? 4e-3 : 2e-2;
+                        for (int r = 0; r < m; r++)
+                            for (int j = 0; j < h; j++) {
+                                double gate = gateUp[r * 2 * h + j], up = gateUp[r * 2 * h + h + j];
+                                double want = gate / (1 + Math.exp(-gate)) * up;
+                                assertThat(ys[1][r * h + j]).as("%s row %d column %d", what, r, j)
+                                        .isCloseTo(want, offset(tol * (Math.sqrt(k) + Math.abs(want))));
+                            }
+                    }
+    }
+
     @Test
     void productsWrittenIntoTheirSlicesOfAConcatenation() {
         for (int m : new int[]{1, 4}) {

@@ -25,7 +25,7 @@ class LlamaDecoderTest {
     static final int MAX = 24;
 
     @Test
-    void aDecodeLayerIsFourProductsOneAttentionFourKernelsAndOneLaunchOfTwoInPlaceCacheWritesWithNoCopy() {
+    void aDecodeLayerIsThreeProductsAGatedProductOneAttentionThreeKernelsAndNoCopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
             var kernels = s.plan().kernels();
@@ -35,8 +35,10 @@ class LlamaDecoderTest {
                         assertThat(k.ops()).containsSubsequence("silu", "mul");
                         assertThat(k.stores()).hasSize(1);
                     });
-            // qkv, o, gate|up, down per layer, and the output projection
-            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(4 * c.layers() + 1);
+            // qkv, o, down per layer, and the output projection; the gate|up product and its SwiGLU one launch
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(3 * c.layers() + 1);
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.GatedProduct).hasSize(c.layers())
+                    .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.GatedProduct) st).gate().kernel().ops()).containsSubsequence("silu", "mul"));
             // the scores, mask, softmax and weighted values: one attention step a layer, over the updated caches
             // (with the new key and value written into the caches in the same launch: below)
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention).hasSize(c.layers())
@@ -69,7 +71,8 @@ class LlamaDecoderTest {
         // the angles and the first norm; rope of q and of k, two residual + norms and SwiGLU a layer
         assertThat(plan.kernels()).hasSize(2 + 5 * c.layers());
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention).hasSize(c.layers());
-        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(4 * c.layers() + 1);
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(3 * c.layers() + 1);
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.GatedProduct).hasSize(c.layers());
         assertThat(plan.steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlices || st instanceof dev.gatun.planner.Step.Attention);
     }
 

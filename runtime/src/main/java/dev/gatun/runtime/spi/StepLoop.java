@@ -61,6 +61,12 @@ public final class StepLoop {
             updateSlices(s.updates());
             attention(s.attention());
         }
+
+        /** A product and the SwiGLU after it as one launch; by default one after the other (the host backend). */
+        default void gatedProduct(Step.GatedProduct s) {
+            matmul(s.product());
+            launch(s.gate());
+        }
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -107,6 +113,7 @@ public final class StepLoop {
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.UpdateAttention s -> backend.updateAttention(s);
+            case Step.GatedProduct s -> backend.gatedProduct(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
