@@ -14,10 +14,30 @@ import java.util.List;
  * updates, one of the keys' cache (transposed: positions last) and one of the values' (positions second to last), each
  * the storage the attention reads, of rank 3 or 4 (a batch, heads where there are, then the head and the positions),
  * each of one position at the attention's position; the updates write nothing else the attention reads (its queries,
- * its position). Any other update stays a launch of its own.
+ * its position). Any other update stays a launch of its own. The memory planner is told beforehand ({@link #widenReads}):
+ * the attention's output never takes the slot of the new key or value, which the one launch reads.
  */
 final class AttentionUpdates {
     private AttentionUpdates() {}
+
+    /**
+     * Before liveness: each attention in {@code order} right after updates (the works this pass may join to it) is taken
+     * to read what they read as well. Joined, the one launch reads the new key and value while its blocks write the
+     * attention's output, in any order, so the output must not be given their slot; apart it may be (the update has
+     * read them by then), and the memory planner would do it. An update this pass then leaves apart only keeps its
+     * sources one step longer.
+     */
+    static List<Work> widenReads(List<Work> order) {
+        var out = new ArrayList<Work>(order);
+        for (int i = 0; i < order.size(); i++) {
+            if (!(order.get(i) instanceof Work.ExternWork a) || !(a.call().call() instanceof dev.gatun.ir.lower.ExternCall.Attention)) continue;
+            var reads = new ArrayList<>(a.reads());
+            for (int j = i - 1; j >= 0 && order.get(j) instanceof Work.ExternWork u && u.call().call() instanceof dev.gatun.ir.lower.ExternCall.UpdateSlice; j--)
+                for (var b : u.reads()) if (!reads.contains(b)) reads.add(b);
+            if (reads.size() > a.reads().size()) out.set(i, new Work.ExternWork(a.call(), a.writes(), reads));
+        }
+        return out;
+    }
 
     static List<Step> apply(List<Step> input) {
         var out = new ArrayList<Step>(input.size());

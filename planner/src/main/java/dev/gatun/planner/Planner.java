@@ -58,6 +58,7 @@ public final class Planner {
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
+        if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target

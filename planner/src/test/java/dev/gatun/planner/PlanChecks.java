@@ -36,6 +36,16 @@ final class PlanChecks {
 
     static List<Step.Collective> collectives(Step s) { return s.collectives(); }
 
+    /** The plan of the graph {@code body} builds, at one rank, after every check here has found nothing. */
+    static Plan checkedPlan(PlanOptions options, java.util.function.Consumer<dev.gatun.dsl.GraphBuilder> body) {
+        var g = dev.gatun.dsl.Gatun.graph("g");
+        body.accept(g);
+        Plan p = Planner.plan(dev.gatun.ir.lower.Lowering.lower(g.build(), dev.gatun.ir.lower.LoweringOptions.world(1)), options);
+        var bad = all(p);
+        if (!bad.isEmpty()) throw new AssertionError(p + "\n" + String.join("\n", bad));
+        return p;
+    }
+
     /**
      * The plan's steps with each fused collective as what it computes: its prologue, its collective, its epilogue, one
      * after the other (the checks below are about that order; CollectiveFusionTest checks what makes the fused launch
@@ -625,7 +635,42 @@ final class PlanChecks {
         bad.addAll(barrierBeforeReturn(p));
         bad.addAll(fusedTiles(p));
         bad.addAll(updatesAfterReads(p));
+        bad.addAll(joinedLaunches(p));
         if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
+        return bad;
+    }
+
+    /**
+     * A launch that joins steps (an attention with the update of its caches, a product with its SwiGLU) runs them in one
+     * grid, whose blocks read and write in any order: nothing it writes may share a byte with anything it reads. (Apart,
+     * the second step may write where the first one's input was: the first has read it by then.)
+     */
+    static List<String> joinedLaunches(Plan p) {
+        var bad = new ArrayList<String>();
+        for (Step s : p.steps()) {
+            List<PlanBuffer> read, written;
+            switch (s) {
+                case Step.UpdateAttention u -> {
+                    read = new ArrayList<>(List.of(u.attention().q(), u.attention().position()));
+                    u.updates().members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
+                    written = List.of(u.attention().output());
+                }
+                case Step.GatedProduct g -> {
+                    read = List.of(g.product().a(), g.product().b());
+                    written = List.of(g.product().output(), g.output());
+                }
+                default -> { continue; }
+            }
+            for (PlanBuffer w : written)
+                for (PlanBuffer r : read) {
+                    var at = w.storage().placement();
+                    var from = r.storage().placement();
+                    if (at == null || from == null || !at.pool().equals(from.pool())) continue;
+                    if (at.offset() < from.offset() + from.bytes() && from.offset() < at.offset() + at.bytes())
+                        bad.add(s.format().lines().findFirst().orElse("") + ": writes " + w.storage().name() + " " + at + " over "
+                                + r.storage().name() + " " + from + ", which it reads");
+                }
+        }
         return bad;
     }
 
