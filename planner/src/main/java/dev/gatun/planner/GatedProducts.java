@@ -39,11 +39,24 @@ final class GatedProducts {
         var out = new ArrayList<Work>(order.size());
         for (int i = 0; i < order.size(); i++) {
             if (i + 1 < order.size() && order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
-                    && order.get(i + 1) instanceof Work.KernelWork k && !outputs.contains(e.call()) && readOnlyBy(order, e.call(), i + 1)
-                    && misfit(table.of(e.call()), m.transA(), m.transB(), k.kernel()) == null) {
-                out.add(new Work.GatedWork(e, k));
-                i++;
-                continue;
+                    && order.get(i + 1) instanceof Work.KernelWork k && k.reads().contains(e.call())) {
+                String why = outputs.contains(e.call()) ? "the product is a graph output"
+                        : !readOnlyBy(order, e.call(), i + 1) ? "another step reads the product"
+                        : misfit(table.of(e.call()), m.transA(), m.transB(), k.kernel());
+                if (why == null) {
+                    out.add(new Work.GatedWork(e, k));
+                    i++;
+                    continue;
+                }
+                // a SwiGLU after a product that stays a launch of its own says why, under its launch
+                if (k.kernel().ops().contains("silu")) {
+                    var notes = new ArrayList<>(k.notes());
+                    notes.add("not one launch with the product before it (a gated product): " + why);
+                    out.add(e);
+                    out.add(new Work.KernelWork(k.kernel(), k.writes(), k.reads(), k.elementwise(), notes));
+                    i++;
+                    continue;
+                }
             }
             out.add(order.get(i));
         }

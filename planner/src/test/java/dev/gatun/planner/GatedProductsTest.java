@@ -1,11 +1,8 @@
 package dev.gatun.planner;
 
-import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
 import org.junit.jupiter.api.Test;
 
 import java.util.function.BiFunction;
@@ -16,13 +13,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /** {@link GatedProducts}: which products and the SwiGLU after them become one launch, and which stay two. */
 class GatedProductsTest {
 
-    static Plan plan(PlanOptions options, Consumer<GraphBuilder> body) {
-        var g = Gatun.graph("g");
-        body.accept(g);
-        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)), options);
-        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
-        return p;
-    }
+    static Plan plan(PlanOptions options, Consumer<GraphBuilder> body) { return PlanChecks.checkedPlan(options, body); }
 
     /** x [rows, k] by w [2h, k] lying transposed, then {@code glu} of the product's two halves, into the output "y". */
     static Consumer<GraphBuilder> mlp(int rows, int h, int k, DType t, BiFunction<Tensor, Tensor, Tensor> glu) {
@@ -67,8 +58,10 @@ class GatedProductsTest {
         assertThat(gated(plan(PlanOptions.DEFAULT, mlp(1, 24, 32, DType.BF16, (gate, up) -> up.silu().mul(gate))))).isZero();
         assertThat(gated(plan(PlanOptions.DEFAULT, mlp(1, 24, 32, DType.BF16, (gate, up) -> gate.gelu().mul(up))))).isZero();
         assertThat(gated(plan(PlanOptions.DEFAULT, mlp(1, 24, 32, DType.BF16, (gate, up) -> gate.silu().add(up))))).isZero();
-        // more rows than a decode step's batch: a product of its own
-        assertThat(gated(plan(PlanOptions.DEFAULT, mlp(9, 24, 32, DType.BF16, SWIGLU)))).isZero();
+        // more rows than a decode step's batch: a product of its own, and the SwiGLU's launch says why
+        Plan nine = plan(PlanOptions.DEFAULT, mlp(9, 24, 32, DType.BF16, SWIGLU));
+        assertThat(gated(nine)).isZero();
+        assertThat(nine.toString()).contains("# not one launch with the product before it (a gated product): the product has 9 rows, not 1 to 8");
         // the product is also a graph output, or read by another op
         assertThat(gated(plan(PlanOptions.DEFAULT, g -> {
             Tensor y = g.input("x", DType.BF16, 2, 32).matmul(g.input("w", DType.BF16, 48, 32).transpose(0, 1));
@@ -81,6 +74,7 @@ class GatedProductsTest {
             g.output("s", y.sum(1));
         });
         assertThat(gated(read)).as(read.toString()).isZero();
+        assertThat(read.toString()).contains("(a gated product): another step reads the product");
         // a weight that does not lie transposed ([k, 2h])
         assertThat(gated(plan(PlanOptions.DEFAULT, g -> {
             Tensor y = g.input("x", DType.BF16, 2, 32).matmul(g.input("w", DType.BF16, 32, 48));
