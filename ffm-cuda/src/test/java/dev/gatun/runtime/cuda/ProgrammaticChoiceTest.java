@@ -45,29 +45,27 @@ class ProgrammaticChoiceTest {
         assertThat(CudaExecutable.programmaticPays(plan(h.build(), 1))).isFalse();
     }
 
+    /** The steps of {@code kind} among {@code steps}, each asserted to load its cache before the wait. */
+    static int earlyAttentions(java.util.List<dev.gatun.planner.Step> steps, Class<? extends dev.gatun.planner.Step> kind) {
+        int found = 0;
+        for (int i = 0; i < steps.size(); i++)
+            if (kind.isInstance(steps.get(i))) {
+                assertThat(CudaAttention.early(steps, i)).as("step %d", i).isTrue();
+                found++;
+            }
+        return found;
+    }
+
     /** The decode step's attention loads its cache before the wait (the update just before it is of its caches); over input caches it does not. */
     @Test
     void theDecodeStepsAttentionLoadsItsCacheEarly() {
         for (int batch : new int[]{1, 8}) {
             var steps = plan(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), 1).steps();
-            int attentions = 0;
-            for (int i = 0; i < steps.size(); i++)
-                if (steps.get(i) instanceof dev.gatun.planner.Step.UpdateAttention) {
-                    assertThat(CudaAttention.early(steps, i)).as("batch %d step %d", batch, i).isTrue();
-                    attentions++;
-                }
-            assertThat(attentions).isEqualTo(C.layers());
+            assertThat(earlyAttentions(steps, dev.gatun.planner.Step.UpdateAttention.class)).as("batch %d", batch).isEqualTo(C.layers());
             // with the update a launch of its own, the attention after it loads early too
-            var options = LoweringOptions.world(1);
-            var apart = Planner.plan(Lowering.lower(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), options),
+            var apart = Planner.plan(Lowering.lower(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), LoweringOptions.world(1)),
                     dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(false)).steps();
-            int plain = 0;
-            for (int i = 0; i < apart.size(); i++)
-                if (apart.get(i) instanceof dev.gatun.planner.Step.Attention) {
-                    assertThat(CudaAttention.early(apart, i)).as("batch %d step %d, apart", batch, i).isTrue();
-                    plain++;
-                }
-            assertThat(plain).isEqualTo(C.layers());
+            assertThat(earlyAttentions(apart, dev.gatun.planner.Step.Attention.class)).as("batch %d, apart", batch).isEqualTo(C.layers());
         }
         var steps = plan(dev.gatun.runtime.host.AttentionHostTest.graph(DType.BF16, DType.I32, 2, 4, 64, 100, 0.125), 1).steps();
         for (int i = 0; i < steps.size(); i++)
