@@ -1,7 +1,7 @@
 """PyTorch peer of Gatun's LlamaBench: the same checkpoint directory through Hugging Face transformers, on the GPU,
 or at tensor parallelism under torchrun.
 
-    python3 bench/llama_torch.py --dir DIR [--prompt 512] [--new 32] [--runs 5] [--batch 1] [--gatun gatun-llama.json [--fp32]] [--out torch-llama.json]
+    python3 bench/llama_torch.py --dir DIR [--prompt 512] [--new 32] [--runs 5] [--warmup 1] [--batch 1] [--gatun gatun-llama.json [--fp32]] [--out torch-llama.json]
     torchrun --nproc_per_node N bench/llama_torch.py --tp N --dir DIR [same options] [--check] [--no-graphs]
 
 Loads config.json and model.safetensors with LlamaForCausalLM in bfloat16, runs the same prompt (token i is
@@ -72,6 +72,7 @@ def main(argv):
     p.add_argument("--prompt", type=int, default=512)
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1, help="generations before the timed ones (the first of --runs counts as one)")
     p.add_argument("--batch", type=int, default=1, help="sequences at once, each with its own prompt (as LlamaBench --batch)")
     p.add_argument("--gatun", help="Gatun's LlamaBench JSON, to compare tokens, logits and times")
     p.add_argument("--out", default="torch-llama.json")
@@ -94,6 +95,8 @@ def main(argv):
     with torch.no_grad():
         sequences, first_logits, _, _ = generate(model, torch, ids, a.new)
         tokens = sequences[0]
+        for _ in range(a.warmup - 1):
+            generate(model, torch, ids, a.new)
         prefill, decode = [], []
         for _ in range(max(1, a.runs - 1)):
             t, _, pm, steps = generate(model, torch, ids, a.new)
@@ -389,6 +392,8 @@ def run_tp(a):
             dist.all_reduce(torch.ones(1, device=dev))   # the communicator made before any timing or capture
             sequences, first_logits, _, _ = model.generate(ids, a.new, graph=False)   # warm-up
             tokens = sequences[0]
+            for _ in range(a.warmup - 1):
+                model.generate(ids, a.new, graph=False)
             times = {}
             graphs = not a.no_graphs
             if graphs:

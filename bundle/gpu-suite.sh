@@ -19,7 +19,8 @@
 # under torchrun (a hand-written Megatron-style TP Llama, decode eager and as one CUDA graph), which compares tokens,
 # first-step logits and times with Gatun's JSON and, with LLAMA_CHECK=1 (default), checks its own logits against
 # transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (6: one warm-up, then five timed: the
-# GPU's clocks are still rising over the first two), LLAMA_BATCH (1),
+# GPU's clocks are still rising over the first two), LLAMA_WARMUP (4: generations before the timed ones, the first
+# of LLAMA_RUNS among them, for both systems; one process's rounds still fall over the first ten), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
 # "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
@@ -50,7 +51,7 @@ fi
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
 ROWS=$OUT/rows.jsonl
-LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-6} LLAMA_BATCH=${LLAMA_BATCH:-1}
+LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-6} LLAMA_BATCH=${LLAMA_BATCH:-1} LLAMA_WARMUP=${LLAMA_WARMUP:-4}
 LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
 B=.bundle/run-gpu-tests.sh
@@ -75,7 +76,7 @@ done
 # The Llama decoder at tensor parallelism W (the llama workload): Gatun under its launcher, then PyTorch under torchrun.
 llama() {
   local W=$1 L="$OUT/llama.log" G="$OUT/gatun-llama-tp$1.json" T="$OUT/torch-llama-tp$1.json"
-  local SHAPE=(--prompt "$LLAMA_PROMPT" --new "$LLAMA_NEW" --runs "$LLAMA_RUNS" --batch "$LLAMA_BATCH")
+  local SHAPE=(--prompt "$LLAMA_PROMPT" --new "$LLAMA_NEW" --runs "$LLAMA_RUNS" --warmup "$LLAMA_WARMUP" --batch "$LLAMA_BATCH")
   if [ ! -f "$LLAMA_DIR/config.json" ] || [ ! -f "$LLAMA_DIR/model.safetensors" ]; then
     # written by one process into a directory of its own, then moved into place: no rank reads a half-written one
     echo "=== Llama: writing a random $LLAMA_CONFIG checkpoint to $LLAMA_DIR" | tee -a "$L"

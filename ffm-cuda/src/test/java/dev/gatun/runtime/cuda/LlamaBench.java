@@ -34,6 +34,8 @@ import java.util.Map;
  * --write-only     write the checkpoint (unless DIR holds one) and stop
  * --prompt N       prompt tokens (default 512)    --new N   tokens to generate (default 32)
  * --runs N         generations timed (default 5; the first is a warm-up and not counted)
+ * --warmup N       generations before the timed ones (default 1: the first of --runs; more keep the JIT and the GPU's
+ *                  clocks from warming during the timed runs: one process's rounds fall for about ten generations)
  * --out FILE       JSON written there: tokens, first_logits, prefill_ms and decode_ms (medians), batch, tp, the machine
  * --backend NAME   cuda (default), or host to try the harness on a machine without a GPU
  * --batch N        sequences generated at once (default 1), each with its own prompt
@@ -108,6 +110,8 @@ public final class LlamaBench {
         String backend = opts.getOrDefault("backend", "cuda");
         boolean cuda = backend.equals("cuda");
         if (runs < 2) throw new IllegalArgumentException("--runs " + runs + ": at least 2 (the first is a warm-up)");
+        int warmup = Integer.parseInt(opts.getOrDefault("warmup", "1"));
+        if (warmup < 1) throw new IllegalArgumentException("--warmup " + warmup + ": at least 1 (the first run, whose tokens are reported)");
         // a launcher's world: one rank per process, each process loads its own shard; else every rank in this process
         LaunchEnvironment job = LaunchEnvironment.current();
         boolean launched = job != null && job.worldSize() > 1;
@@ -169,6 +173,9 @@ public final class LlamaBench {
                             throw new IllegalStateException("rank " + r + " generated other tokens than rank 0: "
                                     + new String(all.get(r), StandardCharsets.UTF_8) + " against " + new String(all.getFirst(), StandardCharsets.UTF_8));
                 }
+                for (int w = 1; w < warmup; w++)
+                    if (!Arrays.deepEquals(gen.generate(ids, n, false).sequences(), first.sequences()))
+                        throw new IllegalStateException("warm-up " + w + " gave other tokens");
                 double[] prefill = new double[runs - 1], decode = new double[runs - 1];
                 for (int r = 0; r < runs - 1; r++) {
                     var res = gen.generate(ids, n, false);
