@@ -75,7 +75,7 @@ final class GatedProducts {
     /** Null where the product writing {@code x} and the kernel {@code k} may be one launch; else why not. */
     static String misfit(PlanBuffer x, boolean transA, boolean transB, Kernel k) {
         if (transA || !transB) return "the product's right operand does not lie transposed";
-        if (!x.shape().isStatic() || x.shape().rank() != 2 || x.isView() || !x.strides().equals(x.shape().contiguousStrides()))
+        if (!x.shape().isStatic() || x.shape().rank() != 2 || x.isView() || x.part() != null || !x.strides().equals(x.shape().contiguousStrides()))
             return "the product's output is not a whole row-major matrix of static shape";
         long[] xs = x.shape().sizes();
         long rows = xs[0], h = xs[1] / 2;
@@ -89,7 +89,7 @@ final class GatedProducts {
         if (k.stores().size() != 1 || k.locals().size() != 2) return "the kernel is not one SwiGLU";
         Kernel.Store st = k.stores().getFirst();
         PlanBuffer o = st.buffer();
-        if (st.perRow() || !st.isRowMajor() || st.local() != 1 || o.isView() || o.dtype() != x.dtype() || !o.shape().isStatic()
+        if (st.perRow() || !st.isRowMajor() || st.local() != 1 || o.isView() || o.part() != null || o.dtype() != x.dtype() || !o.shape().isStatic()
                 || o.shape().rank() != 2 || o.shape().sizes()[0] != rows || o.shape().sizes()[1] != h)
             return "the kernel does not store one [" + rows + ", " + h + "] matrix of the product's type";
         // t0 = silu(x[r, c]), t1 = t0 * x[r, H + c] (either order)

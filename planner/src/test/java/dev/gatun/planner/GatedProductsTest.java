@@ -75,6 +75,21 @@ class GatedProductsTest {
         });
         assertThat(gated(read)).as(read.toString()).isZero();
         assertThat(read.toString()).contains("(a gated product): another step reads the product");
+        // the product written straight into its slice of a concatenation, or the SwiGLU into its slice of one: the
+        // concatenation is what others read
+        Plan intoCat = plan(PlanOptions.DEFAULT, g -> {
+            Tensor x = g.input("x", DType.BF16, 2, 32);
+            Tensor y = x.matmul(g.input("w", DType.BF16, 48, 32).transpose(0, 1));
+            Tensor both = y.cat(1, x);
+            g.output("y", both.slice(1, 0, 24).silu().mul(both.slice(1, 24, 48)));
+        });
+        assertThat(gated(intoCat)).as(intoCat.toString()).isZero();
+        Plan outCat = plan(PlanOptions.DEFAULT, g -> {
+            Tensor x = g.input("x", DType.BF16, 2, 32);
+            Tensor y = x.matmul(g.input("w", DType.BF16, 48, 32).transpose(0, 1));
+            g.output("y", y.slice(1, 0, 24).silu().mul(y.slice(1, 24, 48)).cat(1, x));
+        });
+        assertThat(gated(outCat)).as(outCat.toString()).isZero();
         // a weight that does not lie transposed ([k, 2h])
         assertThat(gated(plan(PlanOptions.DEFAULT, g -> {
             Tensor y = g.input("x", DType.BF16, 2, 32).matmul(g.input("w", DType.BF16, 32, 48));
