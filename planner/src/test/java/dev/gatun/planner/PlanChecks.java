@@ -210,12 +210,16 @@ final class PlanChecks {
     }
 
     /**
-     * {@code out} written in place of the state {@code in} by an update (update_slice, alone or in a batch): the state
-     * pool, the same slot, and the update's target is {@code in}; the update copies only its slice, so the rest of the
-     * state is what it was. {@code updatedFrom}: {@link #updatedFrom}.
+     * {@code out} written in place of {@code in} by an update (update_slice, alone or in a batch): a state's slot, or a
+     * regular slot whose contents (the target's copy made for the call) the update is the last to read; the same slot,
+     * and the update's target is {@code in}; the update copies only its slice, so the rest of the slot is what it was.
+     * {@code updatedFrom}: {@link #updatedFrom}.
      */
     static boolean updatedInPlace(Plan p, Map<String, Step.Place> places, Map<String, String> updatedFrom, Life in, Life out) {
-        if (p.pool(out.at.pool()).kind() != Pool.Kind.STATE || in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
+        if (in.at.offset() != out.at.offset() || in.at.bytes() != out.at.bytes()) return false;
+        // a state's slot, or a regular slot whose old contents (a copy of the target made for the call) the update reads last
+        var kind = p.pool(out.at.pool()).kind();
+        if (kind != Pool.Kind.STATE && !(kind == Pool.Kind.REGULAR && in.end == out.start)) return false;
         // back along the chain of updates (a state updated twice: the second writes in place of the first's result)
         String b = out.buffer();
         for (int hops = 0; hops <= places.size(); hops++) {
@@ -641,9 +645,10 @@ final class PlanChecks {
     }
 
     /**
-     * A launch that joins steps (an attention with the update of its caches, a product with its SwiGLU) runs them in one
-     * grid, whose blocks read and write in any order: nothing it writes may share a byte with anything it reads. (Apart,
-     * the second step may write where the first one's input was: the first has read it by then.)
+     * A launch that joins steps (updates at one position, an attention with the update of its caches, a product with
+     * its SwiGLU) runs them in one grid, whose blocks read and write in any order: nothing it writes may share a byte
+     * with anything it reads. (Apart, the second step may write where the first one's input was: the first has read it
+     * by then.)
      */
     static List<String> joinedLaunches(Plan p) {
         var bad = new ArrayList<String>();
@@ -658,6 +663,11 @@ final class PlanChecks {
                 case Step.GatedProduct g -> {
                     read = List.of(g.product().a(), g.product().b());
                     written = List.of(g.product().output(), g.output());
+                }
+                case Step.UpdateSlices b -> {
+                    read = new ArrayList<>();
+                    b.members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
+                    written = b.members().stream().map(Step.UpdateSlice::output).toList();
                 }
                 default -> { continue; }
             }

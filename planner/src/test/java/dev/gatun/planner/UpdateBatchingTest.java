@@ -71,4 +71,31 @@ class UpdateBatchingTest {
         Plan t = plan(r.build());
         assertThat(batches(t)).as("an update reading another's result: " + t).isEmpty();
     }
+
+    /**
+     * Updates of states and of computed tensors (a copy of the target made for the call, updated in place), their new
+     * slices computed by kernels: every plan passes {@link PlanChecks}, batched or not, so one launch writing a batch
+     * writes nothing over what any member reads ({@code PlanChecks.joinedLaunches}).
+     */
+    @Test
+    void aBatchWritesNothingOverWhatItsMembersRead() {
+        int batched = 0;
+        for (int n : new int[]{4, 64})
+            for (int v = 0; v < 4; v++) {
+                int variant = v;
+                Plan p = PlanChecks.checkedPlan(PlanOptions.DEFAULT, g -> {
+                    var pos = g.input("pos", DType.I32, 1);
+                    var a = g.input("a", DType.F32, 2, n).exp();
+                    var b = g.input("b", DType.F32, 2, n).neg();
+                    var ua = g.input("ua", DType.F32, 2, 1).neg();
+                    var ub = g.input("ub", DType.F32, 2, 1).exp();
+                    var x = (variant % 2 == 0 ? a : g.state("s", DType.F32, 2, n)).updateSlice(1, ua, pos);
+                    var y = (variant / 2 == 0 ? b : g.state("t", DType.F32, 2, n)).updateSlice(1, ub, pos);
+                    g.output("x", x.mul(2.0));
+                    g.output("y", y.add(1.0));
+                });
+                batched += (int) p.steps().stream().filter(s -> s instanceof Step.UpdateSlices).count();
+            }
+        assertThat(batched).as("plans with a batch of updates among them").isPositive();
+    }
 }
