@@ -10,12 +10,13 @@ import java.util.List;
  * attention's kernel takes the new key and value from where the update reads them instead of waiting for them to
  * land in the caches.
  *
- * <p>What makes one launch compute what the two would, and is checked here ({@link #misfit}): the batch is two
- * updates, one of the keys' cache (transposed: positions last) and one of the values' (positions second to last), each
- * the storage the attention reads, of rank 3 or 4 (a batch, heads where there are, then the head and the positions),
- * each of one position at the attention's position; the updates write nothing else the attention reads (its queries,
- * its position). Any other update stays a launch of its own. The memory planner is told beforehand ({@link #widenReads}):
- * the attention's output never takes the slot of the new key or value, which the one launch reads.
+ * <p>What makes one launch compute what the two would is the step's own rule ({@link Step.UpdateAttention#misfit}):
+ * the batch is two updates, one of the keys' cache (transposed: positions last) and one of the values' (positions
+ * second to last), each the storage the attention reads, of rank 3 or 4 (a batch, heads where there are, then the head
+ * and the positions), each of one position at the attention's position; the updates write nothing else the attention
+ * reads (its queries, its position). Any other update stays a launch of its own. The memory planner is told
+ * beforehand ({@link #widenReads}): the attention's output never takes the slot of the new key or value, which the one
+ * launch reads.
  */
 final class AttentionUpdates {
     private AttentionUpdates() {}
@@ -49,7 +50,7 @@ final class AttentionUpdates {
             }
             int after = i + 1;
             while (after < input.size() && input.get(after) instanceof Step.Place) after++;
-            if (after < input.size() && input.get(after) instanceof Step.Attention a && misfit(u, a) == null) {
+            if (after < input.size() && input.get(after) instanceof Step.Attention a && Step.UpdateAttention.misfit(u, a) == null) {
                 out.addAll(input.subList(i + 1, after));   // the attention's placements move before the launch
                 out.add(new Step.UpdateAttention("attend_" + made++, u, a));
                 i = after;
@@ -58,28 +59,5 @@ final class AttentionUpdates {
             out.add(u);
         }
         return out;
-    }
-
-    /** The member of {@code u} that writes the storage of {@code cache}, or null. */
-    static Step.UpdateSlice member(Step.UpdateSlices u, PlanBuffer cache) {
-        for (Step.UpdateSlice m : u.members()) if (m.output().storage() == cache.storage()) return m;
-        return null;
-    }
-
-    /** Null where the updates {@code u} and the attention {@code a} may be one launch; else why not. */
-    static String misfit(Step.UpdateSlices u, Step.Attention a) {
-        if (u.members().size() != 2) return "a batch of " + u.members().size() + " updates, not the keys' and the values'";
-        Step.UpdateSlice k = member(u, a.keysT()), v = member(u, a.values());
-        if (k == null || v == null || k == v) return "the updates are not of the attention's two caches";
-        for (Step.UpdateSlice m : u.members()) {
-            if (m.output().storage() == a.q().storage() || m.output().storage() == a.position().storage()) return "an update writes what the attention reads";
-            if (m.start().storage() != a.position().storage()) return "an update is at another position than the attention's";
-            if (!m.update().shape().isStatic() || !m.output().shape().isStatic()) return "a shape is symbolic";
-            if (m.update().shape().sizes()[m.dim()] != 1) return "an update writes more than one position";
-        }
-        int rk = k.output().shape().rank(), rv = v.output().shape().rank();
-        if (rk != rv || rk < 3 || rk > 4 || k.dim() != rk - 1 || v.dim() != rv - 2)
-            return "the caches are not [batch, (heads,) head_dim, positions] and [batch, (heads,) positions, head_dim]";
-        return null;
     }
 }

@@ -3,9 +3,11 @@ package dev.gatun.planner;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
+import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.UpdateRuns;
+import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.List;
@@ -288,13 +290,40 @@ public sealed interface Step {
      */
     record UpdateAttention(String name, UpdateSlices updates, Attention attention) implements Step {
         public UpdateAttention {
-            if (AttentionUpdates.misfit(updates, attention) != null)
-                throw new IllegalArgumentException(name + ": " + AttentionUpdates.misfit(updates, attention));
+            if (misfit(updates, attention) != null) throw new IllegalArgumentException(name + ": " + misfit(updates, attention));
         }
 
         /** The update of the keys' cache, then of the values'. */
-        public UpdateSlice keys() { return AttentionUpdates.member(updates, attention.keysT()); }
-        public UpdateSlice values() { return AttentionUpdates.member(updates, attention.values()); }
+        public UpdateSlice keys() { return member(updates, attention.keysT()); }
+        public UpdateSlice values() { return member(updates, attention.values()); }
+
+        /** The member of {@code u} that writes the storage of {@code cache}, or null. */
+        static UpdateSlice member(UpdateSlices u, PlanBuffer cache) {
+            for (UpdateSlice m : u.members()) if (m.output().storage() == cache.storage()) return m;
+            return null;
+        }
+
+        /**
+         * Null where the updates {@code u} and the attention {@code a} may be one launch; else why not. The batch is two
+         * updates, one of the keys' cache (transposed: positions last) and one of the values' (positions second to
+         * last), each the storage the attention reads, of rank 3 or 4, each of one position at the attention's
+         * position; the updates write nothing else the attention reads (its queries, its position).
+         */
+        public static String misfit(UpdateSlices u, Attention a) {
+            if (u.members().size() != 2) return "a batch of " + u.members().size() + " updates, not the keys' and the values'";
+            UpdateSlice k = member(u, a.keysT()), v = member(u, a.values());
+            if (k == null || v == null || k == v) return "the updates are not of the attention's two caches";
+            for (UpdateSlice m : u.members()) {
+                if (m.output().storage() == a.q().storage() || m.output().storage() == a.position().storage()) return "an update writes what the attention reads";
+                if (m.start().storage() != a.position().storage()) return "an update is at another position than the attention's";
+                if (!m.update().shape().isStatic() || !m.output().shape().isStatic()) return "a shape is symbolic";
+                if (m.update().shape().sizes()[m.dim()] != 1) return "an update writes more than one position";
+            }
+            int rk = k.output().shape().rank(), rv = v.output().shape().rank();
+            if (rk != rv || rk < 3 || rk > 4 || k.dim() != rk - 1 || v.dim() != rv - 2)
+                return "the caches are not [batch, (heads,) head_dim, positions] and [batch, (heads,) positions, head_dim]";
+            return null;
+        }
 
         @Override public boolean isDeviceWork() { return true; }
 
@@ -313,8 +342,12 @@ public sealed interface Step {
      * cannot take it runs the product, then the kernel, which computes the same values.
      */
     record GatedProduct(String name, Matmul product, Launch gate) implements Step {
+        /** The most rows of a product joined so: a decode step's batch. */
+        public static final int MAX_ROWS = 8;
+
         public GatedProduct {
-            if (GatedProducts.misfit(product, gate) != null) throw new IllegalArgumentException(name + ": " + GatedProducts.misfit(product, gate));
+            String why = misfit(product.output(), product.transA(), product.transB(), gate.kernel());
+            if (why != null) throw new IllegalArgumentException(name + ": " + why);
         }
 
         /** Where the SwiGLU goes: {@code [rows, H]}, the product's type. */
@@ -324,6 +357,55 @@ public sealed interface Step {
         public boolean roundsGate() { return !gate.kernel().floatIntermediates() && output().dtype().isHalf(); }
 
         @Override public boolean isDeviceWork() { return true; }
+
+        /**
+         * Null where the product writing {@code x} and the kernel {@code k} may be one launch; else why not. The product
+         * has at most {@value #MAX_ROWS} rows and no batch, its right operand lies transposed (a weight {@code [2H, k]}),
+         * and it writes a whole buffer of its own, row-major; the kernel is pointwise over {@code [rows, H]}, reads that
+         * buffer only, as two loads at offsets 0 and H of its rows, and stores {@code silu} of the first times the
+         * second, row-major, into a whole buffer of the same type.
+         */
+        public static String misfit(PlanBuffer x, boolean transA, boolean transB, Kernel k) {
+            if (transA || !transB) return "the product's right operand does not lie transposed";
+            if (!x.shape().isStatic() || x.shape().rank() != 2 || x.isView() || x.part() != null || !x.strides().equals(x.shape().contiguousStrides()))
+                return "the product's output is not a whole row-major matrix of static shape";
+            long[] xs = x.shape().sizes();
+            long rows = xs[0], h = xs[1] / 2;
+            if (rows < 1 || rows > MAX_ROWS) return "the product has " + rows + " rows, not 1 to " + MAX_ROWS;
+            if (xs[1] % 2 != 0 || h < 1) return "the product's columns do not halve";
+            if (k.isReduction() || !k.folds().isEmpty() || k.inputs().size() != 1 || k.inputs().getFirst().storage() != x.storage() || k.inputs().getFirst().isView())
+                return "the kernel is not pointwise over the product's output alone";
+            if (k.ranges().size() != 2 || !k.ranges().get(0).isConstant() || !k.ranges().get(1).isConstant()
+                    || k.ranges().get(0).constant() != rows || k.ranges().get(1).constant() != h)
+                return "the kernel does not run over [" + rows + ", " + h + "]";
+            if (k.stores().size() != 1 || k.locals().size() != 2) return "the kernel is not one SwiGLU";
+            Kernel.Store st = k.stores().getFirst();
+            PlanBuffer o = st.buffer();
+            if (st.perRow() || !st.isRowMajor() || st.local() != 1 || o.isView() || o.part() != null || o.dtype() != x.dtype() || !o.shape().isStatic()
+                    || o.shape().rank() != 2 || o.shape().sizes()[0] != rows || o.shape().sizes()[1] != h)
+                return "the kernel does not store one [" + rows + ", " + h + "] matrix of the product's type";
+            // t0 = silu(x[r, c]), t1 = t0 * x[r, H + c] (either order)
+            if (!(k.locals().get(0) instanceof KExpr.Apply silu) || silu.fn() != PointwiseFn.SILU || !isHalfLoad(silu.args().getFirst(), 0, rows, h))
+                return "the kernel's first value is not silu of the gate half";
+            if (!(k.locals().get(1) instanceof KExpr.Apply mul) || mul.fn() != PointwiseFn.MUL || mul.args().size() != 2)
+                return "the kernel's second value is not a product";
+            KExpr p = mul.args().get(0), q = mul.args().get(1);
+            boolean ok = p instanceof KExpr.Local a && a.index() == 0 && isHalfLoad(q, h, rows, h)
+                    || q instanceof KExpr.Local b && b.index() == 0 && isHalfLoad(p, h, rows, h);
+            if (!ok) return "the kernel does not multiply silu of the gate half by the up half";
+            if (silu.dtype() != x.dtype() || mul.dtype() != x.dtype()) return "the kernel computes in another type than the product's";
+            return null;
+        }
+
+        /** Whether {@code e} loads input 0 at (r, offset + c) of a [rows, 2h] row-major matrix, in its own type. */
+        private static boolean isHalfLoad(KExpr e, long offset, long rows, long h) {
+            if (!(e instanceof KExpr.Load ld) || ld.input() != 0 || ld.strides() == null || ld.strides().size() != 2) return false;
+            if (!ld.offset().isConstant() || ld.offset().constant() != offset) return false;
+            var s0 = ld.strides().get(0);
+            var s1 = ld.strides().get(1);
+            boolean rowStride = s0.isConstant() && (s0.constant() == 2 * h || rows == 1 && s0.constant() == 0);
+            return rowStride && s1.isConstant() && s1.constant() == 1;
+        }
 
         @Override public String format() {
             return "launch " + name + " {   # one launch: the product, each gate column beside its up column, stores silu(gate) * up"
