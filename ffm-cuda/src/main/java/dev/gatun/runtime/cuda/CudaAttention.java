@@ -348,11 +348,7 @@ final class CudaAttention implements AutoCloseable {
         long floats = 1, tiles = 1;
         var steps = plan.steps();
         for (int i = 0; i < steps.size(); i++) {
-            Step.Attention a = switch (steps.get(i)) {
-                case Step.Attention x -> x;
-                case Step.UpdateAttention u -> u.attention();
-                default -> null;
-            };
+            Step.Attention a = attentionOf(steps.get(i));
             if (a != null) {
                 if (early(steps, i)) early.add(a);
                 check(a);
@@ -365,6 +361,15 @@ final class CudaAttention implements AutoCloseable {
     }
 
     private static int d(Step.Attention a) { return (int) a.q().shape().sizes()[2]; }
+
+    /** The attention step {@code s} runs: an attention's own, or one with the update of its caches; else null. */
+    static Step.Attention attentionOf(Step s) {
+        return switch (s) {
+            case Step.Attention a -> a;
+            case Step.UpdateAttention u -> u.attention();
+            default -> null;
+        };
+    }
 
     /**
      * Whether the attention step {@code i} may load the position and its cache before it waits for the step before it:
@@ -380,26 +385,10 @@ final class CudaAttention implements AutoCloseable {
             if (u.attention().position().storage().kind() != dev.gatun.planner.PlanBuffer.Kind.INPUT) return false;
             return before < 0 || !writesAny(steps.get(before), java.util.List.of(u.attention().keysT().storage(), u.attention().values().storage()));
         }
+        // apart: early where the step before is the update the planner could have joined with it (the same rules)
         var a = (Step.Attention) steps.get(i);
-        if (before < 0) return false;
-        java.util.List<Step.UpdateSlice> updates = switch (steps.get(before)) {
-            case Step.UpdateSlices b -> b.members();
-            case Step.UpdateSlice u -> java.util.List.of(u);
-            default -> java.util.List.of();
-        };
-        if (updates.isEmpty() || a.position().storage().kind() != dev.gatun.planner.PlanBuffer.Kind.INPUT) return false;
-        if (updates.stream().anyMatch(u -> !u.update().shape().isStatic())) return false;
-        boolean keys = false, values = false;
-        for (Step.UpdateSlice u : updates) {
-            var target = u.output().storage();
-            int rank = u.output().shape().rank();
-            if (target == a.q().storage() || target == a.position().storage()) return false;
-            if (u.start().storage() != a.position().storage() || u.update().shape().sizes()[u.dim()] != 1) return false;
-            if (target == a.keysT().storage() && u.dim() == rank - 1) keys = true;
-            else if (target == a.values().storage() && u.dim() == rank - 2) values = true;
-            else return false;
-        }
-        return keys && values;
+        return before >= 0 && steps.get(before) instanceof Step.UpdateSlices updates && Step.UpdateAttention.misfit(updates, a) == null
+                && a.position().storage().kind() == dev.gatun.planner.PlanBuffer.Kind.INPUT;
     }
 
     /** Whether step {@code s} writes any of {@code storages} (by the buffers it names as written). */
@@ -446,10 +435,8 @@ final class CudaAttention implements AutoCloseable {
 
     /** Loads the kernels of every attention step of {@code plan} now (where ranks share a GPU nothing may load mid-session). */
     void loadNow(Plan plan) {
-        for (Step s : plan.steps()) {
-            if (s instanceof Step.Attention a) program.loadNow(kernel(a));
-            if (s instanceof Step.UpdateAttention u) program.loadNow(kernel(u.attention()));
-        }
+        for (Step s : plan.steps())
+            if (attentionOf(s) instanceof Step.Attention a) program.loadNow(kernel(a));
     }
 
     private static String kernel(Step.Attention a) {

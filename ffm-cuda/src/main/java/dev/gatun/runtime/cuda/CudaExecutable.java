@@ -98,16 +98,21 @@ final class CudaExecutable implements Executable {
         boolean any = false;
         for (Step s : plan.steps()) {
             if (s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective) return false;
-            Step.Matmul m = switch (s) {
-                case Step.Matmul x -> x;
-                case Step.GatedProduct g -> g.product();
-                default -> null;
-            };
+            Step.Matmul m = productOf(s);
             if (m == null) continue;
             any = true;
             if (!CudaGemv.takes(m) || !CudaGemv.constantDuringCall(m.b())) return false;
         }
         return any;
+    }
+
+    /** The product step {@code s} runs: a product's own, or a gated product's (run as a product where the GEMV does not take it); else null. */
+    static Step.Matmul productOf(Step s) {
+        return switch (s) {
+            case Step.Matmul m -> m;
+            case Step.GatedProduct g -> g.product();
+            default -> null;
+        };
     }
 
     private final CudaMatmul matmul;
@@ -219,13 +224,13 @@ final class CudaExecutable implements Executable {
                 case OFF -> false;
                 case AUTO -> programmaticPays(plan);
             };
-            this.matmul = plan.steps().stream().anyMatch(s -> s instanceof Step.Matmul || s instanceof Step.GatedProduct) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
+            this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module, programmatic, options.execution().cuda().smallMatmul(), stream) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
-            this.attention = plan.steps().stream().anyMatch(s -> s instanceof Step.Attention || s instanceof Step.UpdateAttention) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
+            this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -804,11 +809,7 @@ final class CudaExecutable implements Executable {
         void warmUpMatmuls() {
             for (PlanBuffer in : plan.inputs()) if (!in.isDynamic()) setSource(in, exe.stagingOf(in).address());
             for (Step s : plan.steps()) {
-                Step.Matmul m = switch (s) {
-                    case Step.Matmul x -> x;
-                    case Step.GatedProduct g -> g.product();   // run as a product where the GEMV does not take it
-                    default -> null;
-                };
+                Step.Matmul m = productOf(s);
                 if (m == null) continue;
                 boolean ready = true;
                 for (PlanBuffer b : List.of(m.a(), m.b(), m.output())) ready &= !b.isDynamic() && address[b.storage().id()] != 0;
