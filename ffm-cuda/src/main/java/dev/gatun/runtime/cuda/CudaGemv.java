@@ -87,6 +87,9 @@ final class CudaGemv {
      */
     record Launch(String kernel, int blocks, int warps, int slices, int sharedBytes) {
         int tilesPerBlock() { return warps / slices; }
+
+        /** This launch gated (see {@link #runGated}): two sums a lane added across slices, a gate's and its up's. */
+        Launch gated() { return new Launch(kernel, blocks, warps, slices, CudaGemv.sharedBytes(warps, slices, 2)); }
     }
 
     static final String SOURCE = Programmatic.SOURCE + """
@@ -440,9 +443,11 @@ final class CudaGemv {
             throw new IllegalArgumentException("gemv launch of " + slices + " k-slices in blocks of " + warps + " warps (" + steps + " steps a row)");
         long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS);
         long blocks = Math.ceilDiv(tiles, warps / slices);
-        int shared = slices == 1 ? 0 : warps * 32 * (mma ? 2 : 1) * Float.BYTES;
-        return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, shared);
+        return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, sharedBytes(warps, slices, mma ? 2 : 1));
     }
+
+    /** Shared memory for adding the k-slices' partial sums: {@code sums} floats a lane of every warp, none unsliced. */
+    static int sharedBytes(int warps, int slices, int sums) { return slices == 1 ? 0 : warps * 32 * sums * Float.BYTES; }
 
     /** The kernel of {@code path} for {@code m} rows of {@code t}. */
     static String kernel(DType t, Path path, int m) {
@@ -469,7 +474,7 @@ final class CudaGemv {
      */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         if (n == 0) return;
-        run(launch(t, Path.auto(t, m), m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, stream);
+        launch(launch(t, Path.auto(t, m), m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, 0, false, stream);
     }
 
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
@@ -479,11 +484,7 @@ final class CudaGemv {
     }
 
     /** As {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} with the launch given (benchmarks' sweeps). */
-    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { run(l, m, n, k, ldc, x, w, y, false, stream); }
-
-    private void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
-        launch(l, m, n, k, ldc, x, w, y, constantWeight, 0, false, stream);
-    }
+    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { launch(l, m, n, k, ldc, x, w, y, false, 0, false, stream); }
 
     /**
      * A gated product: {@code out[i, j] = silu(sum_p x[i, p] w[j, p]) * sum_p x[i, p] w[h + j, p]} for {@code m} rows,
@@ -492,10 +493,7 @@ final class CudaGemv {
      */
     void runGated(DType t, int m, int h, int k, long x, long w, long out, boolean roundGate, boolean constantWeight, Stream stream) {
         if (h == 0) return;
-        Launch l = launch(t, Path.auto(t, m), m, 2 * h, k, sms);
-        // the CUDA-core kernel adds two sums a lane through shared memory where it is gated (the tensor cores' always do)
-        if (l.kernel().startsWith("gemv_fma") && l.slices() > 1) l = new Launch(l.kernel(), l.blocks(), l.warps(), l.slices(), l.warps() * 32 * 2 * Float.BYTES);
-        launch(l, m, 2 * h, k, h, x, w, out, constantWeight, h, roundGate, stream);
+        launch(launch(t, Path.auto(t, m), m, 2 * h, k, sms).gated(), m, 2 * h, k, h, x, w, out, constantWeight, h, roundGate, stream);
     }
 
     private void launch(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, int half, boolean roundGate,
