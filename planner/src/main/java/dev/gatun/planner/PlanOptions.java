@@ -23,14 +23,16 @@ import dev.gatun.ir.CompilationException;
  *                           ({@code AttentionUpdates})
  * @param gatedProducts      let a product of a few rows take in the SwiGLU that is its only reader, as one launch
  *                           ({@code GatedProducts})
+ * @param rotaryProducts     let a product of a few rows take in the rotary embedding of its heads, as one launch
+ *                           ({@code RotaryProducts})
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
-                          boolean gatedProducts) {
+                          boolean gatedProducts, boolean rotaryProducts) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true);
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true);
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
@@ -38,18 +40,20 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts); }
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts); }
     /** Let a product of a few rows take in the SwiGLU after it (true, the default), or keep the SwiGLU a launch of its own. */
-    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on); }
+    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts); }
+    /** Let a product of a few rows take in the rotary embedding of its heads (true, the default), or keep the rotation a launch of its own. */
+    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on); }
 }

@@ -25,6 +25,7 @@ import java.util.Set;
  *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link GatedProducts}: a product of a few rows with the SwiGLU that reads it, one launch (one point of the order);</li>
+ *   <li>{@link RotaryProducts}: a product of a few rows with the rotary embedding of its heads, one launch (likewise);</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
  *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
@@ -58,6 +59,7 @@ public final class Planner {
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
+        if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
@@ -87,7 +89,7 @@ public final class Planner {
     private static List<Step> steps(BufferTable table, Liveness live, Pools pools, List<Kernel> kernels) {
         var steps = new ArrayList<Step>();
         Set<Buffer> placed = Collections.newSetFromMap(new IdentityHashMap<>());
-        int gated = 0;
+        int gated = 0, rotary = 0;
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
@@ -105,6 +107,11 @@ public final class Planner {
                     var product = (Step.Matmul) extern(g.product().call(), live.freedAt.get(i), table, pools.rotating.get(g.product().call()));
                     steps.add(new Step.GatedProduct("swiglu_" + gated++, product, new Step.Launch(g.gate().kernel(), g.gate().notes())));
                     kernels.add(g.gate().kernel());
+                }
+                case Work.RotaryWork r -> {
+                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt.get(i), table, pools.rotating.get(r.product().call()));
+                    steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(k -> new Step.Launch(k.kernel(), k.notes())).toList()));
+                    r.rotaries().forEach(k -> kernels.add(k.kernel()));
                 }
             }
         }
@@ -176,6 +183,7 @@ public final class Planner {
             case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
             case Step.GatedProduct g -> touchesDynamic(g.product()) || touchesDynamic(g.gate());
+            case Step.RotaryProduct r -> touchesDynamic(r.product()) || r.rotaries().stream().anyMatch(Planner::touchesDynamic);
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

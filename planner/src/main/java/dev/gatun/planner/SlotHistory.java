@@ -121,6 +121,10 @@ final class SlotHistory {
                     writtenAt.put(g.product().output(), at);
                     g.gate().kernel().outputs().forEach(b -> writtenAt.put(b, at));
                 }
+                case Step.RotaryProduct r -> {
+                    writtenAt.put(r.product().output(), at);
+                    r.rotaries().forEach(l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at)));
+                }
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);

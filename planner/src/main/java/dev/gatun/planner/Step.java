@@ -366,12 +366,10 @@ public sealed interface Step {
          * second, row-major, into a whole buffer of the same type.
          */
         public static String misfit(PlanBuffer x, boolean transA, boolean transB, Kernel k) {
-            if (transA || !transB) return "the product's right operand does not lie transposed";
-            if (!x.shape().isStatic() || x.shape().rank() != 2 || x.isView() || x.part() != null || !x.strides().equals(x.shape().contiguousStrides()))
-                return "the product's output is not a whole row-major matrix of static shape";
+            String product = fewRows(x, transA, transB);
+            if (product != null) return product;
             long[] xs = x.shape().sizes();
             long rows = xs[0], h = xs[1] / 2;
-            if (rows < 1 || rows > MAX_ROWS) return "the product has " + rows + " rows, not 1 to " + MAX_ROWS;
             if (xs[1] % 2 != 0 || h < 1) return "the product's columns do not halve";
             if (k.isReduction() || !k.folds().isEmpty() || k.inputs().size() != 1 || k.inputs().getFirst().storage() != x.storage() || k.inputs().getFirst().isView())
                 return "the kernel is not pointwise over the product's output alone";
@@ -397,6 +395,20 @@ public sealed interface Step {
             return null;
         }
 
+        /**
+         * Null where a product writing {@code x} may take a kernel after it into its launch (a gated or a rotary
+         * product); else why not: at most {@value #MAX_ROWS} rows and no batch, the right operand (a weight
+         * {@code [columns, k]}) lying transposed, and a whole buffer of its own written, row-major.
+         */
+        static String fewRows(PlanBuffer x, boolean transA, boolean transB) {
+            if (transA || !transB) return "the product's right operand does not lie transposed";
+            if (!x.shape().isStatic() || x.shape().rank() != 2 || x.isView() || x.part() != null || !x.strides().equals(x.shape().contiguousStrides()))
+                return "the product's output is not a whole row-major matrix of static shape";
+            long rows = x.shape().sizes()[0];
+            if (rows < 1 || rows > MAX_ROWS) return "the product has " + rows + " rows, not 1 to " + MAX_ROWS;
+            return null;
+        }
+
         /** Whether {@code e} loads input 0 at (r, offset + c) of a [rows, 2h] row-major matrix, in its own type. */
         private static boolean isHalfLoad(KExpr e, long offset, long rows, long h) {
             if (!(e instanceof KExpr.Load ld) || ld.input() != 0 || ld.strides() == null || ld.strides().size() != 2) return false;
@@ -412,6 +424,59 @@ public sealed interface Step {
                     + "\n    " + product.format().replace("\n", "\n    ")
                     + "\n    " + gate.format().replace("\n", "\n    ")
                     + "\n  }";
+        }
+    }
+
+    /**
+     * A product of a few rows and the rotary kernels that read it, one or two (a decode layer's q|k|v projection and the
+     * rotary embedding of its query and key heads: one kernel where the heads lie side by side, two where a batch of
+     * several interleaves them), as one launch ({@code RotaryProducts}): the product's kernel computes each column of a
+     * head beside the column half a head on, stores both, and stores their rotation where each kernel would
+     * ({@link RotaryKernel}), with that kernel's arithmetic. A backend without such a kernel runs the product, then the
+     * kernels, which compute the same values.
+     */
+    record RotaryProduct(String name, Matmul product, List<Launch> rotaries) implements Step {
+        public RotaryProduct {
+            rotaries = List.copyOf(rotaries);
+            String why = misfit(product.output(), product.transA(), product.transB(), rotaries.stream().map(Launch::kernel).toList());
+            if (why != null) throw new IllegalArgumentException(name + ": " + why);
+        }
+
+        /** Each rotary kernel read (see {@link RotaryKernel#read}), in the order of {@link #rotaries}. */
+        public List<RotaryKernel> rotations() { return rotaries.stream().map(l -> RotaryKernel.read(product.output(), l.kernel())).toList(); }
+
+        /**
+         * Null where the product writing {@code x} and the kernels {@code ks} may be one launch; else why not: a product of a few
+         * rows ({@link GatedProduct#fewRows}), one or two kernels, each the rotary embedding of a run of the product's
+         * heads ({@link RotaryKernel#read}), of the same half head and the same two tables, the runs apart.
+         */
+        public static String misfit(PlanBuffer x, boolean transA, boolean transB, List<Kernel> ks) {
+            String product = GatedProduct.fewRows(x, transA, transB);
+            if (product != null) return product;
+            if (ks.isEmpty() || ks.size() > 2) return ks.size() + " rotary kernels, not 1 or 2";
+            var rs = new java.util.ArrayList<RotaryKernel>();
+            for (Kernel k : ks) {
+                String why = RotaryKernel.misfit(x, k);
+                if (why != null) return k.name() + ": " + why;
+                rs.add(RotaryKernel.read(x, k));
+            }
+            if (rs.size() == 2) {
+                RotaryKernel a = rs.get(0), b = rs.get(1);
+                if (a.half() != b.half() || a.cos().storage() != b.cos().storage() || a.sin().storage() != b.sin().storage()
+                        || !a.cos().offset().equals(b.cos().offset()) || !a.sin().offset().equals(b.sin().offset()))
+                    return "the two kernels rotate by other tables or other head sizes";
+                if (a.firstHead() < b.firstHead() + b.heads() && b.firstHead() < a.firstHead() + a.heads()) return "the two kernels rotate the same heads";
+            }
+            return null;
+        }
+
+        @Override public boolean isDeviceWork() { return true; }
+
+        @Override public String format() {
+            var out = new StringBuilder("launch " + name + " {   # one launch: the product, each column of a head beside the one half a head on, "
+                    + "stores both and their rotation\n    " + product.format().replace("\n", "\n    "));
+            for (Launch l : rotaries) out.append("\n    ").append(l.format().replace("\n", "\n    "));
+            return out.append("\n  }").toString();
         }
     }
 

@@ -64,6 +64,9 @@ final class PlanChecks {
             } else if (s instanceof Step.GatedProduct g) {
                 out.add(g.product());
                 out.add(g.gate());
+            } else if (s instanceof Step.RotaryProduct r) {
+                out.add(r.product());
+                out.addAll(r.rotaries());
             } else out.add(s);
         }
         return out;
@@ -646,9 +649,9 @@ final class PlanChecks {
 
     /**
      * A launch that joins steps (updates at one position, an attention with the update of its caches, a product with
-     * its SwiGLU) runs them in one grid, whose blocks read and write in any order: nothing it writes may share a byte
-     * with anything it reads. (Apart, the second step may write where the first one's input was: the first has read it
-     * by then.)
+     * its SwiGLU or its rotations) runs them in one grid, whose blocks read and write in any order: nothing it writes may
+     * share a byte with anything it reads, or with another buffer it writes. (Apart, the second step may write where the
+     * first one's input was: the first has read it by then.)
      */
     static List<String> joinedLaunches(Plan p) {
         var bad = new ArrayList<String>();
@@ -664,6 +667,13 @@ final class PlanChecks {
                     read = List.of(g.product().a(), g.product().b());
                     written = List.of(g.product().output(), g.output());
                 }
+                case Step.RotaryProduct r -> {
+                    // the product's output among the read: no rotation may be stored over it (other lanes store it)
+                    read = new ArrayList<>(List.of(r.product().a(), r.product().b()));
+                    r.rotaries().forEach(l -> read.addAll(l.kernel().inputs()));
+                    written = new ArrayList<>(List.of(r.product().output()));
+                    r.rotaries().forEach(l -> written.addAll(l.kernel().outputs()));
+                }
                 case Step.UpdateSlices b -> {
                     read = new ArrayList<>();
                     b.members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
@@ -673,6 +683,7 @@ final class PlanChecks {
             }
             for (PlanBuffer w : written)
                 for (PlanBuffer r : read) {
+                    if (w.storage() == r.storage()) continue;
                     var at = w.storage().placement();
                     var from = r.storage().placement();
                     if (at == null || from == null || !at.pool().equals(from.pool())) continue;

@@ -74,6 +74,14 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
      */
     public CompileOptions gatedProducts(boolean on) { return planning(planning.withGatedProducts(on)); }
 
+    /**
+     * Whether a product of at most 8 rows takes in the rotary embedding (rotate-half RoPE) of its heads, one or two
+     * kernels that read it, as one launch (true, the default): a decode layer's q|k|v projection. The product's kernel
+     * stores its output and the rotated heads, with the rotation kernels' arithmetic. False keeps each rotation a launch
+     * of its own, to compare or to debug.
+     */
+    public CompileOptions rotaryProducts(boolean on) { return planning(planning.withRotaryProducts(on)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

@@ -397,6 +397,8 @@ final class CudaAttention implements AutoCloseable {
             case Step.Launch l -> l.kernel().outputs();
             case Step.Matmul m -> java.util.List.of(m.output());
             case Step.GatedProduct g -> java.util.List.of(g.product().output(), g.output());
+            case Step.RotaryProduct r -> java.util.stream.Stream.concat(java.util.stream.Stream.of(r.product().output()),
+                    r.rotaries().stream().flatMap(l -> l.kernel().outputs().stream())).toList();
             case Step.UpdateSlice u -> java.util.List.of(u.output());
             case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
             case Step.Attention a -> java.util.List.of(a.output());

@@ -20,6 +20,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
+import dev.gatun.planner.RotaryKernel;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
@@ -106,11 +107,12 @@ final class CudaExecutable implements Executable {
         return any;
     }
 
-    /** The product step {@code s} runs: a product's own, or a gated product's (run as a product where the GEMV does not take it); else null. */
+    /** The product step {@code s} runs: a product's own, or a gated or rotary product's (run as a product where the GEMV does not take it); else null. */
     static Step.Matmul productOf(Step s) {
         return switch (s) {
             case Step.Matmul m -> m;
             case Step.GatedProduct g -> g.product();
+            case Step.RotaryProduct r -> r.product();
             default -> null;
         };
     }
@@ -864,6 +866,19 @@ final class CudaExecutable implements Executable {
             if (exe.matmul.runGated(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), addressOf(g.output()), g.roundsGate(), env, exe.stream)) return;
             matmul(m);
             launch(g.gate());
+        }
+
+        /** One launch where the GEMV takes the product ({@link CudaGemv#runRotary}); else the product, then the kernels. */
+        @Override public void rotaryProduct(Step.RotaryProduct r) {
+            Step.Matmul m = r.product();
+            var rotations = r.rotations();
+            var runs = rotations.stream().map(k -> new CudaGemv.Run(addressOf(k.first()), addressOf(k.second()), k.rowStride(), k.headStride(),
+                    k.firstHead(), k.heads())).toList();
+            RotaryKernel k0 = rotations.getFirst();
+            var pairs = CudaGemv.Pairs.rotary(k0.half(), k0.roundsEachOp(), addressOf(k0.cos()), addressOf(k0.sin()), runs);
+            if (exe.matmul.runRotary(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), addressOf(m.output()), pairs, env, exe.stream)) return;
+            matmul(m);
+            r.rotaries().forEach(this::launch);
         }
 
         @Override public void argmax(Step.Argmax a) {

@@ -147,6 +147,21 @@ final class CudaMatmul {
         return true;
     }
 
+    /**
+     * A rotary product ({@link dev.gatun.planner.Step.RotaryProduct}) as one launch of {@link CudaGemv}: the product at
+     * {@code y} and its heads' rotations as {@code rotary} says; false, launching nothing, where that kernel does not
+     * take the product (the caller then runs the product and the kernels).
+     */
+    boolean runRotary(PlanBuffer aB, long a, PlanBuffer bB, long b, long y, CudaGemv.Pairs rotary, Map<String, Long> env, Stream stream) {
+        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
+        if (sa.length != 2 || sb.length != 2 || sb[1] % (2L * rotary.pair()) != 0) return false;
+        int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
+        DType t = aB.type().dtype();
+        if (!CudaGemv.applies(t, false, true, 1, m, k, a, b, y)) return false;
+        gemv.runRotary(t, m, n, k, a, b, y, rotary, CudaGemv.constantDuringCall(bB), stream);
+        return true;
+    }
+
     /** Whether the offsets start at 0 and step by the same distance. */
     static boolean evenlySpaced(long[] offsets) {
         if (offsets[0] != 0) return false;

@@ -23,7 +23,8 @@ import java.util.Map;
  * own copy of the weights and decodes the same prompts; prints each one's per-step medians, and whether its tokens are
  * the first variant's. Variants: {@code plain} (programmatic dependent launches off), {@code programmatic} (on); with
  * {@code apart} in the name (e.g. {@code programmatic+apart}) the update of the caches is a launch of its own, not the
- * attention's; with {@code ungated}, the SwiGLU is a launch of its own, not the gate|up product's.
+ * attention's; with {@code ungated}, the SwiGLU is a launch of its own, not the gate|up product's; with
+ * {@code unrotated}, the rotary embedding is a launch of its own (two at a batch of several), not the q|k|v product's.
  *
  * <pre>
  * --dir DIR  a checkpoint LlamaBench wrote     --batch N  sequences (default 1)     --rounds N  (default 5)
@@ -34,7 +35,8 @@ public final class DecodeVariantsBench {
     private DecodeVariantsBench() {}
 
     static CompileOptions variant(String name) {
-        var o = CompileOptions.world(1).backend("cuda").attentionUpdates(!name.contains("apart")).gatedProducts(!name.contains("ungated"));
+        var o = CompileOptions.world(1).backend("cuda").attentionUpdates(!name.contains("apart")).gatedProducts(!name.contains("ungated"))
+                .rotaryProducts(!name.contains("unrotated"));
         var cuda = o.execution().cuda().withProgrammaticLaunch(name.contains("programmatic"));
         return o.execution(o.execution().withCuda(cuda));
     }

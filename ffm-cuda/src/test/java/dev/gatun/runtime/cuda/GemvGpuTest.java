@@ -214,6 +214,76 @@ class GemvGpuTest {
                     }
     }
 
+    /** Rotate-half RoPE of the last dimension (d) of {@code x} by tables [1, d], as the Llama decoder writes it. */
+    static dev.gatun.dsl.Tensor rope(dev.gatun.dsl.Tensor x, dev.gatun.dsl.Tensor cos, dev.gatun.dsl.Tensor sin, int d) {
+        var x1 = x.slice(-1, 0, d / 2);
+        var x2 = x.slice(-1, d / 2, d);
+        return x1.mul(cos.slice(-1, 0, d / 2)).sub(x2.mul(sin.slice(-1, 0, d / 2))).cat(-1, x2.mul(cos.slice(-1, d / 2, d)).add(x1.mul(sin.slice(-1, d / 2, d))));
+    }
+
+    /**
+     * A q|k|v product joined with the rotary embedding of its query and key heads ({@code Step.RotaryProduct}: one
+     * rotary kernel at one row, two at several; one launch of the GEMV where it takes the product) gives the very bits
+     * of the product and the kernels apart, in either rounding of the plan, and the values of float64 loops.
+     */
+    @Test
+    void aRotaryProductGivesTheBitsOfTheProductAndItsKernelsApart() {
+        for (DType t : TYPES)
+            for (int m : new int[]{1, 3, 8})
+                for (int[] shape : new int[][]{{32, 8, 64, 2048}, {4, 2, 16, 64}, {3, 1, 128, 256}})
+                    for (boolean roundEachOp : new boolean[]{false, true}) {
+                        int hq = shape[0], hk = shape[1], d = shape[2], k = shape[3], h = hq + 2 * hk, n = h * d;
+                        if (roundEachOp && (t == DType.F32 || k == 2048)) continue;
+                        var x = NDArray.randn(t, 17 + m, m, k);
+                        var w = NDArray.randn(t, 19 + n, n, k);
+                        var cos = NDArray.zeros(t, 1, d);
+                        var sin = NDArray.zeros(t, 1, d);
+                        for (int e = 0; e < d; e++) {
+                            double angle = 0.7 * (e % (d / 2) + 1);
+                            cos.set(e, Math.cos(angle));
+                            sin.set(e, Math.sin(angle));
+                        }
+                        String what = t + " m " + m + " heads " + hq + "+" + hk + "+" + hk + " of " + d + " k " + k + (roundEachOp ? " rounding each op" : "");
+                        double[][][] got = new double[2][][];
+                        for (int joined = 0; joined < 2; joined++) {
+                            var g = Gatun.graph("qkv");
+                            var c = g.input("cos", t, 1, d);
+                            var sn = g.input("sin", t, 1, d);
+                            // x computed into the pool and dead after the product
+                            var y = g.input("x", t, m, k).neg().matmul(g.input("w", t, n, k).transpose(0, 1)).reshape(m, 1, h, d);
+                            if (m == 1) {
+                                var qk = rope(y.slice(2, 0, hq + hk).transpose(1, 2), c, sn, d);
+                                g.output("q", qk.slice(1, 0, hq));
+                                g.output("k", qk.slice(1, hq, hq + hk));
+                            } else {
+                                g.output("q", rope(y.slice(2, 0, hq).transpose(1, 2), c, sn, d));
+                                g.output("k", rope(y.slice(2, hq, hq + hk).transpose(1, 2), c, sn, d));
+                            }
+                            g.output("v", y.slice(2, hq + hk, h).transpose(1, 2));
+                            var options = CompileOptions.world(1).backend("cuda").rotaryProducts(joined == 1);
+                            if (roundEachOp) options = options.roundEachOp();
+                            try (var s = Session.compile(g.build(), options)) {
+                                assertThat(s.plan().toString().contains("launch rotary_0 {")).as(what + "\n" + s.plan()).isEqualTo(joined == 1);
+                                var out = s.runToHost(Map.of("x", x, "w", w, "cos", cos, "sin", sin));
+                                got[joined] = new double[][]{out.get("q").toDoubleArray(), out.get("k").toDoubleArray(), out.get("v").toDoubleArray()};
+                            }
+                        }
+                        for (int o = 0; o < 3; o++) assertThat(got[1][o]).as(what + ": joined against apart, output " + o).containsExactly(got[0][o]);
+                        double[] p = linear(x, w, m, n, k), cs = cos.toDoubleArray(), sc = sin.toDoubleArray();
+                        double tol = t == DType.F32 ? 1e-5 * Math.sqrt(k) : t == DType.F16 ? 4e-3 : 2e-2;
+                        for (int r = 0; r < m; r++)
+                            for (int head = 0; head < h; head++)
+                                for (int e = 0; e < d; e++) {
+                                    double x1 = -p[r * n + head * d + e % (d / 2)], x2 = -p[r * n + head * d + d / 2 + e % (d / 2)];
+                                    double want = head >= hq + hk ? -p[r * n + head * d + e]
+                                            : e < d / 2 ? x1 * cs[e] - x2 * sc[e] : x2 * cs[e] + x1 * sc[e];
+                                    double have = head < hq ? got[1][0][(r * hq + head) * d + e]
+                                            : head < hq + hk ? got[1][1][(r * hk + head - hq) * d + e] : got[1][2][(r * hk + head - hq - hk) * d + e];
+                                    assertThat(have).as("%s row %d head %d element %d", what, r, head, e).isCloseTo(want, offset(tol * (Math.sqrt(k) + Math.abs(want))));
+                                }
+                    }
+    }
+
     @Test
     void productsWrittenIntoTheirSlicesOfAConcatenation() {
         for (int m : new int[]{1, 4}) {

@@ -39,7 +39,7 @@ class GemvLaunchTest {
                         assertThat(l.sharedBytes()).as(what + " shared memory").isEqualTo(l.slices() == 1 ? 0 : l.warps() * 32 * (mma ? 8 : 4))
                                 .isLessThanOrEqualTo(48 * 1024);
                         // gated, two sums a lane (a gate's and its up's) cross the slices: the tensor cores' kernel adds two anyway
-                        assertThat(l.gated()).as(what + " gated").isEqualTo(new CudaGemv.Launch(l.kernel(), l.blocks(), l.warps(), l.slices(),
+                        assertThat(l.paired()).as(what + " paired").isEqualTo(new CudaGemv.Launch(l.kernel(), l.blocks(), l.warps(), l.slices(),
                                 l.slices() == 1 ? 0 : l.warps() * 32 * 8));
                         assertThat(l.kernel()).as(what).isEqualTo(mma ? "gemv_mma_" + name(t)
                                 : "gemv_fma_" + name(t) + "_" + (m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8));

@@ -35,8 +35,12 @@ class LlamaDecoderTest {
                         assertThat(k.ops()).containsSubsequence("silu", "mul");
                         assertThat(k.stores()).hasSize(1);
                     });
-            // qkv, o, down per layer, and the output projection; the gate|up product and its SwiGLU one launch
-            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(3 * c.layers() + 1);
+            // o and down per layer, and the output projection; the gate|up product and its SwiGLU one launch, and the q|k|v
+            // product and the rotary embedding of its query and key heads
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(2 * c.layers() + 1);
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.RotaryProduct).hasSize(c.layers())
+                    .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.RotaryProduct) st).rotations()).singleElement()
+                            .satisfies(r -> assertThat(r.heads()).isEqualTo(c.heads() + c.kvHeads())));
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.GatedProduct).hasSize(c.layers())
                     .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.GatedProduct) st).gate().kernel().ops()).containsSubsequence("silu", "mul"));
             // the scores, mask, softmax and weighted values: one attention step a layer, over the updated caches
@@ -71,8 +75,11 @@ class LlamaDecoderTest {
         // the angles and the first norm; rope of q and of k, two residual + norms and SwiGLU a layer
         assertThat(plan.kernels()).hasSize(2 + 5 * c.layers());
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention).hasSize(c.layers());
-        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(3 * c.layers() + 1);
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(2 * c.layers() + 1);
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.GatedProduct).hasSize(c.layers());
+        // both rotary kernels (of q and of k) in the q|k|v product's launch
+        assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.RotaryProduct).hasSize(c.layers())
+                .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.RotaryProduct) st).rotations()).hasSize(2));
         assertThat(plan.steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlices || st instanceof dev.gatun.planner.Step.Attention);
     }
 

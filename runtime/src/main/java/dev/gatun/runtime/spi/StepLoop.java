@@ -67,6 +67,12 @@ public final class StepLoop {
             matmul(s.product());
             launch(s.gate());
         }
+
+        /** A product and the rotations of its heads as one launch; by default one after the other (the host backend). */
+        default void rotaryProduct(Step.RotaryProduct s) {
+            matmul(s.product());
+            s.rotaries().forEach(this::launch);
+        }
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -114,6 +120,7 @@ public final class StepLoop {
             case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.UpdateAttention s -> backend.updateAttention(s);
             case Step.GatedProduct s -> backend.gatedProduct(s);
+            case Step.RotaryProduct s -> backend.rotaryProduct(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }
