@@ -18,9 +18,9 @@
 # any rank reads it), Gatun's LlamaBench under Gatun's launcher (--nproc W --tp W) and then bench/llama_torch.py --tp W
 # under torchrun (a hand-written Megatron-style TP Llama, decode eager and as one CUDA graph), which compares tokens,
 # first-step logits and times with Gatun's JSON and, with LLAMA_CHECK=1 (default), checks its own logits against
-# transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (6: one warm-up, then five timed: the
-# GPU's clocks are still rising over the first two), LLAMA_WARMUP (4: generations before the timed ones, the first
-# of LLAMA_RUNS among them, for both systems; one process's rounds still fall over the first ten), LLAMA_BATCH (1),
+# transformers on one GPU. Env: LLAMA_PROMPT (512), LLAMA_NEW (32), LLAMA_RUNS (11: one warm-up, then ten timed: the
+# GPU's clocks are still rising over the first two), LLAMA_WARMUP (16: generations before the timed ones, the first
+# of LLAMA_RUNS among them, for both systems; on a machine just started the same step read 1.04 to 1.13 ms after 4), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
 # "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
@@ -51,7 +51,7 @@ fi
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
 ROWS=$OUT/rows.jsonl
-LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-6} LLAMA_BATCH=${LLAMA_BATCH:-1} LLAMA_WARMUP=${LLAMA_WARMUP:-4}
+LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-11} LLAMA_BATCH=${LLAMA_BATCH:-1} LLAMA_WARMUP=${LLAMA_WARMUP:-16}
 LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
 B=.bundle/run-gpu-tests.sh
