@@ -40,6 +40,19 @@ class RotaryProductsTest {
         };
     }
 
+    /** A rotation of the halves x1, x2 of 4 heads of 16 by the tables' halves c[0], c[1] and s[0], s[1]. */
+    interface Rotation { Tensor of(Tensor x1, Tensor x2, Tensor[] c, Tensor[] s); }
+
+    /** A product of one row, its 4 heads of 16 rotated by {@code r}, into the output "q". */
+    static Plan oneHead(Rotation r) {
+        return PlanChecks.checkedPlan(PlanOptions.DEFAULT, g -> {
+            Tensor cos = g.input("cos", DType.BF16, 1, 16), sin = g.input("sin", DType.BF16, 1, 16);
+            Tensor x = g.input("x", DType.BF16, 1, 32).matmul(g.input("w", DType.BF16, 64, 32).transpose(0, 1)).reshape(1, 1, 4, 16).transpose(1, 2);
+            g.output("q", r.of(x.slice(-1, 0, 8), x.slice(-1, 8, 16), new Tensor[]{cos.slice(-1, 0, 8), cos.slice(-1, 8, 16)},
+                    new Tensor[]{sin.slice(-1, 0, 8), sin.slice(-1, 8, 16)}));
+        });
+    }
+
     static List<Step.RotaryProduct> rotary(Plan p) {
         return p.steps().stream().filter(s -> s instanceof Step.RotaryProduct).map(s -> (Step.RotaryProduct) s).toList();
     }
@@ -86,22 +99,12 @@ class RotaryProductsTest {
 
     @Test
     void otherRotationsAndMoreRowsStayApart() {
-        // the sign of the first half's sine term turned: not a rotation this launch computes
-        Plan sign = PlanChecks.checkedPlan(PlanOptions.DEFAULT, g -> {
-            Tensor cos = g.input("cos", DType.BF16, 1, 16), sin = g.input("sin", DType.BF16, 1, 16);
-            Tensor x = g.input("x", DType.BF16, 1, 32).matmul(g.input("w", DType.BF16, 64, 32).transpose(0, 1)).reshape(1, 1, 4, 16).transpose(1, 2);
-            Tensor x1 = x.slice(-1, 0, 8), x2 = x.slice(-1, 8, 16);
-            g.output("q", x1.mul(cos.slice(-1, 0, 8)).add(x2.mul(sin.slice(-1, 0, 8))).cat(-1, x2.mul(cos.slice(-1, 8, 16)).add(x1.mul(sin.slice(-1, 8, 16)))));
-        });
-        assertThat(rotary(sign)).as(sign.toString()).isEmpty();
-        // the halves crossed the other way (x2 rotated by the first half's tables)
-        Plan crossed = PlanChecks.checkedPlan(PlanOptions.DEFAULT, g -> {
-            Tensor cos = g.input("cos", DType.BF16, 1, 16), sin = g.input("sin", DType.BF16, 1, 16);
-            Tensor x = g.input("x", DType.BF16, 1, 32).matmul(g.input("w", DType.BF16, 64, 32).transpose(0, 1)).reshape(1, 1, 4, 16).transpose(1, 2);
-            Tensor x1 = x.slice(-1, 0, 8), x2 = x.slice(-1, 8, 16);
-            g.output("q", x2.mul(cos.slice(-1, 0, 8)).sub(x1.mul(sin.slice(-1, 0, 8))).cat(-1, x1.mul(cos.slice(-1, 8, 16)).add(x2.mul(sin.slice(-1, 8, 16)))));
-        });
-        assertThat(rotary(crossed)).as(crossed.toString()).isEmpty();
+        // the sign of the first half's sine term turned, and the halves crossed the other way (x2 rotated by the first
+        // half's tables): not the rotation this launch computes
+        assertThat(rotary(oneHead((x1, x2, c, sn) -> x1.mul(c[0]).add(x2.mul(sn[0])).cat(-1, x2.mul(c[1]).add(x1.mul(sn[1])))))).isEmpty();
+        assertThat(rotary(oneHead((x1, x2, c, sn) -> x2.mul(c[0]).sub(x1.mul(sn[0])).cat(-1, x1.mul(c[1]).add(x2.mul(sn[1])))))).isEmpty();
+        // and the decoder's form, written the same way, is one
+        assertThat(rotary(oneHead((x1, x2, c, sn) -> x1.mul(c[0]).sub(x2.mul(sn[0])).cat(-1, x2.mul(c[1]).add(x1.mul(sn[1])))))).hasSize(1);
         // a head of 6 (half a head not a multiple of 4)
         assertThat(rotary(PlanChecks.checkedPlan(PlanOptions.DEFAULT, qkv(1, 4, 2, 6, 32, DType.BF16)))).isEmpty();
         // more rows than a decode step's batch: the product apart, and each rotation's launch says why
