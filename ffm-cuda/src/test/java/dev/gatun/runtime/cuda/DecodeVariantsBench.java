@@ -24,7 +24,8 @@ import java.util.Map;
  * the first variant's. Variants: {@code plain} (programmatic dependent launches off), {@code programmatic} (on); with
  * {@code apart} in the name (e.g. {@code programmatic+apart}) the update of the caches is a launch of its own, not the
  * attention's; with {@code ungated}, the SwiGLU is a launch of its own, not the gate|up product's; with
- * {@code unrotated}, the rotary embedding is a launch of its own (two at a batch of several), not the q|k|v product's.
+ * {@code unrotated}, the rotary embedding is a launch of its own (two at a batch of several), not the q|k|v product's;
+ * with {@code stepwise}, the host reads each step's token before it queues the next (not queued, fed on the device).
  *
  * <pre>
  * --dir DIR  a checkpoint LlamaBench wrote     --batch N  sequences (default 1)     --rounds N  (default 5)
@@ -57,14 +58,14 @@ public final class DecodeVariantsBench {
                 for (String v : names) gens.put(v, new LlamaGenerator(c, shards, batch, prompt, prompt + n, 1, DType.BF16, variant(v)));
                 int[][] first = null;
                 for (var e : gens.entrySet()) {
-                    int[][] t = e.getValue().generate(ids, n, false).sequences();
+                    int[][] t = e.getValue().generate(ids, n, false, !e.getKey().contains("stepwise")).sequences();
                     if (first == null) first = t;
                     System.out.println(e.getKey() + ": tokens " + (Arrays.deepEquals(first, t) ? "the same as " + names.getFirst() + "'s" : "DIFFER from " + names.getFirst() + "'s"));
                 }
                 var times = new LinkedHashMap<String, List<Double>>();
                 for (int r = 0; r < rounds; r++)
                     for (var e : gens.entrySet())
-                        times.computeIfAbsent(e.getKey(), k -> new ArrayList<>()).add(LlamaBench.median(e.getValue().generate(ids, n, false).stepMillis()));
+                        times.computeIfAbsent(e.getKey(), k -> new ArrayList<>()).add(LlamaBench.median(e.getValue().generate(ids, n, false, !e.getKey().contains("stepwise")).stepMillis()));
                 times.forEach((v, ts) -> System.out.printf(Locale.ROOT, "batch %d, %-22s median %.4f ms a step; rounds %s%n", batch, v,
                         LlamaBench.median(ts.stream().mapToDouble(Double::doubleValue).toArray()), ts));
             } finally {

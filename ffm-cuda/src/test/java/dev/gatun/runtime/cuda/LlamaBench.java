@@ -36,6 +36,8 @@ import java.util.Map;
  * --runs N         generations timed (default 5; the first is a warm-up and not counted)
  * --warmup N       generations before the timed ones (default 1: the first of --runs; more keep the JIT and the GPU's
  *                  clocks from warming during the timed runs: one process's rounds fall for about ten generations)
+ * --stepwise       the timed generations read each step's token before queuing the next (default: queued, each step
+ *                  fed the token the step before left on the device; see LlamaGenerator#generate)
  * --out FILE       JSON written there: tokens, first_logits, prefill_ms and decode_ms (medians), batch, tp, the machine
  * --backend NAME   cuda (default), or host to try the harness on a machine without a GPU
  * --batch N        sequences generated at once (default 1), each with its own prompt
@@ -111,6 +113,7 @@ public final class LlamaBench {
         boolean cuda = backend.equals("cuda");
         if (runs < 2) throw new IllegalArgumentException("--runs " + runs + ": at least 2 (the first is a warm-up)");
         int warmup = Integer.parseInt(opts.getOrDefault("warmup", "1"));
+        boolean queued = !opts.containsKey("stepwise");
         if (warmup < 1) throw new IllegalArgumentException("--warmup " + warmup + ": at least 1 (the first run, whose tokens are reported)");
         // a launcher's world: one rank per process, each process loads its own shard; else every rank in this process
         LaunchEnvironment job = LaunchEnvironment.current();
@@ -174,11 +177,11 @@ public final class LlamaBench {
                                     + new String(all.get(r), StandardCharsets.UTF_8) + " against " + new String(all.getFirst(), StandardCharsets.UTF_8));
                 }
                 for (int w = 1; w < warmup; w++)
-                    if (!Arrays.deepEquals(gen.generate(ids, n, false).sequences(), first.sequences()))
+                    if (!Arrays.deepEquals(gen.generate(ids, n, false, queued).sequences(), first.sequences()))
                         throw new IllegalStateException("warm-up " + w + " gave other tokens");
                 double[] prefill = new double[runs - 1], decode = new double[runs - 1];
                 for (int r = 0; r < runs - 1; r++) {
-                    var res = gen.generate(ids, n, false);
+                    var res = gen.generate(ids, n, false, queued);
                     if (!Arrays.deepEquals(res.sequences(), first.sequences())) throw new IllegalStateException("run " + r + " gave other tokens");
                     prefill[r] = res.prefillMillis();
                     decode[r] = median(res.stepMillis());

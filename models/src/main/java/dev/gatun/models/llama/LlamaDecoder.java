@@ -20,12 +20,14 @@ import java.util.Map;
  *   each layer's cache ({@code cache.L.k}: the rotated keys, transposed, [kv heads, head_dim, maxLen], as the product
  *   with the queries reads them; {@code cache.L.v}: the values, [kv heads, maxLen, head_dim]; the prompt's, zeros after
  *   it);</li>
- *   <li>{@link #decode}: one token at the {@code position} the call gives (i32); from it the graph computes the rotary
+ *   <li>{@link #decode}: one token a sequence (i64, the type of the greedy token) at the {@code position} the call gives
+ *   (i32); from it the graph computes the rotary
  *   angles, and one {@code attention} step a layer (scores, mask, softmax and weighted values) reads the cache up to
  *   it.
  *   The caches are states of the session ({@code cache.L.k}, {@code cache.L.v}, the layouts above): each step writes
  *   its new key and value at the position in place ({@code update_slice}, the bytes of one position, not of the cache)
- *   and attends over the positions up to it. Its outputs are the logits and the greedy token ({@code next}, i64);
+ *   and attends over the positions up to it. Its outputs are the logits, the greedy token ({@code next}, i64) and the
+ *   state {@value #HISTORY} of every step's greedy tokens, written at the position;
  *   {@link LlamaGenerator} binds the prefill's caches to the states once per prompt.</li>
  * </ul>
  * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
@@ -60,7 +62,8 @@ public final class LlamaDecoder {
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
-        Tensor ids = g.input("tokens", DType.I32, b * t);
+        // a decode step's tokens are i64, the type of the greedy token it outputs: a step may read the one before's
+        Tensor ids = g.input("tokens", decode ? DType.I64 : DType.I32, b * t);
         Tensor cos, sin, mask, position = null;
         if (decode) {
             // a step computes its rotary angles from its position (in float32, as transformers computes them)
@@ -145,7 +148,11 @@ public final class LlamaDecoder {
         // the output projection [vocab, hidden] (the embedding itself where they are tied)
         Tensor logits = linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize()));
         g.output("logits", logits);
-        g.output("next", logits.argmax(-1));
+        Tensor next = logits.argmax(-1);
+        g.output("next", next);
+        // every step's greedy tokens kept on the device ([batch, maxLen], the token after position p at p), so a caller
+        // that feeds each step the one before's token reads them once, at the end
+        if (decode) g.output(HISTORY, g.state(HISTORY, DType.I64, b, maxLen).updateSlice(1, next.reshape(b, 1), position));
         return g.build();
     }
 
@@ -164,7 +171,17 @@ public final class LlamaDecoder {
         return in;
     }
 
-    /** Tokens as the graphs take them (i32), one sequence after the other. */
+    /** The decode's state (and output) of every step's greedy tokens: {@code [batch, maxLen]} i64, the token after position p at p. */
+    public static final String HISTORY = "history";
+
+    /** A decode step's tokens (i64), one a sequence. */
+    public static NDArray stepTokens(int[] tokens) {
+        var out = NDArray.zeros(DType.I64, tokens.length);
+        for (int i = 0; i < tokens.length; i++) out.set(i, tokens[i]);
+        return out;
+    }
+
+    /** A prompt's tokens as the prefill takes them (i32), one sequence after the other. */
     public static NDArray tokens(int[]... sequences) {
         int n = 0;
         for (int[] s : sequences) n += s.length;
@@ -197,7 +214,7 @@ public final class LlamaDecoder {
     public static Map<String, NDArray> step(int[] tokens, int position, int maxLen) {
         if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
         var in = new LinkedHashMap<String, NDArray>();
-        in.put("tokens", tokens(tokens));
+        in.put("tokens", stepTokens(tokens));
         in.put("position", NDArray.of(new int[]{position}, 1));
         return in;
     }

@@ -22,14 +22,16 @@ import java.util.Map;
  * sessions read them there, bound in place ({@link Session#bindInPlace}): one copy of the weights in all, at any number
  * of ranks. The prompt's rotary tables and mask are bound to the prefill, so it is passed only the prompt's tokens.
  * The caches are the decode session's states: the prefill's caches are bound to them once per prompt, and each decode
- * call, passed only its tokens and position, writes its new key and value into them in place. Closing closes both
- * sessions.
+ * call, passed only its tokens and position, writes its new key and value into them in place. Without logits to keep,
+ * a generation is queued: each decode call is passed the token the call before left on the device, and the host does
+ * not wait for one call before it queues the next. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /**
      * Each sequence's new tokens ({@code sequences[b]}); each step's logits of the first sequence's last position (of
      * the first local rank; empty unless asked for); and the host wall time of the prefill call and of each decode call,
-     * each until its tokens were on the host.
+     * each until its tokens were on the host (queued: every decode call's the same, the time of all of them over their
+     * number, from the first queued to the tokens on the host).
      */
     public record Result(int[][] sequences, List<double[]> logits, double prefillMillis, double[] stepMillis) {
         /** The first (for a batch of one, the only) sequence's new tokens. */
@@ -94,7 +96,7 @@ public final class LlamaGenerator implements AutoCloseable {
         }
         this.localRanks = this.shards.size();
         this.shards = null;   // uploaded or bound: the host arrays are the caller's again
-        this.stepTokens = decode.allocateHost(DType.I32, batch);
+        this.stepTokens = decode.allocateHost(DType.I64, batch);
         this.stepPosition = decode.allocateHost(DType.I32, 1);
         this.stepNext = decode.allocateHost(DType.I64, batch);
     }
@@ -120,7 +122,18 @@ public final class LlamaGenerator implements AutoCloseable {
      * bound to the decode session's states on the device (its time counts in the prefill's), each decode call updates
      * them in place, and only the tokens (and with {@code keepLogits} the logits) come to the host.
      */
-    public Result generate(int[][] prompts, int n, boolean keepLogits) {
+    public Result generate(int[][] prompts, int n, boolean keepLogits) { return generate(prompts, n, keepLogits, !keepLogits); }
+
+    /**
+     * As {@link #generate(int[][], int, boolean)}, the loop chosen: {@code queued} (where no logits are kept) feeds each
+     * decode step the token the step before left on the device and the host queues the steps one after the other
+     * without waiting for any (the next step is queued while the one before runs); the tokens come to the host at the
+     * end, from the decode's {@value LlamaDecoder#HISTORY}, and every step's time is the decode's time over the steps.
+     * Otherwise the host reads each step's token (and logits) before it queues the next, and each step's time is its own.
+     */
+    public Result generate(int[][] prompts, int n, boolean keepLogits, boolean queued) {
+        if (queued && keepLogits) throw new IllegalArgumentException("a queued generation keeps no logits: each step's would have to come to the host");
+        if (queued) return generateQueued(prompts, n);
         checkPrompts(prompts);
         if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
@@ -145,6 +158,44 @@ public final class LlamaGenerator implements AutoCloseable {
             out = decode.run(calls(Map.of("tokens", stepTokens, "position", stepPosition)));
         }
         return new Result(tokens, logits, prefillMillis, stepMillis);
+    }
+
+    /** {@link #generate(int[][], int, boolean, boolean)}, queued. */
+    private Result generateQueued(int[][] prompts, int n) {
+        checkPrompts(prompts);
+        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
+        if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
+        long t0 = System.nanoTime();
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
+        startDecode(out);
+        int[] first = next(out, 0);   // waits for the prefill: its time is the first token's
+        double prefillMillis = (System.nanoTime() - t0) / 1e6;
+        int[][] tokens = new int[batch][n];
+        for (int b = 0; b < batch; b++) tokens[b][0] = first[b];
+        double[] stepMillis = new double[n - 1];
+        if (n > 1) {
+            long t1 = System.nanoTime();
+            var last = out;
+            for (int k = 1; k < n; k++) {
+                // each rank's step reads the token its last call left on the device (the runtime copies it in first)
+                var in = new ArrayList<Map<String, ArrayLike>>();
+                for (int r = 0; r < localRanks; r++)
+                    in.add(Map.of("tokens", last.get(r).get("next"), "position", NDArray.of(new int[]{promptLength + k - 1}, 1)));
+                last = decode.run(in);
+            }
+            long[][] history = new long[localRanks][];
+            for (int r = 0; r < localRanks; r++) {
+                NDArray h = last.get(r).get(LlamaDecoder.HISTORY).toHost();
+                history[r] = new long[batch * maxLen];
+                for (int i = 0; i < history[r].length; i++) history[r][i] = (long) h.get(i);
+                if (r > 0 && !java.util.Arrays.equals(history[r], history[0]))
+                    throw new GatunRuntimeException("the ranks disagree on the generated tokens: rank " + r + "'s differ from the first rank's");
+            }
+            java.util.Arrays.fill(stepMillis, (System.nanoTime() - t1) / 1e6 / (n - 1));
+            for (int b = 0; b < batch; b++)
+                for (int k = 1; k < n; k++) tokens[b][k] = (int) history[0][b * maxLen + promptLength + k - 1];
+        }
+        return new Result(tokens, List.of(), prefillMillis, stepMillis);
     }
 
     /**

@@ -56,8 +56,10 @@ class LlamaDecoderTest {
             // caches, which are states: the bytes of one position, not a rewrite of the cache; both in one launch
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention).hasSize(c.layers())
                     .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.UpdateAttention) st).updates().members()).hasSize(2));
-            assertThat(s.plan().steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlice);
-            assertThat(s.plan().states()).hasSize(2 * c.layers());
+            // the one update apart: the step's greedy token into the history of the steps' tokens, at the position
+            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateSlice).singleElement()
+                    .satisfies(st -> assertThat(((dev.gatun.planner.Step.UpdateSlice) st).target().input()).isEqualTo(LlamaDecoder.HISTORY));
+            assertThat(s.plan().states()).hasSize(2 * c.layers() + 1);
             assertThat(s.plan().inputs()).noneMatch(b -> b.input().startsWith("cache."));
         }
     }
@@ -165,7 +167,10 @@ class LlamaDecoderTest {
             }
         }
     }
-    /** Every sequence of a batch decodes as alone, at TP 1, 2 and 4 (a key-value head replica), untied and tied. */
+    /**
+     * Every sequence of a batch decodes as alone, at TP 1, 2 and 4 (a key-value head replica), untied and tied; queued and
+     * step by step.
+     */
     @Test
     void aBatchDecodesEachSequenceAsTheFloat64PassDoesAlone(@TempDir Path dir) throws IOException {
         var t = LlamaCheckpointTest.TINY;
@@ -188,9 +193,14 @@ class LlamaDecoderTest {
                 var shards = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
                 try (var gen = new LlamaGenerator(c, shards, prompts.length, prompts[0].length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
-                    var got = gen.generate(prompts, 6, false).sequences();
-                    for (int b = 0; b < prompts.length; b++)
-                        assertThat(got[b]).as("%s tp %d sequence %d", c.tieWordEmbeddings() ? "tied" : "untied", tp, b).containsExactly(want[b]);
+                    // queued (each step fed the token the step before left on the device), then step by step, twice each:
+                    // the history of the steps' tokens is kept across generations, and a generation writes all it reads
+                    for (boolean queued : new boolean[]{true, false, true, false}) {
+                        var got = gen.generate(prompts, 6, false, queued).sequences();
+                        for (int b = 0; b < prompts.length; b++)
+                            assertThat(got[b]).as("%s tp %d sequence %d%s", c.tieWordEmbeddings() ? "tied" : "untied", tp, b, queued ? " queued" : "")
+                                    .containsExactly(want[b]);
+                    }
                 }
             }
         }
