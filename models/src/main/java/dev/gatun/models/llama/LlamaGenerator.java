@@ -133,13 +133,10 @@ public final class LlamaGenerator implements AutoCloseable {
      */
     public Result generate(int[][] prompts, int n, boolean keepLogits, boolean queued) {
         if (queued && keepLogits) throw new IllegalArgumentException("a queued generation keeps no logits: each step's would have to come to the host");
+        checkGeneration(prompts, n);
         if (queued) return generateQueued(prompts, n);
-        checkPrompts(prompts);
-        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
-        if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
         long t0 = System.nanoTime();
-        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
-        startDecode(out);
+        var out = prefillAndStart(prompts);
         int[][] tokens = new int[batch][n];
         double prefillMillis = 0;
         double[] stepMillis = new double[Math.max(0, n - 1)];
@@ -162,12 +159,8 @@ public final class LlamaGenerator implements AutoCloseable {
 
     /** {@link #generate(int[][], int, boolean, boolean)}, queued. */
     private Result generateQueued(int[][] prompts, int n) {
-        checkPrompts(prompts);
-        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
-        if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
         long t0 = System.nanoTime();
-        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
-        startDecode(out);
+        var out = prefillAndStart(prompts);
         int[] first = next(out, 0);   // waits for the prefill: its time is the first token's
         double prefillMillis = (System.nanoTime() - t0) / 1e6;
         int[][] tokens = new int[batch][n];
@@ -205,8 +198,7 @@ public final class LlamaGenerator implements AutoCloseable {
     public List<Profile> profile(int[][] prompts) {
         checkPrompts(prompts);
         var first = prefill.profile(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
-        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
-        startDecode(out);
+        var out = prefillAndStart(prompts);
         var second = decode.profile(calls(LlamaDecoder.step(next(out, 0), promptLength, maxLen)));
         return List.of(first, second);
     }
@@ -236,6 +228,20 @@ public final class LlamaGenerator implements AutoCloseable {
         for (Session s : List.of(prefill, decode))
             for (var p : s.plan().pools()) if (p.kind() != dev.gatun.planner.Pool.Kind.STATE) sum += p.bytes();
         return sum;
+    }
+
+    /** Refuses a generation of {@code n} tokens after {@code prompts} that this generator was not compiled for. */
+    private void checkGeneration(int[][] prompts, int n) {
+        checkPrompts(prompts);
+        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
+        if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
+    }
+
+    /** The prompts' prefill call, its caches bound to the decode's states; its outputs (on the device). */
+    private List<Map<String, DeviceArray>> prefillAndStart(int[][] prompts) {
+        var out = prefill.run(calls(Map.of("tokens", LlamaDecoder.tokens(prompts))));
+        startDecode(out);
+        return out;
     }
 
     private void checkPrompts(int[][] prompts) {

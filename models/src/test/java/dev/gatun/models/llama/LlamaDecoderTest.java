@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Prefill and token-by-token decode with the KV cache, one compiled session per phase, on the host backend at TP 1,
@@ -195,6 +196,8 @@ class LlamaDecoderTest {
                 try (var gen = new LlamaGenerator(c, shards, prompts.length, prompts[0].length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
                     // queued (each step fed the token the step before left on the device), then step by step, twice each:
                     // the history of the steps' tokens is kept across generations, and a generation writes all it reads
+                    assertThatThrownBy(() -> gen.generate(prompts, 6, true, true)).isInstanceOf(IllegalArgumentException.class)
+                            .hasMessageContaining("a queued generation keeps no logits");
                     for (boolean queued : new boolean[]{true, false, true, false}) {
                         var got = gen.generate(prompts, 6, false, queued).sequences();
                         for (int b = 0; b < prompts.length; b++)
