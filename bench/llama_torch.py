@@ -77,6 +77,8 @@ def main(argv):
     p.add_argument("--gatun", help="Gatun's LlamaBench JSON, to compare tokens, logits and times")
     p.add_argument("--out", default="torch-llama.json")
     p.add_argument("--fp32", action="store_true", help="with --gatun: score both systems' tokens with the float32 model")
+    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                   help="the model's type on one GPU (float32: compare with LlamaBench --dtype f32, token for token)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks: N > 1 under torchrun --nproc_per_node N")
     p.add_argument("--check", action="store_true", help="with --tp: compare the first-step logits with transformers' (rank 0)")
     p.add_argument("--no-graphs", action="store_true", help="with --tp: time the decode eagerly only")
@@ -86,10 +88,13 @@ def main(argv):
     if a.check or a.no_graphs:
         print("llama_torch.py: --check and --no-graphs are for --tp N > 1", file=sys.stderr)
         return 2
+    if a.dtype == "float32" and a.fp32:
+        print("llama_torch.py: --fp32 scores a bfloat16 run; with --dtype float32 the run is the float32 model", file=sys.stderr)
+        return 2
     import torch
     from transformers import LlamaForCausalLM
 
-    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.bfloat16).to("cuda").eval()
+    model = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=getattr(torch, a.dtype)).to("cuda").eval()
     vocab = model.config.vocab_size
     ids = torch.tensor([prompt_ids(a.prompt, vocab, b) for b in range(a.batch)], device="cuda")
     with torch.no_grad():
@@ -106,16 +111,16 @@ def main(argv):
             prefill.append(pm)
             decode.append(statistics.median(steps) if steps else float("nan"))
     result = {"system": "pytorch", "device": torch.cuda.get_device_name(), "versions": f"torch {torch.__version__}",
-              "prompt": a.prompt, "new": a.new, "batch": a.batch, "tokens": tokens, "sequences": sequences,
+              "dtype": a.dtype, "prompt": a.prompt, "new": a.new, "batch": a.batch, "tokens": tokens, "sequences": sequences,
               "prefill_ms": statistics.median(prefill), "decode_ms": statistics.median(decode)}
     print(f"pytorch: batch {a.batch}, tokens {tokens}; prefill of {a.prompt} tokens {result['prefill_ms']:.3f} ms, "
           f"decode {result['decode_ms']:.3f} ms a token (eager, KV cache)")
     if a.gatun:
         with open(a.gatun) as f:
             g = json.load(f)
-        if g.get("prompt") != a.prompt or g.get("batch", 1) != a.batch or g.get("new") != a.new:
-            print(f"llama_torch.py: {a.gatun} was made with prompt {g.get('prompt')}, batch {g.get('batch', 1)}, new {g.get('new')};"
-                  f" run with the same", file=sys.stderr)
+        if g.get("prompt") != a.prompt or g.get("batch", 1) != a.batch or g.get("new") != a.new or g.get("dtype", "bfloat16") != a.dtype:
+            print(f"llama_torch.py: {a.gatun} was made with prompt {g.get('prompt')}, batch {g.get('batch', 1)}, new {g.get('new')},"
+                  f" dtype {g.get('dtype', 'bfloat16')}; run with the same", file=sys.stderr)
             return 2
         agreement(torch, g, first_logits, tokens, sequences, result, " (the float32 scoring below is of sequence 0)", "")
         if a.fp32:

@@ -25,7 +25,8 @@
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
 # "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
 # one variant; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
-# tokens with the float32 model, to tell near ties from errors). Writes $OUT/llama.log, gatun-llama-tpW.json
+# tokens with the float32 model, to tell near ties from errors), LLAMA_DTYPE (bf16; f32 at world 1: both systems run
+# the checkpoint in float32, where two correct computations agree token for token). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
 # TORCH_DEADLINE_S (420): the PyTorch all-reduce and ar_norm processes start no new cell after this many seconds.
 set -uo pipefail
@@ -52,7 +53,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ -z "$WORLDS" ]; then WORLDS=2; [ "$NGPU" -ge 4 ] && WORLDS=2,4; fi
 ROWS=$OUT/rows.jsonl
 LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-11} LLAMA_BATCH=${LLAMA_BATCH:-1} LLAMA_WARMUP=${LLAMA_WARMUP:-16}
-LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-}
+LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-} LLAMA_DTYPE=${LLAMA_DTYPE:-bf16}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
 B=.bundle/run-gpu-tests.sh
 export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
@@ -93,7 +94,7 @@ llama() {
       [ "$V" != default ] && IFS=, read -ra ENVV <<< "$V" && GV="${G%.json}-${V//[^A-Za-z0-9_]/_}.json"
       echo "=== Gatun, Llama $LLAMA_CONFIG at TP $W: prompt $LLAMA_PROMPT, $LLAMA_NEW new tokens, batch $LLAMA_BATCH ($V)" | tee -a "$L"
       if [ "$W" = 1 ]; then
-        env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" "${SHAPE[@]}" $LLAMA_GATUN_ARGS --out "$GV" 2>&1 \
+        env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.cuda.LlamaBench --dir "$LLAMA_DIR" "${SHAPE[@]}" --dtype "$LLAMA_DTYPE" $LLAMA_GATUN_ARGS --out "$GV" 2>&1 \
           | tee -a "$L" | grep -v "^WARNING\|INFO: \|compileKernels"
       else
         env "${ENVV[@]}" timeout 300 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$W" --timeout 280 --jvm-opt --enable-native-access=ALL-UNNAMED \
@@ -110,6 +111,7 @@ llama() {
       # one GPU: Hugging Face transformers (eager, KV cache) on the same checkpoint
       echo "=== PyTorch, Llama $LLAMA_CONFIG on one GPU (transformers)" | tee -a "$L"
       [ "${LLAMA_FP32:-0}" = 1 ] && [ -f "$G" ] && EXTRA+=(--fp32)   # each system's tokens scored by the float32 model: near ties
+      [ "$LLAMA_DTYPE" = f32 ] && EXTRA+=(--dtype float32)
       timeout 300 python3 bench/llama_torch.py --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
         | tee -a "$L" | grep -v "^\s*warnings.warn"
     else

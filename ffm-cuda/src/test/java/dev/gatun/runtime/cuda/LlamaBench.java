@@ -36,6 +36,8 @@ import java.util.Map;
  * --runs N         generations timed (default 5; the first is a warm-up and not counted)
  * --warmup N       generations before the timed ones (default 1: the first of --runs; more keep the JIT and the GPU's
  *                  clocks from warming during the timed runs: one process's rounds fall for about ten generations)
+ * --dtype T        bf16 (default) or f32: the weights (converted where the checkpoint's type differs), activations and
+ *                  cache; f32 against llama_torch.py --dtype float32 compares the models token for token
  * --stepwise       the timed generations read each step's token before queuing the next (default: queued, each step
  *                  fed the token the step before left on the device; see LlamaGenerator#generate)
  * --out FILE       JSON written there: tokens, first_logits, prefill_ms and decode_ms (medians), batch, tp, the machine
@@ -114,6 +116,11 @@ public final class LlamaBench {
         if (runs < 2) throw new IllegalArgumentException("--runs " + runs + ": at least 2 (the first is a warm-up)");
         int warmup = Integer.parseInt(opts.getOrDefault("warmup", "1"));
         boolean queued = !opts.containsKey("stepwise");
+        DType dtype = switch (opts.getOrDefault("dtype", "bf16")) {
+            case "bf16" -> DType.BF16;
+            case "f32" -> DType.F32;
+            default -> throw new IllegalArgumentException("--dtype " + opts.get("dtype") + ": bf16 or f32");
+        };
         if (warmup < 1) throw new IllegalArgumentException("--warmup " + warmup + ": at least 1 (the first run, whose tokens are reported)");
         // a launcher's world: one rank per process, each process loads its own shard; else every rank in this process
         LaunchEnvironment job = LaunchEnvironment.current();
@@ -154,7 +161,7 @@ public final class LlamaBench {
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
             LlamaCheckpoint.check(c, weights, dir);
             var shards = new ArrayList<Map<String, NDArray>>();
-            for (int r : localRanks) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.BF16));
+            for (int r : localRanks) shards.add(LlamaDecoder.weights(c, weights, tp, r, dtype));
             // each distinct array once (a tied output projection is the embedding itself), of this process's first rank
             var seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<NDArray, Boolean>());
             long weightBytes = shards.getFirst().values().stream().filter(seen::add).mapToLong(NDArray::byteSize).sum();
@@ -162,8 +169,8 @@ public final class LlamaBench {
             // states (the prefill's pool holds the copy it outputs, counted with the pools); a rank holds its share of
             // the key-value heads, or one of them where there are fewer than ranks
             int kvHeads = Math.max(1, c.kvHeads() / tp);
-            long cacheBytes = 2L * c.layers() * batch * kvHeads * (promptLength + n) * c.headDim() * 2;
-            try (var gen = new LlamaGenerator(c, shards, batch, promptLength, promptLength + n, tp, DType.BF16, options)) {
+            long cacheBytes = 2L * c.layers() * batch * kvHeads * (promptLength + n) * c.headDim() * dtype.byteSize();
+            try (var gen = new LlamaGenerator(c, shards, batch, promptLength, promptLength + n, tp, dtype, options)) {
                 long made = cuda ? freeBefore - device.memoryInfo()[0] : 0;   // weights, pools, kernels, staging
                 var first = gen.generate(ids, n, true);
                 if (cuda) System.out.printf(Locale.ROOT, "device memory: %.3f GB once both sessions were made, %.3f GB more after the first generation%n",
@@ -191,6 +198,7 @@ public final class LlamaBench {
                 json.append("  \"machine\": \"").append(machine).append("\",\n");
                 json.append("  \"config\": \"").append(c).append("\",\n");
                 json.append("  \"prompt\": ").append(promptLength).append(", \"new\": ").append(n).append(",\n");
+                json.append("  \"dtype\": \"").append(dtype == DType.F32 ? "float32" : "bfloat16").append("\",\n");
                 json.append("  \"batch\": ").append(batch).append(", \"tp\": ").append(tp).append(",\n");
                 json.append("  \"tokens\": ").append(Arrays.toString(first.tokens())).append(",\n");
                 json.append("  \"sequences\": ").append(Arrays.deepToString(first.sequences())).append(",\n");
