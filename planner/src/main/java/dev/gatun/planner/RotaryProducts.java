@@ -1,6 +1,7 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.lower.ExternCall;
+import dev.gatun.planner.kernel.RotaryKernel;
 
 import java.util.ArrayList;
 import java.util.List;

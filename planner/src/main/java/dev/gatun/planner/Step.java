@@ -9,6 +9,7 @@ import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.UpdateRuns;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.planner.kernel.RotaryKernel;
 
 import java.util.List;
 import java.util.Map;

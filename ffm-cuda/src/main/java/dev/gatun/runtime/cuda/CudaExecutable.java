@@ -20,7 +20,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
-import dev.gatun.planner.RotaryKernel;
+import dev.gatun.planner.kernel.RotaryKernel;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;

@@ -1,10 +1,9 @@
-package dev.gatun.planner;
+package dev.gatun.planner.kernel;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.SymInt;
 import dev.gatun.ir.graph.PointwiseFn;
-import dev.gatun.planner.kernel.KExpr;
-import dev.gatun.planner.kernel.Kernel;
+import dev.gatun.planner.PlanBuffer;
 
 import java.util.List;
 
@@ -19,7 +18,7 @@ import java.util.List;
  * (rotate-half RoPE, a decode step's queries or keys), {@code first} and {@code second} the two halves of each head of
  * the result, at {@code r * rowStride + (h - firstHead) * headStride + e} of their buffers. Each multiplication is
  * rounded as the kernel's type and {@code roundsEachOp} say, as the generated kernel computes it, so a kernel that
- * computes from these fields (a product that stores the rotation of its own sums: {@link Step.RotaryProduct}) stores
+ * computes from these fields (a product that stores the rotation of its own sums: {@code Step.RotaryProduct}) stores
  * its bits.
  *
  * <p>{@link #read} takes the kernel exactly in that form: iterated over {@code [rows, heads, 1, half]}; the product's
