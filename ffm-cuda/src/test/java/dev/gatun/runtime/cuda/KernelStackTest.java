@@ -71,7 +71,9 @@ class KernelStackTest {
     void theLlamaPlansKernelsNeedNoStack(@TempDir Path dir) throws Exception {
         var c = new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true);
         var graphs = List.of(LlamaDecoder.prefill(c, 512, 544, 1, DType.BFLOAT16), LlamaDecoder.decode(c, 1, 544, 1, DType.BFLOAT16),
-                LlamaDecoder.decode(c, 8, 544, 1, DType.BFLOAT16));
+                LlamaDecoder.decode(c, 8, 544, 1, DType.BFLOAT16),
+                // float32, as the suite's token-for-token comparison with transformers runs it (LLAMA_DTYPE=f32)
+                LlamaDecoder.prefill(c, 512, 544, 1, DType.FLOAT32), LlamaDecoder.decode(c, 1, 544, 1, DType.FLOAT32));
         var sources = new ArrayList<KernelSource>();
         var seen = new java.util.HashSet<String>();
         for (var g : graphs)
