@@ -43,10 +43,8 @@ final class GatedProducts {
                 }
                 // a SwiGLU after a product that stays a launch of its own says why, under its launch
                 if (k.kernel().ops().contains("silu")) {
-                    var notes = new ArrayList<>(k.notes());
-                    notes.add("not one launch with the product before it (a gated product): " + why);
                     out.add(e);
-                    out.add(new Work.KernelWork(k.kernel(), k.writes(), k.reads(), k.elementwise(), notes));
+                    out.add(k.withNote("not one launch with the product before it (a gated product): " + why));
                     i++;
                     continue;
                 }

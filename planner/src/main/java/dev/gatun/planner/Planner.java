@@ -101,16 +101,16 @@ public final class Planner {
                 if (s == b || live.def(s) == i && placed.add(s)) steps.add(place(s, table, pools));
             }
             switch (w) {
-                case Work.KernelWork k -> { steps.add(new Step.Launch(k.kernel(), k.notes())); kernels.add(k.kernel()); }
+                case Work.KernelWork k -> { steps.add(launch(k)); kernels.add(k.kernel()); }
                 case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table, pools.rotating.get(e.call())));
                 case Work.GatedWork g -> {
                     var product = (Step.Matmul) extern(g.product().call(), live.freedAt.get(i), table, pools.rotating.get(g.product().call()));
-                    steps.add(new Step.GatedProduct("swiglu_" + gated++, product, new Step.Launch(g.gate().kernel(), g.gate().notes())));
+                    steps.add(new Step.GatedProduct("swiglu_" + gated++, product, launch(g.gate())));
                     kernels.add(g.gate().kernel());
                 }
                 case Work.RotaryWork r -> {
                     var product = (Step.Matmul) extern(r.product().call(), live.freedAt.get(i), table, pools.rotating.get(r.product().call()));
-                    steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(k -> new Step.Launch(k.kernel(), k.notes())).toList()));
+                    steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(Planner::launch).toList()));
                     r.rotaries().forEach(k -> kernels.add(k.kernel()));
                 }
             }
@@ -130,6 +130,9 @@ public final class Planner {
         var p = pools.placements.get(b);
         return new Step.Place(table.of(b), p.pool(), p.offset(), p.bytes(), pools.history.reuses(b), pools.history.isInPlace(b));
     }
+
+    /** The launch of a kernel work, its notes printed under it. */
+    private static Step.Launch launch(Work.KernelWork k) { return new Step.Launch(k.kernel(), k.notes()); }
 
     private static Step extern(ExternBuffer e, String freed, BufferTable table, RotatingSlots slots) {
         return switch (e.call()) {

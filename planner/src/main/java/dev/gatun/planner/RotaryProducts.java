@@ -50,11 +50,7 @@ final class RotaryProducts {
             } else {
                 // rotations after a product that stay launches of their own say why, under their launches
                 out.add(e);
-                for (var k : rotaries) {
-                    var notes = new ArrayList<>(k.notes());
-                    notes.add("not one launch with the product before it (a rotary product): " + why);
-                    out.add(new Work.KernelWork(k.kernel(), k.writes(), k.reads(), k.elementwise(), notes));
-                }
+                for (var k : rotaries) out.add(k.withNote("not one launch with the product before it (a rotary product): " + why));
             }
             i = j - 1;
         }

@@ -15,7 +15,14 @@ sealed interface Work {
     List<Buffer> reads();
 
     /** {@code notes}: fusion's decisions about this kernel worth explaining, printed under its launch. */
-    record KernelWork(Kernel kernel, List<Buffer> writes, List<Buffer> reads, boolean elementwise, List<String> notes) implements Work {}
+    record KernelWork(Kernel kernel, List<Buffer> writes, List<Buffer> reads, boolean elementwise, List<String> notes) implements Work {
+        /** This work with {@code note} printed under its launch after its own notes. */
+        KernelWork withNote(String note) {
+            var all = new java.util.ArrayList<>(notes);
+            all.add(note);
+            return new KernelWork(kernel, writes, reads, elementwise, all);
+        }
+    }
 
     record ExternWork(ExternBuffer call, List<Buffer> writes, List<Buffer> reads) implements Work {}
 

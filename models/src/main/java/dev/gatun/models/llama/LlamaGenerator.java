@@ -170,7 +170,9 @@ public final class LlamaGenerator implements AutoCloseable {
             long t1 = System.nanoTime();
             var last = out;
             for (int k = 1; k < n; k++) {
-                // each rank's step reads the token its last call left on the device (the runtime copies it in first)
+                // each rank's step reads the token its last call left on the device (the runtime copies it in first); the
+                // position is a new host array each call, not the page-locked stepPosition: the copy engine reads a
+                // page-locked array after run returns, while the host has already moved on to the next step
                 var in = new ArrayList<Map<String, ArrayLike>>();
                 for (int r = 0; r < localRanks; r++)
                     in.add(Map.of("tokens", last.get(r).get("next"), "position", NDArray.of(new int[]{promptLength + k - 1}, 1)));
