@@ -81,6 +81,17 @@ final class CudaAttention implements AutoCloseable {
                 __device__ __forceinline__ void set(int i, T x) { reinterpret_cast<T*>(&w)[i] = x; }
             };
 
+            // A lane's loads of its slice: its key column (kT read down a column) and its elements of the slice's 32 value rows
+            // (rows past the cache: not loaded)
+            template <typename T, int D, int LE, int EPL>
+            __device__ __forceinline__ void at_load_slice(T (&kv)[D], AtVec<T, EPL> (&vv)[32], const T* kcol, const T* vrow,
+                                                          long long S, long long s0, int lane) {
+                #pragma unroll
+                for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
+                #pragma unroll
+                for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+            }
+
             // One warp: AT_ROWS query rows of batch entry blockIdx.y (row block blockIdx.z) against the 32 positions of its slice,
             // split * 32 + lane. A lane scores its own position (its key column, read down kT: consecutive lanes, consecutive
             // positions), the warp finds the slice's maximum and sum by shuffles, and each lane adds the weighted values of the
@@ -120,10 +131,7 @@ final class CudaAttention implements AutoCloseable {
                 long long last = 0;
                 if (early) {
                     last = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
-                    #pragma unroll
-                    for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
-                    #pragma unroll
-                    for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+                    at_load_slice<T, D, LE, EPL>(kv, vv, kcol, vrow, S, s0, lane);
                 }
                 GATUN_DEPENDENT_START();
                 if (!early) last = pos64 ? *(const long long*) pos : (long long) *(const int*) pos;
@@ -133,10 +141,7 @@ final class CudaAttention implements AutoCloseable {
                                         rows > 2 ? scale * at_f(qe[2 * D]) : 0.0f, rows > 3 ? scale * at_f(qe[3 * D]) : 0.0f);
                 }
                 if (!early) {
-                    #pragma unroll
-                    for (int e = 0; e < D; e++) kv[e] = kcol[(long long) e * S];
-                    #pragma unroll
-                    for (int i = 0; i < 32; i++) if (lane < LE && s0 + i < S) vv[i].load(vrow + (long long) i * D);
+                    at_load_slice<T, D, LE, EPL>(kv, vv, kcol, vrow, S, s0, lane);
                 }
                 if (up.on) {
                     // the position's key and value from the update's sources, written into the caches by row block 0
