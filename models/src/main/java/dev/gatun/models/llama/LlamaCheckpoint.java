@@ -1,6 +1,8 @@
 package dev.gatun.models.llama;
 
 import dev.gatun.ir.DType;
+import dev.gatun.ir.json.Json;
+import dev.gatun.ir.json.JsonSyntaxException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 
@@ -9,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 
@@ -41,6 +44,44 @@ public final class LlamaCheckpoint {
     public static final String WEIGHTS = "model.safetensors";
     /** The file a checkpoint directory keeps its configuration in. */
     public static final String CONFIG = "config.json";
+    /** The file a checkpoint directory may keep its generation defaults in (its end tokens among them). */
+    public static final String GENERATION_CONFIG = "generation_config.json";
+
+    /**
+     * The checkpoint's end-of-sequence tokens, for {@link Generation#stopAt(java.util.Set)}: {@code eos_token_id} (one id
+     * or a list of them) of {@code generation_config.json} where that file names it (as transformers' {@code generate}
+     * reads it), else of {@code config.json}; none where neither does. An id that is not a whole number of at least 0
+     * is refused naming the file.
+     */
+    public static java.util.Set<Integer> eosTokens(Path dir) throws IOException {
+        for (String name : new String[]{GENERATION_CONFIG, CONFIG}) {
+            Path file = dir.resolve(name);
+            if (!Files.exists(file)) continue;
+            Json root;
+            try {
+                root = Json.parse(Files.readString(file, java.nio.charset.StandardCharsets.UTF_8).strip());
+            } catch (JsonSyntaxException e) {
+                throw new IOException(file + ": not JSON: " + e.getMessage(), e);
+            }
+            Json eos = root instanceof Json.Obj o ? o.get("eos_token_id") : null;
+            if (eos == null || eos instanceof Json.Null) continue;
+            var ids = new java.util.LinkedHashSet<Integer>();
+            for (Json id : eos instanceof Json.Arr a ? a.items() : List.of(eos)) {
+                Integer v = null;
+                if (id instanceof Json.Num n) {
+                    try {
+                        v = Integer.parseInt(n.text());
+                    } catch (NumberFormatException ignored) { }
+                }
+                if (v == null || v < 0)
+                    throw new IOException(file + ": field 'eos_token_id' holds " + (id instanceof Json.Num n ? n.text() : "a JSON " + id.kind())
+                            + ", not a token id (a whole number of at least 0)");
+                ids.add(v);
+            }
+            return java.util.Collections.unmodifiableSet(ids);
+        }
+        return java.util.Set.of();
+    }
 
     /** Every tensor the configuration needs, in file order, with its shape. */
     public static Map<String, long[]> shapes(LlamaConfig c) {

@@ -91,6 +91,24 @@ class LlamaCheckpointTest {
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("not JSON");
     }
 
+    /** The end tokens: generation_config.json's over config.json's, one id or a list; none where neither names any. */
+    @Test
+    void endTokensComeFromTheGenerationConfigElseTheConfig(@TempDir Path dir) throws IOException {
+        TINY.write(dir.resolve(LlamaCheckpoint.CONFIG));
+        assertThat(LlamaCheckpoint.eosTokens(dir)).isEmpty();
+        Files.writeString(dir.resolve(LlamaCheckpoint.CONFIG), "{\"hidden_size\": 64, \"eos_token_id\": 128001}");
+        assertThat(LlamaCheckpoint.eosTokens(dir)).containsExactly(128001);
+        Files.writeString(dir.resolve(LlamaCheckpoint.GENERATION_CONFIG), "{\"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009]}");
+        assertThat(LlamaCheckpoint.eosTokens(dir)).containsExactlyInAnyOrder(128001, 128008, 128009);
+        Files.writeString(dir.resolve(LlamaCheckpoint.GENERATION_CONFIG), "{\"eos_token_id\": null}");
+        assertThat(LlamaCheckpoint.eosTokens(dir)).containsExactly(128001);
+        for (String bad : new String[]{"[1, \"2\"]", "-3", "1.5", "{}"}) {
+            Files.writeString(dir.resolve(LlamaCheckpoint.GENERATION_CONFIG), "{\"eos_token_id\": " + bad + "}");
+            assertThatThrownBy(() -> LlamaCheckpoint.eosTokens(dir)).as(bad).isInstanceOf(IOException.class)
+                    .hasMessageContaining(LlamaCheckpoint.GENERATION_CONFIG).hasMessageContaining("'eos_token_id'");
+        }
+    }
+
     @Test
     void tensorParallelDegreesMustSplitHeadsAndTheMlpEvenly() {
         TINY.checkTensorParallel(1);
