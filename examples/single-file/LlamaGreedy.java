@@ -2,11 +2,13 @@
 // checkpoint with random weights (config.json and model.safetensors, Hugging Face naming), reads it back, and
 // decodes 8 tokens greedily after a prompt, on the host backend: one compiled session for the prompt (prefill),
 // one for each next token (decode, with the KV cache), at tensor parallelism 1 and 2 (Megatron style: whole
-// heads per rank, one all-reduce after the attention and one after the MLP). A real checkpoint in this layout
-// loads the same way: point LlamaConfig.read and SafeTensors.open at its files.
+// heads per rank, one all-reduce after the attention and one after the MLP); then once more, stopping at an end
+// token the checkpoint names and streaming the tokens as they come. A real checkpoint in this layout loads the
+// same way: point LlamaConfig.read and SafeTensors.open at its files.
 //
 //   java --enable-preview --enable-native-access=ALL-UNNAMED -cp "$(./gatun-classpath)" examples/single-file/LlamaGreedy.java
 import dev.gatun.ir.DType;
+import dev.gatun.models.llama.Generation;
 import dev.gatun.models.llama.LlamaCheckpoint;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
@@ -53,7 +55,22 @@ void main() throws Exception {
         System.out.println("tensor-parallel 1: " + Arrays.toString(one));
         System.out.println("tensor-parallel 2: " + Arrays.toString(two));
         if (!Arrays.equals(one, two)) throw new AssertionError("WRONG: the two tensor-parallel degrees disagree");
-        System.out.println("verified: " + NEW + " greedy tokens, the same at tensor parallelism 1 and 2");
+        // a checkpoint names its end tokens (generation_config.json here): a generation stops at the first, and the
+        // tokens stream to a listener as they come
+        Files.writeString(dir.resolve(LlamaCheckpoint.GENERATION_CONFIG), "{\"eos_token_id\": " + one[3] + "}");
+        var eos = LlamaCheckpoint.eosTokens(dir);
+        System.out.print("streamed, stopping at " + eos + ":");
+        int[] streamed;
+        try (var gen = new LlamaGenerator(c, java.util.List.of(LlamaDecoder.weights(c, weights, 1, 0, DType.F32)), prompt.length, MAX, 1,
+                DType.F32, CompileOptions.world(1).backend("host"))) {
+            streamed = gen.generate(new int[][]{prompt}, Generation.of(NEW).stopAt(eos).stepwise()
+                    .onTokens((step, tokens) -> System.out.print(" " + tokens[0]))).tokens();
+        }
+        System.out.println();
+        int end = 0;
+        while (!eos.contains(one[end])) end++;
+        if (!Arrays.equals(streamed, Arrays.copyOf(one, end + 1))) throw new AssertionError("WRONG: the stopped generation is not the first one cut at its end token");
+        System.out.println("verified: " + NEW + " greedy tokens, the same at tensor parallelism 1 and 2, and stopped at the end token");
     } finally {
         try (var files = Files.walk(dir)) { files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete()); }
     }

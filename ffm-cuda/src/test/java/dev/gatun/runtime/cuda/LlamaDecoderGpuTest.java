@@ -2,6 +2,7 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.RequiresGpu;
 import dev.gatun.ir.DType;
+import dev.gatun.models.llama.Generation;
 import dev.gatun.models.llama.LlamaCheckpoint;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Set;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -77,6 +79,53 @@ class LlamaDecoderGpuTest {
             LlamaGenerator.Result host = results.get(0), gpu = results.get(1);
             for (int b = 0; b < 3; b++) assertThat(gpu.sequences()[b]).as("sequence %d", b).containsExactly(host.sequences()[b]);
             assertSame(host, gpu, "batch of 3, cache of 80");
+        }
+    }
+
+    /**
+     * A batch generation that stops at each sequence's end token, queued (its tokens read every 3 steps) and step by
+     * step, on one GPU at TP 1 and with two ranks sharing it at TP 2: each sequence is the host's unstopped one, cut after
+     * the first stop token it holds, and the listener hears every step of it.
+     */
+    @Test
+    void aGenerationStopsAtEachSequencesEndTokenAsTheHostsTokensSay(@TempDir Path dir) throws Exception {
+        LlamaCheckpoint.writeRandom(TINY, DType.F32, 14, dir);
+        int[][] prompts = new int[3][8];
+        for (int b = 0; b < 3; b++) for (int i = 0; i < 8; i++) prompts[b][i] = (i * 37 + b * 11 + 2) % TINY.vocabSize();
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            int[][] host;
+            try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 8, MAX, 1, DType.F32,
+                    CompileOptions.world(1).backend("host"))) {
+                host = gen.generate(prompts, 8, false, false).sequences();
+            }
+            var stops = Set.of(host[0][2], host[1][4], host[2][1]);
+            int[][] want = new int[3][];
+            for (int b = 0; b < 3; b++) {
+                int end = 0;
+                while (!stops.contains(host[b][end])) end++;
+                want[b] = java.util.Arrays.copyOf(host[b], end + 1);
+            }
+            for (var how : List.of(Generation.of(8).stopAt(stops).queued(3), Generation.of(8).stopAt(stops).stepwise())) {
+                String what = how.queued() ? "queued" : "step by step";
+                try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 8, MAX, 1, DType.F32,
+                        CompileOptions.world(1).backend("cuda"))) {
+                    var heard = new java.util.ArrayList<int[]>();
+                    int[][] got = gen.generate(prompts, how.onTokens((step, tokens) -> heard.add(tokens.clone()))).sequences();
+                    for (int b = 0; b < 3; b++) {
+                        assertThat(got[b]).as("cuda tp 1 %s sequence %d", what, b).containsExactly(want[b]);
+                        for (int k = 0; k < want[b].length; k++) assertThat(heard.get(k)[b]).as("heard step %d sequence %d", k, b).isEqualTo(want[b][k]);
+                    }
+                }
+                var runs = new int[2][][];
+                LocalWorld.run(2, rv -> {
+                    try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 2, rv.rank(), DType.F32)), 3, 8, MAX, 2, DType.F32,
+                            CompileOptions.world(2).rank(rv).ranksPerGpu(2).timeout(java.time.Duration.ofSeconds(30)))) {
+                        runs[rv.rank()] = gen.generate(prompts, how).sequences();
+                    }
+                });
+                for (int r = 0; r < 2; r++)
+                    for (int b = 0; b < 3; b++) assertThat(runs[r][b]).as("cuda tp 2 rank %d %s sequence %d", r, what, b).containsExactly(want[b]);
+            }
         }
     }
 }

@@ -24,14 +24,16 @@ import java.util.Map;
  * The caches are the decode session's states: the prefill's caches are bound to them once per prompt, and each decode
  * call, passed only its tokens and position, writes its new key and value into them in place. Without logits to keep,
  * a generation is queued: each decode call is passed the token the call before left on the device, and the host does
- * not wait for one call before it queues the next. Closing closes both sessions.
+ * not wait for one call before it queues the next. A {@link Generation} says when to stop (a checkpoint's end tokens)
+ * and who hears the tokens as they come. Closing closes both sessions.
  */
 public final class LlamaGenerator implements AutoCloseable {
     /**
-     * Each sequence's new tokens ({@code sequences[b]}); each step's logits of the first sequence's last position (of
-     * the first local rank; empty unless asked for); and the host wall time of the prefill call and of each decode call,
-     * each until its tokens were on the host (queued: every decode call's the same, the time of all of them over their
-     * number, from the first queued to the tokens on the host).
+     * Each sequence's new tokens ({@code sequences[b]}, up to and with its stop token where it generated one); each
+     * step's logits of the first sequence's last position (of the first local rank; empty unless asked for); and the
+     * host wall time of the prefill call and of each decode call that ran, each until its tokens were on the host
+     * (queued: every decode call's the same, the time of all of them over their number, from the first queued to the
+     * last tokens on the host).
      */
     public record Result(int[][] sequences, List<double[]> logits, double prefillMillis, double[] stepMillis) {
         /** The first (for a batch of one, the only) sequence's new tokens. */
@@ -132,44 +134,65 @@ public final class LlamaGenerator implements AutoCloseable {
      * Otherwise the host reads each step's token (and logits) before it queues the next, and each step's time is its own.
      */
     public Result generate(int[][] prompts, int n, boolean keepLogits, boolean queued) {
-        if (queued && keepLogits) throw new IllegalArgumentException("a queued generation keeps no logits: each step's would have to come to the host");
-        checkGeneration(prompts, n);
-        if (queued) return generateQueued(prompts, n);
+        return generate(prompts, new Generation(n, java.util.Set.of(), keepLogits, queued, n, null));
+    }
+
+    /**
+     * Each prompt's greedy continuation as {@code how} says: at most its number of tokens, each sequence ending at the
+     * first of its stop tokens (kept; a sequence that ended early is shorter in the result), queued or step by step,
+     * its listener told each step's tokens. {@link Result#stepMillis} has one time a decode call that ran.
+     */
+    public Result generate(int[][] prompts, Generation how) {
+        checkGeneration(prompts, how.maxNew());
+        for (int t : how.stopTokens())
+            if (t >= config.vocabSize()) throw new IllegalArgumentException("stop token " + t + " is not in the vocabulary of " + config.vocabSize() + " tokens");
+        return how.queued() ? generateQueued(prompts, how) : generateStepwise(prompts, how);
+    }
+
+    /** {@link #generate(int[][], Generation)}, step by step. */
+    private Result generateStepwise(int[][] prompts, Generation how) {
+        int n = how.maxNew();
+        var seqs = new Sequences(batch, n, how);
         long t0 = System.nanoTime();
         var out = prefillAndStart(prompts);
-        int[][] tokens = new int[batch][n];
         double prefillMillis = 0;
-        double[] stepMillis = new double[Math.max(0, n - 1)];
+        double[] stepMillis = new double[n - 1];
         var logits = new ArrayList<double[]>();
-        for (int k = 0; k < n; k++) {
+        int k = 0;
+        for (; ; k++) {
             int[] next = next(out, k);
-            for (int b = 0; b < batch; b++) tokens[b][k] = next[b];
             double ms = (System.nanoTime() - t0) / 1e6;
             if (k == 0) prefillMillis = ms;
             else stepMillis[k - 1] = ms;
-            if (keepLogits) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
-            if (k == n - 1) break;
+            if (how.keepLogits()) logits.add(java.util.Arrays.copyOf(out.getFirst().get("logits").toHost().toDoubleArray(), config.vocabSize()));
+            if (!seqs.take(next) || k == n - 1) break;
             t0 = System.nanoTime();
             for (int b = 0; b < batch; b++) stepTokens.set(b, next[b]);
             stepPosition.set(0, promptLength + k);
             out = decode.run(calls(Map.of("tokens", stepTokens, "position", stepPosition)));
         }
-        return new Result(tokens, logits, prefillMillis, stepMillis);
+        return new Result(seqs.sequences(), logits, prefillMillis, java.util.Arrays.copyOf(stepMillis, k));
     }
 
-    /** {@link #generate(int[][], int, boolean, boolean)}, queued. */
-    private Result generateQueued(int[][] prompts, int n) {
+    /**
+     * {@link #generate(int[][], Generation)}, queued: the steps are queued a chunk at a time (all of them where nothing
+     * needs the tokens before the end), and each chunk's tokens are read from the last call's history once.
+     */
+    private Result generateQueued(int[][] prompts, Generation how) {
+        int n = how.maxNew();
+        var seqs = new Sequences(batch, n, how);
         long t0 = System.nanoTime();
         var out = prefillAndStart(prompts);
         int[] first = next(out, 0);   // waits for the prefill: its time is the first token's
         double prefillMillis = (System.nanoTime() - t0) / 1e6;
-        int[][] tokens = new int[batch][n];
-        for (int b = 0; b < batch; b++) tokens[b][0] = first[b];
-        double[] stepMillis = new double[n - 1];
-        if (n > 1) {
-            long t1 = System.nanoTime();
-            var last = out;
-            for (int k = 1; k < n; k++) {
+        boolean going = seqs.take(first);
+        int chunk = how.readsAsItGoes() ? how.checkEvery() : n;
+        long t1 = System.nanoTime();
+        var last = out;
+        int k = 1;   // the step the next decode call makes
+        while (going && k < n) {
+            int from = k;
+            for (int upto = Math.min(n, k + chunk); k < upto; k++) {
                 // each rank's step reads the token its last call left on the device (the runtime copies it in first); the
                 // position is a new host array each call, not the page-locked stepPosition: the copy engine reads a
                 // page-locked array after run returns, while the host has already moved on to the next step
@@ -178,19 +201,68 @@ public final class LlamaGenerator implements AutoCloseable {
                     in.add(Map.of("tokens", last.get(r).get("next"), "position", NDArray.of(new int[]{promptLength + k - 1}, 1)));
                 last = decode.run(in);
             }
-            long[][] history = new long[localRanks][];
-            for (int r = 0; r < localRanks; r++) {
-                NDArray h = last.get(r).get(LlamaDecoder.HISTORY).toHost();
-                history[r] = new long[batch * maxLen];
-                for (int i = 0; i < history[r].length; i++) history[r][i] = (long) h.get(i);
-                if (r > 0 && !java.util.Arrays.equals(history[r], history[0]))
-                    throw new GatunRuntimeException("the ranks disagree on the generated tokens: rank " + r + "'s differ from the first rank's");
+            long[] history = history(last);
+            for (int j = from; j < k && going; j++) {
+                int[] next = new int[batch];
+                for (int b = 0; b < batch; b++) next[b] = (int) history[b * maxLen + promptLength + j - 1];
+                going = seqs.take(next);
             }
-            java.util.Arrays.fill(stepMillis, (System.nanoTime() - t1) / 1e6 / (n - 1));
-            for (int b = 0; b < batch; b++)
-                for (int k = 1; k < n; k++) tokens[b][k] = (int) history[0][b * maxLen + promptLength + k - 1];
         }
-        return new Result(tokens, List.of(), prefillMillis, stepMillis);
+        double[] stepMillis = new double[k - 1];
+        java.util.Arrays.fill(stepMillis, (System.nanoTime() - t1) / 1e6 / Math.max(1, k - 1));
+        return new Result(seqs.sequences(), List.of(), prefillMillis, stepMillis);
+    }
+
+    /** The decode's {@value LlamaDecoder#HISTORY} after a call (waits for it), the same on every local rank (else refused). */
+    private long[] history(List<Map<String, DeviceArray>> call) {
+        long[] first = null;
+        for (int r = 0; r < localRanks; r++) {
+            NDArray h = call.get(r).get(LlamaDecoder.HISTORY).toHost();
+            long[] history = new long[batch * maxLen];
+            for (int i = 0; i < history.length; i++) history[i] = (long) h.get(i);
+            if (first == null) first = history;
+            else if (!java.util.Arrays.equals(history, first))
+                throw new GatunRuntimeException("the ranks disagree on the generated tokens: rank " + r + "'s differ from the first rank's");
+        }
+        return first;
+    }
+
+    /** Each sequence's tokens as the steps give them, until it generates a stop token; the listener told of each step. */
+    private static final class Sequences {
+        private final int[][] tokens;
+        private final int[] length;
+        private final Generation how;
+        private int step, going;
+
+        Sequences(int batch, int n, Generation how) {
+            this.tokens = new int[batch][n];
+            this.length = new int[batch];
+            this.how = how;
+            this.going = batch;
+        }
+
+        /** Takes the next step's tokens (those of sequences that have ended are dropped); whether any sequence goes on. */
+        boolean take(int[] next) {
+            int[] told = new int[tokens.length];
+            for (int b = 0; b < tokens.length; b++) {
+                boolean ended = length[b] > 0 && how.stopTokens().contains(tokens[b][length[b] - 1]);
+                if (ended) {
+                    told[b] = Generation.ENDED;
+                    continue;
+                }
+                tokens[b][length[b]++] = told[b] = next[b];
+                if (how.stopTokens().contains(next[b])) going--;
+            }
+            if (how.listener() != null) how.listener().step(step, told);
+            step++;
+            return going > 0;
+        }
+
+        int[][] sequences() {
+            int[][] out = new int[tokens.length][];
+            for (int b = 0; b < tokens.length; b++) out[b] = java.util.Arrays.copyOf(tokens[b], length[b]);
+            return out;
+        }
     }
 
     /**

@@ -209,6 +209,69 @@ class LlamaDecoderTest {
         }
     }
 
+    /**
+     * Each sequence of a batch ends at the first stop token it generates (kept), the generation once all have; queued
+     * (a read every 2 steps, or every 16) and step by step, at TP 1 and 2; the listener hears every step, an ended
+     * sequence as {@link Generation#ENDED}. The tokens are the float64 pass's, cut where the rule says.
+     */
+    @Test
+    void eachSequenceEndsAtItsFirstStopTokenQueuedOrStepByStep(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        LlamaCheckpoint.writeRandom(c, DType.F32, 5, dir);
+        int[][] prompts = {LlamaPrefillTest.PROMPT, {200, 3, 3, 9, 77, 140, 2, 61}, {5, 5, 5, 5, 5, 5, 5, 5}};
+        int n = 8;
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            int[][] want = new int[prompts.length][];
+            for (int b = 0; b < prompts.length; b++)
+                want[b] = LlamaPrefillTest.greedy(prompts[b], n, ids -> {
+                    double[][] l = LlamaPrefillTest.Reference.logits(c, weights, ids);
+                    return l[l.length - 1];
+                });
+            // a token of each sequence's own, so every one ends before n
+            var stops = java.util.Set.of(want[0][3], want[1][1], want[2][5]);
+            int[][] expect = new int[prompts.length][];
+            int longest = 0;
+            for (int b = 0; b < prompts.length; b++) {
+                int len = 0;
+                while (len < n && !stops.contains(want[b][len])) len++;
+                expect[b] = java.util.Arrays.copyOf(want[b], len + 1);
+                longest = Math.max(longest, expect[b].length);
+            }
+            assertThat(longest).isLessThan(n);
+            for (int tp : new int[]{1, 2}) {
+                var shards = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
+                try (var gen = new LlamaGenerator(c, shards, prompts.length, prompts[0].length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
+                    var base = Generation.of(n).stopAt(stops);
+                    for (var how : List.of(base.queued(2), base.queued(16), base.stepwise(), base.keepingLogits())) {
+                        var heard = new ArrayList<int[]>();
+                        var got = gen.generate(prompts, how.onTokens((step, tokens) -> {
+                            assertThat(step).isEqualTo(heard.size());
+                            heard.add(tokens.clone());
+                        }));
+                        String as = "tp " + tp + (how.queued() ? " queued every " + how.checkEvery() : " step by step");
+                        for (int b = 0; b < prompts.length; b++) assertThat(got.sequences()[b]).as(as + " sequence " + b).containsExactly(expect[b]);
+                        assertThat(heard).as(as).hasSize(longest);
+                        for (int k = 0; k < longest; k++)
+                            for (int b = 0; b < prompts.length; b++)
+                                assertThat(heard.get(k)[b]).as(as + " step " + k + " sequence " + b)
+                                        .isEqualTo(k < expect[b].length ? expect[b][k] : Generation.ENDED);
+                        // step by step, no decode call runs past the last stop; queued, at most a chunk's worth
+                        if (how.queued()) assertThat(got.stepMillis().length).as(as).isBetween(longest - 1, longest - 2 + how.checkEvery());
+                        else assertThat(got.stepMillis()).as(as).hasSize(longest - 1);
+                        assertThat(got.logits()).as(as).hasSize(how.keepLogits() ? longest : 0);
+                    }
+                    assertThatThrownBy(() -> gen.generate(prompts, Generation.of(n).stopAt(c.vocabSize())))
+                            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stop token 256 is not in the vocabulary of 256 tokens");
+                }
+            }
+        }
+        assertThatThrownBy(() -> Generation.of(4).keepingLogits().queued(4)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("a queued generation keeps no logits");
+        assertThatThrownBy(() -> Generation.of(0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at least 1");
+        assertThatThrownBy(() -> Generation.of(4).stopAt(-2)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stop token -2");
+    }
+
     /** A shard in the checkpoint's dtype is copied in bulk; converted element by element it holds the same values. */
     @Test
     void bulkCopiedShardsHoldWhatElementwiseConversionGives(@TempDir Path dir) throws IOException {
