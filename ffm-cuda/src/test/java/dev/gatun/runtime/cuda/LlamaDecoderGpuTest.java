@@ -35,6 +35,12 @@ class LlamaDecoderGpuTest {
         }
     }
 
+    /** A generator of TP 1 for {@code batch} prompts of {@code promptLength} tokens on {@code backend}. */
+    static LlamaGenerator generator(SafeTensors weights, int batch, int promptLength, int maxLen, String backend) {
+        return new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), batch, promptLength, maxLen, 1, DType.F32,
+                CompileOptions.world(1).backend(backend));
+    }
+
     static void assertSame(LlamaGenerator.Result want, LlamaGenerator.Result got, String what) {
         assertThat(got.tokens()).as(what).containsExactly(want.tokens());
         for (int k = 0; k < 8; k++) {
@@ -72,8 +78,7 @@ class LlamaDecoderGpuTest {
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
             var results = new java.util.ArrayList<LlamaGenerator.Result>();
             for (String backend : List.of("host", "cuda"))
-                try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 70, 80, 1, DType.F32,
-                        CompileOptions.world(1).backend(backend))) {
+                try (var gen = generator(weights, 3, 70, 80, backend)) {
                     results.add(gen.generate(prompts, 8, true));
                 }
             LlamaGenerator.Result host = results.get(0), gpu = results.get(1);
@@ -94,8 +99,7 @@ class LlamaDecoderGpuTest {
         for (int b = 0; b < 3; b++) for (int i = 0; i < 8; i++) prompts[b][i] = (i * 37 + b * 11 + 2) % TINY.vocabSize();
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
             int[][] host;
-            try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 8, MAX, 1, DType.F32,
-                    CompileOptions.world(1).backend("host"))) {
+            try (var gen = generator(weights, 3, 8, MAX, "host")) {
                 host = gen.generate(prompts, 8, false, false).sequences();
             }
             var stops = Set.of(host[0][2], host[1][4], host[2][1]);
@@ -107,8 +111,7 @@ class LlamaDecoderGpuTest {
             }
             for (var how : List.of(Generation.of(8).stopAt(stops).queued(3), Generation.of(8).stopAt(stops).stepwise())) {
                 String what = how.queued() ? "queued" : "step by step";
-                try (var gen = new LlamaGenerator(TINY, List.of(LlamaDecoder.weights(TINY, weights, 1, 0, DType.F32)), 3, 8, MAX, 1, DType.F32,
-                        CompileOptions.world(1).backend("cuda"))) {
+                try (var gen = generator(weights, 3, 8, MAX, "cuda")) {
                     var heard = new java.util.ArrayList<int[]>();
                     int[][] got = gen.generate(prompts, how.onTokens((step, tokens) -> heard.add(tokens.clone()))).sequences();
                     for (int b = 0; b < 3; b++) {
