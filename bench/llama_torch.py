@@ -384,6 +384,7 @@ def run_tp(a):
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", device_id=dev)
     leader = rank == 0
+    model = None
     try:
         model = TPLlama(torch, dist, a.dir, tp, rank, dev, a.batch, a.prompt + a.new)
         vocab = model.cfg["vocab_size"]
@@ -450,6 +451,12 @@ def run_tp(a):
                 json.dump(result, f, indent=1)
         return status
     finally:
+        # a live CUDA graph with captured NCCL kernels can make the communicator's destruction wait for ever (seen under
+        # torchrun: the results written, then no exit until the suite's timeout): the graph is released first
+        if model is not None and model.graph is not None:
+            torch.cuda.synchronize(dev)
+            model.graph.reset()
+            model.graph = model.out = None
         dist.destroy_process_group()
 
 
