@@ -261,6 +261,13 @@ class LlamaDecoderTest {
                         else assertThat(got.stepMillis()).as(as).hasSize(longest - 1);
                         assertThat(got.logits()).as(as).hasSize(how.keepLogits() ? longest : 0);
                     }
+                    // every sequence stopping at its first token: no decode call runs, queued or not
+                    var firsts = Generation.of(n).stopAt(want[0][0], want[1][0], want[2][0]);
+                    for (var how : List.of(firsts, firsts.stepwise())) {
+                        var got = gen.generate(prompts, how);
+                        for (int b = 0; b < prompts.length; b++) assertThat(got.sequences()[b]).containsExactly(want[b][0]);
+                        assertThat(got.stepMillis()).isEmpty();
+                    }
                     assertThatThrownBy(() -> gen.generate(prompts, Generation.of(n).stopAt(c.vocabSize())))
                             .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stop token 256 is not in the vocabulary of 256 tokens");
                 }
