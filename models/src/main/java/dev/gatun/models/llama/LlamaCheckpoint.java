@@ -2,7 +2,6 @@ package dev.gatun.models.llama;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.json.Json;
-import dev.gatun.ir.json.JsonSyntaxException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 
@@ -57,12 +56,7 @@ public final class LlamaCheckpoint {
         for (String name : new String[]{GENERATION_CONFIG, CONFIG}) {
             Path file = dir.resolve(name);
             if (!Files.exists(file)) continue;
-            Json root;
-            try {
-                root = Json.parse(Files.readString(file, java.nio.charset.StandardCharsets.UTF_8).strip());
-            } catch (JsonSyntaxException e) {
-                throw new IOException(file + ": not JSON: " + e.getMessage(), e);
-            }
+            Json root = LlamaConfig.readJson(file);
             Json eos = root instanceof Json.Obj o ? o.get("eos_token_id") : null;
             if (eos == null || eos instanceof Json.Null) continue;
             var ids = new java.util.LinkedHashSet<Integer>();

@@ -126,13 +126,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** Reads {@code config.json}: a missing or ill-typed field is refused naming the file and the field. */
     public static LlamaConfig read(Path file) throws IOException {
-        String text = Files.readString(file, StandardCharsets.UTF_8);
-        Json root;
-        try {
-            root = Json.parse(text.strip());
-        } catch (JsonSyntaxException e) {
-            throw new IOException(file + ": not JSON: " + e.getMessage(), e);
-        }
+        Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new IOException(file + ": a JSON " + root.kind() + ", not an object");
         var fields = new Fields(file, obj);
         int heads = fields.integer("num_attention_heads", null);
@@ -144,6 +138,15 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                     ropeScaling(file, obj));
         } catch (IllegalArgumentException e) {
             throw new IOException(file + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** A checkpoint's JSON file, parsed; text that is not JSON is refused naming the file. */
+    static Json readJson(Path file) throws IOException {
+        try {
+            return Json.parse(Files.readString(file, StandardCharsets.UTF_8).strip());
+        } catch (JsonSyntaxException e) {
+            throw new IOException(file + ": not JSON: " + e.getMessage(), e);
         }
     }
 
