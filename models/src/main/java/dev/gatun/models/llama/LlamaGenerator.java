@@ -143,9 +143,7 @@ public final class LlamaGenerator implements AutoCloseable {
      * its listener told each step's tokens. {@link Result#stepMillis} has one time a decode call that ran.
      */
     public Result generate(int[][] prompts, Generation how) {
-        checkGeneration(prompts, how.maxNew());
-        for (int t : how.stopTokens())
-            if (t >= config.vocabSize()) throw new IllegalArgumentException("stop token " + t + " is not in the vocabulary of " + config.vocabSize() + " tokens");
+        checkGeneration(prompts, how);
         return how.queued() ? generateQueued(prompts, how) : generateStepwise(prompts, how);
     }
 
@@ -304,11 +302,16 @@ public final class LlamaGenerator implements AutoCloseable {
         return sum;
     }
 
-    /** Refuses a generation of {@code n} tokens after {@code prompts} that this generator was not compiled for. */
-    private void checkGeneration(int[][] prompts, int n) {
+    /**
+     * Refuses a generation after {@code prompts} that this generator was not compiled for: prompts of another batch or
+     * length, more tokens than the cache holds, a stop token outside the vocabulary ({@link Generation} refuses the rest).
+     */
+    private void checkGeneration(int[][] prompts, Generation how) {
         checkPrompts(prompts);
-        if (n < 1) throw new IllegalArgumentException("generate " + n + " tokens: at least 1");
+        int n = how.maxNew();
         if (promptLength + n - 1 > maxLen) throw new IllegalArgumentException(n + " tokens after " + promptLength + " do not fit the cache of " + maxLen);
+        for (int t : how.stopTokens())
+            if (t >= config.vocabSize()) throw new IllegalArgumentException("stop token " + t + " is not in the vocabulary of " + config.vocabSize() + " tokens");
     }
 
     /** The prompts' prefill call, its caches bound to the decode's states; its outputs (on the device). */
