@@ -4,7 +4,7 @@
 #   lib/                  every module's main jar + runtime/test dependencies + the JUnit console launcher
 #   test-classes/<module> every module's compiled tests (scanned by the launcher)
 #   run-gpu-tests.sh      runs the "gpu"-tagged tests (or all tests with --all) with --enable-native-access
-# Usage: bundle/build.sh [-pl module[,module]]  (default: the whole reactor; -pl ffm-cuda builds it and what it needs)
+# Usage: bundle/build.sh [-pl module[,module]]  (default: the whole reactor; -pl cuda-backend builds it and what it needs)
 # Env: JAVA_HOME (a JDK 25), BUNDLE_OUT (default <repo>/.bundle), BUNDLE_TAR=0 to leave java/lib/test-classes unpacked
 #      (default: packed into payload.tar.gz, which run-gpu-tests.sh unpacks to /tmp/gatun-bundle).
 set -euo pipefail

@@ -39,7 +39,7 @@ class ArchitectureTest {
         var backends = new ArrayList<String[]>();
         backends.addAll(sources("runtime/src/main/java/dev/gatun/runtime/host"));
         backends.addAll(sources("runtime/src/main/java/dev/gatun/runtime/spi"));
-        backends.addAll(sources("ffm-cuda/src/main/java/dev/gatun/runtime/cuda"));
+        backends.addAll(sources("cuda-backend/src/main/java/dev/gatun/runtime/cuda"));
         assertThat(backends).hasSizeGreaterThan(20);
         assertThat(offenders(backends, "dev.gatun.ir.lower")).isEmpty();
     }
@@ -55,7 +55,7 @@ class ArchitectureTest {
     @Test
     void onlyTheEdgeReadsTheEnvironment() throws IOException {
         var all = new ArrayList<String[]>();
-        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "models", "examples")) all.addAll(sources(m + "/src/main/java"));
+        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "cuda-backend", "models", "examples")) all.addAll(sources(m + "/src/main/java"));
         // the classes that turn the environment into options, the launcher, and the CUDA library's NVLink-multicast
         // interlock (a safety check that must see the real environment, never an option)
         var edge = Set.of(

@@ -1,5 +1,7 @@
 package dev.gatun.cuda;
 
+import dev.gatun.cuda.testing.RequiresGpu;
+
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Base of GPU tests: tagged {@code gpu}; every test is reported skipped, with the probe's reason, where there is no GPU. */

@@ -2,7 +2,7 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Device;
 import dev.gatun.cuda.DeviceBuffer;
-import dev.gatun.cuda.RequiresGpu;
+import dev.gatun.cuda.testing.RequiresGpu;
 import dev.gatun.cuda.Stream;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.DType;

@@ -1,4 +1,7 @@
-package dev.gatun.cuda;
+package dev.gatun.cuda.testing;
+
+import dev.gatun.cuda.Cuda;
+import dev.gatun.cuda.CudaProbe;
 
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.extension.ConditionEvaluationResult;

@@ -1,6 +1,6 @@
 package dev.gatun.runtime.cuda;
 
-import dev.gatun.cuda.RequiresGpu;
+import dev.gatun.cuda.testing.RequiresGpu;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.ir.DType;

@@ -1,7 +1,7 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.Device;
-import dev.gatun.cuda.RequiresGpu;
+import dev.gatun.cuda.testing.RequiresGpu;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.DeviceArray;
