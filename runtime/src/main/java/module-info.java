@@ -1,7 +1,6 @@
 /** Sessions, host tensors, the backend SPI, the host backend and the reference interpreter. */
 module dev.gatun.runtime {
     requires transitive dev.gatun.planner;
-    requires transitive dev.gatun.dsl;
 
     exports dev.gatun.runtime;
     exports dev.gatun.runtime.spi;
