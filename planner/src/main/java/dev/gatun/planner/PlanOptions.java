@@ -25,14 +25,18 @@ import dev.gatun.ir.CompilationException;
  *                           ({@code GatedProducts})
  * @param rotaryProducts     let a product of a few rows take in the rotary embedding of its heads, as one launch
  *                           ({@code RotaryProducts})
+ * @param productEpilogues   let a product of a few rows take in the kernels after it that read its output wherever the
+ *                           same-tiles rule holds, as one launch ({@code ProductEpilogues}); the general rule that is to
+ *                           replace the two above, off until the CUDA backend runs such a launch as one kernel (it runs
+ *                           the product and then the kernels now), and tried after them where they are on
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
-                          boolean gatedProducts, boolean rotaryProducts) {
+                          boolean gatedProducts, boolean rotaryProducts, boolean productEpilogues) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true);
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true, false);
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
@@ -40,20 +44,22 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts, productEpilogues); }
     /** Let a product of a few rows take in the SwiGLU after it (true, the default), or keep the SwiGLU a launch of its own. */
-    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts); }
+    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts, productEpilogues); }
     /** Let a product of a few rows take in the rotary embedding of its heads (true, the default), or keep the rotation a launch of its own. */
-    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on); }
+    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on, productEpilogues); }
+    /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (off by default). */
+    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, on); }
 }

@@ -26,6 +26,8 @@ import java.util.Set;
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link GatedProducts}: a product of a few rows with the SwiGLU that reads it, one launch (one point of the order);</li>
  *   <li>{@link RotaryProducts}: a product of a few rows with the rotary embedding of its heads, one launch (likewise);</li>
+ *   <li>{@link ProductEpilogues}: a product of a few rows with the kernels after it that read it, on the tiles they
+ *   need, one launch (likewise; the general rule, off by default until the CUDA backend runs it as one kernel);</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
  *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
@@ -60,6 +62,7 @@ public final class Planner {
         var choice = Scheduler.choose(fused, outputs, options.reorder());
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
         if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
+        if (options.productEpilogues()) order = ProductEpilogues.join(order, table);
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
@@ -89,7 +92,7 @@ public final class Planner {
     private static List<Step> steps(BufferTable table, Liveness live, Pools pools, List<Kernel> kernels) {
         var steps = new ArrayList<Step>();
         Set<Buffer> placed = Collections.newSetFromMap(new IdentityHashMap<>());
-        int gated = 0, rotary = 0;
+        int gated = 0, rotary = 0, tiled = 0;
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
@@ -112,6 +115,11 @@ public final class Planner {
                     var product = (Step.Matmul) extern(r.product().call(), live.freedAt.get(i), table, pools.rotating.get(r.product().call()));
                     steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(Planner::launch).toList()));
                     r.rotaries().forEach(k -> kernels.add(k.kernel()));
+                }
+                case Work.TiledWork t -> {
+                    var product = (Step.Matmul) extern(t.product().call(), live.freedAt.get(i), table, pools.rotating.get(t.product().call()));
+                    steps.add(new Step.TiledProduct("tiled_" + tiled++, product, t.epilogues().stream().map(Planner::launch).toList(), t.tiles()));
+                    t.epilogues().forEach(k -> kernels.add(k.kernel()));
                 }
             }
         }
@@ -187,6 +195,7 @@ public final class Planner {
             case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
             case Step.GatedProduct g -> touchesDynamic(g.product()) || touchesDynamic(g.gate());
             case Step.RotaryProduct r -> touchesDynamic(r.product()) || r.rotaries().stream().anyMatch(Planner::touchesDynamic);
+            case Step.TiledProduct t -> touchesDynamic(t.product()) || t.epilogues().stream().anyMatch(Planner::touchesDynamic);
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;
         };

@@ -125,6 +125,10 @@ final class SlotHistory {
                     writtenAt.put(r.product().output(), at);
                     r.rotaries().forEach(l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at)));
                 }
+                case Step.TiledProduct t -> {
+                    writtenAt.put(t.product().output(), at);
+                    t.epilogues().forEach(l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at)));
+                }
                 case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);

@@ -481,6 +481,36 @@ public sealed interface Step {
         }
     }
 
+    /**
+     * A product of a few rows and the kernels right after it that read its output (its <em>epilogues</em>), as one launch
+     * ({@code ProductEpilogues}): each block of the product computes the columns of some of the {@link ColumnTiles tiles},
+     * stores them, and then runs every item of each epilogue whose reads fall in those columns, so no block reads what
+     * another writes. The rule is about which elements a block holds, not about what the kernels compute: a SwiGLU, a
+     * GeGLU, a bias, a rotary embedding however it is spelled, a norm over each head. A backend without such a kernel
+     * runs the product, then the epilogues, which compute the same values.
+     */
+    record TiledProduct(String name, Matmul product, List<Launch> epilogues, ColumnTiles tiles) implements Step {
+        /** The most columns one block of the product holds together: the largest tile it takes. */
+        public static final int MAX_TILE_COLUMNS = 256;
+
+        public TiledProduct {
+            epilogues = List.copyOf(epilogues);
+            if (epilogues.isEmpty()) throw new IllegalArgumentException(name + ": no epilogue");
+            String why = GatedProduct.fewRows(product.output(), product.transA(), product.transB());
+            if (why != null) throw new IllegalArgumentException(name + ": " + why);
+            if (tiles.columns() != product.output().shape().sizes()[1]) throw new IllegalArgumentException(name + ": tiles of another product");
+        }
+
+        @Override public boolean isDeviceWork() { return true; }
+
+        @Override public String format() {
+            var out = new StringBuilder("launch " + name + " {   # one launch: the product, each block holding whole tiles of its columns ("
+                    + tiles.describe() + "), then the epilogues on the tiles each block holds\n    " + product.format().replace("\n", "\n    "));
+            for (Launch l : epilogues) out.append("\n    epilogue ").append(l.format().replace("\n", "\n    "));
+            return out.append("\n  }").toString();
+        }
+    }
+
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }

@@ -47,4 +47,17 @@ sealed interface Work {
             return java.util.stream.Stream.concat(product.reads().stream(), rotaries.stream().flatMap(k -> k.reads().stream())).toList();
         }
     }
+
+    /**
+     * A product and the kernels right after it that read it, one launch ({@link ProductEpilogues}) on {@code tiles}: what
+     * they read and write, at one point of the order.
+     */
+    record TiledWork(ExternWork product, List<KernelWork> epilogues, ColumnTiles tiles) implements Work {
+        @Override public List<Buffer> writes() {
+            return java.util.stream.Stream.concat(product.writes().stream(), epilogues.stream().flatMap(k -> k.writes().stream())).toList();
+        }
+        @Override public List<Buffer> reads() {
+            return java.util.stream.Stream.concat(product.reads().stream(), epilogues.stream().flatMap(k -> k.reads().stream())).toList();
+        }
+    }
 }

@@ -67,6 +67,9 @@ final class PlanChecks {
             } else if (s instanceof Step.RotaryProduct r) {
                 out.add(r.product());
                 out.addAll(r.rotaries());
+            } else if (s instanceof Step.TiledProduct t) {
+                out.add(t.product());
+                out.addAll(t.epilogues());
             } else out.add(s);
         }
         return out;
@@ -643,6 +646,7 @@ final class PlanChecks {
         bad.addAll(fusedTiles(p));
         bad.addAll(updatesAfterReads(p));
         bad.addAll(joinedLaunches(p));
+        bad.addAll(tiledProducts(p));
         if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
         return bad;
     }
@@ -674,6 +678,13 @@ final class PlanChecks {
                     written = new ArrayList<>(List.of(r.product().output()));
                     r.rotaries().forEach(l -> written.addAll(l.kernel().outputs()));
                 }
+                case Step.TiledProduct t -> {
+                    // the product's output among the read: no epilogue may be stored over it (other blocks read it)
+                    read = new ArrayList<>(List.of(t.product().a(), t.product().b()));
+                    t.epilogues().forEach(l -> read.addAll(l.kernel().inputs()));
+                    written = new ArrayList<>(List.of(t.product().output()));
+                    t.epilogues().forEach(l -> written.addAll(l.kernel().outputs()));
+                }
                 case Step.UpdateSlices b -> {
                     read = new ArrayList<>();
                     b.members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
@@ -704,6 +715,104 @@ final class PlanChecks {
      * more than {@link #TILE_CHECK_ELEMENTS} elements are not checked (the check keeps every byte).
      */
     static List<String> fusedTiles(Plan p) { return fusedTiles(p.steps()); }
+
+    /**
+     * A product with epilogues ({@link Step.TiledProduct}) runs each epilogue item in the block that holds the columns it
+     * reads: every column of the product's output that one item reads (an element of a pointwise kernel, a whole row of a
+     * row kernel), and every element it reads that an earlier epilogue's item stored, must be of one tile, the tile the
+     * step assigns the item to; no tile may be larger than a block holds. Checked here by walking each kernel's loop
+     * again, element by element, with the loads' and stores' offsets and strides.
+     */
+    static List<String> tiledProducts(Plan p) { return tiledProducts(p.steps()); }
+
+    static List<String> tiledProducts(List<Step> steps) {
+        var bad = new ArrayList<String>();
+        for (Step s : steps) {
+            if (!(s instanceof Step.TiledProduct t)) continue;
+            PlanBuffer y = t.product().output();
+            long columns = y.shape().sizes()[1];
+            if (t.tiles().largest() > Step.TiledProduct.MAX_TILE_COLUMNS) bad.add(t.name() + ": a tile of " + t.tiles().largest() + " columns");
+            var storedBy = new java.util.IdentityHashMap<PlanBuffer, int[]>();   // element -> 1 + the tile of the item that stored it
+            for (int e = 0; e < t.epilogues().size(); e++) {
+                dev.gatun.planner.kernel.Kernel k = t.epilogues().get(e).kernel();
+                int[] assigned = t.tiles().itemGroups(e);
+                var loads = new ArrayList<dev.gatun.planner.kernel.KExpr.Load>();
+                for (var local : k.locals()) collectLoads(local, loads);
+                long[] outer = k.ranges().stream().mapToLong(dev.gatun.ir.SymInt::constant).toArray();
+                long[] inner = k.reductionRanges().stream().mapToLong(dev.gatun.ir.SymInt::constant).toArray();
+                long item = 0;
+                for (long[] at : points(outer)) {
+                    var groups = new java.util.TreeSet<Integer>();
+                    long element = 0;
+                    for (long[] in : points(inner)) {
+                        for (var l : loads) {
+                            PlanBuffer b = k.inputs().get(l.input());
+                            int[] stored = storedBy.get(b.storage());
+                            if (b.storage() != y.storage() && stored == null) continue;
+                            long addr = (b.isView() ? b.offset().constant() : 0) + l.offset().constant();
+                            for (int d = 0; d < at.length; d++) addr += l.strides().get(d).constant() * at[d];
+                            for (int d = 0; d < in.length; d++) addr += l.strides().get(at.length + d).constant() * in[d];
+                            if (b.storage() == y.storage()) groups.add(t.tiles().groupOf((int) (addr % columns)));
+                            else if (stored[(int) addr] != 0) groups.add(stored[(int) addr] - 1);
+                        }
+                        element++;
+                    }
+                    int want = groups.isEmpty() ? -1 : groups.first();
+                    if (groups.size() > 1 || assigned[(int) item] != want)
+                        bad.add(t.name() + ": " + k.name() + " item " + item + " reads tiles " + groups + ", assigned " + assigned[(int) item]);
+                    item++;
+                }
+                // what this epilogue stores, element by element, with the tile of the item that stores it
+                long perItem = java.util.Arrays.stream(inner).reduce(1, (a, b) -> a * b);
+                item = 0;
+                for (long[] at : points(outer)) {
+                    long e2 = 0;
+                    for (long[] in : points(inner)) {
+                        for (var st : k.stores()) {
+                            if (st.perRow() && e2 > 0) continue;
+                            PlanBuffer b = st.buffer();
+                            long addr = (b.isView() ? b.offset().constant() : 0) + st.offset().constant();
+                            if (st.strides() == null) addr += st.perRow() ? item : item * perItem + e2;
+                            else {
+                                for (int d = 0; d < at.length; d++) addr += st.strides().get(d).constant() * at[d];
+                                if (!st.perRow()) for (int d = 0; d < in.length; d++) addr += st.strides().get(at.length + d).constant() * in[d];
+                            }
+                            storedBy.computeIfAbsent(b.storage(), x -> new int[(int) x.shape().numel()])[(int) addr] = assigned[(int) item] + 1;
+                        }
+                        e2++;
+                    }
+                    item++;
+                }
+            }
+        }
+        return bad;
+    }
+
+    private static void collectLoads(dev.gatun.planner.kernel.KExpr e, List<dev.gatun.planner.kernel.KExpr.Load> out) {
+        switch (e) {
+            case dev.gatun.planner.kernel.KExpr.Load l -> out.add(l);
+            case dev.gatun.planner.kernel.KExpr.Apply a -> a.args().forEach(x -> collectLoads(x, out));
+            case dev.gatun.planner.kernel.KExpr.Cast c -> collectLoads(c.x(), out);
+            default -> {}
+        }
+    }
+
+    /** Every index of a loop over {@code ranges}, in row-major order (one empty index for no ranges). */
+    private static List<long[]> points(long[] ranges) {
+        var out = new ArrayList<long[]>();
+        out.add(new long[0]);
+        for (long r : ranges) {
+            var next = new ArrayList<long[]>();
+            for (long[] prefix : out)
+                for (long i = 0; i < r; i++) {
+                    long[] x = java.util.Arrays.copyOf(prefix, prefix.length + 1);
+                    x[prefix.length] = i;
+                    next.add(x);
+                }
+            out = next;
+        }
+        return out;
+    }
 
     static List<String> fusedTiles(List<Step> steps) {
         var bad = new ArrayList<String>();

@@ -101,6 +101,7 @@ public record Profile(Plan plan, String device, double[] micros) {
             case Step.UpdateAttention u -> "attention";
             case Step.GatedProduct g -> "matmul";
             case Step.RotaryProduct r -> "matmul";
+            case Step.TiledProduct t -> "matmul";
             case Step.CallUserOp u -> "user_op";
             case Step.Barrier b -> "barrier";
             case Step.AllocDynamic d -> "alloc";

@@ -404,6 +404,8 @@ final class CudaAttention implements AutoCloseable {
             case Step.GatedProduct g -> java.util.List.of(g.product().output(), g.output());
             case Step.RotaryProduct r -> java.util.stream.Stream.concat(java.util.stream.Stream.of(r.product().output()),
                     r.rotaries().stream().flatMap(l -> l.kernel().outputs().stream())).toList();
+            case Step.TiledProduct t -> java.util.stream.Stream.concat(java.util.stream.Stream.of(t.product().output()),
+                    t.epilogues().stream().flatMap(l -> l.kernel().outputs().stream())).toList();
             case Step.UpdateSlice u -> java.util.List.of(u.output());
             case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
             case Step.Attention a -> java.util.List.of(a.output());

@@ -113,6 +113,7 @@ final class CudaExecutable implements Executable {
             case Step.Matmul m -> m;
             case Step.GatedProduct g -> g.product();
             case Step.RotaryProduct r -> r.product();
+            case Step.TiledProduct t -> t.product();
             default -> null;
         };
     }

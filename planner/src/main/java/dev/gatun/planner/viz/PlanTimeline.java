@@ -53,6 +53,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.UpdateAttention u -> u.name() + ": " + new Operation(index, stepIndex, u.attention()).label();
                 case Step.GatedProduct g -> g.name() + ": " + new Operation(index, stepIndex, g.product()).label();
                 case Step.RotaryProduct r -> r.name() + ": " + new Operation(index, stepIndex, r.product()).label();
+                case Step.TiledProduct t -> t.name() + ": " + new Operation(index, stepIndex, t.product()).label();
                 case Step.CallUserOp u -> u.op().name();
                 case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
                 case Step.Barrier b -> "barrier(\"" + b.group() + "\")";

@@ -73,6 +73,11 @@ public final class StepLoop {
             matmul(s.product());
             s.rotaries().forEach(this::launch);
         }
+        /** A product and its epilogues as one launch; by default the product, then the epilogues (the host backend). */
+        default void tiledProduct(Step.TiledProduct s) {
+            matmul(s.product());
+            s.epilogues().forEach(this::launch);
+        }
         void userOp(Step.CallUserOp s);
         void barrier(Step.Barrier s);
 
@@ -121,6 +126,7 @@ public final class StepLoop {
             case Step.UpdateAttention s -> backend.updateAttention(s);
             case Step.GatedProduct s -> backend.gatedProduct(s);
             case Step.RotaryProduct s -> backend.rotaryProduct(s);
+            case Step.TiledProduct s -> backend.tiledProduct(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
         }

@@ -1,0 +1,72 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.DType;
+import dev.gatun.planner.PlanOptions;
+import dev.gatun.planner.Step;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.Session;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The Llama decode step under the general product-epilogue rule alone ({@code PlanOptions.productEpilogues}, the
+ * model-keyed gated and rotary passes off): the rule finds the same joins those passes make, from the tiles alone,
+ * and the generator still gives the float64 pass's tokens on the host at TP 1 and 2.
+ */
+class LlamaProductEpiloguesTest {
+    static final PlanOptions RULE = PlanOptions.DEFAULT.withGatedProducts(false).withRotaryProducts(false).withProductEpilogues(true);
+
+    @Test
+    void theRuleJoinsEveryLayersQkvProductWithItsRotationsAndTheGateUpProductWithItsSwiGlu() {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        for (int batch : new int[]{1, 3}) {
+            try (var s = Session.compile(LlamaDecoder.decode(c, batch, LlamaDecoderTest.MAX, 1, DType.F32), CompileOptions.world(1).backend("host").planning(RULE))) {
+                var steps = s.plan().steps();
+                assertThat(steps).noneMatch(st -> st instanceof Step.GatedProduct || st instanceof Step.RotaryProduct);
+                var tiled = steps.stream().filter(st -> st instanceof Step.TiledProduct).map(st -> (Step.TiledProduct) st).toList();
+                // per layer: gate|up with the SwiGLU (tiles of a gate column and its up column), q|k|v with the rotation of
+                // its query and key heads (tiles of the two columns a rotation pairs); and, in this tiny model whose hidden
+                // size fits one block, o and down each with the residual add and the next norm (a tile of the whole row)
+                assertThat(tiled).filteredOn(t -> t.epilogues().stream().anyMatch(l -> l.kernel().ops().contains("silu"))).hasSize(c.layers())
+                        .allSatisfy(t -> assertThat(t.tiles().largest()).isEqualTo(2));
+                assertThat(tiled).filteredOn(t -> t.epilogues().stream().anyMatch(l -> l.kernel().ops().containsAll(java.util.List.of("sub", "add", "mul"))
+                        && l.kernel().stores().size() == 2)).hasSize(c.layers());
+                assertThat(tiled).filteredOn(t -> t.tiles().largest() == c.hiddenSize()).hasSize(2 * c.layers());
+                // no more launches than the model-keyed passes leave (here, two a layer fewer)
+                try (var keyed = Session.compile(LlamaDecoder.decode(c, batch, LlamaDecoderTest.MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
+                    assertThat(steps.stream().filter(Step::isDeviceWork).count())
+                            .isEqualTo(keyed.plan().steps().stream().filter(Step::isDeviceWork).count() - 2L * c.layers());
+                }
+            }
+        }
+    }
+
+    @Test
+    void theGeneratorGivesTheFloat64PassesTokensUnderTheRule(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY;
+        LlamaCheckpoint.writeRandom(c, DType.F32, 21, dir);
+        int[] prompt = LlamaPrefillTest.PROMPT;
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            int[] want = LlamaPrefillTest.greedy(prompt, 6, ids -> {
+                double[][] l = LlamaPrefillTest.Reference.logits(c, weights, ids);
+                return l[l.length - 1];
+            });
+            for (int tp : new int[]{1, 2}) {
+                var shards = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
+                try (var gen = new LlamaGenerator(c, shards, prompt.length, LlamaDecoderTest.MAX, tp, DType.F32, CompileOptions.world(tp).backend("host").planning(RULE))) {
+                    assertThat(gen.generate(prompt, 6).tokens()).as("tp %d", tp).containsExactly(want);
+                }
+            }
+        }
+    }
+}
