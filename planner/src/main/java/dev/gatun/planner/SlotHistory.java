@@ -96,43 +96,14 @@ final class SlotHistory {
         var finalBarrier = new java.util.HashMap<String, Integer>();
         for (int i = 0; i < steps.size(); i++) {
             int at = i;
-            switch (steps.get(i)) {
-                case Step.Launch l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at));
-                case Step.Collective c -> {
-                    writtenAt.put(c.output(), at);
-                    if (c.copiesIn()) copiedAt.put(c.input(), at);
-                }
-                case Step.CollectiveBatch b -> b.members().forEach(c -> writtenAt.put(c.output(), at));
-                case Step.FusedCollective f -> {
-                    f.kernels().forEach(k -> k.outputs().forEach(b -> writtenAt.put(b, at)));
-                    f.collectives().forEach(c -> writtenAt.put(c.output(), at));
-                }
-                case Step.Matmul m -> writtenAt.put(m.output(), at);
-                case Step.IndexSelect s -> writtenAt.put(s.output(), at);
-                case Step.Argmax a -> writtenAt.put(a.output(), at);
-                case Step.Attention a -> writtenAt.put(a.output(), at);
-                case Step.UpdateSlice u -> writtenAt.put(u.output(), at);
-                case Step.UpdateSlices b -> b.members().forEach(u -> writtenAt.put(u.output(), at));
-                case Step.UpdateAttention u -> {
-                    u.updates().members().forEach(m -> writtenAt.put(m.output(), at));
-                    writtenAt.put(u.attention().output(), at);
-                }
-                case Step.GatedProduct g -> {
-                    writtenAt.put(g.product().output(), at);
-                    g.gate().kernel().outputs().forEach(b -> writtenAt.put(b, at));
-                }
-                case Step.RotaryProduct r -> {
-                    writtenAt.put(r.product().output(), at);
-                    r.rotaries().forEach(l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at)));
-                }
-                case Step.TiledProduct t -> {
-                    writtenAt.put(t.product().output(), at);
-                    t.epilogues().forEach(l -> l.kernel().outputs().forEach(b -> writtenAt.put(b, at)));
-                }
-                case Step.CallUserOp u -> u.outputs().forEach(b -> writtenAt.put(b, at));
+            Step step = steps.get(i);
+            switch (step) {
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);
-                default -> { }
+                default -> {
+                    step.writes().forEach(b -> writtenAt.put(b, at));
+                    if (step instanceof Step.Collective c && c.copiesIn()) copiedAt.put(c.input(), at);
+                }
             }
         }
         int last = steps.size() - 1;

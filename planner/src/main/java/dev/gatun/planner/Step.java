@@ -30,6 +30,30 @@ public sealed interface Step {
     /** The collectives this step runs: itself, a batch's members, a fused launch's collective; none for other steps. */
     default List<Collective> collectives() { return List.of(); }
 
+    /**
+     * The steps this one runs, in the order a backend without its joint kernel runs them: a joined launch's members (a
+     * batch, a fused collective's prologue, collective and epilogue, a product and its epilogues, ...), else this step.
+     */
+    default List<Step> parts() { return List.of(this); }
+
+    /**
+     * The buffers this step reads, as it names them (views as views): a joined launch's, its parts'. Bookkeeping steps
+     * read nothing; a path-2 copy reads the caller's tensor, which is no buffer of the plan.
+     */
+    default List<PlanBuffer> reads() { return parts().size() == 1 && parts().getFirst() == this ? List.of() : joined(Step::reads); }
+
+    /**
+     * The buffers this step writes, as it names them: a joined launch's, its parts'. A collective writes what it names;
+     * a barrier-free one also writes its members' rotating slots, which are no buffers of the plan.
+     */
+    default List<PlanBuffer> writes() { return parts().size() == 1 && parts().getFirst() == this ? List.of() : joined(Step::writes); }
+
+    private List<PlanBuffer> joined(java.util.function.Function<Step, List<PlanBuffer>> of) {
+        var out = new java.util.ArrayList<PlanBuffer>();
+        for (Step p : parts()) out.addAll(of.apply(p));
+        return List.copyOf(out);
+    }
+
     record AllocPool(Pool pool) implements Step {
         @Override public String format() { return pool.declaration(); }
     }
@@ -73,6 +97,7 @@ public sealed interface Step {
     /** Path 2: copies the caller's tensor into the input's persistent symmetric buffer (async DMA copy on a GPU). */
     record CopyIn(PlanBuffer buffer) implements Step {
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> writes() { return List.of(buffer); }
         public String input() { return buffer.input(); }
         @Override public String format() { return "copy_in(\"" + buffer.input() + "\") -> " + buffer.name() + "   # path 2: async copy into symmetric memory"; }
     }
@@ -83,6 +108,8 @@ public sealed interface Step {
         public Launch(Kernel kernel) { this(kernel, List.of()); }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return kernel.inputs(); }
+        @Override public List<PlanBuffer> writes() { return kernel.outputs(); }
         @Override public String format() {
             var sb = new StringBuilder("kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic()
                     + partNotes(kernel.outputs()).replace("   # ", "; "));
@@ -112,6 +139,8 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(input); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public List<Collective> collectives() { return List.of(this); }
         @Override public String format() {
             String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
@@ -129,6 +158,7 @@ public sealed interface Step {
     record CollectiveBatch(List<Collective> members) implements Step {
         public CollectiveBatch { members = List.copyOf(members); }
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return List.copyOf(members); }
         @Override public List<Collective> collectives() { return members; }
         public Collective first() { return members.getFirst(); }
         @Override public String format() {
@@ -166,6 +196,13 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() {
+            var out = new java.util.ArrayList<Step>(3);
+            if (prologue != null) out.add(prologue);
+            out.add(collective);
+            if (epilogue != null) out.add(epilogue);
+            return List.copyOf(out);
+        }
         @Override public List<Collective> collectives() { return collective.collectives(); }
 
         /** The planner kernels that run inside: the prologue's and the epilogue's. */
@@ -195,6 +232,8 @@ public sealed interface Step {
     record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b, boolean transA, boolean transB) implements Step {
         public Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) { this(output, a, b, false, false); }
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(a, b); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public String format() {
             String into = partNotes(List.of(output));
             // a part strided along its rows: the product writes rows of its slice one leading dimension (ldc) apart
@@ -207,6 +246,8 @@ public sealed interface Step {
     /** Rows of {@code table} at {@code indices} (i32 or i64) along dimension 0, into {@code output}; an index out of range fails the call. */
     record IndexSelect(PlanBuffer output, PlanBuffer table, PlanBuffer indices) implements Step {
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(table, indices); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
     }
 
@@ -239,6 +280,9 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        /** The update and the position; the target is written in place (its other elements stay as they were). */
+        @Override public List<PlanBuffer> reads() { return List.of(update, start); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public String format() {
             // an update that is a view is read where it lies (at its strides, which lowering checked fold: UpdateRuns)
             String from = update.isView() ? update.name() + " (read where it lies in " + update.storage().name() + ": offset " + update.offset()
@@ -258,6 +302,7 @@ public sealed interface Step {
             if (members.size() < 2) throw new IllegalArgumentException("a batch of updates has two members or more");
         }
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return List.copyOf(members); }
         @Override public String format() {
             var outs = new StringJoiner(", ");
             var args = new StringJoiner("; ");
@@ -276,6 +321,8 @@ public sealed interface Step {
      */
     record Attention(PlanBuffer output, PlanBuffer q, PlanBuffer keysT, PlanBuffer values, PlanBuffer position, double scale) implements Step {
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(q, keysT, values, position); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public String format() {
             return output.name() + " = attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ", up to " + position.name()
                     + ", scale=" + (float) scale + ")   # scores, mask, softmax and weighted values in one launch" + partNotes(List.of(output));
@@ -327,6 +374,7 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return List.of(updates, attention); }
 
         @Override public String format() {
             return "launch " + name + " {   # one launch: the new key and value written into the caches at the position, and attended to"
@@ -358,6 +406,7 @@ public sealed interface Step {
         public boolean roundsGate() { return !gate.kernel().floatIntermediates() && output().dtype().isHalf(); }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return List.of(product, gate); }
 
         /**
          * Null where the product writing {@code x} and the kernel {@code k} may be one launch; else why not. The product
@@ -472,6 +521,7 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), rotaries.stream()).toList(); }
 
         @Override public String format() {
             var out = new StringBuilder("launch " + name + " {   # one launch: the product, each column of a head beside the one half a head on, "
@@ -502,6 +552,7 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), epilogues.stream()).toList(); }
 
         @Override public String format() {
             var out = new StringBuilder("launch " + name + " {   # one launch: the product, each block holding whole tiles of its columns ("
@@ -514,12 +565,16 @@ public sealed interface Step {
     /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
     record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(input); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public String format() { return output.name() + " = argmax(" + input.name() + ", -1)" + partNotes(List.of(output)); }
     }
 
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return inputs; }
+        @Override public List<PlanBuffer> writes() { return outputs; }
         @Override public String format() { return names(outputs) + " = " + op.name() + "(" + names(inputs) + ")"; }
     }
 

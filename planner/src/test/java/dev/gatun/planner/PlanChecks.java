@@ -53,25 +53,7 @@ final class PlanChecks {
      */
     static List<Step> steps(Plan p) {
         var out = new ArrayList<Step>();
-        for (Step s : p.steps()) {
-            if (s instanceof Step.FusedCollective f) {
-                if (f.prologue() != null) out.add(f.prologue());
-                out.add(f.collective());
-                if (f.epilogue() != null) out.add(f.epilogue());
-            } else if (s instanceof Step.UpdateAttention u) {
-                out.add(u.updates());
-                out.add(u.attention());
-            } else if (s instanceof Step.GatedProduct g) {
-                out.add(g.product());
-                out.add(g.gate());
-            } else if (s instanceof Step.RotaryProduct r) {
-                out.add(r.product());
-                out.addAll(r.rotaries());
-            } else if (s instanceof Step.TiledProduct t) {
-                out.add(t.product());
-                out.addAll(t.epilogues());
-            } else out.add(s);
-        }
+        for (Step s : p.steps()) out.addAll(s.parts());
         return out;
     }
 

@@ -396,25 +396,14 @@ final class CudaAttention implements AutoCloseable {
                 && a.position().storage().kind() == dev.gatun.planner.PlanBuffer.Kind.INPUT;
     }
 
-    /** Whether step {@code s} writes any of {@code storages} (by the buffers it names as written). */
+    /**
+     * Whether step {@code s} writes any of {@code storages}, by the buffers it names as written ({@link Step#writes});
+     * a collective may write more than it names (a barrier-free one pushes into its members' rotating slots) and a
+     * user op is the user's code, so those are taken to write anything.
+     */
     private static boolean writesAny(Step s, java.util.List<dev.gatun.planner.PlanBuffer> storages) {
-        var written = switch (s) {
-            case Step.Launch l -> l.kernel().outputs();
-            case Step.Matmul m -> java.util.List.of(m.output());
-            case Step.GatedProduct g -> java.util.List.of(g.product().output(), g.output());
-            case Step.RotaryProduct r -> java.util.stream.Stream.concat(java.util.stream.Stream.of(r.product().output()),
-                    r.rotaries().stream().flatMap(l -> l.kernel().outputs().stream())).toList();
-            case Step.TiledProduct t -> java.util.stream.Stream.concat(java.util.stream.Stream.of(t.product().output()),
-                    t.epilogues().stream().flatMap(l -> l.kernel().outputs().stream())).toList();
-            case Step.UpdateSlice u -> java.util.List.of(u.output());
-            case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
-            case Step.Attention a -> java.util.List.of(a.output());
-            case Step.IndexSelect x -> java.util.List.of(x.output());
-            case Step.Argmax x -> java.util.List.of(x.output());
-            default -> null;   // anything else: assume it may
-        };
-        if (written == null) return true;
-        for (var w : written) if (storages.contains(w.storage())) return true;
+        if (!s.collectives().isEmpty() || s instanceof Step.CallUserOp) return true;
+        for (var w : s.writes()) if (storages.contains(w.storage())) return true;
         return false;
     }
 
