@@ -29,15 +29,24 @@ import java.lang.annotation.Target;
 @ExtendWith(RequiresGpu.Condition.class)
 public @interface RequiresGpu {
 
-    /** Lets the class through and decides per test, so that each test shows up as skipped with the reason. */
+    /**
+     * Lets the class through and decides per test, so that each test shows up as skipped with the reason. Maven's
+     * console counts skipped tests without their reasons, so the first skip of each class also prints one line
+     * ("GPU tests of CudaBackendGpuTest skipped: no CUDA: unavailable: libcuda.so.1 not found").
+     */
     @SuppressWarnings("exports")
     final class Condition implements ExecutionCondition {
+        private static final java.util.Set<Class<?>> REPORTED = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
         @Override
         public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
             if (context.getTestMethod().isEmpty()) return ConditionEvaluationResult.enabled("decided per test");
             CudaProbe p = Cuda.probe();
-            return p.available() ? ConditionEvaluationResult.enabled("CUDA " + p.summary())
-                    : ConditionEvaluationResult.disabled("no CUDA: " + p.summary());
+            if (p.available()) return ConditionEvaluationResult.enabled("CUDA " + p.summary());
+            String reason = "no CUDA: " + p.summary();
+            context.getTestClass().filter(REPORTED::add)
+                    .ifPresent(c -> System.out.println("GPU tests of " + c.getSimpleName() + " skipped: " + reason));
+            return ConditionEvaluationResult.disabled(reason);
         }
     }
 }
