@@ -23,7 +23,7 @@
 # of LLAMA_RUNS among them, for both systems; on a machine just started the same step read 1.04 to 1.13 ms after 4), LLAMA_BATCH (1),
 # LLAMA_DIR, LLAMA_CHECK, LLAMA_CONFIG (1b; tiny for a quick try), LLAMA_GATUN_ARGS (more LlamaBench options, e.g.
 # "--profile 20"), LLAMA_VARIANTS (Gatun runs one after another with these environment settings, e.g.
-# "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_SMALL_MATMUL=0": a comma joins the settings of
+# "default GATUN_PROGRAMMATIC_LAUNCH=0 GATUN_PROGRAMMATIC_LAUNCH=1,GATUN_VERBOSE=1": a comma joins the settings of
 # one variant; PyTorch compares with the last), LLAMA_FP32=1 (one GPU: also score both systems'
 # tokens with the float32 model, to tell near ties from errors), LLAMA_DTYPE (bf16; f32 at world 1: both systems run
 # the checkpoint in float32, where two correct computations agree token for token). Writes $OUT/llama.log, gatun-llama-tpW.json

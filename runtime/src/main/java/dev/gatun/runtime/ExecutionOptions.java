@@ -38,27 +38,22 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
      *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
-     * @param smallMatmul    products of at most 8 rows by operands lying as they are (a decode step's attention
-     *                       composed of products) in Gatun's own kernel instead of cuBLAS (GATUN_SMALL_MATMUL=1 or 0; by
-     *                       default where launches are always programmatic, since a cuBLAS kernel cannot be launched that way)
      */
     public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, ProgrammaticLaunch programmaticLaunch,
-                       int barrierFreeBackoffNs, boolean smallMatmul) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, ProgrammaticLaunch.AUTO, 0, false);
+                       int barrierFreeBackoffNs) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, ProgrammaticLaunch.AUTO, 0);
 
         public Cuda {
             if (barrierFreeBackoffNs < 0 || barrierFreeBackoffNs > 1_000_000)
                 throw new GatunRuntimeException("the barrier-free backoff must be 0 to 1000000 ns, not " + barrierFreeBackoffNs);
         }
 
-        /** Programmatic launches on or off (not by the plan), the small products' kernel with them. */
+        /** Programmatic launches on or off (not by the plan). */
         public Cuda withProgrammaticLaunch(boolean on) {
-            return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF, barrierFreeBackoffNs, on);
+            return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF, barrierFreeBackoffNs);
         }
 
-        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns, smallMatmul); }
-
-        public Cuda withSmallMatmul(boolean on) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, barrierFreeBackoffNs, on); }
+        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns); }
     }
 
     /**
@@ -96,12 +91,8 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         if (!p.isEmpty() && !p.equals("0") && !p.equals("1"))
             throw new GatunRuntimeException("GATUN_PROGRAMMATIC_LAUNCH='" + p + "': use 1 (always), 0 (never), or leave it unset (where it pays: a decode step at batch 1)");
         var launch = p.isEmpty() ? ProgrammaticLaunch.AUTO : p.equals("1") ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF;
-        boolean programmatic = launch == ProgrammaticLaunch.ON;
-        String small = env.getOrDefault("GATUN_SMALL_MATMUL", "").trim();
-        if (!small.isEmpty() && !small.equals("0") && !small.equals("1"))
-            throw new GatunRuntimeException("GATUN_SMALL_MATMUL='" + small + "': use 1 (Gatun's kernel for a decode step's small products) or 0 (cuBLAS)");
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues, launch, backoff, small.isEmpty() ? programmatic : small.equals("1"));
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, launch, backoff);
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

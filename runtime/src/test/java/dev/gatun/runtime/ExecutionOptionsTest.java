@@ -30,15 +30,4 @@ class ExecutionOptionsTest {
         assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_BARRIER_FREE_BACKOFF_NS", "-5")))
                 .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("0 to 1000000 ns, not -5");
     }
-
-    @Test
-    void theSmallProductsKernelFollowsProgrammaticLaunchUnlessSet() {
-        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().smallMatmul()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().smallMatmul()).isTrue();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1", "GATUN_SMALL_MATMUL", "0")).cuda().smallMatmul()).isFalse();
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_SMALL_MATMUL", "1")).cuda().smallMatmul()).isTrue();
-        assertThat(ExecutionOptions.DEFAULT.cuda().withProgrammaticLaunch(true).smallMatmul()).isTrue();
-        assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_SMALL_MATMUL", "yes")))
-                .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("GATUN_SMALL_MATMUL='yes'");
-    }
 }

@@ -46,43 +46,28 @@ final class CudaMatmul {
     private final Blas blas;
     private final LazyProgram f64;
     private final CudaGemv gemv;
-    /** Small batched products (an attention composed of products) in a kernel of Gatun's own, where asked (null otherwise). */
-    private final CudaSmallMatmul small;
 
     /** Loads the built-in programs now, every shape's (see {@link LazyProgram#loadNow}); cuBLAS loads its own on first use. */
     void loadNow() {
         gemv.loadNow();
         f64.loadNow("matmul_f64");
-        if (small != null) small.loadNow();
     }
 
-    /**
-     * With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}); with
-     * {@code smallMatmul}, small products of operands lying as they are go to {@link CudaSmallMatmul} instead of cuBLAS
-     * (whose kernels cannot be launched that way), launched programmatically where {@code programmatic}; their
-     * counters are cleared on {@code stream}, the stream the products run on, before any of them.
-     */
-    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic, boolean smallMatmul, Stream stream) {
+    /** With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}). */
+    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic) {
         this.device = device;
         this.blas = Blas.create(device);
         try {
             this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
             this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
-            this.small = smallMatmul ? new CudaSmallMatmul(device, compiler, programmatic, stream) : null;
         } catch (RuntimeException e) {
-            blas.close();   // nothing else is held yet: the small products' buffers free themselves where they fail
+            blas.close();
             throw e;
         }
     }
 
-    /** Frees the small products' scratch and counters and the cuBLAS handle (again: nothing). */
-    void close() {
-        try {
-            if (small != null) small.close();
-        } finally {
-            blas.close();
-        }
-    }
+    /** Frees the cuBLAS handle (again: nothing). */
+    void close() { blas.close(); }
 
     void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
              Stream stream) {
@@ -113,15 +98,6 @@ final class CudaMatmul {
         if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
             // a graph input (a weight) is written by no kernel of the call: its first loads may come before the wait
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, CudaGemv.constantDuringCall(bB), stream);
-            return;
-        }
-        // where launches are programmatic, a few rows by operands lying as they are (an attention composed of products
-        // at a decode step): Gatun's own kernel, which keeps the chain of overlapped launches that a cuBLAS kernel would break
-        if (small != null && CudaSmallMatmul.applies(t, transA, transB, m, n, k, oa.length)
-                && (oa.length == 1 || evenlySpaced(oa) && evenlySpaced(ob) && evenlySpaced(oc))) {
-            boolean many = oa.length > 1;
-            small.run(t, m, n, k, ldc, a + oa[0] * e, many ? oa[1] : 0, b + ob[0] * e, many ? ob[1] : 0, out + oc[0] * e, many ? oc[1] : 0,
-                    oa.length, stream);
             return;
         }
         // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call
