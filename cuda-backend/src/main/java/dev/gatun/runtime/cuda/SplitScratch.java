@@ -9,7 +9,7 @@ import dev.gatun.cuda.Stream;
  * results and one counter per tile, both device memory of the kernel's owner. The counters are zeroed once, on the
  * stream that orders every launch of the owner; the block (or warp) that counts in last sets its tile's counter back
  * to 0, so every launch, a replay of a CUDA graph included, finds them at zero. Launches of one owner are ordered by
- * its stream, so they share the scratch. Used by {@link CudaSmallMatmul} and {@link CudaAttention}.
+ * its stream, so they share the scratch. Used by {@link CudaAttention}.
  */
 record SplitScratch(DeviceBuffer scratch, DeviceBuffer counters) implements AutoCloseable {
 
