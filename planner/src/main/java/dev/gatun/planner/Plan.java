@@ -35,8 +35,15 @@ public final class Plan {
     private final String order;
     private final long plainPeak, chosenPeak;
     private final String fingerprint;
+    private final Launches launches;
     private volatile Map<String, PlanBuffer> byName;
     private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
+
+    /** Whether a plan's own kernels are programmatic dependent launches, and why ({@link #launches()}). */
+    public record Launches(boolean programmatic, String why) {
+        /** One line for the plan: "launches: programmatic (one rank, ...)", or nothing where they are plain. */
+        String describe() { return programmatic ? "launches: programmatic (" + why + ")" : ""; }
+    }
 
     /** Steps {@code [first, last]} (indices into {@link #steps()}) that a CUDA graph can capture and replay. */
     public record Partition(int index, int first, int last) {}
@@ -77,12 +84,19 @@ public final class Plan {
         var outs = new LinkedHashMap<String, PlanBuffer>();
         lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
         this.outputs = Collections.unmodifiableMap(outs);
+        this.launches = ProductKernels.launches(this.steps, lowered.worldSize(), options.programmaticLaunch());
         var digest = new Fingerprint.Digest();
         canonical(digest);
         this.fingerprint = digest.hex();
     }
 
     public String name() { return lowered.graph().name(); }
+
+    /**
+     * Whether this plan's own kernels are programmatic dependent launches, and why ({@code ProductKernels}): printed
+     * under the pools where they are, and a backend that has such launches uses them exactly then.
+     */
+    public Launches launches() { return launches; }
     public int worldSize() { return lowered.worldSize(); }
 
     /** The lowered graph this plan was made from: for tools and pictures; backends read the plan's own types only. */
@@ -202,6 +216,7 @@ public final class Plan {
             if (p.kind() != Pool.Kind.COMM && p.kind() != Pool.Kind.SYMM_INPUTS) sb.append(", ").append(p.kind().name().toLowerCase());
             sb.append("\n");
         }
+        if (launches.programmatic()) sb.append("  # ").append(launches.describe()).append("\n");
         // partitions are disjoint and in step order: walk them alongside the steps
         int begins = 0, ends = 0;
         for (int i = 0; i < steps.size(); i++) {

@@ -29,14 +29,26 @@ import dev.gatun.ir.CompilationException;
  *                           same-tiles rule holds, as one launch ({@code ProductEpilogues}); the general rule that is to
  *                           replace the two above, off until the CUDA backend runs such a launch as one kernel (it runs
  *                           the product and then the kernels now), and tried after them where they are on
+ * @param programmaticLaunch whether the plan's own kernels are programmatic dependent launches (each may start while the
+ *                           one before it ends; {@code Plan.launches()} prints the decision): by default where that
+ *                           was measured to pay, or always, or never (GATUN_PROGRAMMATIC_LAUNCH=1 or 0)
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
-                          boolean gatedProducts, boolean rotaryProducts, boolean productEpilogues) {
+                          boolean gatedProducts, boolean rotaryProducts, boolean productEpilogues,
+                          ProgrammaticLaunch programmaticLaunch) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true, false);
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true, false,
+            ProgrammaticLaunch.AUTO);
+
+    /**
+     * When a plan's own kernels are programmatic dependent launches: ({@code AUTO}) where measured to pay
+     * ({@code ProductKernels.launches}: one rank, no collective, every product the few-row kernel by a weight no step
+     * writes), always, or never.
+     */
+    public enum ProgrammaticLaunch { AUTO, ON, OFF }
 
     public PlanOptions {
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
@@ -44,22 +56,24 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts, productEpilogues); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
     /** Let a product of a few rows take in the SwiGLU after it (true, the default), or keep the SwiGLU a launch of its own. */
-    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts, productEpilogues); }
+    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts, productEpilogues, programmaticLaunch); }
     /** Let a product of a few rows take in the rotary embedding of its heads (true, the default), or keep the rotation a launch of its own. */
-    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on, productEpilogues); }
+    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on, productEpilogues, programmaticLaunch); }
     /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (off by default). */
-    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, on); }
+    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, on, programmaticLaunch); }
+    /** When the plan's own kernels are programmatic dependent launches. */
+    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, p); }
 }

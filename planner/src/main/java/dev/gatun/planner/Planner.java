@@ -37,6 +37,8 @@ import java.util.Set;
  *   <li>{@link CollectiveFusion}: an all-reduce with the kernels that write its inputs and read its results, one launch;</li>
  *   <li>{@link UpdateBatching}: in-place updates at one position, one launch;</li>
  *   <li>{@link AttentionUpdates}: an attention with the update of its caches just before it, one launch;</li>
+ *   <li>{@link ProductKernels}: which kernel takes each product (the few-row GEMV or the library's GEMM), and whether the
+ *   plan's kernels are programmatic dependent launches ({@link Plan#launches()});</li>
  *   <li>{@link #partitions}: the runs of device work a CUDA graph can capture.</li>
  * </ol>
  */
@@ -80,6 +82,7 @@ public final class Planner {
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
+        steps = ProductKernels.choose(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }

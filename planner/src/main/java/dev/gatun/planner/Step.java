@@ -228,17 +228,26 @@ public sealed interface Step {
     /**
      * {@code output = a @ b}; {@code transA} / {@code transB}: that operand is the transposed view of packed memory,
      * read as it lies (printed {@code name.mT}, PyTorch's name for the transpose of the last two dimensions).
+     * {@code gemv}: the planner chose the few-row kernel (a GEMV: at most 8 rows by a weight lying transposed,
+     * {@code ProductKernels}) over a library GEMM; the two sum in different orders, so the choice is the plan's, printed
+     * ({@code # gemv}), and a backend never makes it on its own.
      */
-    record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b, boolean transA, boolean transB) implements Step {
-        public Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) { this(output, a, b, false, false); }
+    record Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b, boolean transA, boolean transB, boolean gemv) implements Step {
+        public Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b) { this(output, a, b, false, false, false); }
+        public Matmul(PlanBuffer output, PlanBuffer a, PlanBuffer b, boolean transA, boolean transB) { this(output, a, b, transA, transB, false); }
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(a, b); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+
+        /** This product with the planner's choice of kernel. */
+        public Matmul withGemv(boolean on) { return on == gemv ? this : new Matmul(output, a, b, transA, transB, on); }
+
         @Override public String format() {
             String into = partNotes(List.of(output));
             // a part strided along its rows: the product writes rows of its slice one leading dimension (ldc) apart
             if (!into.isEmpty() && output.shape().rank() >= 2 && !output.strides().equals(output.shape().contiguousStrides()))
                 into += " (ldc " + output.strides().get(output.shape().rank() - 2) + ")";
+            if (gemv) into = into.isEmpty() ? "   # gemv" : into + "; gemv";
             return output.name() + " = matmul(" + a.name() + (transA ? ".mT" : "") + ", " + b.name() + (transB ? ".mT" : "") + ")" + into;
         }
     }
@@ -405,6 +414,9 @@ public sealed interface Step {
         /** Whether the kernel rounds silu's result to the type before the multiplication (it holds it in float32 otherwise). */
         public boolean roundsGate() { return !gate.kernel().floatIntermediates() && output().dtype().isHalf(); }
 
+        /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
+        public GatedProduct withProduct(Matmul p) { return new GatedProduct(name, p, gate); }
+
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return List.of(product, gate); }
 
@@ -520,6 +532,9 @@ public sealed interface Step {
             return null;
         }
 
+        /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
+        public RotaryProduct withProduct(Matmul p) { return new RotaryProduct(name, p, rotaries); }
+
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), rotaries.stream()).toList(); }
 
@@ -550,6 +565,9 @@ public sealed interface Step {
             if (why != null) throw new IllegalArgumentException(name + ": " + why);
             if (tiles.columns() != product.output().shape().sizes()[1]) throw new IllegalArgumentException(name + ": tiles of another product");
         }
+
+        /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
+        public TiledProduct withProduct(Matmul p) { return new TiledProduct(name, p, epilogues, tiles); }
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), epilogues.stream()).toList(); }

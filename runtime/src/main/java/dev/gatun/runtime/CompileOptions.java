@@ -24,8 +24,28 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
 
     /** Defaults for {@code world}, with what this process's environment sets. */
     public static CompileOptions of(World world) {
-        return new CompileOptions(world, LoweringOptions.world(world.size()), PlanOptions.DEFAULT, ExecutionOptions.fromEnvironment(System.getenv()));
+        var env = System.getenv();
+        return new CompileOptions(world, LoweringOptions.world(world.size()), PlanOptions.DEFAULT.withProgrammaticLaunch(programmaticLaunch(env)),
+                ExecutionOptions.fromEnvironment(env));
     }
+
+    /**
+     * GATUN_PROGRAMMATIC_LAUNCH: 1 always, 0 never, unset where it pays ({@link PlanOptions#programmaticLaunch}; the plan
+     * prints the decision); anything else is refused by name.
+     */
+    static PlanOptions.ProgrammaticLaunch programmaticLaunch(java.util.Map<String, String> env) {
+        String p = env.getOrDefault("GATUN_PROGRAMMATIC_LAUNCH", "").trim();
+        return switch (p) {
+            case "" -> PlanOptions.ProgrammaticLaunch.AUTO;
+            case "1" -> PlanOptions.ProgrammaticLaunch.ON;
+            case "0" -> PlanOptions.ProgrammaticLaunch.OFF;
+            default -> throw new GatunRuntimeException("GATUN_PROGRAMMATIC_LAUNCH='" + p
+                    + "': use 1 (always), 0 (never), or leave it unset (where it pays: a decode step at batch 1 to 8)");
+        };
+    }
+
+    /** When the plan's own kernels are programmatic dependent launches ({@link PlanOptions#programmaticLaunch}). */
+    public CompileOptions programmaticLaunch(PlanOptions.ProgrammaticLaunch p) { return planning(planning.withProgrammaticLaunch(p)); }
 
     /**
      * Defaults for a world of {@code n} ranks ({@link World#of(int)}: this process's rank of it where a launcher

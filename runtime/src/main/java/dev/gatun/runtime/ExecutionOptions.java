@@ -31,40 +31,20 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param fenceSc        a full system fence before every signal of the symmetric kernels, only to measure what the
      *                       release store saves (GATUN_FENCE_SC=1)
      * @param hardwareQueues the hardware queues streams feed the GPU through (CUDA_DEVICE_MAX_CONNECTIONS, default 8)
-     * @param programmaticLaunch whether the plan's own kernels are programmatic dependent launches on GPUs that have them
-     *                       (Hopper and later): each may be scheduled while the one before it finishes, and waits for
-     *                       it before touching memory (GATUN_PROGRAMMATIC_LAUNCH=1 on, 0 off; by default
-     *                       {@link ProgrammaticLaunch#AUTO}: where measured to pay)
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows
      *                       a late peer's writes (GATUN_BARRIER_FREE_BACKOFF_NS)
      */
-    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, ProgrammaticLaunch programmaticLaunch,
-                       int barrierFreeBackoffNs) {
-        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, ProgrammaticLaunch.AUTO, 0);
+    public record Cuda(String cudaHome, boolean vmmHandles, boolean fenceSc, int hardwareQueues, int barrierFreeBackoffNs) {
+        public static final Cuda DEFAULT = new Cuda("/usr/local/cuda", false, false, 8, 0);
 
         public Cuda {
             if (barrierFreeBackoffNs < 0 || barrierFreeBackoffNs > 1_000_000)
                 throw new GatunRuntimeException("the barrier-free backoff must be 0 to 1000000 ns, not " + barrierFreeBackoffNs);
         }
 
-        /** Programmatic launches on or off (not by the plan). */
-        public Cuda withProgrammaticLaunch(boolean on) {
-            return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, on ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF, barrierFreeBackoffNs);
-        }
-
-        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, programmaticLaunch, ns); }
+        public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, ns); }
     }
-
-    /**
-     * When a plan's own kernels are programmatic dependent launches: always, never, or ({@code AUTO}) for plans of one rank
-     * whose every product is one of 1 to 8 rows by a weight that is a graph input, which Gatun's own kernel takes (a
-     * decode step at batch 1 to 8): there the chain of launches is all Gatun's, and the products load their first weights
-     * before they wait (measured through the Llama decoder on an H200: 1.128 to 1.043 ms a token at batch 1, 1.324 to
-     * 1.182 ms a step at batch 8). A plan with a cuBLAS product keeps plain launches: a cuBLAS kernel breaks the chain
-     * (the batch-8 step when its products were cuBLAS's: 1.380 to 1.468 ms).
-     */
-    public enum ProgrammaticLaunch { AUTO, ON, OFF }
 
     public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
 
@@ -87,12 +67,8 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         } catch (NumberFormatException e) {
             throw new GatunRuntimeException("GATUN_BARRIER_FREE_BACKOFF_NS='" + b + "': give a whole number of nanoseconds, 0 to 1000000");
         }
-        String p = env.getOrDefault("GATUN_PROGRAMMATIC_LAUNCH", "").trim();
-        if (!p.isEmpty() && !p.equals("0") && !p.equals("1"))
-            throw new GatunRuntimeException("GATUN_PROGRAMMATIC_LAUNCH='" + p + "': use 1 (always), 0 (never), or leave it unset (where it pays: a decode step at batch 1)");
-        var launch = p.isEmpty() ? ProgrammaticLaunch.AUTO : p.equals("1") ? ProgrammaticLaunch.ON : ProgrammaticLaunch.OFF;
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
-                "1".equals(env.get("GATUN_FENCE_SC")), queues, launch, backoff);
+                "1".equals(env.get("GATUN_FENCE_SC")), queues, backoff);
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
         return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
     }

@@ -11,13 +11,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class ExecutionOptionsTest {
     @Test
     void programmaticLaunchIsThePlansUnlessAskedAndABadValueIsRefused() {
-        var auto = ExecutionOptions.ProgrammaticLaunch.AUTO;
-        assertThat(ExecutionOptions.DEFAULT.cuda().programmaticLaunch()).isEqualTo(auto);
-        assertThat(ExecutionOptions.fromEnvironment(Map.of()).cuda().programmaticLaunch()).isEqualTo(auto);
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1")).cuda().programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.ON);
-        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "0")).cuda().programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.OFF);
-        assertThat(ExecutionOptions.DEFAULT.cuda().withProgrammaticLaunch(false).programmaticLaunch()).isEqualTo(ExecutionOptions.ProgrammaticLaunch.OFF);
-        assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "yes")))
+        var auto = dev.gatun.planner.PlanOptions.ProgrammaticLaunch.AUTO;
+        assertThat(dev.gatun.planner.PlanOptions.DEFAULT.programmaticLaunch()).isEqualTo(auto);
+        assertThat(CompileOptions.programmaticLaunch(Map.of())).isEqualTo(auto);
+        assertThat(CompileOptions.programmaticLaunch(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "1"))).isEqualTo(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON);
+        assertThat(CompileOptions.programmaticLaunch(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "0"))).isEqualTo(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.OFF);
+        assertThatThrownBy(() -> CompileOptions.programmaticLaunch(Map.of("GATUN_PROGRAMMATIC_LAUNCH", "yes")))
                 .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("GATUN_PROGRAMMATIC_LAUNCH='yes'");
     }
 

@@ -87,26 +87,6 @@ final class CudaExecutable implements Executable {
     /** A fused collective launch's source and its function. */
     record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
 
-    /**
-     * Whether programmatic launches pay for {@code plan} ({@link ExecutionOptions.ProgrammaticLaunch#AUTO}): one rank, at
-     * least one product, and every product a few rows by a graph input lying transposed, which {@link CudaGemv} takes
-     * and loads the first loop of before it waits (a decode step at batch 1 to 8). A plan with a cuBLAS product (whose
-     * kernel is not launched that way) or a collective keeps plain launches: measured through the Llama decoder at batch
-     * 8 when its products were cuBLAS's, the mode cost 6%; with Gatun's 8-row kernel it takes 11% off.
-     */
-    static boolean programmaticPays(Plan plan) {
-        if (plan.worldSize() != 1) return false;
-        boolean any = false;
-        for (Step s : plan.steps()) {
-            if (s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective) return false;
-            Step.Matmul m = productOf(s);
-            if (m == null) continue;
-            any = true;
-            if (!CudaGemv.takes(m) || !CudaGemv.constantDuringCall(m.b())) return false;
-        }
-        return any;
-    }
-
     /** The product step {@code s} runs: a product's own, or a gated or rotary product's (run as a product where the GEMV does not take it); else null. */
     static Step.Matmul productOf(Step s) {
         return switch (s) {
@@ -125,6 +105,8 @@ final class CudaExecutable implements Executable {
     private final CudaAttention attention;
     /** Whether this plan's own kernels are programmatic dependent launches (see {@link Programmatic}). */
     private final boolean programmatic;
+    /** By buffer id: an input a GEMV product reads (Step.Matmul.gemv), which is read in place only where it lies 16-byte aligned. */
+    private final boolean[] gemvOperand;
     /** Where index_select, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
     private final DeviceFault fault;
     /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
@@ -221,12 +203,15 @@ final class CudaExecutable implements Executable {
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             compileKernels();
-            // programmatic launches where asked, or by default where they pay, and the GPU has them (compute capability 9.0 and later)
-            this.programmatic = device.computeCapability().major() >= 9 && switch (options.execution().cuda().programmaticLaunch()) {
-                case ON -> true;
-                case OFF -> false;
-                case AUTO -> programmaticPays(plan);
-            };
+            // programmatic launches where the plan says (Plan.launches), on a GPU that has them (compute capability 9.0 and later)
+            this.programmatic = device.computeCapability().major() >= 9 && plan.launches().programmatic();
+            this.gemvOperand = new boolean[plan.buffers().size()];
+            for (Step s : plan.steps())
+                for (Step part : s.parts())
+                    if (part instanceof Step.Matmul m && m.gemv()) {
+                        gemvOperand[m.a().storage().id()] = true;
+                        gemvOperand[m.b().storage().id()] = true;
+                    }
             this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module, programmatic) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
@@ -762,7 +747,10 @@ final class CudaExecutable implements Executable {
                         // one wait per other executable a call reads from, however many of its arrays it reads
                         if (m.owner != exe && sources.add(m.owner)) exe.stream.waitFor(m.owner.markWritten());
                         boolean ownOutput = m.owner == exe && m.callMemory;
-                        if (d.isContiguous() && !ownOutput && (fixed || in.isDynamic() || !exe.sharesGpu() && exe.readInPlace)) {
+                        // a GEMV reads its operands in 16-byte vectors: an input that does not lie so aligned is staged (its
+                        // staging buffer is), as the plan's choice of that kernel assumes
+                        boolean aligned = !exe.gemvOperand[in.id()] || (d.address() & 15) == 0;
+                        if (d.isContiguous() && !ownOutput && (fixed || aligned && (in.isDynamic() || !exe.sharesGpu() && exe.readInPlace))) {
                             setSource(in, d.address());
                             if (!in.isDynamic() && !fixed) inPlace.put(in, d);
                         } else {
@@ -858,13 +846,13 @@ final class CudaExecutable implements Executable {
         @Override public void launch(Step.Launch l) { launch(exe.kernels.get(l.kernel())); }
 
         @Override public void matmul(Step.Matmul m) {
-            exe.matmul.run(m.a(), addressOf(m.a()), m.transA(), m.b(), addressOf(m.b()), m.transB(), m.output(), addressOf(m.output()), env, exe.stream);
+            exe.matmul.run(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
         }
 
         /** One launch where the GEMV takes the product ({@link CudaGemv#runGated}); else the product, then the kernel. */
         @Override public void gatedProduct(Step.GatedProduct g) {
             Step.Matmul m = g.product();
-            if (exe.matmul.runGated(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), addressOf(g.output()), g.roundsGate(), env, exe.stream)) return;
+            if (exe.matmul.runGated(m, addressOf(m.a()), addressOf(m.b()), addressOf(g.output()), g.roundsGate(), env, exe.stream)) return;
             matmul(m);
             launch(g.gate());
         }
@@ -877,7 +865,7 @@ final class CudaExecutable implements Executable {
                     k.firstHead(), k.heads())).toList();
             RotaryKernel k0 = rotations.getFirst();
             var pairs = CudaGemv.Pairs.rotary(k0.half(), k0.roundsEachOp(), addressOf(k0.cos()), addressOf(k0.sin()), runs);
-            if (exe.matmul.runRotary(m.a(), addressOf(m.a()), m.b(), addressOf(m.b()), addressOf(m.output()), pairs, env, exe.stream)) return;
+            if (exe.matmul.runRotary(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), pairs, env, exe.stream)) return;
             matmul(m);
             r.rotaries().forEach(this::launch);
         }

@@ -62,9 +62,9 @@ import dev.gatun.ir.DType;
  * the rotary kernel's arithmetic ({@code gv_pair}): the bits of the product and the rotary kernels, one or two launches
  * fewer.
  *
- * <p>Taken only where it applies (see {@link #applies}): {@link #autoRows} rows, no batch; the weight
- * read transposed; rows of a length that is a whole number of 16-byte vectors, at 16-byte aligned addresses.
- * Everything else goes to cuBLAS.
+ * <p>Taken where the plan says ({@code Step.Matmul.gemv}, chosen by the planner's {@code ProductKernels} by the same
+ * rule, {@link #applies}): {@link #autoRows} rows, no batch; the weight read transposed; rows of a length that is a
+ * whole number of 16-byte vectors, at 16-byte aligned addresses. Everything else goes to cuBLAS.
  */
 final class CudaGemv {
     static final int MAX_ROWS = 8;
@@ -427,20 +427,6 @@ final class CudaGemv {
             case FLOAT32 -> 1;
             default -> 0;
         };
-    }
-
-    /**
-     * Whether the plan's product {@code m} is one this kernel takes automatically by its shape and type: {@link #applies}
-     * at aligned addresses (which are checked when it runs), the weight of the row's type.
-     */
-    static boolean takes(dev.gatun.planner.Step.Matmul m) {
-        if (!m.a().shape().isStatic() || !m.b().shape().isStatic() || !m.output().shape().isStatic() || m.b().dtype() != m.a().dtype()) return false;
-        long[] a = m.a().shape().sizes(java.util.Map.of()), out = m.output().shape().sizes(java.util.Map.of());
-        if (a.length < 2 || m.b().shape().rank() < 2) return false;
-        long batches = 1;
-        for (int d = 0; d < out.length - 2; d++) batches *= out[d];
-        return applies(m.a().dtype(), m.transA(), m.transB(), batches, (int) Math.min(a[a.length - 2], Integer.MAX_VALUE),
-                (int) Math.min(a[a.length - 1], Integer.MAX_VALUE), 0, 0, 0);
     }
 
     /** Whether no kernel of a call writes {@code w}: a graph input or a constant, whose first step may be loaded before the wait. */

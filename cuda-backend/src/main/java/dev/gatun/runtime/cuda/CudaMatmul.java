@@ -11,6 +11,7 @@ import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 import dev.gatun.planner.PlanBuffer;
+import dev.gatun.planner.Step;
 import dev.gatun.runtime.GatunRuntimeException;
 
 import java.util.Arrays;
@@ -69,8 +70,14 @@ final class CudaMatmul {
     /** Frees the cuBLAS handle (again: nothing). */
     void close() { blas.close(); }
 
-    void run(PlanBuffer aB, long a, boolean transA, PlanBuffer bB, long b, boolean transB, PlanBuffer outB, long out, Map<String, Long> env,
-             Stream stream) {
+    /**
+     * {@code out = a @ b}; {@code gemv}: the plan took this product by the few-row kernel ({@link Step.Matmul#gemv}), which
+     * runs it; else the library's GEMM does. An operand of a GEMV product at an address the kernel cannot read (the plan
+     * checked its own buffers, and the executable stages inputs that do not lie so) is refused, never run another way.
+     */
+    void run(Step.Matmul step, long a, long b, long out, Map<String, Long> env, Stream stream) {
+        PlanBuffer aB = step.a(), bB = step.b(), outB = step.output();
+        boolean transA = step.transA(), transB = step.transB();
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
         int m = Math.toIntExact(sa[sa.length - 2]), k = Math.toIntExact(sa[sa.length - 1]), n = Math.toIntExact(sb[sb.length - 1]);
         DType t = aB.type().dtype();
@@ -94,8 +101,9 @@ final class CudaMatmul {
             oc[bi] = at;
         }
         if (oa.length == 0) return;   // an empty batch: no product
-        // a few rows by a weight that lies transposed (a decode step's linear layer): the weight-streaming kernels
-        if (CudaGemv.applies(t, transA, transB, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e)) {
+        // a few rows by a weight that lies transposed (a decode step's linear layer), where the plan says: the weight-streaming kernels
+        if (step.gemv()) {
+            gemvApplies(step, t, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e);
             // a graph input (a weight) is written by no kernel of the call: its first loads may come before the wait
             gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, CudaGemv.constantDuringCall(bB), stream);
             return;
@@ -110,32 +118,42 @@ final class CudaMatmul {
 
     /**
      * A gated product ({@link dev.gatun.planner.Step.GatedProduct}) as one launch of {@link CudaGemv}, storing the SwiGLU
-     * of its two halves at {@code out}; false, launching nothing, where that kernel does not take the product (the
+     * of its two halves at {@code out}; false, launching nothing, where the plan took the product by the library (the
      * caller then runs the product and the kernel).
      */
-    boolean runGated(PlanBuffer aB, long a, PlanBuffer bB, long b, long out, boolean roundGate, Map<String, Long> env, Stream stream) {
+    boolean runGated(Step.Matmul step, long a, long b, long out, boolean roundGate, Map<String, Long> env, Stream stream) {
+        PlanBuffer aB = step.a(), bB = step.b();
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
-        if (sa.length != 2 || sb.length != 2 || sb[1] % 2 != 0) return false;
+        if (!step.gemv() || sa.length != 2 || sb.length != 2 || sb[1] % 2 != 0) return false;
         int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
         DType t = aB.type().dtype();
-        if (!CudaGemv.applies(t, false, true, 1, m, k, a, b, out)) return false;
+        gemvApplies(step, t, 1, m, k, a, b, out);
         gemv.runGated(t, m, n / 2, k, a, b, out, roundGate, CudaGemv.constantDuringCall(bB), stream);
         return true;
     }
 
     /**
      * A rotary product ({@link dev.gatun.planner.Step.RotaryProduct}) as one launch of {@link CudaGemv}: the product at
-     * {@code y} and its heads' rotations as {@code rotary} says; false, launching nothing, where that kernel does not
-     * take the product (the caller then runs the product and the kernels).
+     * {@code y} and its heads' rotations as {@code rotary} says; false, launching nothing, where the plan took the
+     * product by the library (the caller then runs the product and the kernels).
      */
-    boolean runRotary(PlanBuffer aB, long a, PlanBuffer bB, long b, long y, CudaGemv.Pairs rotary, Map<String, Long> env, Stream stream) {
+    boolean runRotary(Step.Matmul step, long a, long b, long y, CudaGemv.Pairs rotary, Map<String, Long> env, Stream stream) {
+        PlanBuffer aB = step.a(), bB = step.b();
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
-        if (sa.length != 2 || sb.length != 2 || sb[1] % (2L * rotary.pair()) != 0) return false;
+        if (!step.gemv() || sa.length != 2 || sb.length != 2 || sb[1] % (2L * rotary.pair()) != 0) return false;
         int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
         DType t = aB.type().dtype();
-        if (!CudaGemv.applies(t, false, true, 1, m, k, a, b, y)) return false;
+        gemvApplies(step, t, 1, m, k, a, b, y);
         gemv.runRotary(t, m, n, k, a, b, y, rotary, CudaGemv.constantDuringCall(bB), stream);
         return true;
+    }
+
+    /** Refuses, naming the step, a GEMV product whose operands this call gives at addresses the kernel cannot read. */
+    private static void gemvApplies(Step.Matmul step, DType t, long batches, int m, int k, long a, long b, long out) {
+        if (!CudaGemv.applies(t, step.transA(), step.transB(), batches, m, k, a, b, out))
+            throw new GatunRuntimeException(step.format().strip() + ": the plan takes this product by the GEMV, which reads its operands in "
+                    + "16-byte vectors, but they lie at 0x" + Long.toHexString(a) + " and 0x" + Long.toHexString(b)
+                    + " in this call; pass inputs that start 16-byte aligned (DeviceArray.copy() makes such a copy)");
     }
 
     /** Whether the offsets start at 0 and step by the same distance. */

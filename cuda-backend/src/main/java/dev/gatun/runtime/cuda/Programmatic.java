@@ -6,10 +6,10 @@ import dev.gatun.cuda.LaunchConfig;
 /**
  * Programmatic dependent launch (Hopper and later): a kernel launched this way may be scheduled while the kernel before
  * it on the stream is still running, so the gap between two short kernels (launch, block scheduling) overlaps the first
- * one's last blocks instead of following them. A decode step is a chain of a few hundred such kernels. By default a plan
- * is launched this way where it pays ({@code CudaExecutable.programmaticPays}: one rank, every product Gatun's own
- * GEMV's, of 1 to 8 rows by a weight: a decode step at batch 1 to 8); {@code GATUN_PROGRAMMATIC_LAUNCH=1} or {@code 0}
- * ({@code ExecutionOptions.Cuda.programmaticLaunch}) forces it on or off.
+ * one's last blocks instead of following them. A decode step is a chain of a few hundred such kernels. A plan is
+ * launched this way where the plan says ({@code Plan.launches()}, printed under its pools: by default one rank, every
+ * product Gatun's own GEMV's, of 1 to 8 rows by a weight: a decode step at batch 1 to 8); {@code GATUN_PROGRAMMATIC_LAUNCH=1}
+ * or {@code 0} ({@code PlanOptions.programmaticLaunch}) forces it on or off.
  *
  * <p>The rule that keeps it exact: every kernel launched this way starts with {@code GATUN_DEPENDENT_START()}, which
  * waits ({@code griddepcontrol.wait}) until the kernel before it has finished and its writes are visible, before

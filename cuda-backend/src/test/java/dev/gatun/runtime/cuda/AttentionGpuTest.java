@@ -91,7 +91,7 @@ class AttentionGpuTest {
             g.output("y", q.attention(keys, values, pos, scale));
             Graph graph = g.build();
             var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true).attentionUpdates(together);
-            var options = base.execution(base.execution().withCuda(base.execution().cuda().withProgrammaticLaunch(true)));
+            var options = base.programmaticLaunch(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON);
             try (var s = Session.compile(graph, options)) {
                 var steps = s.plan().steps();
                 int at = 0;

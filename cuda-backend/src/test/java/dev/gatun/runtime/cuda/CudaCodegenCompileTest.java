@@ -36,7 +36,7 @@ class CudaCodegenCompileTest {
     @Test
     void symmetricCollectivesCompileWithAndWithoutTheComparisonFence(@TempDir Path dir) throws Exception {
         var fence = dev.gatun.runtime.ExecutionOptions.Cuda.DEFAULT;
-        for (var settings : List.of(fence, fence.withBarrierFreeBackoffNs(200), new dev.gatun.runtime.ExecutionOptions.Cuda("/usr/local/cuda", false, true, 8, dev.gatun.runtime.ExecutionOptions.ProgrammaticLaunch.AUTO, 0))) {
+        for (var settings : List.of(fence, fence.withBarrierFreeBackoffNs(200), new dev.gatun.runtime.ExecutionOptions.Cuda("/usr/local/cuda", false, true, 8, 0))) {
             String variant = SymmetricKernels.defines(settings);
             var r = CudaCodegenFixtures.compile(nvcc, dir, "symm_" + variant.length(), variant + SymmetricKernels.SOURCE);
             assertThat(r.ok()).as(r.log()).isTrue();

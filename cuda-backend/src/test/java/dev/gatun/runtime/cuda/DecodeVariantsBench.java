@@ -38,8 +38,7 @@ public final class DecodeVariantsBench {
     static CompileOptions variant(String name) {
         var o = CompileOptions.world(1).backend("cuda").attentionUpdates(!name.contains("apart")).gatedProducts(!name.contains("ungated"))
                 .rotaryProducts(!name.contains("unrotated"));
-        var cuda = o.execution().cuda().withProgrammaticLaunch(name.contains("programmatic"));
-        return o.execution(o.execution().withCuda(cuda));
+        return o.programmaticLaunch(name.contains("programmatic") ? dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON : dev.gatun.planner.PlanOptions.ProgrammaticLaunch.OFF);
     }
 
     public static void main(String[] args) throws Exception {

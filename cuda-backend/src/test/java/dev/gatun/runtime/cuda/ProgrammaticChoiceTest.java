@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Where programmatic launches are the default ({@code ProgrammaticLaunch.AUTO}, {@link CudaExecutable#programmaticPays}):
+ * Where the plan makes its kernels programmatic launches by default ({@code ProgrammaticLaunch.AUTO}, {@code Plan.launches()}):
  * the Llama decode step at batch 1 and 8, whose products are all Gatun's GEMV's (1 to 8 rows by weights); not in float32
  * at batch 8 (cuBLAS's products), not the prefill, not at two ranks (collectives), not a product of two computed tensors. And which
  * attention steps load their cache before the wait ({@link CudaAttention#early}).
@@ -24,13 +24,28 @@ class ProgrammaticChoiceTest {
 
     @Test
     void theDecodeStepAtBatchOneToEightAndNothingElse() {
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.BF16), 1))).isTrue();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.F32), 1))).isTrue();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.BF16), 1))).isTrue();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 9, 544, 1, DType.BF16), 1))).as("9 rows: cuBLAS").isFalse();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.F32), 1))).as("8 rows of float32: cuBLAS").isFalse();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.prefill(C, 64, 96, 1, DType.BF16), 1))).isFalse();
-        assertThat(CudaExecutable.programmaticPays(plan(LlamaDecoder.decode(C, 1, 544, 2, DType.BF16), 2))).isFalse();
+        assertThat(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.BF16), 1).launches().programmatic()).isTrue();
+        assertThat(plan(LlamaDecoder.decode(C, 1, 544, 1, DType.F32), 1).launches().programmatic()).isTrue();
+        assertThat(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.BF16), 1).launches().programmatic()).isTrue();
+        assertThat(plan(LlamaDecoder.decode(C, 9, 544, 1, DType.BF16), 1).launches().programmatic()).as("9 rows: cuBLAS").isFalse();
+        assertThat(plan(LlamaDecoder.decode(C, 8, 544, 1, DType.F32), 1).launches().programmatic()).as("8 rows of float32: cuBLAS").isFalse();
+        assertThat(plan(LlamaDecoder.prefill(C, 64, 96, 1, DType.BF16), 1).launches().programmatic()).isFalse();
+        assertThat(plan(LlamaDecoder.decode(C, 1, 544, 2, DType.BF16), 2).launches().programmatic()).isFalse();
+    }
+
+    @Test
+    void thePlanPrintsTheDecisionAndEachProductsKernel() {
+        Plan p = plan(LlamaDecoder.decode(C, 1, 544, 1, DType.BF16), 1);
+        assertThat(p.toString()).contains("# launches: programmatic (one rank, no collective, every product the GEMV by a weight no step writes)")
+                .contains("# gemv");
+        Plan prefill = plan(LlamaDecoder.prefill(C, 64, 96, 1, DType.BF16), 1);
+        assertThat(prefill.toString()).doesNotContain("launches: programmatic");
+        assertThat(prefill.launches().why()).contains("the library's");
+        // the prompt's 64 rows are the library's; only the logits of the last position, one row, are the GEMV's
+        var products = prefill.steps().stream().flatMap(st -> st.parts().stream())
+                .filter(st -> st instanceof dev.gatun.planner.Step.Matmul).map(st -> (dev.gatun.planner.Step.Matmul) st).toList();
+        assertThat(products).filteredOn(m -> m.a().shape().sizes()[0] == 64).isNotEmpty().noneMatch(dev.gatun.planner.Step.Matmul::gemv);
+        assertThat(products).filteredOn(dev.gatun.planner.Step.Matmul::gemv).allSatisfy(m -> assertThat(m.a().shape().sizes()[0]).isEqualTo(1));
     }
 
     @Test
@@ -39,10 +54,10 @@ class ProgrammaticChoiceTest {
         var x = g.input("x", DType.F32, 1, 64);
         var w = g.input("w", DType.F32, 32, 64);
         g.output("y", x.matmul(w.exp().transpose(0, 1)));   // the weight is a kernel's result: its loads must wait
-        assertThat(CudaExecutable.programmaticPays(plan(g.build(), 1))).isFalse();
+        assertThat(plan(g.build(), 1).launches().programmatic()).isFalse();
         var h = dev.gatun.dsl.Gatun.graph("none");
         h.output("y", h.input("x", DType.F32, 4).exp());
-        assertThat(CudaExecutable.programmaticPays(plan(h.build(), 1))).isFalse();
+        assertThat(plan(h.build(), 1).launches().programmatic()).isFalse();
     }
 
     /** The steps of {@code kind} among {@code steps}, each asserted to load its cache before the wait. */
