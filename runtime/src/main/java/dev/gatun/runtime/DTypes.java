@@ -45,7 +45,7 @@ public final class DTypes {
             case INT32 -> (int) (long) v;
             case INT64 -> (long) v;
             case BOOL -> v != 0 ? 1 : 0;
-            case FLOAT16, BFLOAT16, FLOAT32, FLOAT64 -> throw new IllegalArgumentException(t + " is not an integer dtype");
+            case FLOAT16, BFLOAT16, FLOAT32, FLOAT64 -> throw new GatunRuntimeException("DTypes.toLong: " + t + " is not an integer dtype; round(v, " + t + ") rounds to it");
         };
     }
 
@@ -56,7 +56,7 @@ public final class DTypes {
             case INT32 -> (int) v;
             case INT64 -> v;
             case BOOL -> v != 0 ? 1 : 0;
-            case FLOAT16, BFLOAT16, FLOAT32, FLOAT64 -> throw new IllegalArgumentException(t + " is not an integer dtype");
+            case FLOAT16, BFLOAT16, FLOAT32, FLOAT64 -> throw new GatunRuntimeException("DTypes.wrap: " + t + " is not an integer dtype; fromLong(v, " + t + ") rounds to it");
         };
     }
 
@@ -71,7 +71,7 @@ public final class DTypes {
             case FLOAT32 -> (float) v;
             case FLOAT16 -> Float.float16ToFloat(Float.floatToFloat16((float) v));
             case BFLOAT16 -> bf16ToFloat(floatToBf16((float) v));
-            case INT8, INT32, INT64, BOOL -> throw new IllegalArgumentException(t + " is not a floating dtype");
+            case INT8, INT32, INT64, BOOL -> throw new GatunRuntimeException("DTypes.fromLong: " + t + " is not a floating dtype; wrap(v, " + t + ") is the exact conversion");
         };
     }
 

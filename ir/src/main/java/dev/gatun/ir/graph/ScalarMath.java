@@ -105,7 +105,7 @@ public final class ScalarMath {
             case IDENTITY -> a;
             case WHERE -> a != 0 ? b : c;
             case DIV, EXP, LOG, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, GELU, SILU ->
-                    throw new IllegalArgumentException(fn.opName() + " computes in floating point, not on integers");
+                    throw new dev.gatun.ir.GatunException("ScalarMath.applyLong: " + fn.opName() + " computes in floating point, not on integers");
         };
     }
 

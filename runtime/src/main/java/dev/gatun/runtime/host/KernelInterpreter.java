@@ -29,18 +29,17 @@ final class KernelInterpreter {
     record Bound(MemorySegment[] inputs, DType[] inputTypes, MemorySegment[] outputs, DType[] outputTypes) {}
 
     static void run(Kernel k, Bound b, Map<String, Long> env) {
-        int rank = k.ranges().size();
-        long[] ranges = eval(k.ranges(), env);
         Locals locals = KernelExpressions.compile(k, b, env);
         var frame = new Frame(locals.size(), k.reductions().size());
         Writer[] stores = new Writer[k.stores().size()];
         for (int s = 0; s < stores.length; s++) stores[s] = Writer.of(k.stores().get(s), b.outputs()[s], b.outputTypes()[s], locals, env);
-        long[] idx = new long[rank + k.reductionRanges().size()];
-        long outCount = product(ranges);
+        long[] idx = new long[k.ranges().size() + k.reductionRanges().size()];
         if (k.isReduction()) {
             rows(k, b, env, locals, frame, stores, idx);
             return;
         }
+        long[] ranges = eval(k.ranges(), env);
+        long outCount = product(ranges);
         for (long o = 0; o < outCount; o++) {
             unravel(o, ranges, idx, 0);
             for (int i = 0; i < locals.size(); i++) locals.eval(i, idx, frame);
