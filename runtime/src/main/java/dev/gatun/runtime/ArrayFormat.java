@@ -35,8 +35,8 @@ final class ArrayFormat {
     }
 
     String format() {
-        if (shape.length == 0) return a.formatValue(a.get(0));
-        forEachShown(0, 0, i -> width = Math.max(width, a.formatValue(a.get(i)).length()));
+        if (shape.length == 0) return a.formatValue(0);
+        forEachShown(0, 0, i -> width = Math.max(width, a.formatValue(i).length()));
         var sb = new StringBuilder();
         block(sb, 0, 0);
         return sb.toString();
@@ -53,7 +53,7 @@ final class ArrayFormat {
                 else block(sb, dim + 1, base + idx[k] * strides[dim]);
                 continue;
             }
-            String v = idx[k] == ELIDED ? "..." : pad(a.formatValue(a.get(base + idx[k])));
+            String v = idx[k] == ELIDED ? "..." : pad(a.formatValue(base + idx[k]));
             if (k > 0) sb.append(lineLength(sb) + 2 + v.length() + 1 > LINE_WIDTH ? ",\n" + " ".repeat(dim + 1) : ", ");
             sb.append(v);
         }

@@ -219,7 +219,7 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
         else if (numel <= 4096) few = toHost();
         else return head + " [a strided view: toHost() reads it]";
         var values = new StringJoiner(", ", "[", numel > k ? ", ...]" : "]");
-        for (int i = 0; i < k; i++) values.add(few.formatValue(few.get(i)));
+        for (int i = 0; i < k; i++) values.add(few.formatValue(i));
         return head + " " + values;
     }
 

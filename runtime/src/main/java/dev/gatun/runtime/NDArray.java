@@ -17,8 +17,10 @@ import java.util.StringJoiner;
 
 /**
  * A host tensor: dtype, shape and row-major contiguous elements in a {@link MemorySegment}. This is what users
- * pass to a graph and get back from it. Element access goes through doubles; writes round to the dtype
- * (float16 and bfloat16 round to nearest even, integers truncate toward zero).
+ * pass to a graph and get back from it. Element access goes through doubles ({@link #get}, {@link #set}) or, exact
+ * for every integer dtype and bool (an int64 beyond 2^53 too), through longs ({@link #getLong}, {@link #setLong});
+ * writes round to the dtype (float16 and bfloat16 round to nearest even, floats becoming integers truncate toward
+ * zero, integers wrap to their width as Java's {@code (int)} and {@code (byte)} do), as {@link DTypes} says.
  *
  * <p>Memory comes from an automatic arena unless a segment is wrapped, so arrays need no closing.
  *
@@ -187,7 +189,7 @@ public final class NDArray implements HostTensor, ArrayLike {
                 p += (rem % shape[k]) * strides[k];
                 rem /= shape[k];
             }
-            out.set(i, Elements.get(src, dtype, p));
+            Elements.copy(src, p, out.data, i, dtype);
         }
         return out;
     }
@@ -202,7 +204,9 @@ public final class NDArray implements HostTensor, ArrayLike {
      * The element at a multi-dimensional index (one index per dimension; negative counts from the end). With a
      * single argument on a tensor of rank other than 1 the argument is a linear index ({@link #get(long)}).
      */
-    public double get(long... idx) {
+    public double get(long... idx) { return get(linear(idx)); }
+
+    private long linear(long[] idx) {
         if (idx.length != shape.length)
             throw new IndexOutOfBoundsException("index " + Arrays.toString(idx) + " has " + idx.length + " entries for shape " + Arrays.toString(shape));
         long lin = 0;
@@ -212,13 +216,31 @@ public final class NDArray implements HostTensor, ArrayLike {
                 throw new IndexOutOfBoundsException("index " + Arrays.toString(idx) + " is outside shape " + Arrays.toString(shape) + " in dimension " + d);
             lin = lin * shape[d] + i;
         }
-        return get(lin);
+        return lin;
     }
 
     /** Writes a value, rounded to the dtype. */
     @Override public void set(long index, double value) {
         Objects.checkIndex(index, numel);
         Elements.set(data, dtype, index, value);
+    }
+
+    /**
+     * The element at a row-major linear index as a long: exact for the integer dtypes and bool (an int64 beyond 2^53
+     * too, where {@link #get(long)} rounds); a floating element truncates toward zero as a cast to int64 does.
+     */
+    @Override public long getLong(long index) {
+        Objects.checkIndex(index, numel);
+        return Elements.getLong(data, dtype, index);
+    }
+
+    /** {@link #getLong(long)} at a multi-dimensional index, as {@link #get(long...)} takes it. */
+    public long getLong(long... idx) { return getLong(linear(idx)); }
+
+    /** Writes an integer exactly: wrapped to an integer dtype's width, non-zero for bool, rounded once to a floating dtype. */
+    @Override public void setLong(long index, long value) {
+        Objects.checkIndex(index, numel);
+        Elements.setLong(data, dtype, index, value);
     }
 
     // ------------------------------------------------------------------ conversions
@@ -235,40 +257,49 @@ public final class NDArray implements HostTensor, ArrayLike {
         return out;
     }
 
-    /** Elements as ints (floating values truncate toward zero). */
+    /** Elements as ints, as a cast to int32 gives them: integers wrap, floating values truncate toward zero. */
     public int[] toIntArray() {
         int[] out = new int[toIntSize()];
-        for (int i = 0; i < out.length; i++) out[i] = (int) (long) get(i);
+        for (int i = 0; i < out.length; i++) out[i] = (int) longAt(i);
         return out;
     }
 
+    /** Elements as longs, exact for every integer dtype and bool; floating values truncate toward zero. */
     public long[] toLongArray() {
         long[] out = new long[toIntSize()];
-        if (dtype == DType.INT64) MemorySegment.copy(data, I64, 0, out, 0, out.length); // exact beyond 2^53
-        else for (int i = 0; i < out.length; i++) out[i] = (long) get(i);
+        if (dtype == DType.INT64) MemorySegment.copy(data, I64, 0, out, 0, out.length);
+        else for (int i = 0; i < out.length; i++) out[i] = longAt(i);
         return out;
     }
 
+    /** Elements as bytes, as a cast to int8 gives them. */
     public byte[] toByteArray() {
         byte[] out = new byte[toIntSize()];
-        for (int i = 0; i < out.length; i++) out[i] = (byte) (long) get(i);
+        for (int i = 0; i < out.length; i++) out[i] = (byte) longAt(i);
         return out;
     }
 
+    /** Elements as booleans: non-zero is true (NaN too, as in PyTorch). */
     public boolean[] toBooleanArray() {
         boolean[] out = new boolean[toIntSize()];
-        for (int i = 0; i < out.length; i++) out[i] = get(i) != 0;
+        for (int i = 0; i < out.length; i++) out[i] = DTypes.isExact(dtype) ? longAt(i) != 0 : get(i) != 0;
         return out;
     }
 
-    /** A copy in another dtype (values round as a cast does); in the same dtype, one bulk copy of the bytes. */
+    /** Element i as a long: exact for integers, a floating value truncated as a cast to int64. */
+    private long longAt(long i) { return Elements.getLong(data, dtype, i); }
+
+    /**
+     * A copy in another dtype (values round as a cast does, integers exactly: they wrap to a narrower integer dtype and
+     * round once to a floating one); in the same dtype, one bulk copy of the bytes.
+     */
     public NDArray to(DType other) {
         var a = zeros(other, shape);
         if (other == dtype) {
             MemorySegment.copy(segment(), 0, a.segment(), 0, byteSize());
             return a;
         }
-        for (long i = 0; i < numel; i++) a.set(i, get(i));
+        for (long i = 0; i < numel; i++) Elements.convert(data, dtype, i, a.data, other, i);
         return a;
     }
 
@@ -390,16 +421,32 @@ public final class NDArray implements HostTensor, ArrayLike {
     /** {@link #allClose(NDArray, double, double)} with rtol 1e-5 and atol 1e-8, as in NumPy. */
     public boolean allClose(NDArray other) { return allClose(other, 1e-5, 1e-8); }
 
-    /** Why this array is not close to {@code other} (the first differing element), or null when it is. */
+    /**
+     * Why this array is not close to {@code other} (the first differing element), or null when it is. Two integer
+     * arrays compare their exact values (int64 beyond 2^53 too).
+     */
     public String mismatch(NDArray other, double rtol, double atol) {
         if (!Arrays.equals(shape, other.shape)) return "shapes differ: " + Arrays.toString(shape) + " vs " + Arrays.toString(other.shape);
+        boolean exact = DTypes.isExact(dtype) && DTypes.isExact(other.dtype);
         for (long i = 0; i < numel; i++) {
-            double a = get(i), b = other.get(i);
-            if (!close(a, b, rtol, atol))
-                return "element " + i + " " + Arrays.toString(unravel(i)) + ": " + a + " vs " + b
-                        + " (|diff| " + Math.abs(a - b) + " > " + (atol + rtol * Math.abs(b)) + ")";
+            String why = exact ? mismatch(longAt(i), other.longAt(i), rtol, atol) : mismatch(get(i), other.get(i), rtol, atol);
+            if (why != null) return "element " + i + " " + Arrays.toString(unravel(i)) + ": " + why;
         }
         return null;
+    }
+
+    private static String mismatch(double a, double b, double rtol, double atol) {
+        if (close(a, b, rtol, atol)) return null;
+        return a + " vs " + b + " (|diff| " + Math.abs(a - b) + " > " + (atol + rtol * Math.abs(b)) + ")";
+    }
+
+    /** Integers: the difference without overflow or rounding before it is compared. */
+    private static String mismatch(long a, long b, double rtol, double atol) {
+        if (a == b) return null;
+        long d = a - b;
+        boolean overflow = ((a ^ b) & (a ^ d)) < 0;   // then |a - b| >= 2^63, which a double holds well enough
+        double diff = overflow ? Math.abs((double) a - (double) b) : Math.abs((double) d), bound = atol + rtol * Math.abs((double) b);
+        return diff <= bound ? null : a + " vs " + b + " (|diff| " + (overflow ? Double.toString(diff) : Long.toString(Math.abs(d))) + " > " + bound + ")";
     }
 
     private static boolean close(double a, double b, double rtol, double atol) {
@@ -432,11 +479,11 @@ public final class NDArray implements HostTensor, ArrayLike {
         return "NDArray " + describe() + (shape.length >= 2 ? "\n" : " ") + values;
     }
 
-    String formatValue(double v) { return format(v); }
-
-    private String format(double v) {
-        if (dtype == DType.BOOL) return v != 0 ? "true" : "false";
-        if (dtype.isIntegral()) return Long.toString((long) v);
+    /** Element {@code index} as {@link #toString} shows it (integers exactly). */
+    String formatValue(long index) {
+        if (dtype == DType.BOOL) return longAt(index) != 0 ? "true" : "false";
+        if (dtype.isIntegral()) return Long.toString(longAt(index));
+        double v = get(index);
         return dtype == DType.FLOAT64 ? Double.toString(v) : Float.toString((float) v);
     }
 

@@ -64,6 +64,57 @@ class NDArrayTest {
         assertThat(NDArray.of(DType.INT8, new double[]{200}, 1).toIntArray()).containsExactly(-56); // wraps like a C cast
     }
 
+    /** Values a double cannot hold (2^53 + 1) and the extremes; expected values from Java's own conversions. */
+    static final long[] BIG = {(1L << 53) + 1, -(1L << 53) - 3, Long.MAX_VALUE, Long.MIN_VALUE, (1L << 60) + (1L << 36) + 1, 4_000_000_001L};
+
+    @Test
+    void int64ElementsReadAndWriteExactlyAsLongs() {
+        var a = NDArray.zeros(DType.INT64, 2, 3);
+        for (int i = 0; i < BIG.length; i++) a.setLong(i, BIG[i]);
+        for (int i = 0; i < BIG.length; i++) assertThat(a.getLong(i)).isEqualTo(BIG[i]);
+        assertThat(a.getLong(1, 0)).isEqualTo(Long.MIN_VALUE);
+        assertThat(a.getLong(-1, -1)).isEqualTo(4_000_000_001L);
+        assertThat(a.toLongArray()).containsExactly(BIG);
+        var i32 = NDArray.zeros(DType.INT32, 2);
+        i32.setLong(0, Long.MAX_VALUE);   // wraps as (int) does
+        i32.setLong(1, 4_000_000_001L);
+        assertThat(i32.toIntArray()).containsExactly((int) Long.MAX_VALUE, (int) 4_000_000_001L);
+        var f32 = NDArray.zeros(DType.FLOAT32, 1);
+        f32.setLong(0, BIG[4]);           // one rounding, not two through a double
+        assertThat(f32.get(0)).isEqualTo((double) (float) BIG[4]);
+        assertThat(NDArray.of(new double[]{2.9, -2.9, 1e30}, 3).getLong(2)).isEqualTo(Long.MAX_VALUE);
+    }
+
+    @Test
+    void conversionsOfInt64AreExactCasts() {
+        var a = NDArray.of(BIG, BIG.length);
+        long[] asInt = new long[BIG.length], asByte = new long[BIG.length];
+        for (int i = 0; i < BIG.length; i++) {
+            asInt[i] = (int) BIG[i];
+            asByte[i] = (byte) BIG[i];
+        }
+        assertThat(a.to(DType.INT32).toLongArray()).containsExactly(asInt);
+        assertThat(a.to(DType.INT8).toLongArray()).containsExactly(asByte);
+        assertThat(a.toIntArray()).containsExactly(java.util.Arrays.stream(asInt).mapToInt(x -> (int) x).toArray());
+        assertThat(a.to(DType.INT32).to(DType.INT64).toLongArray()).containsExactly(asInt);
+        for (int i = 0; i < BIG.length; i++) {
+            assertThat(a.to(DType.FLOAT32).get(i)).as("%d to f32", BIG[i]).isEqualTo((double) (float) BIG[i]);
+            assertThat(a.to(DType.FLOAT64).get(i)).as("%d to f64", BIG[i]).isEqualTo((double) BIG[i]);
+        }
+        assertThat(NDArray.of(new double[]{0x1p62, -0x1p63, 1e19, Double.NaN}, 4).to(DType.INT64).toLongArray())
+                .containsExactly(1L << 62, Long.MIN_VALUE, Long.MAX_VALUE, 0);
+    }
+
+    @Test
+    void int64ArraysCompareAndPrintTheirExactValues() {
+        var a = NDArray.of(new long[]{1L << 53, Long.MAX_VALUE}, 2);
+        var b = NDArray.of(new long[]{(1L << 53) + 1, Long.MAX_VALUE}, 2);
+        assertThat(a.mismatch(b, 0, 0)).isEqualTo("element 0 [0]: 9007199254740992 vs 9007199254740993 (|diff| 1 > 0.0)");
+        assertThat(a.allClose(b, 0, 1)).isTrue();
+        assertThat(NDArray.of(new long[]{Long.MIN_VALUE}, 1).mismatch(NDArray.of(new long[]{Long.MAX_VALUE}, 1), 0, 1e18)).contains("|diff| 1.8446744073709552E19");
+        assertThat(b.toString()).isEqualTo("NDArray i64[2] [   9007199254740993, 9223372036854775807]");   // padded to one width
+    }
+
     @Test
     void fullRandomAndConversions() {
         assertThat(NDArray.full(DType.FLOAT64, 2.5, 2, 2).toDoubleArray()).containsOnly(2.5);

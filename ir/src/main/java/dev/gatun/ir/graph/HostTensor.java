@@ -2,7 +2,10 @@ package dev.gatun.ir.graph;
 
 import dev.gatun.ir.DType;
 
-/** A tensor as a host implementation of a user op sees it: element access by row-major index. */
+/**
+ * A tensor as a host implementation of a user op sees it: element access by row-major index, as doubles or, exact for
+ * the integer dtypes and bool (int64 beyond 2^53 too), as longs.
+ */
 public interface HostTensor {
     DType dtype();
 
@@ -13,4 +16,10 @@ public interface HostTensor {
     double get(long index);
 
     void set(long index, double value);
+
+    /** The element as a long; an implementation holding int64 must override this to keep values beyond 2^53 exact. */
+    default long getLong(long index) { return (long) get(index); }
+
+    /** Writes an integer; an implementation holding int64 must override this to keep values beyond 2^53 exact. */
+    default void setLong(long index, long value) { set(index, value); }
 }

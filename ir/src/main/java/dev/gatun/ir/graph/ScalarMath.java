@@ -1,6 +1,11 @@
 package dev.gatun.ir.graph;
 
-/** What each {@link PointwiseFn} computes, in double precision, with the semantics PyTorch users expect: the one definition the reference interpreter and the host backend share. */
+/**
+ * What each {@link PointwiseFn} computes, with the semantics PyTorch users expect: the one definition the reference
+ * interpreter and the host backend share. Floating operands compute in double precision ({@link #apply}); integer
+ * (and bool) operands of an integer result or a comparison compute in Java {@code long} ({@link #applyLong}), so int64
+ * values stay exact beyond 2^53 and overflow wraps as Java's arithmetic does.
+ */
 public final class ScalarMath {
     private ScalarMath() {}
 
@@ -70,5 +75,52 @@ public final class ScalarMath {
             case IDENTITY -> a;
             case WHERE -> a != 0 ? b : c;
         };
+    }
+
+    /**
+     * Applies {@code fn} to integer operands as Java's {@code long} arithmetic does: add, sub, mul and neg wrap (so abs
+     * of {@code Long.MIN_VALUE} is itself, as in PyTorch), comparisons give 1 or 0, pow is the exact integer power
+     * ({@link #pow(long, long)}). The caller wraps the result to its dtype's width; since the low bits of a wrapped
+     * sum, difference, product or power do not depend on the high bits of the operands, that equals int32 (or int8)
+     * arithmetic wrapping at its own width. Functions that compute in floating point are refused: type inference
+     * gives them a floating result.
+     */
+    public static long applyLong(PointwiseFn fn, long a, long b, long c) {
+        return switch (fn) {
+            case ADD -> a + b;
+            case SUB -> a - b;
+            case MUL -> a * b;
+            case POW -> pow(a, b);
+            case MAXIMUM -> Math.max(a, b);
+            case MINIMUM -> Math.min(a, b);
+            case EQ -> a == b ? 1 : 0;
+            case NE -> a != b ? 1 : 0;
+            case LT -> a < b ? 1 : 0;
+            case LE -> a <= b ? 1 : 0;
+            case GT -> a > b ? 1 : 0;
+            case GE -> a >= b ? 1 : 0;
+            case NEG -> -a;
+            case ABS -> Math.abs(a);
+            case RELU -> Math.max(a, 0);
+            case IDENTITY -> a;
+            case WHERE -> a != 0 ? b : c;
+            case DIV, EXP, LOG, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, GELU, SILU ->
+                    throw new dev.gatun.ir.GatunException("ScalarMath.applyLong: " + fn.opName() + " computes in floating point, not on integers");
+        };
+    }
+
+    /**
+     * {@code base} to the power {@code exp} in wrapping {@code long} arithmetic (square and multiply), as PyTorch's
+     * integer pow computes it; a negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise (the integer
+     * part of the true power), as PyTorch does.
+     */
+    public static long pow(long base, long exp) {
+        if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp & 1) == 0 ? 1 : -1) : 0;
+        long result = 1;
+        for (long b = base, e = exp; e != 0; e >>>= 1) {
+            if ((e & 1) != 0) result *= b;
+            b *= b;
+        }
+        return result;
     }
 }

@@ -4,6 +4,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
+import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.Elements;
 
 import java.lang.foreign.MemorySegment;
@@ -15,7 +16,9 @@ import java.util.List;
  * rank gets bit-identical results. The barrier-free all-reduce pushes into peers' rotating slots instead
  * ({@link BarrierFreeAllReduce}). The NCCL path exchanges copies through a mailbox instead, as NCCL copies
  * through its own buffers. A rank outside the group passes its input through; along a mesh axis every slice runs
- * the collective among its own ranks, with its own barriers.
+ * the collective among its own ranks, with its own barriers. Integer elements combine as exact longs (sums wrap as
+ * Java's {@code long} does, then to the dtype's width), floating ones in double rounded once; elements that only move
+ * are copied as bytes.
  */
 final class HostCollectives {
     private HostCollectives() {}
@@ -51,7 +54,8 @@ final class HostCollectives {
                 r.world().maybeDelay(r.rank());
                 for (int k = 0; k < size; k++) {
                     MemorySegment src = r.peer(members.get(k), c.input());
-                    for (long i = k * chunk; i < Math.min(n, (k + 1) * chunk); i++) Elements.set(out, t, i, Elements.get(src, t, i));
+                    long from = k * chunk, to = Math.min(n, (k + 1) * chunk);
+                    if (to > from) MemorySegment.copy(src, from * t.byteSize(), out, from * t.byteSize(), (to - from) * t.byteSize());
                 }
                 r.barrier(call.group(), where + " (end)");
             }
@@ -123,29 +127,21 @@ final class HostCollectives {
     private static void nccl(HostExecutable.RankRun r, int step, Step.Collective c, List<Integer> members, DType t, long n, MemorySegment out) {
         var call = c.call();
         int me = members.indexOf(r.rank()), size = members.size();
-        double[][] box = r.world().mailbox(step, members);
-        MemorySegment in = r.segment(c.input());
-        double[] mine = new double[Math.toIntExact(n)];
-        for (int i = 0; i < mine.length; i++) mine[i] = Elements.get(in, t, i);
-        box[me] = mine;
+        MemorySegment[] box = r.world().mailbox(step, members);
+        long bytes = n * t.byteSize();
+        // this rank's input copied into the mailbox, as NCCL copies through its own buffers
+        box[me] = MemorySegment.ofArray(new byte[Math.toIntExact(bytes)]).copyFrom(r.segment(c.input()).asSlice(0, bytes));
         r.barrier(call.group(), c.format() + " (exchange)");
         switch (call.kind()) {
             case ALL_REDUCE, REDUCE_SCATTER -> {
                 long m = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? n : n / size;
                 long base = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? 0 : me * m;
-                for (long i = 0; i < m; i++) {
-                    double acc = 0;
-                    for (int k = 0; k < size; k++) acc = k == 0 ? box[k][(int) (base + i)] : combine(call.reduceOp(), acc, box[k][(int) (base + i)]);
-                    Elements.set(out, t, i, finish(call.reduceOp(), acc, size));
-                }
+                for (long i = 0; i < m; i++) reduceElement(call.reduceOp(), t, box, base + i, out, i);
             }
             case ALL_GATHER -> {
-                for (int k = 0; k < size; k++) for (int i = 0; i < n; i++) Elements.set(out, t, k * n + i, box[k][i]);
+                for (int k = 0; k < size; k++) MemorySegment.copy(box[k], 0, out, k * bytes, bytes);
             }
-            case BROADCAST -> {
-                double[] src = box[call.root()];
-                for (int i = 0; i < n; i++) Elements.set(out, t, i, src[i]);
-            }
+            case BROADCAST -> MemorySegment.copy(box[call.root()], 0, out, 0, bytes);
         }
         r.barrier(call.group(), c.format() + " (done)");
     }
@@ -159,11 +155,23 @@ final class HostCollectives {
         ReduceOp op = c.call().reduceOp();
         var peers = new MemorySegment[members.size()];
         for (int k = 0; k < peers.length; k++) peers[k] = r.peer(members.get(k), c.input());
-        for (long i = begin; i < end; i++) {
-            double acc = Elements.get(peers[0], t, i);
-            for (int k = 1; k < peers.length; k++) acc = combine(op, acc, Elements.get(peers[k], t, i));
-            Elements.set(to, t, toFirst + (i - begin), finish(op, acc, peers.length));
+        for (long i = begin; i < end; i++) reduceElement(op, t, peers, i, to, toFirst + (i - begin));
+    }
+
+    /**
+     * Element {@code i} of every segment of {@code from}, combined in order and finished, into element {@code at} of
+     * {@code to}: integers as exact longs (the sum wraps to the dtype's width), floats in double rounded once.
+     */
+    private static void reduceElement(ReduceOp op, DType t, MemorySegment[] from, long i, MemorySegment to, long at) {
+        if (DTypes.isExact(t)) {
+            long acc = Elements.getLong(from[0], t, i);
+            for (int k = 1; k < from.length; k++) acc = combine(op, acc, Elements.getLong(from[k], t, i));
+            Elements.setLong(to, t, at, acc);   // avg of integers is refused by type inference
+            return;
         }
+        double acc = Elements.get(from[0], t, i);
+        for (int k = 1; k < from.length; k++) acc = combine(op, acc, Elements.get(from[k], t, i));
+        Elements.set(to, t, at, finish(op, acc, from.length));
     }
 
     /**
@@ -179,6 +187,15 @@ final class HostCollectives {
             }
             case MAX -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.max(acc, v);
             case MIN -> Double.isNaN(acc) || Double.isNaN(v) ? Double.NaN : Math.min(acc, v);
+        };
+    }
+
+    /** Integers: a sum wraps as Java's {@code long} does. */
+    static long combine(ReduceOp op, long acc, long v) {
+        return switch (op) {
+            case SUM, AVG -> acc + v;
+            case MAX -> Math.max(acc, v);
+            case MIN -> Math.min(acc, v);
         };
     }
 

@@ -464,7 +464,7 @@ final class HostExecutable implements Executable {
                     double v = Elements.get(in, a.input().dtype(), r * cols + j);
                     if (Double.isNaN(v) || v > most) { most = v; best = j; }
                 }
-                Elements.set(out, DType.INT64, r, best);
+                Elements.setLong(out, DType.INT64, r, best);
             }
         }
 
@@ -472,7 +472,7 @@ final class HostExecutable implements Executable {
         @Override public void attention(Step.Attention a) {
             long[] q = a.q().shape().sizes(env);
             int batch = (int) q[0], rows = (int) q[1], d = (int) q[2], len = (int) a.keysT().shape().sizes(env)[2];
-            long at = (long) Elements.get(segment(a.position()), a.position().dtype(), 0);
+            long at = Elements.getLong(segment(a.position()), a.position().dtype(), 0);
             if (at < 0 || at >= len)
                 throw new GatunRuntimeException(a.format().strip() + ": position " + at + " of " + a.position().name() + " is outside the " + len
                         + " positions of " + a.keysT().name() + "; it must be 0 to " + (len - 1));
@@ -504,7 +504,7 @@ final class HostExecutable implements Executable {
             long rows = table[0], rowBytes = bytes(s.table()) / Math.max(1, rows), n = numel(s.indices());
             MemorySegment from = segment(s.table()), ids = segment(s.indices()), out = segment(s.output());
             for (long k = 0; k < n; k++) {
-                long row = (long) Elements.get(ids, s.indices().dtype(), k);
+                long row = Elements.getLong(ids, s.indices().dtype(), k);
                 if (row < 0 || row >= rows)
                     throw new GatunRuntimeException(s.format().strip() + ": index " + row + " at position " + k + " of " + s.indices().name()
                             + " is outside the " + rows + " rows of " + s.table().name());
@@ -514,7 +514,7 @@ final class HostExecutable implements Executable {
 
         @Override public void updateSlice(Step.UpdateSlice u) {
             var r = u.runs(env);
-            long at = (long) Elements.get(segment(u.start()), u.start().dtype(), 0);
+            long at = Elements.getLong(segment(u.start()), u.start().dtype(), 0);
             if (at < 0 || at > r.size() - r.len())
                 throw new GatunRuntimeException(u.format().strip() + ": position " + at + " of " + u.start().name() + " puts the " + r.len() + " elements of "
                         + u.update().name() + " along dimension " + u.dim() + " outside the " + r.size() + " of " + u.target().name() + "; it must be 0 to "

@@ -30,7 +30,7 @@ final class HostWorld {
     record Failure(int rank, Throwable cause) {}
 
     private final Map<String, GroupBarrier> barriers = new ConcurrentHashMap<>();
-    private final Map<String, double[][]> mailbox = new ConcurrentHashMap<>();
+    private final Map<String, java.lang.foreign.MemorySegment[]> mailbox = new ConcurrentHashMap<>();
     private final AtomicReference<Failure> failure = new AtomicReference<>();
     /** Each group's slices: the sets of ranks that run its collectives together. */
     private final Map<String, List<List<Integer>>> groups;
@@ -63,9 +63,9 @@ final class HostWorld {
         return barriers.computeIfAbsent(group + "/" + slice.getFirst(), g -> new GroupBarrier(slice, this));
     }
 
-    /** The slot array of an NCCL-emulated collective among {@code members} (one entry per member). */
-    double[][] mailbox(int step, List<Integer> members) {
-        return mailbox.computeIfAbsent(step + "/" + members.getFirst(), s -> new double[members.size()][]);
+    /** The slot array of an NCCL-emulated collective among {@code members} (one entry per member: a copy of its input's bytes). */
+    java.lang.foreign.MemorySegment[] mailbox(int step, List<Integer> members) {
+        return mailbox.computeIfAbsent(step + "/" + members.getFirst(), s -> new java.lang.foreign.MemorySegment[members.size()]);
     }
 
     void fail(int rank, Throwable t) {

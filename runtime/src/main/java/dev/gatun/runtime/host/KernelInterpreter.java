@@ -2,24 +2,25 @@ package dev.gatun.runtime.host;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.SymInt;
-import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceFn;
-import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.Elements;
-import dev.gatun.ir.graph.ScalarMath;
+import dev.gatun.runtime.host.KernelExpressions.Frame;
+import dev.gatun.runtime.host.KernelExpressions.Locals;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Map;
 
 /**
- * Runs a fused kernel on the host: a loop over the iteration space evaluating the kernel's locals in double
- * precision, rounding every op's result to its dtype (as the reference interpreter does; to float32 for an f16/bf16
- * result of a kernel that holds its intermediates in float, {@link Kernel#floatIntermediates}), then storing. A row
- * kernel runs its phases one after the other for each row (see {@link Kernel}). All loads of an element happen
- * before its stores, so an in-place output is safe.
+ * Runs a fused kernel on the host: a loop over the iteration space evaluating the kernel's locals
+ * ({@link KernelExpressions}: floating values in double precision, integers and bool in exact Java {@code long}),
+ * rounding every op's result to its dtype (as the reference interpreter does; to float32 for an f16/bf16 result of a
+ * kernel that holds its intermediates in float, {@link Kernel#floatIntermediates}), then storing. A row kernel runs its
+ * phases one after the other for each row (see {@link Kernel}); its reductions accumulate in the lane of their dtype
+ * (integer sums wrap as Java's {@code long} does). All loads of an element happen before its stores, so an in-place
+ * output is safe.
  */
 final class KernelInterpreter {
     private KernelInterpreter() {}
@@ -27,35 +28,36 @@ final class KernelInterpreter {
     /** Where a kernel's inputs and outputs are, for one call. */
     record Bound(MemorySegment[] inputs, DType[] inputTypes, MemorySegment[] outputs, DType[] outputTypes) {}
 
-    private interface Eval {
-        double at(long[] idx, double[] locals, double[] reduced);
-    }
-
     static void run(Kernel k, Bound b, Map<String, Long> env) {
-        int rank = k.ranges().size(), red = k.reductionRanges().size();
-        long[] ranges = eval(k.ranges(), env), redRanges = eval(k.reductionRanges(), env);
-        Eval[] locals = new Eval[k.locals().size()];
-        for (int i = 0; i < locals.length; i++) locals[i] = compile(k, k.locals().get(i), b, env);
-        Place[] places = new Place[k.stores().size()];
-        for (int s = 0; s < places.length; s++) places[s] = Place.of(k.stores().get(s), env);
-        long[] idx = new long[rank + red];
-        double[] values = new double[locals.length];
-        double[] reduced = new double[k.reductions().size()];
-        long outCount = product(ranges), redCount = product(redRanges);
-        if (!k.isReduction()) {
-            for (long o = 0; o < outCount; o++) {
-                unravel(o, ranges, idx, 0);
-                for (int i = 0; i < locals.length; i++) values[i] = locals[i].at(idx, values, reduced);
-                for (int s = 0; s < places.length; s++)
-                    Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o, idx), values[k.stores().get(s).local()]);
-            }
+        Locals locals = KernelExpressions.compile(k, b, env);
+        var frame = new Frame(locals.size(), k.reductions().size());
+        Writer[] stores = new Writer[k.stores().size()];
+        for (int s = 0; s < stores.length; s++) stores[s] = Writer.of(k.stores().get(s), b.outputs()[s], b.outputTypes()[s], locals, env);
+        long[] idx = new long[k.ranges().size() + k.reductionRanges().size()];
+        if (k.isReduction()) {
+            rows(k, b, env, locals, frame, stores, idx);
             return;
         }
+        long[] ranges = eval(k.ranges(), env);
+        long outCount = product(ranges);
+        for (long o = 0; o < outCount; o++) {
+            unravel(o, ranges, idx, 0);
+            for (int i = 0; i < locals.size(); i++) locals.eval(i, idx, frame);
+            for (Writer w : stores) w.write(o, idx, frame);
+        }
+    }
+
+    /** A row kernel: each row's phases (one per reduction, then its elements), its per-row values, then the folds of them. */
+    private static void rows(Kernel k, Bound b, Map<String, Long> env, Locals locals, Frame frame, Writer[] stores, long[] idx) {
+        int rank = k.ranges().size(), phases = k.reductions().size();
+        long[] ranges = eval(k.ranges(), env), redRanges = eval(k.reductionRanges(), env);
+        long outCount = product(ranges), redCount = product(redRanges);
         boolean[] element = k.perElement();
-        int phases = k.reductions().size();
+        var reductions = new Accumulator[phases];
+        for (int p = 0; p < phases; p++) reductions[p] = new Accumulator(k.reductions().get(p).fn(), k.held(k.reductions().get(p).dtype()));
         // the folds of per-row results (Kernel.Fold): each row's value as its store wrote it, folded in row order
-        double[] folded = new double[k.folds().size()];
-        for (int f = 0; f < folded.length; f++) folded[f] = init(k.folds().get(f).fn());
+        var folds = new Accumulator[k.folds().size()];
+        for (int f = 0; f < folds.length; f++) folds[f] = new Accumulator(k.folds().get(f).fn(), k.folds().get(f).dtype()).reset();
         boolean[][] needed = new boolean[phases + 1][];
         for (int p = 0; p <= phases; p++) needed[p] = k.neededIn(p);
         for (long o = 0; o < outCount; o++) {
@@ -63,39 +65,101 @@ final class KernelInterpreter {
             for (int d = rank; d < idx.length; d++) idx[d] = 0;
             // phase p folds reduction p over the row; the last phase evaluates everything and stores the elements
             for (int p = 0; p <= phases; p++) {
-                Kernel.Reduction r = p < phases ? k.reductions().get(p) : null;
-                double acc = r == null ? 0 : init(r.fn());
+                Accumulator acc = p < phases ? reductions[p].reset() : null;
+                int of = p < phases ? k.reductions().get(p).local() : -1;
                 for (long e = 0; e < redCount; e++) {
                     unravel(e, redRanges, idx, rank);
-                    for (int i = 0; i < locals.length; i++) if (needed[p][i]) values[i] = locals[i].at(idx, values, reduced);
-                    if (r != null) {
-                        acc = combine(r.fn(), acc, values[r.local()]);
-                        continue;
-                    }
-                    for (int s = 0; s < places.length; s++) {
-                        var st = k.stores().get(s);
-                        if (!st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o * redCount + e, idx), values[st.local()]);
-                    }
+                    for (int i = 0; i < locals.size(); i++) if (needed[p][i]) locals.eval(i, idx, frame);
+                    if (acc != null) acc.add(frame, of, locals.isExact(of));
+                    else for (Writer w : stores) if (!w.perRow) w.write(o * redCount + e, idx, frame);
                 }
-                if (r != null) reduced[p] = DTypes.round(finish(r.fn(), acc, redCount), k.held(r.dtype()));
+                if (acc != null) acc.finishInto(frame, p, redCount);
             }
             // what is one value per row, evaluated even for an empty row
             for (int d = rank; d < idx.length; d++) idx[d] = 0;
-            for (int i = 0; i < locals.length; i++) if (!element[i]) values[i] = locals[i].at(idx, values, reduced);
-            for (int s = 0; s < places.length; s++) {
-                var st = k.stores().get(s);
-                if (st.perRow()) Elements.set(b.outputs()[s], b.outputTypes()[s], places[s].at(o, idx), values[st.local()]);
-            }
-            for (int f = 0; f < folded.length; f++) {
-                var fold = k.folds().get(f);
-                int of = fold.of();
-                folded[f] = combine(fold.fn(), folded[f], DTypes.round(values[k.stores().get(of).local()], b.outputTypes()[of]));
-            }
+            for (int i = 0; i < locals.size(); i++) if (!element[i]) locals.eval(i, idx, frame);
+            for (Writer w : stores) if (w.perRow) w.write(o, idx, frame);
+            for (int f = 0; f < folds.length; f++) stores[k.folds().get(f).of()].readInto(folds[f], o, idx);
         }
-        for (int f = 0; f < folded.length; f++) {
-            var fold = k.folds().get(f);
+        for (int f = 0; f < folds.length; f++) {
             int s = k.stores().size() + f;
-            Elements.set(b.outputs()[s], b.outputTypes()[s], 0, DTypes.round(finish(fold.fn(), folded[f], outCount), fold.dtype()));
+            folds[f].write(b.outputs()[s], b.outputTypes()[s], 0, outCount);
+        }
+    }
+
+    /** Writes one local into a store's output, from its lane (the dtype's rounding or wrapping is {@link Elements}'). */
+    private record Writer(MemorySegment out, DType type, Place place, int local, boolean exact, boolean perRow) {
+        static Writer of(Kernel.Store s, MemorySegment out, DType type, Locals locals, Map<String, Long> env) {
+            return new Writer(out, type, Place.of(s, env), s.local(), locals.isExact(s.local()), s.perRow());
+        }
+
+        void write(long rowMajor, long[] idx, Frame f) {
+            long p = place.at(rowMajor, idx);
+            if (exact) Elements.setLong(out, type, p, f.intLocals[local]);
+            else Elements.set(out, type, p, f.locals[local]);
+        }
+
+        /** Folds the element this store wrote for {@code rowMajor} into {@code acc}. */
+        void readInto(Accumulator acc, long rowMajor, long[] idx) {
+            long p = place.at(rowMajor, idx);
+            if (DTypes.isExact(type)) acc.add(Elements.getLong(out, type, p));
+            else acc.add(Elements.get(out, type, p));
+        }
+    }
+
+    /**
+     * A reduction's running value, in the lane of its dtype: a wrapping long for integers and bool, a double for floats
+     * (max and min propagate NaN, as torch's reductions do; a mean divides by the count).
+     */
+    private static final class Accumulator {
+        private final ReduceFn fn;
+        private final DType type;
+        private final boolean exact;
+        private double value;
+        private long exactValue;
+
+        Accumulator(ReduceFn fn, DType type) {
+            this.fn = fn;
+            this.type = type;
+            this.exact = DTypes.isExact(type);
+        }
+
+        Accumulator reset() {
+            value = init(fn);
+            exactValue = switch (fn) {
+                case SUM, MEAN -> 0;
+                case MAX -> Long.MIN_VALUE;
+                case MIN -> Long.MAX_VALUE;
+            };
+            return this;
+        }
+
+        void add(double v) {
+            if (exact) exactValue = combine(fn, exactValue, DTypes.toLong(v, DType.INT64));
+            else value = combine(fn, value, v);
+        }
+
+        void add(long v) {
+            if (exact) exactValue = combine(fn, exactValue, v);
+            else value = combine(fn, value, (double) v);
+        }
+
+        /** Adds local {@code local} of the frame, from its lane. */
+        void add(Frame f, int local, boolean exactLocal) {
+            if (exactLocal) add(f.intLocals[local]);
+            else add(f.locals[local]);
+        }
+
+        /** The result over {@code count} values, rounded to the dtype, as reduction {@code slot} of the frame. */
+        void finishInto(Frame f, int slot, long count) {
+            if (exact) f.intReduced[slot] = DTypes.wrap(exactValue, type);
+            else f.reduced[slot] = DTypes.round(finish(fn, value, count), type);
+        }
+
+        /** The result over {@code count} values, rounded to the dtype, into element {@code at} of {@code out}. */
+        void write(MemorySegment out, DType outType, long at, long count) {
+            if (exact) Elements.setLong(out, outType, at, DTypes.wrap(exactValue, type));
+            else Elements.set(out, outType, at, DTypes.round(finish(fn, value, count), type));
         }
     }
 
@@ -135,47 +199,12 @@ final class KernelInterpreter {
         };
     }
 
-    private static Eval compile(Kernel k, KExpr e, Bound b, Map<String, Long> env) {
-        return switch (e) {
-            case KExpr.Const c -> {
-                double v = DTypes.round(c.value(), c.dtype());
-                yield (idx, l, r) -> v;
-            }
-            case KExpr.Local l -> {
-                int i = l.index();
-                yield (idx, locals, r) -> locals[i];
-            }
-            case KExpr.Reduced rd -> {
-                int i = rd.reduction();
-                yield (idx, l, reduced) -> reduced[i];
-            }
-            case KExpr.Cast c -> {
-                Eval x = compile(k, c.x(), b, env);
-                DType t = c.dtype();
-                yield (idx, l, r) -> DTypes.round(x.at(idx, l, r), t);
-            }
-            case KExpr.Load ld -> {
-                MemorySegment seg = b.inputs()[ld.input()];
-                DType t = b.inputTypes()[ld.input()];
-                long off = ld.offset().eval(env);
-                long[] strides = eval(ld.strides(), env);
-                yield (idx, l, r) -> {
-                    long p = off;
-                    for (int d = 0; d < strides.length; d++) p += strides[d] * idx[d];
-                    return Elements.get(seg, t, p);
-                };
-            }
-            case KExpr.Apply a -> {
-                Eval[] args = new Eval[a.args().size()];
-                for (int i = 0; i < args.length; i++) args[i] = compile(k, a.args().get(i), b, env);
-                PointwiseFn fn = a.fn();
-                DType t = k.held(a.dtype());
-                yield switch (args.length) {
-                    case 1 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), 0, 0), t);
-                    case 2 -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), args[1].at(idx, l, r), 0), t);
-                    default -> (idx, l, r) -> DTypes.round(ScalarMath.apply(fn, args[0].at(idx, l, r), args[1].at(idx, l, r), args[2].at(idx, l, r)), t);
-                };
-            }
+    /** Integers: sums wrap as Java's {@code long} does. */
+    static long combine(ReduceFn f, long acc, long v) {
+        return switch (f) {
+            case SUM, MEAN -> acc + v;
+            case MAX -> Math.max(acc, v);
+            case MIN -> Math.min(acc, v);
         };
     }
 

@@ -7,29 +7,133 @@ import dev.gatun.runtime.NDArray;
 import java.util.Arrays;
 
 /**
- * The interpreter's working value: a dtype, a shape and row-major doubles already rounded to the dtype.
- * Doubles hold every value of every dtype exactly except int64 beyond 2^53, which the reference accepts.
+ * The interpreter's working value: a dtype, a shape and row-major elements already rounded to the dtype, held in the
+ * lane of the dtype ({@link DTypes#isExact}): doubles for the floating dtypes, longs for the integer dtypes and bool,
+ * so an int64 keeps all its 64 bits. Ops that only move elements (views, concatenation, lookups, updates, gathers) move
+ * them by position ({@link #pick}, {@link #copyTo}) and never convert them.
  */
-record Dense(DType dtype, long[] shape, double[] data) {
+final class Dense {
+    private final DType dtype;
+    private final long[] shape;
+    /** The elements of a floating dtype, else null. */
+    private final double[] floats;
+    /** The elements of an integer dtype or bool, else null. */
+    private final long[] ints;
 
-    static Dense zeros(DType dtype, long[] shape) { return new Dense(dtype, shape, new double[size(shape)]); }
+    private Dense(DType dtype, long[] shape, double[] floats, long[] ints) {
+        this.dtype = dtype;
+        this.shape = shape;
+        this.floats = floats;
+        this.ints = ints;
+    }
 
-    static Dense of(NDArray a) { return new Dense(a.dtype(), a.shape(), a.toDoubleArray()); }
+    /** Doubles already rounded to floating {@code t}. */
+    static Dense floats(DType t, long[] shape, double[] values) {
+        if (DTypes.isExact(t)) throw new IllegalArgumentException(t + " values are longs, not doubles");
+        return new Dense(t, shape, values, null);
+    }
 
-    NDArray toNDArray() { return NDArray.of(dtype, data, shape); }
+    /** Longs already wrapped to integer (or bool) {@code t}. */
+    static Dense ints(DType t, long[] shape, long[] values) {
+        if (!DTypes.isExact(t)) throw new IllegalArgumentException(t + " values are doubles, not longs");
+        return new Dense(t, shape, null, values);
+    }
 
-    int numel() { return data.length; }
+    /** Doubles computed for a result of dtype {@code t}, rounded to it ({@link DTypes#round}): where results become the node's dtype. */
+    static Dense rounded(DType t, long[] shape, double[] values) {
+        if (DTypes.isExact(t)) {
+            long[] out = new long[values.length];
+            for (int i = 0; i < out.length; i++) out[i] = DTypes.toLong(values[i], t);
+            return ints(t, shape, out);
+        }
+        double[] out = new double[values.length];
+        for (int i = 0; i < out.length; i++) out[i] = DTypes.round(values[i], t);
+        return floats(t, shape, out);
+    }
+
+    static Dense zeros(DType t, long[] shape) {
+        int n = size(shape);
+        return DTypes.isExact(t) ? ints(t, shape, new long[n]) : floats(t, shape, new double[n]);
+    }
+
+    static Dense of(NDArray a) {
+        return DTypes.isExact(a.dtype()) ? ints(a.dtype(), a.shape(), a.toLongArray()) : floats(a.dtype(), a.shape(), a.toDoubleArray());
+    }
+
+    NDArray toNDArray() {
+        if (floats != null) return NDArray.of(dtype, floats, shape);
+        NDArray a = NDArray.zeros(dtype, shape);
+        for (int i = 0; i < ints.length; i++) a.setLong(i, ints[i]);
+        return a;
+    }
+
+    DType dtype() { return dtype; }
+
+    long[] shape() { return shape; }
+
+    int numel() { return floats != null ? floats.length : ints.length; }
 
     int rank() { return shape.length; }
 
-    /** Rounds every element to {@code t}: the one place results become the node's dtype. */
-    Dense roundedTo(DType t) {
-        double[] out = new double[data.length];
-        for (int i = 0; i < out.length; i++) out[i] = DTypes.round(data[i], t);
-        return new Dense(t, shape, out);
+    /** Whether the elements are exact longs (an integer dtype or bool). */
+    boolean isExact() { return ints != null; }
+
+    /** Element i as a double (an int64 beyond 2^53 rounds, as PyTorch's promotion to a floating type does). */
+    double get(int i) { return floats != null ? floats[i] : (double) ints[i]; }
+
+    /** Element i as a long: exact for integers, a floating value truncated as a cast to int64. */
+    long getLong(int i) { return ints != null ? ints[i] : DTypes.toLong(floats[i], DType.INT64); }
+
+    /** Every element as a double (a copy for integers): the operand of floating arithmetic. */
+    double[] doubles() {
+        if (floats != null) return floats;
+        double[] out = new double[ints.length];
+        for (int i = 0; i < out.length; i++) out[i] = ints[i];
+        return out;
     }
 
-    Dense withShape(long[] newShape) { return new Dense(dtype, newShape, data); }
+    /** The elements of an integer dtype or bool. */
+    long[] longs() {
+        if (ints == null) throw new IllegalStateException(dtype + " values are doubles");
+        return ints;
+    }
+
+    /** A cast to {@code t}: integers wrap or round once to a float, floats round or truncate ({@link DTypes}). */
+    Dense roundedTo(DType t) {
+        if (floats != null) return rounded(t, shape, floats);
+        if (DTypes.isExact(t)) {
+            long[] out = new long[ints.length];
+            for (int i = 0; i < out.length; i++) out[i] = DTypes.wrap(ints[i], t);
+            return ints(t, shape, out);
+        }
+        double[] out = new double[ints.length];
+        for (int i = 0; i < out.length; i++) out[i] = DTypes.fromLong(ints[i], t);
+        return floats(t, shape, out);
+    }
+
+    Dense withShape(long[] newShape) { return new Dense(dtype, newShape, floats, ints); }
+
+    /** A value of {@code newShape} whose element i is this value's element {@code from[i]}. */
+    Dense pick(long[] newShape, int[] from) {
+        if (floats != null) {
+            double[] out = new double[from.length];
+            for (int i = 0; i < out.length; i++) out[i] = floats[from[i]];
+            return floats(dtype, newShape, out);
+        }
+        long[] out = new long[from.length];
+        for (int i = 0; i < out.length; i++) out[i] = ints[from[i]];
+        return ints(dtype, newShape, out);
+    }
+
+    /** A copy whose elements the caller may overwrite ({@link #copyTo} into it). */
+    Dense copy() { return new Dense(dtype, shape, floats == null ? null : floats.clone(), ints == null ? null : ints.clone()); }
+
+    /** Copies {@code length} elements from position {@code from} to position {@code at} of {@code dst} (same dtype). */
+    void copyTo(int from, Dense dst, int at, int length) {
+        if (dst.dtype != dtype) throw new IllegalArgumentException("copying " + dtype + " elements into " + dst.dtype);
+        if (floats != null) System.arraycopy(floats, from, dst.floats, at, length);
+        else System.arraycopy(ints, from, dst.ints, at, length);
+    }
 
     static int size(long[] shape) {
         long n = 1;
@@ -60,23 +164,24 @@ record Dense(DType dtype, long[] shape, double[] data) {
         return s;
     }
 
-    /** The value of this array at every position of {@code out}, following broadcast strides. */
-    double[] broadcastTo(long[] out) {
-        long[] st = broadcastStrides(out);
-        int n = size(out);
-        double[] r = new double[n];
-        long[] idx = new long[out.length];
-        long src = 0;
-        for (int i = 0; i < n; i++) {
-            r[i] = data[(int) src];
-            // odometer increment over out's shape, moving src along the broadcast strides
-            for (int d = out.length - 1; d >= 0; d--) {
-                if (++idx[d] < out[d]) { src += st[d]; break; }
-                src -= st[d] * (out[d] - 1);
+    /** This value at every position of {@code out}, following broadcast strides. */
+    Dense broadcastTo(long[] out) { return pick(out, positions(out, broadcastStrides(out), 0)); }
+
+    /** The positions a strided view {@code offset + sum(strides[d] * i_d)} of shape {@code shape} reads, in row-major order. */
+    static int[] positions(long[] shape, long[] strides, long offset) {
+        int[] out = new int[size(shape)];
+        long[] idx = new long[shape.length];
+        long src = offset;
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (int) src;
+            // odometer increment over the shape, moving src along the strides
+            for (int d = shape.length - 1; d >= 0; d--) {
+                if (++idx[d] < shape[d]) { src += strides[d]; break; }
+                src -= strides[d] * (shape[d] - 1);
                 idx[d] = 0;
             }
         }
-        return r;
+        return out;
     }
 
     @Override public String toString() { return dtype + Arrays.toString(shape); }

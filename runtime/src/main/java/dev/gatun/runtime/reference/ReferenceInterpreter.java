@@ -17,6 +17,7 @@ import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.TypeInference;
 import dev.gatun.ir.graph.UserOp;
+import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.NDArray;
 
 import java.util.ArrayList;
@@ -35,8 +36,11 @@ import java.util.stream.LongStream;
  *
  * <p>Semantics:
  * <ul>
- * <li>Every node computes in double precision and its result is rounded to the node's dtype, so float16 and
- *     bfloat16 results are rounded after every op, integers truncate toward zero (casts) and wrap.</li>
+ * <li>Floating nodes compute in double precision and round their result to the node's dtype, so float16 and
+ *     bfloat16 results are rounded after every op. Integer (and bool) values are Java {@code long}s, exact to all
+ *     64 bits: integer arithmetic, reductions and collectives wrap as Java's {@code long} does, then to the
+ *     dtype's width (int32 as {@code int}); comparisons of integers compare them exactly; casts from floats
+ *     truncate toward zero ({@link dev.gatun.runtime.DTypes}).</li>
  * <li>Pointwise ops broadcast as NumPy does; operands promote as {@link TypeInference} says; {@code div} is
  *     true division; gelu is the exact erf form; maximum/minimum propagate NaN.</li>
  * <li>Collectives combine the group members' values in ascending rank order (bit-identical on every rank).
@@ -164,7 +168,7 @@ public final class ReferenceInterpreter {
         DType t = n.type().dtype();
         return switch (n.op()) {
             case Op.Input i -> Dense.of(s.inputs.get(i.name()));
-            case Op.Constant c -> new Dense(t, n.type().shape().sizes(), c.values()).roundedTo(t);
+            case Op.Constant c -> Dense.rounded(t, n.type().shape().sizes(), c.values());
             case Op.Pointwise p -> pointwise(p.fn(), in, t, n);
             case Op.Cast c -> in.getFirst().roundedTo(c.to());
             case Op.Reduce r -> reduce(r, TypeInference.reductionDims(r.opName(), n.input(0), r.dims()), in.getFirst(), t);
@@ -186,7 +190,7 @@ public final class ReferenceInterpreter {
                 long[] to = e.shape().sizes(s.env);
                 if (broadcastShape(in.getFirst().shape(), to) == null || !Arrays.equals(broadcastShape(in.getFirst().shape(), to), to))
                     throw new GraphException("expand: cannot broadcast " + in.getFirst() + " to " + Arrays.toString(to));
-                yield new Dense(in.getFirst().dtype(), to, in.getFirst().broadcastTo(to));
+                yield in.getFirst().broadcastTo(to);
             }
             case Op.Custom c -> {
                 var outs = callUserOp(n, c, in, s.rank, world);
@@ -204,12 +208,25 @@ public final class ReferenceInterpreter {
             shape = broadcastShape(shape, d.shape());
             if (shape == null) throw new GraphException(fn.opName() + ": actual shapes " + in + " do not broadcast");
         }
-        double[][] args = new double[3][];
-        for (int i = 0; i < in.size(); i++) args[i] = in.get(i).broadcastTo(shape);
-        double[] out = new double[Dense.size(shape)];
-        for (int i = 0; i < out.length; i++)
-            out[i] = ScalarMath.apply(fn, args[0][i], args[1] == null ? 0 : args[1][i], args[2] == null ? 0 : args[2][i]);
-        return new Dense(t, shape, out).roundedTo(t);
+        var args = new ArrayList<Dense>();
+        for (Dense d : in) args.add(d.broadcastTo(shape));
+        // integer operands of an integer result or of a comparison compute exactly in long; everything else in double
+        boolean exact = args.stream().allMatch(Dense::isExact) && (fn.isComparison() || DTypes.isExact(t));
+        int size = Dense.size(shape);
+        if (exact) {
+            long[][] x = new long[3][];
+            for (int i = 0; i < args.size(); i++) x[i] = args.get(i).longs();
+            long[] out = new long[size];
+            for (int i = 0; i < size; i++)
+                out[i] = DTypes.wrap(ScalarMath.applyLong(fn, x[0][i], x[1] == null ? 0 : x[1][i], x[2] == null ? 0 : x[2][i]), t);
+            return Dense.ints(t, shape, out);
+        }
+        double[][] x = new double[3][];
+        for (int i = 0; i < args.size(); i++) x[i] = args.get(i).doubles();
+        double[] out = new double[size];
+        for (int i = 0; i < size; i++)
+            out[i] = ScalarMath.apply(fn, x[0][i], x[1] == null ? 0 : x[1][i], x[2] == null ? 0 : x[2][i]);
+        return Dense.rounded(t, shape, out);
     }
 
     private static Dense reduce(Op.Reduce r, List<Integer> dims, Dense x, DType t) {
@@ -222,58 +239,80 @@ public final class ReferenceInterpreter {
             else if (r.keepdim()) outDims.add(1L);
         }
         long[] outShape = outDims.stream().mapToLong(Long::longValue).toArray();
-        // strides of the output for the kept dims, 0 for reduced ones: input index -> output index
-        long[] outStridesFull = new long[shape.length];
+        // strides of the output for the kept dims, 0 for reduced ones: input position -> output position
+        long[] outStrides = new long[shape.length];
         long acc = 1;
         for (int d = shape.length - 1; d >= 0; d--) {
             if (reduced[d]) continue;
-            outStridesFull[d] = acc;
+            outStrides[d] = acc;
             acc *= shape[d];
         }
+        int[] into = Dense.positions(shape, outStrides, 0);
+        int outN = Dense.size(outShape);
+        boolean[] seen = new boolean[outN];
+        for (int o : into) seen[o] = true;
+        for (int o = 0; o < outN; o++)
+            if (!seen[o] && (r.fn() == ReduceFn.MAX || r.fn() == ReduceFn.MIN))
+                throw new GraphException(r.opName() + ": reducing " + x + " over dims " + dims + " that hold no elements");
+        long count = 1;
+        for (int d : dims) count *= shape[d];
+        return x.isExact() && DTypes.isExact(t) ? reduceExactly(r.fn(), x.longs(), into, t, outShape)
+                : reduceInDouble(r.fn(), x.doubles(), into, count, t, outShape);
+    }
+
+    /** An integer reduction in wrapping long arithmetic: empty sums are 0. */
+    private static Dense reduceExactly(ReduceFn fn, long[] x, int[] into, DType t, long[] outShape) {
+        long[] res = new long[Dense.size(outShape)];
+        if (fn == ReduceFn.MAX) Arrays.fill(res, Long.MIN_VALUE);
+        if (fn == ReduceFn.MIN) Arrays.fill(res, Long.MAX_VALUE);
+        for (int i = 0; i < x.length; i++) {
+            int o = into[i];
+            res[o] = switch (fn) {
+                case SUM, MEAN -> res[o] + x[i];
+                case MAX -> Math.max(res[o], x[i]);
+                case MIN -> Math.min(res[o], x[i]);
+            };
+        }
+        for (int o = 0; o < res.length; o++) res[o] = DTypes.wrap(res[o], t);
+        return Dense.ints(t, outShape, res);
+    }
+
+    /** A reduction in double, rounded once to {@code t}: an empty sum is 0, an empty mean NaN, as in PyTorch. */
+    private static Dense reduceInDouble(ReduceFn fn, double[] x, int[] into, long count, DType t, long[] outShape) {
         int outN = Dense.size(outShape);
         double[] res = new double[outN];
         boolean[] seen = new boolean[outN];
-        long[] idx = new long[shape.length];
-        for (int i = 0; i < x.numel(); i++) {
-            int o = 0;
-            for (int d = 0; d < shape.length; d++) o += (int) (idx[d] * outStridesFull[d]);
-            double v = x.data()[i];
+        for (int i = 0; i < x.length; i++) {
+            int o = into[i];
+            double v = x[i];
             if (!seen[o]) { res[o] = v; seen[o] = true; }
-            else res[o] = switch (r.fn()) {
+            else res[o] = switch (fn) {
                 case SUM, MEAN -> res[o] + v;
                 case MAX -> Math.max(res[o], v);
                 case MIN -> Math.min(res[o], v);
             };
-            for (int d = shape.length - 1; d >= 0; d--) {
-                if (++idx[d] < shape[d]) break;
-                idx[d] = 0;
-            }
         }
-        long count = 1;
-        for (int d : dims) count *= shape[d];
         for (int o = 0; o < outN; o++) {
-            if (!seen[o]) {
-                if (r.fn() == ReduceFn.MAX || r.fn() == ReduceFn.MIN)
-                    throw new GraphException(r.opName() + ": reducing " + x + " over dims " + dims + " that hold no elements");
-                res[o] = r.fn() == ReduceFn.MEAN ? Double.NaN : 0; // empty sum 0, empty mean NaN, as in PyTorch
-            } else if (r.fn() == ReduceFn.MEAN) res[o] /= count;
+            if (!seen[o]) res[o] = fn == ReduceFn.MEAN ? Double.NaN : 0;
+            else if (fn == ReduceFn.MEAN) res[o] /= count;
         }
-        return new Dense(t, outShape, res).roundedTo(t);
+        return Dense.rounded(t, outShape, res);
     }
 
     /** The first position of each row's largest element (a NaN counts as the largest). */
     private static Dense argmax(Dense x, Node n) {
         int cols = (int) x.shape()[x.rank() - 1], rows = x.numel() / Math.max(1, cols);
-        double[] out = new double[rows];
+        double[] data = x.doubles();
+        long[] out = new long[rows];
         for (int r = 0; r < rows; r++) {
             int best = 0;
             for (int j = 1; j < cols; j++) {
-                double v = x.data()[r * cols + j], b = x.data()[r * cols + best];
+                double v = data[r * cols + j], b = data[r * cols + best];
                 if (!Double.isNaN(b) && (Double.isNaN(v) || v > b)) best = j;
             }
             out[r] = best;
         }
-        return new Dense(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
+        return Dense.ints(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
     }
 
     /**
@@ -283,18 +322,18 @@ public final class ReferenceInterpreter {
     private static Dense updateSlice(Dense x, Dense update, Dense at, Op.UpdateSlice u, Node n) {
         int rank = x.rank(), dim = u.dim() < 0 ? u.dim() + rank : u.dim();
         long size = x.shape()[dim], len = update.shape()[dim];
-        double start = at.data()[0];
+        long start = at.getLong(0);
         if (start < 0 || start > size - len)
-            throw new GraphException("update_slice: position " + (long) start + " of " + n.input(2).label() + " puts the " + len + " elements of "
+            throw new GraphException("update_slice: position " + start + " of " + n.input(2).label() + " puts the " + len + " elements of "
                     + n.input(1).label() + " along dimension " + dim + " outside " + n.input(0).label() + "'s " + size + "; it must be 0 to " + (size - len));
-        double[] out = x.data().clone();
+        Dense out = x.copy();
         long inner = 1;
         for (int d = dim + 1; d < rank; d++) inner *= x.shape()[d];
         long outer = x.numel() / Math.max(1, size * inner);
         for (long o = 0; o < outer; o++)
             for (long j = 0; j < len; j++)
-                System.arraycopy(update.data(), (int) ((o * len + j) * inner), out, (int) ((o * size + (long) start + j) * inner), (int) inner);
-        return new Dense(x.dtype(), x.shape(), out);
+                update.copyTo((int) ((o * len + j) * inner), out, (int) ((o * size + start + j) * inner), (int) inner);
+        return out;
     }
 
     /**
@@ -303,11 +342,12 @@ public final class ReferenceInterpreter {
      */
     private static Dense attention(Dense q, Dense kT, Dense v, Dense at, double scale, Node n) {
         int batch = (int) q.shape()[0], rows = (int) q.shape()[1], d = (int) q.shape()[2], len = (int) kT.shape()[2];
-        double position = at.data()[0];
+        long position = at.getLong(0);
         if (position < 0 || position >= len)
-            throw new GraphException("attention: position " + (long) position + " of " + n.input(3).label() + " is outside the " + len
+            throw new GraphException("attention: position " + position + " of " + n.input(3).label() + " is outside the " + len
                     + " positions of " + n.input(1).label() + "; it must be 0 to " + (len - 1));
         int last = (int) position;
+        double[] qs = q.doubles(), ks = kT.doubles(), vs = v.doubles();
         double[] out = new double[q.numel()];
         for (int b = 0; b < batch; b++)
             for (int r = 0; r < rows; r++) {
@@ -315,18 +355,18 @@ public final class ReferenceInterpreter {
                 double max = Double.NEGATIVE_INFINITY, sum = 0;
                 for (int s = 0; s <= last; s++) {
                     double dot = 0;
-                    for (int e = 0; e < d; e++) dot += q.data()[(b * rows + r) * d + e] * kT.data()[(b * d + e) * len + s];
+                    for (int e = 0; e < d; e++) dot += qs[(b * rows + r) * d + e] * ks[(b * d + e) * len + s];
                     score[s] = scale * dot;
                     max = Math.max(max, score[s]);
                 }
                 for (int s = 0; s <= last; s++) sum += score[s] = Math.exp(score[s] - max);
                 for (int e = 0; e < d; e++) {
                     double acc = 0;
-                    for (int s = 0; s <= last; s++) acc += score[s] * v.data()[(b * len + s) * d + e];
+                    for (int s = 0; s <= last; s++) acc += score[s] * vs[(b * len + s) * d + e];
                     out[(b * rows + r) * d + e] = acc / sum;
                 }
             }
-        return new Dense(q.dtype(), q.shape(), out).roundedTo(q.dtype());
+        return Dense.rounded(q.dtype(), q.shape(), out);
     }
 
     /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */
@@ -334,14 +374,14 @@ public final class ReferenceInterpreter {
         long rows = table.shape()[0];
         int row = (int) (table.numel() / Math.max(1, rows));
         long[] shape = LongStream.concat(Arrays.stream(ids.shape()), Arrays.stream(table.shape()).skip(1)).toArray();   // shapes may be symbolic
-        double[] out = new double[ids.numel() * row];
+        Dense out = Dense.zeros(table.dtype(), shape);
         for (int k = 0; k < ids.numel(); k++) {
-            double id = ids.data()[k];
+            long id = ids.getLong(k);
             if (id < 0 || id >= rows)
-                throw new GraphException("index_select: index " + (long) id + " at position " + k + " is outside the " + rows + " rows of " + n.input(0).label());
-            System.arraycopy(table.data(), (int) id * row, out, k * row, row);
+                throw new GraphException("index_select: index " + id + " at position " + k + " is outside the " + rows + " rows of " + n.input(0).label());
+            table.copyTo((int) id * row, out, k * row, row);
         }
-        return new Dense(table.dtype(), shape, out);
+        return out;
     }
 
     private static Dense matmul(Dense a, Dense b, DType t, Node n) {
@@ -352,8 +392,9 @@ public final class ReferenceInterpreter {
         long[] batch = broadcastShape(batchA, batchB);
         if (batch == null) throw new GraphException("matmul: batch dimensions of " + a + " and " + b + " do not broadcast");
         // batch offsets (in matrices) of each operand for every output batch index
-        double[] offA = new Dense(DType.FLOAT64, batchA, iota(Dense.size(batchA))).broadcastTo(batch);
-        double[] offB = new Dense(DType.FLOAT64, batchB, iota(Dense.size(batchB))).broadcastTo(batch);
+        long[] offA = Dense.ints(DType.INT64, batchA, iota(Dense.size(batchA))).broadcastTo(batch).longs();
+        long[] offB = Dense.ints(DType.INT64, batchB, iota(Dense.size(batchB))).broadcastTo(batch).longs();
+        double[] as = a.doubles(), bs = b.doubles();
         long[] outShape = Arrays.copyOf(batch, batch.length + 2);
         outShape[batch.length] = m;
         outShape[batch.length + 1] = nn;
@@ -364,15 +405,15 @@ public final class ReferenceInterpreter {
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < nn; j++) {
                     double sum = 0;
-                    for (int p = 0; p < k; p++) sum += a.data()[baseA + i * (int) k + p] * b.data()[baseB + p * (int) nn + j];
+                    for (int p = 0; p < k; p++) sum += as[baseA + i * (int) k + p] * bs[baseB + p * (int) nn + j];
                     out[baseO + i * (int) nn + j] = sum;
                 }
         }
-        return new Dense(t, outShape, out).roundedTo(t);
+        return Dense.rounded(t, outShape, out);
     }
 
-    private static double[] iota(int n) {
-        double[] r = new double[n];
+    private static long[] iota(int n) {
+        long[] r = new long[n];
         for (int i = 0; i < n; i++) r[i] = i;
         return r;
     }
@@ -386,7 +427,7 @@ public final class ReferenceInterpreter {
             outShape[d] = x.shape()[p];
             st[d] = inStrides[p];
         }
-        return new Dense(x.dtype(), outShape, gather(x.data(), outShape, st, 0));
+        return x.pick(outShape, Dense.positions(outShape, st, 0));
     }
 
     private static Dense slice(Dense x, Op.Slice s) {
@@ -396,7 +437,7 @@ public final class ReferenceInterpreter {
         long[] outShape = x.shape().clone(), st = inStrides.clone();
         outShape[dim] = Math.max(0, (s.end() - s.start() + s.step() - 1) / s.step());
         st[dim] = inStrides[dim] * s.step();
-        return new Dense(x.dtype(), outShape, gather(x.data(), outShape, st, s.start() * inStrides[dim]));
+        return x.pick(outShape, Dense.positions(outShape, st, s.start() * inStrides[dim]));
     }
 
     /** The inputs one after the other along {@code dim}: each output element copied from the input whose range holds it. */
@@ -404,7 +445,7 @@ public final class ReferenceInterpreter {
         long[] shape = in.getFirst().shape().clone();
         shape[dim] = 0;
         for (Dense x : in) shape[dim] += x.shape()[dim];
-        double[] out = new double[Dense.size(shape)];
+        Dense out = Dense.zeros(t, shape);
         long outer = 1, inner = 1;
         for (int d = 0; d < dim; d++) outer *= shape[d];
         for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
@@ -412,25 +453,8 @@ public final class ReferenceInterpreter {
         long at = 0;                   // where the current input starts inside a row
         for (Dense x : in) {
             long part = x.shape()[dim] * inner;
-            for (long o = 0; o < outer; o++)
-                for (long e = 0; e < part; e++) out[(int) (o * row + at + e)] = x.data()[(int) (o * part + e)];
+            for (long o = 0; o < outer; o++) x.copyTo((int) (o * part), out, (int) (o * row + at), (int) part);
             at += part;
-        }
-        return new Dense(t, shape, out);
-    }
-
-    /** Reads a strided view (the same arithmetic a backend's view does) into a contiguous array. */
-    private static double[] gather(double[] src, long[] shape, long[] strides, long offset) {
-        double[] out = new double[Dense.size(shape)];
-        long[] idx = new long[shape.length];
-        for (int i = 0; i < out.length; i++) {
-            long off = offset;
-            for (int d = 0; d < shape.length; d++) off += idx[d] * strides[d];
-            out[i] = src[(int) off];
-            for (int d = shape.length - 1; d >= 0; d--) {
-                if (++idx[d] < shape[d]) break;
-                idx[d] = 0;
-            }
         }
         return out;
     }
@@ -479,24 +503,26 @@ public final class ReferenceInterpreter {
 
         switch (c.kind()) {
             case ALL_REDUCE -> {
-                Dense r = combine(c.reduceOp(), members, ranks, n).roundedTo(t);
+                Dense r = combine(c.reduceOp(), members, ranks, n, t);
                 for (int m : members) ranks.get(m).values[n.id()] = r;
             }
             case REDUCE_SCATTER -> {
-                Dense r = combine(c.reduceOp(), members, ranks, n).roundedTo(t);
+                Dense r = combine(c.reduceOp(), members, ranks, n, t);
                 long rows = r.shape()[0] / size;
                 int chunk = r.numel() / size;
                 long[] shape = r.shape().clone();
                 shape[0] = rows;
-                for (int i = 0; i < size; i++)
-                    ranks.get(members.get(i)).values[n.id()] = new Dense(t, shape, Arrays.copyOfRange(r.data(), i * chunk, (i + 1) * chunk));
+                for (int i = 0; i < size; i++) {
+                    Dense part = Dense.zeros(t, shape);
+                    r.copyTo(i * chunk, part, 0, chunk);
+                    ranks.get(members.get(i)).values[n.id()] = part;
+                }
             }
             case ALL_GATHER -> {
                 long[] shape = first.shape().clone();
                 shape[0] *= size;
-                double[] out = new double[first.numel() * size];
-                for (int i = 0; i < size; i++) System.arraycopy(inputs.get(i).data(), 0, out, i * first.numel(), first.numel());
-                Dense r = new Dense(t, shape, out);
+                Dense r = Dense.zeros(t, shape);
+                for (int i = 0; i < size; i++) inputs.get(i).copyTo(0, r, i * first.numel(), first.numel());
                 for (int m : members) ranks.get(m).values[n.id()] = r;
             }
             case BROADCAST -> {
@@ -506,27 +532,38 @@ public final class ReferenceInterpreter {
         }
     }
 
-    /** Elementwise combination of the members' inputs, in ascending rank order so every rank agrees bit for bit. */
-    private static Dense combine(ReduceOp op, List<Integer> members, List<RankState> ranks, Node n) {
-        var order = new TreeSet<>(members);
-        Dense acc = null;
-        for (int r : order) {
-            Dense v = ranks.get(r).values[n.input(0).id()];
-            if (acc == null) {
-                acc = new Dense(v.dtype(), v.shape(), v.data().clone());
-                continue;
-            }
-            double[] a = acc.data();
-            for (int i = 0; i < a.length; i++) {
-                a[i] = switch (op) {
-                    case SUM, AVG -> a[i] + v.data()[i];
-                    case MAX -> Math.max(a[i], v.data()[i]);
-                    case MIN -> Math.min(a[i], v.data()[i]);
+    /**
+     * Elementwise combination of the members' inputs, in ascending rank order so every rank agrees bit for bit, as a
+     * value of {@code t}: integers in wrapping long arithmetic (exact), floats in double rounded once.
+     */
+    private static Dense combine(ReduceOp op, List<Integer> members, List<RankState> ranks, Node n, DType t) {
+        var values = new ArrayList<Dense>();
+        for (int r : new TreeSet<>(members)) values.add(ranks.get(r).values[n.input(0).id()]);
+        Dense first = values.getFirst();
+        if (first.isExact()) {
+            long[] acc = first.longs().clone();
+            for (Dense v : values.subList(1, values.size())) {
+                long[] x = v.longs();
+                for (int i = 0; i < acc.length; i++) acc[i] = switch (op) {
+                    case SUM, AVG -> acc[i] + x[i];   // avg of integers is refused by type inference
+                    case MAX -> Math.max(acc[i], x[i]);
+                    case MIN -> Math.min(acc[i], x[i]);
                 };
             }
+            for (int i = 0; i < acc.length; i++) acc[i] = DTypes.wrap(acc[i], t);
+            return Dense.ints(t, first.shape(), acc);
         }
-        if (op == ReduceOp.AVG) for (int i = 0; i < acc.data().length; i++) acc.data()[i] /= order.size();
-        return acc;
+        double[] acc = first.doubles().clone();
+        for (Dense v : values.subList(1, values.size())) {
+            double[] x = v.doubles();
+            for (int i = 0; i < acc.length; i++) acc[i] = switch (op) {
+                case SUM, AVG -> acc[i] + x[i];
+                case MAX -> Math.max(acc[i], x[i]);
+                case MIN -> Math.min(acc[i], x[i]);
+            };
+        }
+        if (op == ReduceOp.AVG) for (int i = 0; i < acc.length; i++) acc[i] /= values.size();
+        return Dense.rounded(t, first.shape(), acc);
     }
 
     // ------------------------------------------------------------------ shapes
