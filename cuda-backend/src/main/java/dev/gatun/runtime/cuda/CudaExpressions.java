@@ -123,18 +123,29 @@ final class CudaExpressions {
             String y = convert(expr(args.get(2), load), k.held(args.get(2).dtype()), k.held(t));
             return "(" + c + " ? " + x + " : " + y + ")";
         }
-        if (fn.isComparison()) {
-            DType ct = DType.promote(args.get(0).dtype(), args.get(1).dtype());
-            Domain d = Domain.of(ct);
-            String x = toDomain(expr(args.get(0), load), args.get(0).dtype(), d);
-            String y = toDomain(expr(args.get(1), load), args.get(1).dtype(), d);
-            String op = switch (fn) {
-                case EQ -> " == "; case NE -> " != "; case LT -> " < "; case LE -> " <= "; case GT -> " > ";
-                default -> " >= ";
-            };
-            return convert("(" + x + op + y + ")", DType.BOOL, t);
-        }
-        // the domain: the dtype's, except that integer results of non-integer arithmetic compute in double
+        if (fn.isComparison()) return comparison(fn, args, t, load);
+        Domain d = domain(fn, args, t);
+        var xs = new ArrayList<String>();
+        for (KExpr x : args) xs.add(toDomain(expr(x, load), x.dtype(), d));
+        String x = xs.getFirst(), y = xs.size() > 1 ? xs.get(1) : null;
+        return convert(arithmetic(fn, d, t, x, y), d.type, k.held(t)); // held in float between the ops where the kernel says so
+    }
+
+    /** A comparison of two values, in the domain of their promoted type. */
+    private String comparison(PointwiseFn fn, List<KExpr> args, DType t, Function<KExpr.Load, String> load) {
+        DType ct = DType.promote(args.get(0).dtype(), args.get(1).dtype());
+        Domain d = Domain.of(ct);
+        String x = toDomain(expr(args.get(0), load), args.get(0).dtype(), d);
+        String y = toDomain(expr(args.get(1), load), args.get(1).dtype(), d);
+        String op = switch (fn) {
+            case EQ -> " == "; case NE -> " != "; case LT -> " < "; case LE -> " <= "; case GT -> " > ";
+            default -> " >= ";
+        };
+        return convert("(" + x + op + y + ")", DType.BOOL, t);
+    }
+
+    /** The domain an op of result type {@code t} computes in: the dtype's, except that integer results of non-integer arithmetic compute in double. */
+    private static Domain domain(PointwiseFn fn, List<KExpr> args, DType t) {
         Domain d = Domain.of(t);
         if (d == Domain.LONG) {
             boolean integerOp = switch (fn) {
@@ -144,11 +155,13 @@ final class CudaExpressions {
             boolean integerArgs = args.stream().noneMatch(x -> x.dtype().isFloating());
             if (!integerOp || !integerArgs) d = Domain.DOUBLE;
         }
-        var xs = new ArrayList<String>();
-        for (KExpr x : args) xs.add(toDomain(expr(x, load), x.dtype(), d));
-        String x = xs.getFirst(), y = xs.size() > 1 ? xs.get(1) : null;
+        return d;
+    }
+
+    /** The op {@code fn} of {@code x} (and {@code y}), both in domain {@code d}, for a result of type {@code t}: a value of the domain. */
+    private String arithmetic(PointwiseFn fn, Domain d, DType t, String x, String y) {
         boolean f = d == Domain.FLOAT;
-        String r = switch (fn) {
+        return switch (fn) {
             case ADD -> "(" + x + " + " + y + ")";
             case SUB -> "(" + x + " - " + y + ")";
             // __fmul_rn/__dmul_rn are never contracted into an FMA with a later add: each op rounds, as the reference
@@ -179,7 +192,6 @@ final class CudaExpressions {
             case IDENTITY -> x;
             default -> throw new IllegalStateException("unhandled " + fn);
         };
-        return convert(r, d.type, k.held(t)); // held in float between the ops where the kernel says so
     }
 
     /** Converts a value of {@code from} into domain {@code d}'s C type (exactly, for half values into float). */

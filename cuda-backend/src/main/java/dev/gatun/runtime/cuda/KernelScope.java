@@ -57,7 +57,7 @@ final class KernelScope {
     /** The function's body, as the pieces write it. */
     final StringBuilder body = new StringBuilder();
     boolean usesF16, usesBF16;
-    /** Iteration dims some load's index uses; locals some store, later local or the reduction uses. */
+    /** Iteration dims some load's or store's index uses (their digits are declared). */
     final Set<Integer> usedDims = new TreeSet<>();
     /**
      * Whether half results may come from the fast forms: always where each is rounded at once; where the kernel
@@ -65,6 +65,7 @@ final class KernelScope {
      * float quotient a 1-ulp below an exact 1 would truncate to 0 or compare unequal).
      */
     final boolean fastForms;
+    /** Locals some store, later local or the reduction uses (the others are written as comments). */
     final boolean[] usedLocals;
     /** Whether this is a tile function (see {@link CudaCodegen#tile}), not a kernel. */
     final boolean tile;
@@ -84,6 +85,16 @@ final class KernelScope {
         for (var s : k.stores())
             if (s.local() < 0 || s.local() >= k.locals().size())
                 throw new IllegalArgumentException("kernel " + k.name() + " stores local t" + s.local() + " it does not have");
+        nameSymbols();
+        for (DType t : inTypes) noteType(t);
+        for (DType t : outTypes) noteType(t);
+        for (KExpr e : k.locals()) noteTypes(e);
+        usedLocals = new boolean[k.locals().size()];
+        noteUses();
+    }
+
+    /** Gives each shape symbol of the kernel its C name. */
+    private void nameSymbols() {
         var syms = new TreeSet<String>();
         k.ranges().forEach(x -> syms.addAll(x.symbols()));
         k.reductionRanges().forEach(x -> syms.addAll(x.symbols()));
@@ -94,10 +105,10 @@ final class KernelScope {
         }
         for (String s : syms)
             symbolNames.put(s, CudaCodegen.IDENT.matcher(s).matches() && !RESERVED.contains(s) && !RESERVED_FORM.matcher(s).matches() ? s : "sym_" + sanitize(s));
-        for (DType t : inTypes) noteType(t);
-        for (DType t : outTypes) noteType(t);
-        for (KExpr e : k.locals()) noteTypes(e);
-        usedLocals = new boolean[k.locals().size()];
+    }
+
+    /** Notes the locals the stores and the phases use, and the index digits their loads and the stores index by. */
+    private void noteUses() {
         for (var s : k.stores()) usedLocals[s.local()] = true;
         if (k.isReduction())
             for (int p = 0; p <= k.reductions().size(); p++) {

@@ -7,6 +7,7 @@ import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.runtime.cuda.KernelScope.Access;
 
 import java.util.ArrayList;
+import java.util.List;
 import java.util.TreeMap;
 import java.util.function.Function;
 
@@ -64,6 +65,7 @@ final class PointwiseBody {
         return vw;
     }
 
+    /** The loop over the kernel's (or the tile's) elements: a vector path where it has one, then the scalar loop. */
     private void write(int vw) {
         scope.extents();
         if (tile) {
@@ -73,61 +75,74 @@ final class PointwiseBody {
             scope.line(1, "const long long step = (long long) gridDim.x * blockDim.x;", null);
             scope.line(1, "const long long tid = (long long) blockIdx.x * blockDim.x + threadIdx.x;", null);
         }
-        boolean general = scope.loads().stream().anyMatch(l -> scope.access(l) == Access.GENERAL) || k.stores().stream().anyMatch(st -> st.strides() != null);
-        String start = "0";
-        if (vw > 1) {
-            start = "start";
-            scope.line(1, "long long start = " + (tile ? "gt_lo" : "0") + ";", null);
-            // the contiguous inputs and every output, each read or written as one aligned vector of vw elements
-            var checks = new ArrayList<String>();
-            for (KExpr.Load l : scope.loads())
-                if (scope.access(l) == Access.CONTIGUOUS) {
-                    String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
-                    String check = aligned(base, inTypes[l.input()], vw);
-                    if (!checks.contains(check)) checks.add(check);
-                }
-            for (int s = 0; s < outTypes.length; s++) checks.add(aligned("out" + s, outTypes[s], vw));
-            if (tile) checks.add("(gt_lo % " + vw + " == 0)");
-            body.append("    // 16-byte vectors of ").append(vw).append(" elements when every pointer they touch is aligned\n");
-            body.append("    if (").append(String.join("\n        && ", checks)).append(") {\n");
-            scope.line(2, "const long long nvec = " + (tile ? "gt_hi" : "total") + " / " + vw + ";", tile ? "gt_lo is a multiple of " + vw : null);
-            scope.line(2, "for (long long v = " + (tile ? "gt_lo / " + vw + " + " : "") + "tid; v < nvec; v += step) {", null);
-            scope.line(3, "const long long o = v * " + vw + ";", null);
-            // one vector load per distinct contiguous load (input and offset)
-            var vectorOf = new TreeMap<String, String>();
-            int x = 0;
-            for (KExpr.Load l : scope.loads()) {
-                if (scope.access(l) != Access.CONTIGUOUS) continue;
-                String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
-                if (vectorOf.containsKey(base)) continue;
-                String name = "x" + x++;
-                vectorOf.put(base, name);
-                String vt = "gt_vec<" + storageType(inTypes[l.input()]) + ", " + vw + ">";
-                scope.line(3, "const " + vt + " " + name + " = *reinterpret_cast<const " + vt + "*>(" + base + " + o);", k.inputs().get(l.input()).name());
-            }
-            for (int s = 0; s < outTypes.length; s++)
-                scope.line(3, "gt_vec<" + storageType(outTypes[s]) + ", " + vw + "> y" + s + ";", null);
-            scope.line(3, "#pragma unroll", null);
-            scope.line(3, "for (int l = 0; l < " + vw + "; l++) {", null);
-            Function<KExpr.Load, String> vecLoad = l -> scope.access(l) == Access.CONTIGUOUS
-                    ? vectorOf.get("in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()))) + ".e[l]"
-                    : "in" + l.input() + "[" + scope.sym(l.offset()) + "]";
-            ex.locals(4, vecLoad);
-            for (int s = 0; s < outTypes.length; s++) {
-                var st = k.stores().get(s);
-                scope.line(4, "y" + s + ".e[l] = " + ex.store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", null);
-            }
-            scope.line(3, "}", null);
-            for (int s = 0; s < outTypes.length; s++) {
-                String vt = "gt_vec<" + storageType(outTypes[s]) + ", " + vw + ">";
-                scope.line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer().name());
-            }
-            scope.line(2, "}", null);
-            scope.line(2, "start = nvec * " + vw + ";", null);
-            scope.line(1, "}", null);
-            body.append("    // scalar loop: ").append(vw > 1 ? "the tail, or everything when a pointer is misaligned\n" : "\n");
+        if (vw > 1) vectorPath(vw);
+        scalarLoop(vw > 1);
+    }
+
+    /**
+     * The vector path: where every pointer it touches is aligned, the elements up to the last whole vector, each
+     * thread a vector of {@code vw} elements at a time; then {@code start} is where the scalar loop takes over.
+     */
+    private void vectorPath(int vw) {
+        scope.line(1, "long long start = " + (tile ? "gt_lo" : "0") + ";", null);
+        body.append("    // 16-byte vectors of ").append(vw).append(" elements when every pointer they touch is aligned\n");
+        body.append("    if (").append(String.join("\n        && ", alignmentChecks(vw))).append(") {\n");
+        scope.line(2, "const long long nvec = " + (tile ? "gt_hi" : "total") + " / " + vw + ";", tile ? "gt_lo is a multiple of " + vw : null);
+        scope.line(2, "for (long long v = " + (tile ? "gt_lo / " + vw + " + " : "") + "tid; v < nvec; v += step) {", null);
+        scope.line(3, "const long long o = v * " + vw + ";", null);
+        // one vector load per distinct contiguous load (input and offset)
+        var vectorOf = new TreeMap<String, String>();
+        int x = 0;
+        for (KExpr.Load l : scope.loads()) {
+            if (scope.access(l) != Access.CONTIGUOUS) continue;
+            String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
+            if (vectorOf.containsKey(base)) continue;
+            String name = "x" + x++;
+            vectorOf.put(base, name);
+            String vt = "gt_vec<" + storageType(inTypes[l.input()]) + ", " + vw + ">";
+            scope.line(3, "const " + vt + " " + name + " = *reinterpret_cast<const " + vt + "*>(" + base + " + o);", k.inputs().get(l.input()).name());
         }
-        String begin = start.equals("0") ? (tile ? "gt_lo + tid" : "tid") : "start + tid";
+        for (int s = 0; s < outTypes.length; s++)
+            scope.line(3, "gt_vec<" + storageType(outTypes[s]) + ", " + vw + "> y" + s + ";", null);
+        scope.line(3, "#pragma unroll", null);
+        scope.line(3, "for (int l = 0; l < " + vw + "; l++) {", null);
+        Function<KExpr.Load, String> vecLoad = l -> scope.access(l) == Access.CONTIGUOUS
+                ? vectorOf.get("in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()))) + ".e[l]"
+                : "in" + l.input() + "[" + scope.sym(l.offset()) + "]";
+        ex.locals(4, vecLoad);
+        for (int s = 0; s < outTypes.length; s++) {
+            var st = k.stores().get(s);
+            scope.line(4, "y" + s + ".e[l] = " + ex.store("t" + st.local(), k.locals().get(st.local()).dtype(), outTypes[s]) + ";", null);
+        }
+        scope.line(3, "}", null);
+        for (int s = 0; s < outTypes.length; s++) {
+            String vt = "gt_vec<" + storageType(outTypes[s]) + ", " + vw + ">";
+            scope.line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer().name());
+        }
+        scope.line(2, "}", null);
+        scope.line(2, "start = nvec * " + vw + ";", null);
+        scope.line(1, "}", null);
+        body.append("    // scalar loop: the tail, or everything when a pointer is misaligned\n");
+    }
+
+    /** The contiguous inputs and every output, each read or written as one aligned vector of vw elements. */
+    private List<String> alignmentChecks(int vw) {
+        var checks = new ArrayList<String>();
+        for (KExpr.Load l : scope.loads())
+            if (scope.access(l) == Access.CONTIGUOUS) {
+                String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
+                String check = aligned(base, inTypes[l.input()], vw);
+                if (!checks.contains(check)) checks.add(check);
+            }
+        for (int s = 0; s < outTypes.length; s++) checks.add(aligned("out" + s, outTypes[s], vw));
+        if (tile) checks.add("(gt_lo % " + vw + " == 0)");
+        return checks;
+    }
+
+    /** The scalar loop: one element at a time, from {@code start} where a vector path went before it. */
+    private void scalarLoop(boolean afterVectors) {
+        boolean general = scope.loads().stream().anyMatch(l -> scope.access(l) == Access.GENERAL) || k.stores().stream().anyMatch(st -> st.strides() != null);
+        String begin = !afterVectors ? (tile ? "gt_lo + tid" : "tid") : "start + tid";
         scope.line(1, "for (long long o = " + begin + "; o < " + (tile ? "gt_hi" : "total") + "; o += step) {", null);
         if (general) scope.unravel(2, "o", 0, rank);
         Function<KExpr.Load, String> scalarLoad = l -> switch (scope.access(l)) {

@@ -9,6 +9,7 @@ import dev.gatun.runtime.cuda.KernelScope.RowAccess;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Function;
 
@@ -24,6 +25,11 @@ import static dev.gatun.runtime.cuda.KernelScope.loadsOf;
  * {@link #transposedStores} decides whether a row kernel is one, and the tile's shape.
  */
 final class TiledRowBody {
+    /** Threads per block of a transposing row kernel. */
+    static final int TILE_THREADS = 256;
+    /** Most shared memory the tiles of a transposing row kernel take together. */
+    static final int MAX_TILE_BYTES = 36 * 1024;
+
     private final KernelScope scope;
     private final CudaExpressions ex;
     private final Kernel k;
@@ -39,11 +45,18 @@ final class TiledRowBody {
         rank = scope.rank;
     }
 
-    /** Threads per block of a transposing row kernel; its rows per block and the columns of its tile (0: not one). */
-    static final int TILE_THREADS = 256;
+    /** Rows per block and the columns of its tiles (0: not transposing), as {@link #transposedStores} chose them. */
     private int tileRows, tileColumns;
-    /** Most shared memory the tiles of a transposing row kernel take together. */
-    static final int MAX_TILE_BYTES = 36 * 1024;
+    // what write notes for its parts: the stores through the tiles, reductions, rows a warp takes, warp-wide passes
+    private List<Integer> tiled;
+    private int phases, per, passes;
+    /** The locals a pass computes. */
+    private boolean[] needed;
+    /** The distinct loads of the inputs read along the rows ({@code "input|base"}), a pass's elements in registers. */
+    private final List<String> rows = new ArrayList<>();
+    private final List<KExpr.Load> rowLoads = new ArrayList<>();
+    /** The digits a pass's loads and direct stores, the tiles' stores and the per-row stores index by. */
+    private final Set<Integer> fillDims = new TreeSet<>(), flushDims = new TreeSet<>(), rowDims = new TreeSet<>();
 
     /**
      * The element stores a transposing row kernel ({@link #write}) writes through its tiles, or none when this
@@ -51,7 +64,7 @@ final class TiledRowBody {
      * on the last row dimension) and consecutive elements of a row are not: one block per row would write every
      * element to a memory sector of its own. The kernel is transposing when it has such a store and one pass over
      * the row does: one element dimension, no reduction and no element value reading a reduction's result, every
-     * load along the row or once per row.
+     * load along the row or once per row. Chooses the tiles' shape too: call it before {@link #write}.
      */
     List<Integer> transposedStores() {
         var out = new ArrayList<Integer>();
@@ -89,7 +102,7 @@ final class TiledRowBody {
      * Loads the elements of the pass starting at {@code c} of each input read along the rows into registers, every
      * load in flight at once: the first pass before the loop, each next one while the tile of the last goes out.
      */
-    private void tileLoads(int indent, String c, List<KExpr.Load> rowLoads, int per, int passes) {
+    private void tileLoads(int indent, String c) {
         if (rowLoads.isEmpty()) return;
         var loadDims = new TreeSet<Integer>();
         for (KExpr.Load l : rowLoads) loadDims.addAll(scope.rowDigits(l));
@@ -115,53 +128,26 @@ final class TiledRowBody {
 
     /**
      * A transposing row kernel: each block takes {@code tileRows} consecutive rows (8 to 32), each of its 8 warps an
-     * eighth of them, and walks the rows
-     * together, {@code tileColumns} elements at a time. A warp reads a row's elements at consecutive addresses (lane
-     * {@code l} takes elements {@code l, l + 32, ...} of the pass), folds them into the row's reductions and writes the
-     * element values of each transposed store into a shared tile of those rows; once the tile is full, each warp writes
-     * whole columns of it, the tile's rows at consecutive addresses (at least 32 bytes). Other element stores are written directly.
-     * After the last pass, warp shuffles finish each row's reductions and lane 0 writes the per-row values. The row is
-     * read once and every store is coalesced.
+     * eighth of them, and walks the rows together, {@code tileColumns} elements at a time. A warp reads a row's
+     * elements at consecutive addresses (lane {@code l} takes elements {@code l, l + 32, ...} of the pass), folds them
+     * into the row's reductions and writes the element values of each transposed store into a shared tile of those
+     * rows; once the tile is full, each warp writes whole columns of it, the tile's rows at consecutive addresses (at
+     * least 32 bytes). Other element stores are written directly. After the last pass, warp shuffles finish each row's
+     * reductions and lane 0 writes the per-row values. The row is read once and every store is coalesced.
+     *
+     * @param tiled the stores written through the tiles, from {@link #transposedStores}
      */
     KernelLayout write(List<Integer> tiled) {
-        int phases = k.reductions().size(), per = tileRows / (TILE_THREADS / 32), passes = tileColumns / 32, across = 32 / tileRows;
+        this.tiled = tiled;
+        phases = k.reductions().size();
+        per = tileRows / (TILE_THREADS / 32);
+        passes = tileColumns / 32;
+        notePasses();
         scope.extents();
         scope.line(1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;", "8 warps: warp w takes rows w, w + 8, ... of the block's " + tileRows);
         for (int s : tiled)
             scope.line(1, "__shared__ " + storageType(outTypes[s]) + " gt_tile" + s + "[" + tileRows + "][" + (tileColumns + tilePad(outTypes[s])) + "];",
                     k.stores().get(s).buffer().name() + ": " + tileRows + " rows of " + tileColumns + " elements, padded against bank conflicts");
-        boolean[] needed = new boolean[k.locals().size()];
-        for (var r : k.reductions()) needed[r.local()] = true;
-        for (var st : k.stores()) if (!st.perRow()) needed[st.local()] = true;
-        k.withReads(needed);
-        // the pass's elements of each input read along the rows, loaded into registers before any is used
-        var rows = new ArrayList<String>();
-        var rowLoads = new ArrayList<KExpr.Load>();
-        for (int i = 0; i < needed.length; i++)
-            if (needed[i])
-                for (KExpr.Load l : loadsOf(k.locals().get(i)))
-                    if (scope.rowAccess(l) == RowAccess.ALONG && scope.movesWithRow(l) && !rows.contains(l.input() + "|" + scope.rowBase(l))) {
-                        rows.add(l.input() + "|" + scope.rowBase(l));
-                        rowLoads.add(l);
-                    }
-        Function<KExpr.Load, String> load = l -> switch (scope.rowAccess(l)) {
-            case ALONG -> rows.contains(l.input() + "|" + scope.rowBase(l)) ? "gt_x" + rows.indexOf(l.input() + "|" + scope.rowBase(l)) + "[m][e]"
-                    : "in" + l.input() + "[" + scope.rowBase(l) + " + r]";
-            case ROW -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
-            case GENERAL -> throw new IllegalStateException("a transposing row kernel has no general loads");
-        };
-        // the digits each part of the kernel indexes by: the rows' for loads, every stored dimension for stores
-        var fillDims = new TreeSet<Integer>();
-        var flushDims = new TreeSet<Integer>();
-        var rowDims = new TreeSet<Integer>();
-        for (int i = 0; i < needed.length; i++)
-            if (needed[i]) for (KExpr.Load l : loadsOf(k.locals().get(i))) if (!rows.contains(l.input() + "|" + scope.rowBase(l))) fillDims.addAll(scope.rowDigits(l));
-        for (int s = 0; s < outTypes.length; s++) {
-            var st = k.stores().get(s);
-            if (st.strides() == null) continue;
-            var into = st.perRow() ? rowDims : tiled.contains(s) ? flushDims : fillDims;
-            for (int d = 0; d < st.strides().size(); d++) if (!st.strides().get(d).equals(SymInt.ZERO)) into.add(d);
-        }
         scope.line(1, "for (long long o0 = (long long) blockIdx.x * " + tileRows + "; o0 < total; o0 += (long long) gridDim.x * " + tileRows + ") {", tileRows + " rows per block");
         for (int p = 0; p < phases; p++) {
             var r = k.reductions().get(p);
@@ -171,8 +157,56 @@ final class TiledRowBody {
         }
         for (int q = 0; q < rowLoads.size(); q++)
             scope.line(2, storageType(inTypes[rowLoads.get(q).input()]) + " gt_x" + q + "[" + per + "][" + passes + "];", k.inputs().get(rowLoads.get(q).input()).name() + ": this lane's elements of a pass");
-        tileLoads(2, "0", rowLoads, per, passes);
+        tileLoads(2, "0");
         scope.line(2, "for (long long c0 = 0; c0 < count; c0 += " + tileColumns + ") {", tileColumns + " elements of each row per pass");
+        fill();
+        scope.line(3, "__syncthreads();", "the tile is written");
+        tileLoads(3, "c0 + " + tileColumns);
+        flush();
+        scope.line(3, "__syncthreads();", "read before the next pass writes it");
+        scope.line(2, "}", null);
+        if (k.stores().stream().anyMatch(Kernel.Store::perRow)) rowValues();
+        scope.line(1, "}", null);
+        return KernelLayout.transposing(tileRows, tileColumns);
+    }
+
+    /** What a pass needs: the locals it computes, the inputs it reads along the rows, the digits each part indexes by. */
+    private void notePasses() {
+        needed = new boolean[k.locals().size()];
+        for (var r : k.reductions()) needed[r.local()] = true;
+        for (var st : k.stores()) if (!st.perRow()) needed[st.local()] = true;
+        k.withReads(needed);
+        // the pass's elements of each input read along the rows, loaded into registers before any is used
+        for (int i = 0; i < needed.length; i++)
+            if (needed[i])
+                for (KExpr.Load l : loadsOf(k.locals().get(i)))
+                    if (scope.rowAccess(l) == RowAccess.ALONG && scope.movesWithRow(l) && !rows.contains(l.input() + "|" + scope.rowBase(l))) {
+                        rows.add(l.input() + "|" + scope.rowBase(l));
+                        rowLoads.add(l);
+                    }
+        // the digits each part of the kernel indexes by: the rows' for loads, every stored dimension for stores
+        for (int i = 0; i < needed.length; i++)
+            if (needed[i]) for (KExpr.Load l : loadsOf(k.locals().get(i))) if (!rows.contains(l.input() + "|" + scope.rowBase(l))) fillDims.addAll(scope.rowDigits(l));
+        for (int s = 0; s < outTypes.length; s++) {
+            var st = k.stores().get(s);
+            if (st.strides() == null) continue;
+            var into = st.perRow() ? rowDims : tiled.contains(s) ? flushDims : fillDims;
+            for (int d = 0; d < st.strides().size(); d++) if (!st.strides().get(d).equals(SymInt.ZERO)) into.add(d);
+        }
+    }
+
+    /** How a pass reads a load: from this lane's registers of the pass, or memory. */
+    private String load(KExpr.Load l) {
+        return switch (scope.rowAccess(l)) {
+            case ALONG -> rows.contains(l.input() + "|" + scope.rowBase(l)) ? "gt_x" + rows.indexOf(l.input() + "|" + scope.rowBase(l)) + "[m][e]"
+                    : "in" + l.input() + "[" + scope.rowBase(l) + " + r]";
+            case ROW -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
+            case GENERAL -> throw new IllegalStateException("a transposing row kernel has no general loads");
+        };
+    }
+
+    /** A pass's elements of each row: folded into the reductions, stored directly or into the tiles. */
+    private void fill() {
         scope.line(3, "#pragma unroll", null);
         scope.line(3, "for (int m = 0; m < " + per + "; m++) {", null);
         scope.line(4, "const long long o = o0 + warp + " + (TILE_THREADS / 32) + " * m;", null);
@@ -182,7 +216,7 @@ final class TiledRowBody {
         scope.line(5, "const long long r = c0 + e * 32 + lane;", null);
         scope.line(5, "if (o < total && r < count) {", null);
         if (fillDims.contains(rank)) scope.line(6, "const long long i" + rank + " = r;", null);
-        ex.locals(6, load, needed);
+        ex.locals(6, this::load, needed);
         for (int p = 0; p < phases; p++) {
             var r = k.reductions().get(p);
             KExpr folded = k.locals().get(r.local());
@@ -199,8 +233,11 @@ final class TiledRowBody {
         scope.line(5, "}", null);
         scope.line(4, "}", null);
         scope.line(3, "}", null);
-        scope.line(3, "__syncthreads();", "the tile is written");
-        tileLoads(3, "c0 + " + tileColumns, rowLoads, per, passes);
+    }
+
+    /** The full tiles out to memory: each warp whole columns, the tile's rows at consecutive addresses. */
+    private void flush() {
+        int across = 32 / tileRows;
         scope.line(3, "#pragma unroll 4", null);
         String column = across == 1 ? "warp + " + (TILE_THREADS / 32) + " * m" : "warp * " + across + " + lane / " + tileRows + " + " + (TILE_THREADS / tileRows) + " * m";
         String tileRow = across == 1 ? "lane" : "lane % " + tileRows;
@@ -213,30 +250,28 @@ final class TiledRowBody {
             scope.line(5, "out" + s + "[" + scope.place(k.stores().get(s), "o * count + r", 0) + "] = gt_tile" + s + "[" + tileRow + "][" + column + "];", k.stores().get(s).buffer().name());
         scope.line(4, "}", null);
         scope.line(3, "}", null);
-        scope.line(3, "__syncthreads();", "read before the next pass writes it");
-        scope.line(2, "}", null);
-        if (k.stores().stream().anyMatch(Kernel.Store::perRow)) {
-            boolean[] rowNeeds = RowBody.rowStoreNeeds(k);
-            Function<KExpr.Load, String> rowLoad = l -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
-            scope.line(2, "#pragma unroll", null);
-            scope.line(2, "for (int m = 0; m < " + per + "; m++) {", "each row's reductions, then its per-row values");
-            scope.line(3, "const long long o = o0 + warp + " + (TILE_THREADS / 32) + " * m;", null);
-            scope.line(3, "if (o >= total) break;", null);
-            for (int p = 0; p < phases; p++) {
-                var r = k.reductions().get(p);
-                Domain acc = Domain.of(k.locals().get(r.local()).dtype());
-                scope.line(3, acc.c + " a" + p + " = acc" + p + "[m];", null);
-                scope.line(3, "for (int d = 16; d > 0; d >>= 1) a" + p + " = " + ex.combine(r.fn(), acc, "a" + p, "__shfl_down_sync(0xffffffffu, a" + p + ", d)") + ";", "across the warp");
-                scope.line(3, "const " + valueType(r.dtype()) + " rd" + p + " = " + ex.result(r, acc, "a" + p) + ";", "lane 0's is the row's");
-            }
-            for (int i = 0; i < rowNeeds.length; i++) if (rowNeeds[i]) for (KExpr.Load l : loadsOf(k.locals().get(i))) rowDims.addAll(scope.rowDigits(l));
-            scope.line(3, "if (lane == 0) {", null);
-            scope.unravel(4, "o", 0, rank, rowDims);
-            RowBody.rowStores(scope, ex, 4, rowLoad, rowNeeds);
-            scope.line(3, "}", null);
-            scope.line(2, "}", null);
+    }
+
+    /** After the last pass: each row's reductions across its warp, then lane 0 writes the row's per-row values. */
+    private void rowValues() {
+        boolean[] rowNeeds = RowBody.rowStoreNeeds(k);
+        Function<KExpr.Load, String> rowLoad = l -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
+        scope.line(2, "#pragma unroll", null);
+        scope.line(2, "for (int m = 0; m < " + per + "; m++) {", "each row's reductions, then its per-row values");
+        scope.line(3, "const long long o = o0 + warp + " + (TILE_THREADS / 32) + " * m;", null);
+        scope.line(3, "if (o >= total) break;", null);
+        for (int p = 0; p < phases; p++) {
+            var r = k.reductions().get(p);
+            Domain acc = Domain.of(k.locals().get(r.local()).dtype());
+            scope.line(3, acc.c + " a" + p + " = acc" + p + "[m];", null);
+            scope.line(3, "for (int d = 16; d > 0; d >>= 1) a" + p + " = " + ex.combine(r.fn(), acc, "a" + p, "__shfl_down_sync(0xffffffffu, a" + p + ", d)") + ";", "across the warp");
+            scope.line(3, "const " + valueType(r.dtype()) + " rd" + p + " = " + ex.result(r, acc, "a" + p) + ";", "lane 0's is the row's");
         }
-        scope.line(1, "}", null);
-        return KernelLayout.transposing(tileRows, tileColumns);
+        for (int i = 0; i < rowNeeds.length; i++) if (rowNeeds[i]) for (KExpr.Load l : loadsOf(k.locals().get(i))) rowDims.addAll(scope.rowDigits(l));
+        scope.line(3, "if (lane == 0) {", null);
+        scope.unravel(4, "o", 0, rank, rowDims);
+        RowBody.rowStores(scope, ex, 4, rowLoad, rowNeeds);
+        scope.line(3, "}", null);
+        scope.line(2, "}", null);
     }
 }
