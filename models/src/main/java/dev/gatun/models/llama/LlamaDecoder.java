@@ -32,7 +32,9 @@ import java.util.Map;
  * </ul>
  * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
- * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side).
+ * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). Every
+ * position attends to all before it: a graph for more positions ({@code maxLen}) than a Mistral checkpoint's sliding
+ * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result.
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
