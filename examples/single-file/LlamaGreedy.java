@@ -3,8 +3,9 @@
 // decodes 8 tokens greedily after a prompt, on the host backend: one compiled session for the prompt (prefill),
 // one for each next token (decode, with the KV cache), at tensor parallelism 1 and 2 (Megatron style: whole
 // heads per rank, one all-reduce after the attention and one after the MLP); then once more, stopping at an end
-// token the checkpoint names and streaming the tokens as they come. A real checkpoint in this layout loads the
-// same way: point LlamaConfig.read and SafeTensors.open at its files.
+// token the checkpoint names and streaming the tokens as they come. A real checkpoint (transformers' llama or
+// mistral: config.json and model.safetensors or its shards) loads the same way: LlamaCheckpoint.open(dir), which
+// refuses by name what the decoder does not compute (docs/MODELS.md).
 //
 //   java --enable-preview --enable-native-access=ALL-UNNAMED -cp "$(./gatun-classpath)" examples/single-file/LlamaGreedy.java
 import dev.gatun.ir.DType;
@@ -15,7 +16,7 @@ import dev.gatun.models.llama.LlamaDecoder;
 import dev.gatun.models.llama.LlamaGenerator;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.NDArray;
-import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.TensorFiles;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -26,7 +27,7 @@ import java.util.Map;
 static final int MAX = 32, NEW = 8;
 
 /** The prompt's greedy continuation at tensor parallelism tp: prefill, then one decode call per token. */
-static int[] generate(LlamaConfig c, SafeTensors weights, int[] prompt, int tp) {
+static int[] generate(LlamaConfig c, TensorFiles weights, int[] prompt, int tp) {
     var shards = new ArrayList<Map<String, NDArray>>();
     for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
     try (var gen = new LlamaGenerator(c, shards, prompt.length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
@@ -45,10 +46,10 @@ void main() throws Exception {
     Path dir = Files.createTempDirectory("gatun-llama");
     // 2 layers, hidden 64, 4 query heads sharing 2 key-value heads, a gated MLP of 128, 256 tokens
     LlamaCheckpoint.writeRandom(new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, false), DType.F32, 12, dir);
-    LlamaConfig c = LlamaConfig.read(dir.resolve(LlamaCheckpoint.CONFIG));
-    System.out.println("config: " + c);
-    try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
-        LlamaCheckpoint.check(c, weights, dir);
+    try (var ckpt = LlamaCheckpoint.open(dir)) {   // config.json and model.safetensors, read and checked against each other
+        LlamaConfig c = ckpt.config();
+        TensorFiles weights = ckpt.weights();
+        System.out.println("config: " + c);
         int[] prompt = {1, 17, 255, 3, 42, 42, 0, 128};
         int[] one = generate(c, weights, prompt, 1), two = generate(c, weights, prompt, 2);
         System.out.println("prompt " + Arrays.toString(prompt));

@@ -48,9 +48,12 @@ final class JsonReader {
         while (true) {
             skipWs();
             if (peek() != '"') throw error("expected a string key in an object, found " + found());
-            int keyLine = line(), keyCol = column();
+            int keyAt = pos;   // its line and column are counted only for an error: counting each key's would be quadratic
             String key = string();
-            if (fields.containsKey(key)) throw new JsonSyntaxException(keyLine, keyCol, "duplicate key \"" + key + "\"");
+            if (fields.containsKey(key)) {
+                pos = keyAt;
+                throw error("duplicate key \"" + key + "\"");
+            }
             skipWs();
             expect(':', "':' after the key \"" + key + "\"");
             skipWs();

@@ -72,4 +72,22 @@ class JsonTest {
         assertThatThrownBy(() -> Json.parse("[".repeat(100_000))).isInstanceOf(JsonSyntaxException.class)
                 .hasMessageContaining("levels of nesting");
     }
+
+    /**
+     * An object of 200,000 keys on one line (a safetensors header's shape) parses in linear time: the position of a key
+     * is counted only for an error (it was counted for every key, quadratic in the line's length). The bound is a guard.
+     */
+    @Test
+    void manyKeysOnOneLineParseInLinearTime() {
+        var sb = new StringBuilder("{");
+        for (int i = 0; i < 200_000; i++) sb.append(i == 0 ? "" : ",").append("\"key").append(i).append("\":[").append(i).append(']');
+        String text = sb.append('}').toString();
+        org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(20), () -> {
+            var o = (Json.Obj) Json.parse(text);
+            assertThat(o.fields()).hasSize(200_000);
+            assertThat(o.get("key199999")).isEqualTo(new Json.Arr(List.of(new Json.Num("199999"))));
+        });
+        // a duplicate still names its line and column
+        assertThatThrownBy(() -> Json.parse("{\"a\": 1, \"a\": 2}")).hasMessageContaining("line 1, column 10").hasMessageContaining("duplicate key \"a\"");
+    }
 }

@@ -1,9 +1,13 @@
 package dev.gatun.models.llama;
 
+import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.ir.json.Json;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.SafeTensorsIndex;
+import dev.gatun.runtime.TensorFiles;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -12,12 +16,16 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.regex.Pattern;
 
 /**
  * The tensors of a Llama-architecture checkpoint in the Hugging Face naming most open checkpoints use, their shapes
- * for a {@link LlamaConfig}, a check that a {@code .safetensors} file holds them all, and a writer of checkpoints with
+ * for a {@link LlamaConfig}, a check that the checkpoint's files hold exactly them, and a writer of checkpoints with
  * random weights (tests and benchmarks make theirs; a real checkpoint in this layout loads the same way).
+ * {@link #open} reads a checkpoint directory: its {@code config.json} and its weights, one {@code model.safetensors}
+ * or the shards a {@code model.safetensors.index.json} lists, in f32, f16 or bf16.
  *
  * <pre>
  * model.embed_tokens.weight                      [vocab, hidden]
@@ -41,6 +49,8 @@ public final class LlamaCheckpoint {
 
     /** The file a checkpoint directory keeps its weights in. */
     public static final String WEIGHTS = "model.safetensors";
+    /** The file a checkpoint directory whose weights are sharded lists its shards in. */
+    public static final String WEIGHTS_INDEX = "model.safetensors.index.json";
     /** The file a checkpoint directory keeps its configuration in. */
     public static final String CONFIG = "config.json";
     /** The file a checkpoint directory may keep its generation defaults in (its end tokens among them). */
@@ -56,7 +66,7 @@ public final class LlamaCheckpoint {
         for (String name : new String[]{GENERATION_CONFIG, CONFIG}) {
             Path file = dir.resolve(name);
             if (!Files.exists(file)) continue;
-            Json root = LlamaConfig.readJson(file);
+            Json root = LlamaConfigReader.readJson(file);
             Json eos = root instanceof Json.Obj o ? o.get("eos_token_id") : null;
             if (eos == null || eos instanceof Json.Null) continue;
             var ids = new java.util.LinkedHashSet<Integer>();
@@ -68,7 +78,7 @@ public final class LlamaCheckpoint {
                     } catch (NumberFormatException ignored) { }
                 }
                 if (v == null || v < 0)
-                    throw new IOException(file + ": field 'eos_token_id' holds " + (id instanceof Json.Num n ? n.text() : "a JSON " + id.kind())
+                    throw new GraphException(file + ": field 'eos_token_id' holds " + (id instanceof Json.Num n ? n.text() : "a JSON " + id.kind())
                             + ", not a token id (a whole number of at least 0)");
                 ids.add(v);
             }
@@ -99,23 +109,129 @@ public final class LlamaCheckpoint {
         return out;
     }
 
+    /** A checkpoint directory, read and checked: its configuration and its weights, open until closed. */
+    public record Loaded(LlamaConfig config, TensorFiles weights) implements AutoCloseable {
+        @Override public void close() { weights.close(); }
+    }
+
     /**
-     * Refuses a file that does not hold this configuration's weights: a tensor missing, of another shape, or of a
-     * dtype other than f32, f16 or bf16, named with the file. Tensors the configuration does not use are allowed
-     * (checkpoints carry rotary caches and the like).
+     * Reads the checkpoint in {@code dir}: {@link LlamaConfig#read} of its {@code config.json}, {@link #openWeights}, and
+     * {@link #check} of the one against the other. Nothing stays open when it fails.
      */
-    public static void check(LlamaConfig c, SafeTensors file, Path where) throws IOException {
-        for (var e : shapes(c).entrySet()) {
-            if (!file.contains(e.getKey()))
-                throw new IOException(where + ": tensor '" + e.getKey() + "' is missing (a Llama checkpoint of " + c.layers() + " layers"
-                        + (c.tieWordEmbeddings() ? ", tied embeddings" : "") + " needs it)");
-            var entry = file.entry(e.getKey());
-            if (!Arrays.equals(entry.shape(), e.getValue()))
-                throw new IOException(where + ": tensor '" + e.getKey() + "' has shape " + Arrays.toString(entry.shape()) + ", but the configuration needs "
-                        + Arrays.toString(e.getValue()));
-            if (entry.dtype() != DType.FLOAT32 && !entry.dtype().isHalf())
-                throw new IOException(where + ": tensor '" + e.getKey() + "' is " + entry.dtype() + "; weights are f32, f16 or bf16");
+    public static Loaded open(Path dir) throws IOException { return open(dir, Set.of()); }
+
+    /** As {@link #open(Path)}, with fields of {@code config.json} the caller knows to be harmless (see {@link LlamaConfig#read(Path, Set)}). */
+    public static Loaded open(Path dir, Set<String> alsoHarmless) throws IOException {
+        LlamaConfig c = LlamaConfig.read(dir.resolve(CONFIG), alsoHarmless);
+        TensorFiles weights = openWeights(dir);
+        try {
+            check(c, weights, dir);
+            return new Loaded(c, weights);
+        } catch (RuntimeException e) {
+            weights.close();
+            throw e;
         }
+    }
+
+    /**
+     * The weights of the checkpoint in {@code dir}: {@value #WEIGHTS}, or where there is none the shards that
+     * {@value #WEIGHTS_INDEX} lists (transformers looks in the same order).
+     */
+    public static TensorFiles openWeights(Path dir) throws IOException {
+        if (Files.exists(dir.resolve(WEIGHTS))) return SafeTensors.open(dir.resolve(WEIGHTS));
+        if (Files.exists(dir.resolve(WEIGHTS_INDEX))) return SafeTensorsIndex.open(dir.resolve(WEIGHTS_INDEX));
+        throw new GraphException(dir + ": neither " + WEIGHTS + " nor " + WEIGHTS_INDEX + " is there: a checkpoint keeps its weights in one of them");
+    }
+
+    /**
+     * Refuses weights that are not exactly this configuration's, naming the file and the tensor: first, from the
+     * numbers alone, a configuration whose weights would take more bytes than the files hold (before the tensors are
+     * listed: a {@code config.json} declaring billions of layers costs nothing); then a tensor missing, of another
+     * shape, or of a dtype other than f32, f16 or bf16; then tensors the model would not use, which are refused too
+     * (a checkpoint of another architecture, or with biases, norms or experts this decoder lacks, would otherwise load
+     * with those weights ignored). Two are not refused: the rotary frequency caches old checkpoints carry
+     * ({@code model.layers.N.self_attn.rotary_emb.inv_freq}, which transformers recomputes too), and with tied
+     * embeddings an {@code lm_head.weight} equal to the embedding, byte for byte. {@code where} is the checkpoint's
+     * directory.
+     */
+    public static void check(LlamaConfig c, TensorFiles files, Path where) {
+        checkBytes(c, files, where);
+        var shapes = shapes(c);
+        for (var e : shapes.entrySet()) {
+            if (!files.contains(e.getKey()))
+                throw new GraphException(files.source() + ": tensor '" + e.getKey() + "' is missing (a Llama checkpoint of " + c.layers() + " layers"
+                        + (c.tieWordEmbeddings() ? ", tied embeddings" : "") + " needs it)");
+            var entry = files.entry(e.getKey());
+            if (!Arrays.equals(entry.shape(), e.getValue()))
+                throw new GraphException(files.file(e.getKey()) + ": tensor '" + e.getKey() + "' has shape " + Arrays.toString(entry.shape())
+                        + ", but the configuration (" + where.resolve(CONFIG) + ") needs " + Arrays.toString(e.getValue()));
+            if (entry.dtype() != DType.FLOAT32 && !entry.dtype().isHalf())
+                throw new GraphException(files.file(e.getKey()) + ": tensor '" + e.getKey() + "' is " + entry.dtype() + "; weights are f32, f16 or bf16");
+        }
+        refuseUnused(c, files, shapes.keySet());
+    }
+
+    /** Old checkpoints' rotary frequency caches: not weights; transformers recomputes them from the configuration too. */
+    private static final Pattern ROTARY_CACHE = Pattern.compile("model\\.layers\\.\\d+\\.self_attn\\.rotary_emb\\.inv_freq");
+
+    /** Refuses the tensors of {@code files} outside {@code used} (but for the two the comment of {@link #check} names). */
+    private static void refuseUnused(LlamaConfig c, TensorFiles files, Set<String> used) {
+        var unused = new java.util.ArrayList<String>();
+        for (String name : files.names()) {
+            if (used.contains(name) || ROTARY_CACHE.matcher(name).matches()) continue;
+            if (c.tieWordEmbeddings() && name.equals("lm_head.weight") && sameBytes(files, name, "model.embed_tokens.weight")) continue;
+            unused.add(name);
+        }
+        if (unused.isEmpty()) return;
+        var shown = unused.stream().limit(4).map(n -> "'" + n + "'").toList();
+        boolean tiedHead = c.tieWordEmbeddings() && unused.contains("lm_head.weight");
+        throw new CompilationException(files.file(unused.getFirst()) + (files.source().equals(files.file(unused.getFirst())) ? "" : " (of " + files.source() + ")")
+                + ": " + unused.size() + " tensor" + (unused.size() == 1 ? "" : "s") + " the model does not use: " + String.join(", ", shown)
+                + (unused.size() > 4 ? " and " + (unused.size() - 4) + " more" : "")
+                + (tiedHead ? " (lm_head.weight differs from model.embed_tokens.weight, but tie_word_embeddings is true)" : "")
+                + ": a llama checkpoint of this configuration has no such tensors, and loading it would ignore their weights "
+                + "(another architecture, or biases, norms or experts this decoder does not implement?)");
+    }
+
+    /** Whether two tensors are of one dtype and shape and equal byte for byte. */
+    private static boolean sameBytes(TensorFiles files, String a, String b) {
+        var ea = files.entry(a);
+        var eb = files.entry(b);
+        if (ea.dtype() != eb.dtype() || !Arrays.equals(ea.shape(), eb.shape())) return false;
+        return files.get(a).segment().mismatch(files.get(b).segment()) == -1;
+    }
+
+    /**
+     * Refuses, from the numbers alone, a configuration whose weights take more bytes (at 2 a parameter, the fewest of
+     * the dtypes read) than the files hold.
+     */
+    static void checkBytes(LlamaConfig c, TensorFiles files, Path where) {
+        long h = c.hiddenSize(), q = (long) c.heads() * c.headDim(), kv = (long) c.kvHeads() * c.headDim(), f = c.intermediateSize();
+        long perLayer = sum(2 * h, times(h, q), times(2 * h, kv), times(q, h), times(3 * h, f));
+        long params = sum(times(c.vocabSize(), h), c.tieWordEmbeddings() ? 0 : times(c.vocabSize(), h), h, times(c.layers(), perLayer));
+        long need = times(2, params);
+        if (need > files.dataBytes())
+            throw new GraphException(where.resolve(CONFIG) + ": num_hidden_layers " + c.layers() + " of hidden_size " + c.hiddenSize() + ", intermediate_size "
+                    + c.intermediateSize() + ", num_attention_heads " + c.heads() + " x head_dim " + c.headDim() + ", num_key_value_heads " + c.kvHeads()
+                    + ", with vocab_size " + c.vocabSize() + ", need at least " + (need == Long.MAX_VALUE ? "more than 2^63" : Long.toString(need))
+                    + " bytes of weights (2 a parameter), but " + files.source() + " holds " + files.dataBytes()
+                    + " bytes of tensors: the configuration does not describe these weights");
+    }
+
+    /** a * b, or Long.MAX_VALUE where it overflows (the sizes are not negative). */
+    private static long times(long a, long b) {
+        try {
+            return Math.multiplyExact(a, b);
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
+    }
+
+    /** The sum, or Long.MAX_VALUE where it overflows (the sizes are not negative). */
+    private static long sum(long... v) {
+        long s = 0;
+        for (long x : v) s = x > Long.MAX_VALUE - s ? Long.MAX_VALUE : s + x;
+        return s;
     }
 
     /**

@@ -1,8 +1,7 @@
 package dev.gatun.models.llama;
 
 import dev.gatun.ir.CompilationException;
-import dev.gatun.ir.json.Json;
-import dev.gatun.ir.json.JsonSyntaxException;
+import dev.gatun.ir.GraphException;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -10,72 +9,100 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Locale;
+import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder, as a checkpoint's {@code config.json} states it (the field names of the
- * Hugging Face layout most open checkpoints use).
+ * The shape of a Llama-architecture decoder (transformers' {@code llama} and {@code mistral} model types), as a
+ * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
+ * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
  * @param hiddenSize        {@code hidden_size}: the width of the residual stream
  * @param layers            {@code num_hidden_layers}
  * @param heads             {@code num_attention_heads}: query heads
- * @param kvHeads           {@code num_key_value_heads}: key and value heads (grouped-query attention; {@code heads} when
- *                          the file leaves it out)
+ * @param kvHeads           {@code num_key_value_heads}: key and value heads (grouped-query attention)
  * @param intermediateSize  {@code intermediate_size}: the width of the gated MLP
  * @param vocabSize         {@code vocab_size}
  * @param ropeTheta         {@code rope_theta} (10000 when left out)
  * @param rmsNormEps        {@code rms_norm_eps} (1e-6 when left out)
  * @param tieWordEmbeddings {@code tie_word_embeddings}: the output projection is the embedding (false when left out)
- * @param ropeScaling       {@code rope_scaling} of {@code rope_type} "llama3" (Llama 3.1 and later), or null: unscaled
+ * @param ropeScaling       the rotary frequencies' scaling ({@code rope_type} "llama3" or "linear"), or null: unscaled
+ * @param headDim           {@code head_dim}: the width of one attention head ({@code hidden_size / num_attention_heads}
+ *                          when left out); the query, key, value and output projections are {@code heads * head_dim}
+ *                          wide, which need not be {@code hidden_size}
+ * @param slidingWindow     Mistral's {@code sliding_window}: each position attends to the last this many, or 0: to
+ *                          every position before it. Only the case where it changes nothing is implemented: a graph
+ *                          for more positions than the window is refused ({@link #checkPositions})
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
-                          double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling) {
+                          double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
+                          int headDim, int slidingWindow) {
 
     /**
-     * Llama 3's rotary frequency scaling ({@code rope_type} "llama3"): frequencies whose wavelength exceeds
-     * {@code originalMaxPositions / lowFreqFactor} are divided by {@code factor}, those shorter than
-     * {@code originalMaxPositions / highFreqFactor} are kept, and those between are interpolated between the two.
+     * The most layers a configuration may have: hundreds of times the largest models' (about 130), so that a file
+     * declaring billions is refused from the number before a list of its tensors or a graph of its layers is made.
      */
-    public record RopeScaling(double factor, double lowFreqFactor, double highFreqFactor, int originalMaxPositions) {
-        public RopeScaling {
-            if (!(factor >= 1) || Double.isInfinite(factor)) throw new IllegalArgumentException("rope_scaling.factor must be at least 1, not " + factor);
-            if (!(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) || Double.isInfinite(highFreqFactor))
-                throw new IllegalArgumentException("rope_scaling needs 0 < low_freq_factor < high_freq_factor, not " + lowFreqFactor + " and " + highFreqFactor);
-            if (originalMaxPositions < 1) throw new IllegalArgumentException("rope_scaling.original_max_position_embeddings must be at least 1, not " + originalMaxPositions);
+    public static final int MAX_LAYERS = 1 << 16;
+    /** The widest a configuration's hidden, MLP, vocabulary and attention widths may be (the largest models': 2^18). */
+    public static final int MAX_WIDTH = 1 << 24;
+
+    /** How the rotary frequencies are scaled ({@code rope_type}), as transformers computes them. */
+    public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear {
+        /** A frequency (radians per position) as this scaling changes it. */
+        double scale(double frequency);
+
+        /** The {@code rope_type} it is read from and written as. */
+        String type();
+
+        /**
+         * Llama 3's scaling ({@code rope_type} "llama3", Llama 3.1 and later): frequencies whose wavelength exceeds
+         * {@code originalMaxPositions / lowFreqFactor} are divided by {@code factor}, those shorter than
+         * {@code originalMaxPositions / highFreqFactor} are kept, and those between are interpolated between the two.
+         */
+        record Llama3(double factor, double lowFreqFactor, double highFreqFactor, int originalMaxPositions) implements RopeScaling {
+            public Llama3 {
+                if (!(factor >= 1) || Double.isInfinite(factor)) throw new GraphException("rope_scaling.factor must be at least 1, not " + factor);
+                if (!(lowFreqFactor > 0) || !(highFreqFactor > lowFreqFactor) || Double.isInfinite(highFreqFactor))
+                    throw new GraphException("rope_scaling needs 0 < low_freq_factor < high_freq_factor, not " + lowFreqFactor + " and " + highFreqFactor);
+                if (originalMaxPositions < 1) throw new GraphException("rope_scaling.original_max_position_embeddings must be at least 1, not " + originalMaxPositions);
+            }
+
+            @Override public double scale(double frequency) {
+                double wavelength = 2 * Math.PI / frequency;
+                if (wavelength < originalMaxPositions / highFreqFactor) return frequency;
+                if (wavelength > originalMaxPositions / lowFreqFactor) return frequency / factor;
+                double smooth = (originalMaxPositions / wavelength - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+                return (1 - smooth) * frequency / factor + smooth * frequency;
+            }
+
+            @Override public String type() { return "llama3"; }
         }
 
-        /** A frequency (radians per position) as Llama 3 scales it. */
-        double scale(double frequency) {
-            double wavelength = 2 * Math.PI / frequency;
-            if (wavelength < originalMaxPositions / highFreqFactor) return frequency;
-            if (wavelength > originalMaxPositions / lowFreqFactor) return frequency / factor;
-            double smooth = (originalMaxPositions / wavelength - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
-            return (1 - smooth) * frequency / factor + smooth * frequency;
+        /**
+         * Linear position interpolation ({@code rope_type} "linear"): positions divided by {@code factor}, which is
+         * every frequency divided by it (transformers divides the frequencies).
+         */
+        record Linear(double factor) implements RopeScaling {
+            public Linear {
+                if (!(factor > 0) || Double.isInfinite(factor)) throw new GraphException("rope_scaling.factor must be positive and finite, not " + factor);
+            }
+
+            @Override public double scale(double frequency) { return frequency / factor; }
+
+            @Override public String type() { return "linear"; }
         }
     }
 
-    /** A shape with unscaled rotary frequencies. */
+    /** A shape with unscaled rotary frequencies and heads of {@code hidden_size / num_attention_heads}. */
     public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                        double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings) {
         this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, null);
     }
 
-    /** This shape with Llama 3's rotary frequency scaling. */
-    public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling);
-    }
-
-    /**
-     * The rotary frequency of each of the {@code head_dim / 2} pairs, radians per position: {@code rope_theta^(-2i/d)},
-     * scaled where {@code rope_scaling} says so.
-     */
-    public double[] ropeFrequencies() {
-        int d = headDim();
-        double[] f = new double[d / 2];
-        for (int i = 0; i < f.length; i++) {
-            f[i] = 1 / Math.pow(ropeTheta, 2.0 * i / d);
-            if (ropeScaling != null) f[i] = ropeScaling.scale(f[i]);
-        }
-        return f;
+    /** A shape with heads of {@code hidden_size / num_attention_heads} and no sliding window. */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
+                       double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling,
+                defaultHeadDim(hiddenSize, heads), 0);
     }
 
     public LlamaConfig {
@@ -85,24 +112,82 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         positive("num_key_value_heads", kvHeads);
         positive("intermediate_size", intermediateSize);
         positive("vocab_size", vocabSize);
-        if (hiddenSize % heads != 0)
-            throw new IllegalArgumentException("hidden_size " + hiddenSize + " is not a multiple of num_attention_heads " + heads);
+        positive("head_dim", headDim);
+        if (layers > MAX_LAYERS)
+            throw new GraphException("num_hidden_layers " + layers + " is over " + MAX_LAYERS + ", hundreds of times the layers of the largest models: not a real configuration");
+        bounded("hidden_size", hiddenSize);
+        bounded("intermediate_size", intermediateSize);
+        bounded("vocab_size", vocabSize);
+        if ((long) heads * headDim > MAX_WIDTH)
+            throw new GraphException("num_attention_heads * head_dim = " + heads + " * " + headDim + " is over " + MAX_WIDTH + ": not a real configuration");
         if (heads % kvHeads != 0)
-            throw new IllegalArgumentException("num_attention_heads " + heads + " is not a multiple of num_key_value_heads " + kvHeads);
-        if (hiddenSize / heads % 2 != 0) throw new IllegalArgumentException("the head dimension " + hiddenSize / heads + " is odd: rotary embeddings rotate pairs");
-        if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new IllegalArgumentException("rope_theta must be positive and finite, not " + ropeTheta);
-        if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new IllegalArgumentException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
+            throw new GraphException("num_attention_heads " + heads + " is not a multiple of num_key_value_heads " + kvHeads);
+        if (headDim % 2 != 0) throw new GraphException("head_dim " + headDim + " is odd: rotary embeddings rotate pairs");
+        if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new GraphException("rope_theta must be positive and finite, not " + ropeTheta);
+        if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new GraphException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
+        if (slidingWindow < 0) throw new GraphException("sliding_window must be a positive number of positions (or none), not " + slidingWindow);
     }
 
     private static void positive(String field, int v) {
-        if (v < 1) throw new IllegalArgumentException(field + " must be at least 1, not " + v);
+        if (v < 1) throw new GraphException(field + " must be at least 1, not " + v);
     }
 
-    /** The width of one attention head: {@code hidden_size / num_attention_heads}. */
-    public int headDim() { return hiddenSize / heads; }
+    private static void bounded(String field, int v) {
+        if (v > MAX_WIDTH) throw new GraphException(field + " " + v + " is over " + MAX_WIDTH + ", far wider than any model: not a real configuration");
+    }
+
+    /** {@code hidden_size / num_attention_heads}, where it divides: the head size a config without {@code head_dim} means. */
+    static int defaultHeadDim(int hiddenSize, int heads) {
+        positive("num_attention_heads", heads);
+        if (hiddenSize % heads != 0)
+            throw new GraphException("hidden_size " + hiddenSize + " is not a multiple of num_attention_heads " + heads
+                    + " (a model whose heads are of another width says so in head_dim)");
+        return hiddenSize / heads;
+    }
+
+    /** This shape with another rotary frequency scaling (null: none). */
+    public LlamaConfig withRopeScaling(RopeScaling scaling) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow);
+    }
+
+    /** This shape with heads {@code headDim} wide. */
+    public LlamaConfig withHeadDim(int headDim) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow);
+    }
+
+    /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
+    public LlamaConfig withSlidingWindow(int window) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window);
+    }
+
+    /**
+     * The rotary frequency of each of the {@code head_dim / 2} pairs, radians per position: {@code rope_theta^(-2i/d)},
+     * scaled where {@code rope_scaling} says so.
+     */
+    public double[] ropeFrequencies() {
+        int d = headDim;
+        double[] f = new double[d / 2];
+        for (int i = 0; i < f.length; i++) {
+            f[i] = 1 / Math.pow(ropeTheta, 2.0 * i / d);
+            if (ropeScaling != null) f[i] = ropeScaling.scale(f[i]);
+        }
+        return f;
+    }
 
     /** Query heads that share one key and value head. */
     public int groupSize() { return heads / kvHeads; }
+
+    /**
+     * Refuses a graph over {@code positions} positions (its KV cache's length) that the sliding window would change:
+     * this decoder attends to every position before the current one, which is Mistral's sliding-window attention only
+     * while the window covers them all (position {@code i} attends to the positions after {@code i - window}).
+     */
+    public void checkPositions(int positions) {
+        if (slidingWindow > 0 && positions > slidingWindow)
+            throw new CompilationException("config sliding_window = " + slidingWindow + ", but this graph is built for " + positions
+                    + " positions: past the window each position would attend to fewer positions than all before it, and sliding-window "
+                    + "attention is not implemented; build for at most " + slidingWindow + " positions (prompt and new tokens together)");
+    }
 
     /**
      * Refuses a tensor-parallel degree this shape cannot be split over: Megatron-style parallelism gives each rank
@@ -124,126 +209,53 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                 + "num_attention_heads and intermediate_size");
     }
 
-    /** Reads {@code config.json}: a missing or ill-typed field is refused naming the file and the field. */
-    public static LlamaConfig read(Path file) throws IOException {
-        Json root = readJson(file);
-        if (!(root instanceof Json.Obj obj)) throw new IOException(file + ": a JSON " + root.kind() + ", not an object");
-        var fields = new Fields(file, obj);
-        int heads = fields.integer("num_attention_heads", null);
-        refuseUnsupported(file, obj, fields, heads);
-        try {
-            return new LlamaConfig(fields.integer("hidden_size", null), fields.integer("num_hidden_layers", null), heads,
-                    fields.integer("num_key_value_heads", heads), fields.integer("intermediate_size", null), fields.integer("vocab_size", null),
-                    fields.number("rope_theta", 10000.0), fields.number("rms_norm_eps", 1e-6), fields.bool("tie_word_embeddings", false),
-                    ropeScaling(file, obj));
-        } catch (IllegalArgumentException e) {
-            throw new IOException(file + ": " + e.getMessage(), e);
-        }
-    }
-
-    /** A checkpoint's JSON file, parsed; text that is not JSON is refused naming the file. */
-    static Json readJson(Path file) throws IOException {
-        try {
-            return Json.parse(Files.readString(file, StandardCharsets.UTF_8).strip());
-        } catch (JsonSyntaxException e) {
-            throw new IOException(file + ": not JSON: " + e.getMessage(), e);
-        }
-    }
-
-    /** {@code rope_scaling}: null, rope_type "default" (none) or "llama3"; any other kind is refused. */
-    private static RopeScaling ropeScaling(Path file, Json.Obj obj) throws IOException {
-        Json scaling = obj.get("rope_scaling");
-        if (scaling == null || scaling instanceof Json.Null) return null;
-        if (!(scaling instanceof Json.Obj o)) throw new IOException(file + ": field 'rope_scaling' is a JSON " + scaling.kind() + ", not an object");
-        Json type = o.get("rope_type") != null ? o.get("rope_type") : o.get("type");
-        String kind = type instanceof Json.Str t ? t.value() : null;
-        if ("default".equals(kind)) return null;
-        if (!"llama3".equals(kind))
-            throw new IOException(file + ": field 'rope_scaling' has rope_type " + (kind == null ? "missing" : "\"" + kind + "\"")
-                    + ": only \"llama3\" scaling (and unscaled RoPE) is implemented");
-        var f = new Fields(file, o, "rope_scaling.");
-        for (String name : new String[]{"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
-            if (o.get(name) == null || o.get(name) instanceof Json.Null) throw new IOException(file + ": field 'rope_scaling." + name + "' is missing");
-        return new RopeScaling(f.number("factor", Double.NaN), f.number("low_freq_factor", Double.NaN), f.number("high_freq_factor", Double.NaN),
-                f.integer("original_max_position_embeddings", null));
-    }
+    /**
+     * Reads {@code config.json}, refusing what this decoder does not compute (see {@link LlamaConfigReader}): a
+     * {@link GraphException} names the file and the field where the file is malformed (not JSON, a field missing or
+     * ill-typed, a size past the bounds), a {@link CompilationException} where it asks for something not implemented
+     * (another architecture, a feature, a field not known to be harmless). An {@link IOException} is a file that
+     * cannot be read at all.
+     */
+    public static LlamaConfig read(Path file) throws IOException { return LlamaConfigReader.read(file, Set.of()); }
 
     /**
-     * Refuses what this decoder does not compute, rather than give different logits from the checkpoint's own model:
-     * a head size other than {@code hidden_size / num_attention_heads}, an activation other than SiLU, and bias terms
-     * ({@code rope_scaling} other than Llama 3's is refused where it is read).
+     * As {@link #read(Path)}, but fields named in {@code alsoHarmless} are ignored where they are not ones this loader
+     * knows: for a checkpoint whose {@code config.json} carries a field of its own that the caller knows does not
+     * change the forward pass. A field this loader reads or refuses is not affected.
      */
-    private static void refuseUnsupported(Path file, Json.Obj obj, Fields fields, int heads) throws IOException {
-        if (obj.get("head_dim") != null && !(obj.get("head_dim") instanceof Json.Null)) {
-            int headDim = fields.integer("head_dim", null), hidden = fields.integer("hidden_size", null);
-            if ((long) headDim * heads != hidden)
-                throw new IOException(file + ": field 'head_dim' is " + headDim + ", but hidden_size / num_attention_heads is "
-                        + hidden + " / " + heads + ": a separate head size is not implemented");
-        }
-        Json act = obj.get("hidden_act");
-        if (act != null && !(act instanceof Json.Str a && a.value().equals("silu")))
-            throw new IOException(file + ": field 'hidden_act' is " + (act instanceof Json.Str a ? "\"" + a.value() + "\"" : "a JSON " + act.kind())
-                    + ": only \"silu\" is implemented");
-        for (String bias : new String[]{"attention_bias", "mlp_bias"})
-            if (fields.bool(bias, false))
-                throw new IOException(file + ": field '" + bias + "' is true: bias terms are not implemented");
-    }
+    public static LlamaConfig read(Path file, Set<String> alsoHarmless) throws IOException { return LlamaConfigReader.read(file, alsoHarmless); }
 
-    /** Writes {@code config.json} in the same layout, with {@code "model_type": "llama"}. */
+    /**
+     * Writes {@code config.json} in transformers' layout: {@code "model_type": "mistral"} where there is a sliding
+     * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}.
+     */
     public void write(Path file) throws IOException {
+        boolean mistral = slidingWindow > 0;
         var m = new LinkedHashMap<String, String>();
-        m.put("model_type", "\"llama\"");
-        m.put("architectures", "[\"LlamaForCausalLM\"]");
+        m.put("model_type", mistral ? "\"mistral\"" : "\"llama\"");
+        m.put("architectures", mistral ? "[\"MistralForCausalLM\"]" : "[\"LlamaForCausalLM\"]");
         m.put("hidden_size", Integer.toString(hiddenSize));
         m.put("num_hidden_layers", Integer.toString(layers));
         m.put("num_attention_heads", Integer.toString(heads));
         m.put("num_key_value_heads", Integer.toString(kvHeads));
+        m.put("head_dim", Integer.toString(headDim));
         m.put("intermediate_size", Integer.toString(intermediateSize));
         m.put("vocab_size", Integer.toString(vocabSize));
         m.put("rope_theta", Double.toString(ropeTheta));
         m.put("rms_norm_eps", String.format(Locale.ROOT, "%.17g", rmsNormEps));
         m.put("tie_word_embeddings", Boolean.toString(tieWordEmbeddings));
         m.put("hidden_act", "\"silu\"");
-        if (ropeScaling != null)
-            m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
-                    + "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %d}", Double.toString(ropeScaling.factor()),
-                    Double.toString(ropeScaling.lowFreqFactor()), Double.toString(ropeScaling.highFreqFactor()), ropeScaling.originalMaxPositions()));
+        if (mistral) m.put("sliding_window", Integer.toString(slidingWindow));
+        switch (ropeScaling) {
+            case null -> { }
+            case RopeScaling.Llama3 s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
+                    + "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %d}", Double.toString(s.factor()),
+                    Double.toString(s.lowFreqFactor()), Double.toString(s.highFreqFactor()), s.originalMaxPositions()));
+            case RopeScaling.Linear s -> m.put("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + s.factor() + "}");
+        }
         var sb = new StringBuilder("{\n");
         int i = 0;
         for (var e : m.entrySet()) sb.append("  \"").append(e.getKey()).append("\": ").append(e.getValue()).append(++i < m.size() ? ",\n" : "\n");
         Files.writeString(file, sb.append("}\n").toString(), StandardCharsets.UTF_8);
-    }
-
-    /** Typed reads of the fields of one file, each refusal naming the file and the field. */
-    private record Fields(Path file, Json.Obj obj, String prefix) {
-        Fields(Path file, Json.Obj obj) { this(file, obj, ""); }
-
-        int integer(String name, Integer orElse) throws IOException {
-            Json v = obj.get(name);
-            if (v == null || v instanceof Json.Null) {
-                if (orElse != null) return orElse;
-                throw new IOException(file + ": field '" + prefix + name + "' is missing");
-            }
-            if (!(v instanceof Json.Num n)) throw new IOException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not a number");
-            try {
-                return Integer.parseInt(n.text());
-            } catch (NumberFormatException e) {
-                throw new IOException(file + ": field '" + prefix + name + "' is " + n.text() + ", not a whole number that fits an int");
-            }
-        }
-
-        double number(String name, double orElse) throws IOException {
-            Json v = obj.get(name);
-            if (v == null || v instanceof Json.Null) return orElse;
-            if (!(v instanceof Json.Num n)) throw new IOException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not a number");
-            return Double.parseDouble(n.text());
-        }
-
-        boolean bool(String name, boolean orElse) throws IOException {
-            Json v = obj.get(name);
-            if (v == null || v instanceof Json.Null) return orElse;
-            if (!(v instanceof Json.Bool b)) throw new IOException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not true or false");
-            return b.value();
-        }
     }
 }

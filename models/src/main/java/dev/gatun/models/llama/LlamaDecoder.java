@@ -7,7 +7,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.runtime.NDArray;
-import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.TensorFiles;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -32,7 +32,9 @@ import java.util.Map;
  * </ul>
  * Each phase is one compiled session reused for every step. Grouped-query attention needs no copy of the cache: the
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
- * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side).
+ * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). Every
+ * position attends to all before it: a graph for more positions ({@code maxLen}) than a Mistral checkpoint's sliding
+ * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result.
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
@@ -58,6 +60,7 @@ public final class LlamaDecoder {
      */
     static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
         c.checkTensorParallel(tp);
+        c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
         if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " sequences");
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
@@ -160,7 +163,7 @@ public final class LlamaDecoder {
     private static Tensor linear(Tensor x, Tensor w) { return x.matmul(w.transpose(0, 1)); }
 
     /** Rank {@code rank}'s shard of the weights, for either phase (see {@link LlamaPrefill#inputs}). */
-    public static Map<String, NDArray> weights(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
+    public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
         return LlamaPrefill.shard(c, weights, tp, rank, dtype);
     }
 

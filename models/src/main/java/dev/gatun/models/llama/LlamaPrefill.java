@@ -4,7 +4,7 @@ import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.runtime.NDArray;
-import dev.gatun.runtime.SafeTensors;
+import dev.gatun.runtime.TensorFiles;
 
 import java.lang.foreign.MemorySegment;
 import java.util.LinkedHashMap;
@@ -57,7 +57,7 @@ public final class LlamaPrefill {
      * Rank {@code rank}'s inputs for the prompt {@code ids}: its shard of the weights ({@link #shard}) and the prompt's
      * tokens, rotary tables and causal mask ({@link LlamaDecoder#prompt}).
      */
-    public static Map<String, NDArray> inputs(LlamaConfig c, SafeTensors weights, int[] ids, int tp, int rank, DType dtype) {
+    public static Map<String, NDArray> inputs(LlamaConfig c, TensorFiles weights, int[] ids, int tp, int rank, DType dtype) {
         var in = shard(c, weights, tp, rank, dtype);
         in.putAll(LlamaDecoder.prompt(c, ids, ids.length, tp, dtype));
         return in;
@@ -71,7 +71,7 @@ public final class LlamaPrefill {
      * {@code mlp.gate_up_proj.weight}. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
      * same array).
      */
-    static Map<String, NDArray> shard(LlamaConfig c, SafeTensors weights, int tp, int rank, DType dtype) {
+    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
         c.checkTensorParallel(tp);
         int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
         // the key-value heads of this rank: a share, or the one its query heads use

@@ -2,6 +2,7 @@ package dev.gatun.models.llama;
 
 import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.SafeTensors;
 import org.junit.jupiter.api.Test;
@@ -42,13 +43,13 @@ class LlamaCheckpointTest {
                 """);
         var c = LlamaConfig.read(dir.resolve("config.json"));
         assertThat(c).isEqualTo(new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true)
-                .withRopeScaling(new LlamaConfig.RopeScaling(32, 1, 4, 8192)));
+                .withRopeScaling(new LlamaConfig.RopeScaling.Llama3(32, 1, 4, 8192)));
         // written and read back, the scaling survives
         c.write(dir.resolve("again.json"));
         assertThat(LlamaConfig.read(dir.resolve("again.json"))).isEqualTo(c);
         assertThat(c.headDim()).isEqualTo(64);
         Files.writeString(dir.resolve("mha.json"), """
-                {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 10}
+                {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 10}
                 """);
         var mha = LlamaConfig.read(dir.resolve("mha.json"));
         assertThat(mha.kvHeads()).isEqualTo(4);
@@ -59,36 +60,49 @@ class LlamaCheckpointTest {
     @Test
     void badConfigsAreRefusedNamingTheFileAndTheField(@TempDir Path dir) throws IOException {
         Path f = dir.resolve("config.json");
-        Files.writeString(f, "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(IOException.class).hasMessageContaining(f.toString())
+        String llama = "\"model_type\": \"llama\", ";
+        Files.writeString(f, "{" + llama + "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(GraphException.class).hasMessageContaining(f.toString())
                 .hasMessageContaining("'intermediate_size' is missing");
-        Files.writeString(f, "{\"hidden_size\": \"64\", \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
+        Files.writeString(f, "{" + llama + "\"hidden_size\": \"64\", \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'hidden_size' is a JSON string, not a number");
-        Files.writeString(f, "{\"hidden_size\": 64.5, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
+        Files.writeString(f, "{" + llama + "\"hidden_size\": 64.5, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'hidden_size' is 64.5, not a whole number");
-        Files.writeString(f, "{\"hidden_size\": 60, \"intermediate_size\": 128, \"num_attention_heads\": 8, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("hidden_size 60 is not a multiple of num_attention_heads 8");
-        Files.writeString(f, "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
+        Files.writeString(f, "{" + llama + "\"hidden_size\": 60, \"intermediate_size\": 128, \"num_attention_heads\": 8, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString()).hasMessageContaining("hidden_size 60 is not a multiple of num_attention_heads 8");
+        Files.writeString(f, "{" + llama + "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"num_hidden_layers\": 2, \"vocab_size\": 256}");
         assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("num_attention_heads 4 is not a multiple of num_key_value_heads 3");
-        // what the decoder does not compute is refused, never read into different logits
-        String ok = "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256";
-        Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"yarn\"}}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString())
-                .hasMessageContaining("'rope_scaling' has rope_type \"yarn\": only \"llama3\" scaling (and unscaled RoPE) is implemented");
+        String ok = llama + "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 256";
         Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"factor\": 32.0, \"rope_type\": \"llama3\"}}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString()).hasMessageContaining("low_freq_factor");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(GraphException.class).hasMessageContaining(f.toString())
+                .hasMessageContaining("'rope_scaling.").hasMessageContaining("is missing");
         Files.writeString(f, "{" + ok + ", \"rope_scaling\": {\"rope_type\": \"default\"}}");
         assertThat(LlamaConfig.read(f).headDim()).isEqualTo(16);
-        Files.writeString(f, "{" + ok + ", \"head_dim\": 32}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'head_dim' is 32, but hidden_size / num_attention_heads is 64 / 4");
-        Files.writeString(f, "{" + ok + ", \"hidden_act\": \"gelu\"}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'hidden_act' is \"gelu\": only \"silu\"");
-        Files.writeString(f, "{" + ok + ", \"mlp_bias\": true}");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("'mlp_bias' is true: bias terms are not implemented");
+        Files.writeString(f, "{" + ok + ", \"head_dim\": 7}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining(f.toString()).hasMessageContaining("head_dim 7 is odd");
+        Files.writeString(f, "{" + ok + ", \"head_dim\": 0}");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("head_dim must be at least 1");
         Files.writeString(f, "[1, 2]");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("a JSON array, not an object");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(GraphException.class).hasMessageContaining("a JSON array, not an object");
         Files.writeString(f, "{\"hidden_size\": ");
-        assertThatThrownBy(() -> LlamaConfig.read(f)).hasMessageContaining("not JSON");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(GraphException.class).hasMessageContaining("not JSON");
+    }
+
+    /** A separate head width (head_dim, as Mistral Nemo and Qwen 3 have it) shapes the attention's projections, not the residual stream. */
+    @Test
+    void aHeadDimOtherThanHiddenOverHeadsShapesTheAttentionProjections(@TempDir Path dir) throws IOException {
+        Path f = dir.resolve("config.json");
+        Files.writeString(f, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, "
+                + "\"num_key_value_heads\": 2, \"num_hidden_layers\": 2, \"vocab_size\": 256, \"head_dim\": 32}");
+        var c = LlamaConfig.read(f);
+        assertThat(c.headDim()).isEqualTo(32);
+        assertThat(c.ropeFrequencies()).hasSize(16);
+        var shapes = LlamaCheckpoint.shapes(c);
+        assertThat(shapes.get("model.layers.0.self_attn.q_proj.weight")).containsExactly(128, 64);
+        assertThat(shapes.get("model.layers.0.self_attn.k_proj.weight")).containsExactly(64, 64);
+        assertThat(shapes.get("model.layers.0.self_attn.o_proj.weight")).containsExactly(64, 128);
+        c.write(dir.resolve("again.json"));
+        assertThat(LlamaConfig.read(dir.resolve("again.json"))).isEqualTo(c);
     }
 
     /** The end tokens: generation_config.json's over config.json's, one id or a list; none where neither names any. */
@@ -104,7 +118,7 @@ class LlamaCheckpointTest {
         assertThat(LlamaCheckpoint.eosTokens(dir)).containsExactly(128001);
         for (String bad : new String[]{"[1, \"2\"]", "-3", "1.5", "{}"}) {
             Files.writeString(dir.resolve(LlamaCheckpoint.GENERATION_CONFIG), "{\"eos_token_id\": " + bad + "}");
-            assertThatThrownBy(() -> LlamaCheckpoint.eosTokens(dir)).as(bad).isInstanceOf(IOException.class)
+            assertThatThrownBy(() -> LlamaCheckpoint.eosTokens(dir)).as(bad).isInstanceOf(GraphException.class)
                     .hasMessageContaining(LlamaCheckpoint.GENERATION_CONFIG).hasMessageContaining("'eos_token_id'");
         }
     }
@@ -166,18 +180,113 @@ class LlamaCheckpointTest {
         tensors.remove("model.layers.1.mlp.up_proj.weight");
         SafeTensors.write(f, tensors, Map.of());
         try (var st = SafeTensors.open(f)) {
-            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, f)).hasMessageContaining("'model.layers.1.mlp.up_proj.weight' is missing");
+            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, dir)).hasMessageContaining("'model.layers.1.mlp.up_proj.weight' is missing");
         }
         tensors.put("model.layers.1.mlp.up_proj.weight", NDArray.zeros(DType.F32, 64, 128));
         SafeTensors.write(f, tensors, Map.of());
         try (var st = SafeTensors.open(f)) {
-            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, f)).hasMessageContaining("'model.layers.1.mlp.up_proj.weight' has shape [64, 128]")
+            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, dir)).hasMessageContaining("'model.layers.1.mlp.up_proj.weight' has shape [64, 128]")
                     .hasMessageContaining("needs [128, 64]");
         }
         tensors.put("model.layers.1.mlp.up_proj.weight", NDArray.zeros(DType.I32, 128, 64));
         SafeTensors.write(f, tensors, Map.of());
         try (var st = SafeTensors.open(f)) {
-            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, f)).hasMessageContaining("is i32; weights are f32, f16 or bf16");
+            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, dir)).hasMessageContaining("is i32; weights are f32, f16 or bf16");
+        }
+    }
+
+    /** TINY's tensors (zeros, f32) with {@code extra} ones, written to {@code file}. */
+    private static void writeWith(LlamaConfig c, Path file, Map<String, NDArray> extra) throws IOException {
+        var tensors = new LinkedHashMap<String, NDArray>();
+        LlamaCheckpoint.shapes(c).forEach((name, shape) -> tensors.put(name, NDArray.zeros(DType.F32, shape)));
+        tensors.putAll(extra);
+        SafeTensors.write(file, tensors, Map.of());
+    }
+
+    /**
+     * A tensor the model would not use is refused, named with its file and the count (a checkpoint with biases, norms
+     * or experts this decoder lacks would otherwise load with those weights ignored); old checkpoints' rotary caches
+     * are not refused.
+     */
+    @Test
+    void tensorsTheModelDoesNotUseAreRefusedNamingThemAndTheirCount(@TempDir Path dir) throws IOException {
+        Path f = dir.resolve("w.safetensors");
+        writeWith(TINY, f, Map.of("model.layers.0.self_attn.q_proj.bias", NDArray.zeros(DType.F32, 64)));
+        try (var st = SafeTensors.open(f)) {
+            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, dir)).isInstanceOf(CompilationException.class)
+                    .hasMessageStartingWith(f + ": 1 tensor the model does not use: 'model.layers.0.self_attn.q_proj.bias': a llama checkpoint");
+        }
+        var six = new LinkedHashMap<String, NDArray>();
+        for (int l = 0; l < 2; l++)
+            for (String n : new String[]{"q_norm", "k_norm", "sinks"}) six.put("model.layers." + l + ".self_attn." + n + ".weight", NDArray.zeros(DType.F32, 16));
+        writeWith(TINY, f, six);
+        try (var st = SafeTensors.open(f)) {
+            assertThatThrownBy(() -> LlamaCheckpoint.check(TINY, st, dir)).hasMessageContaining("6 tensors the model does not use: ")
+                    .hasMessageContaining("'model.layers.0.self_attn.q_norm.weight'").hasMessageContaining(" and 2 more");
+        }
+        writeWith(TINY, f, Map.of("model.layers.0.self_attn.rotary_emb.inv_freq", NDArray.zeros(DType.F32, 8),
+                "model.layers.1.self_attn.rotary_emb.inv_freq", NDArray.zeros(DType.F32, 8)));
+        try (var st = SafeTensors.open(f)) {
+            LlamaCheckpoint.check(TINY, st, dir);
+        }
+    }
+
+    /** With tied embeddings an lm_head.weight is accepted only where it is the embedding, byte for byte. */
+    @Test
+    void aTiedCheckpointsLmHeadMustBeTheEmbedding(@TempDir Path dir) throws IOException {
+        var tied = new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, true);
+        Path f = dir.resolve("w.safetensors");
+        NDArray embed = NDArray.zeros(DType.F32, 256, 64);
+        embed.set(5, 0.25);
+        var same = new LinkedHashMap<String, NDArray>();
+        same.put("model.embed_tokens.weight", embed);
+        same.put("lm_head.weight", embed);
+        writeWith(tied, f, same);
+        try (var st = SafeTensors.open(f)) {
+            LlamaCheckpoint.check(tied, st, dir);
+        }
+        same.put("lm_head.weight", NDArray.zeros(DType.F32, 256, 64));
+        writeWith(tied, f, same);
+        try (var st = SafeTensors.open(f)) {
+            assertThatThrownBy(() -> LlamaCheckpoint.check(tied, st, dir)).isInstanceOf(CompilationException.class).hasMessageContaining("'lm_head.weight'")
+                    .hasMessageContaining("lm_head.weight differs from model.embed_tokens.weight, but tie_word_embeddings is true");
+        }
+    }
+
+    /** A directory's weights: model.safetensors, else the shards of model.safetensors.index.json, else refused naming both. */
+    @Test
+    void aDirectorysWeightsAreTheOneFileElseTheShardsItsIndexLists(@TempDir Path dir) throws IOException {
+        assertThatThrownBy(() -> LlamaCheckpoint.openWeights(dir)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("neither model.safetensors nor model.safetensors.index.json");
+        // two shards, the index listing every tensor; an extra tensor in a shard, listed too, is refused by the check
+        var shapes = LlamaCheckpoint.shapes(TINY);
+        var first = new LinkedHashMap<String, NDArray>();
+        var second = new LinkedHashMap<String, NDArray>();
+        var map = new StringBuilder();
+        int i = 0;
+        for (var e : shapes.entrySet()) {
+            (i++ % 2 == 0 ? first : second).put(e.getKey(), NDArray.zeros(DType.BF16, e.getValue()));
+            map.append(map.isEmpty() ? "" : ", ").append('"').append(e.getKey()).append("\": \"").append(i % 2 == 1 ? "a.safetensors" : "b.safetensors").append('"');
+        }
+        SafeTensors.write(dir.resolve("a.safetensors"), first, Map.of());
+        second.put("model.layers.0.mlp.gate_proj.bias", NDArray.zeros(DType.BF16, 128));
+        SafeTensors.write(dir.resolve("b.safetensors"), second, Map.of());
+        Files.writeString(dir.resolve(LlamaCheckpoint.WEIGHTS_INDEX), "{\"weight_map\": {" + map + ", \"model.layers.0.mlp.gate_proj.bias\": \"b.safetensors\"}}");
+        TINY.write(dir.resolve(LlamaCheckpoint.CONFIG));
+        assertThatThrownBy(() -> LlamaCheckpoint.open(dir)).isInstanceOf(CompilationException.class)
+                .hasMessageStartingWith(dir.resolve("b.safetensors") + " (of " + dir.resolve(LlamaCheckpoint.WEIGHTS_INDEX) + "): 1 tensor the model does not use: "
+                        + "'model.layers.0.mlp.gate_proj.bias'");
+        second.remove("model.layers.0.mlp.gate_proj.bias");
+        SafeTensors.write(dir.resolve("b.safetensors"), second, Map.of());
+        Files.writeString(dir.resolve(LlamaCheckpoint.WEIGHTS_INDEX), "{\"weight_map\": {" + map + "}}");
+        try (var ckpt = LlamaCheckpoint.open(dir)) {
+            assertThat(ckpt.config()).isEqualTo(TINY);
+            assertThat(ckpt.weights().file("model.layers.0.input_layernorm.weight")).isEqualTo(dir.resolve("b.safetensors"));
+        }
+        // the one file is read where it is there, as transformers reads it
+        writeWith(TINY, dir.resolve(LlamaCheckpoint.WEIGHTS), Map.of());
+        try (var w = LlamaCheckpoint.openWeights(dir)) {
+            assertThat(w.source()).isEqualTo(dir.resolve(LlamaCheckpoint.WEIGHTS));
         }
     }
 }

@@ -115,20 +115,23 @@ class LlamaDecoderTest {
     }
 
     /**
-     * The decoder's plans (prefill and decode, batch 1 and 3, TP 1, 2 and 4) pass the planner's independent checks
-     * (PlanChecks: lifetimes recomputed from the steps, no two live buffers sharing bytes, the order of writes and
+     * The decoder's plans (prefill and decode, batch 1 and 3, TP 1, 2 and 4, head_dim 16 and 24) pass the planner's
+     * independent checks (PlanChecks: lifetimes recomputed from the steps, no two live buffers sharing bytes, the order of writes and
      * reads, the caches' states updated in place only after their last read, symmetric rules, fused tiles).
      */
     @Test
     void thePlansPassThePlannersIndependentChecks() {
-        LlamaConfig c = LlamaCheckpointTest.TINY;
-        for (int tp : new int[]{1, 2, 4})
-            for (int batch : new int[]{1, 3})
-                for (var g : List.of(LlamaDecoder.decode(c, batch, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, batch, 8, MAX, tp, DType.BF16))) {
-                    var options = CompileOptions.world(tp).backend("host");
-                    var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
-                    assertThat(dev.gatun.planner.PlanChecksAccess.all(plan)).as(g.name() + " batch " + batch + " tp " + tp + ":\n" + plan).isEmpty();
-                }
+        // heads of hidden / heads, and wider ones (head_dim 24: projections 96 and 48 wide against a stream of 64)
+        for (LlamaConfig c : List.of(LlamaCheckpointTest.TINY, LlamaCheckpointTest.TINY.withHeadDim(24))) {
+            for (int tp : new int[]{1, 2, 4})
+                for (int batch : new int[]{1, 3})
+                    for (var g : List.of(LlamaDecoder.decode(c, batch, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, batch, 8, MAX, tp, DType.BF16))) {
+                        var options = CompileOptions.world(tp).backend("host");
+                        var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                        assertThat(dev.gatun.planner.PlanChecksAccess.all(plan)).as(g.name() + " head_dim " + c.headDim() + " batch " + batch + " tp " + tp + ":\n" + plan)
+                                .isEmpty();
+                    }
+        }
     }
 
     @Test

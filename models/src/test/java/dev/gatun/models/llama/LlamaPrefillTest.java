@@ -57,7 +57,7 @@ class LlamaPrefillTest {
         // pairs fall in all three bands (kept, smoothed, divided by the factor), each turning far over 16 positions
         var tiny = LlamaCheckpointTest.TINY;
         LlamaConfig c = new LlamaConfig(tiny.hiddenSize(), tiny.layers(), tiny.heads(), tiny.kvHeads(), tiny.intermediateSize(), tiny.vocabSize(),
-                10, tiny.rmsNormEps(), false, new LlamaConfig.RopeScaling(8, 1, 4, 32));
+                10, tiny.rmsNormEps(), false, new LlamaConfig.RopeScaling.Llama3(8, 1, 4, 32));
         LlamaCheckpoint.writeRandom(c, DType.F32, 21, dir);
         int[] prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
@@ -85,6 +85,45 @@ class LlamaPrefillTest {
             try (var gen = new LlamaGenerator(c, java.util.List.of(LlamaDecoder.weights(c, weights, 1, 0, DType.F32)), prompt.length, 24, 1, DType.F32,
                     CompileOptions.world(1).backend("host"))) {
                 assertThat(gen.generate(prompt, 6).tokens()).containsExactly(tokens);
+            }
+        }
+    }
+
+    /**
+     * Heads wider than hidden_size / num_attention_heads (head_dim 24: queries 96 wide, keys and values 48, against a
+     * residual stream of 64): the prefill's logits and six greedy tokens of a generation (prefill, then decode with
+     * the KV cache) are the float64 pass's at TP 1, 2 and 4 (a key-value head replica at 4).
+     */
+    @Test
+    void aHeadDimOtherThanHiddenOverHeadsMatchesTheFloat64PassAtTensorParallelOneTwoAndFour(@TempDir Path dir) throws IOException {
+        LlamaConfig c = LlamaCheckpointTest.TINY.withHeadDim(24);
+        LlamaCheckpoint.writeRandom(c, DType.F32, 31, dir);
+        try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
+            LlamaCheckpoint.check(c, weights, dir);
+            double[][] want = Reference.logits(c, weights, PROMPT);
+            double scale = 0;
+            for (double[] row : want) for (double v : row) scale = Math.max(scale, Math.abs(v));
+            int[] tokens = greedy(PROMPT, 6, ids -> {
+                double[][] l = Reference.logits(c, weights, ids);
+                return l[l.length - 1];
+            });
+            for (int tp : new int[]{1, 2, 4}) {
+                var inputs = new ArrayList<Map<String, NDArray>>();
+                var shards = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < tp; r++) {
+                    inputs.add(LlamaPrefill.inputs(c, weights, PROMPT, tp, r, DType.F32));
+                    shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
+                }
+                try (var s = Session.compile(LlamaPrefill.graph(c, PROMPT.length, tp, DType.F32), CompileOptions.world(tp).backend("host"))) {
+                    NDArray logits = s.runToHost(inputs).get(0).get("logits");
+                    double worst = 0;
+                    for (int t = 0; t < PROMPT.length; t++)
+                        for (int v = 0; v < c.vocabSize(); v++) worst = Math.max(worst, Math.abs(logits.get((long) t * c.vocabSize() + v) - want[t][v]));
+                    assertThat(worst / scale).as("tp %d", tp).isLessThan(1e-4);
+                }
+                try (var gen = new LlamaGenerator(c, shards, PROMPT.length, 16, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
+                    assertThat(gen.generate(PROMPT, 6, false).tokens()).as("tp %d", tp).containsExactly(tokens);
+                }
             }
         }
     }
@@ -223,20 +262,25 @@ class LlamaPrefillTest {
         }
 
         /**
-         * Pair e's frequency, theta^(-2e/d), with Llama 3's scaling written as transformers computes it
-         * (_compute_llama3_parameters: the low-frequency band divided by the factor, then the medium band smoothed).
+         * Pair e's frequency, theta^(-2e/d), with the checkpoint's scaling written as transformers computes it: Llama 3's
+         * (_compute_llama3_parameters: the low-frequency band divided by the factor, then the medium band smoothed) or
+         * linear (_compute_linear_scaling_rope_parameters: every frequency divided by the factor).
          */
         static double frequency(LlamaConfig c, int e) {
             double inv = 1.0 / Math.pow(c.ropeTheta(), 2.0 * e / c.headDim());
-            var s = c.ropeScaling();
-            if (s == null) return inv;
-            double lowWave = s.originalMaxPositions() / s.lowFreqFactor(), highWave = s.originalMaxPositions() / s.highFreqFactor();
-            double wave = 2 * Math.PI / inv;
-            double llama = wave > lowWave ? inv / s.factor() : inv;
-            double smooth = (s.originalMaxPositions() / wave - s.lowFreqFactor()) / (s.highFreqFactor() - s.lowFreqFactor());
-            double smoothed = (1 - smooth) * llama / s.factor() + smooth * llama;
-            boolean medium = !(wave < highWave) && !(wave > lowWave);
-            return medium ? smoothed : llama;
+            return switch (c.ropeScaling()) {
+                case null -> inv;
+                case LlamaConfig.RopeScaling.Linear s -> inv / s.factor();
+                case LlamaConfig.RopeScaling.Llama3 s -> {
+                    double lowWave = s.originalMaxPositions() / s.lowFreqFactor(), highWave = s.originalMaxPositions() / s.highFreqFactor();
+                    double wave = 2 * Math.PI / inv;
+                    double llama = wave > lowWave ? inv / s.factor() : inv;
+                    double smooth = (s.originalMaxPositions() / wave - s.lowFreqFactor()) / (s.highFreqFactor() - s.lowFreqFactor());
+                    double smoothed = (1 - smooth) * llama / s.factor() + smooth * llama;
+                    boolean medium = !(wave < highWave) && !(wave > lowWave);
+                    yield medium ? smoothed : llama;
+                }
+            };
         }
 
         static void add(double[][] x, double[][] y) {

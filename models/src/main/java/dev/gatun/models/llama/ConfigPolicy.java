@@ -1,0 +1,194 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.CompilationException;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.json.Json;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Predicate;
+
+/**
+ * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
+ * as transformers computes it or refused naming what is missing, never computed differently in silence:
+ * <ul>
+ *   <li>the model types: {@code llama} and {@code mistral} (transformers' {@code LlamaForCausalLM} and
+ *   {@code MistralForCausalLM}) are implemented; the neighbours most often mistaken for them are refused naming the
+ *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
+ *   <li>the fields that shape the computation are read ({@link #READ});</li>
+ *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
+ *   accepted where they are off ({@link #FEATURES}: null, false, 1.0 for a factor, only full-attention layers);</li>
+ *   <li>fields known not to change the forward pass are ignored ({@link #HARMLESS}: dropout, initialisation, token
+ *   ids, the dtype the weights were saved in, generation defaults, bookkeeping; the full list below, gathered from
+ *   the Llama 2, Llama 3.x, Mistral 7B v0.1 to v0.3, Mistral Nemo and Mistral Small configs and the fields every
+ *   transformers config writes);</li>
+ *   <li>any other field is refused. An unknown field is one whose meaning this loader cannot tell: a newer
+ *   transformers may read it (a flag such as {@code use_qk_norm} changes the logits), and a warning is not enough for
+ *   never computing something else in silence. A caller that knows a field of its checkpoint's own to be harmless
+ *   names it to {@link LlamaConfig#read(Path, Set)}.</li>
+ * </ul>
+ */
+final class ConfigPolicy {
+    private ConfigPolicy() {}
+
+    /** The model types implemented, with each one's causal-LM architecture. */
+    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM");
+
+    /** Model types refused with what this decoder lacks for them. */
+    static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
+            Map.entry("qwen2", "q/k/v projection biases (always on in Qwen2) are not implemented"),
+            Map.entry("qwen3", "QK-norm (q_norm/k_norm: an RMSNorm of each query and key head) is not implemented"),
+            Map.entry("gemma", "GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights "
+                    + "applied as (1 + w) are not implemented"),
+            Map.entry("gemma2", "GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, "
+                    + "pre/post norms around attention and MLP, query_pre_attn_scalar and sliding-window layers are not implemented"),
+            Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
+                    + "sliding-window layers are not implemented"),
+            Map.entry("phi3", "fused qkv_proj and gate_up_proj weights and partial rotary embeddings (partial_rotary_factor) "
+                    + "are not implemented"),
+            Map.entry("mixtral", "mixture of experts (a router choosing num_experts_per_tok of num_local_experts expert MLPs) is "
+                    + "not implemented"),
+            Map.entry("qwen2_moe", "mixture of experts (router, experts and a gated shared expert) and q/k/v biases are not implemented"),
+            Map.entry("qwen3_moe", "mixture of experts (router and experts) and QK-norm (q_norm/k_norm) are not implemented"));
+
+    /** The fields read into a {@link LlamaConfig} (sliding_window for mistral only: {@link #FEATURES} has llama's). */
+    static final Set<String> READ = Set.of("model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size", "rms_norm_eps", "tie_word_embeddings",
+            "rope_theta", "rope_scaling", "rope_parameters", "hidden_act", "attention_bias", "mlp_bias", "partial_rotary_factor",
+            "layer_types", "pretraining_tp");
+
+    /** A field that switches on something not implemented, where {@code on} says it is switched on. */
+    record Feature(String missing, Predicate<Json> on) {}
+
+    private static final Predicate<Json> SET = v -> !(v instanceof Json.Null || v instanceof Json.Bool b && !b.value());
+    private static final Predicate<Json> NON_EMPTY = v -> SET.test(v) && !(v instanceof Json.Obj o && o.fields().isEmpty())
+            && !(v instanceof Json.Arr a && a.items().isEmpty());
+
+    /** Fields refused by name where they are switched on. */
+    static final Map<String, Feature> FEATURES = features();
+
+    private static Map<String, Feature> features() {
+        var m = new LinkedHashMap<String, Feature>();
+        m.put("hidden_activation", new Feature("Gemma's activation field: only hidden_act \"silu\" (SwiGLU) is implemented", SET));
+        m.put("attn_logit_softcapping", new Feature("soft-capping the attention scores (tanh) is not implemented", SET));
+        m.put("final_logit_softcapping", new Feature("soft-capping the final logits (tanh) is not implemented", SET));
+        m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is not implemented", SET));
+        for (String qk : List.of("use_qk_norm", "qk_norm", "qk_layernorm"))
+            m.put(qk, new Feature("QK-norm (a norm of each query and key head) is not implemented", SET));
+        for (String moe : List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"))
+            m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is not implemented", SET));
+        m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
+        m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
+        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own llama and mistral are implemented", SET));
+        m.put("pruned_heads", new Feature("pruned attention heads are not implemented", NON_EMPTY));
+        return java.util.Collections.unmodifiableMap(m);   // in this order: the first switched on is the one named
+    }
+
+    /**
+     * Fields ignored: none changes the forward pass (the logits of a sequence). Dropout is off at inference; the token
+     * ids, the generation defaults ({@code temperature}, {@code top_p}, ...) and the dtype the file was saved in are
+     * the caller's to use; {@code max_position_embeddings} changes nothing where no dynamic rotary scaling reads it
+     * (dynamic scaling is refused); {@code pretraining_tp} splits the same products into slices (read: a whole number).
+     */
+    static final Set<String> HARMLESS = Set.of(
+            // the model's own
+            "max_position_embeddings", "initializer_range", "use_cache", "attention_dropout", "bos_token_id", "eos_token_id",
+            "pad_token_id", "sep_token_id", "decoder_start_token_id",
+            // what every transformers config writes, or wrote
+            "torch_dtype", "dtype", "transformers_version", "_name_or_path", "_commit_hash", "_attn_implementation",
+            "attn_implementation", "_attn_implementation_autoset", "output_attentions", "output_hidden_states", "return_dict",
+            "use_return_dict", "torchscript", "use_bfloat16", "tf_legacy_loss", "chunk_size_feed_forward", "is_encoder_decoder",
+            "is_decoder", "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder", "finetuning_task",
+            "id2label", "label2id", "tokenizer_class", "prefix", "task_specific_params", "problem_type",
+            // generation defaults (older configs carry them): they choose among logits, they do not make them
+            "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+            "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+            "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores", "return_dict_in_generate",
+            "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+            "suppress_tokens", "begin_suppress_tokens");
+
+    /**
+     * The model type: {@code model_type} is required, must be one implemented, and every name in {@code architectures}
+     * must be its causal LM; else refused naming the type, its architecture and what is missing.
+     */
+    static String modelType(Path file, Json.Obj obj) {
+        Json type = obj.get("model_type");
+        if (type == null || type instanceof Json.Null)
+            throw new GraphException(file + ": field 'model_type' is missing: it says which architecture the checkpoint is ("
+                    + String.join(" or ", supported()) + " are supported)");
+        if (!(type instanceof Json.Str t)) throw new GraphException(file + ": field 'model_type' is a JSON " + type.kind() + ", not a string");
+        List<String> architectures = architectures(file, obj);
+        String named = architectures.isEmpty() ? "" : " (" + String.join(", ", architectures) + ")";
+        if (!SUPPORTED.containsKey(t.value())) {
+            String missing = REFUSED_TYPES.getOrDefault(t.value(), "its architecture is not implemented");
+            throw new CompilationException(file + ": model_type '" + t.value() + "'" + named + " is not supported: " + missing
+                    + "; supported: " + String.join(", ", supported()));
+        }
+        String causal = SUPPORTED.get(t.value());
+        for (String a : architectures)
+            if (!a.equals(causal))
+                throw new CompilationException(file + ": field 'architectures' names " + a + ", but model_type '" + t.value()
+                        + "' is implemented as " + causal + " only (the causal language model: embeddings, decoder layers, lm_head)");
+        return t.value();
+    }
+
+    private static List<String> supported() { return SUPPORTED.keySet().stream().sorted().toList(); }
+
+    private static List<String> architectures(Path file, Json.Obj obj) {
+        Json a = obj.get("architectures");
+        if (a == null || a instanceof Json.Null) return List.of();
+        if (!(a instanceof Json.Arr arr)) throw new GraphException(file + ": field 'architectures' is a JSON " + a.kind() + ", not a list of names");
+        var out = new ArrayList<String>();
+        for (Json v : arr.items()) {
+            if (!(v instanceof Json.Str s)) throw new GraphException(file + ": field 'architectures' holds a JSON " + v.kind() + ", not a name");
+            out.add(s.value());
+        }
+        return out;
+    }
+
+    /** Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing. */
+    static void refuseFeatures(Path file, Json.Obj obj) {
+        for (var e : FEATURES.entrySet()) {
+            Json v = obj.get(e.getKey());
+            if (v != null && e.getValue().on().test(v))
+                throw new CompilationException(file + ": field '" + e.getKey() + "' is " + shortText(v) + ": " + e.getValue().missing());
+        }
+    }
+
+    /**
+     * Refuses the fields neither read, nor refused where on, nor known harmless, nor named by the caller; all of them
+     * at once (up to 8 named).
+     */
+    static void refuseUnknown(Path file, Json.Obj obj, String modelType, Set<String> alsoHarmless) {
+        var unknown = new TreeSet<String>();
+        for (String k : obj.fields().keySet()) {
+            boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
+                    || k.equals("sliding_window");
+            if (!known) unknown.add(k);
+        }
+        if (unknown.isEmpty()) return;
+        var shown = unknown.stream().limit(8).map(k -> "'" + k + "'").toList();
+        throw new CompilationException(file + ": " + (unknown.size() == 1 ? "field " : unknown.size() + " fields: ") + String.join(", ", shown)
+                + (unknown.size() > 8 ? " and " + (unknown.size() - 8) + " more" : "") + (unknown.size() == 1 ? " is" : " are")
+                + " not known to this loader for model_type '" + modelType + "': a field it does not know may change the computation, "
+                + "so it is refused rather than ignored; if it does not change the forward pass, name it in LlamaConfig.read(file, Set.of(...))");
+    }
+
+    /** A JSON value as a message shows it: short. */
+    static String shortText(Json v) {
+        String s = switch (v) {
+            case Json.Str str -> "\"" + str.value() + "\"";
+            case Json.Num n -> n.text();
+            case Json.Bool b -> Boolean.toString(b.value());
+            case Json.Null n -> "null";
+            case Json.Obj o -> "an object of " + o.fields().size() + (o.fields().size() == 1 ? " field" : " fields");
+            case Json.Arr a -> "a list of " + a.size();
+        };
+        return s.length() > 60 ? s.substring(0, 57) + "..." : s;
+    }
+}

@@ -1,0 +1,218 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.CompilationException;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.json.Json;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Set;
+
+/**
+ * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama} and
+ * {@code mistral}, refusing by name what this decoder does not compute ({@link ConfigPolicy} says which field is
+ * read, refused or ignored, and why).
+ *
+ * <p>Both spellings of the rotary embedding are read: transformers 4's {@code rope_theta} and {@code rope_scaling},
+ * and transformers 5's {@code rope_parameters} ({@code rope_theta}, {@code rope_type} and the type's own fields);
+ * where a file has both, they must agree. The rope types implemented are {@code default}, {@code linear} and
+ * {@code llama3}; {@code dynamic}, {@code yarn}, {@code longrope} and any other are refused by name, as is a field of
+ * the rope object that its type does not use.
+ *
+ * <p>The defaults are the model type's, as transformers' config classes have them: {@code num_key_value_heads} is
+ * {@code num_attention_heads} for llama but 8 for mistral; {@code sliding_window} is none for llama (which has none)
+ * but 4096 for a mistral file that leaves it out ({@code null}: none); {@code head_dim} is
+ * {@code hidden_size / num_attention_heads}; {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000.
+ *
+ * <p>The file is read only when it is at most {@value #MAX_CONFIG_BYTES} bytes (a real one is a few kilobytes), and
+ * every size in it is bounded ({@link LlamaConfig#MAX_LAYERS}, {@link LlamaConfig#MAX_WIDTH}) before anything is made
+ * of it.
+ */
+final class LlamaConfigReader {
+    private LlamaConfigReader() {}
+
+    /** The largest {@code config.json} read. */
+    static final long MAX_CONFIG_BYTES = 16L << 20;
+
+    static LlamaConfig read(Path file, Set<String> alsoHarmless) throws IOException {
+        Json root = readJson(file);
+        if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
+        String type = ConfigPolicy.modelType(file, obj);
+        boolean mistral = type.equals("mistral");
+        ConfigPolicy.refuseFeatures(file, obj);
+        ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
+        var f = new Fields(file, obj, "");
+        refuseUnsupported(f, mistral);
+        try {
+            int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
+            int layers = f.integer("num_hidden_layers", null);
+            layerTypes(f, layers);
+            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : LlamaConfig.defaultHeadDim(hidden, heads);
+            var rope = Rope.read(file, obj);
+            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", mistral ? 8 : heads),
+                    f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
+                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral));
+        } catch (GraphException e) {
+            if (e.getMessage().startsWith(file.toString())) throw e;
+            throw new GraphException(file + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** A JSON file of at most {@value #MAX_CONFIG_BYTES} bytes, parsed; one too large or not JSON is refused naming it. */
+    static Json readJson(Path file) throws IOException {
+        long size = Files.size(file);
+        if (size > MAX_CONFIG_BYTES)
+            throw new GraphException(file + ": " + size + " bytes is over the " + MAX_CONFIG_BYTES + "-byte limit of a configuration file (not a config.json?)");
+        try {
+            return Json.parse(Files.readString(file, StandardCharsets.UTF_8).strip());
+        } catch (GraphException e) {
+            throw new GraphException(file + ": not JSON: " + e.getMessage(), e);
+        }
+    }
+
+    /** The fields whose every value but one is a feature this decoder lacks: the activation and the bias terms. */
+    private static void refuseUnsupported(Fields f, boolean mistral) {
+        Json act = f.obj().get("hidden_act");
+        if (act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
+            throw new CompilationException(f.file() + ": field 'hidden_act' is " + ConfigPolicy.shortText(act)
+                    + ": only \"silu\" (the SwiGLU MLP) is implemented");
+        for (String bias : new String[]{"attention_bias", "mlp_bias"})
+            if (f.bool(bias, false))
+                throw new CompilationException(f.file() + ": field '" + bias + "' is true: bias terms of the "
+                        + (bias.startsWith("mlp") ? "MLP's" : "attention's") + " projections are not implemented");
+        Json partial = f.obj().get("partial_rotary_factor");
+        if (partial != null && !(partial instanceof Json.Null) && f.number("partial_rotary_factor", 1) != 1)
+            throw new CompilationException(f.file() + ": field 'partial_rotary_factor' is " + ConfigPolicy.shortText(partial)
+                    + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
+        if (f.has("pretraining_tp") && f.integer("pretraining_tp", null) < 1)
+            throw new GraphException(f.file() + ": field 'pretraining_tp' must be at least 1");
+        if (!mistral && f.has("sliding_window"))
+            throw new CompilationException(f.file() + ": field 'sliding_window' is " + ConfigPolicy.shortText(f.obj().get("sliding_window"))
+                    + ", but transformers' llama has no sliding window (it ignores the field), so what the checkpoint means is unclear; "
+                    + "a Mistral checkpoint says model_type 'mistral'");
+    }
+
+    /** {@code layer_types}: one a layer, each "full_attention" (sliding-window layers are not implemented). */
+    private static void layerTypes(Fields f, int layers) {
+        Json v = f.obj().get("layer_types");
+        if (v == null || v instanceof Json.Null) return;
+        if (!(v instanceof Json.Arr a)) throw new GraphException(f.file() + ": field 'layer_types' is a JSON " + v.kind() + ", not a list");
+        if (a.size() != layers) throw new GraphException(f.file() + ": field 'layer_types' has " + a.size() + " entries for " + layers + " layers");
+        for (int i = 0; i < a.size(); i++)
+            if (!(a.get(i) instanceof Json.Str s && s.value().equals("full_attention")))
+                throw new CompilationException(f.file() + ": field 'layer_types' makes layer " + i + " " + ConfigPolicy.shortText(a.get(i))
+                        + ": only \"full_attention\" layers are implemented (sliding-window layers are not)");
+    }
+
+    /** Mistral's {@code sliding_window}: 4096 when left out, none where null; 0 (none) for llama. */
+    private static int slidingWindow(Fields f, boolean mistral) {
+        if (!mistral) return 0;
+        Json v = f.obj().get("sliding_window");
+        if (v == null) return 4096;
+        if (v instanceof Json.Null) return 0;
+        int w = f.integer("sliding_window", null);
+        if (w < 1) throw new GraphException(f.file() + ": field 'sliding_window' is " + w + ": a window is at least 1 position (null: none)");
+        return w;
+    }
+
+    /** The rotary embedding's base and scaling, from either spelling (see the class comment). */
+    record Rope(double theta, LlamaConfig.RopeScaling scaling) {
+        static Rope read(Path file, Json.Obj obj) {
+            var top = new Fields(file, obj, "");
+            Double legacyTheta = top.has("rope_theta") ? top.number("rope_theta", Double.NaN) : null;
+            Rope legacy = new Rope(legacyTheta == null ? 10000 : legacyTheta, top.has("rope_scaling") ? scaling(top.object("rope_scaling")) : null);
+            if (!top.has("rope_parameters")) return legacy;
+            Fields p = top.object("rope_parameters");
+            double theta = p.has("rope_theta") ? p.number("rope_theta", Double.NaN) : legacy.theta();
+            var params = new Rope(theta, scaling(p));
+            if (legacyTheta != null && legacyTheta != theta)
+                throw new CompilationException(file + ": fields 'rope_theta' (" + legacyTheta + ") and 'rope_parameters.rope_theta' (" + theta
+                        + ") disagree: which one the checkpoint means is unclear");
+            if (top.has("rope_scaling") && !java.util.Objects.equals(legacy.scaling(), params.scaling()))
+                throw new CompilationException(file + ": fields 'rope_scaling' (" + legacy.scaling() + ") and 'rope_parameters' ("
+                        + params.scaling() + ") disagree: which one the checkpoint means is unclear");
+            return params;
+        }
+
+        /** The scaling of one rope object ({@code rope_scaling} or {@code rope_parameters}); null: none. */
+        private static LlamaConfig.RopeScaling scaling(Fields o) {
+            Json t = o.obj().get("rope_type") != null ? o.obj().get("rope_type") : o.obj().get("type");
+            if (t != null && !(t instanceof Json.Str)) throw new GraphException(o.file() + ": field '" + o.prefix() + "rope_type' is a JSON " + t.kind() + ", not a string");
+            String type = t == null ? null : ((Json.Str) t).value();
+            if (o.has("partial_rotary_factor") && o.number("partial_rotary_factor", 1) != 1)
+                throw new CompilationException(o.file() + ": field '" + o.prefix() + "partial_rotary_factor' is " + o.number("partial_rotary_factor", 1)
+                        + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
+            Set<String> uses = switch (type == null ? "default" : type) {
+                case "default" -> Set.of();
+                case "linear" -> Set.of("factor");
+                case "llama3" -> Set.of("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings");
+                default -> throw new CompilationException(o.file() + ": field '" + o.prefix() + "rope_type' is \"" + type + "\": "
+                        + REFUSED_ROPE.getOrDefault(type, "this scaling is not implemented") + "; implemented: default, linear, llama3");
+            };
+            for (String k : o.obj().fields().keySet())
+                if (!uses.contains(k) && !Set.of("rope_type", "type", "rope_theta", "partial_rotary_factor").contains(k))
+                    throw new CompilationException(o.file() + ": field '" + o.prefix() + k + "' is not used by rope_type " + (type == null ? "default (none given)" : "\"" + type + "\"")
+                            + ": a rope field this loader does not use may change the rotary embedding, so it is refused");
+            for (String k : uses) if (!o.has(k)) throw new GraphException(o.file() + ": field '" + o.prefix() + k + "' is missing (rope_type \"" + type + "\" needs it)");
+            return switch (type == null ? "default" : type) {
+                case "linear" -> new LlamaConfig.RopeScaling.Linear(o.number("factor", Double.NaN));
+                case "llama3" -> new LlamaConfig.RopeScaling.Llama3(o.number("factor", Double.NaN), o.number("low_freq_factor", Double.NaN),
+                        o.number("high_freq_factor", Double.NaN), o.integer("original_max_position_embeddings", null));
+                default -> null;
+            };
+        }
+    }
+
+    /** Rope types refused, with what they would compute. */
+    private static final java.util.Map<String, String> REFUSED_ROPE = java.util.Map.of(
+            "dynamic", "dynamic NTK scaling (a base that grows with the sequence past max_position_embeddings) is not implemented",
+            "yarn", "YaRN scaling (frequencies ramped between interpolation and extrapolation, and an attention factor) is not implemented",
+            "longrope", "LongRoPE scaling (per-frequency long and short factors, and an attention factor) is not implemented",
+            "su", "LongRoPE (su) scaling is not implemented",
+            "ntk", "NTK scaling is not implemented");
+
+    /** Typed reads of the fields of one JSON object of a file, each refusal naming the file and the field. */
+    record Fields(Path file, Json.Obj obj, String prefix) {
+        boolean has(String name) {
+            Json v = obj.get(name);
+            return v != null && !(v instanceof Json.Null);
+        }
+
+        int integer(String name, Integer orElse) {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) {
+                if (orElse != null) return orElse;
+                throw new GraphException(file + ": field '" + prefix + name + "' is missing");
+            }
+            if (!(v instanceof Json.Num n)) throw new GraphException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not a number");
+            try {
+                return Integer.parseInt(n.text());
+            } catch (NumberFormatException e) {
+                throw new GraphException(file + ": field '" + prefix + name + "' is " + ConfigPolicy.shortText(n) + ", not a whole number that fits an int");
+            }
+        }
+
+        double number(String name, double orElse) {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) return orElse;
+            if (!(v instanceof Json.Num n)) throw new GraphException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not a number");
+            return n.doubleValue();
+        }
+
+        boolean bool(String name, boolean orElse) {
+            Json v = obj.get(name);
+            if (v == null || v instanceof Json.Null) return orElse;
+            if (!(v instanceof Json.Bool b)) throw new GraphException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not true or false");
+            return b.value();
+        }
+
+        /** The object field {@code name}, for reads of its own fields. */
+        Fields object(String name) {
+            Json v = obj.get(name);
+            if (!(v instanceof Json.Obj o)) throw new GraphException(file + ": field '" + prefix + name + "' is a JSON " + v.kind() + ", not an object");
+            return new Fields(file, o, prefix + name + ".");
+        }
+    }
+}

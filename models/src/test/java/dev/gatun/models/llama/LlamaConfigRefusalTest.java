@@ -1,0 +1,238 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.CompilationException;
+import dev.gatun.ir.GraphException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Set;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Every field of a {@code config.json} that would change the computation is either read or refused by name, never
+ * ignored: the other architectures' reference configs (written by transformers) refused naming the model type and the
+ * feature missing, each feature switch refused where it is on and accepted where it is off, the rope types not
+ * implemented refused, fields not known to be harmless refused, and real Llama and Mistral configs accepted with
+ * transformers' defaults for their model type.
+ */
+class LlamaConfigRefusalTest {
+    @TempDir Path dir;
+
+    /** The shape every hand-written config here shares. */
+    static final String SHAPE = "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+            + "\"num_hidden_layers\": 2, \"vocab_size\": 256";
+
+    private Path config(String fields) throws IOException {
+        Path f = dir.resolve("config.json");
+        Files.writeString(f, "{" + fields + "}");
+        return f;
+    }
+
+    private Path llama(String more) throws IOException { return config("\"model_type\": \"llama\", " + SHAPE + (more.isEmpty() ? "" : ", " + more)); }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
+            "qwen2|model_type 'qwen2' (Qwen2ForCausalLM) is not supported: q/k/v projection biases",
+            "qwen3|model_type 'qwen3' (Qwen3ForCausalLM) is not supported: QK-norm (q_norm/k_norm",
+            "gemma|model_type 'gemma' (GemmaForCausalLM) is not supported: GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights applied as (1 + w)",
+            "gemma2|model_type 'gemma2' (Gemma2ForCausalLM) is not supported: GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, pre/post norms",
+            "phi3|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
+            "phi3_partial_rotary|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
+            "mixtral|model_type 'mixtral' (MixtralForCausalLM) is not supported: mixture of experts",
+            "qwen2_moe|model_type 'qwen2_moe' (Qwen2MoeForCausalLM) is not supported: mixture of experts (router, experts and a gated shared expert) and q/k/v biases",
+            "qwen3_moe|model_type 'qwen3_moe' (Qwen3MoeForCausalLM) is not supported: mixture of experts (router and experts) and QK-norm",
+            "llama_bias|field 'attention_bias' is true: bias terms of the attention's projections are not implemented",
+            "llama_rope_dynamic|field 'rope_parameters.rope_type' is \"dynamic\": dynamic NTK scaling",
+            "llama_rope_yarn|field 'rope_parameters.rope_type' is \"yarn\": YaRN scaling",
+    })
+    void otherArchitecturesReferenceConfigsAreRefusedNamingWhatIsMissing(String name, String message) {
+        Path f = TransformersReference.directory(name).resolve("config.json");
+        var refusal = assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
+                .hasMessageStartingWith(f + ": ").hasMessageContaining(message);
+        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral");
+    }
+
+    @Test
+    void aTypeNotKnownAtAllIsRefusedAsNotSupported() throws IOException {
+        Path f = config("\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], " + SHAPE);
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
+                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral");
+        Path none = config(SHAPE);
+        assertThatThrownBy(() -> LlamaConfig.read(none)).isInstanceOf(GraphException.class).hasMessageContaining("field 'model_type' is missing");
+    }
+
+    @Test
+    void anArchitectureOtherThanTheCausalLmIsRefused() throws IOException {
+        Path f = llama("\"architectures\": [\"LlamaForSequenceClassification\"]");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("field 'architectures' names LlamaForSequenceClassification, but model_type 'llama' is implemented as LlamaForCausalLM only");
+        Path m = llama("\"architectures\": [\"MistralForCausalLM\"]");
+        assertThatThrownBy(() -> LlamaConfig.read(m)).isInstanceOf(CompilationException.class).hasMessageContaining("names MistralForCausalLM");
+        assertThat(LlamaConfig.read(llama("\"architectures\": [\"LlamaForCausalLM\"]")).layers()).isEqualTo(2);
+    }
+
+    /** Each feature switch refused naming the field where it is on, and accepted where it is off. */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
+            "\"attention_bias\": true|false|field 'attention_bias' is true: bias terms",
+            "\"mlp_bias\": true|false|field 'mlp_bias' is true: bias terms of the MLP's projections",
+            "\"hidden_act\": \"gelu_pytorch_tanh\"|\"silu\"|field 'hidden_act' is \"gelu_pytorch_tanh\": only \"silu\"",
+            "\"hidden_activation\": \"gelu_pytorch_tanh\"|null|field 'hidden_activation' is \"gelu_pytorch_tanh\"",
+            "\"partial_rotary_factor\": 0.5|1.0|field 'partial_rotary_factor' is 0.5: partial rotary embeddings",
+            "\"attn_logit_softcapping\": 50.0|null|field 'attn_logit_softcapping' is 50.0: soft-capping the attention scores",
+            "\"final_logit_softcapping\": 30.0|null|field 'final_logit_softcapping' is 30.0: soft-capping the final logits",
+            "\"query_pre_attn_scalar\": 24|null|field 'query_pre_attn_scalar' is 24: scaling the queries",
+            "\"use_qk_norm\": true|false|field 'use_qk_norm' is true: QK-norm",
+            "\"num_local_experts\": 8|null|field 'num_local_experts' is 8: mixture of experts",
+            "\"num_experts\": 4|null|field 'num_experts' is 4: mixture of experts",
+            "\"num_experts_per_tok\": 2|null|field 'num_experts_per_tok' is 2: mixture of experts",
+            "\"layer_types\": [\"sliding_attention\", \"full_attention\"]|[\"full_attention\", \"full_attention\"]|field 'layer_types' makes layer 0 \"sliding_attention\"",
+            "\"sliding_window\": 4096|null|field 'sliding_window' is 4096, but transformers' llama has no sliding window",
+            "\"quantization_config\": {\"quant_method\": \"awq\"}|null|field 'quantization_config' is an object of 1 field: quantized weights",
+            "\"auto_map\": {\"AutoModelForCausalLM\": \"modeling.MyLlama\"}|null|field 'auto_map' is an object of 1 field: custom modeling code",
+            "\"pruned_heads\": {\"0\": [1]}|{}|field 'pruned_heads' is an object of 1 field: pruned attention heads",
+    })
+    void eachFeatureSwitchIsRefusedWhereOnAndAcceptedWhereOff(String on, String off, String message) throws IOException {
+        Path f = llama(on);
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class).hasMessageStartingWith(f + ": ").hasMessageContaining(message);
+        String key = on.substring(0, on.indexOf(':'));
+        assertThat(LlamaConfig.read(llama(key + ": " + off)).layers()).as(key + " off").isEqualTo(2);
+    }
+
+    @Test
+    void layerTypesOfAnotherLengthAreRefused() throws IOException {
+        Path f = llama("\"layer_types\": [\"full_attention\"]");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(GraphException.class).hasMessageContaining("'layer_types' has 1 entries for 2 layers");
+    }
+
+    /** A field not known to be harmless is refused, all such fields named; the caller may name one harmless. */
+    @Test
+    void unknownFieldsAreRefusedUnlessTheCallerNamesThemHarmless() throws IOException {
+        Path f = llama("\"use_fancy_norm\": true, \"attention_temperature\": 0.7");
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class).hasMessageStartingWith(f + ": 2 fields: ")
+                .hasMessageContaining("'attention_temperature', 'use_fancy_norm' are not known to this loader for model_type 'llama'")
+                .hasMessageContaining("LlamaConfig.read(file, Set.of(...))");
+        assertThatThrownBy(() -> LlamaConfig.read(f, Set.of("use_fancy_norm"))).hasMessageContaining("field 'attention_temperature' is not known");
+        assertThat(LlamaConfig.read(f, Set.of("use_fancy_norm", "attention_temperature")).layers()).isEqualTo(2);
+        // naming a field harmless does not unlock one this loader refuses
+        Path bias = llama("\"attention_bias\": true");
+        assertThatThrownBy(() -> LlamaConfig.read(bias, Set.of("attention_bias"))).hasMessageContaining("bias terms");
+    }
+
+    /** Both spellings of the rotary embedding: transformers 4's rope_theta / rope_scaling and transformers 5's rope_parameters. */
+    @Test
+    void bothRopeSpellingsAreReadAndMustAgree() throws IOException {
+        var llama3 = new LlamaConfig.RopeScaling.Llama3(8, 1, 4, 8192);
+        String scaling = "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192";
+        var v4 = LlamaConfig.read(llama("\"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", " + scaling + "}"));
+        var v5 = LlamaConfig.read(llama("\"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"llama3\", " + scaling + "}"));
+        var both = LlamaConfig.read(llama("\"rope_theta\": 500000.0, \"rope_scaling\": {\"type\": \"llama3\", " + scaling + "}, "
+                + "\"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"llama3\", " + scaling + "}"));
+        for (var c : new LlamaConfig[]{v4, v5, both}) {
+            assertThat(c.ropeTheta()).isEqualTo(500000);
+            assertThat(c.ropeScaling()).isEqualTo(llama3);
+        }
+        var linear = LlamaConfig.read(llama("\"rope_parameters\": {\"rope_theta\": 10000.0, \"rope_type\": \"linear\", \"factor\": 2.0}"));
+        assertThat(linear.ropeScaling()).isEqualTo(new LlamaConfig.RopeScaling.Linear(2));
+        assertThat(linear.ropeFrequencies()[1]).isCloseTo(Math.pow(10000, -2.0 / 16) / 2, org.assertj.core.api.Assertions.within(1e-15));
+        assertThat(LlamaConfig.read(llama("\"rope_parameters\": {\"rope_theta\": 50000.0, \"rope_type\": \"default\"}")).ropeTheta()).isEqualTo(50000);
+        assertThat(LlamaConfig.read(llama("\"rope_parameters\": {\"rope_theta\": 50000.0}")).ropeScaling()).isNull();
+        // disagreeing spellings
+        Path theta = llama("\"rope_theta\": 10000.0, \"rope_parameters\": {\"rope_theta\": 50000.0, \"rope_type\": \"default\"}");
+        assertThatThrownBy(() -> LlamaConfig.read(theta)).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("fields 'rope_theta' (10000.0) and 'rope_parameters.rope_theta' (50000.0) disagree");
+        Path kind = llama("\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}, \"rope_parameters\": {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}");
+        assertThatThrownBy(() -> LlamaConfig.read(kind)).isInstanceOf(CompilationException.class).hasMessageContaining("fields 'rope_scaling' (");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
+            "\"rope_scaling\": {\"rope_type\": \"longrope\", \"long_factor\": [1], \"short_factor\": [1]}|field 'rope_scaling.rope_type' is \"longrope\": LongRoPE",
+            "\"rope_scaling\": {\"type\": \"su\", \"long_factor\": [1], \"short_factor\": [1]}|field 'rope_scaling.rope_type' is \"su\"",
+            "\"rope_scaling\": {\"rope_type\": \"mrope\"}|field 'rope_scaling.rope_type' is \"mrope\": this scaling is not implemented; implemented: default, linear, llama3",
+            "\"rope_scaling\": {\"factor\": 2.0}|field 'rope_scaling.factor' is not used by rope_type default (none given)",
+            "\"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, \"beta_fast\": 32}|field 'rope_parameters.beta_fast' is not used by rope_type \"llama3\"",
+            "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}|field 'rope_parameters.partial_rotary_factor' is 0.5: partial rotary",
+    })
+    void ropeTypesAndFieldsNotImplementedAreRefusedByName(String rope, String message) throws IOException {
+        Path f = llama(rope);
+        assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class).hasMessageStartingWith(f + ": ").hasMessageContaining(message);
+    }
+
+    /**
+     * Real configs, as their checkpoints ship them, read with transformers' defaults for their model type: Llama 2
+     * (a full dump of every config field, generation defaults among them), Llama 3.2, Mistral 7B v0.1 (a sliding
+     * window of 4096, given) and Mistral Nemo (head_dim 128, not 5120 / 32; no sliding window).
+     */
+    @Test
+    void realLlamaAndMistralConfigsAreAccepted() throws IOException {
+        var llama2 = LlamaConfig.read(config("""
+                "_name_or_path": "meta-llama/Llama-2-7b-hf", "architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+                "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008, "max_position_embeddings": 4096,
+                "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 0,
+                "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "tie_word_embeddings": false, "torch_dtype": "float16",
+                "transformers_version": "4.31.0.dev0", "use_cache": true, "vocab_size": 32000, "temperature": 0.6, "top_p": 0.9,
+                "do_sample": true, "max_length": 4096, "return_dict": true, "output_hidden_states": false, "id2label": {"0": "LABEL_0"},
+                "label2id": {"LABEL_0": 0}, "is_decoder": false, "tokenizer_class": null, "attention_dropout": 0.0"""));
+        assertThat(llama2).isEqualTo(new LlamaConfig(4096, 32, 32, 32, 11008, 32000, 10000, 1e-5, false));
+        var llama32 = LlamaConfig.read(config("""
+                "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+                "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+                "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+                "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+                "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+                "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+                "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256"""));
+        assertThat(llama32).isEqualTo(new LlamaConfig(2048, 16, 32, 8, 8192, 128256, 500000, 1e-5, true, new LlamaConfig.RopeScaling.Llama3(32, 1, 4, 8192)));
+        var mistral = LlamaConfig.read(config("""
+                "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096,
+                "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+                "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+                "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+                "use_cache": true, "vocab_size": 32000"""));
+        assertThat(mistral).isEqualTo(new LlamaConfig(4096, 32, 32, 8, 14336, 32000, 10000, 1e-5, false).withSlidingWindow(4096));
+        var nemo = LlamaConfig.read(config("""
+                "_name_or_path": "mistralai/Mistral-Nemo-Base-2407", "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0,
+                "bos_token_id": 1, "eos_token_id": 2, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
+                "intermediate_size": 14336, "max_position_embeddings": 128000, "model_type": "mistral", "num_attention_heads": 32,
+                "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+                "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.43.3", "use_cache": true, "vocab_size": 131072"""));
+        assertThat(nemo).isEqualTo(new LlamaConfig(5120, 40, 32, 8, 14336, 131072, 1e6, 1e-5, false).withHeadDim(128));
+    }
+
+    /** Mistral's defaults are its own: 8 key-value heads and a window of 4096 where the file leaves them out. */
+    @Test
+    void mistralsDefaultsAreTransformersMistralConfigs() throws IOException {
+        var c = LlamaConfig.read(config("\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 16, "
+                + "\"num_hidden_layers\": 2, \"vocab_size\": 256"));
+        assertThat(c.kvHeads()).isEqualTo(8);
+        assertThat(c.slidingWindow()).isEqualTo(4096);
+        assertThat(c.headDim()).isEqualTo(4);
+        assertThat(c.rmsNormEps()).isEqualTo(1e-6);
+        // llama's: key-value heads as many as the query heads, no window
+        var l = LlamaConfig.read(config("\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 16, "
+                + "\"num_hidden_layers\": 2, \"vocab_size\": 256"));
+        assertThat(l.kvHeads()).isEqualTo(16);
+        assertThat(l.slidingWindow()).isZero();
+        // a window that covers every position changes nothing; one that does not is refused where a graph is built
+        c.checkPositions(4096);
+        assertThatThrownBy(() -> c.checkPositions(4097)).isInstanceOf(CompilationException.class).hasMessageContaining("sliding_window = 4096")
+                .hasMessageContaining("built for 4097 positions");
+        Path zero = config("\"model_type\": \"mistral\", " + SHAPE + ", \"sliding_window\": 0");
+        assertThatThrownBy(() -> LlamaConfig.read(zero)).isInstanceOf(GraphException.class).hasMessageContaining("'sliding_window' is 0");
+        // written and read back, a Mistral shape stays one
+        var w = new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, false).withSlidingWindow(8);
+        w.write(dir.resolve("w.json"));
+        assertThat(LlamaConfig.read(dir.resolve("w.json"))).isEqualTo(w);
+        var lin = new LlamaConfig(64, 2, 4, 2, 128, 256, 10000, 1e-5, false, new LlamaConfig.RopeScaling.Linear(4));
+        lin.write(dir.resolve("lin.json"));
+        assertThat(LlamaConfig.read(dir.resolve("lin.json"))).isEqualTo(lin);
+    }
+}
