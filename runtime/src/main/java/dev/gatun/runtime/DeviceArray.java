@@ -18,8 +18,9 @@ import java.util.function.Supplier;
  * <p>Where arrays come from:
  * <ul>
  *   <li>{@link Session#run(Map)} returns its outputs as device arrays. They live in the session's own memory and are
- *   valid until the session's next call (as the static outputs of a replayed CUDA graph are): using one afterwards is
- *   an error that says so; {@link #copy()} keeps one for longer.</li>
+ *   valid until the session's next call or bind (as the static outputs of a replayed CUDA graph are), whichever thread
+ *   makes it: using one afterwards is an error that says so; {@link #copy()} keeps one for longer, and
+ *   {@link Session#runCopied(Map)} copies them inside the call, before any other thread's call can run.</li>
  *   <li>{@link Session#toDevice(NDArray)} copies a host array into memory the session owns.</li>
  *   <li>{@link Session#wrap} views memory another library allocated, with a stated owner.</li>
  * </ul>
@@ -27,6 +28,11 @@ import java.util.function.Supplier;
  * <p>Every array is an {@link AutoCloseable} with an idempotent {@link #close()}: closing an array the session owns
  * frees it once the work reading it is done; closing an output or a wrapped array only lets go of it. Closing the
  * session closes what it owns. A closed array, or an output past its call, is refused by name wherever it is used.
+ *
+ * <p>Reading an output ({@link #toHost()}, {@link #copyTo}, {@link #copy()}) checks it and copies it in one step that
+ * no call of its session comes between, whatever threads call the session: the values are its own call's, or the read
+ * throws saying which later call overwrote it. {@link #address()} is a moment's answer: using the pointer elsewhere is
+ * ordered by its {@link #stream()}, not by the session's calls.
  *
  * <p>{@link #address()} and {@link #stream()} are for interop with other CUDA libraries: the pointer of the first
  * element and the stream whose work writes it (wait on that stream before reading the memory elsewhere).
@@ -42,11 +48,13 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
     /** Whether close() closes the memory: owned memory is freed, wrapped memory's release action runs. */
     private final boolean closesMemory;
     private final Supplier<String> expired;
+    /** An output's call, as its session counts them: reads hold the session's call lock (null for other arrays). */
+    private final CallLock.Stamp stamp;
     private final String origin;
     private final AtomicBoolean closed = new AtomicBoolean();
 
     private DeviceArray(DType dtype, long[] shape, long[] strides, long offset, DeviceMemory memory, boolean owned,
-                        boolean closesMemory, Supplier<String> expired, String origin) {
+                        boolean closesMemory, Supplier<String> expired, CallLock.Stamp stamp, String origin) {
         this.dtype = Objects.requireNonNull(dtype, "dtype");
         this.shape = shape.clone();
         this.strides = strides.clone();
@@ -56,6 +64,7 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
         this.owned = owned;
         this.closesMemory = closesMemory;
         this.expired = expired;
+        this.stamp = stamp;
         this.origin = origin;
         long extent = extentElements(this.shape, this.strides, offset);
         if (extent * dtype.byteSize() > memory.byteSize())
@@ -68,7 +77,7 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
      * closing the array closes the memory.
      */
     public static DeviceArray owned(DType dtype, long[] shape, DeviceMemory memory, String origin) {
-        return new DeviceArray(dtype, shape, contiguousStrides(shape), 0, memory, true, true, null, origin);
+        return new DeviceArray(dtype, shape, contiguousStrides(shape), 0, memory, true, true, null, null, origin);
     }
 
     /**
@@ -77,7 +86,7 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
      */
     public static DeviceArray view(DType dtype, long[] shape, long[] strides, long offset, DeviceMemory memory,
                                    Supplier<String> expired, String origin) {
-        return new DeviceArray(dtype, shape, strides, offset, memory, false, false, expired, origin);
+        return new DeviceArray(dtype, shape, strides, offset, memory, false, false, expired, null, origin);
     }
 
     /**
@@ -85,8 +94,19 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
      * closes {@code memory}, which runs the owner's release action instead of freeing anything.
      */
     public static DeviceArray borrowed(DType dtype, long[] shape, DeviceMemory memory, String origin) {
-        return new DeviceArray(dtype, shape, contiguousStrides(shape), 0, memory, false, true, null, origin);
+        return new DeviceArray(dtype, shape, contiguousStrides(shape), 0, memory, false, true, null, null, origin);
     }
+
+    /** This output of a backend's call as its session hands it out: stamped with the call, named {@code origin}. */
+    DeviceArray asOutput(CallLock.Stamp stamp, String origin) {
+        return new DeviceArray(dtype, shape, strides, offset, memory, false, false, expired, stamp, origin);
+    }
+
+    /** Whether this is an output of the session whose calls {@code calls} orders. */
+    boolean isOutputOf(CallLock calls) { return stamp != null && stamp.lock() == calls; }
+
+    /** The call of the session that made this output, or null for an array that is no session's output. */
+    CallLock.Stamp stamp() { return stamp; }
 
     @Override public DType dtype() { return dtype; }
     @Override public long[] shape() { return shape.clone(); }
@@ -120,17 +140,40 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
         return memory.stream();
     }
 
-    /** A row-major host copy; waits for the work that writes the array. */
+    /**
+     * A row-major host copy; waits for the work that writes the array. An output is checked and copied in one step
+     * that no call of its session comes between: its own call's values, or an error saying it was overwritten.
+     */
     public NDArray toHost() {
-        checkUsable("toHost()");
-        NDArray out = NDArray.zeros(dtype, shape);
-        copyTo(out);
-        return out;
+        return reading("toHost()", () -> {
+            NDArray out = NDArray.zeros(dtype, shape);
+            read(out);
+            return out;
+        });
     }
 
     /** Copies the array into {@code dst} (same dtype and shape); waits for the work that writes the array. */
     public void copyTo(NDArray dst) {
-        checkUsable("copyTo()");
+        reading("copyTo()", () -> {
+            read(dst);
+            return null;
+        });
+    }
+
+    /**
+     * Checks the array may be used, then runs {@code read}: for an output, with its session's call lock held shared,
+     * so the check and the read are one step with respect to the session's calls (see {@link CallLock}).
+     */
+    private <T> T reading(String use, Supplier<T> read) {
+        Supplier<T> checked = () -> {
+            checkUsable(use);
+            return read.get();
+        };
+        return stamp == null ? checked.get() : stamp.read(checked, why -> new GatunRuntimeException("DeviceArray." + use + ": " + origin + " " + why));
+    }
+
+    /** The copy into {@code dst}, once the array was checked. */
+    private void read(NDArray dst) {
         if (dst.dtype() != dtype || !Arrays.equals(dst.shape(), shape))
             throw new GatunRuntimeException("copyTo: " + describe(dtype, shape) + " (" + origin + ") cannot be copied into "
                     + describe(dst.dtype(), dst.shape()));
@@ -153,25 +196,32 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
      * An output of a call may not be written (the next call overwrites it): {@link #copy()} it first.
      */
     public void copyFrom(NDArray src) {
+        if (expired != null) throw new GatunRuntimeException("copyFrom: " + origin + " is an output of a call, which the next call overwrites; copy() it first");
         checkUsable("copyFrom()");
         if (src.dtype() != dtype || !Arrays.equals(src.shape(), shape))
             throw new GatunRuntimeException("copyFrom: " + describe(src.dtype(), src.shape()) + " cannot be copied into " + describe(dtype, shape)
                     + " (" + origin + ")");
         if (!isContiguous()) throw new GatunRuntimeException("copyFrom: " + origin + " is a strided view; write into a contiguous array");
-        if (expired != null) throw new GatunRuntimeException("copyFrom: " + origin + " is an output of a call, which the next call overwrites; copy() it first");
         if (numel > 0) memory.write(offset * dtype.byteSize(), src.segment(), byteSize());
     }
 
     /** A row-major copy in new memory of the same device, owned by the caller: what keeps an output past its call. */
     public DeviceArray copy() {
-        checkUsable("copy()");
-        if (isContiguous())
-            return owned(dtype, shape, memory.copy(offset * dtype.byteSize(), Math.max(1, byteSize())), "copy of " + origin);
-        // a strided view is laid out row-major through the host (rare: outputs that are transposed views)
-        NDArray host = toHost();
-        DeviceMemory m = memory.copy(0, Math.max(1, byteSize()));
-        m.write(0, host.segment(), byteSize());
-        return owned(dtype, shape, m, "copy of " + origin);
+        return reading("copy()", () -> {
+            if (isContiguous())
+                return owned(dtype, shape, memory.copy(offset * dtype.byteSize(), Math.max(1, byteSize())), "copy of " + origin);
+            // a strided view is laid out row-major through the host (rare: outputs that are transposed views)
+            NDArray host = NDArray.zeros(dtype, shape);
+            read(host);
+            DeviceMemory m = memory.copy(0, Math.max(1, byteSize()));
+            try {
+                m.write(0, host.segment(), byteSize());
+            } catch (RuntimeException e) {
+                m.close();
+                throw e;
+            }
+            return owned(dtype, shape, m, "copy of " + origin);
+        });
     }
 
     /** The backend's memory: for backends, which read and order work on it. */
@@ -183,10 +233,14 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
     /** Whether closing frees the memory (arrays made by toDevice, copy, bind). */
     public boolean isOwned() { return owned; }
 
-    /** Null when the array may be used, else why not (closed, an output of an earlier call, a closed session). */
+    /**
+     * Null when the array may be used, else why not (closed, an output of an earlier call, a closed session). For an
+     * output this is a moment's answer where other threads call its session: reading it ({@link #toHost()}) checks again.
+     */
     public String whyUnusable() {
         if (closed.get()) return origin + " was closed";
         String why = memory.whyUnusable();
+        if (why == null && stamp != null) why = stamp.whyStale();
         if (why == null && expired != null) why = expired.get();
         return why == null ? null : origin + " " + why;
     }
@@ -210,17 +264,29 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
     /** The header and the first few values (only those are read from the device). */
     @Override public String toString() {
         String head = "DeviceArray " + describe(dtype, shape) + " on " + device() + " (" + origin + ")";
-        String why = whyUnusable();
-        if (why != null) return head + " [unusable: " + why + "]";
+        try {
+            return reading("toString()", () -> head + " " + firstValues());
+        } catch (GatunRuntimeException e) {
+            String why = whyUnusable();
+            return head + " [unusable: " + (why != null ? why : e.getMessage()) + "]";
+        }
+    }
+
+    /** "[1.0, 2.0, ...]": the first few values, once the array was checked. */
+    private String firstValues() {
         int k = (int) Math.min(numel, 6);
-        if (k == 0) return head + " []";
+        if (k == 0) return "[]";
         NDArray few;
-        if (isContiguous()) few = view(dtype, new long[]{k}, new long[]{1}, offset, memory, null, origin).toHost();
-        else if (numel <= 4096) few = toHost();
-        else return head + " [a strided view: toHost() reads it]";
+        if (isContiguous()) {
+            few = NDArray.zeros(dtype, k);
+            memory.read(offset * dtype.byteSize(), few.segment(), (long) k * dtype.byteSize());
+        } else if (numel <= 4096) {
+            few = NDArray.zeros(dtype, shape);
+            read(few);
+        } else return "[a strided view: toHost() reads it]";
         var values = new StringJoiner(", ", "[", numel > k ? ", ...]" : "]");
         for (int i = 0; i < k; i++) values.add(few.formatValue(i));
-        return head + " " + values;
+        return values.toString();
     }
 
     static String describe(DType dtype, long[] shape) {

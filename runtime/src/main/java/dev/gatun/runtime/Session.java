@@ -14,6 +14,7 @@ import dev.gatun.runtime.spi.Executable;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.ServiceLoader;
@@ -26,9 +27,17 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <pre>{@code
  * try (var s = Session.compile(graph, CompileOptions.world(2))) {
- *     List<Map<String, NDArray>> out = s.run(List.of(Map.of("x", x0), Map.of("x", x1)));
+ *     List<Map<String, NDArray>> out = s.runToHost(List.of(Map.of("x", x0), Map.of("x", x1)));
  * }
  * }</pre>
+ *
+ * <p><b>Threads.</b> A session may be called from several threads. Its calls, binds and close run one at a time (a
+ * session owns one set of pools, staging buffers and rank threads; compile a second session to run two calls at
+ * once). A call's outputs are that call's: {@link #runToHost} and {@link #runCopied} copy them inside the call, so
+ * nothing comes between; the {@link DeviceArray}s {@link #run} returns are the session's memory, valid until its next
+ * call or bind, whichever thread makes it. Reading one checks and copies it in one step that no call comes between:
+ * it gives its own call's values, or, once another call has run, throws a {@link GatunRuntimeException} saying it was
+ * overwritten, by which call and thread, and the fixes. Never another call's values.
  */
 public final class Session implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.gatun.runtime");
@@ -40,12 +49,13 @@ public final class Session implements AutoCloseable {
     private final Plan plan;
     private final Executable executable;
     private final AtomicBoolean closed = new AtomicBoolean();
-    /** One call at a time (see {@link #run(List)}). */
-    private final java.util.concurrent.locks.ReentrantLock running = new java.util.concurrent.locks.ReentrantLock();
+    /** One call, bind or close at a time, and reads of outputs that no call comes between (see {@link CallLock}). */
+    private final CallLock calls;
     private volatile boolean aborted;
 
     private Session(Graph graph, CompileOptions options) {
         this.graph = graph;
+        this.calls = new CallLock(graph.name());
         this.backend = chooseBackend(options.backend(), options);
         this.options = backend.adapt(options);
         this.lowered = Lowering.lower(graph, this.options.lowering());
@@ -56,7 +66,10 @@ public final class Session implements AutoCloseable {
         this.plan = Planner.plan(lowered, this.options.planning().withCommGranularity(backend.commGranularity()));
         this.executable = backend.load(plan, this.options);
         // a state is never passed: it counts as bound from the start (zeros until bind sets it)
-        for (int i = 0; i < executable.ranks().size(); i++) bound.add(new java.util.HashSet<>(graph.states()));
+        for (int i = 0; i < executable.ranks().size(); i++) {
+            bound.add(new java.util.HashSet<>(graph.states()));
+            inPlace.add(new HashMap<>());
+        }
     }
 
     public static Session compile(Graph graph, CompileOptions options) { return new Session(graph, options); }
@@ -114,35 +127,36 @@ public final class Session implements AutoCloseable {
     /**
      * Runs the one rank this process drives (a world of one, or one process of a distributed world). Inputs may mix
      * host {@link NDArray}s and {@link DeviceArray}s; outputs stay on the device, valid until this session's next call
-     * ({@link DeviceArray#copy()} keeps one longer, {@link DeviceArray#toHost()} reads it). The call may still run on
-     * the GPU when this returns: reading an output, or passing it to another session, is ordered after it.
+     * or bind ({@link DeviceArray#copy()} keeps one longer, {@link DeviceArray#toHost()} reads it). The call may still
+     * run on the GPU when this returns: reading an output, or passing it to another session, is ordered after it.
+     * Where other threads call this session too, one of them may run before this thread reads an output, which is then
+     * refused as overwritten (never read): use {@link #runToHost(Map)} or {@link #runCopied(Map)} there.
      */
     public Map<String, DeviceArray> run(Map<String, ? extends ArrayLike> inputs) {
-        if (ranks().size() != 1)
-            throw new GatunRuntimeException("session '" + graph.name() + "' drives " + ranks().size()
-                    + " ranks in this process; pass one input map per rank");
+        checkOneRank();
         return run(List.of(inputs)).getFirst();
     }
 
     /**
-     * Runs every rank this process drives: one input map per rank, one output map per rank.
+     * Runs every rank this process drives: one input map per rank, one output map per rank, valid until this
+     * session's next call or bind.
      *
      * <p>Calls on one session run one at a time: a session owns one set of pools, staging buffers and rank
      * threads, so a second thread's call waits until the first has returned (compile a second session to run
-     * two calls at once).
+     * two calls at once). See the class comment for what holds for outputs when several threads call.
      */
     public List<Map<String, DeviceArray>> run(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
-        running.lock();
-        try {
-            if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
-            return runAlone(inputsPerRank);
-        } finally {
-            running.unlock();
-        }
+        return calls.exclusive(() -> handOut(call(inputsPerRank)));
     }
 
-    /** {@link #run(Map)} with every output copied to the host (waits for the call to end). */
-    public Map<String, NDArray> runToHost(Map<String, ? extends ArrayLike> inputs) { return toHost(run(inputs)); }
+    /**
+     * {@link #run(Map)} with every output copied to the host inside the call (waits for the call to end): no other
+     * thread's call comes between the call and its copies.
+     */
+    public Map<String, NDArray> runToHost(Map<String, ? extends ArrayLike> inputs) {
+        checkOneRank();
+        return runToHost(List.of(inputs)).getFirst();
+    }
 
     /**
      * Runs one call of the one rank this process drives and times each of its plan's steps on the device (see
@@ -153,32 +167,107 @@ public final class Session implements AutoCloseable {
 
     /** {@link #profile(Map)} for every rank this process drives, timing the first. */
     public Profile profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
-        running.lock();
-        try {
-            if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
-            return new Profile(plan, device(), executable.profile(checkInputs(inputsPerRank)));
-        } finally {
-            running.unlock();
-        }
+        return calls.exclusive(() -> {
+            var checked = checkedCall(inputsPerRank);
+            calls.call();
+            return new Profile(plan, device(), executable.profile(checked));
+        });
     }
 
-    /** {@link #run(List)} with every output copied to the host (waits for the call to end). */
+    /** {@link #run(List)} with every output copied to the host inside the call (waits for the call to end). */
     public List<Map<String, NDArray>> runToHost(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
-        running.lock();
-        try {
-            // under the lock, so no other call overwrites the outputs before they are read
+        return calls.exclusive(() -> {
             var out = new ArrayList<Map<String, NDArray>>();
-            for (var m : run(inputsPerRank)) out.add(toHost(m));
+            for (var m : call(inputsPerRank).outputs()) {
+                var host = new LinkedHashMap<String, NDArray>();
+                m.forEach((k, v) -> host.put(k, v.toHost()));
+                out.add(host);
+            }
             return out;
-        } finally {
-            running.unlock();
+        });
+    }
+
+    /**
+     * {@link #run(Map)} with every output copied on the device inside the call, into memory the caller owns (as
+     * {@link DeviceArray#copy()}; close them when done): outputs that stay on the device and that no later call, of
+     * this thread or another, overwrites.
+     */
+    public Map<String, DeviceArray> runCopied(Map<String, ? extends ArrayLike> inputs) {
+        checkOneRank();
+        return runCopied(List.of(inputs)).getFirst();
+    }
+
+    /** {@link #run(List)} with every output copied on the device inside the call, into memory the caller owns. */
+    public List<Map<String, DeviceArray>> runCopied(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        return calls.exclusive(() -> {
+            Call c = call(inputsPerRank);
+            var out = new ArrayList<Map<String, DeviceArray>>();
+            try {
+                for (int i = 0; i < c.outputs().size(); i++) {
+                    var copies = new LinkedHashMap<String, DeviceArray>();
+                    out.add(copies);
+                    for (var e : c.outputs().get(i).entrySet())
+                        copies.put(e.getKey(), e.getValue().asOutput(null, origin(e.getKey(), i, c.number())).copy());
+                }
+            } catch (RuntimeException e) {
+                for (var m : out) m.values().forEach(DeviceArray::close);   // nothing half-made is left behind
+                throw e;
+            }
+            return out;
+        });
+    }
+
+    private void checkOneRank() {
+        if (ranks().size() != 1)
+            throw new GatunRuntimeException("session '" + graph.name() + "' drives " + ranks().size()
+                    + " ranks in this process; pass one input map per rank");
+    }
+
+    /** One call made inside the call lock: its number, and the backend's outputs (this call's until the lock goes). */
+    private record Call(long number, List<Map<String, DeviceArray>> outputs) {}
+
+    /**
+     * Runs one call; the caller holds the call lock. Other sessions' outputs among its inputs (passed or bound in
+     * place) are held from their sessions' calls while it reads them ({@link CallLock#holdSources}).
+     */
+    private Call call(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        var checked = checkedCall(inputsPerRank);
+        var read = new java.util.LinkedHashMap<String, DeviceArray>();
+        for (int i = 0; i < checked.size(); i++) {
+            int rank = ranks().get(i);
+            checked.get(i).forEach((name, a) -> { if (a instanceof DeviceArray d) read.put(who(rank) + ": input '" + name + "': " + d.origin(), d); });
+            inPlace.get(i).forEach((name, d) -> read.put(who(rank) + ": input '" + name + "' (bound in place): " + d.origin(), d));
+        }
+        long number = calls.call();   // marked before sources are taken, so a session waiting for this one's refuses
+        try (var sources = calls.holdSources(read, Session::refused)) {
+            return new Call(number, executable.run(checked));
         }
     }
 
-    private static Map<String, NDArray> toHost(Map<String, DeviceArray> outputs) {
-        var out = new java.util.LinkedHashMap<String, NDArray>();
-        outputs.forEach((k, v) -> out.put(k, v.toHost()));
+    private static GatunRuntimeException refused(String what, String why) { return new GatunRuntimeException(what + " " + why); }
+
+    /** The inputs of a call checked, and the session able to run it. */
+    private List<Map<String, ArrayLike>> checkedCall(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        if (aborted && !closed.get()) throw new GatunRuntimeException("session '" + graph.name() + "' was aborted and cannot run again; compile a new one");
+        return checkInputs(inputsPerRank);
+    }
+
+    /** A call's outputs as the session hands them out: stamped with the call, so reading one is checked against later calls. */
+    private List<Map<String, DeviceArray>> handOut(Call c) {
+        CallLock.Stamp stamp = calls.stamp();
+        var out = new ArrayList<Map<String, DeviceArray>>();
+        for (int i = 0; i < c.outputs().size(); i++) {
+            var m = new LinkedHashMap<String, DeviceArray>();
+            int rank = i;
+            c.outputs().get(i).forEach((name, d) -> m.put(name, d.asOutput(stamp, origin(name, rank, c.number()))));
+            out.add(m);
+        }
         return out;
+    }
+
+    /** "output 'y' of plan 'mlp' rank 1, call 3" */
+    private String origin(String output, int rankIndex, long call) {
+        return "output '" + output + "' of plan '" + plan.name() + "'" + (worldSize() > 1 ? " rank " + ranks().get(rankIndex) : "") + ", call " + call;
     }
 
     /**
@@ -236,8 +325,7 @@ public final class Session implements AutoCloseable {
      * value is checked before anything is bound.
      */
     public Session bind(int rank, Map<String, ? extends ArrayLike> values) {
-        running.lock();
-        try {
+        return calls.exclusive(() -> {
             int i = rankIndex("bind", rank);
             for (var e : values.entrySet()) {
                 String input = e.getKey();
@@ -245,12 +333,17 @@ public final class Session implements AutoCloseable {
                 String who = who(rank) + " bind(\"" + input + "\")";
                 checkInput(who, input, bindable(who, input).type(), e.getValue(), i, new HashMap<>());
             }
-            executable.bind(i, values);
+            var read = new java.util.LinkedHashMap<String, DeviceArray>();
+            values.forEach((name, a) -> { if (a instanceof DeviceArray d) read.put(who(rank) + " bind(\"" + name + "\"): " + d.origin(), d); });
+            calls.writes("bound " + (values.size() == 1 ? "input '" + values.keySet().iterator().next() + "'" : "inputs " + new TreeSet<>(values.keySet()))
+                    + (worldSize() > 1 ? " of rank " + rank : ""));
+            try (var sources = calls.holdSources(read, Session::refused)) {
+                executable.bind(i, values);
+            }
             bound.get(i).addAll(values.keySet());
+            values.keySet().forEach(inPlace.get(i)::remove);
             return this;
-        } finally {
-            running.unlock();
-        }
+        });
     }
 
     /**
@@ -268,20 +361,21 @@ public final class Session implements AutoCloseable {
     /** {@link #bindInPlace(String, DeviceArray)} for one rank of a session that drives several. */
     public Session bindInPlace(int rank, String input, DeviceArray array) {
         java.util.Objects.requireNonNull(array, "bindInPlace(\"" + input + "\"): the array is null; unbind(name) removes a binding");
-        running.lock();
-        try {
+        return calls.exclusive(() -> {
             int i = rankIndex("bindInPlace", rank);
             String who = who(rank) + " bindInPlace(\"" + input + "\")";
             if (graph.states().contains(input)) throw new GatunRuntimeException(who + ": " + stateProblem(input));
+            if (array.isOutputOf(calls))
+                throw new GatunRuntimeException(who + ": " + array.origin() + " is an output of this session, which its next call overwrites; copy() it first");
             checkInput(who, input, bindable(who, input).type(), array, i, new HashMap<>());
             if (!array.isContiguous())
                 throw new GatunRuntimeException(who + ": " + array.origin() + " is a strided view; an input read in place must be contiguous (copy() it)");
+            calls.writes("bound input '" + input + "' in place" + (worldSize() > 1 ? " on rank " + rank : ""));
             executable.bindInPlace(i, input, array);
             bound.get(i).add(input);
+            inPlace.get(i).put(input, array);
             return this;
-        } finally {
-            running.unlock();
-        }
+        });
     }
 
     /** The declaration of {@code input}, which may be bound: it exists (else the closest name is suggested) and is static. */
@@ -302,15 +396,14 @@ public final class Session implements AutoCloseable {
         if (graph.states().contains(input))
             throw new GatunRuntimeException("unbind(\"" + input + "\"): '" + input + "' is a state of graph '" + graph.name()
                     + "', which the session always keeps; bind zeros (or any value) to reset it");
-        running.lock();
-        try {
+        return calls.exclusive(() -> {
+            calls.writes("unbound input '" + input + "'");
             for (int i = 0; i < ranks().size(); i++) {
                 if (bound.get(i).remove(input)) executable.bind(i, input, null);
+                inPlace.get(i).remove(input);
             }
             return this;
-        } finally {
-            running.unlock();
-        }
+        });
     }
 
     /** The inputs bound on the first rank this session drives. */
@@ -366,6 +459,8 @@ public final class Session implements AutoCloseable {
 
     /** The inputs bound per rank index. */
     private final List<Set<String>> bound = new ArrayList<>();
+    /** The arrays bound in place per rank index, which every call reads where they lie. */
+    private final List<Map<String, DeviceArray>> inPlace = new ArrayList<>();
 
     /**
      * Stops a call in flight on every rank this session drives, promptly (as {@code ncclCommAbort} does): the call
@@ -378,10 +473,6 @@ public final class Session implements AutoCloseable {
     }
 
     public boolean isAborted() { return aborted; }
-
-    private List<Map<String, DeviceArray>> runAlone(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
-        return executable.run(checkInputs(inputsPerRank));
-    }
 
     /** The inputs of every rank checked (names, dtypes, shapes, devices; the same symbols on every rank). */
     private List<Map<String, ArrayLike>> checkInputs(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
@@ -500,14 +591,15 @@ public final class Session implements AutoCloseable {
      */
     @Override public void close() {
         if (!closed.compareAndSet(false, true)) return;
-        if (!running.tryLock()) {
-            abort();
-            running.lock();
+        if (!calls.tryEnter()) {
+            if (calls.isHeldAlone()) abort();   // a call in flight; a thread reading an output is only waited for
+            calls.enter();
         }
         try {
+            calls.writes("close");
             executable.close();
         } finally {
-            running.unlock();
+            calls.exit();
             synchronized (this) {
                 if (async != null) async.shutdown();
             }
