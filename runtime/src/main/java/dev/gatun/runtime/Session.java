@@ -282,7 +282,8 @@ public final class Session implements AutoCloseable {
 
     /**
      * {@link #run(Map)} on a thread of the session's own, so the caller overlaps host work with it: the future
-     * completes once the outputs are ready on the device (or with the call's failure). Calls still run one at a time.
+     * completes once the outputs are ready on the device (or with the call's failure). Calls still run one at a time,
+     * and the outputs are {@link #run(Map)}'s: valid until the session's next call or bind.
      */
     public java.util.concurrent.CompletableFuture<Map<String, DeviceArray>> runAsync(Map<String, ? extends ArrayLike> inputs) {
         var copy = Map.<String, ArrayLike>copyOf(inputs);
