@@ -25,6 +25,7 @@ final class BpeModel {
     private final boolean fuseUnk, byteFallback, ignoreMerges;
     private final String prefix, suffix;
     private final int[] byteIds = new int[256];
+    private final int[] charIds = new int[65536];   // the id of each one-character token of the BMP, or -1
     private final Map<String, int[]> cache = new ConcurrentHashMap<>();
 
     private BpeModel(Map<String, Integer> vocab, MergeTable merges, String unkToken, boolean fuseUnk, boolean byteFallback,
@@ -38,6 +39,8 @@ final class BpeModel {
         this.prefix = prefix;
         this.suffix = suffix;
         for (int b = 0; b < 256; b++) byteIds[b] = vocab.getOrDefault(String.format("<0x%02X>", b), -1);
+        java.util.Arrays.fill(charIds, -1);
+        for (var e : vocab.entrySet()) if (e.getKey().length() == 1) charIds[e.getKey().charAt(0)] = e.getValue();
     }
 
     static final String SUPPORTED = "BPE";
@@ -125,9 +128,16 @@ final class BpeModel {
     private int[] symbols(String w) {
         IntList sym = new IntList(w.length());
         int unkId = -1;   // a pending unknown token, fused with the next when fuse_unk
+        boolean plain = prefix == null && suffix == null;
         for (int i = 0; i < w.length(); ) {
             int cp = w.codePointAt(i);
             int end = i + Character.charCount(cp);
+            if (plain && cp < 65536 && charIds[cp] >= 0) {   // the common case, without a substring and a hash lookup
+                if (unkId >= 0) { sym.add(unkId); unkId = -1; }
+                sym.add(charIds[cp]);
+                i = end;
+                continue;
+            }
             String s = w.substring(i, end);
             if (i > 0 && prefix != null) s = prefix + s;
             if (end == w.length() && suffix != null) s = s + suffix;

@@ -3,7 +3,6 @@ package dev.gatun.models.text;
 import java.io.ByteArrayOutputStream;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -32,7 +31,7 @@ sealed interface Decoder {
     record Replace(Pattern pattern, String content) implements Decoder {
         @Override public List<String> decode(List<String> tokens) {
             List<String> out = new ArrayList<>(tokens.size());
-            for (String t : tokens) out.add(pattern.matcher(t).replaceAll(Matcher.quoteReplacement(content)));
+            for (String t : tokens) out.add(Normalizer.replaceAll(pattern, t, content));
             return out;
         }
     }

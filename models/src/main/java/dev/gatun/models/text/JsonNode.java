@@ -126,8 +126,8 @@ record JsonNode(Path file, String where, Json.Obj obj) {
     }
 
     /**
-     * A pattern field, {@code {"String": s}} (matched literally) or {@code {"Regex": r}} (Oniguruma syntax, compiled
-     * by Java with Unicode character classes, as Oniguruma's {@code \s}, {@code \w} and {@code \d} are Unicode-aware).
+     * A pattern field, {@code {"String": s}} (matched literally) or {@code {"Regex": r}} (Oniguruma syntax, see
+     * {@link OnigRegex}).
      */
     Pattern pattern(String key) {
         JsonNode p = child(key);
@@ -136,7 +136,7 @@ record JsonNode(Path file, String where, Json.Obj obj) {
         String r = p.optString("Regex");
         if (r == null) throw error("field '" + key + "' holds neither \"String\" nor \"Regex\"");
         try {
-            return Pattern.compile(r, Pattern.UNICODE_CHARACTER_CLASS);
+            return OnigRegex.compile(r);
         } catch (PatternSyntaxException e) {
             throw error("field '" + key + "' holds a regex Java cannot compile: " + e.getDescription() + " at index " + e.getIndex() + " of " + r);
         }

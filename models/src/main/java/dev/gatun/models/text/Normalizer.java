@@ -37,7 +37,7 @@ sealed interface Normalizer {
     }
 
     record Replace(Pattern pattern, String content) implements Normalizer {
-        @Override public String apply(String text) { return pattern.matcher(text).replaceAll(Matcher.quoteReplacement(content)); }
+        @Override public String apply(String text) { return replaceAll(pattern, text, content); }
     }
 
     record Strip(boolean left, boolean right) implements Normalizer {
@@ -56,6 +56,12 @@ sealed interface Normalizer {
             for (Normalizer n : steps) text = n.apply(text);
             return text;
         }
+    }
+
+    /** Every match of the pattern replaced by the content (a literal pattern without the regex machinery). */
+    static String replaceAll(Pattern pattern, String text, String content) {
+        if ((pattern.flags() & Pattern.LITERAL) != 0) return text.replace(pattern.pattern(), content);
+        return pattern.matcher(text).replaceAll(Matcher.quoteReplacement(content));
     }
 
     /** The normalizer a {@code tokenizer.json} object describes; an unknown kind is refused by name. */

@@ -125,7 +125,9 @@ public final class Tokenizer {
     public String decode(int[] ids, boolean skipSpecialTokens) {
         List<String> list = new ArrayList<>(ids.length);
         for (int i = 0; i < ids.length; i++) {
-            String token = token(ids[i], "Tokenizer.decode: id " + ids[i] + " at position " + i);
+            int id = ids[i];
+            String token = id >= 0 && id < tokens.length ? tokens[id] : null;
+            if (token == null) token(id, "Tokenizer.decode: id " + id + " at position " + i);   // throws, naming it
             if (skipSpecialTokens && specialTokens.containsKey(token)) continue;
             list.add(token);
         }
