@@ -48,9 +48,9 @@ final class JsonReader {
         while (true) {
             skipWs();
             if (peek() != '"') throw error("expected a string key in an object, found " + found());
-            int keyLine = line(), keyCol = column();
+            int keyPos = pos;   // its line and column are counted only for an error: counting them for every key is quadratic
             String key = string();
-            if (fields.containsKey(key)) throw new JsonSyntaxException(keyLine, keyCol, "duplicate key \"" + key + "\"");
+            if (fields.containsKey(key)) throw new JsonSyntaxException(line(keyPos), column(keyPos), "duplicate key \"" + key + "\"");
             skipWs();
             expect(':', "':' after the key \"" + key + "\"");
             skipWs();
@@ -171,14 +171,18 @@ final class JsonReader {
         return "'" + s.substring(pos, end) + "'";
     }
 
-    private int line() {
+    private int line() { return line(pos); }
+
+    private int line(int at) {
         int l = 1;
-        for (int i = 0; i < pos && i < s.length(); i++) if (s.charAt(i) == '\n') l++;
+        for (int i = 0; i < at && i < s.length(); i++) if (s.charAt(i) == '\n') l++;
         return l;
     }
 
-    private int column() {
-        int i = Math.min(pos, s.length());
+    private int column() { return column(pos); }
+
+    private int column(int at) {
+        int i = Math.min(at, s.length());
         int c = 1;
         while (i > 0 && s.charAt(i - 1) != '\n') { i--; c++; }
         return c;
