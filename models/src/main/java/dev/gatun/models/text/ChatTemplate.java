@@ -56,13 +56,18 @@ public final class ChatTemplate {
     /**
      * The chat template of a model directory: {@code chat_template.jinja} if there is one (transformers 4.50 and
      * later save it so), else {@code tokenizer_config.json}'s {@code chat_template} (its "default" one where it holds
-     * several), with the special tokens {@code tokenizer_config.json} names.
+     * several), with the special tokens {@code tokenizer_config.json} names. A path to one of those two files reads
+     * that file (with the other's tokens where it is a template).
      */
-    public static ChatTemplate load(Path dir) {
-        Path jinja = dir.resolve("chat_template.jinja"), config = dir.resolve("tokenizer_config.json");
+    public static ChatTemplate load(Path dirOrFile) {
+        boolean file = Files.isRegularFile(dirOrFile);
+        Path dir = file ? dirOrFile.toAbsolutePath().getParent() : dirOrFile;
+        boolean jsonFile = file && dirOrFile.getFileName().toString().endsWith(".json");
+        Path jinja = file ? (jsonFile ? null : dirOrFile) : dir.resolve("chat_template.jinja");   // null: only the config
+        Path config = jsonFile ? dirOrFile : dir.resolve("tokenizer_config.json");
         JsonNode cfg = Files.isRegularFile(config) ? JsonNode.read(config) : null;
         Map<String, String> tokens = cfg == null ? Map.of() : specialTokens(cfg);
-        if (Files.isRegularFile(jinja)) {
+        if (jinja != null && Files.isRegularFile(jinja)) {
             try {
                 return new ChatTemplate(TemplateSource.of(jinja.toString(), Files.readString(jinja, StandardCharsets.UTF_8)), tokens);
             } catch (IOException e) {
@@ -70,7 +75,7 @@ public final class ChatTemplate {
             }
         }
         Json t = cfg == null ? null : cfg.get("chat_template");
-        if (t == null) throw new TokenizerException(dir + ": no chat template (neither chat_template.jinja nor a 'chat_template' in tokenizer_config.json)");
+        if (t == null) throw new TokenizerException(dirOrFile + ": no chat template (neither chat_template.jinja nor a 'chat_template' in tokenizer_config.json)");
         String origin = config + " (chat_template)";
         if (t instanceof Json.Str s) return new ChatTemplate(TemplateSource.of(origin, s.value()), tokens);
         return new ChatTemplate(TemplateSource.of(origin, named(cfg, t)), tokens);

@@ -168,6 +168,9 @@ class ChatTemplateTest {
         // a chat_template.jinja beside it wins, as transformers has it
         Files.writeString(dir.resolve("chat_template.jinja"), "J{{ eos_token }}\n");
         assertThat(ChatTemplate.load(dir).render(List.of(), false)).isEqualTo("J</s>");
+        // either file by its own path: the template with its sibling's tokens, or the config's own template
+        assertThat(ChatTemplate.load(dir.resolve("chat_template.jinja")).render(List.of(), false)).isEqualTo("J</s>");
+        assertThat(ChatTemplate.load(dir.resolve("tokenizer_config.json")).render(List.of(), false)).isEqualTo("<s>|</s>||");
         Files.delete(dir.resolve("chat_template.jinja"));
         Files.writeString(dir.resolve("tokenizer_config.json"), "{\"eos_token\": \"</s>\"}");
         assertThatThrownBy(() -> ChatTemplate.load(dir)).isInstanceOf(TokenizerException.class)
