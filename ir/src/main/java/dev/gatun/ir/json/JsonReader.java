@@ -174,14 +174,18 @@ final class JsonReader {
         return "'" + s.substring(pos, end) + "'";
     }
 
-    private int line() {
+    private int line() { return line(pos); }
+
+    private int line(int at) {
         int l = 1;
-        for (int i = 0; i < pos && i < s.length(); i++) if (s.charAt(i) == '\n') l++;
+        for (int i = 0; i < at && i < s.length(); i++) if (s.charAt(i) == '\n') l++;
         return l;
     }
 
-    private int column() {
-        int i = Math.min(pos, s.length());
+    private int column() { return column(pos); }
+
+    private int column(int at) {
+        int i = Math.min(at, s.length());
         int c = 1;
         while (i > 0 && s.charAt(i - 1) != '\n') { i--; c++; }
         return c;

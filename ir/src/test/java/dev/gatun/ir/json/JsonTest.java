@@ -9,6 +9,7 @@ import java.util.Map;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 
 class JsonTest {
 
@@ -57,6 +58,21 @@ class JsonTest {
                     assertThat(((JsonSyntaxException) e).line()).isEqualTo(line);
                     assertThat(((JsonSyntaxException) e).column()).isEqualTo(column);
                 });
+    }
+
+    @Test
+    void aLargeObjectOnOneLineParsesInLinearTime() {
+        // a tokenizer.json vocabulary: 200,000 keys on one line; counting each key's line and column (for a
+        // duplicate-key error that never comes) scanned back over the line for every key, hours for this
+        StringBuilder sb = new StringBuilder("{");
+        for (int i = 0; i < 200_000; i++) sb.append(i == 0 ? "" : ", ").append("\"token").append(i).append("\": ").append(i);
+        String text = sb.append(", \"token7\": 0}").toString();
+        assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> assertThatThrownBy(() -> Json.parse(text))
+                .hasMessageContaining("line 1, column " + (text.length() - 11)).hasMessageContaining("duplicate key \"token7\""));
+        String valid = text.substring(0, text.length() - 14) + "}";
+        Json.Obj o = assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> (Json.Obj) Json.parse(valid));
+        assertThat(o.fields()).hasSize(200_000);
+        assertThat(o.get("token199999")).isEqualTo(Json.of(199_999));
     }
 
     @Test
