@@ -252,7 +252,8 @@ public final class Launcher {
         Thread hook = new Thread(() -> {
             for (Process p : procs) if (p != null) stop(p);
         }, "gatun-run-shutdown");
-        try (var store = RendezvousStore.start(n, secret.getBytes(StandardCharsets.UTF_8))) {
+        try (var store = RendezvousStore.start(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), n,
+                secret.getBytes(StandardCharsets.UTF_8), RendezvousLimits.fromEnvironment(baseEnvironment))) {
             store.logDisconnects(false);
             Runtime.getRuntime().addShutdownHook(hook);
             var exited = new LinkedBlockingQueue<Integer>();
