@@ -126,7 +126,7 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
-    /** The store closed the connection, or did not answer in time, before accepting or rejecting: worth trying again. */
+    /** The store closed the connection, or did not answer in time, before its whole answer came: worth trying again. */
     private static final class StoreBusy extends Exception {
         StoreBusy(String message, IOException cause) { super(message, cause); }
     }
@@ -168,6 +168,7 @@ public final class Rendezvous implements AutoCloseable {
         RANDOM.nextBytes(clientNonce);
         int answer;
         byte[] serverNonce = new byte[Wire.NONCE_BYTES];
+        byte[] mac = new byte[Wire.MAC_BYTES];
         int waitMs = (int) Math.max(1, Math.min(TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()), HANDSHAKE_WAIT_MS));
         try {
             s.setTcpNoDelay(true);
@@ -185,6 +186,7 @@ public final class Rendezvous implements AutoCloseable {
             out.write(Wire.clientMac(secret, serverNonce, clientNonce, rank, worldSize));
             out.flush();
             answer = in.readByte();
+            if (answer == Wire.ACCEPT) in.readFully(mac);
         } catch (SocketTimeoutException e) {
             throw new StoreBusy("no answer within " + Wire.human(Duration.ofMillis(waitMs)), e);
         } catch (IOException e) {
@@ -194,8 +196,6 @@ public final class Rendezvous implements AutoCloseable {
             if (answer == Wire.REJECT)
                 throw new RendezvousException("the rendezvous store at " + where + " rejected rank " + rank + ": " + Wire.readString(in, Wire.MAX_REASON));
             if (answer != Wire.ACCEPT) throw new RendezvousException("the rendezvous store at " + where + " sent a bad handshake answer");
-            byte[] mac = new byte[Wire.MAC_BYTES];
-            in.readFully(mac);
             if (!Wire.macEquals(mac, Wire.serverMac(secret, clientNonce, serverNonce)))
                 throw new RendezvousException("the server at " + where + " failed to prove it knows GATUN_SECRET; not talking to it");
             s.setSoTimeout(0);

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.TreeSet;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -259,12 +260,12 @@ public final class RendezvousStore implements AutoCloseable {
         Duration deadline = limits.handshakeDeadline();
         var cutOff = timer.schedule(() -> closeQuietly(s), deadline.toMillis(), TimeUnit.MILLISECONDS);
         try {
-            conn = handshake(s, early, place);
+            conn = handshake(s, early, place, cutOff);
         } catch (IOException | RuntimeException e) {
             dropped = place != null && gate.pushedOut(place)
                     ? "pushed out by newer connections (at most " + limits.maxPendingPerPeer() + " from one peer and "
                     + limits.maxPending() + " in all may be unauthenticated at once)"
-                    : cutOff.isDone() ? "not finished within " + Wire.human(deadline)
+                    : cutOff.isDone() && !cutOff.isCancelled() ? "not finished within " + Wire.human(deadline)
                     : e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
         } finally {
             cutOff.cancel(false);
@@ -300,9 +301,10 @@ public final class RendezvousStore implements AutoCloseable {
 
     /**
      * Returns the accepted connection, or null after sending a rejection. A connection that holds a place in the
-     * gate gives it back as soon as its ticket is good and fresh: from then on only the deadline bounds it.
+     * gate gives it back as soon as its ticket is good and fresh: from then on only the deadline bounds it. Once
+     * the proof is good, the deadline ({@code cutOff}) is called off before the rank is registered.
      */
-    private Connection handshake(Socket s, Wire.ClientHello early, HandshakeGate.Place<Socket> place) throws IOException {
+    private Connection handshake(Socket s, Wire.ClientHello early, HandshakeGate.Place<Socket> place, Future<?> cutOff) throws IOException {
         s.setTcpNoDelay(true);
         s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, limits.handshakeDeadline().toMillis()));
         var in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
@@ -326,19 +328,37 @@ public final class RendezvousStore implements AutoCloseable {
             return reject(s, out, from, rank, "authentication failed: the client's GATUN_SECRET differs from the store's");
         if (world != worldSize) return reject(s, out, from, rank, "world size " + world + " differs from the store's " + worldSize);
         if (rank < 0 || rank >= worldSize) return reject(s, out, from, rank, "rank " + rank + " is outside 0.." + (worldSize - 1));
+        // from here nothing else may close the socket: a rank registered on a socket closed under it would stay "connected"
+        if (place != null) gate.release(place);
+        if (place != null && gate.pushedOut(place)) throw new IOException("pushed out");
+        if (!cutOff.cancel(false)) throw new IOException("past the deadline");
         Connection conn = new Connection(s, in, out, rank);
+        RankState before;
         synchronized (this) {
             if (closed) return reject(s, out, from, rank, "the store is closed");
             if (state[rank] == RankState.CONNECTED) return reject(s, out, from, rank, "rank " + rank + " is already connected");
+            before = state[rank];
             state[rank] = RankState.CONNECTED;
             connections[rank] = conn;
             all.add(conn);
             notifyAll();
         }
-        out.writeByte(Wire.ACCEPT);
-        out.write(Wire.serverMac(secret, hello.nonce(), serverNonce));
-        out.flush();
-        s.setSoTimeout(0);
+        try {
+            out.writeByte(Wire.ACCEPT);
+            out.write(Wire.serverMac(secret, hello.nonce(), serverNonce));
+            out.flush();
+            s.setSoTimeout(0);
+        } catch (IOException e) { // the rank never heard it was accepted: as if it had not come (it tries again)
+            synchronized (this) {
+                all.remove(conn);
+                if (connections[rank] == conn) {
+                    connections[rank] = null;
+                    state[rank] = before;
+                }
+                notifyAll();
+            }
+            throw e;
+        }
         conn.startWriter();
         return conn;
     }
