@@ -33,6 +33,10 @@ import java.util.function.IntSupplier;
  * is forwarded line by line with a {@code [rank r] } prefix (stdout to stdout, stderr to stderr). When a rank exits
  * with a non-zero code the launcher stops the others (destroy, then destroyForcibly after the grace period), says
  * which rank failed and exits with that rank's code.
+ *
+ * <p>Nothing a rank starts outlives the launch: each rank runs in a process group of its own, and a
+ * {@link RankWatchdog} outside the launcher ends those groups when the launcher ends, even by {@code kill -9} (the
+ * ranks themselves die with it at once, through the kernel's parent-death signal).
  */
 public final class Launcher {
     static final String USAGE = """
@@ -252,12 +256,14 @@ public final class Launcher {
         Thread hook = new Thread(() -> {
             for (Process p : procs) if (p != null) stop(p);
         }, "gatun-run-shutdown");
-        try (var store = RendezvousStore.start(n, secret.getBytes(StandardCharsets.UTF_8))) {
+        try (var store = RendezvousStore.start(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), n,
+                secret.getBytes(StandardCharsets.UTF_8), RendezvousLimits.fromEnvironment(baseEnvironment));
+             var watchdog = RankWatchdog.start(o.grace())) {
             store.logDisconnects(false);
             Runtime.getRuntime().addShutdownHook(hook);
             var exited = new LinkedBlockingQueue<Integer>();
             for (int r = 0; r < n; r++) {
-                var pb = new ProcessBuilder(withParentDeathSignal(o.command()));
+                var pb = new ProcessBuilder(watchdog.rankCommand(o.command()));
                 var env = pb.environment();
                 env.clear();
                 env.putAll(baseEnvironment);
@@ -272,6 +278,7 @@ public final class Launcher {
                 if (o.ranksPerGpu() > 1) env.put("GATUN_RANKS_PER_GPU", Integer.toString(o.ranksPerGpu()));
                 try {
                     procs[r] = pb.start();
+                    watchdog.watch(procs[r]);
                 } catch (IOException e) {
                     err.println("gatun-run: cannot start rank " + r + " (" + o.command().getFirst() + "): " + e.getMessage());
                     stopAll(procs, o.grace());
@@ -367,23 +374,6 @@ public final class Launcher {
         List<Integer> l = new ArrayList<>();
         for (int i = 0; i < procs.length; i++) if (procs[i] != null && procs[i].isAlive()) l.add(i);
         return l;
-    }
-
-    /**
-     * The command run so that the kernel kills the rank when the launcher dies, even by {@code kill -9} (no shutdown
-     * hook runs then): {@code setpriv --pdeathsig KILL} where util-linux's setpriv exists. It sets the signal and
-     * execs the command in the same process, so the rank is still the launcher's child. Without setpriv the ranks
-     * outlive a killed launcher (their rendezvous waits fail once the store is gone).
-     */
-    static List<String> withParentDeathSignal(List<String> command) {
-        for (String setpriv : List.of("/usr/bin/setpriv", "/bin/setpriv")) {
-            if (java.nio.file.Files.isExecutable(java.nio.file.Path.of(setpriv))) {
-                var out = new ArrayList<>(List.of(setpriv, "--pdeathsig", "KILL", "--"));
-                out.addAll(command);
-                return out;
-            }
-        }
-        return command;
     }
 
     private static void stop(Process p) {

@@ -50,6 +50,10 @@ public final class Rendezvous implements AutoCloseable {
     private static final long ANSWER_GRACE_MS = 10_000;
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final System.Logger PROGRESS = System.getLogger("dev.gatun.runtime.distributed");
+    /** How long one handshake attempt waits for each answer of the store before trying again. */
+    private static final int HANDSHAKE_WAIT_MS = 10_000;
+    /** Longest pause between two handshake attempts with a busy store (the first is 10 to 20 ms, then doubling). */
+    private static final long MAX_BACKOFF_MS = 500;
     /** How often a long wait reports that it is still waiting. */
     private static final long PROGRESS_MS = 10_000;
 
@@ -83,7 +87,9 @@ public final class Rendezvous implements AutoCloseable {
 
     /**
      * Connects rank {@code rank} of {@code worldSize} to the store at {@code address}, retrying while nobody listens
-     * yet, for at most {@code timeout}; {@code timeout} is also the default of waits without one.
+     * yet or the store closes the connection before answering (it is busy, for instance with a connection flood), for
+     * at most {@code timeout}; {@code timeout} is also the default of waits without one. A store that rejects the rank
+     * (another secret, world size or version) fails at once.
      */
     public static Rendezvous connect(InetSocketAddress address, int rank, int localRank, int worldSize, byte[] secret, Duration timeout) {
         Objects.requireNonNull(address, "address");
@@ -94,71 +100,108 @@ public final class Rendezvous implements AutoCloseable {
         if (localRank < 0) throw new GatunRuntimeException("local rank must not be negative, not " + localRank);
         String where = Wire.hostPort(address);
         long deadline = System.nanoTime() + timeout.toNanos();
-        Socket s;
+        long backoffMs = 10;
+        for (int attempt = 1; ; attempt++) {
+            Socket s = open(address, rank, timeout, deadline);
+            try {
+                var r = handshake(s, address, rank, localRank, worldSize, secret, timeout, deadline);
+                Thread.ofVirtual().name("gatun-rendezvous-reader-" + rank).start(r::readLoop);
+                return r;
+            } catch (StoreBusy busy) {
+                closeQuietly(s);
+                if (System.nanoTime() - deadline >= 0)
+                    throw new RendezvousException("the rendezvous store at " + where + " closed the connection of rank " + rank
+                            + " during the handshake " + attempt + (attempt == 1 ? " time" : " times") + " within " + Wire.human(timeout)
+                            + " (last: " + busy.getMessage() + "); it is overloaded, or something floods it with connections", busy.getCause());
+                if (Long.toString(attempt).matches("10+"))
+                    PROGRESS.log(System.Logger.Level.INFO, "rank {0}: the rendezvous store at {1} closed {2} handshakes before answering"
+                            + " (busy, or flooded with connections); still trying", rank, where, attempt);
+                long jittered = backoffMs + java.util.concurrent.ThreadLocalRandom.current().nextLong(backoffMs);
+                sleep(rank, where, Math.min(jittered, Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()))));
+                backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
+            } catch (RuntimeException e) {
+                closeQuietly(s);
+                throw e;
+            }
+        }
+    }
+
+    /** The store closed the connection, or did not answer in time, before its whole answer came: worth trying again. */
+    private static final class StoreBusy extends Exception {
+        StoreBusy(String message, IOException cause) { super(message, cause); }
+    }
+
+    /** A TCP connection to the store, retrying while nobody listens there, until {@code deadline}. */
+    private static Socket open(InetSocketAddress address, int rank, Duration timeout, long deadline) {
         while (true) {
-            s = new Socket();
+            Socket s = new Socket();
             try {
                 long leftMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
                 s.connect(address, (int) Math.min(leftMs, 5_000));
-                break;
+                return s;
             } catch (IOException e) {
                 closeQuietly(s);
                 if (System.nanoTime() - deadline >= 0)
-                    throw new RendezvousException("rank " + rank + " could not reach the rendezvous store at " + where + " within "
+                    throw new RendezvousException("rank " + rank + " could not reach the rendezvous store at " + Wire.hostPort(address) + " within "
                             + Wire.human(timeout) + ": " + e.getMessage() + " (is the launcher or rank 0 running?)", e);
-                try {
-                    Thread.sleep(50);
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
-                    throw new RendezvousException("rank " + rank + " was interrupted while connecting to " + where, ie);
-                }
+                sleep(rank, Wire.hostPort(address), 50);
             }
         }
+    }
+
+    private static void sleep(int rank, String where, long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            throw new RendezvousException("rank " + rank + " was interrupted while connecting to " + where, ie);
+        }
+    }
+
+    /** One handshake on a fresh connection (see {@code Wire}); StoreBusy where the store closed it before answering. */
+    private static Rendezvous handshake(Socket s, InetSocketAddress address, int rank, int localRank, int worldSize, byte[] secret,
+                                        Duration timeout, long deadline) throws StoreBusy {
+        String where = Wire.hostPort(address);
+        DataInputStream in;
+        DataOutputStream out;
+        byte[] clientNonce = new byte[Wire.NONCE_BYTES];
+        RANDOM.nextBytes(clientNonce);
+        int answer;
+        byte[] serverNonce = new byte[Wire.NONCE_BYTES];
+        byte[] mac = new byte[Wire.MAC_BYTES];
+        int waitMs = (int) Math.max(1, Math.min(TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()), HANDSHAKE_WAIT_MS));
         try {
             s.setTcpNoDelay(true);
-            s.setSoTimeout((int) Math.max(10_000, Math.min(Integer.MAX_VALUE, timeout.toMillis())));
-            var in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
-            var out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
+            s.setSoTimeout(waitMs);
+            in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
+            out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
+            Wire.ClientHello.of(secret, clientNonce, rank, worldSize).write(out);
+            out.flush();
             int magic = in.readInt();
             int version = in.readInt();
             if (magic != Wire.MAGIC) throw new RendezvousException("the server at " + where + " is not a Gatun rendezvous store");
             if (version != Wire.VERSION)
                 throw new RendezvousException("the rendezvous store at " + where + " speaks protocol " + version + ", this client " + Wire.VERSION);
-            byte[] serverNonce = new byte[Wire.NONCE_BYTES];
             in.readFully(serverNonce);
-            byte[] clientNonce = new byte[Wire.NONCE_BYTES];
-            RANDOM.nextBytes(clientNonce);
-            out.writeInt(Wire.MAGIC);
-            out.writeInt(Wire.VERSION);
-            out.writeInt(rank);
-            out.writeInt(worldSize);
-            out.write(clientNonce);
             out.write(Wire.clientMac(secret, serverNonce, clientNonce, rank, worldSize));
             out.flush();
-            int answer = in.readByte();
+            answer = in.readByte();
+            if (answer == Wire.ACCEPT) in.readFully(mac);
+        } catch (SocketTimeoutException e) {
+            throw new StoreBusy("no answer within " + Wire.human(Duration.ofMillis(waitMs)), e);
+        } catch (IOException e) {
+            throw new StoreBusy(e instanceof EOFException ? "closed" : String.valueOf(e.getMessage()), e);
+        }
+        try {
             if (answer == Wire.REJECT)
                 throw new RendezvousException("the rendezvous store at " + where + " rejected rank " + rank + ": " + Wire.readString(in, Wire.MAX_REASON));
             if (answer != Wire.ACCEPT) throw new RendezvousException("the rendezvous store at " + where + " sent a bad handshake answer");
-            byte[] mac = new byte[Wire.MAC_BYTES];
-            in.readFully(mac);
             if (!Wire.macEquals(mac, Wire.serverMac(secret, clientNonce, serverNonce)))
                 throw new RendezvousException("the server at " + where + " failed to prove it knows GATUN_SECRET; not talking to it");
             s.setSoTimeout(0);
-            var r = new Rendezvous(rank, localRank, worldSize, address, timeout, s, in, out);
-            Thread.ofVirtual().name("gatun-rendezvous-reader-" + rank).start(r::readLoop);
-            return r;
-        } catch (EOFException e) {
-            closeQuietly(s);
-            throw new RendezvousException("the rendezvous store at " + where + " closed the connection of rank " + rank + " during the handshake", e);
-        } catch (SocketTimeoutException e) {
-            closeQuietly(s);
-            throw new RendezvousException("the rendezvous store at " + where + " did not complete the handshake of rank " + rank + " in time", e);
+            return new Rendezvous(rank, localRank, worldSize, address, timeout, s, in, out);
         } catch (IOException e) {
-            closeQuietly(s);
             throw new RendezvousException("rank " + rank + ": handshake with the rendezvous store at " + where + " failed: " + e.getMessage(), e);
-        } catch (RuntimeException e) {
-            closeQuietly(s);
-            throw e;
         }
     }
 
@@ -173,7 +216,8 @@ public final class Rendezvous implements AutoCloseable {
      *
      * <p>Unless GATUN_RENDEZVOUS_SERVER is {@code launcher} (or {@code external}), rank 0 hosts the store itself,
      * listening at GATUN_RENDEZVOUS; closing rank 0's client then waits (at most the default timeout) for the other
-     * ranks to close theirs before stopping the store. gatun-run hosts the store in the launcher instead.
+     * ranks to close theirs before stopping the store, whose limits on unauthenticated connections
+     * {@link RendezvousLimits#fromEnvironment} reads. gatun-run hosts the store in the launcher instead.
      */
     public static Rendezvous fromEnvironment(Map<String, String> env) {
         LaunchEnvironment job = LaunchEnvironment.of(env);
@@ -202,7 +246,7 @@ public final class Rendezvous implements AutoCloseable {
         };
         byte[] key = secret.getBytes(StandardCharsets.UTF_8);
         RendezvousStore store = null;
-        if (rank0Hosts && rank == 0) store = RendezvousStore.start(address, world, key);
+        if (rank0Hosts && rank == 0) store = RendezvousStore.start(address, world, key, RendezvousLimits.fromEnvironment(env));
         try {
             Rendezvous r = connect(store == null ? address : store.address(), rank, localRank, world, key, timeout);
             r.hosted = store;

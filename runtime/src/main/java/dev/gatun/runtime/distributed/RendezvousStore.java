@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.TreeSet;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -35,10 +36,15 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Every connection must prove it knows the shared secret (HMAC-SHA256 challenge-response, see {@code Wire});
  * a connection that does not is rejected, closed and logged ({@code System.Logger} "dev.gatun.runtime.distributed",
  * level WARNING; the first {@value #LOGGED_REJECTIONS} rejections one line each, then one line at every power of
- * ten, so a flood cannot flood the log). Each rank may hold one connection at a time. A handshake must finish
- * within {@link #HANDSHAKE_DEADLINE} in all (a client trickling a byte every few seconds is cut off), and at most
- * {@value #MAX_PENDING_HANDSHAKES} may be under way at once: connections beyond that are closed unanswered. After
- * the handshake, a frame's length prefix is only a claim: memory follows the bytes that arrive.
+ * ten, so a flood cannot flood the log). Each rank may hold one connection at a time.
+ *
+ * <p>Whoever reaches the store's address can open connections to it, so what an unauthenticated connection may cost
+ * is bounded ({@link RendezvousLimits}): it must prove itself within the handshake deadline in all (a client
+ * trickling a byte every second is cut off), and only so many may wait at once, per peer address and in total; a
+ * newcomer beyond a bound pushes out an older one ({@code HandshakeGate}), so idle connections cannot lock ranks
+ * out. A rank sends a ticket (a MAC over its own nonce) with its first bytes; the accept loop reads it when it
+ * has arrived already, without waiting, and a good ticket skips the bounds altogether. The accept loop never waits
+ * on a client. After the handshake, a frame's length prefix is only a claim: memory follows the bytes that arrive.
  *
  * <p>Waits are kept on the server, so their timeout messages can name the ranks that never arrived. When a rank's
  * connection drops (its process died) or it closes its client, every barrier or all-gather still waiting for that
@@ -62,12 +68,14 @@ public final class RendezvousStore implements AutoCloseable {
     private final Thread acceptor;
     private final AtomicInteger rejected = new AtomicInteger();
 
-    /** How long a connection may take, in all, to prove it knows the secret. */
-    static final Duration HANDSHAKE_DEADLINE = Duration.ofSeconds(10);
-    static final int MAX_PENDING_HANDSHAKES = 64;
     static final int LOGGED_REJECTIONS = 10;
-    private volatile Duration handshakeDeadline = HANDSHAKE_DEADLINE;
-    private final java.util.concurrent.Semaphore pending = new java.util.concurrent.Semaphore(MAX_PENDING_HANDSHAKES);
+    /** Ticket nonces remembered, so a replayed ticket gets no place outside the bounds (ranks send one a connection). */
+    static final int REMEMBERED_TICKETS = 4096;
+    private final RendezvousLimits limits;
+    private final HandshakeGate<Socket> gate;
+    private final Map<String, Boolean> ticketsSeen = new java.util.LinkedHashMap<>(16, 0.75f, false) {
+        @Override protected boolean removeEldestEntry(Map.Entry<String, Boolean> e) { return size() > REMEMBERED_TICKETS; }
+    };
 
     // all below guarded by this
     private final RankState[] state;
@@ -80,8 +88,10 @@ public final class RendezvousStore implements AutoCloseable {
     private boolean closed;
     private volatile boolean logDisconnects = true;
 
-    private RendezvousStore(ServerSocket server, int worldSize, byte[] secret) {
+    private RendezvousStore(ServerSocket server, int worldSize, byte[] secret, RendezvousLimits limits) {
         this.server = server;
+        this.limits = limits;
+        this.gate = new HandshakeGate<>(limits.maxPendingPerPeer(), limits.maxPending());
         this.worldSize = worldSize;
         this.secret = secret.clone();
         this.address = new InetSocketAddress(server.getInetAddress(), server.getLocalPort());
@@ -101,21 +111,27 @@ public final class RendezvousStore implements AutoCloseable {
         return start(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), worldSize, secret);
     }
 
-    /** Starts a store for {@code worldSize} ranks listening at {@code bind} (port 0: any free port). */
+    /** Starts a store for {@code worldSize} ranks listening at {@code bind} (port 0: any free port), with the default limits. */
     public static RendezvousStore start(InetSocketAddress bind, int worldSize, byte[] secret) {
+        return start(bind, worldSize, secret, RendezvousLimits.DEFAULT);
+    }
+
+    /** Starts a store for {@code worldSize} ranks listening at {@code bind}, with {@code limits} on unauthenticated connections. */
+    public static RendezvousStore start(InetSocketAddress bind, int worldSize, byte[] secret, RendezvousLimits limits) {
         Objects.requireNonNull(bind, "bind");
         Objects.requireNonNull(secret, "secret");
+        Objects.requireNonNull(limits, "limits");
         if (worldSize < 1) throw new GatunRuntimeException("world size must be at least 1, not " + worldSize);
         if (secret.length == 0) throw new GatunRuntimeException("the rendezvous secret must not be empty");
         ServerSocket ss;
         try {
             ss = new ServerSocket();
             ss.setReuseAddress(true);
-            ss.bind(bind, 128);
+            ss.bind(bind, limits.backlog());
         } catch (IOException e) {
             throw new RendezvousException("cannot listen for rendezvous connections at " + Wire.hostPort(bind) + ": " + e.getMessage(), e);
         }
-        var store = new RendezvousStore(ss, worldSize, secret);
+        var store = new RendezvousStore(ss, worldSize, secret, limits);
         store.acceptor.start();
         return store;
     }
@@ -128,8 +144,14 @@ public final class RendezvousStore implements AutoCloseable {
 
     public int worldSize() { return worldSize; }
 
-    /** How many connections were turned away (bad secret, bad rank or world size, duplicate rank, not a rank). */
+    /** How many connections were turned away (bad secret, bad rank or world size, duplicate rank, not a rank, pushed out, too slow). */
     public int rejectedConnections() { return rejected.get(); }
+
+    /** The limits on unauthenticated connections this store was started with. */
+    public RendezvousLimits limits() { return limits; }
+
+    /** Unauthenticated connections holding a place now (for tests). */
+    int pendingHandshakes() { return gate.held(); }
 
     /** The ranks connected now. */
     public synchronized List<Integer> connectedRanks() {
@@ -185,38 +207,75 @@ public final class RendezvousStore implements AutoCloseable {
                 if (!isClosed()) LOG.log(System.Logger.Level.ERROR, "rendezvous store at " + hostPort() + " stopped accepting: " + e);
                 return;
             }
-            if (!pending.tryAcquire()) {
-                logRejection("closed a connection from " + s.getRemoteSocketAddress() + " unanswered: " + MAX_PENDING_HANDSHAKES
-                        + " handshakes are under way already");
+            try {
+                admit(s);
+            } catch (IOException | RuntimeException e) {
+                logRejection("dropped a connection from " + s.getRemoteSocketAddress() + " as it came: " + e);
                 closeQuietly(s);
-                continue;
             }
-            Thread.ofVirtual().name("gatun-rendezvous-conn").start(() -> serve(s));
         }
     }
 
-    /** For tests: a shorter handshake deadline. */
-    void handshakeDeadline(Duration d) { handshakeDeadline = d; }
+    /**
+     * Sorts a new connection without waiting on it: a client hello that arrived with the connection is read at once;
+     * a good ticket goes straight to its handshake, bad magic is closed, and anything else takes a place in the gate,
+     * pushing out an older one where a bound is reached.
+     */
+    private void admit(Socket s) throws IOException {
+        Wire.ClientHello early = arrivedHello(s);
+        if (early != null && early.magic() != Wire.MAGIC) {
+            logRejection("closed a connection from " + s.getRemoteSocketAddress() + ": not a Gatun rendezvous client (bad magic)");
+            closeQuietly(s);
+            return;
+        }
+        HandshakeGate.Place<Socket> place = null;
+        if (early == null || !freshTicket(early)) {
+            var admission = gate.admit(s.getInetAddress(), s);
+            for (var out : admission.pushedOut()) closeQuietly(out.connection); // its handshake thread counts it
+            place = admission.place();
+        }
+        var p = place;
+        Thread.ofVirtual().name("gatun-rendezvous-conn").start(() -> serve(s, early, p));
+    }
 
-    private void serve(Socket s) {
+    /** The client's hello if all of it has arrived already (read without blocking), else null. */
+    private static Wire.ClientHello arrivedHello(Socket s) throws IOException {
+        var in = s.getInputStream();
+        if (in.available() < Wire.CLIENT_HELLO_BYTES) return null;
+        s.setSoTimeout(100); // a guard only: the bytes are there
+        return Wire.ClientHello.read(new DataInputStream(new ByteArrayInputStream(in.readNBytes(Wire.CLIENT_HELLO_BYTES))));
+    }
+
+    /** Whether the hello's ticket is good and its nonce not seen before (a replayed ticket counts as none). */
+    private boolean freshTicket(Wire.ClientHello hello) {
+        if (!hello.ticketValid(secret)) return false;
+        synchronized (ticketsSeen) {
+            return ticketsSeen.putIfAbsent(java.util.HexFormat.of().formatHex(hello.nonce()), Boolean.TRUE) == null;
+        }
+    }
+
+    private void serve(Socket s, Wire.ClientHello early, HandshakeGate.Place<Socket> place) {
         Connection conn = null;
         String dropped = null;
-        var cutOff = timer.schedule(() -> closeQuietly(s), handshakeDeadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+        Duration deadline = limits.handshakeDeadline();
+        var cutOff = timer.schedule(() -> closeQuietly(s), deadline.toMillis(), TimeUnit.MILLISECONDS);
         try {
-            conn = handshake(s);
+            conn = handshake(s, early, place, cutOff);
         } catch (IOException | RuntimeException e) {
-            dropped = cutOff.isDone() ? "not finished within " + Wire.human(handshakeDeadline)
+            dropped = place != null && gate.pushedOut(place)
+                    ? "pushed out by newer connections (at most " + limits.maxPendingPerPeer() + " from one peer and "
+                    + limits.maxPending() + " in all may be unauthenticated at once)"
+                    : cutOff.isDone() && !cutOff.isCancelled() ? "not finished within " + Wire.human(deadline)
                     : e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
         } finally {
             cutOff.cancel(false);
-            pending.release();
+            if (place != null) gate.release(place);
         }
-        if (dropped != null) { // counted once its place among the pending handshakes is free again
+        if (dropped != null) {
             logRejection("dropped a connection from " + s.getRemoteSocketAddress() + " during the handshake: " + dropped);
             closeQuietly(s);
             return;
         }
-
         if (conn == null) {
             closeQuietly(s);
             return;
@@ -240,10 +299,14 @@ public final class RendezvousStore implements AutoCloseable {
         }
     }
 
-    /** Returns the accepted connection, or null after sending a rejection. */
-    private Connection handshake(Socket s) throws IOException {
+    /**
+     * Returns the accepted connection, or null after sending a rejection. A connection that holds a place in the
+     * gate gives it back as soon as its ticket is good and fresh: from then on only the deadline bounds it. Once
+     * the proof is good, the deadline ({@code cutOff}) is called off before the rank is registered.
+     */
+    private Connection handshake(Socket s, Wire.ClientHello early, HandshakeGate.Place<Socket> place, Future<?> cutOff) throws IOException {
         s.setTcpNoDelay(true);
-        s.setSoTimeout(10_000);
+        s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, limits.handshakeDeadline().toMillis()));
         var in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
         var out = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));
         byte[] serverNonce = new byte[Wire.NONCE_BYTES];
@@ -252,34 +315,50 @@ public final class RendezvousStore implements AutoCloseable {
         out.writeInt(Wire.VERSION);
         out.write(serverNonce);
         out.flush();
-        int magic = in.readInt();
-        if (magic != Wire.MAGIC) throw new IOException("not a Gatun rendezvous client (bad magic)");
-        int version = in.readInt();
-        int rank = in.readInt();
-        int world = in.readInt();
-        byte[] clientNonce = new byte[Wire.NONCE_BYTES];
-        in.readFully(clientNonce);
-        byte[] mac = new byte[Wire.MAC_BYTES];
-        in.readFully(mac);
+        Wire.ClientHello hello = early != null ? early : Wire.ClientHello.read(in);
+        if (hello.magic() != Wire.MAGIC) throw new IOException("not a Gatun rendezvous client (bad magic)");
         String from = String.valueOf(s.getRemoteSocketAddress());
-        if (version != Wire.VERSION) return reject(s, out, from, rank, "protocol version " + version + ", the store speaks " + Wire.VERSION);
-        if (!Wire.macEquals(mac, Wire.clientMac(secret, serverNonce, clientNonce, rank, world)))
+        int rank = hello.rank(), world = hello.worldSize();
+        if (hello.version() != Wire.VERSION)
+            return reject(s, out, from, rank, "protocol version " + hello.version() + ", the store speaks " + Wire.VERSION);
+        if (place != null && freshTicket(hello)) gate.release(place);
+        byte[] proof = new byte[Wire.MAC_BYTES];
+        in.readFully(proof);
+        if (!Wire.macEquals(proof, Wire.clientMac(secret, serverNonce, hello.nonce(), rank, world)))
             return reject(s, out, from, rank, "authentication failed: the client's GATUN_SECRET differs from the store's");
         if (world != worldSize) return reject(s, out, from, rank, "world size " + world + " differs from the store's " + worldSize);
         if (rank < 0 || rank >= worldSize) return reject(s, out, from, rank, "rank " + rank + " is outside 0.." + (worldSize - 1));
+        // from here nothing else may close the socket: a rank registered on a socket closed under it would stay "connected"
+        if (place != null) gate.release(place);
+        if (place != null && gate.pushedOut(place)) throw new IOException("pushed out");
+        if (!cutOff.cancel(false)) throw new IOException("past the deadline");
         Connection conn = new Connection(s, in, out, rank);
+        RankState before;
         synchronized (this) {
             if (closed) return reject(s, out, from, rank, "the store is closed");
             if (state[rank] == RankState.CONNECTED) return reject(s, out, from, rank, "rank " + rank + " is already connected");
+            before = state[rank];
             state[rank] = RankState.CONNECTED;
             connections[rank] = conn;
             all.add(conn);
             notifyAll();
         }
-        out.writeByte(Wire.ACCEPT);
-        out.write(Wire.serverMac(secret, clientNonce, serverNonce));
-        out.flush();
-        s.setSoTimeout(0);
+        try {
+            out.writeByte(Wire.ACCEPT);
+            out.write(Wire.serverMac(secret, hello.nonce(), serverNonce));
+            out.flush();
+            s.setSoTimeout(0);
+        } catch (IOException e) { // the rank never heard it was accepted: as if it had not come (it tries again)
+            synchronized (this) {
+                all.remove(conn);
+                if (connections[rank] == conn) {
+                    connections[rank] = null;
+                    state[rank] = before;
+                }
+                notifyAll();
+            }
+            throw e;
+        }
         conn.startWriter();
         return conn;
     }

@@ -20,12 +20,20 @@ import javax.crypto.spec.SecretKeySpec;
  *
  * <p>Handshake (fixed sizes, so an unauthenticated peer cannot make either side allocate much):
  * <ol>
- *   <li>server: {@code MAGIC, VERSION, serverNonce[32]}</li>
- *   <li>client: {@code MAGIC, VERSION, rank, worldSize, clientNonce[32],
- *       HMAC-SHA256(secret, "gatun-rendezvous-client" | serverNonce | clientNonce | rank | worldSize)}</li>
+ *   <li>client, as soon as it is connected ({@link ClientHello}, {@value #CLIENT_HELLO_BYTES} bytes): {@code MAGIC,
+ *       VERSION, rank, worldSize, clientNonce[32], HMAC-SHA256(secret, "gatun-rendezvous-ticket" | clientNonce |
+ *       rank | worldSize)}. That last MAC is a ticket: a store under a connection flood lets a connection whose
+ *       ticket is good past its bounds on unauthenticated connections (see {@code HandshakeGate}); it proves
+ *       nothing on its own (it could be replayed), so the store takes each ticket's nonce once.</li>
+ *   <li>server, as soon as it admits the connection: {@code MAGIC, VERSION, serverNonce[32]}</li>
+ *   <li>client: {@code HMAC-SHA256(secret, "gatun-rendezvous-client" | serverNonce | clientNonce | rank | worldSize)},
+ *       the proof, fresh for the server's nonce</li>
  *   <li>server: {@code ACCEPT, HMAC-SHA256(secret, "gatun-rendezvous-server" | clientNonce | serverNonce)} or
  *       {@code REJECT, reason} and close. The client checks the server's MAC too (mutual authentication).</li>
  * </ol>
+ * Both hellos are sent without waiting for the other side's, so a store and a client of different versions tell
+ * each other so instead of waiting. A store that closes a connection before its answer (step 4) was too busy
+ * for it: the client tries again.
  * Then length-prefixed frames, written by {@link #writeFrame} and read by {@link #readFrame} on both sides.
  * Request ({@link #request}): {@code op, id, fields...}. Reply ({@link #reply}): {@code id, status, body}: for
  * {@link #ST_OK} a list of byte strings, otherwise a message and two rank lists (missing, gone).
@@ -34,9 +42,11 @@ final class Wire {
     private Wire() {}
 
     static final int MAGIC = 0x47545256; // "GTRV"
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int NONCE_BYTES = 32;
     static final int MAC_BYTES = 32;
+    /** Size of the client's first message, {@link ClientHello}. */
+    static final int CLIENT_HELLO_BYTES = 4 + 4 + 4 + 4 + NONCE_BYTES + MAC_BYTES;
     static final int MAX_FRAME = 256 << 20;
     static final int MAX_REASON = 4096;
 
@@ -48,6 +58,41 @@ final class Wire {
     static final byte KIND_BARRIER = 1, KIND_GATHER = 2;
     // response status
     static final byte ST_OK = 0, ST_ERROR = 1, ST_TIMEOUT = 2, ST_PEER_LOST = 3;
+
+    static byte[] ticket(byte[] secret, byte[] clientNonce, int rank, int worldSize) {
+        return hmac(secret, "gatun-rendezvous-ticket".getBytes(StandardCharsets.US_ASCII), clientNonce, ints(rank, worldSize));
+    }
+
+    /** The client's first message: who it says it is, its nonce and its ticket. */
+    record ClientHello(int magic, int version, int rank, int worldSize, byte[] nonce, byte[] ticket) {
+        /** A hello of this protocol version for rank {@code rank}, with a fresh ticket. */
+        static ClientHello of(byte[] secret, byte[] nonce, int rank, int worldSize) {
+            return new ClientHello(MAGIC, VERSION, rank, worldSize, nonce, Wire.ticket(secret, nonce, rank, worldSize));
+        }
+
+        static ClientHello read(DataInputStream in) throws IOException {
+            int magic = in.readInt(), version = in.readInt(), rank = in.readInt(), world = in.readInt();
+            byte[] nonce = new byte[NONCE_BYTES];
+            in.readFully(nonce);
+            byte[] ticket = new byte[MAC_BYTES];
+            in.readFully(ticket);
+            return new ClientHello(magic, version, rank, world, nonce, ticket);
+        }
+
+        void write(DataOutputStream out) throws IOException {
+            out.writeInt(magic);
+            out.writeInt(version);
+            out.writeInt(rank);
+            out.writeInt(worldSize);
+            out.write(nonce);
+            out.write(ticket);
+        }
+
+        /** Whether the ticket is the one {@code secret} makes (says nothing about replays). */
+        boolean ticketValid(byte[] secret) {
+            return magic == MAGIC && version == VERSION && macEquals(ticket, Wire.ticket(secret, nonce, rank, worldSize));
+        }
+    }
 
     static byte[] clientMac(byte[] secret, byte[] serverNonce, byte[] clientNonce, int rank, int worldSize) {
         return hmac(secret, "gatun-rendezvous-client".getBytes(StandardCharsets.US_ASCII), serverNonce, clientNonce,

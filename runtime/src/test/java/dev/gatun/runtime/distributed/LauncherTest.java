@@ -2,6 +2,7 @@ package dev.gatun.runtime.distributed;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -111,35 +112,45 @@ class LauncherTest {
         assertThat(r.out()).contains("[rank 0] ranks per GPU 2", "[rank 1] ranks per GPU 2", "[rank 1] hello from rank 1 of 2");
     }
 
+    static boolean alive(long pid) { return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false); }
+
+    /** Waits until none of {@code pids} is alive, at most {@code within}; returns those still alive then. */
+    static List<Long> stillAliveAfter(List<Long> pids, Duration within) throws InterruptedException {
+        long deadline = System.nanoTime() + within.toNanos();
+        while (pids.stream().anyMatch(LauncherTest::alive) && System.nanoTime() - deadline < 0) Thread.sleep(50);
+        return pids.stream().filter(LauncherTest::alive).toList();
+    }
+
     @Test
-    void ranksDieWithAKilledLauncher() throws Exception {
-        assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")) || Files.isExecutable(Path.of("/bin/setpriv")), "no setpriv on this machine");
+    void ranksAndEverythingTheyStartedDieWithAKilledLauncher(@TempDir Path dir) throws Exception {
         var cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", CP,
                 Launcher.class.getName(), "--nproc", "2", "--"));
         cmd.addAll(FAST_JVM);
-        cmd.addAll(List.of("-cp", CP, RankMain.class.getName(), "--fail-rank", "7")); // no rank fails: both sleep 60 s
+        // no rank fails: both sleep 60 s, each beside a `sleep 300` it started (its pid in dir/child-RANK.pid)
+        cmd.addAll(List.of("-cp", CP, RankMain.class.getName(), "--fail-rank", "7", "--child-pid-file", dir.toString()));
         var pb = new ProcessBuilder(cmd).redirectErrorStream(true);
         pb.environment().putAll(Map.of("NCCL_NVLS_ENABLE", "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "NVSHMEM_DISABLE_NVLS", "1"));
         Process launcher = pb.start();
         launcher.getOutputStream().close();
-        var pids = new ArrayList<Long>();
+        var ranks = new ArrayList<Long>();
+        var children = new ArrayList<Long>();
         try (var lines = new java.io.BufferedReader(new java.io.InputStreamReader(launcher.getInputStream(), StandardCharsets.UTF_8))) {
-            for (String line; pids.size() < 2 && (line = lines.readLine()) != null; ) {
+            for (String line; ranks.size() < 2 && (line = lines.readLine()) != null; ) {
                 int at = line.indexOf("] pid ");
-                if (at > 0) pids.add(Long.parseLong(line.substring(at + 6).trim()));
+                if (at > 0) ranks.add(Long.parseLong(line.substring(at + 6).trim()));
             }
-            assertThat(pids).hasSize(2);
-            for (long pid : pids) assertThat(ProcessHandle.of(pid)).as("rank pid %d alive", pid).isPresent();
+            assertThat(ranks).hasSize(2);
+            for (int r = 0; r < 2; r++) children.add(Long.parseLong(Files.readString(dir.resolve("child-" + r + ".pid")).trim()));
+            for (long pid : ranks) assertThat(alive(pid)).as("rank pid %d alive", pid).isTrue();
+            for (long pid : children) assertThat(alive(pid)).as("child pid %d of a rank alive", pid).isTrue();
             launcher.destroyForcibly();                       // SIGKILL: no shutdown hook runs
             assertThat(launcher.waitFor(10, TimeUnit.SECONDS)).isTrue();
-            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-            for (long pid : pids) {
-                while (ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false) && System.nanoTime() < deadline) Thread.sleep(50);
-                assertThat(ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false)).as("rank pid %d after the launcher died", pid).isFalse();
-            }
+            assertThat(stillAliveAfter(ranks, Duration.ofSeconds(20))).as("ranks alive after the launcher died").isEmpty();
+            assertThat(stillAliveAfter(children, Duration.ofSeconds(20))).as("processes the ranks started, alive after the launcher died").isEmpty();
         } finally {
             launcher.destroyForcibly();
-            for (long pid : pids) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            for (long pid : ranks) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+            for (long pid : children) ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
         }
     }
 

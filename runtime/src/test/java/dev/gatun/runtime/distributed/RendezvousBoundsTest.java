@@ -43,8 +43,8 @@ class RendezvousBoundsTest {
     @Test
     @Timeout(30)
     void aClientTricklingBytesIsCutOffAtTheHandshakeDeadline() throws Exception {
-        try (var store = RendezvousStore.start(2, SECRET)) {
-            store.handshakeDeadline(Duration.ofMillis(800)); // before connecting: the deadline is taken when the handshake starts
+        var limits = RendezvousLimits.DEFAULT.withHandshakeDeadline(Duration.ofMillis(800));
+        try (var store = RendezvousStore.start(LOOPBACK, 2, SECRET, limits)) {
             var s = new Socket(store.address().getAddress(), store.address().getPort());
             assertThat(hello(s)).isTrue();
             var out = new java.io.DataOutputStream(s.getOutputStream());
@@ -74,34 +74,129 @@ class RendezvousBoundsTest {
         }
     }
 
+    static final java.net.InetSocketAddress LOOPBACK = new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0);
+
+    /** A connection from {@code from} (null: any address) that has read the store's hello. */
+    static Socket idle(RendezvousStore store, java.net.InetAddress from) throws IOException {
+        var s = new Socket();
+        try {
+            if (from != null) s.bind(new java.net.InetSocketAddress(from, 0));
+            s.connect(store.address(), 5_000);
+            s.setSoTimeout(5_000);
+            assertThat(hello(s)).as("the store's hello").isTrue();
+            return s;
+        } catch (IOException | RuntimeException | AssertionError e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    /** Whether the store closed {@code s}: end of stream or reset, rather than silence for {@code quietMs}. */
+    static boolean closedByStore(Socket s, int quietMs) throws IOException {
+        s.setSoTimeout(quietMs);
+        try {
+            return s.getInputStream().read() < 0;
+        } catch (java.net.SocketTimeoutException e) {
+            return false;
+        } catch (java.net.SocketException e) {
+            return true;
+        }
+    }
+
     @Test
     @Timeout(60)
-    void atMostSoManyHandshakesAtOnceAndTheRestAreClosedUnanswered() throws Exception {
-        try (var store = RendezvousStore.start(1, SECRET)) {
-            store.handshakeDeadline(Duration.ofSeconds(3));
+    void aPeersIdleConnectionsBeyondItsBoundPushOutItsOldest() throws Exception {
+        var limits = RendezvousLimits.DEFAULT.withHandshakeDeadline(Duration.ofSeconds(30)).withMaxPending(8, 4);
+        try (var store = RendezvousStore.start(LOOPBACK, 1, SECRET, limits)) {
             var silent = new ArrayList<Socket>();
             try {
-                int extra = 6;
-                for (int i = 0; i < RendezvousStore.MAX_PENDING_HANDSHAKES + extra; i++)
-                    silent.add(new Socket(store.address().getAddress(), store.address().getPort()));
-                int answered = 0;
-                for (Socket s : silent) {
-                    s.setSoTimeout(2_000);
-                    if (hello(s)) answered++;
+                for (int i = 0; i < 7; i++) silent.add(idle(store, null)); // one after another: the store admits them in this order
+                for (int i = 0; i < 3; i++) assertThat(closedByStore(silent.get(i), 5_000)).as("connection %d, pushed out", i).isTrue();
+                for (int i = 3; i < 7; i++) assertThat(closedByStore(silent.get(i), 300)).as("connection %d, among the newest 4", i).isFalse();
+                waitFor(() -> store.rejectedConnections() == 3 && store.pendingHandshakes() == 4);
+                // a rank that knows the secret gets in beside them
+                try (var rank = Rendezvous.connect(store.address(), 0, 0, 1, SECRET, Duration.ofSeconds(10))) {
+                    rank.set("k", new byte[]{1});
+                    assertThat(rank.get("k")).containsExactly(1);
                 }
-                assertThat(answered).isEqualTo(RendezvousStore.MAX_PENDING_HANDSHAKES);
-                waitFor(() -> store.rejectedConnections() >= extra);
+                assertThat(store.pendingHandshakes()).isLessThanOrEqualTo(4);
             } finally {
                 for (Socket s : silent) s.close();
             }
-            // every silent handshake ended (and gave its place back) once it is counted as dropped
-            waitFor(() -> store.rejectedConnections() >= RendezvousStore.MAX_PENDING_HANDSHAKES + 6);
-            // a rank that knows the secret still gets in
-            try (var rank = Rendezvous.connect(store.address(), 0, 0, 1, SECRET, Duration.ofSeconds(10))) {
-                rank.set("k", new byte[]{1});
-                assertThat(rank.get("k")).containsExactly(1);
+            waitFor(() -> store.pendingHandshakes() == 0);
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void overTheTotalBoundTheHeaviestPeerMakesRoom() throws Exception {
+        var other = java.net.InetAddress.getByName("127.0.0.2");
+        try (var probe = new Socket()) {
+            probe.bind(new java.net.InetSocketAddress(other, 0));
+        } catch (IOException e) {
+            org.junit.jupiter.api.Assumptions.abort("cannot bind 127.0.0.2 on this machine: " + e.getMessage());
+        }
+        var limits = RendezvousLimits.DEFAULT.withHandshakeDeadline(Duration.ofSeconds(30)).withMaxPending(8, 6);
+        try (var store = RendezvousStore.start(LOOPBACK, 1, SECRET, limits)) {
+            var mine = new ArrayList<Socket>();
+            var theirs = new ArrayList<Socket>();
+            try {
+                for (int i = 0; i < 2; i++) mine.add(idle(store, null));
+                for (int i = 0; i < 6; i++) theirs.add(idle(store, other)); // the gate is full now: 2 + 6
+                mine.add(idle(store, null));                             // over the total: 127.0.0.2 holds the most
+                assertThat(closedByStore(theirs.getFirst(), 5_000)).as("the oldest of the heaviest peer").isTrue();
+                for (Socket s : mine) assertThat(closedByStore(s, 300)).as("a connection of the lighter peer").isFalse();
+                for (Socket s : theirs.subList(1, 6)) assertThat(closedByStore(s, 100)).isFalse();
+                waitFor(() -> store.pendingHandshakes() == 8);
+            } finally {
+                for (Socket s : mine) s.close();
+                for (Socket s : theirs) s.close();
             }
         }
+    }
+
+    @Test
+    @Timeout(60)
+    void aGoodTicketTakesNoPlaceButAReplayedOneDoes() throws Exception {
+        var limits = RendezvousLimits.DEFAULT.withHandshakeDeadline(Duration.ofSeconds(30));
+        try (var store = RendezvousStore.start(LOOPBACK, 2, SECRET, limits)) {
+            byte[] nonce = new byte[Wire.NONCE_BYTES];
+            nonce[0] = 42;
+            var bytes = new java.io.ByteArrayOutputStream();
+            Wire.ClientHello.of(SECRET, nonce, 1, 2).write(new java.io.DataOutputStream(bytes));
+            try (var first = new Socket(); var replay = new Socket()) {
+                first.connect(store.address(), 5_000);
+                first.getOutputStream().write(bytes.toByteArray());
+                first.setSoTimeout(5_000);
+                assertThat(hello(first)).isTrue();
+                waitFor(() -> store.pendingHandshakes() == 0); // its ticket is good: no place held, whenever it was read
+                replay.connect(store.address(), 5_000);
+                replay.getOutputStream().write(bytes.toByteArray());
+                replay.setSoTimeout(5_000);
+                assertThat(hello(replay)).isTrue();
+                waitFor(() -> store.pendingHandshakes() == 1);  // the same ticket again: it waits among the unauthenticated
+                Thread.sleep(200);
+                assertThat(store.pendingHandshakes()).isEqualTo(1);
+            }
+            waitFor(() -> store.pendingHandshakes() == 0);
+        }
+    }
+
+    @Test
+    void limitsComeFromTheEnvironmentAndBadOnesAreNamed() {
+        var d = RendezvousLimits.fromEnvironment(java.util.Map.of());
+        assertThat(d).isEqualTo(new RendezvousLimits(Duration.ofSeconds(3), 64, 16, 1024));
+        var set = RendezvousLimits.fromEnvironment(java.util.Map.of(RendezvousLimits.HANDSHAKE_TIMEOUT, "0.5",
+                RendezvousLimits.MAX_PENDING, "8", RendezvousLimits.BACKLOG, "50"));
+        assertThat(set).isEqualTo(new RendezvousLimits(Duration.ofMillis(500), 8, 8, 50)); // the per-peer bound follows the total down
+        assertThatThrownBy(() -> RendezvousLimits.fromEnvironment(java.util.Map.of(RendezvousLimits.HANDSHAKE_TIMEOUT, "soon")))
+                .isInstanceOf(RendezvousException.class).hasMessageContaining("GATUN_RENDEZVOUS_HANDSHAKE_TIMEOUT must be a positive number of seconds, not 'soon'");
+        assertThatThrownBy(() -> RendezvousLimits.fromEnvironment(java.util.Map.of(RendezvousLimits.MAX_PENDING, "4", RendezvousLimits.MAX_PENDING_PER_PEER, "5")))
+                .isInstanceOf(RendezvousException.class).hasMessageContaining("GATUN_RENDEZVOUS_MAX_PENDING_PER_PEER=5 must not exceed GATUN_RENDEZVOUS_MAX_PENDING (4)");
+        assertThatThrownBy(() -> RendezvousLimits.fromEnvironment(java.util.Map.of(RendezvousLimits.BACKLOG, "0")))
+                .isInstanceOf(RendezvousException.class).hasMessageContaining("GATUN_RENDEZVOUS_BACKLOG must be a whole number of at least 1, not '0'");
+        assertThatThrownBy(() -> RendezvousLimits.DEFAULT.withMaxPending(4, 8))
+                .isInstanceOf(RendezvousException.class).hasMessageContaining("maxPendingPerPeer must be in 1..maxPending (4), not 8");
     }
 
     @Test
