@@ -2,6 +2,7 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ExternCall;
+import org.eclipse.collections.impl.map.mutable.primitive.ObjectIntHashMap;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -30,11 +31,13 @@ final class GatedProducts {
     /** {@code order} with each product and its SwiGLU joined; {@code outputs}: the graph's output storages, which must stay written. */
     static List<Work> join(List<Work> order, BufferTable table, Set<Buffer> outputs) {
         var out = new ArrayList<Work>(order.size());
+        var readers = readers(order);
         for (int i = 0; i < order.size(); i++) {
-            if (i + 1 < order.size() && order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
-                    && order.get(i + 1) instanceof Work.KernelWork k && k.reads().contains(e.call())) {
+            if (candidate(order, i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
+                    && order.get(i + 1) instanceof Work.KernelWork k) {
+                // the kernel after it reads it: it is the one reader when no other work does
                 String why = outputs.contains(e.call()) ? "the product is a graph output"
-                        : !readOnlyBy(order, e.call(), i + 1) ? "another step reads the product"
+                        : readers.get(e.call()) > 1 ? "another step reads the product"
                         : Step.GatedProduct.misfit(table.of(e.call()), m.transA(), m.transB(), k.kernel());
                 if (why == null) {
                     out.add(new Work.GatedWork(e, k));
@@ -54,9 +57,27 @@ final class GatedProducts {
         return out;
     }
 
-    /** Whether no work but the one at {@code reader} reads {@code b}. */
-    private static boolean readOnlyBy(List<Work> order, Buffer b, int reader) {
-        for (int i = 0; i < order.size(); i++) if (i != reader && order.get(i).reads().contains(b)) return false;
-        return true;
+    /** The product at {@code i} when it is a matrix product that the kernel right after it reads, else null. */
+    private static Work.ExternWork candidate(List<Work> order, int i) {
+        return i + 1 < order.size() && order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul
+                && order.get(i + 1) instanceof Work.KernelWork k && k.reads().contains(e.call()) ? e : null;
+    }
+
+    /**
+     * For each candidate product, how many works read it (a work that reads it twice counts once). Counted in one pass:
+     * asking every work about every candidate made this pass quadratic (a 100k-node graph planned in a minute).
+     */
+    private static ObjectIntHashMap<Buffer> readers(List<Work> order) {
+        var count = new ObjectIntHashMap<Buffer>();   // buffers compare by identity
+        for (int i = 0; i < order.size(); i++) if (candidate(order, i) instanceof Work.ExternWork e) count.put(e.call(), 0);
+        if (count.isEmpty()) return count;
+        var lastReader = new ObjectIntHashMap<Buffer>(count.size());
+        for (int i = 0; i < order.size(); i++)
+            for (Buffer b : order.get(i).reads())
+                if (count.containsKey(b) && lastReader.getIfAbsent(b, -1) != i) {
+                    lastReader.put(b, i);
+                    count.addToValue(b, 1);
+                }
+        return count;
     }
 }
