@@ -34,7 +34,7 @@ public final class Plan {
     private final PlanOptions options;
     private final String order;
     private final long plainPeak, chosenPeak;
-    private final String fingerprint;
+    private volatile String fingerprint;   // made on first use: hashing the canonical text is a sixth of planning a large graph
     private volatile Map<String, PlanBuffer> byName;
     private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
 
@@ -77,9 +77,6 @@ public final class Plan {
         var outs = new LinkedHashMap<String, PlanBuffer>();
         lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
         this.outputs = Collections.unmodifiableMap(outs);
-        var digest = new Fingerprint.Digest();
-        canonical(digest);
-        this.fingerprint = digest.hex();
     }
 
     public String name() { return lowered.graph().name(); }
@@ -158,8 +155,16 @@ public final class Plan {
     public long estimatedPeak() { return chosenPeak; }
     public long plainOrderPeak() { return plainPeak; }
 
-    /** SHA-256 of the plan's canonical text, in hex. */
-    public String fingerprint() { return fingerprint; }
+    /** SHA-256 of the plan's canonical text, in hex (made on the first call; a plan never changes). */
+    public String fingerprint() {
+        String f = fingerprint;
+        if (f == null) {
+            var digest = new Fingerprint.Digest();
+            canonical(digest);
+            fingerprint = f = digest.hex();
+        }
+        return f;
+    }
 
     /** Every kernel as pseudo-code. */
     public String kernelSources() {
@@ -223,6 +228,6 @@ public final class Plan {
     @Override public String toString() {
         String t = text;
         if (t == null) text = t = body();
-        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint.substring(0, 16) + "\n" + t;
+        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint().substring(0, 16) + "\n" + t;
     }
 }

@@ -61,15 +61,15 @@ public final class Planner {
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
         if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
-        var live = new Liveness(order, outputs);
+        var live = new Liveness(graph, order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
-        var pools = new Pools(options);
+        var pools = new Pools(graph, options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
         pools.rotating(graph);
         pools.states(graph);
-        pools.regular(live, inPlace);
+        pools.regular(graph, live, inPlace);
         pools.constants(graph);
         pools.placements.forEach((b, p) -> table.of(b).place(p));
         var kernels = new ArrayList<Kernel>();
