@@ -24,9 +24,13 @@ public final class SymInt implements Comparable<SymInt> {
     private SymInt(TreeMap<List<String>, Long> terms) { this.terms = terms; this.value = 0; }
     private SymInt(long value) { this.terms = null; this.value = value; }
 
+    /** The constants -16..1024, made once: strides and sizes of static shapes are mostly small. */
+    private static final SymInt[] SMALL = new SymInt[1041];
+    static { for (int i = 0; i < SMALL.length; i++) SMALL[i] = new SymInt(i - 16); }
+
     public static final SymInt ZERO = of(0), ONE = of(1);
 
-    public static SymInt of(long c) { return new SymInt(c); }
+    public static SymInt of(long c) { return c >= -16 && c <= 1024 ? SMALL[(int) c + 16] : new SymInt(c); }
 
     public static SymInt symbol(String name) {
         var t = newTerms();

@@ -643,8 +643,9 @@ final class Fusion {
         var writes = new ArrayList<Buffer>();
         writes.add(e);
         writes.addAll(e.extraOutputs());
-        var reads = e.inputs().stream().map(Buffer::storage).distinct().toList();
-        return new Work.ExternWork(e, writes, reads);
+        var reads = new ArrayList<Buffer>(e.inputs().size());   // each input's storage once, in order
+        for (Buffer in : e.inputs()) if (!reads.contains(in.storage())) reads.add(in.storage());
+        return new Work.ExternWork(e, writes, List.copyOf(reads));
     }
 
     private Work kernelWork(Group g, int[] counter) {

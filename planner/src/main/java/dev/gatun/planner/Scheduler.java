@@ -1,13 +1,12 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
+import org.eclipse.collections.impl.map.mutable.primitive.ObjectIntHashMap;
 
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
@@ -35,7 +34,7 @@ final class Scheduler {
     private Scheduler(List<Work> works, Set<Buffer> outputs) {
         this.works = works;
         int n = works.size();
-        var ids = new IdentityHashMap<Buffer, Integer>();
+        var ids = new ObjectIntHashMap<Buffer>();   // buffer to its id here (buffers compare by identity)
         var buffers = new ArrayList<Buffer>();
         readIds = new int[n][];
         writeIds = new int[n][];
@@ -82,12 +81,12 @@ final class Scheduler {
         for (int i = 0; i < n; i++) { deps[i] = sortedDistinct(deps[i]); users[i] = sortedDistinct(users[i]); }
     }
 
-    private static int[] idsOf(List<Buffer> list, Map<Buffer, Integer> ids, List<Buffer> buffers) {
+    private static int[] idsOf(List<Buffer> list, ObjectIntHashMap<Buffer> ids, List<Buffer> buffers) {
         int[] out = new int[list.size()];
         for (int k = 0; k < out.length; k++) {
             Buffer b = list.get(k);
-            Integer id = ids.get(b);
-            if (id == null) { id = buffers.size(); ids.put(b, id); buffers.add(b); }
+            int id = ids.getIfAbsent(b, -1);
+            if (id < 0) { id = buffers.size(); ids.put(b, id); buffers.add(b); }
             out[k] = id;
         }
         return out;
