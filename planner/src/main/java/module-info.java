@@ -1,8 +1,6 @@
 /** Fusion, ordering, memory planning and the executable plan. */
 module dev.gatun.planner {
     requires transitive dev.gatun.ir;
-    requires org.eclipse.collections.api;
-    requires org.eclipse.collections.impl;
 
     exports dev.gatun.planner;
     exports dev.gatun.planner.kernel;

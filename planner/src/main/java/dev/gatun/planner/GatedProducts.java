@@ -2,7 +2,6 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ExternCall;
-import org.eclipse.collections.impl.map.mutable.primitive.ObjectIntHashMap;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -31,13 +30,13 @@ final class GatedProducts {
     /** {@code order} with each product and its SwiGLU joined; {@code outputs}: the graph's output storages, which must stay written. */
     static List<Work> join(List<Work> order, BufferTable table, Set<Buffer> outputs) {
         var out = new ArrayList<Work>(order.size());
-        var readers = readers(order);
+        int[] readers = readers(order, table.all().size());   // null where no product is a candidate
         for (int i = 0; i < order.size(); i++) {
             if (candidate(order, i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
                     && order.get(i + 1) instanceof Work.KernelWork k) {
                 // the kernel after it reads it: it is the one reader when no other work does
                 String why = outputs.contains(e.call()) ? "the product is a graph output"
-                        : readers.get(e.call()) > 1 ? "another step reads the product"
+                        : readers[e.call().id()] > 1 ? "another step reads the product"
                         : Step.GatedProduct.misfit(table.of(e.call()), m.transA(), m.transB(), k.kernel());
                 if (why == null) {
                     out.add(new Work.GatedWork(e, k));
@@ -64,19 +63,20 @@ final class GatedProducts {
     }
 
     /**
-     * For each candidate product, how many works read it (a work that reads it twice counts once). Counted in one pass:
-     * asking every work about every candidate made this pass quadratic (a 100k-node graph planned in a minute).
+     * For each buffer (by id), how many works read it (a work that reads it twice counts once), or null where no product
+     * is a candidate. Counted in one pass: asking every work about every candidate made this pass quadratic (a 100k-node
+     * graph planned in a minute).
      */
-    private static ObjectIntHashMap<Buffer> readers(List<Work> order) {
-        var count = new ObjectIntHashMap<Buffer>();   // buffers compare by identity
-        for (int i = 0; i < order.size(); i++) if (candidate(order, i) instanceof Work.ExternWork e) count.put(e.call(), 0);
-        if (count.isEmpty()) return count;
-        var lastReader = new ObjectIntHashMap<Buffer>(count.size());
+    private static int[] readers(List<Work> order, int graphBuffers) {
+        boolean any = false;
+        for (int i = 0; i < order.size() && !any; i++) any = candidate(order, i) != null;
+        if (!any) return null;
+        int[] count = new int[graphBuffers], lastReader = new int[graphBuffers];   // by Buffer.id(); lastReader: work index + 1
         for (int i = 0; i < order.size(); i++)
             for (Buffer b : order.get(i).reads())
-                if (count.containsKey(b) && lastReader.getIfAbsent(b, -1) != i) {
-                    lastReader.put(b, i);
-                    count.addToValue(b, 1);
+                if (lastReader[b.id()] != i + 1) {
+                    lastReader[b.id()] = i + 1;
+                    count[b.id()]++;
                 }
         return count;
     }

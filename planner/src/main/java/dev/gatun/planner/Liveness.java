@@ -5,7 +5,6 @@ import dev.gatun.ir.lower.ExternBuffer;
 import dev.gatun.ir.lower.ExternCall;
 
 import dev.gatun.ir.lower.LoweredGraph;
-import org.eclipse.collections.impl.map.mutable.primitive.IntObjectHashMap;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -34,8 +33,8 @@ final class Liveness {
     private final int[] writer, lastRead, lastPeerRead;
     private static final int NONE = -1;
     private final Set<Buffer> outputs;
-    /** Work index to the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"). */
-    final IntObjectHashMap<String> freedAt = new IntObjectHashMap<>();
+    /** By work index: the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"), or null. */
+    private final String[] freedAt;
     /** Group to why the call must end with a barrier of it. */
     final Map<String, String> finalBarriers = new TreeMap<>();
 
@@ -43,6 +42,7 @@ final class Liveness {
         this.order = order;
         this.n = order.size();
         this.outputs = outputs;
+        this.freedAt = new String[n];
         int buffers = graph.buffers().size();
         writer = none(buffers);
         lastRead = none(buffers);
@@ -89,13 +89,16 @@ final class Liveness {
         return r != NONE ? r : def(b);
     }
 
+    /** The inputs whose slots work {@code i}'s trailing barrier frees on every rank ("x, y"), or null (see {@link #crossRankEnd}). */
+    String freedAt(int i) { return freedAt[i]; }
+
     /** Whether {@code b} is last read by work {@code i}. */
     boolean lastReadAt(Buffer b, int i) { return lastRead[b.id()] == i; }
 
     /**
      * The work whose trailing barrier frees a slot of {@code group} that peers read ({@code -1} when none does;
      * {@link #n} when only a final barrier does, whose reason is then recorded). A collective that frees its own
-     * input is noted in {@link #freedAt}.
+     * input is noted in {@link #freedAt(int)}.
      */
     int crossRankEnd(Buffer b, String group) {
         int lastPeer = lastPeerRead[b.id()];
@@ -104,8 +107,7 @@ final class Liveness {
             if (order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Collective c
                     && c.group().equals(group) && c.algorithm().endsWithBarrier()) {
                 if (i == lastPeer && e.reads().contains(b)) {
-                    String before = freedAt.get(i);
-                    freedAt.put(i, before == null ? b.name() : before + ", " + b.name());
+                    freedAt[i] = freedAt[i] == null ? b.name() : freedAt[i] + ", " + b.name();
                 }
                 return i;
             }

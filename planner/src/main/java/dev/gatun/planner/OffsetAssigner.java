@@ -5,8 +5,6 @@ import dev.gatun.ir.CompilationException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
-import org.eclipse.collections.api.block.comparator.primitive.IntComparator;
-import org.eclipse.collections.impl.utility.primitive.IntQuickSort;
 import java.util.List;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -260,13 +258,13 @@ public final class OffsetAssigner {
     static long[] timeOrderedBestFit(List<Item> items) {
         int n = items.size();
         long[] offsets = new long[n];
-        int[] starts = sortedIndices(n, (i, j) -> {
+        int[] starts = IndexSort.sorted(n, (i, j) -> {
             Item a = items.get(i), b = items.get(j);
             int c = Long.compare(a.lower(), b.lower());
             if (c == 0) c = Long.compare(b.size(), a.size());
             return c != 0 ? c : Integer.compare(i, j);
         });
-        int[] ends = sortedIndices(n, (i, j) -> {
+        int[] ends = IndexSort.sorted(n, (i, j) -> {
             int c = Long.compare(items.get(i).upper(), items.get(j).upper());
             return c != 0 ? c : Integer.compare(i, j);
         });
@@ -329,18 +327,6 @@ public final class OffsetAssigner {
             live[k] = true;
         }
         return offsets;
-    }
-
-    /**
-     * The indices {@code 0..n-1} sorted by {@code order}, which must be a total order (ties broken by index): a sort of
-     * primitive ints, without the boxed {@code Integer[]} and comparator chains it replaces (a pool of a large graph holds
-     * tens of thousands of items).
-     */
-    static int[] sortedIndices(int n, IntComparator order) {
-        int[] idx = new int[n];
-        for (int i = 0; i < n; i++) idx[i] = i;
-        if (n > 1) IntQuickSort.sort(idx, 0, n - 1, order);   // bounds inclusive
-        return idx;
     }
 
     /** The peak over time of the summed sizes of live items: no assignment can use less. */

@@ -57,7 +57,7 @@ public final class Planner {
         List<Work> fused = Fusion.fuse(graph, table);
         if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
         fused = GridFolds.apply(fused);
-        var choice = Scheduler.choose(fused, outputs, options.reorder());
+        var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
         if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
@@ -102,14 +102,14 @@ public final class Planner {
             }
             switch (w) {
                 case Work.KernelWork k -> { steps.add(launch(k)); kernels.add(k.kernel()); }
-                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table, pools.rotating.get(e.call())));
+                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt(i), table, pools.rotating.get(e.call())));
                 case Work.GatedWork g -> {
-                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt.get(i), table, pools.rotating.get(g.product().call()));
+                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt(i), table, pools.rotating.get(g.product().call()));
                     steps.add(new Step.GatedProduct("swiglu_" + gated++, product, launch(g.gate())));
                     kernels.add(g.gate().kernel());
                 }
                 case Work.RotaryWork r -> {
-                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt.get(i), table, pools.rotating.get(r.product().call()));
+                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt(i), table, pools.rotating.get(r.product().call()));
                     steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(Planner::launch).toList()));
                     r.rotaries().forEach(k -> kernels.add(k.kernel()));
                 }

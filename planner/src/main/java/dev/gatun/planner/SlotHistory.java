@@ -3,7 +3,6 @@ package dev.gatun.planner;
 import dev.gatun.ir.lower.Buffer;
 
 import dev.gatun.ir.lower.LoweredGraph;
-import org.eclipse.collections.impl.map.mutable.primitive.ObjectIntHashMap;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -51,11 +50,11 @@ final class SlotHistory {
         int n = bufs.size();
         long[] off = r.offsets();
         for (int i = 0; i < n; i++) placements.put(bufs.get(i), new PlanBuffer.Placement(pool, off[i], items.get(i).size()));
-        int[] byEnd = OffsetAssigner.sortedIndices(n, (i, j) -> {
+        int[] byEnd = IndexSort.sorted(n, (i, j) -> {
             int c = Long.compare(items.get(i).upper(), items.get(j).upper());
             return c != 0 ? c : Integer.compare(j, i);
         });
-        int[] byStart = OffsetAssigner.sortedIndices(n, (i, j) -> {   // ties in item order, as the stable sort this replaces
+        int[] byStart = IndexSort.sorted(n, (i, j) -> {   // ties in item order, as the stable sort this replaces
             int c = Long.compare(items.get(i).lower(), items.get(j).lower());
             return c != 0 ? c : Integer.compare(i, j);
         });
@@ -105,7 +104,7 @@ final class SlotHistory {
     List<Plan.Slot> slots(List<Step> steps, Liveness live, BufferTable table) {
         var writtenAt = new StepOf(table.all().size());   // by plan buffer id
         var copiedAt = new StepOf(table.all().size());
-        var finalBarrier = new ObjectIntHashMap<String>();
+        var finalBarrier = new java.util.HashMap<String, Integer>();   // a few groups
         for (int i = 0; i < steps.size(); i++) {
             int at = i;
             switch (steps.get(i)) {
@@ -161,7 +160,7 @@ final class SlotHistory {
             } else {
                 first = stepOfWork[iv[0]];
                 localEnd = iv[1] >= live.n ? last : stepOfWork[iv[1]];
-                if (iv[2] >= 0) cross = iv[2] >= live.n ? finalBarrier.getIfAbsent(b.group(), last) : stepOfWork[iv[2]];
+                if (iv[2] >= 0) cross = iv[2] >= live.n ? finalBarrier.getOrDefault(b.group(), last) : stepOfWork[iv[2]];
             }
             out.add(new Plan.Slot(b, p.pool(), p.offset(), p.bytes(), first, Math.max(localEnd, cross), localEnd, cross, p.reuses(), p.inPlace()));
         }
