@@ -4,7 +4,6 @@ import dev.gatun.ir.CompilationException;
 
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.graph.ProcessGroup;
-import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.planner.kernel.Kernel;
@@ -68,14 +67,13 @@ public final class Plan {
         this.constants = new double[buffers.size()][];
         for (int i = 0; i < lb.size(); i++) if (lb.get(i) instanceof ConstantBuffer c) constants[i] = c.values();
         var ins = new ArrayList<PlanBuffer>();
-        var index = new java.util.IdentityHashMap<Buffer, PlanBuffer>();
-        for (int i = 0; i < lb.size(); i++) index.put(lb.get(i), this.buffers.get(i));
         var sts = new ArrayList<PlanBuffer>();
-        lowered.inputs().values().forEach(in -> (in.isState() ? sts : ins).add(index.get(in)));
+        // a lowered buffer's plan buffer is the one of its id (the table follows the lowered order)
+        lowered.inputs().values().forEach(in -> (in.isState() ? sts : ins).add(this.buffers.get(in.id())));
         this.inputs = List.copyOf(ins);
         this.states = List.copyOf(sts);
         var outs = new LinkedHashMap<String, PlanBuffer>();
-        lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
+        lowered.outputs().forEach((k, v) -> outs.put(k, this.buffers.get(v.id())));
         this.outputs = Collections.unmodifiableMap(outs);
     }
 

@@ -77,7 +77,7 @@ public final class Planner {
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
-        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
+        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.all().stream().anyMatch(PlanBuffer::isDynamic)), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
 
@@ -154,13 +154,13 @@ public final class Planner {
         };
     }
 
-    /** Contiguous runs of device work without symbolic shapes. */
-    private static List<Plan.Partition> partitions(List<Step> steps) {
+    /** Contiguous runs of device work without symbolic shapes; {@code anyDynamic}: whether any buffer has one (else no step touches one). */
+    private static List<Plan.Partition> partitions(List<Step> steps, boolean anyDynamic) {
         var parts = new ArrayList<Plan.Partition>();
         int start = -1, last = -1;
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
-            if (s instanceof Step.AllocDynamic || (s.isDeviceWork() && touchesDynamic(s))) {
+            if (s instanceof Step.AllocDynamic || (anyDynamic && s.isDeviceWork() && touchesDynamic(s))) {
                 if (start >= 0) parts.add(new Plan.Partition(parts.size(), start, last));
                 start = -1;
             } else if (s.isDeviceWork()) {
