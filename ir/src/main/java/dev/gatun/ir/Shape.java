@@ -45,8 +45,9 @@ public record Shape(List<Dim> dims) {
 
     public Dim dim(int i) { return dims.get(i); }
 
+    // indexed loops, not for-each: these run for every buffer many times over, and an iterator is an allocation each
     public boolean isStatic() {
-        for (Dim d : dims) if (!d.isStatic()) return false;
+        for (int i = 0; i < dims.size(); i++) if (!dims.get(i).isStatic()) return false;
         return true;
     }
 
@@ -66,13 +67,13 @@ public record Shape(List<Dim> dims) {
     /** Element count of a static shape. */
     public long numel() {
         long n = 1;
-        for (Dim d : dims) n = Math.multiplyExact(n, d.size());
+        for (int i = 0; i < dims.size(); i++) n = Math.multiplyExact(n, dims.get(i).size());
         return n;
     }
 
     public SymInt symNumel() {
         SymInt n = SymInt.ONE;
-        for (Dim d : dims) n = n.times(d.asSymInt());
+        for (int i = 0; i < dims.size(); i++) n = n.times(dims.get(i).asSymInt());
         return n;
     }
 

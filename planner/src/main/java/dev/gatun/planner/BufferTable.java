@@ -10,9 +10,7 @@ import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.ir.lower.ViewBuffer;
 
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The first pass: one {@link PlanBuffer} per lowered buffer, in the lowered graph's order (so ids follow
@@ -22,16 +20,13 @@ import java.util.Map;
  * views of them) their group.
  */
 final class BufferTable {
-    private final List<PlanBuffer> all = new ArrayList<>();
-    private final Map<Buffer, PlanBuffer> of = new IdentityHashMap<>();
+    private final List<PlanBuffer> all;
     private final List<Buffer> lowered;
 
     private BufferTable(LoweredGraph graph) {
         this.lowered = graph.buffers();
         int n = lowered.size();
-        var made = new PlanBuffer[n];
-        var index = new IdentityHashMap<Buffer, Integer>(n * 2);
-        for (int i = 0; i < n; i++) index.put(lowered.get(i), i);
+        var made = new PlanBuffer[n];   // by Buffer.id(), which is the buffer's position in the lowered graph
         // storages first: a view or a part of a concatenation refers to its storage, which may come later (a
         // concatenation comes after the parts that write into it)
         for (int pass = 0; pass < 2; pass++) {
@@ -42,7 +37,7 @@ final class BufferTable {
                 // a flexible layout is row-major from offset 0: its strides are made only if someone asks (fix() multiplies symbols)
                 Layout.Fixed l = b.layout() instanceof Layout.Flexible ? null : b.layout().fix();
                 Located at = storage ? null : locate(b);
-                PlanBuffer base = at == null ? null : made[index.get(at.storage)];
+                PlanBuffer base = at == null ? null : made[at.storage.id()];
                 PlanBuffer.Kind kind = switch (b) {
                     case InputBuffer in -> in.isState() ? PlanBuffer.Kind.STATE : PlanBuffer.Kind.INPUT;
                     case ConstantBuffer c -> PlanBuffer.Kind.CONSTANT;
@@ -56,10 +51,7 @@ final class BufferTable {
                         b instanceof ConcatBuffer c ? c.parts().stream().map(BufferTable::part).toList() : List.of());
             }
         }
-        for (int i = 0; i < n; i++) {
-            all.add(made[i]);
-            of.put(lowered.get(i), made[i]);
-        }
+        all = java.util.Arrays.asList(made);
     }
 
     /** A buffer's storage and its element offset there: a view's base, a concatenation's part's concatenation (nested ones too). */
@@ -86,7 +78,8 @@ final class BufferTable {
     static BufferTable of(LoweredGraph graph) { return new BufferTable(graph); }
 
     PlanBuffer of(Buffer b) {
-        PlanBuffer pb = of.get(b);
+        int i = b.id();
+        PlanBuffer pb = i >= 0 && i < lowered.size() && lowered.get(i) == b ? all.get(i) : null;
         if (pb == null) throw new IllegalStateException("buffer " + b.name() + " is not in the lowered graph's buffer list");
         return pb;
     }

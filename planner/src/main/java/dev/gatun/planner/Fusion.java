@@ -43,15 +43,18 @@ final class Fusion {
     private static final int WINDOW = 64;
 
     private final LoweredGraph graph;
-    private final Map<Buffer, List<Buffer>> consumers = new IdentityHashMap<>();
-    private final Set<Buffer> viewed = newSet(), outputs = newSet(), absorbed = newSet();
+    // tables by buffer, in arrays by Buffer.id() (see ByBuffer)
+    private final ByBuffer<List<Buffer>> consumers;
+    private final ByBuffer.Set viewed, outputs, absorbed;
     private final List<Group> groups = new ArrayList<>();
-    private final Map<Buffer, Group> groupOf = new IdentityHashMap<>();
-    private final Map<Buffer, Integer> producedAt = new IdentityHashMap<>();
+    private final ByBuffer<Group> groupOf;
+    /** The group (kernel or extern call) position a buffer is ready after; -1 for inputs and constants; {@link #NOT_PRODUCED} for views. */
+    private final int[] producedAt;
+    private static final int NOT_PRODUCED = Integer.MIN_VALUE;
     // each asked for several times per buffer; expression walks and stride products are the bulk of fusion's time
-    private final Map<ComputedBuffer, Set<Buffer>> loads = new IdentityHashMap<>();
-    private final Map<Buffer, List<SymInt>> contiguous = new IdentityHashMap<>();
-    private final Map<ComputedBuffer, List<Expr.Load>> effective = new IdentityHashMap<>();
+    private final ByBuffer<Set<Buffer>> loads;
+    private final ByBuffer<List<SymInt>> contiguous;
+    private final ByBuffer<List<Expr.Load>> effective;
 
     private static final class Group {
         final int position;
@@ -89,7 +92,26 @@ final class Fusion {
 
     private final BufferTable table;
 
-    private Fusion(LoweredGraph graph, BufferTable table) { this.graph = graph; this.table = table; }
+    private Fusion(LoweredGraph graph, BufferTable table) {
+        this.graph = graph;
+        this.table = table;
+        consumers = new ByBuffer<>(graph);
+        viewed = new ByBuffer.Set(graph);
+        outputs = new ByBuffer.Set(graph);
+        absorbed = new ByBuffer.Set(graph);
+        groupOf = new ByBuffer<>(graph);
+        producedAt = new int[graph.buffers().size()];
+        java.util.Arrays.fill(producedAt, NOT_PRODUCED);
+        loads = new ByBuffer<>(graph);
+        contiguous = new ByBuffer<>(graph);
+        effective = new ByBuffer<>(graph);
+    }
+
+    /** Where {@code b} is ready, or {@code otherwise} when nothing produces it (a view). */
+    private int producedAt(Buffer b, int otherwise) {
+        int at = producedAt[b.id()];
+        return at == NOT_PRODUCED ? otherwise : at;
+    }
 
     static List<Work> fuse(LoweredGraph graph, BufferTable table) { return new Fusion(graph, table).run(); }
 
@@ -97,20 +119,20 @@ final class Fusion {
         index();
         for (Buffer b : graph.buffers()) {
             switch (b) {
-                case InputBuffer i -> producedAt.put(b, -1);
-                case ConstantBuffer c -> producedAt.put(b, -1);
+                case InputBuffer i -> producedAt[b.id()] = -1;
+                case ConstantBuffer c -> producedAt[b.id()] = -1;
                 case ViewBuffer v -> { }
                 case ConcatBuffer cat -> {   // written by its parts: ready once the last of them is
                     int at = -1;
-                    for (Buffer w : cat.reads()) at = Math.max(at, producedAt.getOrDefault(w, -1));
-                    producedAt.put(cat, at);
+                    for (Buffer w : cat.reads()) at = Math.max(at, producedAt(w, -1));
+                    producedAt[cat.id()] = at;
                 }
-                case ExternOutputBuffer o -> producedAt.put(b, producedAt.get(o.call()));
+                case ExternOutputBuffer o -> producedAt[b.id()] = producedAt[o.call().id()];
                 case ExternBuffer e -> {
                     var g = new Group(groups.size(), e, List.of(), null);
                     for (Buffer in : e.inputs()) g.reads.add(in.storage());
                     groups.add(g);
-                    producedAt.put(e, g.position);
+                    producedAt[e.id()] = g.position;
                 }
                 case ComputedBuffer c -> {
                     if (absorbed.contains(c)) continue;
@@ -137,7 +159,7 @@ final class Fusion {
                     g.members.add(c);
                     groupOf.put(c, g);
                     for (Expr.Load l : effectiveLoads(c)) g.reads.add(l.storage());
-                    producedAt.put(c, g.position);
+                    producedAt[c.id()] = g.position;
                 }
             }
         }
@@ -180,7 +202,7 @@ final class Fusion {
     private Set<Buffer> loadsOf(ComputedBuffer c) {
         return loads.computeIfAbsent(c, k -> {
             var s = new LinkedHashSet<Buffer>();
-            collectLoads(k.body(), s);
+            collectLoads(c.body(), s);
             return s;
         });
     }
@@ -260,7 +282,7 @@ final class Fusion {
         refusals.clear();
         var loads = effectiveLoads(c);
         int ready = -1;
-        for (Expr.Load l : loads) ready = Math.max(ready, producedAt.getOrDefault(l.storage(), -1));
+        for (Expr.Load l : loads) ready = Math.max(ready, producedAt(l.storage(), -1));
         for (int i = groups.size() - 1; i >= 0 && i >= groups.size() - WINDOW; i--) {
             Group g = groups.get(i);
             if (g.position < ready) break;            // something c reads is produced after this kernel
@@ -301,7 +323,7 @@ final class Fusion {
                 shares = vertical = true;
                 ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
             } else if (g.reads.contains(s)) shares = true;
-            else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt.get(s) == g.position) ok = false;
+            else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) ok = false;
         }
         if (!ok || !shares) return null;
         if (!vertical && raisesPeak(c, g)) {
@@ -498,7 +520,7 @@ final class Fusion {
     private List<Expr.Load> effectiveLoads(ComputedBuffer c) {
         return effective.computeIfAbsent(c, k -> {
             var out = new ArrayList<Expr.Load>();
-            expand(k.body(), null, k.ranges().size() + k.reductionRanges().size(), out);
+            expand(c.body(), null, c.ranges().size() + c.reductionRanges().size(), out);
             return out;
         });
     }
@@ -543,7 +565,7 @@ final class Fusion {
             }
             for (ComputedBuffer m : h.members) {
                 groupOf.put(m, g);
-                producedAt.put(m, g.position);
+                producedAt[m.id()] = g.position;
                 g.dimsOf.put(m, h.dimsOf.get(m));
             }
             g.members.addAll(0, h.members);
@@ -597,8 +619,8 @@ final class Fusion {
             for (Buffer u : consumers.getOrDefault(m, List.of())) {
                 if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
                 if (absorbed.contains(u)) return false;
-                Integer at = producedAt.get(u);
-                if (at != null && at < g.position) return false;   // a reader already placed before g
+                int at = producedAt[u.id()];
+                if (at != NOT_PRODUCED && at < g.position) return false;   // a reader already placed before g
             }
         }
         return true;
@@ -621,8 +643,9 @@ final class Fusion {
         var writes = new ArrayList<Buffer>();
         writes.add(e);
         writes.addAll(e.extraOutputs());
-        var reads = e.inputs().stream().map(Buffer::storage).distinct().toList();
-        return new Work.ExternWork(e, writes, reads);
+        var reads = new ArrayList<Buffer>(e.inputs().size());   // each input's storage once, in order
+        for (Buffer in : e.inputs()) if (!reads.contains(in.storage())) reads.add(in.storage());
+        return new Work.ExternWork(e, writes, List.copyOf(reads));
     }
 
     private Work kernelWork(Group g, int[] counter) {

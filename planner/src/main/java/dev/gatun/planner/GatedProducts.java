@@ -30,11 +30,13 @@ final class GatedProducts {
     /** {@code order} with each product and its SwiGLU joined; {@code outputs}: the graph's output storages, which must stay written. */
     static List<Work> join(List<Work> order, BufferTable table, Set<Buffer> outputs) {
         var out = new ArrayList<Work>(order.size());
+        int[] readers = readers(order, table.all().size());   // null where no product is a candidate
         for (int i = 0; i < order.size(); i++) {
-            if (i + 1 < order.size() && order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
-                    && order.get(i + 1) instanceof Work.KernelWork k && k.reads().contains(e.call())) {
+            if (candidate(order, i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m
+                    && order.get(i + 1) instanceof Work.KernelWork k) {
+                // the kernel after it reads it: it is the one reader when no other work does
                 String why = outputs.contains(e.call()) ? "the product is a graph output"
-                        : !readOnlyBy(order, e.call(), i + 1) ? "another step reads the product"
+                        : readers[e.call().id()] > 1 ? "another step reads the product"
                         : Step.GatedProduct.misfit(table.of(e.call()), m.transA(), m.transB(), k.kernel());
                 if (why == null) {
                     out.add(new Work.GatedWork(e, k));
@@ -54,9 +56,28 @@ final class GatedProducts {
         return out;
     }
 
-    /** Whether no work but the one at {@code reader} reads {@code b}. */
-    private static boolean readOnlyBy(List<Work> order, Buffer b, int reader) {
-        for (int i = 0; i < order.size(); i++) if (i != reader && order.get(i).reads().contains(b)) return false;
-        return true;
+    /** The product at {@code i} when it is a matrix product that the kernel right after it reads, else null. */
+    private static Work.ExternWork candidate(List<Work> order, int i) {
+        return i + 1 < order.size() && order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul
+                && order.get(i + 1) instanceof Work.KernelWork k && k.reads().contains(e.call()) ? e : null;
+    }
+
+    /**
+     * For each buffer (by id), how many works read it (a work that reads it twice counts once), or null where no product
+     * is a candidate. Counted in one pass: asking every work about every candidate made this pass quadratic (a 100k-node
+     * graph planned in a minute).
+     */
+    private static int[] readers(List<Work> order, int graphBuffers) {
+        boolean any = false;
+        for (int i = 0; i < order.size() && !any; i++) any = candidate(order, i) != null;
+        if (!any) return null;
+        int[] count = new int[graphBuffers], lastReader = new int[graphBuffers];   // by Buffer.id(); lastReader: work index + 1
+        for (int i = 0; i < order.size(); i++)
+            for (Buffer b : order.get(i).reads())
+                if (lastReader[b.id()] != i + 1) {
+                    lastReader[b.id()] = i + 1;
+                    count[b.id()]++;
+                }
+        return count;
     }
 }

@@ -4,9 +4,10 @@ import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ExternBuffer;
 import dev.gatun.ir.lower.ExternCall;
 
+import dev.gatun.ir.lower.LoweredGraph;
+
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.IdentityHashMap;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -28,57 +29,86 @@ final class Liveness {
      * no slot of their own (see {@link Slices}); {@link #def} and {@link #localEnd} of it span all its parts.
      */
     final List<Buffer> written = new ArrayList<>();
-    private final Map<Buffer, Integer> writer = new IdentityHashMap<>(), lastRead = new IdentityHashMap<>(), lastPeerRead = new IdentityHashMap<>();
+    /** By {@link Buffer#id()}: the work that writes it, the last that reads it here, the last a peer reads it in; {@link #NONE}. */
+    private final int[] writer, lastRead, lastPeerRead;
+    private static final int NONE = -1;
     private final Set<Buffer> outputs;
-    /** Work index to the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"). */
-    final Map<Integer, String> freedAt = new HashMap<>();
+    /** By work index: the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"), or null. */
+    private final String[] freedAt;
     /** Group to why the call must end with a barrier of it. */
     final Map<String, String> finalBarriers = new TreeMap<>();
 
-    Liveness(List<Work> order, Set<Buffer> outputs) {
+    Liveness(LoweredGraph graph, List<Work> order, Set<Buffer> outputs) {
         this.order = order;
         this.n = order.size();
         this.outputs = outputs;
+        this.freedAt = new String[n];
+        int buffers = graph.buffers().size();
+        writer = none(buffers);
+        lastRead = none(buffers);
+        lastPeerRead = none(buffers);
         for (int i = 0; i < n; i++) {
             Work w = order.get(i);
             for (Buffer b : w.writes()) {
-                writer.put(b, i);
+                writer[b.id()] = i;
                 // a part of a concatenation: its storage is written from the first part's write on
                 Buffer s = Slices.storage(b);
                 if (s == b) written.add(b);
-                else if (writer.putIfAbsent(s, i) == null) written.add(s);
+                else if (writer[s.id()] == NONE) {
+                    writer[s.id()] = i;
+                    written.add(s);
+                }
             }
             for (Buffer b : w.reads()) {
-                lastRead.put(b, i);
-                if (Slices.isPart(b)) lastRead.put(Slices.storage(b), i);
+                lastRead[b.id()] = i;
+                if (Slices.isPart(b)) lastRead[Slices.storage(b).id()] = i;
             }
-            if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead.put(b, i);
+            if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead[b.id()] = i;
         }
     }
 
-    /** The work that writes {@code b}. */
-    int def(Buffer b) { return writer.get(b); }
+    private static int[] none(int size) {
+        int[] a = new int[size];
+        Arrays.fill(a, NONE);
+        return a;
+    }
 
-    boolean isWritten(Buffer b) { return writer.containsKey(b); }
+    /** The work that writes {@code b}. */
+    int def(Buffer b) {
+        int w = writer[b.id()];
+        if (w == NONE) throw new IllegalStateException(b.name() + " is written by no work of the order");
+        return w;
+    }
+
+    boolean isWritten(Buffer b) { return writer[b.id()] != NONE; }
 
     /** The last work that reads {@code b} on this rank; {@link #n} for a graph output (it lives to the end). */
-    int localEnd(Buffer b) { return outputs.contains(b) ? n : lastRead.getOrDefault(b, def(b)); }
+    int localEnd(Buffer b) {
+        if (outputs.contains(b)) return n;
+        int r = lastRead[b.id()];
+        return r != NONE ? r : def(b);
+    }
+
+    /** The inputs whose slots work {@code i}'s trailing barrier frees on every rank ("x, y"), or null (see {@link #crossRankEnd}). */
+    String freedAt(int i) { return freedAt[i]; }
 
     /** Whether {@code b} is last read by work {@code i}. */
-    boolean lastReadAt(Buffer b, int i) { return lastRead.get(b) != null && lastRead.get(b) == i; }
+    boolean lastReadAt(Buffer b, int i) { return lastRead[b.id()] == i; }
 
     /**
      * The work whose trailing barrier frees a slot of {@code group} that peers read ({@code -1} when none does;
      * {@link #n} when only a final barrier does, whose reason is then recorded). A collective that frees its own
-     * input is noted in {@link #freedAt}.
+     * input is noted in {@link #freedAt(int)}.
      */
     int crossRankEnd(Buffer b, String group) {
-        Integer lastPeer = lastPeerRead.get(b);
-        if (lastPeer == null) return -1;
+        int lastPeer = lastPeerRead[b.id()];
+        if (lastPeer == NONE) return -1;
         for (int i = lastPeer; i < n; i++) {
             if (order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Collective c
                     && c.group().equals(group) && c.algorithm().endsWithBarrier()) {
-                if (i == lastPeer && e.reads().contains(b)) freedAt.merge(i, b.name(), (x, y) -> x + ", " + y);
+                if (i == lastPeer && e.reads().contains(b)) {
+                    freedAt[i] = freedAt[i] == null ? b.name() : freedAt[i] + ", " + b.name();
+                }
                 return i;
             }
         }

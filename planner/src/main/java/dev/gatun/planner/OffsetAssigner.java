@@ -258,10 +258,16 @@ public final class OffsetAssigner {
     static long[] timeOrderedBestFit(List<Item> items) {
         int n = items.size();
         long[] offsets = new long[n];
-        Integer[] starts = new Integer[n], ends = new Integer[n];
-        for (int i = 0; i < n; i++) { starts[i] = i; ends[i] = i; }
-        Arrays.sort(starts, Comparator.<Integer>comparingLong(i -> items.get(i).lower()).thenComparingLong(i -> -items.get(i).size()).thenComparingInt(i -> i));
-        Arrays.sort(ends, Comparator.<Integer>comparingLong(i -> items.get(i).upper()).thenComparingInt(i -> i));
+        int[] starts = IndexSort.sorted(n, (i, j) -> {
+            Item a = items.get(i), b = items.get(j);
+            int c = Long.compare(a.lower(), b.lower());
+            if (c == 0) c = Long.compare(b.size(), a.size());
+            return c != 0 ? c : Integer.compare(i, j);
+        });
+        int[] ends = IndexSort.sorted(n, (i, j) -> {
+            int c = Long.compare(items.get(i).upper(), items.get(j).upper());
+            return c != 0 ? c : Integer.compare(i, j);
+        });
         var freeByOffset = new TreeMap<Long, Long>();           // offset -> length
         var freeBySize = new TreeSet<long[]>((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1])); // (length, offset)
         long top = 0;

@@ -4,7 +4,6 @@ import dev.gatun.ir.CompilationException;
 
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.graph.ProcessGroup;
-import dev.gatun.ir.lower.Buffer;
 import dev.gatun.ir.lower.ConstantBuffer;
 import dev.gatun.ir.lower.LoweredGraph;
 import dev.gatun.planner.kernel.Kernel;
@@ -34,7 +33,7 @@ public final class Plan {
     private final PlanOptions options;
     private final String order;
     private final long plainPeak, chosenPeak;
-    private final String fingerprint;
+    private volatile String fingerprint;   // made on first use: hashing the canonical text is a sixth of planning a large graph
     private final Launches launches;
     private volatile Map<String, PlanBuffer> byName;
     private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
@@ -75,19 +74,15 @@ public final class Plan {
         this.constants = new double[buffers.size()][];
         for (int i = 0; i < lb.size(); i++) if (lb.get(i) instanceof ConstantBuffer c) constants[i] = c.values();
         var ins = new ArrayList<PlanBuffer>();
-        var index = new java.util.IdentityHashMap<Buffer, PlanBuffer>();
-        for (int i = 0; i < lb.size(); i++) index.put(lb.get(i), this.buffers.get(i));
         var sts = new ArrayList<PlanBuffer>();
-        lowered.inputs().values().forEach(in -> (in.isState() ? sts : ins).add(index.get(in)));
+        // a lowered buffer's plan buffer is the one of its id (the table follows the lowered order)
+        lowered.inputs().values().forEach(in -> (in.isState() ? sts : ins).add(this.buffers.get(in.id())));
         this.inputs = List.copyOf(ins);
         this.states = List.copyOf(sts);
         var outs = new LinkedHashMap<String, PlanBuffer>();
-        lowered.outputs().forEach((k, v) -> outs.put(k, index.get(v)));
+        lowered.outputs().forEach((k, v) -> outs.put(k, this.buffers.get(v.id())));
         this.outputs = Collections.unmodifiableMap(outs);
         this.launches = ProductKernels.launches(this.steps, lowered.worldSize(), options.programmaticLaunch());
-        var digest = new Fingerprint.Digest();
-        canonical(digest);
-        this.fingerprint = digest.hex();
     }
 
     public String name() { return lowered.graph().name(); }
@@ -172,8 +167,16 @@ public final class Plan {
     public long estimatedPeak() { return chosenPeak; }
     public long plainOrderPeak() { return plainPeak; }
 
-    /** SHA-256 of the plan's canonical text, in hex. */
-    public String fingerprint() { return fingerprint; }
+    /** SHA-256 of the plan's canonical text, in hex (made on the first call; a plan never changes). */
+    public String fingerprint() {
+        String f = fingerprint;
+        if (f == null) {
+            var digest = new Fingerprint.Digest();
+            canonical(digest);
+            fingerprint = f = digest.hex();
+        }
+        return f;
+    }
 
     /** Every kernel as pseudo-code. */
     public String kernelSources() {
@@ -238,6 +241,6 @@ public final class Plan {
     @Override public String toString() {
         String t = text;
         if (t == null) text = t = body();
-        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint.substring(0, 16) + "\n" + t;
+        return "plan \"" + name() + "\"  world=" + worldSize() + "  fingerprint=" + fingerprint().substring(0, 16) + "\n" + t;
     }
 }

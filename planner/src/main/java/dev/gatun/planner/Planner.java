@@ -61,20 +61,20 @@ public final class Planner {
         List<Work> fused = Fusion.fuse(graph, table);
         if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
         fused = GridFolds.apply(fused);
-        var choice = Scheduler.choose(fused, outputs, options.reorder());
+        var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());
         var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
         if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
         if (options.productEpilogues()) order = ProductEpilogues.join(order, table);
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
-        var live = new Liveness(order, outputs);
+        var live = new Liveness(graph, order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
-        var pools = new Pools(options);
+        var pools = new Pools(graph, options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
         pools.rotating(graph);
         pools.states(graph);
-        pools.regular(live, inPlace);
+        pools.regular(graph, live, inPlace);
         pools.constants(graph);
         pools.placements.forEach((b, p) -> table.of(b).place(p));
         var kernels = new ArrayList<Kernel>();
@@ -83,7 +83,7 @@ public final class Planner {
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         steps = ProductKernels.choose(steps);
-        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps), pools.history.slots(steps, live, table),
+        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.all().stream().anyMatch(PlanBuffer::isDynamic)), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
 
@@ -108,19 +108,19 @@ public final class Planner {
             }
             switch (w) {
                 case Work.KernelWork k -> { steps.add(launch(k)); kernels.add(k.kernel()); }
-                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt.get(i), table, pools.rotating.get(e.call())));
+                case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt(i), table, pools.rotating.get(e.call())));
                 case Work.GatedWork g -> {
-                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt.get(i), table, pools.rotating.get(g.product().call()));
+                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt(i), table, pools.rotating.get(g.product().call()));
                     steps.add(new Step.GatedProduct("swiglu_" + gated++, product, launch(g.gate())));
                     kernels.add(g.gate().kernel());
                 }
                 case Work.RotaryWork r -> {
-                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt.get(i), table, pools.rotating.get(r.product().call()));
+                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt(i), table, pools.rotating.get(r.product().call()));
                     steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(Planner::launch).toList()));
                     r.rotaries().forEach(k -> kernels.add(k.kernel()));
                 }
                 case Work.TiledWork t -> {
-                    var product = (Step.Matmul) extern(t.product().call(), live.freedAt.get(i), table, pools.rotating.get(t.product().call()));
+                    var product = (Step.Matmul) extern(t.product().call(), live.freedAt(i), table, pools.rotating.get(t.product().call()));
                     steps.add(new Step.TiledProduct("tiled_" + tiled++, product, t.epilogues().stream().map(Planner::launch).toList(), t.tiles()));
                     t.epilogues().forEach(k -> kernels.add(k.kernel()));
                 }
@@ -165,13 +165,13 @@ public final class Planner {
         };
     }
 
-    /** Contiguous runs of device work without symbolic shapes. */
-    private static List<Plan.Partition> partitions(List<Step> steps) {
+    /** Contiguous runs of device work without symbolic shapes; {@code anyDynamic}: whether any buffer has one (else no step touches one). */
+    private static List<Plan.Partition> partitions(List<Step> steps, boolean anyDynamic) {
         var parts = new ArrayList<Plan.Partition>();
         int start = -1, last = -1;
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
-            if (s instanceof Step.AllocDynamic || (s.isDeviceWork() && touchesDynamic(s))) {
+            if (s instanceof Step.AllocDynamic || (anyDynamic && s.isDeviceWork() && touchesDynamic(s))) {
                 if (start >= 0) parts.add(new Plan.Partition(parts.size(), start, last));
                 start = -1;
             } else if (s.isDeviceWork()) {

@@ -36,9 +36,12 @@ final class Pools {
     final Map<Buffer, PlanBuffer.Placement> placements = new LinkedHashMap<>();
     /** Constants, then path-2 inputs: placed once, before the first step. */
     final List<Buffer> persistent = new ArrayList<>();
-    final SlotHistory history = new SlotHistory();
+    final SlotHistory history;
 
-    Pools(PlanOptions options) { this.options = options; }
+    Pools(LoweredGraph graph, PlanOptions options) {
+        this.options = options;
+        this.history = new SlotHistory(graph);
+    }
 
     /** Slot alignment: 128 bytes, or the buffer's size rounded up to a power of two (at least 16) when smaller. */
     static long alignment(long bytes) {
@@ -114,22 +117,24 @@ final class Pools {
     }
 
     /** The regular arena: every other static buffer; an in-place chain shares one slot, from its first write to its last read. */
-    void regular(Liveness live, Map<Buffer, Buffer> inPlace) {
-        var rootOf = new IdentityHashMap<Buffer, Buffer>();
-        var chainEnd = new IdentityHashMap<Buffer, Integer>();
+    void regular(LoweredGraph graph, Liveness live, Map<Buffer, Buffer> inPlace) {
+        var rootOf = new ByBuffer<Buffer>(graph);
+        int[] chainEnd = new int[graph.buffers().size()];   // by the root's index
         for (Buffer b : live.written) {
             if (!b.type().shape().isStatic() || b.layout() instanceof Layout.CommBuffer || placements.containsKey(b)) continue;
-            history.interval(b, live.def(b), live.localEnd(b), -1);
-            Buffer root = inPlace.containsKey(b) ? rootOf.get(inPlace.get(b)) : b;
+            int end = live.localEnd(b);
+            history.interval(b, live.def(b), end, -1);
+            Buffer in = inPlace.get(b);
+            Buffer root = in != null ? rootOf.get(in) : b;
             rootOf.put(b, root);
-            chainEnd.merge(root, live.localEnd(b), Math::max);
+            chainEnd[root.id()] = root == b ? end : Math.max(chainEnd[root.id()], end);
         }
         var bufs = new ArrayList<Buffer>();
         var items = new ArrayList<OffsetAssigner.Item>();
         for (Buffer b : live.written) {
             if (rootOf.get(b) != b) continue;
             bufs.add(b);
-            items.add(item(b, live.def(b), chainEnd.get(b)));
+            items.add(item(b, live.def(b), chainEnd[b.id()]));
         }
         if (items.isEmpty()) return;
         var r = OffsetAssigner.assign(items);

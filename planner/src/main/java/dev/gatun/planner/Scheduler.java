@@ -5,9 +5,7 @@ import dev.gatun.ir.lower.Buffer;
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
@@ -32,10 +30,10 @@ final class Scheduler {
     private final int[] distinctReaders;
     private final int[][] readIds, writeIds;   // per work, its reads and writes as buffer ids, repeats kept
 
-    private Scheduler(List<Work> works, Set<Buffer> outputs) {
+    private Scheduler(List<Work> works, Set<Buffer> outputs, int graphBuffers) {
         this.works = works;
         int n = works.size();
-        var ids = new IdentityHashMap<Buffer, Integer>();
+        int[] ids = new int[graphBuffers];   // by Buffer.id(): the buffer's id here plus one, 0 until it has one
         var buffers = new ArrayList<Buffer>();
         readIds = new int[n][];
         writeIds = new int[n][];
@@ -82,13 +80,12 @@ final class Scheduler {
         for (int i = 0; i < n; i++) { deps[i] = sortedDistinct(deps[i]); users[i] = sortedDistinct(users[i]); }
     }
 
-    private static int[] idsOf(List<Buffer> list, Map<Buffer, Integer> ids, List<Buffer> buffers) {
+    private static int[] idsOf(List<Buffer> list, int[] ids, List<Buffer> buffers) {
         int[] out = new int[list.size()];
         for (int k = 0; k < out.length; k++) {
             Buffer b = list.get(k);
-            Integer id = ids.get(b);
-            if (id == null) { id = buffers.size(); ids.put(b, id); buffers.add(b); }
-            out[k] = id;
+            if (ids[b.id()] == 0) { buffers.add(b); ids[b.id()] = buffers.size(); }
+            out[k] = ids[b.id()] - 1;
         }
         return out;
     }
@@ -101,8 +98,9 @@ final class Scheduler {
         return k == a.length ? a : Arrays.copyOf(a, k);
     }
 
-    static Choice choose(List<Work> works, Set<Buffer> outputs, boolean reorder) {
-        var s = new Scheduler(works, outputs);
+    /** {@code graphBuffers}: how many buffers the lowered graph of the works has (their {@link Buffer#id()}s are below it). */
+    static Choice choose(List<Work> works, Set<Buffer> outputs, boolean reorder, int graphBuffers) {
+        var s = new Scheduler(works, outputs, graphBuffers);
         int[] plain = new int[works.size()];
         for (int i = 0; i < plain.length; i++) plain[i] = i;
         long plainPeak = s.peak(plain);

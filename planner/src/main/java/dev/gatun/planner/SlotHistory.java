@@ -2,10 +2,10 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.lower.Buffer;
 
+import dev.gatun.ir.lower.LoweredGraph;
+
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -17,21 +17,28 @@ import java.util.TreeMap;
  * checks read the planner's own intervals instead of reconstructing them.
  */
 final class SlotHistory {
-    private final Map<Buffer, String> reuses = new IdentityHashMap<>();
-    private final Map<Buffer, Boolean> inPlace = new IdentityHashMap<>();
+    // by lowered buffer (see ByBuffer)
+    private final ByBuffer<String> reuses;
+    private final ByBuffer.Set inPlace;
     /** def, local end, cross-rank end (-1: none), in work indices. */
-    private final Map<Buffer, int[]> intervals = new IdentityHashMap<>();
+    private final ByBuffer<int[]> intervals;
+
+    SlotHistory(LoweredGraph graph) {
+        reuses = new ByBuffer<>(graph);
+        inPlace = new ByBuffer.Set(graph);
+        intervals = new ByBuffer<>(graph);
+    }
 
     void interval(Buffer b, int def, int localEnd, int crossEnd) { intervals.put(b, new int[]{def, localEnd, crossEnd}); }
 
     void inPlace(Buffer out, Buffer in) {
         reuses.put(out, in.name());
-        inPlace.put(out, true);
+        inPlace.add(out);
     }
 
     String reuses(Buffer b) { return reuses.get(b); }
 
-    boolean isInPlace(Buffer b) { return inPlace.containsKey(b); }
+    boolean isInPlace(Buffer b) { return inPlace.contains(b); }
 
     /**
      * Records placements and, for each buffer, the earlier occupant of its slot if any: among the items
@@ -43,10 +50,14 @@ final class SlotHistory {
         int n = bufs.size();
         long[] off = r.offsets();
         for (int i = 0; i < n; i++) placements.put(bufs.get(i), new PlanBuffer.Placement(pool, off[i], items.get(i).size()));
-        Integer[] byEnd = new Integer[n], byStart = new Integer[n];
-        for (int i = 0; i < n; i++) { byEnd[i] = i; byStart[i] = i; }
-        Arrays.sort(byEnd, Comparator.<Integer>comparingLong(i -> items.get(i).upper()).thenComparing(i -> -i));
-        Arrays.sort(byStart, Comparator.comparingLong(i -> items.get(i).lower()));
+        int[] byEnd = IndexSort.sorted(n, (i, j) -> {
+            int c = Long.compare(items.get(i).upper(), items.get(j).upper());
+            return c != 0 ? c : Integer.compare(j, i);
+        });
+        int[] byStart = IndexSort.sorted(n, (i, j) -> {   // ties in item order, as the stable sort this replaces
+            int c = Long.compare(items.get(i).lower(), items.get(j).lower());
+            return c != 0 ? c : Integer.compare(i, j);
+        });
         var paint = new TreeMap<Long, long[]>();   // start -> {end, item}
         int e = 0;
         for (int q : byStart) {
@@ -91,9 +102,9 @@ final class SlotHistory {
      * last step, or for a cross-rank end the group's final barrier.
      */
     List<Plan.Slot> slots(List<Step> steps, Liveness live, BufferTable table) {
-        var writtenAt = new IdentityHashMap<PlanBuffer, Integer>();
-        var copiedAt = new IdentityHashMap<PlanBuffer, Integer>();
-        var finalBarrier = new java.util.HashMap<String, Integer>();
+        var writtenAt = new StepOf(table.all().size());   // by plan buffer id
+        var copiedAt = new StepOf(table.all().size());
+        var finalBarrier = new java.util.HashMap<String, Integer>();   // a few groups
         for (int i = 0; i < steps.size(); i++) {
             int at = i;
             Step step = steps.get(i);
@@ -129,5 +140,19 @@ final class SlotHistory {
             out.add(new Plan.Slot(b, p.pool(), p.offset(), p.bytes(), first, Math.max(localEnd, cross), localEnd, cross, p.reuses(), p.inPlace()));
         }
         return out;
+    }
+
+    /** The step at which each plan buffer (by id) is written or copied in; absent where none is. */
+    private static final class StepOf {
+        private final int[] step;
+
+        StepOf(int buffers) {
+            step = new int[buffers];
+            Arrays.fill(step, -1);
+        }
+
+        void put(PlanBuffer b, int at) { step[b.id()] = at; }
+
+        int getOrDefault(PlanBuffer b, int otherwise) { return step[b.id()] >= 0 ? step[b.id()] : otherwise; }
     }
 }

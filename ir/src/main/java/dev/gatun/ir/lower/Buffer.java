@@ -13,25 +13,40 @@ import java.util.List;
 public abstract sealed class Buffer permits InputBuffer, ConstantBuffer, ComputedBuffer, ExternBuffer, ExternOutputBuffer, ViewBuffer, ConcatBuffer {
     private final String name;
     private Layout layout;
+    /** The layout's type, made once: a layout change keeps it, and the planner asks for it millions of times on a large graph. */
+    private final TensorType type;
     private final int origin;
     private ConcatBuffer.Part slice;
+    private int id = -1;
 
     Buffer(String name, Layout layout, int origin) {
         this.name = name;
         this.layout = layout;
+        this.type = layout.type();
         this.origin = origin;
     }
 
     public String name() { return name; }
     public Layout layout() { return layout; }
-    public TensorType type() { return layout.type(); }
+    public TensorType type() { return type; }
+
+    /**
+     * This buffer's position in its lowered graph's {@link LoweredGraph#buffers()}: a dense id, so that the planner keeps
+     * its per-buffer tables in arrays instead of hash maps keyed by buffer. -1 until the lowered graph is made.
+     */
+    public int id() { return id; }
+
+    void setId(int i) {
+        if (id >= 0 && id != i) throw new IllegalStateException(name + " is already buffer " + id + " of a lowered graph");
+        id = i;
+    }
 
     /** The graph node this buffer came from, or -1 for buffers lowering inserted. */
     public int origin() { return origin; }
 
     void setLayout(Layout layout) {
-        if (!layout.type().equals(this.layout.type()))
-            throw new IllegalStateException(name + ": a layout change may not change the type " + this.layout.type() + " -> " + layout.type());
+        if (!layout.type().equals(type))
+            throw new IllegalStateException(name + ": a layout change may not change the type " + type + " -> " + layout.type());
         this.layout = layout;
     }
 

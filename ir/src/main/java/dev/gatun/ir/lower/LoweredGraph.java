@@ -28,7 +28,11 @@ public final class LoweredGraph {
         this.options = options;
         this.buffers = List.copyOf(buffers);
         this.byName = new java.util.HashMap<>(this.buffers.size() * 2);
-        for (Buffer b : this.buffers) byName.put(b.name(), b);
+        for (int i = 0; i < this.buffers.size(); i++) {
+            Buffer b = this.buffers.get(i);
+            b.setId(i);
+            byName.put(b.name(), b);
+        }
         this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(inputs));
         this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(outputs));
         this.realizations = List.copyOf(realizations);

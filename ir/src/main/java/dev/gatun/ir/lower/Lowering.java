@@ -42,14 +42,15 @@ public final class Lowering {
     private final Graph graph;
     private final LoweringOptions options;
     private final List<Buffer> buffers = new ArrayList<>();
-    private final Map<Node, Value> values = new IdentityHashMap<>();
+    /** Each node's lowered value, by node id (ids are positions in the graph's node list). */
+    private final Value[] values;
     private final Map<String, InputBuffer> inputs = new LinkedHashMap<>();
     private final Map<Buffer, String> fixedBecause = new IdentityHashMap<>();
     private final List<Realization> realizations = new ArrayList<>();
     private final List<String> decisions = new ArrayList<>();
     private final Set<String> names = new HashSet<>();
-    /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name. */
-    private final Map<Buffer, String> firstReader = new IdentityHashMap<>();
+    /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name; by {@link Buffer#id()}. */
+    private final List<String> firstReader = new ArrayList<>();
     private int counter;
 
     /** A lowered node: a buffer, or a scalar constant that loops inline. */
@@ -62,6 +63,7 @@ public final class Lowering {
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
+        this.values = new Value[graph.nodes().size()];
     }
 
     public static LoweredGraph lower(Graph graph, LoweringOptions options) {
@@ -70,14 +72,14 @@ public final class Lowering {
 
     private LoweredGraph run() {
         checkWorld();
-        var live = liveNodes();
+        boolean[] live = liveNodes();
         for (Node n : graph.nodes()) {
-            if (!live.contains(n)) {
+            if (!live[n.id()]) {
                 decisions.add("%" + n.id() + " " + n.op().opName() + ": dropped, no output depends on it");
                 continue;
             }
             Value v = lowerNode(n);
-            values.put(n, v);
+            values[n.id()] = v;
             if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) placeInRegion(n, b);
         }
         var outputs = new LinkedHashMap<String, Buffer>();
@@ -110,14 +112,18 @@ public final class Lowering {
         }
     }
 
-    private Set<Node> liveNodes() {
-        var live = java.util.Collections.newSetFromMap(new IdentityHashMap<Node, Boolean>());
+    /** Whether each node (by id) is needed: an output depends on it, or it updates a state. */
+    private boolean[] liveNodes() {
+        var live = new boolean[graph.nodes().size()];
         var work = new ArrayDeque<>(graph.outputs().values());
         // an update of a state is kept whether or not an output reads it: the state holds it after the call
         for (Node n : graph.nodes()) if (n.op() instanceof Op.UpdateSlice && graph.stateOf(n) != null) work.add(n);
         while (!work.isEmpty()) {
             Node n = work.pop();
-            if (live.add(n)) work.addAll(n.inputs());
+            if (!live[n.id()]) {
+                live[n.id()] = true;
+                work.addAll(n.inputs());
+            }
         }
         return live;
     }
@@ -151,7 +157,7 @@ public final class Lowering {
             case Op.Cat c -> cat(n, c);
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
-                var call = (ExternBuffer) ((BufferValue) values.get(n.input(0))).buffer();
+                var call = (ExternBuffer) ((BufferValue) values[n.input(0).id()]).buffer();
                 yield new BufferValue(call.extraOutputs().get(o.index() - 1));
             }
         };
@@ -184,7 +190,7 @@ public final class Lowering {
     private Buffer reduction(Node n, Op.Reduce r) {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
-        Strided src = strided(values.get(x));
+        Strided src = strided(values[x.id()]);
         var strides = new ArrayList<SymInt>();
         for (int d = 0; d < x.type().rank(); d++) {
             if (dims.contains(d)) {
@@ -296,16 +302,16 @@ public final class Lowering {
 
     /** The value as a buffer; a scalar constant becomes a one-element loop. */
     private Buffer asBuffer(Node n) {
-        Value v = values.get(n);
+        Value v = values[n.id()];
         if (v instanceof BufferValue(Buffer b)) return b;
         var s = (ScalarValue) v;
         Buffer b = register(new ComputedBuffer(next(), "scalar", Layout.flexible(s.dtype(), Shape.SCALAR), new Expr.Constant(s.value(), s.dtype()),
                 null, List.of(), n.id()));
-        values.put(n, new BufferValue(b));
+        values[n.id()] = new BufferValue(b);
         return b;
     }
 
-    private Value arg(Node n, int i) { return values.get(n.input(i)); }
+    private Value arg(Node n, int i) { return values[n.input(i).id()]; }
 
     /** A built-in extern call of {@code n}'s inputs (each packed row-major, copied where not) into a contiguous result. */
     private Value extern(Node n, ExternCall call) {
@@ -491,8 +497,8 @@ public final class Lowering {
         if (!b.layout().isFlexible() && !packed(b)) return b.name() + " has a strided layout of its own";
         if (b instanceof ConcatBuffer && !contiguousSlice)
             return b.name() + " is a concatenation itself, which goes inside another only where its slice is contiguous";
-        if (!contiguousSlice && firstReader.containsKey(b))
-            return b.name() + " is already read row-major by " + firstReader.get(b) + ", and its slice along dimension " + dim + " is strided";
+        if (!contiguousSlice && firstReader.get(b.id()) != null)
+            return b.name() + " is already read row-major by " + firstReader.get(b.id()) + ", and its slice along dimension " + dim + " is strided";
         return null;
     }
 
@@ -710,15 +716,21 @@ public final class Lowering {
     // ---------------------------------------------------------------- naming
 
     private Buffer register(Buffer b) {
+        b.setId(buffers.size());   // its place in the lowered graph (which keeps the order of registering)
         buffers.add(b);
+        firstReader.add(null);
         if (b instanceof ComputedBuffer c) noteReads(c.body(), b.name());   // a walk of the body, no set made: this runs for every buffer
-        else for (Buffer r : b.reads()) firstReader.putIfAbsent(r, b.name());
+        else for (Buffer r : b.reads()) noteRead(r, b.name());
         return b;
+    }
+
+    private void noteRead(Buffer read, String by) {
+        if (firstReader.get(read.id()) == null) firstReader.set(read.id(), by);
     }
 
     private void noteReads(Expr e, String by) {
         switch (e) {
-            case Expr.Load l -> firstReader.putIfAbsent(l.storage(), by);
+            case Expr.Load l -> noteRead(l.storage(), by);
             case Expr.Apply a -> { for (Expr x : a.args()) noteReads(x, by); }
             case Expr.Cast c -> noteReads(c.x(), by);
             case Expr.Constant c -> { }

@@ -152,7 +152,11 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
 
     private static boolean appliesHalf(KExpr e) {
         return switch (e) {
-            case KExpr.Apply a -> a.dtype().isHalf() || a.args().stream().anyMatch(Kernel::appliesHalf);
+            case KExpr.Apply a -> {
+                if (a.dtype().isHalf()) yield true;
+                for (KExpr x : a.args()) if (appliesHalf(x)) yield true;   // loops, not streams: these walks run for every kernel
+                yield false;
+            }
             case KExpr.Cast c -> appliesHalf(c.x());
             default -> false;
         };
@@ -228,7 +232,11 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
         return switch (e) {
             case KExpr.Reduced r -> r.reduction() + 1;
             case KExpr.Local l -> phases[l.index()];
-            case KExpr.Apply a -> a.args().stream().mapToInt(x -> phase(x, phases)).max().orElse(0);
+            case KExpr.Apply a -> {
+                int max = 0;
+                for (KExpr x : a.args()) max = Math.max(max, phase(x, phases));
+                yield max;
+            }
             case KExpr.Cast c -> phase(c.x(), phases);
             case KExpr.Load l -> 0;
             case KExpr.Const c -> 0;
@@ -254,7 +262,10 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
                 yield false;
             }
             case KExpr.Local l -> known[l.index()];
-            case KExpr.Apply a -> a.args().stream().anyMatch(x -> perElement(x, known, rank));
+            case KExpr.Apply a -> {
+                for (KExpr x : a.args()) if (perElement(x, known, rank)) yield true;
+                yield false;
+            }
             case KExpr.Cast c -> perElement(c.x(), known, rank);
             case KExpr.Reduced r -> false;
             case KExpr.Const c -> false;

@@ -17,6 +17,25 @@ import static dev.gatun.ir.DType.F32;
 public final class SyntheticGraphs {
     private SyntheticGraphs() {}
 
+    /**
+     * The host-scale ladder of the runtime's {@code HostScaleBench} (the same graph, built the same way): two 8x8 f32
+     * streams, each layer {@code a = t0 * 0.5 + t1; b = t1 * 0.5 + a; t0 = allReduce(a, avg); t1 = b}, five ops a layer of
+     * which one is an all-reduce. {@code ladder(12000)} is the 60,000-op graph with 12,000 all-reduces.
+     */
+    public static Graph ladder(int layers) {
+        var g = Gatun.graph("ladder_" + layers);
+        Tensor t0 = g.input("x0", F32, 8, 8), t1 = g.input("x1", F32, 8, 8);
+        for (int l = 0; l < layers; l++) {
+            Tensor a = t0.mul(0.5).add(t1);
+            Tensor b = t1.mul(0.5).add(a);
+            t0 = a.allReduce(dev.gatun.ir.graph.ReduceOp.AVG);
+            t1 = b;
+        }
+        g.output("y0", t0);
+        g.output("y1", t1);
+        return g.build();
+    }
+
     public static Graph chainsAndLayers(int nodes, long seed) {
         var rnd = new SplittableRandom(seed);
         var g = Gatun.graph("synthetic-" + nodes);
