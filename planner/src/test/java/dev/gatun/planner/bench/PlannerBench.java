@@ -126,6 +126,25 @@ public final class PlannerBench {
         for (var r : rows) out.printf("%-18s %6d %-20s %12d %12d %7.3f%n", r.graph(), r.steps(), r.chosen(), r.plainPeak(), r.chosenPeak(), r.ratio());
     }
 
+    /**
+     * Each of {@code k} warm plans of the {@code n}-node graph, after the warm-up of {@link #timing}, and their
+     * min/median/max: the spread of single plans, where {@code timing} keeps only the best.
+     */
+    public static void plans(int n, int k, PrintStream out) {
+        var warm = lowered(20_000);
+        for (int i = 0; i < 8; i++) Planner.plan(warm);
+        var g = lowered(n);
+        double[] ms = new double[k];
+        for (int i = 0; i < k; i++) {
+            long t = System.nanoTime();
+            Planner.plan(g);
+            ms[i] = (System.nanoTime() - t) / 1e6;
+            out.printf("plan %d of %d nodes: %.0f ms%n", i + 1, n, ms[i]);
+        }
+        Arrays.sort(ms);
+        out.printf("%d plans of %d nodes: min/median/max %.0f/%.0f/%.0f ms%n", k, n, ms[0], ms[k / 2], ms[k - 1]);
+    }
+
     public static void main(String[] args) {
         String what = args.length > 0 ? args[0] : "timing";
         switch (what) {
@@ -133,8 +152,9 @@ public final class PlannerBench {
                 int[] sizes = args.length > 1 ? Arrays.stream(args, 1, args.length).mapToInt(Integer::parseInt).toArray() : new int[]{1_000, 10_000, 100_000, 1_000_000};
                 timing(sizes, System.out);
             }
+            case "plans" -> plans(args.length > 1 ? Integer.parseInt(args[1]) : 100_000, args.length > 2 ? Integer.parseInt(args[2]) : 5, System.out);
             case "ordering" -> printOrdering(ordering(), System.out);
-            default -> { System.err.println("usage: PlannerBench timing [N ...] | ordering"); System.exit(2); }
+            default -> { System.err.println("usage: PlannerBench timing [N ...] | plans [N [K]] | ordering"); System.exit(2); }
         }
     }
 }
