@@ -14,7 +14,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The package rules the architecture rests on, checked on the main sources of every module: backends read the
- * plan's own types, never the compiler's lowered IR; the CUDA library knows nothing of Gatun's compiler; the
+ * plan's own types, never the compiler's lowered IR or a planner pass; the CUDA library knows nothing of Gatun's compiler; the
  * environment is read only by the edge classes that turn it into options.
  */
 class ArchitectureTest {
@@ -42,6 +42,27 @@ class ArchitectureTest {
         backends.addAll(sources("cuda-backend/src/main/java/dev/gatun/runtime/cuda"));
         assertThat(backends).hasSizeGreaterThan(20);
         assertThat(offenders(backends, "dev.gatun.ir.lower")).isEmpty();
+    }
+
+    /**
+     * A backend runs what the plan says and decides nothing else: it reads the plan's own types (its steps, buffers,
+     * pools, kernels and the tiles a step holds), never a planner pass or a matcher that would let it find, on its own,
+     * a pattern the printed plan does not show.
+     */
+    @Test
+    void noBackendImportsAPlannerPass() throws IOException {
+        var backends = new ArrayList<String[]>();
+        backends.addAll(sources("runtime/src/main/java/dev/gatun/runtime/host"));
+        backends.addAll(sources("runtime/src/main/java/dev/gatun/runtime/spi"));
+        backends.addAll(sources("cuda-backend/src/main/java/dev/gatun/runtime/cuda"));
+        var contract = Set.of("Plan", "PlanBuffer", "Step", "Pool", "PlanOptions", "ColumnTiles", "RotatingSlots", "kernel.Kernel", "kernel.KExpr");
+        var bad = new ArrayList<String>();
+        var use = java.util.regex.Pattern.compile("dev\\.gatun\\.planner\\.((?:kernel\\.)?[A-Z][A-Za-z0-9]*)");
+        for (String[] f : backends) {
+            var m = use.matcher(f[1]);
+            while (m.find()) if (!contract.contains(m.group(1))) bad.add(f[0] + ": " + m.group(1));
+        }
+        assertThat(bad).isEmpty();
     }
 
     @Test

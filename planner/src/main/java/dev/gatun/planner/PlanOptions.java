@@ -19,28 +19,23 @@ import dev.gatun.ir.CompilationException;
  *                           more accurate, and fewer conversions
  * @param fuseCollectives    let a one-shot or barrier-free all-reduce take in the kernel that writes its inputs and the
  *                           one that reads its results, as one launch ({@code CollectiveFusion})
- * @param attentionUpdates   let an attention take in the update of its caches at its position, as one launch
- *                           ({@code AttentionUpdates})
- * @param gatedProducts      let a product of a few rows take in the SwiGLU that is its only reader, as one launch
- *                           ({@code GatedProducts})
- * @param rotaryProducts     let a product of a few rows take in the rotary embedding of its heads, as one launch
- *                           ({@code RotaryProducts})
+ * @param attentionUpdates   let an attention take in the update of its caches at its position just before it, as one
+ *                           launch ({@code AttentionUpdates})
  * @param productEpilogues   let a product of a few rows take in the kernels after it that read its output wherever the
- *                           same-tiles rule holds, as one launch ({@code ProductEpilogues}); the general rule that is to
- *                           replace the two above, off until the CUDA backend runs such a launch as one kernel (it runs
- *                           the product and then the kernels now), and tried after them where they are on
+ *                           same-tiles rule holds, as one launch ({@code ProductEpilogues}): a SwiGLU or GeGLU, a bias, a
+ *                           rotary embedding however it is spelled, a norm over each head, a residual add, a cast
  * @param programmaticLaunch whether the plan's own kernels are programmatic dependent launches (each may start while the
  *                           one before it ends; {@code Plan.launches()} prints the decision): by default where that
  *                           was measured to pay, or always, or never (GATUN_PROGRAMMATIC_LAUNCH=1 or 0)
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
-                          boolean gatedProducts, boolean rotaryProducts, boolean productEpilogues,
+                          boolean productEpilogues,
                           ProgrammaticLaunch programmaticLaunch) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
-    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true, true, false,
+    public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true,
             ProgrammaticLaunch.AUTO);
 
     /**
@@ -56,24 +51,20 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, gatedProducts, rotaryProducts, productEpilogues, programmaticLaunch); }
-    /** Let a product of a few rows take in the SwiGLU after it (true, the default), or keep the SwiGLU a launch of its own. */
-    public PlanOptions withGatedProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, rotaryProducts, productEpilogues, programmaticLaunch); }
-    /** Let a product of a few rows take in the rotary embedding of its heads (true, the default), or keep the rotation a launch of its own. */
-    public PlanOptions withRotaryProducts(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, on, productEpilogues, programmaticLaunch); }
-    /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (off by default). */
-    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, on, programmaticLaunch); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch); }
+    /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (true, the default), or keep them launches of their own. */
+    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch); }
     /** When the plan's own kernels are programmatic dependent launches. */
-    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, gatedProducts, rotaryProducts, productEpilogues, p); }
+    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p); }
 }

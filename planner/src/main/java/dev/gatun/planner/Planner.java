@@ -24,10 +24,8 @@ import java.util.Set;
  *   {@link PlanOptions#roundEachOp});</li>
  *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
- *   <li>{@link GatedProducts}: a product of a few rows with the SwiGLU that reads it, one launch (one point of the order);</li>
- *   <li>{@link RotaryProducts}: a product of a few rows with the rotary embedding of its heads, one launch (likewise);</li>
  *   <li>{@link ProductEpilogues}: a product of a few rows with the kernels after it that read it, on the tiles they
- *   need, one launch (likewise; the general rule, off by default until the CUDA backend runs it as one kernel);</li>
+ *   need, one launch (one point of the order);</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
  *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
@@ -62,9 +60,7 @@ public final class Planner {
         if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());
-        var order = options.gatedProducts() ? GatedProducts.join(choice.order(), table, outputs) : choice.order();
-        if (options.rotaryProducts()) order = RotaryProducts.join(order, table);
-        if (options.productEpilogues()) order = ProductEpilogues.join(order, table);
+        var order = options.productEpilogues() ? ProductEpilogues.join(choice.order(), table) : choice.order();
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(graph, order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
@@ -95,7 +91,7 @@ public final class Planner {
     private static List<Step> steps(BufferTable table, Liveness live, Pools pools, List<Kernel> kernels) {
         var steps = new ArrayList<Step>();
         Set<Buffer> placed = Collections.newSetFromMap(new IdentityHashMap<>());
-        int gated = 0, rotary = 0, tiled = 0;
+        int tiled = 0;
         for (Pool p : pools.pools) steps.add(new Step.AllocPool(p));
         for (Buffer b : pools.persistent) steps.add(place(b, table, pools));
         for (Buffer b : pools.persistent)
@@ -109,16 +105,6 @@ public final class Planner {
             switch (w) {
                 case Work.KernelWork k -> { steps.add(launch(k)); kernels.add(k.kernel()); }
                 case Work.ExternWork e -> steps.add(extern(e.call(), live.freedAt(i), table, pools.rotating.get(e.call())));
-                case Work.GatedWork g -> {
-                    var product = (Step.Matmul) extern(g.product().call(), live.freedAt(i), table, pools.rotating.get(g.product().call()));
-                    steps.add(new Step.GatedProduct("swiglu_" + gated++, product, launch(g.gate())));
-                    kernels.add(g.gate().kernel());
-                }
-                case Work.RotaryWork r -> {
-                    var product = (Step.Matmul) extern(r.product().call(), live.freedAt(i), table, pools.rotating.get(r.product().call()));
-                    steps.add(new Step.RotaryProduct("rotary_" + rotary++, product, r.rotaries().stream().map(Planner::launch).toList()));
-                    r.rotaries().forEach(k -> kernels.add(k.kernel()));
-                }
                 case Work.TiledWork t -> {
                     var product = (Step.Matmul) extern(t.product().call(), live.freedAt(i), table, pools.rotating.get(t.product().call()));
                     steps.add(new Step.TiledProduct("tiled_" + tiled++, product, t.epilogues().stream().map(Planner::launch).toList(), t.tiles()));
@@ -196,8 +182,6 @@ public final class Planner {
             case Step.Attention a -> anyDynamic(List.of(a.output(), a.q(), a.keysT(), a.values(), a.position()));
             case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
-            case Step.GatedProduct g -> touchesDynamic(g.product()) || touchesDynamic(g.gate());
-            case Step.RotaryProduct r -> touchesDynamic(r.product()) || r.rotaries().stream().anyMatch(Planner::touchesDynamic);
             case Step.TiledProduct t -> touchesDynamic(t.product()) || t.epilogues().stream().anyMatch(Planner::touchesDynamic);
             case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
             default -> false;

@@ -34,7 +34,7 @@ final class ProductEpilogues {
         boolean changed = false;
         for (int i = 0; i < order.size(); i++) {
             if (!(order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Matmul m)
-                    || Step.GatedProduct.fewRows(table.of(e.call()), m.transA(), m.transB()) != null) {
+                    || Step.TiledProduct.fewRows(table.of(e.call()), m.transA(), m.transB()) != null) {
                 out.add(order.get(i));
                 continue;
             }

@@ -36,17 +36,24 @@ final class ProductKernels {
         };
     }
 
-    /** {@code steps} with each product's kernel chosen, inside joined launches too. */
+    /**
+     * {@code steps} with each product's kernel chosen, inside joined launches too. A product with epilogues that the
+     * few-row kernel does not take (the library's GEMM has none) is the product, then its epilogues, each a launch, the
+     * first of them saying why.
+     */
     static List<Step> choose(List<Step> steps) {
         var out = new ArrayList<Step>(steps.size());
         for (Step s : steps)
-            out.add(switch (s) {
-                case Step.Matmul m -> chosen(m);
-                case Step.GatedProduct g -> g.withProduct(chosen(g.product()));
-                case Step.RotaryProduct r -> r.withProduct(chosen(r.product()));
-                case Step.TiledProduct t -> t.withProduct(chosen(t.product()));
-                default -> s;
-            });
+            switch (s) {
+                case Step.Matmul m -> out.add(chosen(m));
+                case Step.TiledProduct t when fewRows(t.product()) != null -> {
+                    out.add(chosen(t.product()));
+                    String why = "not an epilogue of the product before it: the library's GEMM takes that product (" + fewRows(t.product()) + ")";
+                    for (int i = 0; i < t.epilogues().size(); i++) out.add(i == 0 ? t.epilogues().get(i).withNote(why) : t.epilogues().get(i));
+                }
+                case Step.TiledProduct t -> out.add(t.withProduct(chosen(t.product())));
+                default -> out.add(s);
+            }
         return out;
     }
 

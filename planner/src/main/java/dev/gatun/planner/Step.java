@@ -9,7 +9,6 @@ import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.UpdateRuns;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
-import dev.gatun.planner.kernel.RotaryKernel;
 
 import java.util.List;
 import java.util.Map;
@@ -106,6 +105,13 @@ public sealed interface Step {
     record Launch(Kernel kernel, List<String> notes) implements Step {
         public Launch { notes = List.copyOf(notes); }
         public Launch(Kernel kernel) { this(kernel, List.of()); }
+
+        /** This launch with {@code note} added to its notes. */
+        public Launch withNote(String note) {
+            var all = new java.util.ArrayList<>(notes);
+            all.add(note);
+            return new Launch(kernel, all);
+        }
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return kernel.inputs(); }
@@ -394,73 +400,37 @@ public sealed interface Step {
     }
 
     /**
-     * A product of a few rows and the SwiGLU that is its only reader ({@code silu} of the first half of its columns times
-     * the second half), as one launch ({@code GatedProducts}): the product's kernel computes each gate column beside its up
-     * column and stores the pair's SwiGLU, and never writes the product's own output. A backend whose product kernel
-     * cannot take it runs the product, then the kernel, which computes the same values.
+     * A product of a few rows and the kernels right after it that read its output (its <em>epilogues</em>), as one launch
+     * ({@code ProductEpilogues}): each block of the product computes the columns of some of the {@link ColumnTiles tiles},
+     * stores them, and then runs every item of each epilogue whose reads fall in those columns, so no block reads what
+     * another writes. The rule is about which elements a block holds, not about what the kernels compute: a SwiGLU, a
+     * GeGLU, a bias, a rotary embedding however it is spelled, a norm over each head. A backend without such a kernel
+     * runs the product, then the epilogues, which compute the same values.
      */
-    record GatedProduct(String name, Matmul product, Launch gate) implements Step {
+    record TiledProduct(String name, Matmul product, List<Launch> epilogues, ColumnTiles tiles) implements Step {
+        /**
+         * The most columns one block of the product holds together: the largest tile it takes (the few-row kernel's
+         * block of 16 warps, 4 columns a warp at one row).
+         */
+        public static final int MAX_TILE_COLUMNS = 64;
         /** The most rows of a product joined so: a decode step's batch. */
         public static final int MAX_ROWS = 8;
 
-        public GatedProduct {
-            String why = misfit(product.output(), product.transA(), product.transB(), gate.kernel());
+        public TiledProduct {
+            epilogues = List.copyOf(epilogues);
+            if (epilogues.isEmpty()) throw new IllegalArgumentException(name + ": no epilogue");
+            String why = fewRows(product.output(), product.transA(), product.transB());
             if (why != null) throw new IllegalArgumentException(name + ": " + why);
+            if (tiles.columns() != product.output().shape().sizes()[1]) throw new IllegalArgumentException(name + ": tiles of another product");
         }
-
-        /** Where the SwiGLU goes: {@code [rows, H]}, the product's type. */
-        public PlanBuffer output() { return gate.kernel().stores().getFirst().buffer(); }
-
-        /** Whether the kernel rounds silu's result to the type before the multiplication (it holds it in float32 otherwise). */
-        public boolean roundsGate() { return !gate.kernel().floatIntermediates() && output().dtype().isHalf(); }
 
         /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
-        public GatedProduct withProduct(Matmul p) { return new GatedProduct(name, p, gate); }
-
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public List<Step> parts() { return List.of(product, gate); }
+        public TiledProduct withProduct(Matmul p) { return new TiledProduct(name, p, epilogues, tiles); }
 
         /**
-         * Null where the product writing {@code x} and the kernel {@code k} may be one launch; else why not. The product
-         * has at most {@value #MAX_ROWS} rows and no batch, its right operand lies transposed (a weight {@code [2H, k]}),
-         * and it writes a whole buffer of its own, row-major; the kernel is pointwise over {@code [rows, H]}, reads that
-         * buffer only, as two loads at offsets 0 and H of its rows, and stores {@code silu} of the first times the
-         * second, row-major, into a whole buffer of the same type.
-         */
-        public static String misfit(PlanBuffer x, boolean transA, boolean transB, Kernel k) {
-            String product = fewRows(x, transA, transB);
-            if (product != null) return product;
-            long[] xs = x.shape().sizes();
-            long rows = xs[0], h = xs[1] / 2;
-            if (xs[1] % 2 != 0 || h < 1) return "the product's columns do not halve";
-            if (k.isReduction() || !k.folds().isEmpty() || k.inputs().size() != 1 || k.inputs().getFirst().storage() != x.storage() || k.inputs().getFirst().isView())
-                return "the kernel is not pointwise over the product's output alone";
-            if (k.ranges().size() != 2 || !k.ranges().get(0).isConstant() || !k.ranges().get(1).isConstant()
-                    || k.ranges().get(0).constant() != rows || k.ranges().get(1).constant() != h)
-                return "the kernel does not run over [" + rows + ", " + h + "]";
-            if (k.stores().size() != 1 || k.locals().size() != 2) return "the kernel is not one SwiGLU";
-            Kernel.Store st = k.stores().getFirst();
-            PlanBuffer o = st.buffer();
-            if (st.perRow() || !st.isRowMajor() || st.local() != 1 || o.isView() || o.part() != null || o.dtype() != x.dtype() || !o.shape().isStatic()
-                    || o.shape().rank() != 2 || o.shape().sizes()[0] != rows || o.shape().sizes()[1] != h)
-                return "the kernel does not store one [" + rows + ", " + h + "] matrix of the product's type";
-            // t0 = silu(x[r, c]), t1 = t0 * x[r, H + c] (either order)
-            if (!(k.locals().get(0) instanceof KExpr.Apply silu) || silu.fn() != PointwiseFn.SILU || !isHalfLoad(silu.args().getFirst(), 0, rows, h))
-                return "the kernel's first value is not silu of the gate half";
-            if (!(k.locals().get(1) instanceof KExpr.Apply mul) || mul.fn() != PointwiseFn.MUL || mul.args().size() != 2)
-                return "the kernel's second value is not a product";
-            KExpr p = mul.args().get(0), q = mul.args().get(1);
-            boolean ok = p instanceof KExpr.Local a && a.index() == 0 && isHalfLoad(q, h, rows, h)
-                    || q instanceof KExpr.Local b && b.index() == 0 && isHalfLoad(p, h, rows, h);
-            if (!ok) return "the kernel does not multiply silu of the gate half by the up half";
-            if (silu.dtype() != x.dtype() || mul.dtype() != x.dtype()) return "the kernel computes in another type than the product's";
-            return null;
-        }
-
-        /**
-         * Null where a product writing {@code x} may take a kernel after it into its launch (a gated or a rotary
-         * product); else why not: at most {@value #MAX_ROWS} rows and no batch, the right operand (a weight
-         * {@code [columns, k]}) lying transposed, and a whole buffer of its own written, row-major.
+         * Null where a product writing {@code x} may take kernels after it into its launch; else why not: at most
+         * {@value #MAX_ROWS} rows and no batch, the right operand (a weight {@code [columns, k]}) lying transposed, and
+         * a whole buffer of its own written, row-major.
          */
         static String fewRows(PlanBuffer x, boolean transA, boolean transB) {
             if (transA || !transB) return "the product's right operand does not lie transposed";
@@ -470,104 +440,6 @@ public sealed interface Step {
             if (rows < 1 || rows > MAX_ROWS) return "the product has " + rows + " rows, not 1 to " + MAX_ROWS;
             return null;
         }
-
-        /** Whether {@code e} loads input 0 at (r, offset + c) of a [rows, 2h] row-major matrix, in its own type. */
-        private static boolean isHalfLoad(KExpr e, long offset, long rows, long h) {
-            if (!(e instanceof KExpr.Load ld) || ld.input() != 0 || ld.strides() == null || ld.strides().size() != 2) return false;
-            if (!ld.offset().isConstant() || ld.offset().constant() != offset) return false;
-            var s0 = ld.strides().get(0);
-            var s1 = ld.strides().get(1);
-            boolean rowStride = s0.isConstant() && (s0.constant() == 2 * h || rows == 1 && s0.constant() == 0);
-            return rowStride && s1.isConstant() && s1.constant() == 1;
-        }
-
-        @Override public String format() {
-            return "launch " + name + " {   # one launch: the product, each gate column beside its up column, stores silu(gate) * up"
-                    + "\n    " + product.format().replace("\n", "\n    ")
-                    + "\n    " + gate.format().replace("\n", "\n    ")
-                    + "\n  }";
-        }
-    }
-
-    /**
-     * A product of a few rows and the rotary kernels that read it, one or two (a decode layer's q|k|v projection and the
-     * rotary embedding of its query and key heads: one kernel where the heads lie side by side, two where a batch of
-     * several interleaves them), as one launch ({@code RotaryProducts}): the product's kernel computes each column of a
-     * head beside the column half a head on, stores both, and stores their rotation where each kernel would
-     * ({@link RotaryKernel}), with that kernel's arithmetic. A backend without such a kernel runs the product, then the
-     * kernels, which compute the same values.
-     */
-    record RotaryProduct(String name, Matmul product, List<Launch> rotaries) implements Step {
-        public RotaryProduct {
-            rotaries = List.copyOf(rotaries);
-            String why = misfit(product.output(), product.transA(), product.transB(), rotaries.stream().map(Launch::kernel).toList());
-            if (why != null) throw new IllegalArgumentException(name + ": " + why);
-        }
-
-        /** Each rotary kernel read (see {@link RotaryKernel#read}), in the order of {@link #rotaries}. */
-        public List<RotaryKernel> rotations() { return rotaries.stream().map(l -> RotaryKernel.read(product.output(), l.kernel())).toList(); }
-
-        /**
-         * Null where the product writing {@code x} and the kernels {@code ks} may be one launch; else why not: a product of a few
-         * rows ({@link GatedProduct#fewRows}), one or two kernels, each the rotary embedding of a run of the product's
-         * heads ({@link RotaryKernel#read}), of the same half head and the same two tables, the runs apart.
-         */
-        public static String misfit(PlanBuffer x, boolean transA, boolean transB, List<Kernel> ks) {
-            String product = GatedProduct.fewRows(x, transA, transB);
-            if (product != null) return product;
-            if (ks.isEmpty() || ks.size() > 2) return ks.size() + " rotary kernels, not 1 or 2";
-            var rs = new java.util.ArrayList<RotaryKernel>();
-            for (Kernel k : ks) {
-                String why = RotaryKernel.misfit(x, k);
-                if (why != null) return k.name() + ": " + why;
-                rs.add(RotaryKernel.read(x, k));
-            }
-            if (rs.size() == 2) {
-                RotaryKernel a = rs.get(0), b = rs.get(1);
-                if (a.half() != b.half() || a.cos().storage() != b.cos().storage() || a.sin().storage() != b.sin().storage()
-                        || !a.cos().offset().equals(b.cos().offset()) || !a.sin().offset().equals(b.sin().offset()))
-                    return "the two kernels rotate by other tables or other head sizes";
-                if (a.firstHead() < b.firstHead() + b.heads() && b.firstHead() < a.firstHead() + a.heads()) return "the two kernels rotate the same heads";
-            }
-            return null;
-        }
-
-        /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
-        public RotaryProduct withProduct(Matmul p) { return new RotaryProduct(name, p, rotaries); }
-
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), rotaries.stream()).toList(); }
-
-        @Override public String format() {
-            var out = new StringBuilder("launch " + name + " {   # one launch: the product, each column of a head beside the one half a head on, "
-                    + "stores both and their rotation\n    " + product.format().replace("\n", "\n    "));
-            for (Launch l : rotaries) out.append("\n    ").append(l.format().replace("\n", "\n    "));
-            return out.append("\n  }").toString();
-        }
-    }
-
-    /**
-     * A product of a few rows and the kernels right after it that read its output (its <em>epilogues</em>), as one launch
-     * ({@code ProductEpilogues}): each block of the product computes the columns of some of the {@link ColumnTiles tiles},
-     * stores them, and then runs every item of each epilogue whose reads fall in those columns, so no block reads what
-     * another writes. The rule is about which elements a block holds, not about what the kernels compute: a SwiGLU, a
-     * GeGLU, a bias, a rotary embedding however it is spelled, a norm over each head. A backend without such a kernel
-     * runs the product, then the epilogues, which compute the same values.
-     */
-    record TiledProduct(String name, Matmul product, List<Launch> epilogues, ColumnTiles tiles) implements Step {
-        /** The most columns one block of the product holds together: the largest tile it takes. */
-        public static final int MAX_TILE_COLUMNS = 256;
-
-        public TiledProduct {
-            epilogues = List.copyOf(epilogues);
-            if (epilogues.isEmpty()) throw new IllegalArgumentException(name + ": no epilogue");
-            String why = GatedProduct.fewRows(product.output(), product.transA(), product.transB());
-            if (why != null) throw new IllegalArgumentException(name + ": " + why);
-            if (tiles.columns() != product.output().shape().sizes()[1]) throw new IllegalArgumentException(name + ": tiles of another product");
-        }
-
-        /** The same launch with {@code p} (the same product, the planner's choice of its kernel made) in place of its product. */
-        public TiledProduct withProduct(Matmul p) { return new TiledProduct(name, p, epilogues, tiles); }
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), epilogues.stream()).toList(); }

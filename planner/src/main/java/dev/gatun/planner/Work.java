@@ -27,28 +27,6 @@ sealed interface Work {
     record ExternWork(ExternBuffer call, List<Buffer> writes, List<Buffer> reads) implements Work {}
 
     /**
-     * A product and the SwiGLU kernel that is its only reader, one launch ({@link GatedProducts}): what the two read and
-     * write, at one point of the order.
-     */
-    record GatedWork(ExternWork product, KernelWork gate) implements Work {
-        @Override public List<Buffer> writes() { return java.util.stream.Stream.concat(product.writes().stream(), gate.writes().stream()).toList(); }
-        @Override public List<Buffer> reads() { return java.util.stream.Stream.concat(product.reads().stream(), gate.reads().stream()).toList(); }
-    }
-
-    /**
-     * A product and the one or two rotary kernels right after it that read it, one launch ({@link RotaryProducts}): what
-     * they read and write, at one point of the order.
-     */
-    record RotaryWork(ExternWork product, List<KernelWork> rotaries) implements Work {
-        @Override public List<Buffer> writes() {
-            return java.util.stream.Stream.concat(product.writes().stream(), rotaries.stream().flatMap(k -> k.writes().stream())).toList();
-        }
-        @Override public List<Buffer> reads() {
-            return java.util.stream.Stream.concat(product.reads().stream(), rotaries.stream().flatMap(k -> k.reads().stream())).toList();
-        }
-    }
-
-    /**
      * A product and the kernels right after it that read it, one launch ({@link ProductEpilogues}) on {@code tiles}: what
      * they read and write, at one point of the order.
      */

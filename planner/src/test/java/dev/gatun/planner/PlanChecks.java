@@ -635,7 +635,7 @@ final class PlanChecks {
 
     /**
      * A launch that joins steps (updates at one position, an attention with the update of its caches, a product with
-     * its SwiGLU or its rotations) runs them in one grid, whose blocks read and write in any order: nothing it writes may
+     * its epilogues) runs them in one grid, whose blocks read and write in any order: nothing it writes may
      * share a byte with anything it reads, or with another buffer it writes. (Apart, the second step may write where the
      * first one's input was: the first has read it by then.)
      */
@@ -648,17 +648,6 @@ final class PlanChecks {
                     read = new ArrayList<>(List.of(u.attention().q(), u.attention().position()));
                     u.updates().members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
                     written = List.of(u.attention().output());
-                }
-                case Step.GatedProduct g -> {
-                    read = List.of(g.product().a(), g.product().b());
-                    written = List.of(g.product().output(), g.output());
-                }
-                case Step.RotaryProduct r -> {
-                    // the product's output among the read: no rotation may be stored over it (other lanes store it)
-                    read = new ArrayList<>(List.of(r.product().a(), r.product().b()));
-                    r.rotaries().forEach(l -> read.addAll(l.kernel().inputs()));
-                    written = new ArrayList<>(List.of(r.product().output()));
-                    r.rotaries().forEach(l -> written.addAll(l.kernel().outputs()));
                 }
                 case Step.TiledProduct t -> {
                     // the product's output among the read: no epilogue may be stored over it (other blocks read it)

@@ -82,25 +82,12 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     public CompileOptions fuseCollectives(boolean on) { return planning(planning.withFusedCollectives(on)); }
 
     /**
-     * Whether an attention takes in the update of its caches at its position (a decode layer's new key and value), as
-     * one launch (true, the default); false keeps the update a launch of its own, to compare or to debug.
+     * Whether a product of a few rows takes in the kernels after it that read its output, wherever each block of the
+     * product can hold the columns those kernels read together, as one launch (true, the default: a decode layer's
+     * SwiGLU, q/k/v bias, rotary embedding, norm over each head); false keeps them launches of their own, to compare or
+     * to debug. The plan prints each such launch and its tiles.
      */
-    public CompileOptions attentionUpdates(boolean on) { return planning(planning.withAttentionUpdates(on)); }
-
-    /**
-     * Whether a product of at most 8 rows takes in the SwiGLU ({@code silu(gate) * up} over the two halves of its
-     * columns) that is its only reader, as one launch (true, the default): a decode layer's gate|up projection. False
-     * keeps the SwiGLU a launch of its own, to compare or to debug.
-     */
-    public CompileOptions gatedProducts(boolean on) { return planning(planning.withGatedProducts(on)); }
-
-    /**
-     * Whether a product of at most 8 rows takes in the rotary embedding (rotate-half RoPE) of its heads, one or two
-     * kernels that read it, as one launch (true, the default): a decode layer's q|k|v projection. The product's kernel
-     * stores its output and the rotated heads, with the rotation kernels' arithmetic. False keeps each rotation a launch
-     * of its own, to compare or to debug.
-     */
-    public CompileOptions rotaryProducts(boolean on) { return planning(planning.withRotaryProducts(on)); }
+    public CompileOptions productEpilogues(boolean on) { return planning(planning.withProductEpilogues(on)); }
 
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }

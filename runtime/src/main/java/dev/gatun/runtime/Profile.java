@@ -99,8 +99,6 @@ public record Profile(Plan plan, String device, double[] micros) {
             case Step.UpdateSlice u -> "update_slice";
             case Step.UpdateSlices b -> "update_slice";
             case Step.UpdateAttention u -> "attention";
-            case Step.GatedProduct g -> "matmul";
-            case Step.RotaryProduct r -> "matmul";
             case Step.TiledProduct t -> "matmul";
             case Step.CallUserOp u -> "user_op";
             case Step.Barrier b -> "barrier";

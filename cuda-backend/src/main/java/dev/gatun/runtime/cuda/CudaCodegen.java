@@ -68,9 +68,19 @@ final class CudaCodegen {
      */
     record TileFunction(String name, String source, List<String> helpers, boolean f16, boolean bf16, boolean vectors, List<String> symbols, int block) {}
 
-    static TileFunction tile(Kernel k) {
+    static TileFunction tile(Kernel k) { return tile(k, 0, false); }
+
+    /**
+     * {@link #tile(Kernel)} for a caller whose blocks are {@code block} threads (0: the function's own choice): a row
+     * kernel then spreads each row over that many threads, or loops over it. With {@code runs}, a pointwise kernel's
+     * function takes a batch of runs instead of one: {@code gt_lo, gt_len, gt_count, gt_stride, gt_count2, gt_stride2}
+     * ({@code gt_count} runs of {@code gt_len} elements, the first from {@code gt_lo}, each {@code gt_stride} after the
+     * one before; all that {@code gt_count2} times, {@code gt_stride2} apart), all the block's threads over all of them
+     * at once (a few-row product's epilogue: a run a row, or two runs a head a row).
+     */
+    static TileFunction tile(Kernel k, int block, boolean runs) {
         if (!IDENT.matcher(k.name()).matches()) throw new IllegalArgumentException("kernel name is not a C identifier: " + k.name());
-        var scope = new KernelScope(k, true);
+        var scope = new KernelScope(k, true, block, runs);
         KernelLayout layout = body(scope);
         KernelSource s = function(scope, layout);
         return new TileFunction(k.name() + "_tile", s.source(), List.copyOf(scope.helpers), scope.usesF16, scope.usesBF16, layout.vectors(), s.symbols(), s.block());
@@ -172,7 +182,20 @@ final class CudaCodegen {
             params.add("unsigned int* gt_done");
             notes.add("blocks done (zero between launches)");
         }
-        if (scope.tile) {
+        if (scope.runs) {
+            params.add("long long gt_lo");
+            notes.add("this block's runs: gt_count runs of gt_len elements from gt_lo,");
+            params.add("long long gt_len");
+            notes.add("each gt_stride elements after the one before");
+            params.add("long long gt_count");
+            notes.add("");
+            params.add("long long gt_stride");
+            notes.add("");
+            params.add("long long gt_count2");
+            notes.add("and all that gt_count2 times, gt_stride2 apart");
+            params.add("long long gt_stride2");
+            notes.add("");
+        } else if (scope.tile) {
             params.add("long long gt_lo");
             notes.add(k.isReduction() ? "this block's rows: [gt_lo, gt_hi)" : "this block's elements: [gt_lo, gt_hi)");
             params.add("long long gt_hi");

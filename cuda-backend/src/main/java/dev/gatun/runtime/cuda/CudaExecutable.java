@@ -20,7 +20,6 @@ import dev.gatun.ir.DType;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Pool;
-import dev.gatun.planner.kernel.RotaryKernel;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;
@@ -87,12 +86,16 @@ final class CudaExecutable implements Executable {
     /** A fused collective launch's source and its function. */
     record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
 
-    /** The product step {@code s} runs: a product's own, or a gated or rotary product's (run as a product where the GEMV does not take it); else null. */
+    /** The products with epilogues ({@link TiledProductCodegen}), by step. */
+    private final Map<Step, Tiled> tiled = new IdentityHashMap<>();
+
+    /** A product with epilogues: its source, its function, its column and item tables on the device. */
+    record Tiled(TiledProductCodegen.TiledSource source, Kernel function, DeviceBuffer cols, DeviceBuffer items) {}
+
+    /** The product step {@code s} runs: a product's own, or a tiled product's; else null. */
     static Step.Matmul productOf(Step s) {
         return switch (s) {
             case Step.Matmul m -> m;
-            case Step.GatedProduct g -> g.product();
-            case Step.RotaryProduct r -> r.product();
             case Step.TiledProduct t -> t.product();
             default -> null;
         };
@@ -384,12 +387,24 @@ final class CudaExecutable implements Executable {
                 var src = CollectiveCodegen.generate("barrier_free_batch_" + fused.size(), null, b, null);
                 fused.put(b, new Fused(src, compile(src.name(), defines + src.source(), src.name())));
             }
+            if (s instanceof Step.TiledProduct t) tiled.put(t, compileTiled(t));
             if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
                 if (u.op().cudaSource() == null)
                     throw new GatunRuntimeException("user op '" + u.op().name() + "' has no CUDA source, so the CUDA backend cannot run it");
                 userKernels.put(u.op().name(), compile(u.op().name(), u.op().cudaSource(), u.op().kernelName()));
             }
         }
+    }
+
+    /** A product with epilogues compiled, its tables on the device. */
+    private Tiled compileTiled(Step.TiledProduct t) {
+        var src = TiledProductCodegen.generate(t, multiprocessors);
+        Kernel function = compile(src.name(), src.source(), src.name());
+        DeviceBuffer cols = allocate(t.name() + "'s column table", (long) src.cols().length * Integer.BYTES);
+        cols.copyFrom(src.cols());
+        DeviceBuffer items = allocate(t.name() + "'s item table", (long) src.items().length * Long.BYTES);
+        items.copyFrom(src.items());
+        return new Tiled(src, function, cols, items);
     }
 
     Kernel compile(String programName, String source, String kernelName) { return module(programName, source).kernel(kernelName); }
@@ -849,25 +864,23 @@ final class CudaExecutable implements Executable {
             exe.matmul.run(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
         }
 
-        /** One launch where the GEMV takes the product ({@link CudaGemv#runGated}); else the product, then the kernel. */
-        @Override public void gatedProduct(Step.GatedProduct g) {
-            Step.Matmul m = g.product();
-            if (exe.matmul.runGated(m, addressOf(m.a()), addressOf(m.b()), addressOf(g.output()), g.roundsGate(), env, exe.stream)) return;
-            matmul(m);
-            launch(g.gate());
-        }
-
-        /** One launch where the GEMV takes the product ({@link CudaGemv#runRotary}); else the product, then the kernels. */
-        @Override public void rotaryProduct(Step.RotaryProduct r) {
-            Step.Matmul m = r.product();
-            var rotations = r.rotations();
-            var runs = rotations.stream().map(k -> new CudaGemv.Run(addressOf(k.first()), addressOf(k.second()), k.rowStride(), k.headStride(),
-                    k.firstHead(), k.heads())).toList();
-            RotaryKernel k0 = rotations.getFirst();
-            var pairs = CudaGemv.Pairs.rotary(k0.half(), k0.roundsEachOp(), addressOf(k0.cos()), addressOf(k0.sin()), runs);
-            if (exe.matmul.runRotary(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), pairs, env, exe.stream)) return;
-            matmul(m);
-            r.rotaries().forEach(this::launch);
+        /** One launch: the product on the columns each block holds, then the epilogues on them ({@link TiledProductCodegen}). */
+        @Override public void tiledProduct(Step.TiledProduct t) {
+            Tiled c = exe.tiled.get(t);
+            var src = c.source();
+            Step.Matmul m = t.product();
+            long x = addressOf(m.a()), w = addressOf(m.b()), y = addressOf(m.output());
+            exe.matmul.checkGemv(m, src.dtype(), src.rows(), src.k(), x, w, y);
+            var l = src.launch();
+            var args = new ArrayList<Object>(List.of(x, w, y, src.positions(), src.k(), (long) src.columns(), src.rows(), l.slices(),
+                    CudaGemv.constantDuringCall(m.b()) ? 1 : 0, c.cols().address(), c.items().address()));
+            for (int e = 0; e < t.epilogues().size(); e++) kernelArgs(args, t.epilogues().get(e).kernel(), src.epilogueSymbols().get(e));
+            var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), exe.stream);
+            try {
+                Programmatic.launch(c.function(), exe.programmatic, config, args.toArray());
+            } catch (CudaException e) {
+                throw new GatunRuntimeException("launching " + t.name() + " (grid " + l.blocks() + ", block " + 32 * l.warps() + ") failed: " + e.getMessage(), e);
+            }
         }
 
         @Override public void argmax(Step.Argmax a) {

@@ -49,18 +49,10 @@ import dev.gatun.ir.DType;
  * more than one row goes to cuBLAS. Both kernels take 1 to {@value #MAX_ROWS} rows when called by
  * {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} (tests, {@code GemvBench}).
  *
- * <p><b>Gated</b> ({@link #runGated}, a plan's {@code GatedProduct}: a decode layer's gate|up projection and its SwiGLU):
- * w is {@code [2H, k]} and the kernel stores {@code silu(x w_j) * (x w_{H+j})} into {@code [rows, H]}. A tile takes
- * half its columns from gate rows and half from the matching up rows (2 and 2 in the CUDA cores' tile, 4 and 4 in the
- * tensor cores'), so each pair's sums end in one lane (or two lanes a shuffle apart), which rounds both to the type as
- * the product would have stored them and computes the SwiGLU as the generated kernel does ({@code gv_glu}): the same
- * bits as the two launches, one launch fewer, and the product's own output never written.
- *
- * <p><b>Rotary</b> ({@link #runRotary}, a plan's {@code RotaryProduct}: a decode layer's q|k|v projection and the rotary
- * embedding of its query and key heads): the same pairing with a pair a head's halves apart (column j of a head with
- * column half + j), so the lane holding both sums stores both and, for a head of a rotated run, their rotation with
- * the rotary kernel's arithmetic ({@code gv_pair}): the bits of the product and the rotary kernels, one or two launches
- * fewer.
+ * <p><b>Column tables.</b> Both kernels take a table of columns ({@code cols}, null for none): position p of the
+ * launch computes column {@code cols[p]} (none where it is negative), so a block may hold any set of columns. A plan's
+ * {@code TiledProduct} runs that way: {@link TiledProductCodegen} packs the tiles its epilogues need into blocks, and its
+ * kernel calls {@link #DEVICE}'s functions, then the epilogues on the columns each block stored.
  *
  * <p>Taken where the plan says ({@code Step.Matmul.gemv}, chosen by the planner's {@code ProductKernels} by the same
  * rule, {@link #applies}): {@link #autoRows} rows, no batch; the weight read transposed; rows of a length that is a
@@ -94,11 +86,15 @@ final class CudaGemv {
     record Launch(String kernel, int blocks, int warps, int slices, int sharedBytes) {
         int tilesPerBlock() { return warps / slices; }
 
-        /** This launch paired (gated or rotary, see {@link Pairs}): two sums a lane added across slices, a pair's. */
-        Launch paired() { return new Launch(kernel, blocks, warps, slices, CudaGemv.sharedBytes(warps, slices, 2)); }
+        /** The same launch over {@code b} blocks (a tiled product's, whose blocks its packing gives). */
+        Launch withBlocks(int b) { return new Launch(kernel, b, warps, slices, sharedBytes); }
     }
 
-    static final String SOURCE = Programmatic.SOURCE + """
+    /**
+     * The kernels' device code, without entries: the entries below ({@link #SOURCE}) and a tiled product's kernel
+     * ({@link TiledProductCodegen}) call {@code gemv_mma<T>} and {@code gemv_fma<T, M>}.
+     */
+    static final String DEVICE = Programmatic.SOURCE + """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
 
@@ -131,59 +127,9 @@ final class CudaGemv {
 
             __device__ __forceinline__ int ceil_div_gv(int a, int b) { return (a + b - 1) / b; }
 
-            // A gated product's store: silu(gate) * up of the pair of sums, each first rounded to T as the product would have
-            // stored it, silu's result held in float (rounded to T with roundGate, a plan that rounds every op), the product
-            // rounded once: the arithmetic of the generated SwiGLU kernel the launch replaces (CudaCodegen's gt_silu), so
-            // the bits are the two launches'.
-            __device__ __forceinline__ float gv_round(float v, const float*) { return v; }
-            __device__ __forceinline__ float gv_round(float v, const __half*) { return __half2float(__float2half_rn(v)); }
-            __device__ __forceinline__ float gv_round(float v, const __nv_bfloat16*) { return __bfloat162float(__float2bfloat16_rn(v)); }
-            __device__ __forceinline__ float gv_sigmoid(float a) { if (a >= 0.0f) return 1.0f / (1.0f + expf(-a)); float e = expf(a); return e / (1.0f + e); }
-            template <typename T>
-            __device__ __forceinline__ T gv_glu(float gate, float up, int roundGate) {
-                const float g = gv_round(gate, (const T*) nullptr), u = gv_round(up, (const T*) nullptr);
-                float s = g * gv_sigmoid(g);
-                if (roundGate) s = gv_round(s, (const T*) nullptr);
-                return gv_store(__fmul_rn(s, u), (const T*) nullptr);
-            }
-
-            __device__ __forceinline__ float gv_f(float v) { return v; }
-            __device__ __forceinline__ float gv_f(__half v) { return __half2float(v); }
-            __device__ __forceinline__ float gv_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-            // A paired launch (mode > 0): each output o < n / 2 pairs column c = gv_col(o) of the product with column c + pair,
-            // the columns of w taken in blocks of 2 pair (gated: one block, pair = H; rotary: a block a head, pair = half a head).
-            // Gated (mode 1): y [rows, H] gets the SwiGLU of the pair. Rotary (mode 2): y [rows, n] gets both columns, and
-            // where the pair's head is one of a run's (h[s] <= head < h[s] + nh[s], s < 2), first[s] and second[s] get the
-            // head's rotation (RotaryKernel's form, the rotary kernel's arithmetic: each sum rounded to T as the product would
-            // have stored it, the multiplications exact to float (__fmul_rn) and rounded to T with roundEach, as CudaCodegen).
-            template <typename T> struct GvPairs {
-                int mode, pair, roundEach;
-                const T* cs; const T* sn;
-                T* first[2]; T* second[2]; long long rs[2], hs[2]; int h[2], nh[2];
-            };
-            __device__ __forceinline__ long long gv_col(long long o, int pair) { return o / pair * 2 * pair + o % pair; }
-
-            template <typename T>
-            __device__ __forceinline__ void gv_pair(const GvPairs<T>& p, T* y, long long ldc, int r, long long o, float a, float b) {
-                const T* z = nullptr;
-                if (p.mode == 1) { y[r * ldc + o] = gv_glu<T>(a, b, p.roundEach); return; }
-                const long long c = gv_col(o, p.pair), head = o / p.pair;
-                const int e = (int) (o % p.pair);
-                const float x1 = gv_round(a, z), x2 = gv_round(b, z);
-                y[r * ldc + c] = gv_store(x1, z);
-                y[r * ldc + c + p.pair] = gv_store(x2, z);
-                #pragma unroll
-                for (int s = 0; s < 2; s++) {
-                    if (head < p.h[s] || head >= p.h[s] + p.nh[s]) continue;
-                    float t0 = __fmul_rn(x1, gv_f(p.cs[e])), t1 = __fmul_rn(x2, gv_f(p.sn[e]));
-                    float t3 = __fmul_rn(x2, gv_f(p.cs[p.pair + e])), t4 = __fmul_rn(x1, gv_f(p.sn[p.pair + e]));
-                    if (p.roundEach) { t0 = gv_round(t0, z); t1 = gv_round(t1, z); t3 = gv_round(t3, z); t4 = gv_round(t4, z); }
-                    const long long at = r * p.rs[s] + (head - p.h[s]) * p.hs[s] + e;
-                    p.first[s][at] = gv_store(t0 - t1, z);
-                    p.second[s][at] = gv_store(t3 + t4, z);
-                }
-            }
+            // The column at position p of a launch of n positions: cols[p] where the launch has a table (none where negative),
+            // else p itself; -1 past the last position.
+            __device__ __forceinline__ long long gv_col(const int* cols, long long p, int n) { return p >= n ? -1 : cols ? (long long) cols[p] : p; }
 
             #define GV_MMA_UNROLL 4
             #define GV_FMA_UNROLL 2
@@ -234,9 +180,7 @@ final class CudaGemv {
             // cores. (w as A, 16 columns a warp and half a byte of x a byte of w, streamed at 2.3 TB/s where this form
             // streams at 3.9 on lm_head on an H200, the same registers and warps: the 16 rows a warp's loads spread over.)
             // With `preload` (a weight no kernel of the call writes), the first loop's weight loads come before the wait.
-            // Paired (see GvPairs; gated: w is [2H, k], y [rows, H] gets silu(x w_j) * (x w_{H+j})): a tile is 4 outputs' first
-            // rows of w and their 4 second rows, in the tile's columns 0-3 and 4-7, so lane (g, t < 2) holds the first sums of
-            // its two columns and lane (g, t + 2) their second sums, two lanes on.
+            // The tile's 8 columns are positions 8 tile .. 8 tile + 7 (see gv_col).
             template <int U>
             __device__ __forceinline__ void gv_mma_load(uint4 (&a)[U], const uint4* wr, int vectors, bool ok, int step, int last, int t) {
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
@@ -248,15 +192,14 @@ final class CudaGemv {
             }
 
             template <typename T>
-            __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload, const GvPairs<T>& p) {
+            __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
+                                     int slices, int preload, const int* cols) {
                 const int vectors = k / 8;
                 const GvWarp g(ceil_div_gv(vectors, 4), slices);
                 const int gr = g.lane >> 2, t = g.lane & 3;
-                const long long out = (long long) g.tile * 4 + (gr & 3);   // paired: the output this lane's row of w serves
-                const long long col = p.mode ? gv_col(out, p.pair) + (gr < 4 ? 0 : p.pair) : (long long) g.tile * 8 + gr;
-                const bool okw = p.mode ? out < n / 2 : col < n;
-                const uint4* wr = reinterpret_cast<const uint4*>(w) + col * vectors;
+                const long long col = gv_col(cols, (long long) g.tile * 8 + gr, n);
+                const bool okw = col >= 0;
+                const uint4* wr = reinterpret_cast<const uint4*>(w) + (okw ? col : 0) * vectors;
                 uint4 a[GV_MMA_UNROLL];
                 if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, g.first, g.last, t);
                 GATUN_DEPENDENT_START();
@@ -281,28 +224,20 @@ final class CudaGemv {
                 // D: d[0], d[1] at (row g of x; columns 2t, 2t + 1 of the tile); d[2], d[3] are the zero rows' sums
                 float s[2] = {d[0] + e[0], d[1] + e[1]};
                 if (!gv_add_slices<2>(g, s, slices)) return;
-                if (p.mode) {
-                    const float b0 = __shfl_down_sync(0xffffffffu, s[0], 2), b1 = __shfl_down_sync(0xffffffffu, s[1], 2);
-                    const long long o0 = (long long) g.tile * 4 + 2 * t;
-                    if (t < 2 && gr < rows && o0 < n / 2) gv_pair<T>(p, y, ldc, gr, o0, s[0], b0);
-                    if (t < 2 && gr < rows && o0 + 1 < n / 2) gv_pair<T>(p, y, ldc, gr, o0 + 1, s[1], b1);
-                    return;
-                }
-                const long long c0 = (long long) g.tile * 8 + 2 * t;
-                if (gr < rows && c0 < n) y[gr * ldc + c0] = gv_store(s[0], (const T*) nullptr);
-                if (gr < rows && c0 + 1 < n) y[gr * ldc + c0 + 1] = gv_store(s[1], (const T*) nullptr);
+                const long long c0 = gv_col(cols, (long long) g.tile * 8 + 2 * t, n), c1 = gv_col(cols, (long long) g.tile * 8 + 2 * t + 1, n);
+                if (gr < rows && c0 >= 0) y[gr * ldc + c0] = gv_store(s[0], (const T*) nullptr);
+                if (gr < rows && c1 >= 0) y[gr * ldc + c1] = gv_store(s[1], (const T*) nullptr);
             }
 
-            // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j; a step
-            // is 32 consecutive 16-byte vectors of each of those rows of w (one a lane), and each vector of x loaded serves all
-            // GV_FMA_COLS columns. Lanes' sums are added by shuffles.
+            // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j (positions
+            // GV_FMA_COLS tile on, see gv_col); a step is 32 consecutive 16-byte vectors of each of those rows of w (one a lane),
+            // and each vector of x loaded serves all GV_FMA_COLS columns. Lanes' sums are added by shuffles.
             // With `preload` (a weight no kernel of the call writes: a graph input), a warp loads its first step of the weight
             // before the wait: launched programmatically (see Programmatic), those loads are in flight while the kernel before
             // it still runs, and its first products start as soon as the wait returns. Everything else is read after the wait.
-            // The tile's rows of w: columns c < C/2 from w0 on, the others from w1 on (rows next to each other, or paired, see
-            // gemv_mma: 2 outputs' first rows and their 2 second rows); bit c of ok: whether column c is a row of w.
+            // wc[c]: column c's row of w; bit c of ok: whether column c is one.
             template <int C>
-            __device__ __forceinline__ void gv_fma_load(uint4 (&a)[GV_FMA_UNROLL][C], const uint4* w0, const uint4* w1, int ok, int vectors,
+            __device__ __forceinline__ void gv_fma_load(uint4 (&a)[GV_FMA_UNROLL][C], const uint4* const (&wc)[C], int ok, int vectors,
                                                         int step, int last, int lane) {
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 #pragma unroll
@@ -310,33 +245,34 @@ final class CudaGemv {
                     const int v = (step + u) * 32 + lane;
                     const bool in = step + u < last && v < vectors;
                     #pragma unroll
-                    for (int c = 0; c < C; c++)
-                        a[u][c] = in && (ok >> c & 1) ? __ldcs((c < C / 2 ? w0 + (long long) c * vectors : w1 + (long long) (c - C / 2) * vectors) + v) : zero;
+                    for (int c = 0; c < C; c++) a[u][c] = in && (ok >> c & 1) ? __ldcs(wc[c] + v) : zero;
                 }
             }
 
             template <typename T, int M>
-            __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload, const GvPairs<T>& p) {
-                constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS, H = C / 2;
+            __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
+                                     int slices, int preload, const int* cols) {
+                constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
                 const int vectors = k / V;
                 const GvWarp g(ceil_div_gv(vectors, 32), slices);
-                const long long col = (long long) g.tile * C, out = (long long) g.tile * H;   // the tile's first row of w; paired: its first output
-                const long long first = p.mode ? gv_col(out, p.pair) : col;
-                const uint4* w0 = reinterpret_cast<const uint4*>(w) + first * vectors;
-                const uint4* w1 = reinterpret_cast<const uint4*>(w) + (p.mode ? first + p.pair : col + H) * vectors;
+                const long long pos = (long long) g.tile * C;   // the tile's first position
+                const uint4* wc[C];
                 int ok = 0;
                 #pragma unroll
-                for (int c = 0; c < C; c++) ok |= (p.mode ? out + c % H < n / 2 : col + c < n) << c;
+                for (int c = 0; c < C; c++) {
+                    const long long col = gv_col(cols, pos + c, n);
+                    ok |= (col >= 0) << c;
+                    wc[c] = reinterpret_cast<const uint4*>(w) + (col >= 0 ? col : 0) * vectors;
+                }
                 uint4 a[GV_FMA_UNROLL][C];
-                if (preload) gv_fma_load<C>(a, w0, w1, ok, vectors, g.first, g.last, g.lane);
+                if (preload) gv_fma_load<C>(a, wc, ok, vectors, g.first, g.last, g.lane);
                 GATUN_DEPENDENT_START();
                 const uint4* xv = reinterpret_cast<const uint4*>(x);
                 float acc[C * M];
                 #pragma unroll
                 for (int i = 0; i < C * M; i++) acc[i] = 0.0f;
                 for (int step = g.first; step < g.last; step += GV_FMA_UNROLL) {
-                    if (!preload || step != g.first) gv_fma_load<C>(a, w0, w1, ok, vectors, step, g.last, g.lane);
+                    if (!preload || step != g.first) gv_fma_load<C>(a, wc, ok, vectors, step, g.last, g.lane);
                     #pragma unroll
                     for (int u = 0; u < GV_FMA_UNROLL; u++) {
                         const int v = (step + u) * 32 + g.lane;
@@ -360,34 +296,28 @@ final class CudaGemv {
                 for (int i = 0; i < C * M; i++)
                     #pragma unroll
                     for (int d = 16; d > 0; d >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], d);
-                // every lane holds every sum: lane i keeps value i (paired: lane i < H M keeps first sum i and its second, i + H M)
-                float mine[2] = {0.0f, 0.0f};
+                // every lane holds every sum: lane i keeps value i (column i / M, row i % M)
+                float mine[1] = {0.0f};
                 #pragma unroll
                 for (int i = 0; i < C * M; i++)
-                    if (g.lane == i) {
-                        mine[0] = acc[i];
-                        if (i < H * M) mine[1] = acc[(i + H * M) % (C * M)];   // (the modulo keeps the unrolled index in range)
-                    }
-                if (!(p.mode ? gv_add_slices<2>(g, mine, slices) : gv_add_slices<1>(g, mine, slices))) return;
+                    if (g.lane == i) mine[0] = acc[i];
+                if (!gv_add_slices<1>(g, mine, slices)) return;
                 const int c = g.lane / M, m = g.lane % M;
-                if (p.mode) {
-                    if (g.lane < H * M && m < rows && out + c < n / 2) gv_pair<T>(p, y, ldc, m, out + c, mine[0], mine[1]);
-                } else if (g.lane < C * M && m < rows && col + c < n) {
-                    y[m * ldc + col + c] = gv_store(mine[0], (const T*) nullptr);
-                }
+                const long long col = g.lane < C * M ? gv_col(cols, pos + c, n) : -1;
+                if (m < rows && col >= 0) y[m * ldc + col] = gv_store(mine[0], (const T*) nullptr);
             }
+            """;
 
-            // every entry's arguments: the product's, then the pairing's (GvPairs: mode, pair, roundEach, the tables, two runs)
-            #define GV_PARAMS(T) const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, int slices, int preload, int mode, \\
-                    int pair, int roundEach, const T* cs, const T* sn, T* f0, T* s0, long long rs0, long long hs0, int h0, int nh0, T* f1, \\
-                    T* s1, long long rs1, long long hs1, int h1, int nh1
-            #define GV_PAIRS(T) const GvPairs<T> p = {mode, pair, roundEach, cs, sn, {f0, f1}, {s0, s1}, {rs0, rs1}, {hs0, hs1}, {h0, h1}, {nh0, nh1}};
+    /** The plain products' kernels: {@link #DEVICE} and an entry per kernel, every column at its own position. */
+    static final String SOURCE = DEVICE + """
+
+            #define GV_PARAMS(T) const T* x, const T* w, T* y, int n, int k, long long ldc, int rows, int slices, int preload
             #define GV_MMA_ENTRY(T, NAME) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_mma_##NAME(GV_PARAMS(T)) { \\
-                    GV_PAIRS(T) gemv_mma<T>(x, w, y, n, k, ldc, rows, slices, preload, p); }
+                    gemv_mma<T>(x, w, y, n, k, ldc, rows, slices, preload, nullptr); }
             #define GV_FMA_ENTRY(T, NAME, M) \\
                 extern "C" __global__ void __launch_bounds__(512) gemv_fma_##NAME##_##M(GV_PARAMS(T)) { \\
-                    GV_PAIRS(T) gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload, p); }
+                    gemv_fma<T, M>(x, w, y, n, k, ldc, rows, slices, preload, nullptr); }
             #define GV_FMA_ENTRIES(T, NAME) GV_FMA_ENTRY(T, NAME, 1) GV_FMA_ENTRY(T, NAME, 2) GV_FMA_ENTRY(T, NAME, 4) GV_FMA_ENTRY(T, NAME, 8)
             GV_MMA_ENTRY(__half, f16)
             GV_MMA_ENTRY(__nv_bfloat16, bf16)
@@ -480,6 +410,24 @@ final class CudaGemv {
         return new Launch(kernel(t, path, m), Math.toIntExact(blocks), warps, slices, sharedBytes(warps, slices, mma ? 2 : 1));
     }
 
+    /**
+     * The launch of a product whose blocks each hold {@code columns} positions or more in one pass (a tiled product's,
+     * {@link TiledProductCodegen}): {@link #launch}'s, its k-slices halved, then its warps doubled, until they do.
+     */
+    static Launch holding(DType t, Path path, int m, int n, int k, int sms, int columns) {
+        Launch l = launch(t, path, m, n, k, sms);
+        int slices = l.slices(), warps = l.warps();
+        while (columnsPerTile(path) * (warps / slices) < columns) {
+            if (slices > 1) slices /= 2;
+            else if (warps < 16) warps *= 2;
+            else throw new IllegalArgumentException("gemv blocks of " + columns + " columns: a block holds at most " + 16 * columnsPerTile(path));
+        }
+        return sliced(t, path, m, n, k, slices, warps);
+    }
+
+    /** Columns of one warp's tile on {@code path}. */
+    static int columnsPerTile(Path path) { return path == Path.TENSOR_CORES ? MMA_COLS : FMA_COLS; }
+
     /** Shared memory for adding the k-slices' partial sums: {@code sums} floats a lane of every warp, none unsliced. */
     static int sharedBytes(int warps, int slices, int sums) { return slices == 1 ? 0 : warps * 32 * sums * Float.BYTES; }
 
@@ -508,7 +456,7 @@ final class CudaGemv {
      */
     void run(DType t, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         if (n == 0) return;
-        launch(launch(t, Path.auto(t, m), m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, Pairs.PLAIN, stream);
+        launch(launch(t, Path.auto(t, m), m, n, k, sms), m, n, k, ldc, x, w, y, constantWeight, stream);
     }
 
     /** As {@link #run(DType, int, int, int, int, long, long, long, Stream)}, with the kernel chosen (tests, benchmarks). */
@@ -518,74 +466,12 @@ final class CudaGemv {
     }
 
     /** As {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} with the launch given (benchmarks' sweeps). */
-    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { launch(l, m, n, k, ldc, x, w, y, false, Pairs.PLAIN, stream); }
+    void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { launch(l, m, n, k, ldc, x, w, y, false, stream); }
 
-    /**
-     * A gated product: {@code out[i, j] = silu(sum_p x[i, p] w[j, p]) * sum_p x[i, p] w[h + j, p]} for {@code m} rows,
-     * {@code j < h}, w of {@code 2h} rows of length {@code k}, out's rows {@code h} apart; each sum rounded to {@code t}
-     * first, silu's result too where {@code roundGate} (see {@code gv_glu}). The kernel of {@link Path#auto}.
-     */
-    void runGated(DType t, int m, int h, int k, long x, long w, long out, boolean roundGate, boolean constantWeight, Stream stream) {
-        if (h == 0) return;
-        launch(launch(t, Path.auto(t, m), m, 2 * h, k, sms).paired(), m, 2 * h, k, h, x, w, out, constantWeight, Pairs.gated(h, roundGate), stream);
-    }
-
-    /**
-     * A rotary product: {@code y[i, j] = sum_p x[i, p] w[j, p]} for {@code m} rows and {@code n} columns in heads of
-     * {@code 2 half}, y's rows {@code n} apart, and each run's heads rotated (see {@link Pairs#rotary}). The kernel of
-     * {@link Path#auto}.
-     */
-    void runRotary(DType t, int m, int n, int k, long x, long w, long y, Pairs rotary, boolean constantWeight, Stream stream) {
-        if (n == 0) return;
-        if (rotary.mode() != Pairs.ROTARY || n % (2 * rotary.pair()) != 0) throw new IllegalArgumentException("a rotary product of " + n + " columns: " + rotary);
-        launch(launch(t, Path.auto(t, m), m, n, k, sms).paired(), m, n, k, n, x, w, y, constantWeight, rotary, stream);
-    }
-
-    /**
-     * A paired launch's arguments (GvPairs in the source): none; gated (the SwiGLU of column j and column {@code pair +
-     * j}); or rotary, each column of a head stored with the one {@code pair} (half a head) on, and the heads of one or
-     * two {@link Run}s rotated by the tables at {@code cos} and {@code sin} (device addresses, {@code 2 pair} elements),
-     * each multiplication rounded to the type where {@code roundEach}.
-     */
-    record Pairs(int mode, int pair, boolean roundEach, long cos, long sin, java.util.List<Run> runs) {
-        static final int NONE = 0, GATED = 1, ROTARY = 2;
-        static final Pairs PLAIN = new Pairs(NONE, 0, false, 0, 0, java.util.List.of());
-
-        Pairs {
-            runs = java.util.List.copyOf(runs);
-            if (runs.size() > 2) throw new IllegalArgumentException("a rotary product of " + runs.size() + " runs of heads: it takes 1 or 2");
-            if (mode != NONE && (pair < 1 || mode == ROTARY && (pair % 4 != 0 || runs.isEmpty())))
-                throw new IllegalArgumentException("a paired launch " + mode + " of pairs " + pair + " apart and " + runs.size() + " runs");
-        }
-
-        static Pairs gated(int h, boolean roundGate) { return new Pairs(GATED, h, roundGate, 0, 0, java.util.List.of()); }
-
-        static Pairs rotary(int half, boolean roundEach, long cos, long sin, java.util.List<Run> runs) { return new Pairs(ROTARY, half, roundEach, cos, sin, runs); }
-
-        /** The kernel's arguments from {@code mode} on. */
-        Object[] arguments() {
-            var a = new java.util.ArrayList<Object>(java.util.List.of(mode, pair, roundEach ? 1 : 0, cos, sin));
-            for (int i = 0; i < 2; i++) {
-                Run r = i < runs.size() ? runs.get(i) : new Run(0, 0, 0, 0, 0, 0);
-                a.addAll(java.util.List.of(r.first(), r.second(), r.rowStride(), r.headStride(), r.firstHead(), r.heads()));
-            }
-            return a.toArray();
-        }
-    }
-
-    /**
-     * A run of {@code heads} heads from head {@code firstHead} on, rotated: the first halves' rotation at {@code first}
-     * and the second halves' at {@code second} (device addresses), element e of head h of row r at {@code r rowStride + (h
-     * - firstHead) headStride + e} of each.
-     */
-    record Run(long first, long second, long rowStride, long headStride, int firstHead, int heads) {}
-
-    private void launch(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Pairs pairs, Stream stream) {
+    private void launch(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
-        // preload: whether to load the weight's first loop before the wait; then the pairing's arguments
-        var args = new java.util.ArrayList<Object>(java.util.List.of(x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0));
-        args.addAll(java.util.Arrays.asList(pairs.arguments()));
-        Programmatic.launch(kernel, programmatic, config, args.toArray());
+        // preload: whether to load the weight's first loop before the wait
+        Programmatic.launch(kernel, programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), constantWeight ? 1 : 0);
     }
 }

@@ -116,37 +116,8 @@ final class CudaMatmul {
         for (int bi = 0; bi < oa.length; bi++) gemm(t, m, n, k, ldc, a + oa[bi] * e, transA, b + ob[bi] * e, transB, out + oc[bi] * e, stream);
     }
 
-    /**
-     * A gated product ({@link dev.gatun.planner.Step.GatedProduct}) as one launch of {@link CudaGemv}, storing the SwiGLU
-     * of its two halves at {@code out}; false, launching nothing, where the plan took the product by the library (the
-     * caller then runs the product and the kernel).
-     */
-    boolean runGated(Step.Matmul step, long a, long b, long out, boolean roundGate, Map<String, Long> env, Stream stream) {
-        PlanBuffer aB = step.a(), bB = step.b();
-        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
-        if (!step.gemv() || sa.length != 2 || sb.length != 2 || sb[1] % 2 != 0) return false;
-        int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
-        DType t = aB.type().dtype();
-        gemvApplies(step, t, 1, m, k, a, b, out);
-        gemv.runGated(t, m, n / 2, k, a, b, out, roundGate, CudaGemv.constantDuringCall(bB), stream);
-        return true;
-    }
-
-    /**
-     * A rotary product ({@link dev.gatun.planner.Step.RotaryProduct}) as one launch of {@link CudaGemv}: the product at
-     * {@code y} and its heads' rotations as {@code rotary} says; false, launching nothing, where the plan took the
-     * product by the library (the caller then runs the product and the kernels).
-     */
-    boolean runRotary(Step.Matmul step, long a, long b, long y, CudaGemv.Pairs rotary, Map<String, Long> env, Stream stream) {
-        PlanBuffer aB = step.a(), bB = step.b();
-        long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env);
-        if (!step.gemv() || sa.length != 2 || sb.length != 2 || sb[1] % (2L * rotary.pair()) != 0) return false;
-        int m = Math.toIntExact(sa[0]), k = Math.toIntExact(sa[1]), n = Math.toIntExact(sb[1]);
-        DType t = aB.type().dtype();
-        gemvApplies(step, t, 1, m, k, a, b, y);
-        gemv.runRotary(t, m, n, k, a, b, y, rotary, CudaGemv.constantDuringCall(bB), stream);
-        return true;
-    }
+    /** Refuses, naming the step, a GEMV product of {@code m} rows whose operands this call gives at addresses the kernel cannot read. */
+    void checkGemv(Step.Matmul step, DType t, int m, int k, long a, long b, long out) { gemvApplies(step, t, 1, m, k, a, b, out); }
 
     /** Refuses, naming the step, a GEMV product whose operands this call gives at addresses the kernel cannot read. */
     private static void gemvApplies(Step.Matmul step, DType t, long batches, int m, int k, long a, long b, long out) {

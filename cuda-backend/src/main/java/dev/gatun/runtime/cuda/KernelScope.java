@@ -70,9 +70,24 @@ final class KernelScope {
     /** Whether this is a tile function (see {@link CudaCodegen#tile}), not a kernel. */
     final boolean tile;
 
-    KernelScope(Kernel k, boolean tile) {
+    /** A tile function's block size, given by the launch that calls it (0: the body chooses, as a kernel's does). */
+    final int tileBlock;
+
+    /**
+     * A pointwise tile function over a batch of runs ({@code gt_count} runs of {@code gt_len} elements, {@code gt_stride}
+     * apart from {@code gt_lo}, that {@code gt_count2} times {@code gt_stride2} apart; all the block's threads over all of
+     * them at once) instead of one run {@code [gt_lo, gt_hi)}.
+     */
+    final boolean runs;
+
+    KernelScope(Kernel k, boolean tile) { this(k, tile, 0, false); }
+
+    KernelScope(Kernel k, boolean tile, int tileBlock, boolean runs) {
         this.k = k;
         this.tile = tile;
+        this.tileBlock = tileBlock;
+        this.runs = tile && runs && !k.isReduction();
+        if (tileBlock < 0 || tileBlock % 32 != 0 || tileBlock > 1024) throw new IllegalArgumentException("kernel " + k.name() + ": a tile block of " + tileBlock + " threads");
         if (tile && !k.folds().isEmpty()) throw new IllegalArgumentException("kernel " + k.name() + " folds its rows: it runs on a whole grid, not on a tile");
         this.fastForms = !k.floatIntermediates() || !exactnessMatters(k);
         inTypes = new DType[k.inputs().size()];
@@ -212,7 +227,7 @@ final class KernelScope {
             line(1, "const long long n" + d + " = " + sym(r) + ";", "i" + d + " < " + r + (d >= rank ? " (reduced)" : ""));
         }
         line(1, "const long long total = " + product(0, rank) + ";", k.isReduction() ? "output elements" : "elements");
-        if (tile) line(1, "(void) total;", "a tile's bounds are gt_lo and gt_hi");
+        if (tile) line(1, "(void) total;", runs ? "a tile's runs are gt_lo, gt_len, gt_count, gt_stride, gt_count2 and gt_stride2" : "a tile's bounds are gt_lo and gt_hi");
         if (k.isReduction()) line(1, "const long long count = " + product(rank, dims) + ";", "elements reduced into each output");
     }
 

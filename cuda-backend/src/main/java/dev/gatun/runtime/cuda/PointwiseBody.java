@@ -27,7 +27,7 @@ final class PointwiseBody {
     private final Kernel k;
     private final DType[] inTypes, outTypes;
     private final int rank;
-    private final boolean tile;
+    private final boolean tile, runs;
     private final StringBuilder body;
 
     PointwiseBody(KernelScope scope, CudaExpressions ex) {
@@ -38,6 +38,7 @@ final class PointwiseBody {
         outTypes = scope.outTypes;
         rank = scope.rank;
         tile = scope.tile;
+        runs = scope.runs;
         body = scope.body;
     }
 
@@ -75,21 +76,34 @@ final class PointwiseBody {
             scope.line(1, "const long long step = (long long) gridDim.x * blockDim.x;", null);
             scope.line(1, "const long long tid = (long long) blockIdx.x * blockDim.x + threadIdx.x;", null);
         }
+        if (runs) {
+            scope.line(1, "const long long gt_inner = gt_len * gt_count, gt_n = gt_inner * gt_count2;", "the elements of all the runs");
+            scope.line(1, "long long start = 0;", null);
+        }
         if (vw > 1) vectorPath(vw);
         scalarLoop(vw > 1);
     }
+
+    /** The element {@code j} of a batch of runs stands for: {@code o}. */
+    private static final String RUN_ELEMENT = "const long long o = gt_lo + j / gt_inner * gt_stride2 + j % gt_inner / gt_len * gt_stride + j % gt_len;";
 
     /**
      * The vector path: where every pointer it touches is aligned, the elements up to the last whole vector, each
      * thread a vector of {@code vw} elements at a time; then {@code start} is where the scalar loop takes over.
      */
     private void vectorPath(int vw) {
-        scope.line(1, "long long start = " + (tile ? "gt_lo" : "0") + ";", null);
+        if (!runs) scope.line(1, "long long start = " + (tile ? "gt_lo" : "0") + ";", null);
         body.append("    // 16-byte vectors of ").append(vw).append(" elements when every pointer they touch is aligned\n");
         body.append("    if (").append(String.join("\n        && ", alignmentChecks(vw))).append(") {\n");
-        scope.line(2, "const long long nvec = " + (tile ? "gt_hi" : "total") + " / " + vw + ";", tile ? "gt_lo is a multiple of " + vw : null);
-        scope.line(2, "for (long long v = " + (tile ? "gt_lo / " + vw + " + " : "") + "tid; v < nvec; v += step) {", null);
-        scope.line(3, "const long long o = v * " + vw + ";", null);
+        if (runs) {
+            scope.line(2, "const long long nvec = gt_n / " + vw + ", lv = gt_len / " + vw + ", iv = gt_inner / " + vw + ";", "whole vectors: every run starts and ends on one");
+            scope.line(2, "for (long long v = tid; v < nvec; v += step) {", null);
+            scope.line(3, "const long long o = gt_lo + v / iv * gt_stride2 + v % iv / lv * gt_stride + v % lv * " + vw + ";", null);
+        } else {
+            scope.line(2, "const long long nvec = " + (tile ? "gt_hi" : "total") + " / " + vw + ";", tile ? "gt_lo is a multiple of " + vw : null);
+            scope.line(2, "for (long long v = " + (tile ? "gt_lo / " + vw + " + " : "") + "tid; v < nvec; v += step) {", null);
+            scope.line(3, "const long long o = v * " + vw + ";", null);
+        }
         // one vector load per distinct contiguous load (input and offset)
         var vectorOf = new TreeMap<String, String>();
         int x = 0;
@@ -120,7 +134,7 @@ final class PointwiseBody {
             scope.line(3, "*reinterpret_cast<" + vt + "*>(out" + s + " + o) = y" + s + ";", k.stores().get(s).buffer().name());
         }
         scope.line(2, "}", null);
-        scope.line(2, "start = nvec * " + vw + ";", null);
+        scope.line(2, runs ? "start = gt_n;" : "start = nvec * " + vw + ";", null);
         scope.line(1, "}", null);
         body.append("    // scalar loop: the tail, or everything when a pointer is misaligned\n");
     }
@@ -136,14 +150,20 @@ final class PointwiseBody {
             }
         for (int s = 0; s < outTypes.length; s++) checks.add(aligned("out" + s, outTypes[s], vw));
         if (tile) checks.add("(gt_lo % " + vw + " == 0)");
+        if (runs) checks.add("(gt_len % " + vw + " == 0) && (gt_stride % " + vw + " == 0) && (gt_stride2 % " + vw + " == 0)");
         return checks;
     }
 
     /** The scalar loop: one element at a time, from {@code start} where a vector path went before it. */
     private void scalarLoop(boolean afterVectors) {
         boolean general = scope.loads().stream().anyMatch(l -> scope.access(l) == Access.GENERAL) || k.stores().stream().anyMatch(st -> st.strides() != null);
-        String begin = !afterVectors ? (tile ? "gt_lo + tid" : "tid") : "start + tid";
-        scope.line(1, "for (long long o = " + begin + "; o < " + (tile ? "gt_hi" : "total") + "; o += step) {", null);
+        if (runs) {
+            scope.line(1, "for (long long j = start + tid; j < gt_n; j += step) {", null);
+            scope.line(2, RUN_ELEMENT, null);
+        } else {
+            String begin = !afterVectors ? (tile ? "gt_lo + tid" : "tid") : "start + tid";
+            scope.line(1, "for (long long o = " + begin + "; o < " + (tile ? "gt_hi" : "total") + "; o += step) {", null);
+        }
         if (general) scope.unravel(2, "o", 0, rank);
         Function<KExpr.Load, String> scalarLoad = l -> switch (scope.access(l)) {
             case CONTIGUOUS -> "in" + l.input() + "[" + (l.offset().equals(SymInt.ZERO) ? "o" : scope.sym(l.offset()) + " + o") + "]";

@@ -106,6 +106,9 @@ final class RowBody {
                 // 32 bf16 elements a thread, or 8, are both slower at 4096 columns)
                 int target = Math.clamp(16 / vw, 1, 4);
                 int block = (int) Math.clamp((Math.ceilDiv(vectors, target) + 31) / 32 * 32, 32, 1024);
+                // a tile function runs on its caller's block: the row is spread over that many threads, or looped over
+                if (scope.tileBlock > 0) block = scope.tileBlock;
+                if (Math.ceilDiv(vectors, block) > MAX_ROW_CHUNKS) return;
                 rowVector = vw;
                 rowBlock = block;
                 rowChunks = (int) Math.ceilDiv(vectors, block);

@@ -90,7 +90,7 @@ class AttentionGpuTest {
             var values = g.state("v", t, b, len, d).updateSlice(1, g.input("v_new", t, b, 1, d), pos);
             g.output("y", q.attention(keys, values, pos, scale));
             Graph graph = g.build();
-            var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true).attentionUpdates(together);
+            var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true).planning(dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(together));
             var options = base.programmaticLaunch(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON);
             try (var s = Session.compile(graph, options)) {
                 var steps = s.plan().steps();

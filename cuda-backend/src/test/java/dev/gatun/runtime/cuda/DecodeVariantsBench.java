@@ -23,8 +23,8 @@ import java.util.Map;
  * own copy of the weights and decodes the same prompts; prints each one's per-step medians, and whether its tokens are
  * the first variant's. Variants: {@code plain} (programmatic dependent launches off), {@code programmatic} (on); with
  * {@code apart} in the name (e.g. {@code programmatic+apart}) the update of the caches is a launch of its own, not the
- * attention's; with {@code ungated}, the SwiGLU is a launch of its own, not the gate|up product's; with
- * {@code unrotated}, the rotary embedding is a launch of its own (two at a batch of several), not the q|k|v product's;
+ * attention's; with {@code untiled}, the kernels after each product (SwiGLU, rotary embedding) are launches of their
+ * own, not the product's epilogues;
  * with {@code stepwise}, the host reads each step's token before it queues the next (not queued, fed on the device).
  *
  * <pre>
@@ -36,8 +36,8 @@ public final class DecodeVariantsBench {
     private DecodeVariantsBench() {}
 
     static CompileOptions variant(String name) {
-        var o = CompileOptions.world(1).backend("cuda").attentionUpdates(!name.contains("apart")).gatedProducts(!name.contains("ungated"))
-                .rotaryProducts(!name.contains("unrotated"));
+        var o = CompileOptions.world(1).backend("cuda").planning(dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(!name.contains("apart"))
+                .withProductEpilogues(!name.contains("untiled")));
         return o.programmaticLaunch(name.contains("programmatic") ? dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON : dev.gatun.planner.PlanOptions.ProgrammaticLaunch.OFF);
     }
 

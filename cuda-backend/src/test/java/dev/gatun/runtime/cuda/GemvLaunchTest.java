@@ -38,9 +38,14 @@ class GemvLaunchTest {
                         assertThat(l.slices()).as(what + " every slice has steps").isLessThanOrEqualTo(steps);
                         assertThat(l.sharedBytes()).as(what + " shared memory").isEqualTo(l.slices() == 1 ? 0 : l.warps() * 32 * (mma ? 8 : 4))
                                 .isLessThanOrEqualTo(48 * 1024);
-                        // gated, two sums a lane (a gate's and its up's) cross the slices: the tensor cores' kernel adds two anyway
-                        assertThat(l.paired()).as(what + " paired").isEqualTo(new CudaGemv.Launch(l.kernel(), l.blocks(), l.warps(), l.slices(),
-                                l.slices() == 1 ? 0 : l.warps() * 32 * 8));
+                        // a tiled product's launch holds its largest tile in a block, in one pass, its slices fewer or its warps more
+                        for (int held : new int[]{2, 8, 64}) {
+                            var h = CudaGemv.holding(t, path, m, n, k, SMS, held);
+                            assertThat(cols * h.tilesPerBlock()).as(what + " holding " + held).isGreaterThanOrEqualTo(held);
+                            assertThat(h.slices()).as(what + " holding " + held).isLessThanOrEqualTo(l.slices());
+                            assertThat(h.warps() % h.slices()).as(what + " holding " + held).isZero();
+                            if (cols * l.tilesPerBlock() >= held) assertThat(h).as(what + " holding " + held + ": as it was").isEqualTo(l);
+                        }
                         assertThat(l.kernel()).as(what).isEqualTo(mma ? "gemv_mma_" + name(t)
                                 : "gemv_fma_" + name(t) + "_" + (m == 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8));
                     }

@@ -51,8 +51,6 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.UpdateSlice u -> "update_slice(" + u.target().name() + ", " + u.update().name() + ")";
                 case Step.UpdateSlices b -> "update_slice×" + b.members().size() + "(" + b.members().getFirst().target().name() + ", ...)";
                 case Step.UpdateAttention u -> u.name() + ": " + new Operation(index, stepIndex, u.attention()).label();
-                case Step.GatedProduct g -> g.name() + ": " + new Operation(index, stepIndex, g.product()).label();
-                case Step.RotaryProduct r -> r.name() + ": " + new Operation(index, stepIndex, r.product()).label();
                 case Step.TiledProduct t -> t.name() + ": " + new Operation(index, stepIndex, t.product()).label();
                 case Step.CallUserOp u -> u.op().name();
                 case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
@@ -137,7 +135,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
 
     static boolean isOperation(Step s) {
         return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective || s instanceof Step.Matmul
-                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.Attention || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention || s instanceof Step.GatedProduct || s instanceof Step.RotaryProduct
+                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.Attention || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }
 }

@@ -62,17 +62,6 @@ public final class StepLoop {
             attention(s.attention());
         }
 
-        /** A product and the SwiGLU after it as one launch; by default one after the other (the host backend). */
-        default void gatedProduct(Step.GatedProduct s) {
-            matmul(s.product());
-            launch(s.gate());
-        }
-
-        /** A product and the rotations of its heads as one launch; by default one after the other (the host backend). */
-        default void rotaryProduct(Step.RotaryProduct s) {
-            matmul(s.product());
-            s.rotaries().forEach(this::launch);
-        }
         /** A product and its epilogues as one launch; by default the product, then the epilogues (the host backend). */
         default void tiledProduct(Step.TiledProduct s) {
             matmul(s.product());
@@ -124,8 +113,6 @@ public final class StepLoop {
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.UpdateAttention s -> backend.updateAttention(s);
-            case Step.GatedProduct s -> backend.gatedProduct(s);
-            case Step.RotaryProduct s -> backend.rotaryProduct(s);
             case Step.TiledProduct s -> backend.tiledProduct(s);
             case Step.CallUserOp s -> backend.userOp(s);
             case Step.Barrier s -> backend.barrier(s);
