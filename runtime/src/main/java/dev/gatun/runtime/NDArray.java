@@ -26,7 +26,16 @@ import java.util.StringJoiner;
  *
  * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files,
  * {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
- * parallelism splits a weight over ranks, and {@link #randn} draws normal values.
+ * parallelism splits a weight over ranks, and {@link #randn} draws normal values. With {@code rank} of {@code world}:
+ *
+ * <pre>{@code
+ * NDArray w = NDArray.randn(DType.F32, 42, 256, 1024);  // or NDArray.loadNpy(path) of what np.save wrote
+ * NDArray mine = w.shard(1, rank, world);               // this rank's columns: f32[256, 1024 / world]
+ * List<NDArray> parts = w.chunk(world, 1);              // every rank's, in order: torch.chunk(w, world, 1)
+ * NDArray back = NDArray.concat(1, parts);              // equals w
+ * double first = mine.get(0, 0);                        // an element; getLong for exact integers
+ * float[] values = mine.toFloatArray();                 // row-major
+ * }</pre>
  */
 public final class NDArray implements HostTensor, ArrayLike {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
