@@ -5,5 +5,5 @@ module dev.gatun.ir {
     exports dev.gatun.ir.graph;
     exports dev.gatun.ir.lower;
     exports dev.gatun.ir.viz;
-    exports dev.gatun.ir.json to dev.gatun.runtime;
+    exports dev.gatun.ir.json to dev.gatun.runtime, dev.gatun.models;
 }

@@ -213,7 +213,7 @@ public final class Tensor {
 
     /**
      * {@code n} equal views along dimension {@code dim}, whose size {@code n} must divide ({@code torch.chunk}'s order of
-     * arguments; {@link #split} takes unequal sizes). Views, not copies.
+     * arguments, as the runtime's {@code NDArray.chunk(chunks, dim)}; {@link #split} takes unequal sizes). Views, not copies.
      */
     public List<Tensor> chunk(int n, int dim) {
         String where = "chunk(" + describe() + ")";

@@ -7,15 +7,21 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The package rules the architecture rests on, checked on the main sources of every module: backends read the
- * plan's own types, never the compiler's lowered IR or a planner pass; the CUDA library knows nothing of Gatun's compiler; the
- * environment is read only by the edge classes that turn it into options.
+ * plan's own types, never the compiler's lowered IR or a planner pass; the CUDA library knows nothing of Gatun's
+ * compiler; the environment is read only by the edge classes that turn it into options; every library module is a
+ * JPMS module whose exports are its documented API (docs/API.md), and an implementation package is exported only to
+ * the modules that read it.
  */
 class ArchitectureTest {
     static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
@@ -28,6 +34,16 @@ class ArchitectureTest {
                 out.add(new String[]{ROOT.relativize(f).toString(), Files.readString(f)});
         }
         return out;
+    }
+
+    /** The library modules, each with a module descriptor (examples is an application on the class path). */
+    static final List<String> MODULES = List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "cuda-backend", "models");
+
+    static final Pattern EXPORTS = Pattern.compile("(?m)^\\s*exports\\s+([\\w.]+)\\s*(?:to\\s+([\\w.,\\s]+))?;");
+    static final Pattern MODULE_NAME = Pattern.compile("(?m)^\\s*module\\s+([\\w.]+)\\s*\\{");
+
+    static String descriptor(String module) throws IOException {
+        return Files.readString(ROOT.resolve(module + "/src/main/java/module-info.java"));
     }
 
     static List<String> offenders(List<String[]> files, String needle) {
@@ -90,5 +106,59 @@ class ArchitectureTest {
         var readers = offenders(all, "System.getenv(");
         assertThat(readers).isNotEmpty();
         assertThat(readers.stream().filter(f -> !edge.contains(f)).toList()).isEmpty();
+    }
+
+    @Test
+    void everyLibraryModuleHasADescriptor() {
+        for (String m : MODULES)
+            assertThat(ROOT.resolve(m + "/src/main/java/module-info.java")).as(m + " needs a module-info.java").isRegularFile();
+    }
+
+    /** The packages docs/API.md's table lists are exactly the packages the modules export to everyone. */
+    @Test
+    void theExportsAreTheDocumentedApi() throws IOException {
+        var exported = new TreeSet<String>();
+        for (String m : MODULES) {
+            var e = EXPORTS.matcher(descriptor(m));
+            while (e.find()) if (e.group(2) == null) exported.add(e.group(1));
+        }
+        var documented = new TreeSet<String>();
+        var row = Pattern.compile("(?m)^\\| `[\\w-]+` `(dev\\.gatun[\\w.]*)` \\|").matcher(Files.readString(ROOT.resolve("docs/API.md")));
+        while (row.find()) documented.add(row.group(1));
+        assertThat(exported).contains("dev.gatun.models.llama", "dev.gatun.models.text");
+        assertThat(documented).isEqualTo(exported);
+    }
+
+    /** A package exported to named modules only ({@code exports p to m}) is one each of them really reads. */
+    @Test
+    void qualifiedExportsGoOnlyWhereTheyAreUsed() throws IOException {
+        var moduleDirs = new TreeMap<String, String>();
+        for (String m : MODULES) {
+            var name = MODULE_NAME.matcher(descriptor(m));
+            assertThat(name.find()).as(m).isTrue();
+            moduleDirs.put(name.group(1), m);
+        }
+        var qualified = new ArrayList<Map.Entry<String, String>>();
+        for (String m : MODULES) {
+            var e = EXPORTS.matcher(descriptor(m));
+            while (e.find()) {
+                if (e.group(2) == null) continue;
+                for (String to : e.group(2).split(",")) qualified.add(Map.entry(e.group(1), to.strip()));
+            }
+        }
+        assertThat(qualified).contains(Map.entry("dev.gatun.ir.json", "dev.gatun.models"));
+        for (var q : qualified) {
+            assertThat(moduleDirs).as("exports " + q.getKey() + " to " + q.getValue() + ": no such module").containsKey(q.getValue());
+            var readers = offenders(sources(moduleDirs.get(q.getValue()) + "/src/main/java"), q.getKey() + ".");
+            assertThat(readers).as("exports " + q.getKey() + " to " + q.getValue() + ", whose main code never reads it").isNotEmpty();
+        }
+    }
+
+    @Test
+    void theModelsKnowNothingOfTheCudaBackend() throws IOException {
+        var models = sources("models/src/main/java");
+        assertThat(models).hasSizeGreaterThan(20);
+        for (String pkg : List.of("dev.gatun.cuda", "dev.gatun.runtime.cuda", "dev.gatun.runtime.host"))
+            assertThat(offenders(models, pkg)).as(pkg).isEmpty();
     }
 }

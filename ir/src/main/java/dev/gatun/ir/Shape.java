@@ -64,10 +64,14 @@ public record Shape(List<Dim> dims) {
         return s;
     }
 
-    /** Element count of a static shape. */
+    /** Element count of a static shape; a {@link GraphException} where it passes 2^63 (no tensor can be that large). */
     public long numel() {
         long n = 1;
-        for (int i = 0; i < dims.size(); i++) n = Math.multiplyExact(n, dims.get(i).size());
+        try {
+            for (int i = 0; i < dims.size(); i++) n = Math.multiplyExact(n, dims.get(i).size());
+        } catch (ArithmeticException e) {
+            throw new GraphException("shape " + this + " has more than 2^63 elements; no tensor can be this large");
+        }
         return n;
     }
 

@@ -18,7 +18,7 @@ import java.util.Set;
  * planner's internal liveness), then every invariant docs/DESIGN.md and the planner issue state is verified.
  * Each check returns a list of violations (empty when the plan is fine), so tests can print them all.
  */
-final class PlanChecks {
+public final class PlanChecks {
     private PlanChecks() {}
 
     /** A storage buffer's lifetime in step indices, inclusive at both ends. */
@@ -615,7 +615,7 @@ final class PlanChecks {
     }
 
     /** Every check at once. */
-    static List<String> all(Plan p) {
+    public static List<String> all(Plan p) {
         var bad = new ArrayList<String>();
         bad.addAll(overlaps(p));
         bad.addAll(commRules(p));

@@ -26,7 +26,16 @@ import java.util.StringJoiner;
  *
  * <p>For weights and test data: {@link #saveNpy}/{@link #loadNpy} read and write NumPy's {@code .npy} files,
  * {@link #slice}, {@link #chunk}, {@link #shard} and {@link #concat} cut and join arrays (copies) the way tensor
- * parallelism splits a weight over ranks, and {@link #randn} draws normal values.
+ * parallelism splits a weight over ranks, and {@link #randn} draws normal values. With {@code rank} of {@code world}:
+ *
+ * <pre>{@code
+ * NDArray w = NDArray.randn(DType.F32, 42, 256, 1024);  // or NDArray.loadNpy(path) of what np.save wrote
+ * NDArray mine = w.shard(1, rank, world);               // this rank's columns: f32[256, 1024 / world]
+ * List<NDArray> parts = w.chunk(world, 1);              // every rank's, in order: torch.chunk(w, world, 1)
+ * NDArray back = NDArray.concat(1, parts);              // equals w
+ * double first = mine.get(0, 0);                        // an element; getLong for exact integers
+ * float[] values = mine.toFloatArray();                 // row-major
+ * }</pre>
  */
 public final class NDArray implements HostTensor, ArrayLike {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -331,14 +340,28 @@ public final class NDArray implements HostTensor, ArrayLike {
     }
 
     /**
-     * {@code parts} equal copies along {@code dim}, in order (like {@code torch.chunk}, but the size must divide
-     * evenly: an uneven split of a weight is almost always a mistake in a tensor-parallel layout).
+     * {@code chunks} equal copies along {@code dim}, in order: the arguments of {@code torch.chunk(input, chunks, dim)}
+     * and of the DSL's {@code Tensor.chunk(n, dim)}, the count first, then the dimension ({@code w.chunk(world, 1)} cuts
+     * a weight's columns over the ranks). Unlike {@code torch.chunk} the size must divide evenly: an uneven split of a
+     * weight is almost always a mistake in a tensor-parallel layout ({@link #slice} takes any range).
+     *
+     * <p>This method used to take {@code (dim, parts)}. A call written in that order is refused, naming the order,
+     * wherever the two readings differ on a vector or a matrix (a count below 1 or a dimension the array lacks); on
+     * arrays of rank 3 and more both readings can be valid, so such calls must be checked by hand.
      */
-    public List<NDArray> chunk(int dim, int parts) {
-        int d = checkDim(dim, "chunk");
-        long step = evenPart(d, parts, "chunk(dim " + dim + ", " + parts + ")");
-        var out = new ArrayList<NDArray>(parts);
-        for (int p = 0; p < parts; p++) out.add(slice(d, p * step, (p + 1) * step));
+    public List<NDArray> chunk(int chunks, int dim) {
+        String op = "chunk(chunks " + chunks + ", dim " + dim + ") of " + describe();
+        String order = "; the arguments are (chunks, dim), the number of parts first as in torch.chunk (NDArray.chunk used to take (dim, parts))";
+        if (chunks < 1) throw new GatunRuntimeException(op + ": " + chunks + " chunks asked for; the number of chunks must be at least 1" + order);
+        int d = dim < 0 ? dim + shape.length : dim;
+        if (d < 0 || d >= shape.length)
+            throw new GatunRuntimeException(op + ": dimension " + dim + " does not exist (rank " + shape.length + ")" + order);
+        if (shape[d] % chunks != 0)
+            throw new GatunRuntimeException(op + ": dimension " + d + " has size " + shape[d] + ", which " + chunks
+                    + " chunks do not divide; use a number of chunks that divides " + shape[d] + ", or slice(dim, start, end) for unequal parts" + order);
+        long step = shape[d] / chunks;
+        var out = new ArrayList<NDArray>(chunks);
+        for (int p = 0; p < chunks; p++) out.add(slice(d, p * step, (p + 1) * step));
         return out;
     }
 

@@ -23,13 +23,25 @@ import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A compiled graph ready to run: compile once, call many times, close to release everything.
+ * A compiled graph ready to run: compile once, call many times, close to release everything. With {@code graph} a
+ * graph of input {@code x} and output {@code d}, and {@code x0}, {@code x1} each rank's {@link NDArray}:
  *
  * <pre>{@code
  * try (var s = Session.compile(graph, CompileOptions.world(2))) {
- *     List<Map<String, NDArray>> out = s.runToHost(List.of(Map.of("x", x0), Map.of("x", x1)));
+ *     // one map of inputs per rank; the outputs stay on each rank's device until the session's next call
+ *     List<Map<String, DeviceArray>> out = s.run(List.of(Map.of("x", x0), Map.of("x", x1)));
+ *     NDArray d0 = out.get(0).get("d").toHost();
+ *     // or copied to the host inside the call
+ *     List<Map<String, NDArray>> host = s.runToHost(List.of(Map.of("x", x0), Map.of("x", x1)));
+ *     // inputs may already lie on the device, and a bound input need not be passed again
+ *     DeviceArray x0OnDevice = s.toDevice(0, x0);
+ *     s.bind(0, "x", x0OnDevice).bind(1, "x", x1);
+ *     List<Map<String, NDArray>> again = s.runToHost(List.of(Map.of(), Map.of()));
  * }
  * }</pre>
+ *
+ * <p>A session compiled for one rank (or driving one rank of a launched world) takes and returns one map:
+ * {@link #run(Map)}, {@link #runToHost(Map)}.
  *
  * <p><b>Threads.</b> A session may be called from several threads. Its calls, binds and close run one at a time (a
  * session owns one set of pools, staging buffers and rank threads; compile a second session to run two calls at

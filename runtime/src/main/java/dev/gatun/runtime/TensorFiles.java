@@ -30,5 +30,23 @@ public sealed interface TensorFiles extends AutoCloseable permits SafeTensors, S
     /** What the tensors are read from, for messages: the file, or the index. */
     Path source();
 
+    /**
+     * Gives every tensor, in the files' order, as a view ({@link #get}) to {@code action}, which reads it where it goes
+     * (a session's {@code bind}, {@code toDevice}, a conversion); after each, {@code progress} learns how far the
+     * reading has got ({@link LoadProgress}: once before the first, then after each tensor, the bytes growing to
+     * {@link #dataBytes()}). The files are memory-mapped: the bytes come from disk as {@code action} reads them.
+     */
+    default void forEachTensor(java.util.function.BiConsumer<String, NDArray> action, java.util.function.Consumer<LoadProgress> progress) {
+        List<String> names = names();
+        var at = LoadProgress.start(dataBytes(), names.size());
+        progress.accept(at);
+        for (String name : names) {
+            SafeTensors.Entry e = entry(name);
+            action.accept(name, get(name));
+            at = at.next(name, e.end() - e.begin());
+            progress.accept(at);
+        }
+    }
+
     @Override void close();
 }

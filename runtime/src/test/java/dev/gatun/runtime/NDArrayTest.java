@@ -229,14 +229,15 @@ class NDArrayTest {
         }
         var rows = w.shard(0, 1, 2);                           // row-parallel: rows 2, 3
         assertThat(rows.toFloatArray()).containsExactly(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
-        assertThat(NDArray.concat(1, w.chunk(1, world))).isEqualTo(w);
-        assertThat(NDArray.concat(0, w.chunk(0, 2))).isEqualTo(w);
-        assertThat(w.chunk(-1, 2)).extracting(NDArray::shape).containsExactly(new long[]{4, 3}, new long[]{4, 3});
+        assertThat(NDArray.concat(1, w.chunk(world, 1))).isEqualTo(w);
+        assertThat(NDArray.concat(0, w.chunk(2, 0))).isEqualTo(w);
+        assertThat(w.chunk(2, -1)).extracting(NDArray::shape).containsExactly(new long[]{4, 3}, new long[]{4, 3});
 
         assertThatThrownBy(() -> w.shard(0, 0, 3)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class)
                 .hasMessageContaining("shard(dim 0, rank 0, worldSize 3): dimension 0 of f32[4,6] has size 4, which 3 does not divide");
         assertThatThrownBy(() -> w.shard(1, 3, 3)).hasMessageContaining("rank must be in [0, 3)");
-        assertThatThrownBy(() -> w.chunk(1, 4)).hasMessageContaining("chunk(dim 1, 4)").hasMessageContaining("size 6, which 4 does not divide");
+        assertThatThrownBy(() -> w.chunk(4, 1)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class)
+                .hasMessageContaining("chunk(chunks 4, dim 1) of f32[4,6]: dimension 1 has size 6, which 4 chunks do not divide");
         assertThatThrownBy(() -> NDArray.concat(0, java.util.List.of(w, w.to(DType.F64))))
                 .hasMessageContaining("f64[4,6] does not match f32[4,6]");
     }

@@ -250,9 +250,9 @@ public final class Graph {
             checkOpen();
             Shape s = type.shape();
             if (!s.isStatic()) throw new GraphException("constant: shape " + s + " must be static");
+            checkSize(type, () -> "constant");
             if (values.length != s.numel())
                 throw new GraphException("constant: " + values.length + " values for shape " + s + " (" + s.numel() + " elements)");
-            checkSize(type, () -> "constant");
             checkValues(values, type.dtype());
             Node n = new Node(nodes.size(), new Op.Constant(values), List.of(), type, null, this);
             nodes.add(n);

@@ -27,10 +27,18 @@ import java.util.function.Function;
  * <p>Reading rebuilds the graph through {@link Graph.Builder}, so every node is type-checked again and the
  * recorded types are verified against what the ops compute. Malformed text fails with the line and column;
  * a well-formed document that does not describe a graph fails naming the node (or section) and the field.
+ *
+ * <p>A graph file may come from anywhere, so every size it declares is bounded before anything is built or allocated
+ * from it: a world of at most {@value #MAX_WORLD_SIZE} ranks; a declared type or shape of at most 2^48 bytes (the
+ * largest tensor Gatun plans) whose element count is computed without overflow; a constant's declared element count
+ * equal to the number of values the file holds, compared before the values are read. Reading a graph written by
+ * {@link #toJson} takes time linear in its size.
  */
 public final class GraphJson {
     static final String FORMAT = "gatun.graph";
     static final int VERSION = 1;
+    /** The most ranks a graph file may declare (a million: more than any machine, fewer than would exhaust memory). */
+    static final int MAX_WORLD_SIZE = 1 << 20;
 
     private GraphJson() {}
 
@@ -212,7 +220,12 @@ public final class GraphJson {
             String name = str(doc, "name", "graph JSON");
             var b = Graph.builder(name);
             Json ws = doc.get("world_size");
-            if (ws != null && !(ws instanceof Json.Null)) b.worldSize(toInt(asLong(ws, "graph JSON", "world_size"), "graph JSON", "world_size"));
+            if (ws != null && !(ws instanceof Json.Null)) {
+                long w = asLong(ws, "graph JSON", "world_size");
+                if (w < 1 || w > MAX_WORLD_SIZE)
+                    throw new GraphException("graph JSON: field 'world_size': " + w + " ranks; a graph declares a world of 1 to " + MAX_WORLD_SIZE);
+                b.worldSize((int) w);
+            }
 
             for (Json gj : arr(doc, "groups", "graph JSON").items()) {
                 Json.Obj go = asObj(gj, "graph JSON: groups", "a group");
@@ -289,6 +302,12 @@ public final class GraphJson {
                     case "constant" -> {
                         noInputs(inputs, where);
                         var vals = arr(no, "values", where);
+                        if (!declared.shape().isStatic())
+                            throw new GraphException(where + ": field 'type': a constant's type must be static, not " + declared);
+                        long count = declared.shape().numel();   // bounded: type() checked the declared size
+                        if (count != vals.size())
+                            throw new GraphException(where + ": field 'values' holds " + vals.size() + (vals.size() == 1 ? " value" : " values")
+                                    + ", but field 'type' declares " + declared + " (" + count + " elements)");
                         double[] v = new double[vals.size()];
                         for (int i = 0; i < v.length; i++) v[i] = dbl(vals.get(i), where, "values");
                         yield b.constant(v, declared);
@@ -574,7 +593,29 @@ public final class GraphJson {
                     throw new GraphException(where + ": field '" + field + "': " + e.getMessage());
                 }
             }
-            return new Shape(dims);
+            Shape shape = new Shape(dims);
+            checkDeclaredSize(shape, 1, shape.toString(), where, field);
+            return shape;
+        }
+
+        /**
+         * Refuses a declared shape whose static sizes multiply past 2^48 bytes at {@code elementBytes} each (the largest
+         * tensor Gatun plans), without overflowing on the way: before anything is built or allocated from it.
+         */
+        private static void checkDeclaredSize(Shape shape, int elementBytes, String what, String where, String field) {
+            long limit = Graph.Builder.MAX_TENSOR_BYTES / elementBytes, elements = 1;
+            for (Dim d : shape.dims()) {
+                if (!d.isStatic()) continue;
+                long size = d.size();
+                if (size == 0) return;   // no elements, whatever the other sizes
+                if (size > limit / elements) {
+                    long bytes = Graph.Builder.MAX_TENSOR_BYTES;
+                    throw new GraphException(where + ": field '" + field + "': " + what + " declares more than " + limit + " elements ("
+                            + (elementBytes == 1 ? "" : elementBytes + " bytes each, ") + "more than " + (bytes >> 40) + " TiB); Gatun plans tensors of at most "
+                            + (bytes >> 40) + " TiB");
+                }
+                elements *= size;
+            }
         }
 
         /** Parses a type written as {@code dtype[d0,d1,...]}, the form {@link TensorType#toString()} prints. */
@@ -595,7 +636,9 @@ public final class GraphJson {
                     }
                 }
             }
-            return new TensorType(dt, new Shape(dims));
+            var shape = new Shape(dims);
+            checkDeclaredSize(shape, dt.byteSize(), "\"" + s + "\"", where, field);
+            return new TensorType(dt, shape);
         }
     }
 }

@@ -166,6 +166,42 @@ class GraphJsonTest {
                 .hasMessageContaining("graph JSON: node 3 (all_reduce): all_reduce(%2 f32[4,4]): unknown group 'tp'");
     }
 
+    /** A document of one node, {@code node} (JSON fields), as output "o"; {@code worldSize} as given. */
+    static String oneNode(String worldSize, String... nodes) {
+        return "{\"format\": \"gatun.graph\", \"version\": 1, \"name\": \"bomb\", \"world_size\": " + worldSize
+                + ", \"groups\": [], \"user_ops\": [], \"nodes\": [" + String.join(", ", nodes) + "], \"outputs\": {\"o\": " + (nodes.length - 1) + "}}";
+    }
+
+    @Test
+    void declaredSizesAreBoundedBeforeAnythingIsBuiltOrAllocated() {
+        String x = "{\"id\": 0, \"op\": \"input\", \"name\": \"x\", \"type\": \"f32[4]\"}";
+        // a constant declaring 2^64 elements: its count used to overflow (ArithmeticException) before any check
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("1", "{\"id\": 0, \"op\": \"constant\", \"values\": [1], \"type\": \"f32[4611686018427387904,4]\"}")))
+                .isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 0 (constant): field 'type': \"f32[4611686018427387904,4]\" declares more than 70368744177664 elements"
+                        + " (4 bytes each, more than 256 TiB); Gatun plans tensors of at most 256 TiB");
+        // a plausible size, but not the values the file holds: refused before they are read
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("1", "{\"id\": 0, \"op\": \"constant\", \"values\": [1, 2], \"type\": \"f64[1048576,1024]\"}")))
+                .isInstanceOf(GraphException.class)
+                .hasMessage("graph JSON: node 0 (constant): field 'values' holds 2 values, but field 'type' declares f64[1048576,1024] (1073741824 elements)");
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("1", "{\"id\": 0, \"op\": \"constant\", \"values\": [1], \"type\": \"f32[n]\"}")))
+                .isInstanceOf(GraphException.class).hasMessage("graph JSON: node 0 (constant): field 'type': a constant's type must be static, not f32[n]");
+        // 3^42 elements in a reshape, 2^62 in an input with a symbol, a world of 2^31 - 1 ranks
+        String many = String.join(", ", java.util.Collections.nCopies(42, "3"));
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("1", x, "{\"id\": 1, \"op\": \"reshape\", \"inputs\": [0], \"shape\": [" + many + "], \"type\": \"f32[4]\"}")))
+                .isInstanceOf(GraphException.class).hasMessageStartingWith("graph JSON: node 1 (reshape): field 'shape': [3,3,3,")
+                .hasMessageContaining("declares more than 281474976710656 elements");
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("1", "{\"id\": 0, \"op\": \"input\", \"name\": \"x\", \"type\": \"bf16[n,4611686018427387904]\"}")))
+                .isInstanceOf(GraphException.class).hasMessageStartingWith("graph JSON: node 0 (input): field 'type': \"bf16[n,4611686018427387904]\" declares more than");
+        assertThatThrownBy(() -> GraphJson.fromJson(oneNode("2147483647", x)))
+                .isInstanceOf(GraphException.class).hasMessage("graph JSON: field 'world_size': 2147483647 ranks; a graph declares a world of 1 to 1048576");
+        // the same sizes built through the API are refused by the builder, never by an ArithmeticException
+        assertThatThrownBy(() -> Graph.builder("b").constant(new double[]{1}, new TensorType(DType.FLOAT32, Shape.parse(4611686018427387904L, 4))))
+                .isInstanceOf(GraphException.class).hasMessageContaining("has more elements than 2^63");
+        assertThatThrownBy(() -> Shape.parse(4611686018427387904L, 4).numel()).isInstanceOf(GraphException.class)
+                .hasMessage("shape [4611686018427387904,4] has more than 2^63 elements; no tensor can be this large");
+    }
+
     @Test
     void notAGraphDocument() {
         assertThatThrownBy(() -> GraphJson.fromJson("[1, 2]")).hasMessageContaining("graph JSON: expected the document (an object), found array");

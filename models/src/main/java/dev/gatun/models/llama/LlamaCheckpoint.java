@@ -109,8 +109,20 @@ public final class LlamaCheckpoint {
         return out;
     }
 
-    /** A checkpoint directory, read and checked: its configuration and its weights, open until closed. */
+    /**
+     * A checkpoint directory, read and checked: its configuration and its weights, open until closed. The weights are
+     * memory-mapped, not read: their bytes come off the disk as a rank's shard is made ({@link #shard}).
+     */
     public record Loaded(LlamaConfig config, TensorFiles weights) implements AutoCloseable {
+        /**
+         * Rank {@code rank}'s shard of the weights in {@code dtype} ({@link LlamaDecoder#weights}), telling
+         * {@code progress} (null: nobody) how far reading has got, for a progress line:
+         * {@code ckpt.shard(tp, rank, dtype, p -> System.err.print("\r" + p.line()))}.
+         */
+        public java.util.Map<String, NDArray> shard(int tp, int rank, DType dtype, java.util.function.Consumer<dev.gatun.runtime.LoadProgress> progress) {
+            return LlamaDecoder.weights(config, weights, tp, rank, dtype, progress);
+        }
+
         @Override public void close() { weights.close(); }
     }
 

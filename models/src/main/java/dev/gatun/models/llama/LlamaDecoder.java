@@ -6,11 +6,13 @@ import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.runtime.LoadProgress;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.TensorFiles;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.Consumer;
 
 /**
  * The Llama architecture's two phases in the DSL, one rank's share under tensor parallelism (see {@link LlamaPrefill}
@@ -165,6 +167,15 @@ public final class LlamaDecoder {
     /** Rank {@code rank}'s shard of the weights, for either phase (see {@link LlamaPrefill#inputs}). */
     public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
         return LlamaPrefill.shard(c, weights, tp, rank, dtype);
+    }
+
+    /**
+     * {@link #weights(LlamaConfig, TensorFiles, int, int, DType)}, telling {@code progress} how far reading the
+     * checkpoint has got ({@link LoadProgress}: before the first tensor, then after each, up to all the tensors the
+     * model uses), e.g. {@code p -> System.err.print("\r" + p.line())}; null tells nobody.
+     */
+    public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype, Consumer<LoadProgress> progress) {
+        return LlamaPrefill.shard(c, weights, tp, rank, dtype, progress);
     }
 
     /** The prefill's inputs for a prompt: its tokens and {@link #promptTables}. */

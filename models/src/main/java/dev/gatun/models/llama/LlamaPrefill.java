@@ -3,12 +3,14 @@ package dev.gatun.models.llama;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
+import dev.gatun.runtime.LoadProgress;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.TensorFiles;
 
 import java.lang.foreign.MemorySegment;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.Consumer;
 
 /**
  * The Llama architecture's forward pass over a prompt of {@code tokens} tokens, written in the DSL, one rank's share of
@@ -71,29 +73,35 @@ public final class LlamaPrefill {
      * {@code mlp.gate_up_proj.weight}. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
      * same array).
      */
-    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
+    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) { return shard(c, weights, tp, rank, dtype, null); }
+
+    /** {@link #shard(LlamaConfig, TensorFiles, int, int, DType)}, telling {@code progress} (null: nobody) how far it has got. */
+    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype, Consumer<LoadProgress> progress) {
         c.checkTensorParallel(tp);
         int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
         // the key-value heads of this rank: a share, or the one its query heads use
         int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
+        var reads = new WeightReads(weights, LlamaCheckpoint.shapes(c).keySet(), progress);
         var in = new LinkedHashMap<String, NDArray>();
-        NDArray embed = weights.get("model.embed_tokens.weight").to(dtype);
+        NDArray embed = reads.read(weights.get("model.embed_tokens.weight").to(dtype), "model.embed_tokens.weight");
         in.put("model.embed_tokens.weight", embed);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
-            in.put(p + "input_layernorm.weight", weights.get(p + "input_layernorm.weight").to(dtype));
-            in.put(p + "self_attn.qkv_proj.weight", rows(dtype,
-                    new Rows(weights.get(p + "self_attn.q_proj.weight"), rank * hl * d, hl * d),
-                    new Rows(weights.get(p + "self_attn.k_proj.weight"), kvFirst * d, kl * d),
-                    new Rows(weights.get(p + "self_attn.v_proj.weight"), kvFirst * d, kl * d)));
-            in.put(p + "self_attn.o_proj.weight", columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype));
-            in.put(p + "post_attention_layernorm.weight", weights.get(p + "post_attention_layernorm.weight").to(dtype));
-            in.put(p + "mlp.gate_up_proj.weight", rows(dtype,
-                    new Rows(weights.get(p + "mlp.gate_proj.weight"), rank * fl, fl), new Rows(weights.get(p + "mlp.up_proj.weight"), rank * fl, fl)));
-            in.put(p + "mlp.down_proj.weight", columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype));
+            String q = p + "self_attn.q_proj.weight", k = p + "self_attn.k_proj.weight", v = p + "self_attn.v_proj.weight";
+            String gate = p + "mlp.gate_proj.weight", up = p + "mlp.up_proj.weight";
+            in.put(p + "input_layernorm.weight", reads.read(weights.get(p + "input_layernorm.weight").to(dtype), p + "input_layernorm.weight"));
+            in.put(p + "self_attn.qkv_proj.weight", reads.read(rows(dtype, new Rows(weights.get(q), rank * hl * d, hl * d),
+                    new Rows(weights.get(k), kvFirst * d, kl * d), new Rows(weights.get(v), kvFirst * d, kl * d)), q, k, v));
+            in.put(p + "self_attn.o_proj.weight", reads.read(columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype),
+                    p + "self_attn.o_proj.weight"));
+            in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
+                    p + "post_attention_layernorm.weight"));
+            in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
+                    gate, up));
+            in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
         }
-        in.put("model.norm.weight", weights.get("model.norm.weight").to(dtype));
-        in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : weights.get("lm_head.weight").to(dtype));
+        in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
+        in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
         return in;
     }
 

@@ -130,7 +130,7 @@ class LlamaDecoderTest {
                     for (var g : List.of(LlamaDecoder.decode(c, batch, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, batch, 8, MAX, tp, DType.BF16))) {
                         var options = CompileOptions.world(tp).backend("host");
                         var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
-                        assertThat(dev.gatun.planner.PlanChecksAccess.all(plan)).as(g.name() + " head_dim " + c.headDim() + " batch " + batch + " tp " + tp + ":\n" + plan)
+                        assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(plan)).as(g.name() + " head_dim " + c.headDim() + " batch " + batch + " tp " + tp + ":\n" + plan)
                                 .isEmpty();
                     }
         }

@@ -2,7 +2,7 @@ package dev.gatun.planner.bench;
 
 import dev.gatun.planner.OffsetAssigner;
 import dev.gatun.planner.Plan;
-import dev.gatun.planner.PlanChecksAccess;
+import dev.gatun.planner.testing.PlanChecksAccess;
 import dev.gatun.planner.Planner;
 import dev.gatun.planner.tools.AssignOffsets;
 import org.junit.jupiter.api.Test;

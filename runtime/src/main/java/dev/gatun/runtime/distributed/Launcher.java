@@ -24,8 +24,13 @@ import java.util.function.IntSupplier;
  *
  * <pre>
  * gatun-run [options] -- &lt;java arguments: -cp ... MainClass args&gt;
- * gatun-run [options] --main CLASS [args]          (this JVM's java and class path)
+ * gatun-run [options] --main CLASS [args]          (this JVM's java; the project's class path)
  * </pre>
+ *
+ * With {@code --main} and no {@code --cp}, the children's class path is the system property
+ * {@value #CHILD_CLASS_PATH} where it is set (the {@code gatun-run} script sets it to the checkout's whole class path,
+ * what {@code gatun-classpath} prints, so {@code gatun-run --main my.Main} runs any class of the built project), else
+ * this JVM's own class path.
  *
  * Each child gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GATUN_RENDEZVOUS (the store this launcher hosts on
  * 127.0.0.1), GATUN_SECRET (random, new for every launch) and GATUN_RENDEZVOUS_SERVER=launcher on top of the
@@ -50,9 +55,13 @@ public final class Launcher {
               --timeout S             stop every rank and exit 124 after S seconds (default: no limit)
               --grace S               seconds between asking ranks to stop and killing them (default 5)
               --rendezvous-timeout S  default timeout of the ranks' rendezvous waits (GATUN_RENDEZVOUS_TIMEOUT)
-              --cp PATH               class path of --main (default: the launcher's)
+              --cp PATH               class path of --main (default: the project's, as gatun-classpath prints it, under
+                                      the gatun-run script; else the launcher's)
               --jvm-opt OPTION        a JVM option for --main children (repeatable)
             exit status: 0 when every rank exits 0; the first failing rank's code; 124 on --timeout; 2 on bad usage""";
+
+    /** The system property that gives {@code --main} children their class path where {@code --cp} does not. */
+    public static final String CHILD_CLASS_PATH = "gatun.run.classpath";
 
     private final PrintStream out;
     private final PrintStream err;
@@ -206,7 +215,7 @@ public final class Launcher {
             command.add("--enable-native-access=ALL-UNNAMED");
             command.addAll(jvmOpts);
             command.add("-cp");
-            command.add(cp != null ? cp : System.getProperty("java.class.path"));
+            command.add(cp != null ? cp : defaultChildClassPath());
             command.add(main);
             command.addAll(rest);
         } else {
@@ -215,6 +224,12 @@ public final class Launcher {
             command.addAll(rest);
         }
         return new Options(nproc, over, perGpu, timeout, grace, rdvTimeout, command);
+    }
+
+    /** The class path of {@code --main} children without {@code --cp}: {@value #CHILD_CLASS_PATH}, else this JVM's. */
+    static String defaultChildClassPath() {
+        String project = System.getProperty(CHILD_CLASS_PATH);
+        return project != null && !project.isBlank() ? project : System.getProperty("java.class.path");
     }
 
     private static int positiveInt(String name, String v) throws Usage {

@@ -183,6 +183,30 @@ class LauncherTest {
         assertThat(r.took()).isLessThan(Duration.ofSeconds(15));
     }
 
+    /** --main without --cp: the children's class path is gatun.run.classpath (what the gatun-run script sets) where it is set. */
+    @Test
+    void mainChildrenTakeTheClassPathTheScriptGivesUnlessCpSaysOtherwise() {
+        String before = System.getProperty(Launcher.CHILD_CLASS_PATH);
+        try {
+            System.setProperty(Launcher.CHILD_CLASS_PATH, "/no/such/dir");
+            var wrong = launch(0, null, "--nproc", "1", "--jvm-opt", "-Xshare:auto", "--main", RankMain.class.getName());
+            assertThat(wrong.code()).as(wrong.out() + wrong.err()).isNotZero();
+            assertThat(wrong.err()).contains("ClassNotFoundException: " + RankMain.class.getName());
+
+            var given = launch(0, envWithMulticastOff(), "--nproc", "2", "--cp", CP, "--main", RankMain.class.getName());
+            assertThat(given.code()).as(given.err()).isZero();
+            assertThat(given.out()).contains("[rank 1] gathered [rank-0, rank-1]");
+
+            System.setProperty(Launcher.CHILD_CLASS_PATH, CP);
+            var project = launch(0, envWithMulticastOff(), "--nproc", "2", "--main", RankMain.class.getName());
+            assertThat(project.code()).as(project.err()).isZero();
+            assertThat(project.out()).contains("[rank 0] gathered [rank-0, rank-1]");
+        } finally {
+            if (before == null) System.clearProperty(Launcher.CHILD_CLASS_PATH);
+            else System.setProperty(Launcher.CHILD_CLASS_PATH, before);
+        }
+    }
+
     @Test
     void theScriptRunsTheLauncherAndPassesTheEnvironmentThrough() throws Exception {
         Path script = Path.of("..", "gatun-run").toAbsolutePath().normalize();
