@@ -105,6 +105,18 @@ public final class Tensor {
     public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
 
     /**
+     * One token drawn from each row of these logits [B, V] (f32, f16 or bf16) on the device, as i64 [B]: temperature,
+     * top-k, top-p, min-p and a repetition penalty from {@code params} [B, 5] f32 (in that order, per row, read at run
+     * time: they change without a new compile), Gumbel noise hashed from each row's {@code seeds} [B] i64 and
+     * {@code steps} (i32 or i64, one value or one a row), the penalty on the tokens of {@code context} [B, H] (i32 or
+     * i64, -1 for none). Temperature 0 is argmax. The same seed and step draw the same token on every backend; see
+     * {@link dev.gatun.ir.graph.Op.Sample} for the rule.
+     */
+    public Tensor sample(Tensor params, Tensor seeds, Tensor steps, Tensor context) {
+        return graph.op(new Op.Sample(), this, params, seeds, steps, context);
+    }
+
+    /**
      * Attention of these queries [B, R, d] (one query position, R rows: the query heads sharing a key-value head, say)
      * over a cache of {@code S} positions: {@code keysT} [B, d, S] (the keys transposed, as a decode step keeps them),
      * {@code values} [B, S, d]; {@code softmax(scale * q keysT) values} over the positions 0 to {@code position}

@@ -129,6 +129,7 @@ final class Liveness {
             case ExternCall.IndexSelect s -> List.of();
             case ExternCall.UpdateSlice u -> List.of();
             case ExternCall.Argmax a -> List.of();
+            case ExternCall.Sample x -> List.of();
             case ExternCall.Attention a -> List.of();
         };
     }

@@ -138,6 +138,8 @@ public final class Planner {
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
             case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.Argmax a -> new Step.Argmax(table.of(e), table.of(e.inputs().getFirst()));
+            case ExternCall.Sample x -> new Step.Sample(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), table.of(e.inputs().get(2)),
+                    table.of(e.inputs().get(3)), table.of(e.inputs().get(4)));
             case ExternCall.Attention a -> new Step.Attention(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
                     table.of(e.inputs().get(2)), table.of(e.inputs().get(3)), a.scale());
             case ExternCall.UpdateSlice u -> new Step.UpdateSlice(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
@@ -179,6 +181,7 @@ public final class Planner {
             case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
             case Step.IndexSelect x -> x.output().isDynamic() || x.table().isDynamic() || x.indices().isDynamic();
             case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();
+            case Step.Sample x -> anyDynamic(List.of(x.output(), x.logits(), x.params(), x.seeds(), x.steps(), x.context()));
             case Step.Attention a -> anyDynamic(List.of(a.output(), a.q(), a.keysT(), a.values(), a.position()));
             case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
             case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());

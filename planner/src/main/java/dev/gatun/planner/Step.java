@@ -460,6 +460,21 @@ public sealed interface Step {
         @Override public String format() { return output.name() + " = argmax(" + input.name() + ", -1)" + partNotes(List.of(output)); }
     }
 
+    /**
+     * One token drawn from each row of {@code logits} (see {@link dev.gatun.ir.graph.Op.Sample}) into {@code output}
+     * (i64, one a row): penalized by the {@code context}, filtered and drawn with the {@code params}, {@code seeds} and
+     * {@code steps} of each row.
+     */
+    record Sample(PlanBuffer output, PlanBuffer logits, PlanBuffer params, PlanBuffer seeds, PlanBuffer steps, PlanBuffer context) implements Step {
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public List<PlanBuffer> reads() { return List.of(logits, params, seeds, steps, context); }
+        @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String format() {
+            return output.name() + " = sample(" + logits.name() + ", params " + params.name() + ", seeds " + seeds.name() + ", steps " + steps.name()
+                    + ", context " + context.name() + ")" + partNotes(List.of(output));
+        }
+    }
+
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }

@@ -327,6 +327,7 @@ public final class PlanChecks {
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.IndexSelect x -> List.of(x.table(), x.indices());
             case Step.Argmax a -> List.of(a.input());
+            case Step.Sample x -> x.reads();
             case Step.Attention a -> List.of(a.q(), a.keysT(), a.values(), a.position());
             case Step.CallUserOp u -> u.inputs();
             case Step.UpdateSlice u -> List.of(u.target(), u.update(), u.start());
@@ -344,6 +345,7 @@ public final class PlanChecks {
             case Step.Matmul m -> List.of(m.output());
             case Step.IndexSelect x -> List.of(x.output());
             case Step.Argmax a -> List.of(a.output());
+            case Step.Sample x -> x.writes();
             case Step.Attention a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());

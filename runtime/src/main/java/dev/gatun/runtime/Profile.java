@@ -95,6 +95,7 @@ public record Profile(Plan plan, String device, double[] micros) {
             case Step.CopyIn c -> "copy_in";
             case Step.IndexSelect i -> "index_select";
             case Step.Argmax a -> "argmax";
+            case Step.Sample x -> "sample";
             case Step.Attention a -> "attention";
             case Step.UpdateSlice u -> "update_slice";
             case Step.UpdateSlices b -> "update_slice";

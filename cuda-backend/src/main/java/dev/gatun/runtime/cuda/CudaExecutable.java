@@ -104,6 +104,7 @@ final class CudaExecutable implements Executable {
     private final CudaMatmul matmul;
     private final CudaIndexSelect indexSelect;
     private final CudaArgmax argmax;
+    private final CudaSample sample;
     private final CudaUpdateSlice updateSlice;
     private final CudaAttention attention;
     /** Whether this plan's own kernels are programmatic dependent launches (see {@link Programmatic}). */
@@ -219,6 +220,7 @@ final class CudaExecutable implements Executable {
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
+            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.Sample) ? new CudaSample(this::module, programmatic, plan) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
@@ -251,6 +253,7 @@ final class CudaExecutable implements Executable {
         for (PlanBuffer out : plan.outputs().values()) if (!out.isDynamic()) largestOutput = Math.max(largestOutput, out.type().byteSize());
         hostOut = device.allocatePinned(largestOutput);
         if (argmax != null) argmax.loadNow();
+        if (sample != null) sample.loadNow();
         if (attention != null) attention.loadNow(plan);
         if (matmul != null) {
             matmul.loadNow();
@@ -886,6 +889,12 @@ final class CudaExecutable implements Executable {
         @Override public void argmax(Step.Argmax a) {
             long[] shape = a.input().shape().sizes(env);
             exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
+        }
+
+        @Override public void sample(Step.Sample s) {
+            long[] shape = s.logits().shape().sizes(env);
+            exe.sample.run(s, addressOf(s.logits()), addressOf(s.params()), addressOf(s.seeds()), addressOf(s.steps()), addressOf(s.context()),
+                    addressOf(s.output()), shape[0], shape[1], s.context().shape().sizes(env)[1], numel(s.steps()), exe.stream);
         }
 
         @Override public void attention(Step.Attention a) {

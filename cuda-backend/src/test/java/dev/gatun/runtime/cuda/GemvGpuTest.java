@@ -177,7 +177,7 @@ class GemvGpuTest {
      * either rounding of the plan, and the values of float64 loops.
      */
     @Test
-    void aGatedProductGivesTheBitsOfTheProductAndItsKernelApart() {
+    void aSwiGluEpilogueGivesTheBitsOfTheProductAndItsKernelApart() {
         for (DType t : TYPES)
             for (int m : new int[]{1, 3, 8})
                 for (int[] hk : new int[][]{{8192, 2048}, {37, 2056}, {1000, 64}})
@@ -227,7 +227,7 @@ class GemvGpuTest {
      * of the product and the kernels apart, in either rounding of the plan, and the values of float64 loops.
      */
     @Test
-    void aRotaryProductGivesTheBitsOfTheProductAndItsKernelsApart() {
+    void aRotaryEpilogueGivesTheBitsOfTheProductAndItsKernelsApart() {
         for (DType t : TYPES)
             for (int m : new int[]{1, 3, 8})
                 for (int[] shape : new int[][]{{32, 8, 64, 2048}, {4, 2, 16, 64}, {3, 1, 128, 256}})

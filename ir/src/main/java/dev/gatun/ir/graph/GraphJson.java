@@ -99,6 +99,7 @@ public final class GraphJson {
             case Op.Matmul mm -> {}
             case Op.IndexSelect s -> {}
             case Op.Argmax a -> m.put("dim", Json.of(a.dim()));
+            case Op.Sample sm -> {}
             case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
             case Op.Attention a -> m.put("scale", number(a.scale()));
             case Op.Collective c -> {
@@ -344,6 +345,7 @@ public final class GraphJson {
                 case "matmul" -> new Op.Matmul();
                 case "index_select" -> new Op.IndexSelect();
                 case "argmax" -> new Op.Argmax(toInt(integer(no, "dim", where), where, "dim"));
+                case "sample" -> new Op.Sample();
                 case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
                 case "attention" -> new Op.Attention(dbl(field(no, "scale", where), where, "scale"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));

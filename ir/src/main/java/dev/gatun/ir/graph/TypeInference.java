@@ -38,6 +38,7 @@ public final class TypeInference {
             case Op.Matmul m -> matmul(args);
             case Op.IndexSelect s -> indexSelect(args);
             case Op.Argmax a -> argmax(a, one(op, args));
+            case Op.Sample s -> sample(args);
             case Op.UpdateSlice u -> updateSlice(u, args);
             case Op.Attention a -> attention(a, args);
             case Op.Collective c -> collective(c, one(op, args), ctx);
@@ -158,6 +159,43 @@ public final class TypeInference {
         if (!x.type().shape().dim(rank - 1).isStatic()) throw new GraphException("argmax(" + x.label() + "): the last dimension must be static");
         if (x.type().shape().dim(rank - 1).size() == 0) throw new GraphException("argmax(" + x.label() + "): the last dimension is empty; there is no largest element");
         return new TensorType(DType.INT64, new Shape(x.type().shape().dims().subList(0, rank - 1)));
+    }
+
+    /** The sampling parameters' columns, in order. */
+    public static final List<String> SAMPLE_PARAMETERS = List.of("temperature", "top_k", "top_p", "min_p", "repetition_penalty");
+
+    private static TensorType sample(List<Node> args) {
+        if (args.size() != 5)
+            throw new GraphException("sample takes logits, parameters, seeds, steps and a context, got " + args.size() + " tensors");
+        Node logits = args.get(0), params = args.get(1), seeds = args.get(2), steps = args.get(3), context = args.get(4);
+        String call = "sample(" + describe(args) + ")";
+        for (Node x : args)
+            if (!x.type().shape().isStatic()) throw new GraphException(call + ": " + x.label() + " must have a static shape, not " + x.type().shape());
+        if (logits.type().rank() != 2) throw new GraphException(call + ": the logits " + logits.label() + " have " + logits.type().rank() + " dimensions; they are [B, V]");
+        DType t = logits.type().dtype();
+        if (t != DType.FLOAT32 && !t.isHalf())
+            throw new GraphException(call + ": the logits are " + t + "; they must be f32, f16 or bf16" + (t == DType.FLOAT64 ? " (cast them to f32 first)" : ""));
+        long b = logits.type().shape().sizes()[0], v = logits.type().shape().sizes()[1];
+        if (v < 1) throw new GraphException(call + ": the logits' rows are empty; there is no token to draw");
+        if (v > Integer.MAX_VALUE) throw new GraphException(call + ": rows of " + v + " logits; at most 2^31 - 1 are supported");
+        expect(call, params, DType.FLOAT32, new long[]{b, SAMPLE_PARAMETERS.size()}, "the parameters", " (a row's " + String.join(", ", SAMPLE_PARAMETERS) + ")");
+        expect(call, seeds, DType.INT64, new long[]{b}, "the seeds", " (one a row)");
+        if (steps.type().dtype() != DType.INT32 && steps.type().dtype() != DType.INT64)
+            throw new GraphException(call + ": the steps " + steps.label() + " are " + steps.type().dtype() + "; they must be i32 or i64");
+        long n = steps.type().shape().numel();
+        if (steps.type().rank() > 1 || (n != 1 && n != b))
+            throw new GraphException(call + ": the steps " + steps.label() + " are " + steps.type().shape() + "; they are one value or one a row ([" + b + "])");
+        if (context.type().dtype() != DType.INT32 && context.type().dtype() != DType.INT64)
+            throw new GraphException(call + ": the context " + context.label() + " is " + context.type().dtype() + "; it must be i32 or i64");
+        if (context.type().rank() != 2 || context.type().shape().sizes()[0] != b)
+            throw new GraphException(call + ": the context " + context.label() + " is " + context.type().shape() + "; it is [" + b + ", H] (H tokens a row, -1 for none)");
+        return new TensorType(DType.INT64, new Shape(List.of(Dim.of(b))));
+    }
+
+    private static void expect(String call, Node x, DType dtype, long[] shape, String what, String why) {
+        var want = new TensorType(dtype, Shape.of(shape));
+        if (!x.type().equals(want))
+            throw new GraphException(call + ": " + what + " " + x.label() + " are " + x.type() + "; they must be " + want + why);
     }
 
     private static TensorType attention(Op.Attention a, List<Node> args) {

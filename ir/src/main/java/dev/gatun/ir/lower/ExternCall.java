@@ -43,6 +43,14 @@ public sealed interface ExternCall {
     }
 
     /**
+     * One token drawn from each row of contiguous logits (see {@link dev.gatun.ir.graph.Op.Sample}): inputs the logits,
+     * the parameters, the seeds, the steps and the context; the result i64, one a row.
+     */
+    record Sample() implements ExternCall {
+        @Override public String opName() { return "sample"; }
+    }
+
+    /**
      * Attention of one query position over a cache (see {@link dev.gatun.ir.graph.Op.Attention}): contiguous queries
      * [B, R, d], keys transposed [B, d, S], values [B, S, d] and the i32 or i64 position.
      */

@@ -147,6 +147,7 @@ public final class Lowering {
             case Op.Matmul m -> matmul(n);
             case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
             case Op.Argmax a -> extern(n, new ExternCall.Argmax());
+            case Op.Sample s -> extern(n, new ExternCall.Sample());
             case Op.Attention a -> extern(n, new ExternCall.Attention(a.scale()));
             case Op.UpdateSlice u -> updateSlice(n, u);
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));

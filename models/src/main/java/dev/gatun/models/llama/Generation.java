@@ -1,12 +1,13 @@
 package dev.gatun.models.llama;
 
+import java.util.List;
 import java.util.Set;
 
 /**
- * How {@link LlamaGenerator#generate(int[][], Generation)} runs a greedy generation: at most {@code maxNew} new tokens
- * a sequence; the tokens that end a sequence; whether each step's logits are kept; whether the steps are queued; and
- * who is told each step's tokens. Made fluently:
- * {@code Generation.of(64).stopAt(eos).onTokens((step, tokens) -> ...)}.
+ * How {@link LlamaGenerator#generate(int[][], Generation)} runs a generation: at most {@code maxNew} new tokens a
+ * sequence; the tokens that end a sequence; whether each step's logits are kept; whether the steps are queued; who is
+ * told each step's tokens; and how the tokens are drawn (greedy, or {@link Sampling}). Made fluently:
+ * {@code Generation.of(64).stopAt(eos).sampling(Sampling.temperature(0.7).topP(0.9).seed(1)).onTokens((step, tokens) -> ...)}.
  *
  * <p><b>Stopping.</b> A sequence ends at the first of {@code stopTokens} it generates, which is kept as its last
  * token. The generation ends once every sequence of the batch has ended, or after {@code maxNew} steps. A sequence
@@ -25,8 +26,11 @@ import java.util.Set;
  * @param queued     queue {@code checkEvery} steps before the host reads their tokens
  * @param checkEvery with {@code queued}: how many steps are queued between two reads, where there is a reason to read
  * @param listener   told each step's tokens in order; null: nobody
+ * @param sampling   how each sequence's tokens are drawn: one for every sequence, or one a sequence (in the
+ *                   prompts' order); empty: greedy
  */
-public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits, boolean queued, int checkEvery, Listener listener) {
+public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits, boolean queued, int checkEvery, Listener listener,
+                         List<Sampling> sampling) {
     /** Where a listener is told of a sequence that has already ended: it has no token at that step. */
     public static final int ENDED = -1;
 
@@ -42,16 +46,40 @@ public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits
         if (queued && keepLogits) throw new IllegalArgumentException("a queued generation keeps no logits: each step's would have to come to the host");
         stopTokens = Set.copyOf(stopTokens);
         for (int t : stopTokens) if (t < 0) throw new IllegalArgumentException("stop token " + t + ": a token id is at least 0");
+        sampling = List.copyOf(sampling);
     }
 
-    /** At most {@code maxNew} new tokens a sequence, no stop tokens, queued, no logits, nobody told. */
+    /** Greedy. */
+    public Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits, boolean queued, int checkEvery, Listener listener) {
+        this(maxNew, stopTokens, keepLogits, queued, checkEvery, listener, List.of());
+    }
+
+    /** At most {@code maxNew} new tokens a sequence, no stop tokens, queued, no logits, nobody told, greedy. */
     public static Generation of(int maxNew) { return new Generation(maxNew, Set.of(), false, true, 16, null); }
+
+    /**
+     * The same, each sequence's tokens drawn as {@code rows} says: one for every sequence (each draws with its seed:
+     * the same prompt, the same tokens), or one a sequence. The generator must have been made for sampling
+     * ({@link LlamaGenerator}) unless each is greedy without a penalty.
+     */
+    public Generation sampling(Sampling... rows) {
+        return new Generation(maxNew, stopTokens, keepLogits, queued, checkEvery, listener, List.of(rows));
+    }
+
+    /** Each sequence's sampling, for a batch of {@code batch}: greedy where none was given. */
+    List<Sampling> samplingOf(int batch) {
+        if (sampling.isEmpty()) return java.util.Collections.nCopies(batch, Sampling.GREEDY);
+        if (sampling.size() == 1) return java.util.Collections.nCopies(batch, sampling.getFirst());
+        if (sampling.size() != batch)
+            throw new IllegalArgumentException(sampling.size() + " samplings for a batch of " + batch + " sequences: give one for all, or one a sequence");
+        return sampling;
+    }
 
     /** The same, each sequence ending at the first of {@code tokens} it generates (a checkpoint's end-of-sequence ids). */
     public Generation stopAt(int... tokens) {
         var set = new java.util.HashSet<>(stopTokens);
         for (int t : tokens) set.add(t);
-        return new Generation(maxNew, set, keepLogits, queued, checkEvery, listener);
+        return new Generation(maxNew, set, keepLogits, queued, checkEvery, listener, sampling);
     }
 
     /** The same, with the stop tokens of a set (for example {@link LlamaCheckpoint#eosTokens}). */
@@ -60,16 +88,16 @@ public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits
     }
 
     /** The same, keeping each step's logits: step by step. */
-    public Generation keepingLogits() { return new Generation(maxNew, stopTokens, true, false, checkEvery, listener); }
+    public Generation keepingLogits() { return new Generation(maxNew, stopTokens, true, false, checkEvery, listener, sampling); }
 
     /** The same, step by step: the host reads each step's tokens before it queues the next. */
-    public Generation stepwise() { return new Generation(maxNew, stopTokens, keepLogits, false, checkEvery, listener); }
+    public Generation stepwise() { return new Generation(maxNew, stopTokens, keepLogits, false, checkEvery, listener, sampling); }
 
     /** The same, queued, the host reading the tokens every {@code checkEvery} steps where it has a reason to. */
-    public Generation queued(int checkEvery) { return new Generation(maxNew, stopTokens, keepLogits, true, checkEvery, listener); }
+    public Generation queued(int checkEvery) { return new Generation(maxNew, stopTokens, keepLogits, true, checkEvery, listener, sampling); }
 
     /** The same, {@code listener} told each step's tokens. */
-    public Generation onTokens(Listener listener) { return new Generation(maxNew, stopTokens, keepLogits, queued, checkEvery, listener); }
+    public Generation onTokens(Listener listener) { return new Generation(maxNew, stopTokens, keepLogits, queued, checkEvery, listener, sampling); }
 
     /** Whether a queued generation reads its tokens before the end: to stop, or to tell a listener. */
     boolean readsAsItGoes() { return !stopTokens.isEmpty() || listener != null; }

@@ -41,46 +41,81 @@ import java.util.function.Consumer;
 public final class LlamaDecoder {
     private LlamaDecoder() {}
 
+    /**
+     * What a generator's graphs add to the plain phases. {@code sampling}: each token is drawn on the device by
+     * {@code sample} (see {@link Sampling}) instead of argmax, with the inputs {@value #SAMPLING} [batch, 5] f32 and
+     * {@value #SEEDS} [batch] i64 and the tokens seen so far as the context: the prefill's input {@value #CONTEXT}
+     * [batch, tokens] i64, the decode's state {@value #CONTEXT} [batch, maxLen] i64, each step writing its tokens into it
+     * at the position (-1: none). {@code ragged}: sequences of their own lengths. The prefill's prompts are padded to
+     * its length and it reads each one's last position where {@value #LAST_ROWS} [batch] i32 says (row b * tokens +
+     * length - 1; {@value #LAST_POSITIONS}, length - 1, is the sampling's step); the causal mask keeps every real
+     * position from the padding after it, so a padded prompt computes what it would alone. The decode writes the
+     * batch's step at one cache slot ({@code position}) but rotates each sequence's key and query by its own position
+     * ({@value #POSITIONS} [batch] i32) and masks each one's slots between its prompt and the first step's slot
+     * ({@value #GAP} [batch, maxLen], 0 or -inf): its attention is the products and softmax of the prefill, over every
+     * slot, instead of the one-step {@code attention}.
+     */
+    public record Form(boolean sampling, boolean ragged) {
+        /** The plain phases: greedy tokens, every sequence at one position. */
+        public static final Form GREEDY = new Form(false, false);
+    }
+
+    /** The inputs and state the forms add (see {@link Form}). */
+    public static final String SAMPLING = "sampling", SEEDS = "seeds", CONTEXT = "context", LAST_ROWS = "last_rows", LAST_POSITIONS = "last_positions",
+            POSITIONS = "positions", GAP = "gap";
+
     /** The prefill phase: the prompt, the caches filled up to its length. */
     public static Graph prefill(LlamaConfig c, int tokens, int maxLen, int tp, DType dtype) { return prefill(c, 1, tokens, maxLen, tp, dtype); }
 
     /** The prefill phase for {@code batch} prompts of {@code tokens} tokens each ({@code tokens}: [batch * tokens]). */
     public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype) {
+        return prefill(c, batch, tokens, maxLen, tp, dtype, Form.GREEDY);
+    }
+
+    /** The prefill phase of {@code form}: with {@code ragged}, prompts of up to {@code tokens} tokens, padded to it. */
+    public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, Form form) {
         if (tokens < 1 || tokens > maxLen) throw new IllegalArgumentException("a prompt of " + tokens + " tokens does not fit a cache of " + maxLen);
-        return graph(c, batch, tokens, maxLen, tp, dtype, false, false);
+        return graph(c, batch, tokens, maxLen, tp, dtype, false, false, form);
     }
 
     /** The decode phase: one token, the caches read and updated. */
     public static Graph decode(LlamaConfig c, int maxLen, int tp, DType dtype) { return decode(c, 1, maxLen, tp, dtype); }
 
     /** The decode phase for {@code batch} sequences at the same position: one token each ({@code tokens}: [batch]). */
-    public static Graph decode(LlamaConfig c, int batch, int maxLen, int tp, DType dtype) { return graph(c, batch, 1, maxLen, tp, dtype, true, false); }
+    public static Graph decode(LlamaConfig c, int batch, int maxLen, int tp, DType dtype) { return decode(c, batch, maxLen, tp, dtype, Form.GREEDY); }
+
+    /** The decode phase of {@code form}: with {@code ragged}, each sequence at a position of its own. */
+    public static Graph decode(LlamaConfig c, int batch, int maxLen, int tp, DType dtype, Form form) {
+        return graph(c, batch, 1, maxLen, tp, dtype, true, false, form);
+    }
 
     /**
      * Either phase for {@code batch} sequences: a prompt of {@code tokens} each ({@code decode} false) or one token each;
      * {@code allPositions} gives the logits of every position instead of the last's.
      */
     static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
+        return graph(c, batch, tokens, maxLen, tp, dtype, decode, allPositions, Form.GREEDY);
+    }
+
+    private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions, Form form) {
         c.checkTensorParallel(tp);
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
         if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " sequences");
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
+        boolean ragged = decode && form.ragged();
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
         // a decode step's tokens are i64, the type of the greedy token it outputs: a step may read the one before's
         Tensor ids = g.input("tokens", decode ? DType.I64 : DType.I32, b * t);
-        Tensor cos, sin, mask, position = null;
+        Tensor cos, sin, mask, position = null, positions = null;
         if (decode) {
-            // a step computes its rotary angles from its position (in float32, as transformers computes them)
             position = g.input("position", DType.I32, 1);
-            double[] f = c.ropeFrequencies(), both = new double[d];
-            for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
-            // the position cast (exact to 2^24, far past any cache) once per angle: read element by element, it is part
-            // of the angles' kernel rather than a kernel of its own
-            Tensor angle = position.expand(d).cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(1, d);
+            // a step computes its rotary angles from its position (each sequence's own where ragged)
+            positions = ragged ? g.input(POSITIONS, DType.I32, b) : null;
+            Tensor angle = ragged ? angles(g, c, positions.reshape(b, 1), b).reshape(b, 1, 1, d) : angles(g, c, position.expand(d), 1);
             cos = angle.cos().cast(dtype);
             sin = angle.sin().cast(dtype);
-            mask = null;   // the attention step attends to the positions up to the step's own
+            mask = ragged ? raggedMask(g, position, g.input(GAP, dtype, b, maxLen), maxLen, dtype) : null;   // else the attention step's own
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
             cos = g.input("cos", dtype, t, d);
@@ -129,11 +164,12 @@ public final class LlamaDecoder {
             Tensor qg = q.reshape(bkl, group * t, d);
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
             Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
-            if (decode) {
+            if (decode && !ragged) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
                 heads = qg.attention(kk, vv, position, 1 / Math.sqrt(d));
             } else {
-                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(1 / Math.sqrt(d)).add(mask);
+                // a prompt's causal mask [t, t], or a ragged step's [b, 1, 1, 1, maxLen]
+                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(1 / Math.sqrt(d)).add(ragged ? mask.reshape(b, 1, 1, 1, seen) : mask);
                 Tensor e = scores.sub(scores.max(true, -1)).exp();
                 heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
             }
@@ -147,18 +183,52 @@ public final class LlamaDecoder {
                     g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
             x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
         }
-        // each sequence's last position (every position's with allPositions)
-        Tensor last = t == 1 || allPositions ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
+        // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)
+        Tensor last = allPositions ? x
+                : !decode && form.ragged() ? x.indexSelect(0, g.input(LAST_ROWS, DType.I32, b))
+                : t == 1 ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
         Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
         // the output projection [vocab, hidden] (the embedding itself where they are tied)
         Tensor logits = linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize()));
         g.output("logits", logits);
-        Tensor next = logits.argmax(-1);
+        Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype) : logits.argmax(-1);
         g.output("next", next);
-        // every step's greedy tokens kept on the device ([batch, maxLen], the token after position p at p), so a caller
-        // that feeds each step the one before's token reads them once, at the end
+        // every step's tokens kept on the device ([batch, maxLen], the token after position p at p), so a caller that
+        // feeds each step the one before's token reads them once, at the end
         if (decode) g.output(HISTORY, g.state(HISTORY, DType.I64, b, maxLen).updateSlice(1, next.reshape(b, 1), position));
         return g.build();
+    }
+
+    /**
+     * Rotary angles in float32, as transformers computes them: each position (i32, cast exactly: far past any cache)
+     * times each frequency, [rows, head_dim] from positions [rows, 1] (or [head_dim], one position expanded).
+     */
+    private static Tensor angles(GraphBuilder g, LlamaConfig c, Tensor positions, int rows) {
+        int d = c.headDim();
+        double[] f = c.ropeFrequencies(), both = new double[d];
+        for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
+        // the position cast once per angle: read element by element, it is part of the angles' kernel rather than one of its own
+        return positions.cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(rows, d);
+    }
+
+    /** A ragged step's mask [batch, maxLen]: each sequence's gap, and every slot after the step's, -inf. */
+    private static Tensor raggedMask(GraphBuilder g, Tensor position, Tensor gap, int maxLen, DType dtype) {
+        Tensor later = g.arange(DType.I32, maxLen).le(position).where(0.0, Double.NEGATIVE_INFINITY).cast(dtype);
+        return gap.add(later.reshape(1, maxLen));
+    }
+
+    /**
+     * The tokens drawn from the logits by {@code sample}: each row's parameters and seed, at the step of the position
+     * of the token whose logits these are ({@code steps}: the decode's position or positions; the prefill's
+     * {@value #LAST_POSITIONS}), penalized on the context (the prefill's prompt; the decode's state, this step's
+     * tokens written in first at the step's slot {@code position}). A prefill has no {@code position}.
+     */
+    private static Tensor drawn(GraphBuilder g, Tensor logits, Tensor ids, int b, int t, int maxLen, Tensor position, Tensor steps, DType dtype) {
+        boolean decode = position != null;
+        Tensor params = g.input(SAMPLING, DType.F32, b, 5), seeds = g.input(SEEDS, DType.I64, b);
+        Tensor context = decode ? g.state(CONTEXT, DType.I64, b, maxLen).updateSlice(1, ids.reshape(b, 1), position) : g.input(CONTEXT, DType.I64, b, t);
+        Tensor at = decode ? steps : g.input(LAST_POSITIONS, DType.I32, b);
+        return (dtype == DType.F64 ? logits.cast(DType.F32) : logits).sample(params, seeds, at, context);
     }
 
     /** {@code x @ w.mT} for a weight in the checkpoints' [out, in] layout: the product reads it transposed as it lies. */
@@ -203,6 +273,58 @@ public final class LlamaDecoder {
         int at = 0;
         for (int[] s : sequences) for (int id : s) tokens.set(at++, id);
         return tokens;
+    }
+
+    /**
+     * The inputs of a {@link Form#ragged} prefill of {@code t} tokens for {@code prompts} (each 1 to {@code t} tokens):
+     * the tokens, each prompt padded to {@code t} with token 0 (the causal mask keeps them from the prompt's positions),
+     * {@value #LAST_ROWS}, and with {@code sampling} {@value #LAST_POSITIONS} and the {@value #CONTEXT} (the prompt,
+     * -1 after it).
+     */
+    public static Map<String, NDArray> raggedPrompts(int[][] prompts, int t, boolean sampling) {
+        int b = prompts.length;
+        var tokens = NDArray.zeros(DType.I32, (long) b * t);
+        var lastRows = NDArray.zeros(DType.I32, b);
+        var lastPositions = NDArray.zeros(DType.I32, b);
+        var context = NDArray.full(DType.I64, -1, b, t);
+        for (int s = 0; s < b; s++) {
+            int len = prompts[s].length;
+            if (len < 1 || len > t) throw new IllegalArgumentException("prompt " + s + " has " + len + " tokens: the prefill takes 1 to " + t);
+            for (int i = 0; i < len; i++) {
+                tokens.set((long) s * t + i, prompts[s][i]);
+                context.set((long) s * t + i, prompts[s][i]);
+            }
+            lastRows.set(s, (long) s * t + len - 1);
+            lastPositions.set(s, len - 1);
+        }
+        var in = new LinkedHashMap<String, NDArray>();
+        in.put("tokens", tokens);
+        in.put(LAST_ROWS, lastRows);
+        if (sampling) {
+            in.put(LAST_POSITIONS, lastPositions);
+            in.put(CONTEXT, context);
+        }
+        return in;
+    }
+
+    /** The decode's {@value #CONTEXT} state at the start of a generation: each prompt's tokens, -1 after them. */
+    public static NDArray context(int[][] prompts, int maxLen) {
+        var context = NDArray.full(DType.I64, -1, prompts.length, maxLen);
+        for (int s = 0; s < prompts.length; s++)
+            for (int i = 0; i < prompts[s].length; i++) context.set((long) s * maxLen + i, prompts[s][i]);
+        return context;
+    }
+
+    /**
+     * A {@link Form#ragged} decode's {@value #GAP}: for each sequence, -inf at the slots from its prompt's end to
+     * {@code start} (the slot of the batch's first step: the longest prompt's length), which hold no key of it; 0
+     * elsewhere.
+     */
+    public static NDArray gap(int[] lengths, int start, int maxLen, DType dtype) {
+        var gap = NDArray.zeros(dtype, lengths.length, maxLen);
+        for (int s = 0; s < lengths.length; s++)
+            for (int i = lengths[s]; i < start; i++) gap.set((long) s * maxLen + i, Double.NEGATIVE_INFINITY);
+        return gap;
     }
 
     /**

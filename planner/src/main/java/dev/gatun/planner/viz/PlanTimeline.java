@@ -47,6 +47,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
                 case Step.Matmul m -> "matmul(" + m.a().name() + (m.transA() ? ".mT" : "") + ", " + m.b().name() + (m.transB() ? ".mT" : "") + ")";
                 case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
                 case Step.Argmax a -> "argmax(" + a.input().name() + ")";
+                case Step.Sample x -> "sample(" + x.logits().name() + ")";
                 case Step.Attention a -> "attention(" + a.q().name() + ", " + a.keysT().name() + ", " + a.values().name() + ")";
                 case Step.UpdateSlice u -> "update_slice(" + u.target().name() + ", " + u.update().name() + ")";
                 case Step.UpdateSlices b -> "update_slice×" + b.members().size() + "(" + b.members().getFirst().target().name() + ", ...)";
@@ -135,7 +136,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
 
     static boolean isOperation(Step s) {
         return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective || s instanceof Step.Matmul
-                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.Attention || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
+                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.Sample || s instanceof Step.Attention || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
                 || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
     }
 }

@@ -175,6 +175,7 @@ public final class ReferenceInterpreter {
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
             case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
             case Op.Argmax a -> argmax(in.getFirst(), n);
+            case Op.Sample x -> sample(in);
             case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
             case Op.Attention a -> attention(in.get(0), in.get(1), in.get(2), in.get(3), a.scale(), n);
             case Op.Reshape r -> {
@@ -313,6 +314,25 @@ public final class ReferenceInterpreter {
             out[r] = best;
         }
         return Dense.ints(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
+    }
+
+    /** Each row's token by {@link TokenSampling}'s rule: the logits, parameters, seeds, steps and context of {@code in}. */
+    private static Dense sample(List<Dense> in) {
+        Dense logits = in.get(0), params = in.get(1), seeds = in.get(2), steps = in.get(3), context = in.get(4);
+        int rows = (int) logits.shape()[0], cols = (int) logits.shape()[1], h = (int) context.shape()[1];
+        long[] out = new long[rows];
+        for (int r = 0; r < rows; r++) {
+            float[] x = new float[cols], p = new float[TokenSampling.PARAMETERS];
+            for (int j = 0; j < cols; j++) x[j] = (float) logits.get(r * cols + j);
+            for (int j = 0; j < p.length; j++) p[j] = (float) params.get(r * p.length + j);
+            boolean[] seen = new boolean[cols];
+            for (int j = 0; j < h; j++) {
+                long id = context.getLong(r * h + j);
+                if (id >= 0 && id < cols) seen[(int) id] = true;
+            }
+            out[r] = TokenSampling.sample(x, p, seeds.getLong(r), steps.getLong(steps.numel() == 1 ? 0 : r), seen);
+        }
+        return Dense.ints(DType.INT64, new long[]{rows}, out);
     }
 
     /**

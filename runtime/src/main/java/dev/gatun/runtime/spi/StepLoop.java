@@ -47,6 +47,9 @@ public final class StepLoop {
         /** The position of each row's largest element (the first of equals; a NaN counts as the largest). */
         void argmax(Step.Argmax s);
 
+        /** One token drawn from each row of logits ({@link dev.gatun.ir.graph.Op.Sample}: the same token on every backend). */
+        void sample(Step.Sample s);
+
         /** Attention of one query position over a cache; a position outside it fails the call, naming it. */
         void attention(Step.Attention s);
 
@@ -109,6 +112,7 @@ public final class StepLoop {
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.Argmax s -> backend.argmax(s);
+            case Step.Sample s -> backend.sample(s);
             case Step.Attention s -> backend.attention(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);

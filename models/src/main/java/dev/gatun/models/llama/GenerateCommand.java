@@ -1,0 +1,226 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GatunException;
+import dev.gatun.models.text.ChatTemplate;
+import dev.gatun.models.text.Message;
+import dev.gatun.models.text.Tokenizer;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.TensorFiles;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * {@code gatun-generate}: text in, text out. Loads a checkpoint directory (config.json, the safetensors, tokenizer.json,
+ * with {@code --chat} the chat template of tokenizer_config.json or chat_template.jinja), encodes the prompt, generates
+ * with {@link LlamaGenerator} (greedy, or drawn on the device as the sampling options say) and prints the text to
+ * standard output as the tokens come, decoded so far at each step and printed up to the last whole character (a byte
+ * of a character split over tokens waits for the rest). Standard error gets a progress line while the weights load and
+ * a summary at the end. The generation stops at the checkpoint's end tokens or after {@code --max-new-tokens}.
+ *
+ * <p>{@link #run} is the command with its streams, returning the exit status (0 done, 1 failed, 2 bad arguments);
+ * {@link #main} exits with it.
+ */
+public final class GenerateCommand {
+    private GenerateCommand() {}
+
+    static final String USAGE = """
+            usage: gatun-generate --model DIR --prompt TEXT [options]
+              --model DIR                a checkpoint directory: config.json, model.safetensors (or its index), tokenizer.json
+              --prompt TEXT              the prompt
+              --chat                     render the prompt as a user message with the checkpoint's chat template
+              --max-new-tokens N         at most N new tokens (default 128)
+              --temperature T            0 (the default) for greedy, else tokens are drawn at temperature T
+              --top-k K                  keep the K most likely tokens (0: all)
+              --top-p P                  keep the most likely tokens until their probability reaches P (1: all)
+              --min-p M                  keep tokens at least M times as likely as the most likely (0: all)
+              --repetition-penalty R     penalize the tokens seen so far (1: none)
+              --seed S                   the seed of the draws (default 0): the same seed, the same text
+              --dtype f32|bf16|f16       the weights' and activations' dtype (default f32)
+              --backend auto|host|cuda   where to run (default auto: a GPU where there is one)
+            """;
+
+    /** The parsed arguments. */
+    record Options(Path model, String prompt, boolean chat, int maxNew, Sampling sampling, DType dtype, String backend) {}
+
+    public static void main(String[] args) {
+        System.exit(run(args, System.out, System.err));
+    }
+
+    /** The command with these streams; the exit status. */
+    public static int run(String[] args, PrintStream out, PrintStream err) {
+        Options o;
+        try {
+            o = parse(args);
+        } catch (IllegalArgumentException e) {
+            err.println("gatun-generate: " + e.getMessage());
+            err.print(USAGE);
+            return 2;
+        }
+        if (o == null) {
+            out.print(USAGE);
+            return 0;
+        }
+        try {
+            generate(o, out, err);
+            return 0;
+        } catch (GatunException | IOException | IllegalArgumentException e) {
+            out.flush();
+            err.println();
+            err.println("gatun-generate: " + e.getMessage());
+            return 1;
+        }
+    }
+
+    /** The options of {@code args}; null where help was asked for; an IllegalArgumentException saying what is wrong. */
+    static Options parse(String[] args) {
+        Map<String, String> v = new java.util.HashMap<>();
+        boolean chat = false;
+        Set<String> valued = Set.of("--model", "--prompt", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty",
+                "--seed", "--dtype", "--backend");
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            if (a.equals("--help") || a.equals("-h")) return null;
+            if (a.equals("--chat")) chat = true;
+            else if (valued.contains(a)) {
+                if (i + 1 >= args.length) throw new IllegalArgumentException(a + " needs a value");
+                v.put(a, args[++i]);
+            } else throw new IllegalArgumentException("unknown argument '" + a + "'");
+        }
+        if (!v.containsKey("--model")) throw new IllegalArgumentException("--model DIR is required");
+        if (!v.containsKey("--prompt")) throw new IllegalArgumentException("--prompt TEXT is required");
+        int maxNew = (int) number(v, "--max-new-tokens", 128, true);
+        if (maxNew < 1) throw new IllegalArgumentException("--max-new-tokens " + maxNew + ": at least 1");
+        var sampling = new Sampling(number(v, "--temperature", 0, false), (int) number(v, "--top-k", 0, true), number(v, "--top-p", 1, false),
+                number(v, "--min-p", 0, false), number(v, "--repetition-penalty", 1, false), (long) number(v, "--seed", 0, true));
+        String dtype = v.getOrDefault("--dtype", "f32").toLowerCase(Locale.ROOT);
+        DType t = switch (dtype) {
+            case "f32" -> DType.F32;
+            case "bf16" -> DType.BF16;
+            case "f16" -> DType.F16;
+            default -> throw new IllegalArgumentException("--dtype " + dtype + ": f32, bf16 or f16");
+        };
+        String backend = v.getOrDefault("--backend", "auto");
+        if (!List.of("auto", "host", "cuda").contains(backend)) throw new IllegalArgumentException("--backend " + backend + ": auto, host or cuda");
+        return new Options(Path.of(v.get("--model")), v.get("--prompt"), chat, maxNew, sampling, t, backend);
+    }
+
+    /** Option {@code name}'s number (a whole one where {@code whole}), or {@code otherwise}; its errors name it. */
+    private static double number(Map<String, String> v, String name, double otherwise, boolean whole) {
+        String s = v.get(name);
+        if (s == null) return otherwise;
+        try {
+            return whole ? Long.parseLong(s.strip()) : Double.parseDouble(s.strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(name + " " + s + ": not " + (whole ? "a whole number" : "a number"));
+        }
+    }
+
+    /** Loads, generates and streams the text (see the class comment). */
+    static void generate(Options o, PrintStream out, PrintStream err) throws IOException {
+        if (!Files.isDirectory(o.model())) throw new IllegalArgumentException(o.model() + ": no such directory (--model names a checkpoint directory)");
+        Tokenizer tok = Tokenizer.load(o.model());
+        ChatTemplate chat = o.chat() ? ChatTemplate.load(o.model()) : null;
+        int[] ids = chat == null ? tok.encode(o.prompt(), true) : tok.encode(chat.render(List.of(Message.user(o.prompt())), true), false);
+        if (ids.length == 0) throw new IllegalArgumentException("the prompt encodes to no tokens: give some text");
+        var stops = new LinkedHashSet<>(LlamaCheckpoint.eosTokens(o.model()));
+        if (chat != null && chat.variables().containsKey("eos_token")) tok.tokenToId(chat.variables().get("eos_token")).ifPresent(stops::add);
+        var options = CompileOptions.world(1);
+        if (!o.backend().equals("auto")) options = options.backend(o.backend());
+        try (var ckpt = LlamaCheckpoint.open(o.model())) {
+            LlamaConfig c = ckpt.config();
+            stops.removeIf(t -> t >= c.vocabSize());   // a tokenizer's end token the model cannot write
+            var shard = loadWeights(ckpt.weights(), c, o.dtype(), err);
+            err.print("compiling for a prompt of " + ids.length + " tokens and " + o.maxNew() + " new ...");
+            err.flush();
+            try (var gen = new LlamaGenerator(c, List.of(shard), 1, ids.length, ids.length + o.maxNew() - 1, 1, o.dtype(), options, !o.sampling().isPlainGreedy())) {
+                err.println(" on " + gen.device());
+                var text = new TextStream(tok, out);
+                long t0 = System.nanoTime();
+                var result = gen.generate(new int[][]{ids}, Generation.of(o.maxNew()).stopAt(stops).stepwise().sampling(o.sampling())
+                        .onTokens((step, tokens) -> text.add(tokens[0])));
+                text.end();
+                double s = (System.nanoTime() - t0) / 1e9;
+                err.printf(Locale.ROOT, "%d tokens in %.2f s (%.1f a second)%n", result.tokens().length, s, result.tokens().length / s);
+            }
+        }
+    }
+
+    /**
+     * Rank 0's weights of a single-rank run in {@code dtype}, with a progress line on {@code err} as each tensor is read
+     * from the files (its pages brought in) and then as the shards are made. The command's own hook: where the runtime
+     * offers a load listener, this is the one method to switch to it.
+     */
+    static Map<String, NDArray> loadWeights(TensorFiles files, LlamaConfig c, DType dtype, PrintStream err) {
+        List<String> names = files.names();
+        long total = files.dataBytes(), read = 0;
+        int i = 0;
+        for (String name : names) {
+            MemorySegment bytes = files.get(name).segment();
+            if (bytes.isMapped()) bytes.load();
+            read += bytes.byteSize();
+            err.print("\rloading weights: " + (++i) + "/" + names.size() + " tensors, " + bytes(read) + " of " + bytes(total));
+            err.flush();
+        }
+        err.print(" ... as " + dtype);
+        err.flush();
+        var shard = LlamaDecoder.weights(c, files, 1, 0, dtype);
+        err.println(", done");
+        return shard;
+    }
+
+    /** A size for people: 12.3 MB, 1.20 GB. */
+    static String bytes(long n) {
+        return n >= 1e9 ? String.format(Locale.ROOT, "%.2f GB", n / 1e9) : String.format(Locale.ROOT, "%.1f MB", n / 1e6);
+    }
+
+    /**
+     * The generated text as the tokens come: each step's tokens so far decoded (special tokens left out) and what is new
+     * printed, but for a trailing replacement character, which is a character whose bytes are not all there yet (it is
+     * printed at the end if it stays).
+     */
+    static final class TextStream {
+        private final Tokenizer tok;
+        private final PrintStream out;
+        private final List<Integer> ids = new ArrayList<>();
+        private int printed;
+        private String text = "";
+
+        TextStream(Tokenizer tok, PrintStream out) {
+            this.tok = tok;
+            this.out = out;
+        }
+
+        /** Takes a step's token ({@link Generation#ENDED}: none) and prints what it completes. */
+        void add(int id) {
+            if (id == Generation.ENDED) return;
+            ids.add(id);
+            text = tok.decode(ids.stream().mapToInt(Integer::intValue).toArray(), true);
+            int whole = text.length();
+            while (whole > printed && text.charAt(whole - 1) == '\uFFFD') whole--;
+            if (whole > printed) {
+                out.print(text.substring(printed, whole));
+                out.flush();
+                printed = whole;
+            }
+        }
+
+        /** Prints what is left and ends the line. */
+        void end() {
+            if (text.length() > printed) out.print(text.substring(printed));
+            out.println();
+            out.flush();
+        }
+    }
+}
