@@ -68,7 +68,7 @@ class CpuWorldThreadsTest {
     }
 
     @ParameterizedTest
-    @EnumSource(value = HostTransport.class, names = {"SHARED_MEMORY", "TCP"})
+    @EnumSource(HostTransport.class)   // AUTO: shared memory here, as the default is
     void randomGraphsGiveTheSimulatedWorldsBits(HostTransport transport) {
         for (long seed = 0; seed < 30; seed++) {
             int world = 2 + (int) (seed % 3);
