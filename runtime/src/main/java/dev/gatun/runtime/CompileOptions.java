@@ -95,6 +95,13 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     /** Host backend: ranks sleep for random short times at random points (seeded), to expose cross-rank races. */
     public CompileOptions randomDelays(long seed) { return execution(execution.withDelaySeed(seed)); }
 
+    /**
+     * Host backend, a session that is one rank of a world ({@link #rank}, or a process gatun-run started): how its
+     * collectives reach the other ranks (default {@code AUTO}: shared memory on one host, else TCP; also
+     * GATUN_HOST_TRANSPORT=auto, shm or tcp).
+     */
+    public CompileOptions hostTransport(ExecutionOptions.HostTransport t) { return execution(execution.withHostTransport(t)); }
+
     public CompileOptions timeout(Duration t) { return execution(execution.withTimeout(t)); }
 
     /** CUDA backend: capture partitions as CUDA graphs and replay them (default on). */
@@ -117,7 +124,9 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
 
     /**
      * This session is one rank of a world whose ranks meet through {@code r}: one thread per GPU in one process
-     * (with {@link dev.gatun.runtime.distributed.LocalWorld}), instead of one process per GPU started by gatun-run.
+     * (with {@link dev.gatun.runtime.distributed.LocalWorld}), instead of one process per GPU started by gatun-run; on
+     * the host backend, one thread per rank whose collectives reach the other ranks' sessions for real
+     * ({@link #hostTransport}).
      */
     public CompileOptions rank(dev.gatun.runtime.distributed.Rendezvous r) { return world(new World.Local(r, world.ranksPerGpu())); }
 

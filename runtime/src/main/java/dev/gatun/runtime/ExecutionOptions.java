@@ -14,12 +14,39 @@ import java.util.Map;
  * @param delaySeed host backend: ranks sleep for random short times at random points, seeded (0: off)
  * @param verbose   log every lowering decision at INFO (GATUN_VERBOSE=1 or -Dgatun.verbose=true)
  * @param cuda      the CUDA backend's settings
+ * @param hostTransport host backend, a session that is one rank of a world: how its collectives reach the other ranks
+ *                  (GATUN_HOST_TRANSPORT=auto, shm or tcp)
  */
-public record ExecutionOptions(String backend, Duration timeout, boolean cudaGraphs, long delaySeed, boolean verbose, Cuda cuda) {
+public record ExecutionOptions(String backend, Duration timeout, boolean cudaGraphs, long delaySeed, boolean verbose, Cuda cuda,
+                               HostTransport hostTransport) {
 
     public ExecutionOptions {
         if (timeout == null || timeout.isNegative() || timeout.isZero()) throw new GatunRuntimeException("the timeout must be positive, not " + timeout);
         if (backend == null || backend.isBlank()) throw new GatunRuntimeException("name a backend (\"auto\", \"host\" or \"cuda\")");
+        if (hostTransport == null) throw new GatunRuntimeException("name a host transport (AUTO, SHARED_MEMORY or TCP)");
+    }
+
+    /**
+     * How the host backend's collectives move bytes between the ranks of a world whose ranks are separate sessions
+     * (threads with {@link dev.gatun.runtime.distributed.LocalWorld}, or processes started by gatun-run).
+     */
+    public enum HostTransport {
+        /** Shared memory where every rank can map every other's file (one host), else TCP. */
+        AUTO,
+        /** Memory-mapped files under /dev/shm (else java.io.tmpdir); refused, naming why, where a rank cannot map them. */
+        SHARED_MEMORY,
+        /** Sockets between every pair of ranks, authenticated with the job's secret. */
+        TCP;
+
+        /** GATUN_HOST_TRANSPORT's value: auto, shm or tcp (any case); anything else is refused by name. */
+        static HostTransport parse(String v) {
+            return switch (v.trim().toLowerCase(java.util.Locale.ROOT)) {
+                case "", "auto" -> AUTO;
+                case "shm", "shared-memory", "shared_memory" -> SHARED_MEMORY;
+                case "tcp" -> TCP;
+                default -> throw new GatunRuntimeException("GATUN_HOST_TRANSPORT='" + v + "': use auto (the default), shm or tcp");
+            };
+        }
     }
 
     /**
@@ -46,7 +73,7 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         public Cuda withBarrierFreeBackoffNs(int ns) { return new Cuda(cudaHome, vmmHandles, fenceSc, hardwareQueues, ns); }
     }
 
-    public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT);
+    public static final ExecutionOptions DEFAULT = new ExecutionOptions("auto", Duration.ofSeconds(60), true, 0, false, Cuda.DEFAULT, HostTransport.AUTO);
 
     /** The defaults with what this environment sets. */
     public static ExecutionOptions fromEnvironment(Map<String, String> env) {
@@ -70,12 +97,14 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
         var cuda = new Cuda(env.getOrDefault("CUDA_HOME", Cuda.DEFAULT.cudaHome()), handles.equalsIgnoreCase("vmm"),
                 "1".equals(env.get("GATUN_FENCE_SC")), queues, backoff);
         boolean verbose = Boolean.getBoolean("gatun.verbose") || "1".equals(env.get("GATUN_VERBOSE"));
-        return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda);
+        return new ExecutionOptions(DEFAULT.backend, DEFAULT.timeout, DEFAULT.cudaGraphs, DEFAULT.delaySeed, verbose, cuda,
+                HostTransport.parse(env.getOrDefault("GATUN_HOST_TRANSPORT", "")));
     }
 
-    public ExecutionOptions withBackend(String b) { return new ExecutionOptions(b, timeout, cudaGraphs, delaySeed, verbose, cuda); }
-    public ExecutionOptions withTimeout(Duration t) { return new ExecutionOptions(backend, t, cudaGraphs, delaySeed, verbose, cuda); }
-    public ExecutionOptions withCudaGraphs(boolean on) { return new ExecutionOptions(backend, timeout, on, delaySeed, verbose, cuda); }
-    public ExecutionOptions withDelaySeed(long seed) { return new ExecutionOptions(backend, timeout, cudaGraphs, seed, verbose, cuda); }
-    public ExecutionOptions withCuda(Cuda c) { return new ExecutionOptions(backend, timeout, cudaGraphs, delaySeed, verbose, c); }
+    public ExecutionOptions withBackend(String b) { return new ExecutionOptions(b, timeout, cudaGraphs, delaySeed, verbose, cuda, hostTransport); }
+    public ExecutionOptions withTimeout(Duration t) { return new ExecutionOptions(backend, t, cudaGraphs, delaySeed, verbose, cuda, hostTransport); }
+    public ExecutionOptions withCudaGraphs(boolean on) { return new ExecutionOptions(backend, timeout, on, delaySeed, verbose, cuda, hostTransport); }
+    public ExecutionOptions withDelaySeed(long seed) { return new ExecutionOptions(backend, timeout, cudaGraphs, seed, verbose, cuda, hostTransport); }
+    public ExecutionOptions withHostTransport(HostTransport t) { return new ExecutionOptions(backend, timeout, cudaGraphs, delaySeed, verbose, cuda, t); }
+    public ExecutionOptions withCuda(Cuda c) { return new ExecutionOptions(backend, timeout, cudaGraphs, delaySeed, verbose, c, hostTransport); }
 }

@@ -43,6 +43,24 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>A session compiled for one rank (or driving one rank of a launched world) takes and returns one map:
  * {@link #run(Map)}, {@link #runToHost(Map)}.
  *
+ * <p><b>Ranks.</b> A session drives every rank of a simulated world (one input map per rank, as above), or one rank
+ * of a world whose ranks are sessions of their own: threads of {@link dev.gatun.runtime.distributed.LocalWorld}
+ * ({@link CompileOptions#rank}) or processes of gatun-run ({@link CompileOptions#world(int)} reads the launcher's
+ * environment). Such a session runs its rank's plan, and its collectives meet the other ranks' for real: on a GPU
+ * through symmetric memory and NCCL; on the host backend through shared memory on one host, else TCP (as PyTorch's
+ * Gloo; {@link CompileOptions#hostTransport}), every rank getting the bits the simulated world computes. So the same
+ * program runs on a laptop and on GPUs:
+ *
+ * <pre>{@code
+ * LocalWorld.run(2, rv -> {
+ *     try (var s = Session.compile(graph, CompileOptions.world(2).rank(rv))) {
+ *         Map<String, NDArray> out = s.runToHost(Map.of("x", myShard(rv.rank())));
+ *     }
+ * });
+ * }</pre>
+ * A peer that fails, leaves or never comes fails this rank's call within the timeout, naming it and the collective;
+ * the session then cannot run again. Closing the session releases its files and sockets.
+ *
  * <p><b>Threads.</b> A session may be called from several threads. Its calls, binds and close run one at a time (a
  * session owns one set of pools, staging buffers and rank threads; compile a second session to run two calls at
  * once). A call's outputs are that call's: {@link #runToHost} and {@link #runCopied} copy them inside the call, so

@@ -29,4 +29,14 @@ class ExecutionOptionsTest {
         assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_BARRIER_FREE_BACKOFF_NS", "-5")))
                 .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("0 to 1000000 ns, not -5");
     }
+
+    @Test
+    void theHostTransportIsReadAndABadValueIsRefused() {
+        assertThat(ExecutionOptions.fromEnvironment(Map.of()).hostTransport()).isEqualTo(ExecutionOptions.HostTransport.AUTO);
+        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_HOST_TRANSPORT", " SHM ")).hostTransport()).isEqualTo(ExecutionOptions.HostTransport.SHARED_MEMORY);
+        assertThat(ExecutionOptions.fromEnvironment(Map.of("GATUN_HOST_TRANSPORT", "tcp")).hostTransport()).isEqualTo(ExecutionOptions.HostTransport.TCP);
+        assertThat(CompileOptions.world(1).hostTransport(ExecutionOptions.HostTransport.TCP).execution().hostTransport()).isEqualTo(ExecutionOptions.HostTransport.TCP);
+        assertThatThrownBy(() -> ExecutionOptions.fromEnvironment(Map.of("GATUN_HOST_TRANSPORT", "rdma")))
+                .isInstanceOf(GatunRuntimeException.class).hasMessageContaining("GATUN_HOST_TRANSPORT='rdma'").hasMessageContaining("auto (the default), shm or tcp");
+    }
 }

@@ -14,7 +14,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 /**
  * Single-process mode: every rank is a thread of this JVM (for tests, and for driving several GPUs from threads).
  * An in-process {@link RendezvousStore} on loopback with a random secret connects them exactly as separate
- * processes would be connected.
+ * processes would be connected. Each rank compiles its own session with {@code CompileOptions.world(n).rank(rv)}:
+ * on GPUs, one per GPU; on the host backend (no GPU needed), each session performs its collectives with the others
+ * for real, through shared memory, as processes of gatun-run on one host would, and gets the simulated world's bits.
  */
 public final class LocalWorld {
     private LocalWorld() {}

@@ -70,11 +70,14 @@ public final class Rendezvous implements AutoCloseable {
     private final AtomicBoolean closed = new AtomicBoolean();
     private volatile String broken;
     private volatile RendezvousStore hosted;
+    /** The job's secret, kept for {@link #mac}: connections between ranks prove with it that they belong to the job. */
+    private final byte[] secret;
 
     private record Response(byte status, List<byte[]> values, String message, List<Integer> missing, List<Integer> gone) {}
 
     private Rendezvous(int rank, int localRank, int worldSize, InetSocketAddress address, Duration defaultTimeout,
-                       Socket socket, DataInputStream in, DataOutputStream out) {
+                       Socket socket, DataInputStream in, DataOutputStream out, byte[] secret) {
+        this.secret = secret.clone();
         this.rank = rank;
         this.localRank = localRank;
         this.worldSize = worldSize;
@@ -199,7 +202,7 @@ public final class Rendezvous implements AutoCloseable {
             if (!Wire.macEquals(mac, Wire.serverMac(secret, clientNonce, serverNonce)))
                 throw new RendezvousException("the server at " + where + " failed to prove it knows GATUN_SECRET; not talking to it");
             s.setSoTimeout(0);
-            return new Rendezvous(rank, localRank, worldSize, address, timeout, s, in, out);
+            return new Rendezvous(rank, localRank, worldSize, address, timeout, s, in, out, secret);
         } catch (IOException e) {
             throw new RendezvousException("rank " + rank + ": handshake with the rendezvous store at " + where + " failed: " + e.getMessage(), e);
         }
@@ -273,6 +276,33 @@ public final class Rendezvous implements AutoCloseable {
 
     /** The store's address. */
     public InetSocketAddress address() { return address; }
+
+    /**
+     * This host's address as the store sees it (the local end of this client's connection): where ranks on other
+     * hosts can reach this one, as the store's address is where they reach the store.
+     */
+    public java.net.InetAddress localAddress() { return socket.getLocalAddress(); }
+
+    /**
+     * HMAC-SHA256 under the job's secret of {@code purpose} and {@code parts} (each length-prefixed), in a domain of its
+     * own ("gatun-peer/"), so no such value is ever one of the store's handshake's: what lets a connection between two
+     * ranks prove, in both directions, that each end knows the secret (the host backend's TCP transport).
+     */
+    public byte[] mac(String purpose, byte[]... parts) {
+        Objects.requireNonNull(purpose, "purpose");
+        var framed = new java.io.ByteArrayOutputStream();
+        var o = new DataOutputStream(framed);
+        try {
+            o.writeUTF("gatun-peer/" + purpose);
+            for (byte[] p : parts) {
+                o.writeInt(p.length);
+                o.write(p);
+            }
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e); // a byte array stream does not fail
+        }
+        return Wire.hmac(secret, framed.toByteArray());
+    }
 
     /** The timeout of waits that do not give one. */
     public Duration defaultTimeout() { return defaultTimeout; }

@@ -21,5 +21,10 @@
  * has a timeout whose message names the ranks that never arrived, and a wait for a rank whose connection dropped
  * fails at once naming it. Ranks exchange plan fingerprints with {@link dev.gatun.runtime.distributed.Fingerprints#check}
  * and refuse to run different plans.
+ *
+ * <h2>Without a GPU</h2>
+ * The host backend runs a rank of either kind too: its collectives go to the other ranks through shared memory on
+ * one host, else TCP (each connection proving the secret with {@link dev.gatun.runtime.distributed.Rendezvous#mac}),
+ * {@code GATUN_HOST_TRANSPORT=shm|tcp|auto} forcing one.
  */
 package dev.gatun.runtime.distributed;

@@ -6,22 +6,18 @@ import dev.gatun.runtime.World;
 import dev.gatun.runtime.spi.Backend;
 import dev.gatun.runtime.spi.Executable;
 
-/** The CPU backend: runs every rank of the world as a thread of this JVM. Always available. */
+/**
+ * The CPU backend, always available. A {@link World.Simulated} world runs every rank as a thread of this JVM (the
+ * simulated ranks, which follow the GPU algorithms); a session that is one rank of a world of sessions (a
+ * {@link World.Local} rank of {@link dev.gatun.runtime.distributed.LocalWorld}, or a {@link World.Launched} process
+ * of gatun-run) runs its own rank and performs its collectives with the other ranks for real, through shared memory
+ * or TCP, as PyTorch's Gloo backend does.
+ */
 public final class HostBackend implements Backend {
     @Override public String name() { return "host"; }
     @Override public int priority() { return 0; }
     @Override public String unavailableReason() { return null; }
     @Override public long commGranularity() { return 1; }
-
-    /** A process started as one rank of a distributed world (gatun-run) must not silently simulate every rank. */
-    @Override public String cannotRun(CompileOptions options) {
-        return switch (options.world()) {
-            case World.Simulated s -> null;
-            case World.Local l -> "the session is one rank of a world that meets through a rendezvous, and the host backend simulates every rank itself";
-            case World.Launched l -> l.size() == 1 ? null : "this process is rank " + l.rank() + " of a distributed world of " + l.size()
-                    + " (started by " + l.job().source() + "), and the host backend simulates every rank in one process";
-        };
-    }
 
     @Override public Executable load(Plan plan, CompileOptions options) { return new HostExecutable(plan, options); }
 }

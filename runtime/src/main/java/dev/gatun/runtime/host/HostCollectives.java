@@ -162,7 +162,7 @@ final class HostCollectives {
      * Element {@code i} of every segment of {@code from}, combined in order and finished, into element {@code at} of
      * {@code to}: integers as exact longs (the sum wraps to the dtype's width), floats in double rounded once.
      */
-    private static void reduceElement(ReduceOp op, DType t, MemorySegment[] from, long i, MemorySegment to, long at) {
+    static void reduceElement(ReduceOp op, DType t, MemorySegment[] from, long i, MemorySegment to, long at) {
         if (DTypes.isExact(t)) {
             long acc = Elements.getLong(from[0], t, i);
             for (int k = 1; k < from.length; k++) acc = combine(op, acc, Elements.getLong(from[k], t, i));

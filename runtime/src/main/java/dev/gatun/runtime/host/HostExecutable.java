@@ -39,11 +39,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * segments); a communication pool is one segment per rank that peers read at the same offsets, so the
  * collectives run the GPU algorithms with the same barriers, and a slot reused too early shows up as a
  * wrong result here too.
+ *
+ * <p>Where the session is one rank of a world of sessions (a {@link dev.gatun.runtime.World.Local} or
+ * {@link dev.gatun.runtime.World.Launched} world of several), it drives that rank only, and its collectives reach
+ * the other ranks through a {@link Transport} ({@link RankCollectives}), which it owns and closes. Arrays indexed
+ * "by rank" below are indexed by the position of the rank among those this executable drives.
  */
 final class HostExecutable implements Executable {
     private final Plan plan;
     private final CompileOptions options;
     private final int world;
+    /** The ranks this executable drives: every rank of the world, or its own one. */
+    private final List<Integer> driven;
+    /** How this rank reaches the others of a world of sessions; null where every rank is simulated here. */
+    private final Transport transport;
     private final Arena arena = Arena.ofShared();
     /** placed[rank][buffer id]: the slot of every placed storage on every rank. */
     private final MemorySegment[][] placed;
@@ -69,11 +78,14 @@ final class HostExecutable implements Executable {
         this.plan = plan;
         this.options = options;
         this.world = plan.worldSize();
+        boolean oneRank = !options.world().drivesEveryRank() && world > 1;
+        this.driven = oneRank ? List.of(options.world().rank()) : java.util.stream.IntStream.range(0, world).boxed().toList();
         for (ProcessGroup g : plan.groups().values()) groups.put(g.name(), g.slices(world));
-        this.placed = new MemorySegment[world][plan.buffers().size()];
-        for (int r = 0; r < world; r++) {
+        int n = driven.size();
+        this.placed = new MemorySegment[n][plan.buffers().size()];
+        for (int r = 0; r < n; r++) {
             var m = new LinkedHashMap<String, MemorySegment>();
-            for (Pool p : plan.pools()) m.put(p.name(), allocate(p, r));
+            for (Pool p : plan.pools()) m.put(p.name(), allocate(p, driven.get(r)));
             pools.add(m);
             for (PlanBuffer b : plan.buffers()) {
                 var at = b.placement();
@@ -82,22 +94,30 @@ final class HostExecutable implements Executable {
             writeConstants(r);
             initializeRotatingSlots(r);
         }
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < n; r++) {
             bound.add(new HashMap<>());
             inPlace.add(new java.util.concurrent.ConcurrentHashMap<>());
         }
-        this.callMemory = new Arena[world];
-        threads = Executors.newFixedThreadPool(world, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
-        // a session dropped without close() still gives its rank threads and memory back once it is unreachable
-        this.cleanup = CLEANER.register(this, new Release(threads, arena, owned, callMemory));
+        this.callMemory = new Arena[n];
+        try {
+            this.transport = oneRank ? Transports.open(plan, options) : null;
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        threads = Executors.newFixedThreadPool(n, Thread.ofPlatform().name("gatun-host-rank-", 0).daemon(true).factory());
+        // a session dropped without close() still gives its rank threads, memory and transport back once it is unreachable
+        this.cleanup = CLEANER.register(this, new Release(transport, threads, arena, owned, callMemory));
     }
 
     private static final java.lang.ref.Cleaner CLEANER = java.lang.ref.Cleaner.create(Thread.ofPlatform().name("gatun-host-cleaner").daemon(true).factory());
     private final java.lang.ref.Cleaner.Cleanable cleanup;
 
     /** What closing releases; holds no reference to the executable, so the executable can become unreachable. */
-    private record Release(ExecutorService threads, Arena arena, java.util.Set<HostMemory> owned, Arena[] callMemory) implements Runnable {
+    private record Release(Transport transport, ExecutorService threads, Arena arena, java.util.Set<HostMemory> owned, Arena[] callMemory)
+            implements Runnable {
         @Override public void run() {
+            if (transport != null) transport.close();   // first: a rank still waiting for its peers stops
             threads.shutdownNow();
             arena.close();
             for (HostMemory m : List.copyOf(owned)) m.close();
@@ -126,20 +146,23 @@ final class HostExecutable implements Executable {
     }
 
     /** Sets up every barrier-free all-reduce's rotating region of a rank: empty slots, the call counter at zero. */
-    private void initializeRotatingSlots(int rank) {
+    private void initializeRotatingSlots(int index) {
         for (Step st : plan.steps())
-            for (Step.Collective c : st.collectives()) if (c.slots() != null) BarrierFreeAllReduce.initialize(region(rank, c.slots()), c.slots());
+            for (Step.Collective c : st.collectives()) if (c.slots() != null) BarrierFreeAllReduce.initialize(region(index, c.slots()), c.slots());
     }
 
-    /** A barrier-free all-reduce's rotating region on a rank. */
+    /** A barrier-free all-reduce's rotating region on a simulated rank (its index is its rank). */
     MemorySegment region(int rank, dev.gatun.planner.RotatingSlots s) { return pools.get(rank).get(s.pool()).asSlice(s.offset(), s.bytes()); }
 
-    /** A placed storage's memory on a rank. */
+    /** A placed storage's memory on a simulated rank (its index is its rank). */
     MemorySegment placed(int rank, PlanBuffer storage) { return placed[rank][storage.id()]; }
+
+    /** How this rank reaches the others, where the session is one rank of a world of sessions; else null. */
+    Transport transport() { return transport; }
 
     Plan plan() { return plan; }
 
-    @Override public List<Integer> ranks() { return java.util.stream.IntStream.range(0, world).boxed().toList(); }
+    @Override public List<Integer> ranks() { return driven; }
 
     @Override public String device(int rankIndex) { return "host"; }
 
@@ -202,39 +225,41 @@ final class HostExecutable implements Executable {
         if (closed.get()) throw new GatunRuntimeException("plan '" + plan.name() + "' was released");
         if (unusable != null) throw new GatunRuntimeException("plan '" + plan.name() + "' cannot run again: " + unusable + "; close the session and compile a new one");
         // inputs are resolved before the last call's memory goes: one of its outputs may be an input of this call
+        int n = driven.size();
         var inputsPerRank = new ArrayList<Inputs>();
-        var memory = new Arena[world];
-        for (int r = 0; r < world; r++) {
+        var memory = new Arena[n];
+        for (int r = 0; r < n; r++) {
             memory[r] = Arena.ofShared();
             inputsPerRank.add(resolveInputs(r, given.get(r), memory[r]));
         }
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < n; r++) {
             if (callMemory[r] != null) callMemory[r].close();
             callMemory[r] = memory[r];
         }
         long call = ++generation;
         var hw = new HostWorld(groups, world, options.timeout().toNanos(), options.delaySeed(), calls.getAndIncrement());
+        if (transport != null) hw.onFailure(transport::abort);   // the peers stop too
         current = hw;
         if (aborted) hw.fail(-1, new HostWorld.Stopped("aborted"));
         var futures = new ArrayList<Future<Map<String, DeviceArray>>>();
-        var finished = new java.util.concurrent.atomic.AtomicIntegerArray(world);
-        for (int r = 0; r < world; r++) {
-            int rank = r;
+        var finished = new java.util.concurrent.atomic.AtomicIntegerArray(n);
+        for (int r = 0; r < n; r++) {
+            int index = r, rank = driven.get(r);
             futures.add(threads.submit(() -> {
                 try {
-                    return new RankRun(this, hw, rank, inputsPerRank.get(rank), memory[rank], call).run();
+                    return new RankRun(this, hw, rank, index, inputsPerRank.get(index), memory[index], call).run();
                 } catch (Throwable t) {
                     hw.fail(rank, t);
                     throw t;
                 } finally {
-                    finished.set(rank, 1);
+                    finished.set(index, 1);
                 }
             }));
         }
         var out = new ArrayList<Map<String, DeviceArray>>();
         var stuck = new ArrayList<Integer>();
         long stopBy = 0;
-        for (int r = 0; r < world; r++) {
+        for (int r = 0; r < n; r++) {
             Future<Map<String, DeviceArray>> f = futures.get(r);
             try {
                 while (!f.isDone()) {
@@ -249,7 +274,7 @@ final class HostExecutable implements Executable {
                 }
                 if (!f.isDone()) {
                     f.cancel(true); // interrupts the rank: a sleep or a wait ends, a busy loop does not
-                    stuck.add(r);
+                    stuck.add(driven.get(r));
                     out.add(null);
                 } else {
                     out.add(f.get());
@@ -262,23 +287,28 @@ final class HostExecutable implements Executable {
                 throw new GatunRuntimeException("interrupted while running '" + plan.name() + "'", e);
             }
         }
-        if (!stuck.isEmpty()) {
-            long until = System.nanoTime() + STOP_GRACE_NANOS;
-            while (stuck.stream().anyMatch(r -> finished.get(r) == 0) && System.nanoTime() - until < 0) LockSupport.parkNanos(5_000_000);
-            var busy = stuck.stream().filter(r -> finished.get(r) == 0).toList();
-            if (!busy.isEmpty())
-                unusable = "ranks " + busy + " of an earlier call never stopped (busy in a host user op that ignores interrupts?), so their threads are"
-                        + " not free for another call";
-        }
+        if (!stuck.isEmpty()) awaitStuck(stuck, finished);
         HostWorld.Failure f = hw.failure();
         if (aborted) throw new GatunRuntimeException("graph '" + plan.name() + "': the call was aborted (Session.abort) and its ranks stopped");
         if (f != null) {
             // a failed call leaves pushes in the slots and the ranks' call counters apart: every rank has stopped (or
             // the plan is unusable), so the regions start again as new before the next call
-            if (unusable == null) for (int r = 0; r < world; r++) initializeRotatingSlots(r);
+            if (unusable == null) for (int r = 0; r < n; r++) initializeRotatingSlots(r);
+            // the ranks of a world of sessions no longer agree where their exchanges are: the transport stays broken
+            if (transport != null && unusable == null) unusable = "a call failed, and this rank's links to the other ranks were closed with it";
             throw failed(f, stuck);
         }
         return out;
+    }
+
+    /** Gives ranks left behind by a failed call a last grace to stop; the executable is unusable while one is still busy. */
+    private void awaitStuck(List<Integer> stuck, java.util.concurrent.atomic.AtomicIntegerArray finished) {
+        long until = System.nanoTime() + STOP_GRACE_NANOS;
+        while (stuck.stream().anyMatch(r -> finished.get(driven.indexOf(r)) == 0) && System.nanoTime() - until < 0) LockSupport.parkNanos(5_000_000);
+        var busy = stuck.stream().filter(r -> finished.get(driven.indexOf(r)) == 0).toList();
+        if (!busy.isEmpty())
+            unusable = "ranks " + busy + " of an earlier call never stopped (busy in a host user op that ignores interrupts?), so their threads are"
+                    + " not free for another call";
     }
 
     /**
@@ -292,7 +322,7 @@ final class HostExecutable implements Executable {
             ArrayLike a = given.get(in.input());
             if (a == null) a = inPlace.get(rank).get(in.input());
             if (a == null) a = bound.get(rank).get(in.input());
-            if (a == null) throw new GatunRuntimeException("plan '" + plan.name() + "' rank " + rank + ": input '" + in.input() + "' was neither passed nor bound");
+            if (a == null) throw new GatunRuntimeException("plan '" + plan.name() + "' rank " + driven.get(rank) + ": input '" + in.input() + "' was neither passed nor bound");
             long[] shape = a.shape();
             for (int d = 0; d < shape.length; d++)
                 if (!in.shape().dim(d).isStatic()) env.put(in.shape().dim(d).toString(), shape[d]);
@@ -325,6 +355,7 @@ final class HostExecutable implements Executable {
         unusable = "it was aborted";
         HostWorld hw = current;
         if (hw != null) hw.fail(-1, new HostWorld.Stopped("the call was aborted"));
+        if (transport != null) transport.abort("its session was aborted");
     }
 
     /** How long ranks get to stop after the first failure before the call returns without them. */
@@ -344,6 +375,8 @@ final class HostExecutable implements Executable {
             int missing = t.missing.getFirst();
             return new RankFailedException(missing, "graph '" + plan.name() + "': rank " + missing + " did not arrive in time: " + c.getMessage() + left, c);
         }
+        if (c instanceof RankFailedException peer && transport != null)   // a transport's: it names the peer at fault
+            return new RankFailedException(peer.rank(), "graph '" + plan.name() + "': " + c.getMessage() + left, c);
         return new RankFailedException(f.rank(), "graph '" + plan.name() + "': rank " + f.rank() + " failed: " + c.getMessage()
                 + (world > 1 ? "; the other ranks stopped" : "") + left, c);
     }
@@ -389,6 +422,8 @@ final class HostExecutable implements Executable {
         private final Plan plan;
         private final HostWorld world;
         private final int rank;
+        /** The rank's position among those the executable drives (its rank where every rank is simulated). */
+        private final int index;
         /** inputs[buffer id]: each input's memory for this call. */
         private final MemorySegment[] inputs;
         private final Inputs given;
@@ -399,16 +434,17 @@ final class HostExecutable implements Executable {
         private final Arena dynamic;
         private final long call;
 
-        RankRun(HostExecutable exe, HostWorld world, int rank, Inputs inputs, Arena dynamic, long call) {
+        RankRun(HostExecutable exe, HostWorld world, int rank, int index, Inputs inputs, Arena dynamic, long call) {
             this.exe = exe;
             this.plan = exe.plan;
             this.world = world;
             this.rank = rank;
+            this.index = index;
             this.given = inputs;
             this.inputs = inputs.memory();
             this.dynamic = dynamic;
             this.call = call;
-            this.storage = exe.placed[rank].clone();
+            this.storage = exe.placed[index].clone();
         }
 
         Map<String, DeviceArray> run() {
@@ -417,7 +453,7 @@ final class HostExecutable implements Executable {
                 if (in.placement() == null) storage[in.id()] = inputs[in.id()];
             StepLoop.run(plan, this, false);
             long[] clock = exe.stamps;
-            if (clock != null && rank == 0) clock[clock.length - 1] = System.nanoTime();
+            if (clock != null && index == 0) clock[clock.length - 1] = System.nanoTime();
             var out = new LinkedHashMap<String, DeviceArray>();
             plan.outputs().forEach((name, buf) -> out.put(name, readOut(name, buf)));
             return out;
@@ -425,7 +461,8 @@ final class HostExecutable implements Executable {
 
         @Override public void before(int index, Step step) {
             long[] clock = exe.stamps;
-            if (clock != null && rank == 0 && dev.gatun.runtime.Profile.timed(step)) clock[index] = System.nanoTime();
+            if (clock != null && this.index == 0 && dev.gatun.runtime.Profile.timed(step)) clock[index] = System.nanoTime();
+            stepIndex = index;
             var t = exe.trace;
             if (t != null) t.accept(rank, step);
             world.maybeDelay(rank);
@@ -442,10 +479,17 @@ final class HostExecutable implements Executable {
 
         @Override public void collective(int index, Step.Collective c) {
             if (c.copiesIn()) copyIn(c.input());
-            HostCollectives.run(this, index, c);
+            if (exe.transport != null) RankCollectives.run(this, index, c);
+            else HostCollectives.run(this, index, c);
         }
 
-        @Override public void batch(int index, Step.CollectiveBatch b) { HostCollectives.batch(this, b); }
+        @Override public void batch(int index, Step.CollectiveBatch b) {
+            if (exe.transport != null) RankCollectives.batch(this, index, b);
+            else HostCollectives.batch(this, b);
+        }
+
+        /** The index of the step running (set before each), which names a barrier's exchange. */
+        private int stepIndex = -1;
 
         @Override public void matmul(Step.Matmul m) {
             HostMatmul.run(segment(m.a()), m.a(), m.transA(), segment(m.b()), m.b(), m.transB(), segment(m.output()), m.output(), env);
@@ -547,7 +591,10 @@ final class HostExecutable implements Executable {
                 MemorySegment.copy(from, r.fromByte(o, u.update().dtype()), to, (o * r.size() + at) * r.innerBytes(), bytes);
         }
 
-        @Override public void barrier(Step.Barrier b) { barrier(b.group(), "barrier(\"" + b.group() + "\")"); }
+        @Override public void barrier(Step.Barrier b) {
+            if (exe.transport != null) RankCollectives.barrier(this, stepIndex, b);
+            else barrier(b.group(), "barrier(\"" + b.group() + "\")");
+        }
 
         private void launch(Kernel k) {
             int n = k.inputs().size(), m = k.outputs().size();
@@ -569,6 +616,7 @@ final class HostExecutable implements Executable {
 
         int rank() { return rank; }
         HostWorld world() { return world; }
+        Transport transport() { return exe.transport; }
         HostExecutable executable() { return exe; }
         Map<String, Long> env() { return env; }
 

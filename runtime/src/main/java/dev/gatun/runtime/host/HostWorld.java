@@ -9,7 +9,8 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * One call's shared state among the simulated ranks: group barriers, the mailbox the NCCL emulation
- * exchanges data through, the first failure, and the random delays that expose cross-rank races.
+ * exchanges data through, the first failure, and the random delays that expose cross-rank races. Where the session is
+ * one rank of a world of sessions, the failure also goes to the transport ({@link #onFailure}), so the peers stop too.
  */
 final class HostWorld {
     /** A rank gave up waiting for {@code missing}, the ranks that never arrived. */
@@ -68,8 +69,15 @@ final class HostWorld {
         return mailbox.computeIfAbsent(step + "/" + members.getFirst(), s -> new java.lang.foreign.MemorySegment[members.size()]);
     }
 
+    private volatile java.util.function.Consumer<String> onFailure = why -> { };
+
+    /** What the first failure also does (with its message): a session of one rank aborts its transport. */
+    void onFailure(java.util.function.Consumer<String> hook) { onFailure = hook; }
+
     void fail(int rank, Throwable t) {
-        if (failure.compareAndSet(null, new Failure(rank, t))) barriers.values().forEach(GroupBarrier::wake);
+        if (!failure.compareAndSet(null, new Failure(rank, t))) return;
+        barriers.values().forEach(GroupBarrier::wake);
+        onFailure.accept(rank < 0 ? "the call was aborted" : "rank " + rank + " failed: " + t.getMessage());
     }
 
     Failure failure() { return failure.get(); }

@@ -277,4 +277,20 @@ class RendezvousTest {
         for (int i = 0; i < kv.length; i += 2) c.put(kv[i], kv[i + 1]);
         return c;
     }
+
+    /** What lets two ranks prove to each other they belong to one job: the same on every rank, another under another secret or purpose. */
+    @Test
+    void theMacOfTheSecretIsTheSameOnEveryRankAndNothingElse() {
+        try (var store = RendezvousStore.start(2, SECRET); var other = RendezvousStore.start(1, b("another"))) {
+            try (var r0 = Rendezvous.connect(store.address(), 0, 0, 2, SECRET, T); var r1 = Rendezvous.connect(store.address(), 1, 1, 2, SECRET, T);
+                 var stranger = Rendezvous.connect(other.address(), 0, 0, 1, b("another"), T)) {
+                byte[] mac = r0.mac("tcp-acceptor", b("nonce"), b("x"));
+                assertThat(mac).hasSize(32).isEqualTo(r1.mac("tcp-acceptor", b("nonce"), b("x")));
+                assertThat(stranger.mac("tcp-acceptor", b("nonce"), b("x"))).isNotEqualTo(mac);
+                assertThat(r1.mac("tcp-connector", b("nonce"), b("x"))).isNotEqualTo(mac);
+                assertThat(r1.mac("tcp-acceptor", b("non"), b("cex"))).as("parts are framed, not just joined").isNotEqualTo(mac);
+                assertThat(r0.localAddress().isLoopbackAddress()).isTrue();
+            }
+        }
+    }
 }
