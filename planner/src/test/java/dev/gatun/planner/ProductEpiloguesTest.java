@@ -20,7 +20,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class ProductEpiloguesTest {
 
-    static final PlanOptions RULE = PlanOptions.DEFAULT;
+    static final PlanOptions RULE = PlanOptions.DEFAULT.withProductEpilogues(true);
 
     static Plan plan(Consumer<GraphBuilder> body) { return PlanChecks.checkedPlan(RULE, body); }
 

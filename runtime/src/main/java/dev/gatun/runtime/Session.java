@@ -54,7 +54,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <pre>{@code
  * LocalWorld.run(2, rv -> {
  *     try (var s = Session.compile(graph, CompileOptions.world(2).rank(rv))) {
- *         Map<String, NDArray> out = s.runToHost(Map.of("x", myShard(rv.rank())));
+ *         Map<String, NDArray> out = s.runToHost(Map.of("x", shards.get(rv.rank())));
  *     }
  * });
  * }</pre>

@@ -51,6 +51,7 @@ class ClassJavadocSnippetsTest {
                 import dev.gatun.ir.DType;
                 import dev.gatun.ir.graph.Graph;
                 import dev.gatun.runtime.*;
+                import dev.gatun.runtime.distributed.LocalWorld;
                 import java.nio.file.Path;
                 import java.util.List;
                 import java.util.Map;
@@ -82,22 +83,32 @@ class ClassJavadocSnippetsTest {
     @Test
     void sessionsClassJavadocCompilesAndRuns(@TempDir Path dir) throws Exception {
         var snippets = classSnippets("Session");
-        assertThat(snippets).hasSize(1);
+        assertThat(snippets).hasSize(2);
         assertThat(snippets.getFirst()).contains("s.run(", "s.runToHost(");
-        compileAndRun("""
-                // the seeds' graph of README.md: (x + 1) + (x + 2) + (x + 3), each all-reduced, and their sum all-reduced
-                var g = dev.gatun.dsl.Gatun.graph("seeds");
-                var x = g.input("x", DType.F32, 4, 4);
-                var sum = dev.gatun.ir.graph.ReduceOp.SUM;
-                g.output("d", x.add(1).allReduce(sum).add(x.add(2).allReduce(sum)).add(x.add(3).allReduce(sum)).allReduce(sum));
-                Graph graph = g.build();
+        compileAndRun(SEEDS + """
                 NDArray x0 = NDArray.full(DType.F32, 1, 4, 4), x1 = NDArray.full(DType.F32, 2, 4, 4);
                 """, snippets.getFirst(), """
                 // each rank: (x+1) + (x+2) + (x+3) summed over x = 1 and x = 2, then summed over the 2 ranks: 2 * 21
                 if (d0.get(3, 3) != 42 || host.get(1).get("d").get(0, 0) != 42 || again.get(0).get("d").get(2, 1) != 42)
                     throw new AssertionError(d0 + "\\n" + host + "\\n" + again);
                 """, dir);
+        // a world of sessions, a thread a rank (on the host backend without a GPU): each rank's result is checked inside
+        assertThat(snippets.get(1)).contains("LocalWorld.run(2", "CompileOptions.world(2).rank(rv)");
+        compileAndRun(SEEDS + """
+                List<NDArray> shards = List.of(NDArray.full(DType.F32, 1, 4, 4), NDArray.full(DType.F32, 2, 4, 4));
+                """, snippets.get(1).replace("Map<String, NDArray> out = s.runToHost(Map.of(\"x\", shards.get(rv.rank())));",
+                "Map<String, NDArray> out = s.runToHost(Map.of(\"x\", shards.get(rv.rank())));\n        if (out.get(\"d\").get(1, 2) != 42) throw new AssertionError(out);"),
+                "", Files.createDirectories(dir.resolve("world")));
     }
+
+    /** The seeds' graph of README.md: (x + 1) + (x + 2) + (x + 3), each all-reduced, and their sum all-reduced. */
+    static final String SEEDS = """
+            var g = dev.gatun.dsl.Gatun.graph("seeds");
+            var x = g.input("x", DType.F32, 4, 4);
+            var sum = dev.gatun.ir.graph.ReduceOp.SUM;
+            g.output("d", x.add(1).allReduce(sum).add(x.add(2).allReduce(sum)).add(x.add(3).allReduce(sum)).allReduce(sum));
+            Graph graph = g.build();
+            """;
 
     @Test
     void ndarraysClassJavadocCompilesAndRuns(@TempDir Path dir) throws Exception {

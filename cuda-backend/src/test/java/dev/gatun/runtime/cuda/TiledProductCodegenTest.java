@@ -28,7 +28,7 @@ class TiledProductCodegenTest {
             var g = Gatun.graph("epi");
             var y = g.input("x", t, m, ProductEpiloguesGpuTest.K).matmul(g.input("w", t, ProductEpiloguesGpuTest.N, ProductEpiloguesGpuTest.K).transpose(0, 1));
             g.output("out", sp.after().apply(g, y, m));
-            var plan = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
+            var plan = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)), dev.gatun.planner.PlanOptions.DEFAULT.withProductEpilogues(true));
             var tiled = plan.steps().stream().filter(s -> s instanceof Step.TiledProduct).map(s -> (Step.TiledProduct) s).toList();
             assertThat(tiled).as(sp.name() + "\n" + plan).hasSize(1);
             out.addAll(tiled);

@@ -11,7 +11,6 @@ import dev.gatun.runtime.TensorFiles;
 
 import java.io.IOException;
 import java.io.PrintStream;
-import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -159,30 +158,15 @@ public final class GenerateCommand {
 
     /**
      * Rank 0's weights of a single-rank run in {@code dtype}, with a progress line on {@code err} as each tensor is read
-     * from the files (its pages brought in) and then as the shards are made. The command's own hook: where the runtime
-     * offers a load listener, this is the one method to switch to it.
+     * from the files ({@link dev.gatun.runtime.LoadProgress#line()}, rewritten in place).
      */
     static Map<String, NDArray> loadWeights(TensorFiles files, LlamaConfig c, DType dtype, PrintStream err) {
-        List<String> names = files.names();
-        long total = files.dataBytes(), read = 0;
-        int i = 0;
-        for (String name : names) {
-            MemorySegment bytes = files.get(name).segment();
-            if (bytes.isMapped()) bytes.load();
-            read += bytes.byteSize();
-            err.print("\rloading weights: " + (++i) + "/" + names.size() + " tensors, " + bytes(read) + " of " + bytes(total));
+        var shard = LlamaDecoder.weights(c, files, 1, 0, dtype, p -> {
+            err.print("\r" + p.line());
             err.flush();
-        }
-        err.print(" ... as " + dtype);
-        err.flush();
-        var shard = LlamaDecoder.weights(c, files, 1, 0, dtype);
-        err.println(", done");
+        });
+        err.println(" as " + dtype + ", done");
         return shard;
-    }
-
-    /** A size for people: 12.3 MB, 1.20 GB. */
-    static String bytes(long n) {
-        return n >= 1e9 ? String.format(Locale.ROOT, "%.2f GB", n / 1e9) : String.format(Locale.ROOT, "%.1f MB", n / 1e6);
     }
 
     /**

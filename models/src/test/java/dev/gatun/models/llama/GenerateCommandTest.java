@@ -94,7 +94,7 @@ class GenerateCommandTest {
         assertThat(r.status()).as(r.err()).isZero();
         assertThat(r.out()).isEqualTo(want + System.lineSeparator());
         assertThat(r.flushed().size()).as("printed as the tokens come: %s", r.flushed()).isGreaterThan(3);
-        assertThat(r.err()).contains("loading weights: 21/21 tensors").contains(n + " tokens in");
+        assertThat(r.err()).contains("loading weights: ").contains(", 21 of 21 tensors").contains(n + " tokens in");
         // drawn: the generator's draws for the same seed, twice alike; another seed writes another text
         var hot = Sampling.temperature(1.5).topK(200).topP(0.95).repetitionPenalty(1.3).seed(17);
         String drawn = tok.decode(generated(dir, ids, n, hot), true);
@@ -108,6 +108,24 @@ class GenerateCommandTest {
         var other = run(concat(new String[]{"--model", dir.toString(), "--prompt", prompt, "--max-new-tokens", Integer.toString(n), "--seed", "18",
                 "--backend", "host"}, sampling));
         assertThat(other.out()).isNotEqualTo(drawn + System.lineSeparator());
+    }
+
+    /**
+     * The tiny checkpoint shipped for trying the command ({@code models/src/test/resources/checkpoints/tiny-llama3}:
+     * random weights, the Llama 3 style tokenizer) streams the generator's text on the host, as a user runs it.
+     */
+    @Test
+    void theShippedTinyCheckpointStreamsTextOnTheHost() throws Exception {
+        Path dir = Path.of(GenerateCommandTest.class.getResource("/checkpoints/tiny-llama3/config.json").toURI()).getParent();
+        var tok = Tokenizer.load(dir);
+        String prompt = "The quick brown fox";
+        int n = 10;
+        String want = tok.decode(generated(dir, tok.encode(prompt, true), n, Sampling.GREEDY), true);
+        var r = run("--model", dir.toString(), "--prompt", prompt, "--max-new-tokens", Integer.toString(n), "--backend", "host");
+        assertThat(r.status()).as(r.err()).isZero();
+        assertThat(r.out()).isEqualTo(want + System.lineSeparator());
+        assertThat(r.flushed().size()).as("printed as the tokens come: %s", r.flushed()).isGreaterThan(2);
+        assertThat(r.err()).contains("loading weights: ").contains(n + " tokens in");
     }
 
     /** With {@code --chat} the prompt is the chat template's rendering of a user message, encoded without adding tokens. */

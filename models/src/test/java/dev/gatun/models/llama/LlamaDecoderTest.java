@@ -28,7 +28,7 @@ class LlamaDecoderTest {
     @Test
     void aDecodeLayerIsFourProductsEachWithItsEpilogueOneAttentionAndNoCopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
-        try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host"))) {
+        try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(c, MAX, 1, DType.F32), CompileOptions.world(1).backend("host").productEpilogues(true))) {
             var kernels = s.plan().kernels();
             // SwiGLU: silu of the gate half and the product with the up half, one kernel storing only the product
             assertThat(kernels).filteredOn(k -> k.ops().contains("silu")).hasSize(c.layers())
@@ -36,7 +36,7 @@ class LlamaDecoderTest {
                         assertThat(k.ops()).containsSubsequence("silu", "mul");
                         assertThat(k.stores()).hasSize(1);
                     });
-            // every product of a layer one launch with the kernels after it (the rule of tiles: PlanOptions.productEpilogues):
+            // with the rule of tiles on (PlanOptions.productEpilogues), every product of a layer one launch with the kernels after it:
             // q|k|v with the rotary embedding of its query and key heads, gate|up with its SwiGLU, and in this tiny model,
             // whose hidden size fits one block, o and down with the residual add and the next norm; the output projection alone
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(1);
@@ -74,7 +74,7 @@ class LlamaDecoderTest {
     void aBatchOfSeveralWritesTheValueHeadsWithoutACopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
         var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(LlamaDecoder.decode(c, 2, MAX, 1, DType.BF16),
-                dev.gatun.ir.lower.LoweringOptions.world(1)));
+                dev.gatun.ir.lower.LoweringOptions.world(1)), dev.gatun.planner.PlanOptions.DEFAULT.withProductEpilogues(true));
         assertThat(plan.kernels()).as(plan.toString()).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
         // the angles and the first norm; rope of q and of k, two residual + norms and SwiGLU a layer
         assertThat(plan.kernels()).hasSize(2 + 5 * c.layers());

@@ -228,7 +228,7 @@ class LlamaGenerationTest {
                         var options = host(tp);
                         var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
                         String as = g.name() + " " + form + " batch " + batch + " tp " + tp + ":\n" + plan;
-                        assertThat(dev.gatun.planner.PlanChecksAccess.all(plan)).as(as).isEmpty();
+                        assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(plan)).as(as).isEmpty();
                         assertThat(plan.steps()).as(as).filteredOn(st -> st instanceof dev.gatun.planner.Step.Sample).hasSize(form.sampling() ? 1 : 0);
                         if (form.sampling() && g.name().contains("decode"))
                             assertThat(plan.states()).as(as).anyMatch(b -> b.input().equals(LlamaDecoder.CONTEXT));

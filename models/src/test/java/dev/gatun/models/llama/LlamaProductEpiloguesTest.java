@@ -23,7 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * and the generator still gives the float64 pass's tokens on the host at TP 1 and 2.
  */
 class LlamaProductEpiloguesTest {
-    static final PlanOptions RULE = PlanOptions.DEFAULT;
+    static final PlanOptions RULE = PlanOptions.DEFAULT.withProductEpilogues(true);
 
     @Test
     void theRuleJoinsEveryLayersQkvProductWithItsRotationsAndTheGateUpProductWithItsSwiGlu() {
@@ -42,7 +42,7 @@ class LlamaProductEpiloguesTest {
                 assertThat(tiled).filteredOn(t -> t.tiles().largest() == c.hiddenSize()).hasSize(2 * c.layers());
                 // each epilogue taken in is a launch fewer than with the rule off
                 try (var apart = Session.compile(LlamaDecoder.decode(c, batch, LlamaDecoderTest.MAX, 1, DType.BF16),
-                        CompileOptions.world(1).backend("host").productEpilogues(false))) {
+                        CompileOptions.world(1).backend("host"))) {
                     assertThat(apart.plan().steps()).noneMatch(st -> st instanceof Step.TiledProduct);
                     assertThat(steps.stream().filter(Step::isDeviceWork).count())
                             .isEqualTo(apart.plan().steps().stream().filter(Step::isDeviceWork).count() - tiled.stream().mapToInt(t -> t.epilogues().size()).sum());
