@@ -59,8 +59,9 @@ class ProgrammaticLaunchTest {
         assertThat(firstStatements(CudaUpdateSlice.SOURCE)).as("update_slice, one update and two").containsExactly("GATUN_DEPENDENT_START();",
                 "GATUN_DEPENDENT_START();");
         // the GEMV entry points are made by two macros: both kernels wait after their setup and, where their weight is a
-        // graph input (`preload`), their first loop of the weight: nothing else is read before the wait (the PTX check below)
-        for (String[] k : new String[][]{{"gemv_fma", "if (preload) gv_fma_load<C>(a, w0, w1,", "xv"}, {"gemv_mma", "if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr,", "xr"}}) {
+        // graph input (`preload`), their first loop of the weight (and the column table a tiled product passes, which is
+        // constant): nothing else is read before the wait (the PTX check below)
+        for (String[] k : new String[][]{{"gemv_fma", "if (preload) gv_fma_load<C>(a, wc, ok,", "xv"}, {"gemv_mma", "if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr,", "xr"}}) {
             String body = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void " + k[0] + "("));
             String beforeWait = body.substring(0, body.indexOf("GATUN_DEPENDENT_START();"));
             assertThat(beforeWait).as(k[0] + ": nothing but the weight read before the wait").doesNotContain("__ldg(", k[2], "y[", "gv_add_slices")
