@@ -42,6 +42,9 @@ import java.util.regex.Pattern;
  * lm_head.weight                                 [vocab, hidden]   (absent with tied embeddings)
  * </pre>
  *
+ * With biases ({@link LlamaConfig#biases}: Qwen2's query, key and value projections, Llama's {@code attention_bias}
+ * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output.
+ *
  * Projection weights are stored as PyTorch's {@code nn.Linear} keeps them, {@code [out, in]}: {@code y = x @ W^T}.
  */
 public final class LlamaCheckpoint {
@@ -95,14 +98,22 @@ public final class LlamaCheckpoint {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             out.put(p + "input_layernorm.weight", new long[]{h});
+            var b = c.biases();
             out.put(p + "self_attn.q_proj.weight", new long[]{q, h});
+            if (b.qkv()) out.put(p + "self_attn.q_proj.bias", new long[]{q});
             out.put(p + "self_attn.k_proj.weight", new long[]{kv, h});
+            if (b.qkv()) out.put(p + "self_attn.k_proj.bias", new long[]{kv});
             out.put(p + "self_attn.v_proj.weight", new long[]{kv, h});
+            if (b.qkv()) out.put(p + "self_attn.v_proj.bias", new long[]{kv});
             out.put(p + "self_attn.o_proj.weight", new long[]{h, q});
+            if (b.output()) out.put(p + "self_attn.o_proj.bias", new long[]{h});
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
             out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
+            if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});
             out.put(p + "mlp.up_proj.weight", new long[]{f, h});
+            if (b.mlp()) out.put(p + "mlp.up_proj.bias", new long[]{f});
             out.put(p + "mlp.down_proj.weight", new long[]{h, f});
+            if (b.mlp()) out.put(p + "mlp.down_proj.bias", new long[]{h});
         }
         out.put("model.norm.weight", new long[]{h});
         if (!c.tieWordEmbeddings()) out.put("lm_head.weight", new long[]{v, h});

@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder (transformers' {@code llama} and {@code mistral} model types), as a
+ * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral} and {@code qwen2} model types), as a
  * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
  * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
@@ -32,10 +32,28 @@ import java.util.Set;
  * @param slidingWindow     Mistral's {@code sliding_window}: each position attends to the last this many, or 0: to
  *                          every position before it. Only the case where it changes nothing is implemented: a graph
  *                          for more positions than the window is refused ({@link #checkPositions})
+ * @param biases            which projections add a bias: Qwen2's query, key and value projections; Llama's with
+ *                          {@code attention_bias} (and its output projection) or {@code mlp_bias}
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow) {
+                          int headDim, int slidingWindow, Biases biases) {
+
+    /**
+     * The projections that add a bias (each {@code <name>.bias}, one value an output): the query, key and value
+     * projections; the attention's output projection; the MLP's three.
+     */
+    public record Biases(boolean qkv, boolean output, boolean mlp) {
+        /** No bias anywhere: Llama's and Mistral's default. */
+        public static final Biases NONE = new Biases(false, false, false);
+    }
+
+    /** A shape without biases (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
+                       double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, Biases.NONE);
+    }
 
     /**
      * The most layers a configuration may have: hundreds of times the largest models' (about 130), so that a file
@@ -106,6 +124,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     }
 
     public LlamaConfig {
+        if (biases == null) biases = Biases.NONE;
         positive("hidden_size", hiddenSize);
         positive("num_hidden_layers", layers);
         positive("num_attention_heads", heads);
@@ -147,17 +166,22 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases);
     }
 
     /** This shape with heads {@code headDim} wide. */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases);
+    }
+
+    /** This shape with {@code biases}. */
+    public LlamaConfig withBiases(Biases biases) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases);
     }
 
     /**

@@ -40,11 +40,11 @@ final class LlamaConfigReader {
         Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
-        boolean mistral = type.equals("mistral");
+        boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2");
         ConfigPolicy.refuseFeatures(file, obj);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral);
+        refuseUnsupported(f, mistral, qwen2);
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
             int layers = f.integer("num_hidden_layers", null);
@@ -53,7 +53,7 @@ final class LlamaConfigReader {
             var rope = Rope.read(file, obj);
             return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", mistral ? 8 : heads),
                     f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
-                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral));
+                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2));
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -72,23 +72,30 @@ final class LlamaConfigReader {
         }
     }
 
-    /** The fields whose every value but one is a feature this decoder lacks: the activation and the bias terms. */
-    private static void refuseUnsupported(Fields f, boolean mistral) {
+    /**
+     * The biases: Qwen2's query, key and value projections always (transformers' Qwen2 has them whatever the flags say,
+     * and none elsewhere); Llama's and Mistral's where {@code attention_bias} (the four attention projections) or
+     * {@code mlp_bias} (the three MLP projections) say so.
+     */
+    private static LlamaConfig.Biases biases(Fields f, boolean qwen2) {
+        if (qwen2) return new LlamaConfig.Biases(true, false, false);
+        boolean attention = f.bool("attention_bias", false);
+        return new LlamaConfig.Biases(attention, attention, f.bool("mlp_bias", false));
+    }
+
+    /** The fields whose every value but one is a feature this decoder lacks: the activation, partial rotary embeddings. */
+    private static void refuseUnsupported(Fields f, boolean mistral, boolean qwen2) {
         Json act = f.obj().get("hidden_act");
         if (act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
             throw new CompilationException(f.file() + ": field 'hidden_act' is " + ConfigPolicy.shortText(act)
                     + ": only \"silu\" (the SwiGLU MLP) is implemented");
-        for (String bias : new String[]{"attention_bias", "mlp_bias"})
-            if (f.bool(bias, false))
-                throw new CompilationException(f.file() + ": field '" + bias + "' is true: bias terms of the "
-                        + (bias.startsWith("mlp") ? "MLP's" : "attention's") + " projections are not implemented");
         Json partial = f.obj().get("partial_rotary_factor");
         if (partial != null && !(partial instanceof Json.Null) && f.number("partial_rotary_factor", 1) != 1)
             throw new CompilationException(f.file() + ": field 'partial_rotary_factor' is " + ConfigPolicy.shortText(partial)
                     + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
         if (f.has("pretraining_tp") && f.integer("pretraining_tp", null) < 1)
             throw new GraphException(f.file() + ": field 'pretraining_tp' must be at least 1");
-        if (!mistral && f.has("sliding_window"))
+        if (!mistral && !qwen2 && f.has("sliding_window"))
             throw new CompilationException(f.file() + ": field 'sliding_window' is " + ConfigPolicy.shortText(f.obj().get("sliding_window"))
                     + ", but transformers' llama has no sliding window (it ignores the field), so what the checkpoint means is unclear; "
                     + "a Mistral checkpoint says model_type 'mistral'");

@@ -133,8 +133,8 @@ public final class LlamaDecoder {
             Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
             // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
             // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
-            Tensor qkv = linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize()))
-                    .reshape(b, t, hl + 2 * kl, d);
+            Tensor qkv = bias(g, c.biases().qkv(), linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize())),
+                    p + "self_attn.qkv_proj.bias", dtype, (hl + 2 * kl) * d).reshape(b, t, hl + 2 * kl, d);
             Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
             Tensor q, k;
             if (b == 1) {
@@ -175,13 +175,14 @@ public final class LlamaDecoder {
             }
             Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
-            x = x.add(tp > 1 ? out.allReduce(ReduceOp.SUM) : out);
+            x = x.add(bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize()));
             xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
             // one product for the gate and up projections (gate | up side by side)
-            Tensor gateUp = linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize()));
+            Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
+                    p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
             Tensor down = linear(gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl)),
                     g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-            x = x.add(tp > 1 ? down.allReduce(ReduceOp.SUM) : down);
+            x = x.add(bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize()));
         }
         // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)
         Tensor last = allPositions ? x
@@ -229,6 +230,11 @@ public final class LlamaDecoder {
         Tensor context = decode ? g.state(CONTEXT, DType.I64, b, maxLen).updateSlice(1, ids.reshape(b, 1), position) : g.input(CONTEXT, DType.I64, b, t);
         Tensor at = decode ? steps : g.input(LAST_POSITIONS, DType.I32, b);
         return (dtype == DType.F64 ? logits.cast(DType.F32) : logits).sample(params, seeds, at, context);
+    }
+
+    /** {@code y + bias} where the projection has one (the input {@code name}, {@code n} values), else {@code y}. */
+    private static Tensor bias(GraphBuilder g, boolean has, Tensor y, String name, DType dtype, int n) {
+        return has ? y.add(g.input(name, dtype, n)) : y;
     }
 
     /** {@code x @ w.mT} for a weight in the checkpoints' [out, in] layout: the product reads it transposed as it lies. */

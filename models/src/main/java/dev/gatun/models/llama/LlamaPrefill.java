@@ -99,11 +99,41 @@ public final class LlamaPrefill {
             in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
                     gate, up));
             in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
+            biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);
         }
         in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
         in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
         return in;
     }
+
+    /**
+     * A layer's biases, sharded as their projections are: the q|k|v bias and the gate|up bias as the rows of the fused
+     * weight (this rank's heads and columns), the output and down projections' whole (added after their row-parallel
+     * products are summed over the ranks).
+     */
+    private static void biases(LlamaConfig c, TensorFiles weights, WeightReads reads, Map<String, NDArray> in, String p, DType dtype, int rank,
+                               int hl, int kl, int kvFirst, int fl) {
+        var b = c.biases();
+        int d = c.headDim();
+        if (b.qkv()) {
+            String q = p + "self_attn.q_proj.bias", k = p + "self_attn.k_proj.bias", v = p + "self_attn.v_proj.bias";
+            in.put(p + "self_attn.qkv_proj.bias", reads.read(vector(rows(dtype, new Rows(column(weights.get(q)), rank * hl * d, hl * d),
+                    new Rows(column(weights.get(k)), kvFirst * d, kl * d), new Rows(column(weights.get(v)), kvFirst * d, kl * d))), q, k, v));
+        }
+        if (b.output()) in.put(p + "self_attn.o_proj.bias", reads.read(weights.get(p + "self_attn.o_proj.bias").to(dtype), p + "self_attn.o_proj.bias"));
+        if (b.mlp()) {
+            String gate = p + "mlp.gate_proj.bias", up = p + "mlp.up_proj.bias";
+            in.put(p + "mlp.gate_up_proj.bias", reads.read(vector(rows(dtype, new Rows(column(weights.get(gate)), rank * fl, fl),
+                    new Rows(column(weights.get(up)), rank * fl, fl))), gate, up));
+            in.put(p + "mlp.down_proj.bias", reads.read(weights.get(p + "mlp.down_proj.bias").to(dtype), p + "mlp.down_proj.bias"));
+        }
+    }
+
+    /** A vector [n] as the matrix [n, 1] (the same memory), for {@link #rows}. */
+    private static NDArray column(NDArray v) { return NDArray.wrap(v.dtype(), v.segment(), v.shape()[0], 1); }
+
+    /** A matrix [n, 1] as the vector [n] (the same memory). */
+    private static NDArray vector(NDArray m) { return NDArray.wrap(m.dtype(), m.segment(), m.shape()[0]); }
 
     /** Rows [first, first + n) of an [out, in] matrix. */
     private record Rows(NDArray matrix, long first, long n) {}

@@ -39,7 +39,6 @@ class LlamaConfigRefusalTest {
 
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
-            "qwen2|model_type 'qwen2' (Qwen2ForCausalLM) is not supported: q/k/v projection biases",
             "qwen3|model_type 'qwen3' (Qwen3ForCausalLM) is not supported: QK-norm (q_norm/k_norm",
             "gemma|model_type 'gemma' (GemmaForCausalLM) is not supported: GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights applied as (1 + w)",
             "gemma2|model_type 'gemma2' (Gemma2ForCausalLM) is not supported: GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, pre/post norms",
@@ -48,7 +47,6 @@ class LlamaConfigRefusalTest {
             "mixtral|model_type 'mixtral' (MixtralForCausalLM) is not supported: mixture of experts",
             "qwen2_moe|model_type 'qwen2_moe' (Qwen2MoeForCausalLM) is not supported: mixture of experts (router, experts and a gated shared expert) and q/k/v biases",
             "qwen3_moe|model_type 'qwen3_moe' (Qwen3MoeForCausalLM) is not supported: mixture of experts (router and experts) and QK-norm",
-            "llama_bias|field 'attention_bias' is true: bias terms of the attention's projections are not implemented",
             "llama_rope_dynamic|field 'rope_parameters.rope_type' is \"dynamic\": dynamic NTK scaling",
             "llama_rope_yarn|field 'rope_parameters.rope_type' is \"yarn\": YaRN scaling",
     })
@@ -56,14 +54,14 @@ class LlamaConfigRefusalTest {
         Path f = TransformersReference.directory(name).resolve("config.json");
         var refusal = assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
                 .hasMessageStartingWith(f + ": ").hasMessageContaining(message);
-        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral");
+        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral, qwen2");
     }
 
     @Test
     void aTypeNotKnownAtAllIsRefusedAsNotSupported() throws IOException {
         Path f = config("\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], " + SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
-                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral");
+                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral, qwen2");
         Path none = config(SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(none)).isInstanceOf(GraphException.class).hasMessageContaining("field 'model_type' is missing");
     }
@@ -78,11 +76,29 @@ class LlamaConfigRefusalTest {
         assertThat(LlamaConfig.read(llama("\"architectures\": [\"LlamaForCausalLM\"]")).layers()).isEqualTo(2);
     }
 
+    /**
+     * The bias flags are read, not refused: Llama's {@code attention_bias} puts a bias on the four attention projections,
+     * {@code mlp_bias} on the three MLP ones; Qwen2 has query, key and value biases whatever the flags say (transformers'
+     * Qwen2 takes them from the architecture), and its sliding-window fields are refused only where the window is on.
+     */
+    @Test
+    void biasFlagsAndQwen2sFieldsAreReadAsTransformersReadsThem() throws IOException {
+        assertThat(LlamaConfig.read(llama("\"attention_bias\": true")).biases()).isEqualTo(new LlamaConfig.Biases(true, true, false));
+        assertThat(LlamaConfig.read(llama("\"mlp_bias\": true")).biases()).isEqualTo(new LlamaConfig.Biases(false, false, true));
+        assertThat(LlamaConfig.read(llama("")).biases()).isEqualTo(LlamaConfig.Biases.NONE);
+        Path qwen = config("\"model_type\": \"qwen2\", " + SHAPE + ", \"use_sliding_window\": false, \"sliding_window\": 4096, \"max_window_layers\": 28");
+        assertThat(LlamaConfig.read(qwen).biases()).isEqualTo(new LlamaConfig.Biases(true, false, false));
+        assertThat(LlamaConfig.read(qwen).slidingWindow()).isZero();
+        Path window = config("\"model_type\": \"qwen2\", " + SHAPE + ", \"use_sliding_window\": true, \"sliding_window\": 4096");
+        assertThatThrownBy(() -> LlamaConfig.read(window)).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("field 'use_sliding_window' is true: Qwen's sliding-window switch");
+        // max_window_layers is Qwen2's alone: for llama it is a field this loader does not know
+        assertThatThrownBy(() -> LlamaConfig.read(llama("\"max_window_layers\": 28"))).hasMessageContaining("'max_window_layers' is not known");
+    }
+
     /** Each feature switch refused naming the field where it is on, and accepted where it is off. */
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
-            "\"attention_bias\": true|false|field 'attention_bias' is true: bias terms",
-            "\"mlp_bias\": true|false|field 'mlp_bias' is true: bias terms of the MLP's projections",
             "\"hidden_act\": \"gelu_pytorch_tanh\"|\"silu\"|field 'hidden_act' is \"gelu_pytorch_tanh\": only \"silu\"",
             "\"hidden_activation\": \"gelu_pytorch_tanh\"|null|field 'hidden_activation' is \"gelu_pytorch_tanh\"",
             "\"partial_rotary_factor\": 0.5|1.0|field 'partial_rotary_factor' is 0.5: partial rotary embeddings",
@@ -122,8 +138,8 @@ class LlamaConfigRefusalTest {
         assertThatThrownBy(() -> LlamaConfig.read(f, Set.of("use_fancy_norm"))).hasMessageContaining("field 'attention_temperature' is not known");
         assertThat(LlamaConfig.read(f, Set.of("use_fancy_norm", "attention_temperature")).layers()).isEqualTo(2);
         // naming a field harmless does not unlock one this loader refuses
-        Path bias = llama("\"attention_bias\": true");
-        assertThatThrownBy(() -> LlamaConfig.read(bias, Set.of("attention_bias"))).hasMessageContaining("bias terms");
+        Path qk = llama("\"use_qk_norm\": true");
+        assertThatThrownBy(() -> LlamaConfig.read(qk, Set.of("use_qk_norm"))).hasMessageContaining("QK-norm");
     }
 
     /** Both spellings of the rotary embedding: transformers 4's rope_theta / rope_scaling and transformers 5's rope_parameters. */
