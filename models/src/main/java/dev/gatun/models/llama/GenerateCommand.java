@@ -2,6 +2,7 @@ package dev.gatun.models.llama;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.GatunException;
+import dev.gatun.ir.GraphException;
 import dev.gatun.models.text.ChatTemplate;
 import dev.gatun.models.text.Message;
 import dev.gatun.models.text.Tokenizer;
@@ -57,12 +58,20 @@ public final class GenerateCommand {
         System.exit(run(args, System.out, System.err));
     }
 
+    /**
+     * A bad command line: the message says which argument and what was wrong; {@link #run} prints it (with the usage)
+     * and returns 2. Thrown only by this command's own parsing, never by the library it calls.
+     */
+    static final class UsageException extends GatunException {
+        UsageException(String message) { super(message); }
+    }
+
     /** The command with these streams; the exit status. */
     public static int run(String[] args, PrintStream out, PrintStream err) {
         Options o;
         try {
             o = parse(args);
-        } catch (IllegalArgumentException e) {
+        } catch (UsageException e) {
             err.println("gatun-generate: " + e.getMessage());
             err.print(USAGE);
             return 2;
@@ -74,7 +83,11 @@ public final class GenerateCommand {
         try {
             generate(o, out, err);
             return 0;
-        } catch (GatunException | IOException | IllegalArgumentException e) {
+        } catch (UsageException e) {
+            out.flush();
+            err.println("gatun-generate: " + e.getMessage());
+            return 2;
+        } catch (GatunException | IOException e) {
             out.flush();
             err.println();
             err.println("gatun-generate: " + e.getMessage());
@@ -82,7 +95,7 @@ public final class GenerateCommand {
         }
     }
 
-    /** The options of {@code args}; null where help was asked for; an IllegalArgumentException saying what is wrong. */
+    /** The options of {@code args}; null where help was asked for; a {@link UsageException} saying what is wrong. */
     static Options parse(String[] args) {
         Map<String, String> v = new java.util.HashMap<>();
         boolean chat = false;
@@ -93,46 +106,85 @@ public final class GenerateCommand {
             if (a.equals("--help") || a.equals("-h")) return null;
             if (a.equals("--chat")) chat = true;
             else if (valued.contains(a)) {
-                if (i + 1 >= args.length) throw new IllegalArgumentException(a + " needs a value");
+                if (i + 1 >= args.length) throw new UsageException(a + " needs a value");
                 v.put(a, args[++i]);
-            } else throw new IllegalArgumentException("unknown argument '" + a + "'");
+            } else throw new UsageException("unknown argument '" + a + "'");
         }
-        if (!v.containsKey("--model")) throw new IllegalArgumentException("--model DIR is required");
-        if (!v.containsKey("--prompt")) throw new IllegalArgumentException("--prompt TEXT is required");
-        int maxNew = (int) number(v, "--max-new-tokens", 128, true);
-        if (maxNew < 1) throw new IllegalArgumentException("--max-new-tokens " + maxNew + ": at least 1");
-        var sampling = new Sampling(number(v, "--temperature", 0, false), (int) number(v, "--top-k", 0, true), number(v, "--top-p", 1, false),
-                number(v, "--min-p", 0, false), number(v, "--repetition-penalty", 1, false), (long) number(v, "--seed", 0, true));
+        if (!v.containsKey("--model")) throw new UsageException("--model DIR is required");
+        if (!v.containsKey("--prompt")) throw new UsageException("--prompt TEXT is required");
+        int maxNew = whole(v, "--max-new-tokens", 128);
+        if (maxNew < 1) throw new UsageException("--max-new-tokens " + maxNew + ": at least 1");
+        double temperature = number(v, "--temperature", 0), topP = number(v, "--top-p", 1), minP = number(v, "--min-p", 0);
+        double penalty = number(v, "--repetition-penalty", 1);
+        int topK = whole(v, "--top-k", 0);
+        long seed = seed(v);
+        Sampling sampling;
+        try {
+            sampling = new Sampling(temperature, topK, topP, minP, penalty, seed);
+        } catch (GatunException e) {   // Sampling's own range checks, said as this command's usage error
+            throw new UsageException("the sampling options: " + e.getMessage());
+        }
         String dtype = v.getOrDefault("--dtype", "f32").toLowerCase(Locale.ROOT);
         DType t = switch (dtype) {
             case "f32" -> DType.F32;
             case "bf16" -> DType.BF16;
             case "f16" -> DType.F16;
-            default -> throw new IllegalArgumentException("--dtype " + dtype + ": f32, bf16 or f16");
+            default -> throw new UsageException("--dtype " + dtype + ": f32, bf16 or f16");
         };
         String backend = v.getOrDefault("--backend", "auto");
-        if (!List.of("auto", "host", "cuda").contains(backend)) throw new IllegalArgumentException("--backend " + backend + ": auto, host or cuda");
-        return new Options(Path.of(v.get("--model")), v.get("--prompt"), chat, maxNew, sampling, t, backend);
+        if (!List.of("auto", "host", "cuda").contains(backend)) throw new UsageException("--backend " + backend + ": auto, host or cuda");
+        return new Options(modelPath(v.get("--model")), v.get("--prompt"), chat, maxNew, sampling, t, backend);
     }
 
-    /** Option {@code name}'s number (a whole one where {@code whole}), or {@code otherwise}; its errors name it. */
-    private static double number(Map<String, String> v, String name, double otherwise, boolean whole) {
+    /** {@code --model}'s directory; a name the file system cannot hold (a NUL character) is a usage error. */
+    private static Path modelPath(String dir) {
+        try {
+            return Path.of(dir);
+        } catch (java.nio.file.InvalidPathException e) {
+            throw new UsageException("--model " + dir + ": not a path (" + e.getReason() + ")");
+        }
+    }
+
+    /** Option {@code name}'s number, or {@code otherwise}; its errors name it. */
+    private static double number(Map<String, String> v, String name, double otherwise) {
         String s = v.get(name);
         if (s == null) return otherwise;
         try {
-            return whole ? Long.parseLong(s.strip()) : Double.parseDouble(s.strip());
+            return Double.parseDouble(s.strip());
+        } catch (NumberFormatException e) {   // the JDK's parse error, said as a usage error naming the option
+            throw new UsageException(name + " " + s + ": not a number");
+        }
+    }
+
+    /** Option {@code name}'s whole number (an int: a larger one is refused, never cut short), or {@code otherwise}. */
+    private static int whole(Map<String, String> v, String name, int otherwise) {
+        String s = v.get(name);
+        if (s == null) return otherwise;
+        try {
+            return Integer.parseInt(s.strip());
         } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(name + " " + s + ": not " + (whole ? "a whole number" : "a number"));
+            throw new UsageException(name + " " + s + ": not a whole number from " + Integer.MIN_VALUE + " to " + Integer.MAX_VALUE);
+        }
+    }
+
+    /** {@code --seed}: any long, default 0. */
+    private static long seed(Map<String, String> v) {
+        String s = v.get("--seed");
+        if (s == null) return 0;
+        try {
+            return Long.parseLong(s.strip());
+        } catch (NumberFormatException e) {
+            throw new UsageException("--seed " + s + ": not a whole number");
         }
     }
 
     /** Loads, generates and streams the text (see the class comment). */
     static void generate(Options o, PrintStream out, PrintStream err) throws IOException {
-        if (!Files.isDirectory(o.model())) throw new IllegalArgumentException(o.model() + ": no such directory (--model names a checkpoint directory)");
+        if (!Files.isDirectory(o.model())) throw new GraphException(o.model() + ": no such directory (--model names a checkpoint directory)");
         Tokenizer tok = Tokenizer.load(o.model());
         ChatTemplate chat = o.chat() ? ChatTemplate.load(o.model()) : null;
         int[] ids = chat == null ? tok.encode(o.prompt(), true) : tok.encode(chat.render(List.of(Message.user(o.prompt())), true), false);
-        if (ids.length == 0) throw new IllegalArgumentException("the prompt encodes to no tokens: give some text");
+        if (ids.length == 0) throw new UsageException("--prompt: the prompt encodes to no tokens; give some text");
         var stops = new LinkedHashSet<>(LlamaCheckpoint.eosTokens(o.model()));
         if (chat != null && chat.variables().containsKey("eos_token")) tok.tokenToId(chat.variables().get("eos_token")).ifPresent(stops::add);
         var options = CompileOptions.world(1);

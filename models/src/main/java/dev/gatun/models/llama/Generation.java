@@ -1,5 +1,7 @@
 package dev.gatun.models.llama;
 
+import dev.gatun.runtime.GatunRuntimeException;
+
 import java.util.List;
 import java.util.Set;
 
@@ -41,13 +43,15 @@ public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits
     }
 
     public Generation {
-        if (maxNew < 1) throw new IllegalArgumentException("generate " + maxNew + " tokens: at least 1");
-        if (checkEvery < 1) throw new IllegalArgumentException("checkEvery " + checkEvery + ": at least 1 step between two reads");
-        if (queued && keepLogits) throw new IllegalArgumentException("a queued generation keeps no logits: each step's would have to come to the host");
+        if (maxNew < 1) throw bad("maxNew " + maxNew + ": generate at least 1 token");
+        if (checkEvery < 1) throw bad("checkEvery " + checkEvery + ": at least 1 step between two reads");
+        if (queued && keepLogits) throw bad("a queued generation keeps no logits: each step's would have to come to the host; generate step by step to keep them");
         stopTokens = Set.copyOf(stopTokens);
-        for (int t : stopTokens) if (t < 0) throw new IllegalArgumentException("stop token " + t + ": a token id is at least 0");
+        for (int t : stopTokens) if (t < 0) throw bad("stop token " + t + ": a token id is at least 0");
         sampling = List.copyOf(sampling);
     }
+
+    private static GatunRuntimeException bad(String what) { return new GatunRuntimeException("Generation: " + what); }
 
     /** Greedy. */
     public Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits, boolean queued, int checkEvery, Listener listener) {
@@ -71,7 +75,7 @@ public record Generation(int maxNew, Set<Integer> stopTokens, boolean keepLogits
         if (sampling.isEmpty()) return java.util.Collections.nCopies(batch, Sampling.GREEDY);
         if (sampling.size() == 1) return java.util.Collections.nCopies(batch, sampling.getFirst());
         if (sampling.size() != batch)
-            throw new IllegalArgumentException(sampling.size() + " samplings for a batch of " + batch + " sequences: give one for all, or one a sequence");
+            throw bad("sampling: " + sampling.size() + " samplings for a batch of " + batch + " sequences; give one for all, or one a sequence");
         return sampling;
     }
 

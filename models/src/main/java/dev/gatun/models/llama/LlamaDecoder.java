@@ -4,8 +4,10 @@ import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.LoadProgress;
 import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.TensorFiles;
@@ -74,7 +76,8 @@ public final class LlamaDecoder {
 
     /** The prefill phase of {@code form}: with {@code ragged}, prompts of up to {@code tokens} tokens, padded to it. */
     public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, Form form) {
-        if (tokens < 1 || tokens > maxLen) throw new IllegalArgumentException("a prompt of " + tokens + " tokens does not fit a cache of " + maxLen);
+        if (tokens < 1 || tokens > maxLen)
+            throw new GraphException("LlamaDecoder.prefill: tokens " + tokens + ": a prompt takes 1 to maxLen (" + maxLen + ") positions of the cache");
         return graph(c, batch, tokens, maxLen, tp, dtype, false, false, form);
     }
 
@@ -100,7 +103,7 @@ public final class LlamaDecoder {
     private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions, Form form) {
         c.checkTensorParallel(tp);
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
-        if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " sequences");
+        if (batch < 1) throw new GraphException("LlamaDecoder: batch " + batch + ": a batch holds at least 1 sequence");
         int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
         boolean ragged = decode && form.ragged();
@@ -295,7 +298,7 @@ public final class LlamaDecoder {
         var context = NDArray.full(DType.I64, -1, b, t);
         for (int s = 0; s < b; s++) {
             int len = prompts[s].length;
-            if (len < 1 || len > t) throw new IllegalArgumentException("prompt " + s + " has " + len + " tokens: the prefill takes 1 to " + t);
+            if (len < 1 || len > t) throw new GatunRuntimeException("LlamaDecoder.raggedPrompts: prompt " + s + " has " + len + " tokens: the prefill takes 1 to " + t);
             for (int i = 0; i < len; i++) {
                 tokens.set((long) s * t + i, prompts[s][i]);
                 context.set((long) s * t + i, prompts[s][i]);
@@ -354,7 +357,8 @@ public final class LlamaDecoder {
      * makes the rotary angles and the masks from the position.
      */
     public static Map<String, NDArray> step(int[] tokens, int position, int maxLen) {
-        if (position < 0 || position >= maxLen) throw new IllegalArgumentException("position " + position + " is outside the cache of " + maxLen);
+        if (position < 0 || position >= maxLen)
+            throw new GatunRuntimeException("LlamaDecoder.step: position " + position + " is outside the cache of " + maxLen + " positions (0 to " + (maxLen - 1) + ")");
         var in = new LinkedHashMap<String, NDArray>();
         in.put("tokens", stepTokens(tokens));
         in.put("position", NDArray.of(new int[]{position}, 1));

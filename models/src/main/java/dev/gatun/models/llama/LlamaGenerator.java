@@ -393,23 +393,24 @@ public final class LlamaGenerator implements AutoCloseable {
      * rest).
      */
     private Run plan(int[][] prompts, Generation how) {
-        if (prompts.length != batch) throw new IllegalArgumentException("the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
+        if (prompts.length != batch) throw new GatunRuntimeException("generate: the generator was compiled for a batch of " + batch + " prompts, not " + prompts.length);
         int[] lengths = new int[batch];
         int longest = 0;
         for (int b = 0; b < batch; b++) {
             lengths[b] = prompts[b].length;
             if (lengths[b] < 1 || lengths[b] > promptLength)
-                throw new IllegalArgumentException("prompt " + b + " has " + lengths[b] + " tokens: the prefill was compiled for 1 to " + promptLength);
+                throw new GatunRuntimeException("generate: prompt " + b + " has " + lengths[b] + " tokens: the prefill was compiled for 1 to " + promptLength);
             longest = Math.max(longest, lengths[b]);
         }
         int n = how.maxNew();
         if (longest + n - 1 > maxLen)
-            throw new IllegalArgumentException(n + " tokens after " + longest + (batch > 1 ? " (the longest prompt)" : "") + " do not fit the cache of " + maxLen);
+            throw new GatunRuntimeException("generate: " + n + " new tokens after " + longest + (batch > 1 ? " (the longest prompt)" : "") + " do not fit the cache of "
+                    + maxLen + " positions; ask for at most " + (maxLen - longest + 1) + " or make the generator with a larger maxLen");
         for (int t : how.stopTokens())
-            if (t >= config.vocabSize()) throw new IllegalArgumentException("stop token " + t + " is not in the vocabulary of " + config.vocabSize() + " tokens");
+            if (t >= config.vocabSize()) throw new GatunRuntimeException("generate: stop token " + t + " is not in the vocabulary of " + config.vocabSize() + " tokens");
         var rows = how.samplingOf(batch);
         if (!sampling && rows.stream().anyMatch(r -> !r.isPlainGreedy()))
-            throw new IllegalArgumentException("this generator was made for greedy tokens; make it with sampling (the last argument true) to draw them as "
+            throw new GatunRuntimeException("generate: this generator was made for greedy tokens; make it with sampling (the last argument true) to draw them as "
                     + rows.stream().filter(r -> !r.isPlainGreedy()).findFirst().orElseThrow() + " says");
         final int start = longest;
         boolean ragged = java.util.Arrays.stream(lengths).anyMatch(l -> l != start);

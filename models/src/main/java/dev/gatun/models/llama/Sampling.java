@@ -1,6 +1,7 @@
 package dev.gatun.models.llama;
 
 import dev.gatun.ir.DType;
+import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
 
 import java.util.List;
@@ -27,13 +28,15 @@ public record Sampling(double temperature, int topK, double topP, double minP, d
 
     public Sampling {
         if (!(temperature >= 0) || Double.isInfinite(temperature))
-            throw new IllegalArgumentException("temperature " + temperature + ": 0 (greedy) or above, and finite");
-        if (topK < 0) throw new IllegalArgumentException("top-k " + topK + ": 0 (off) or above");
-        if (!(topP > 0 && topP <= 1)) throw new IllegalArgumentException("top-p " + topP + ": above 0 and at most 1 (1: off)");
-        if (!(minP >= 0 && minP <= 1)) throw new IllegalArgumentException("min-p " + minP + ": 0 (off) to 1");
+            throw bad("temperature " + temperature + ": give 0 (greedy) or a finite value above 0");
+        if (topK < 0) throw bad("top-k " + topK + ": give 0 (off) or a count above 0");
+        if (!(topP > 0 && topP <= 1)) throw bad("top-p " + topP + ": give a value above 0 and at most 1 (1: off)");
+        if (!(minP >= 0 && minP <= 1)) throw bad("min-p " + minP + ": give a value from 0 (off) to 1");
         if (!(repetitionPenalty > 0) || Double.isInfinite(repetitionPenalty))
-            throw new IllegalArgumentException("repetition penalty " + repetitionPenalty + ": above 0 and finite (1: none)");
+            throw bad("repetition penalty " + repetitionPenalty + ": give a finite value above 0 (1: none)");
     }
+
+    private static GatunRuntimeException bad(String what) { return new GatunRuntimeException("Sampling: " + what); }
 
     /** Drawn at {@code temperature}, no filter, no penalty, seed 0. */
     public static Sampling temperature(double temperature) { return new Sampling(temperature, 0, 1, 0, 1, 0); }

@@ -222,7 +222,7 @@ final class TemplateLexer {
         pos = close + 1;
         try {
             return Character.codePointOf(name);
-        } catch (IllegalArgumentException ex) {
+        } catch (IllegalArgumentException ex) {   // the JDK's only lookup of a character name throws for an unknown one
             throw src.error(start, "\\N{" + name + "} names no Unicode character");
         }
     }

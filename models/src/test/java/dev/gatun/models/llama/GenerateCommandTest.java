@@ -161,7 +161,7 @@ class GenerateCommandTest {
         assertThat(missing.status()).isEqualTo(2);
         assertThat(missing.err()).contains("--model DIR is required").contains("usage: gatun-generate");
         assertThat(run("--model", "m", "--prompt", "x", "--top-p", "lots").err()).contains("--top-p lots: not a number");
-        assertThat(run("--model", "m", "--prompt", "x", "--temperature", "-1").err()).contains("temperature -1.0: 0 (greedy) or above");
+        assertThat(run("--model", "m", "--prompt", "x", "--temperature", "-1").err()).contains("temperature -1.0: give 0 (greedy)");
         assertThat(run("--model", "m", "--prompt", "x", "--frobnicate").err()).contains("unknown argument '--frobnicate'");
         assertThat(run("--model", "m", "--prompt").err()).contains("--prompt needs a value");
         var help = run("--help");

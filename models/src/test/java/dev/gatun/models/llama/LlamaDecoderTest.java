@@ -201,7 +201,7 @@ class LlamaDecoderTest {
                 try (var gen = new LlamaGenerator(c, shards, prompts.length, prompts[0].length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
                     // queued (each step fed the token the step before left on the device), then step by step, twice each:
                     // the history of the steps' tokens is kept across generations, and a generation writes all it reads
-                    assertThatThrownBy(() -> gen.generate(prompts, 6, true, true)).isInstanceOf(IllegalArgumentException.class)
+                    assertThatThrownBy(() -> gen.generate(prompts, 6, true, true)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class)
                             .hasMessageContaining("a queued generation keeps no logits");
                     for (boolean queued : new boolean[]{true, false, true, false}) {
                         var got = gen.generate(prompts, 6, false, queued).sequences();
@@ -274,14 +274,14 @@ class LlamaDecoderTest {
                         assertThat(got.stepMillis()).isEmpty();
                     }
                     assertThatThrownBy(() -> gen.generate(prompts, Generation.of(n).stopAt(c.vocabSize())))
-                            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stop token 256 is not in the vocabulary of 256 tokens");
+                            .isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class).hasMessageContaining("stop token 256 is not in the vocabulary of 256 tokens");
                 }
             }
         }
-        assertThatThrownBy(() -> Generation.of(4).keepingLogits().queued(4)).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> Generation.of(4).keepingLogits().queued(4)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class)
                 .hasMessageContaining("a queued generation keeps no logits");
-        assertThatThrownBy(() -> Generation.of(0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at least 1");
-        assertThatThrownBy(() -> Generation.of(4).stopAt(-2)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stop token -2");
+        assertThatThrownBy(() -> Generation.of(0)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class).hasMessageContaining("at least 1");
+        assertThatThrownBy(() -> Generation.of(4).stopAt(-2)).isInstanceOf(dev.gatun.runtime.GatunRuntimeException.class).hasMessageContaining("stop token -2");
     }
 
     /** A shard in the checkpoint's dtype is copied in bulk; converted element by element it holds the same values. */
