@@ -254,8 +254,8 @@ public final class Tensor {
         if (dims == null) throw new dev.gatun.ir.GraphException(where + ": the dimensions are null; give numbers or symbol names");
         try {
             return Shape.parse(dims);
-        } catch (IllegalArgumentException | NullPointerException | dev.gatun.ir.GraphException e) {
-            throw new dev.gatun.ir.GraphException(where + ": " + (e.getMessage() == null ? "a dimension is null" : e.getMessage()), e);
+        } catch (dev.gatun.ir.GraphException e) {
+            throw new dev.gatun.ir.GraphException(where + ": " + e.getMessage(), e);
         }
     }
     public Tensor broadcastTo(Object... dims) { return expand(dims); }

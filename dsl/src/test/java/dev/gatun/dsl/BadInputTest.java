@@ -155,6 +155,9 @@ class BadInputTest {
         var x = g.input("x", F32, 4);
         assertThatThrownBy(() -> x.reshape(-2, -2)).isInstanceOf(GraphException.class).hasMessage("reshape('x' f32[4]): a dimension cannot be negative: -2");
         assertThatThrownBy(() -> x.add((Tensor) null)).isInstanceOf(GraphException.class).hasMessageContaining("add: a tensor argument is null");
+        // one null among the dimensions: checked by name, not an NullPointerException caught and reworded
+        assertThatThrownBy(() -> g.input("z", F32, 4, null)).isInstanceOf(GraphException.class).hasMessage("input 'z': a dimension is null; give a number or a symbol name");
+        assertThatThrownBy(() -> x.reshape(2, null)).isInstanceOf(GraphException.class).hasMessageStartingWith("reshape('x' f32[4]): a dimension is null");
     }
 
     @Test

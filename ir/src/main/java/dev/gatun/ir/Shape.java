@@ -26,6 +26,7 @@ public record Shape(List<Dim> dims) {
         var d = new ArrayList<Dim>(dims.length);
         for (Object o : dims) {
             switch (o) {
+                case null -> throw new GraphException("a dimension is null; give a number or a symbol name");
                 case Integer n -> d.add(Dim.of(n));
                 case Long n -> d.add(Dim.of(n));
                 case Short n -> d.add(Dim.of(n));

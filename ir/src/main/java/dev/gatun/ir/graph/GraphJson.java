@@ -246,7 +246,7 @@ public final class GraphJson {
                 }
                 try {
                     b.group(new ProcessGroup(gname, ranks, slices));
-                } catch (IllegalArgumentException | GraphException e) {
+                } catch (GraphException e) {
                     throw new GraphException(where + ": " + e.getMessage(), e);
                 }
             }
@@ -590,7 +590,7 @@ public final class GraphJson {
                         case Json.Str s -> Dim.sym(s.value());
                         default -> throw wrong(where, field, "a dimension (a size or a symbol name)", d);
                     });
-                } catch (IllegalArgumentException | GraphException e) {
+                } catch (GraphException e) {
                     if (e.getMessage() != null && e.getMessage().startsWith(where + ":")) throw e; // already says where
                     throw new GraphException(where + ": field '" + field + "': " + e.getMessage());
                 }
@@ -633,7 +633,7 @@ public final class GraphJson {
                     String p = part.strip();
                     try {
                         dims.add(!p.isEmpty() && Character.isDigit(p.charAt(0)) ? Dim.of(Long.parseLong(p)) : Dim.sym(p));
-                    } catch (IllegalArgumentException | GraphException e) {
+                    } catch (NumberFormatException | GraphException e) {   // Long.parseLong's, or Dim's own
                         throw new GraphException(where + ": field '" + field + "': bad dimension '" + p + "' in \"" + s + "\"");
                     }
                 }
