@@ -29,7 +29,7 @@ import java.util.Map;
 public record Profile(Plan plan, String device, double[] micros) {
     public Profile {
         if (micros.length != plan.steps().size())
-            throw new IllegalArgumentException("a profile of plan '" + plan.name() + "' needs " + plan.steps().size() + " step times, not " + micros.length);
+            throw new GatunRuntimeException("Profile: a profile of plan '" + plan.name() + "' needs " + plan.steps().size() + " step times, not " + micros.length);
         micros = micros.clone();
     }
 

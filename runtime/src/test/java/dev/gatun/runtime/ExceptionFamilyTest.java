@@ -75,4 +75,29 @@ class ExceptionFamilyTest {
         }
         assertThat(thrown(() -> NDArray.of(F32, new double[3], 2, 2))).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("do not fill shape");
     }
+
+    /** A profile built by hand with the wrong number of step times says which plan and how many it needs. */
+    @Test
+    void aProfileOfTheWrongLength() {
+        var g = Gatun.graph("timed");
+        var x = g.input("x", F32, 2, 2);
+        g.output("y", x.mul(2));
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            int steps = s.plan().steps().size();
+            assertThat(thrown(() -> new Profile(s.plan(), "host", new double[steps + 1]))).isInstanceOf(GatunRuntimeException.class)
+                    .hasMessageContaining("Profile").hasMessageContaining("'timed'").hasMessageContaining("needs " + steps + " step times, not " + (steps + 1));
+        }
+    }
+
+    /** A tensor past what one Java array holds is refused by the reference interpreter before it allocates anything. */
+    @Test
+    void theReferenceInterpretersLimit() {
+        var g = Gatun.graph("wide");
+        var x = g.input("x", F32, 1, 1);
+        g.output("y", x.expand(65536, 65536));
+        var graph = g.build();
+        assertThat(thrown(() -> new dev.gatun.runtime.reference.ReferenceInterpreter(graph).run(Map.of("x", NDArray.zeros(F32, 1, 1)))))
+                .isInstanceOf(GraphException.class).hasMessageContaining("reference interpreter").hasMessageContaining("4294967296")
+                .hasMessageContaining("[65536, 65536]");
+    }
 }

@@ -243,13 +243,9 @@ public final class Launcher {
     }
 
     private static Duration seconds(String name, String v) throws Usage {
-        try {
-            double s = Double.parseDouble(v.trim());
-            if (!(s > 0) || Double.isInfinite(s)) throw new NumberFormatException();
-            return Duration.ofMillis((long) Math.ceil(s * 1000));
-        } catch (NumberFormatException e) {
-            throw new Usage(name + " needs a positive number of seconds, not '" + v + "'");
-        }
+        double s = Numbers.decimal(v);
+        if (!(s > 0) || Double.isInfinite(s)) throw new Usage(name + " needs a positive number of seconds, not '" + v + "'");
+        return Duration.ofMillis((long) Math.ceil(s * 1000));
     }
 
     /** The java launcher running this JVM. */

@@ -233,13 +233,9 @@ public final class Rendezvous implements AutoCloseable {
         Duration timeout = DEFAULT_TIMEOUT;
         String t = env.get(GATUN_RENDEZVOUS_TIMEOUT);
         if (t != null && !t.isBlank()) {
-            try {
-                double seconds = Double.parseDouble(t.trim());
-                if (!(seconds > 0)) throw new NumberFormatException();
-                timeout = Duration.ofMillis((long) Math.ceil(seconds * 1000));
-            } catch (NumberFormatException e) {
-                throw new RendezvousException(GATUN_RENDEZVOUS_TIMEOUT + " must be a positive number of seconds, not '" + t + "'");
-            }
+            double seconds = Numbers.decimal(t);
+            if (!(seconds > 0)) throw new RendezvousException(GATUN_RENDEZVOUS_TIMEOUT + " must be a positive number of seconds, not '" + t + "'");
+            timeout = Duration.ofMillis((long) Math.ceil(seconds * 1000));
         }
         String server = env.getOrDefault(GATUN_RENDEZVOUS_SERVER, "rank0").trim();
         boolean rank0Hosts = switch (server) {

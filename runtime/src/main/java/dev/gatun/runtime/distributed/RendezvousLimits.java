@@ -57,13 +57,10 @@ public record RendezvousLimits(Duration handshakeDeadline, int maxPending, int m
         Duration deadline = d.handshakeDeadline();
         String t = env.get(HANDSHAKE_TIMEOUT);
         if (t != null && !t.isBlank()) {
-            try {
-                double seconds = Double.parseDouble(t.trim());
-                if (!(seconds > 0) || Double.isInfinite(seconds)) throw new NumberFormatException();
-                deadline = Duration.ofMillis((long) Math.ceil(seconds * 1000));
-            } catch (NumberFormatException e) {
+            double seconds = Numbers.decimal(t);
+            if (!(seconds > 0) || Double.isInfinite(seconds))
                 throw new RendezvousException(HANDSHAKE_TIMEOUT + " must be a positive number of seconds, not '" + t + "'");
-            }
+            deadline = Duration.ofMillis((long) Math.ceil(seconds * 1000));
         }
         int total = positive(env, MAX_PENDING, d.maxPending());
         int perPeer = positive(env, MAX_PENDING_PER_PEER, Math.min(d.maxPendingPerPeer(), total));
@@ -75,12 +72,9 @@ public record RendezvousLimits(Duration handshakeDeadline, int maxPending, int m
     private static int positive(Map<String, String> env, String name, int otherwise) {
         String v = env.get(name);
         if (v == null || v.isBlank()) return otherwise;
-        try {
-            int i = Integer.parseInt(v.trim());
-            if (i < 1) throw new NumberFormatException();
-            return i;
-        } catch (NumberFormatException e) {
+        Integer i = Numbers.whole(v);
+        if (i == null || i < 1)
             throw new RendezvousException("environment variable " + name + " must be a whole number of at least 1, not '" + v + "'");
-        }
+        return i;
     }
 }

@@ -129,7 +129,7 @@ final class HostExecutable implements Executable {
     private MemorySegment allocate(Pool p, int rank) {
         try {
             return arena.allocate(Math.max(1, p.allocationBytes()), 128);
-        } catch (OutOfMemoryError | IllegalArgumentException e) {
+        } catch (OutOfMemoryError | IllegalArgumentException e) {   // the JDK's refusals of a size it cannot allocate, said by name
             arena.close();
             throw new GatunRuntimeException("plan '" + plan.name() + "': the host backend cannot allocate " + p.name() + " of "
                     + dev.gatun.ir.ByteSize.format(p.allocationBytes()) + " for rank " + rank + " (" + e.getMessage() + "); it keeps every"

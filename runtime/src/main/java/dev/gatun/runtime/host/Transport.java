@@ -24,7 +24,7 @@ sealed interface Transport extends AutoCloseable permits SharedMemoryTransport, 
     record Exchange(int rank, List<Integer> members, String group, int step, String what, long timeoutNanos) {
         public Exchange {
             members = List.copyOf(members);
-            if (!members.contains(rank)) throw new IllegalArgumentException("rank " + rank + " is not a member of " + members);
+            if (!members.contains(rank)) throw new IllegalStateException("rank " + rank + " is not a member of " + members);   // the plan's groups are checked before a run
         }
 
         /** "rank 0 at buf4 = all_reduce.one_shot(buf3, sum, "world") (step 7)" */

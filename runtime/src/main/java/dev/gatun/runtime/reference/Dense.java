@@ -1,6 +1,7 @@
 package dev.gatun.runtime.reference;
 
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.NDArray;
 
@@ -29,13 +30,13 @@ final class Dense {
 
     /** Doubles already rounded to floating {@code t}. */
     static Dense floats(DType t, long[] shape, double[] values) {
-        if (DTypes.isExact(t)) throw new IllegalArgumentException(t + " values are longs, not doubles");
+        if (DTypes.isExact(t)) throw new IllegalStateException(t + " values are longs, not doubles");   // an interpreter bug, never the input
         return new Dense(t, shape, values, null);
     }
 
     /** Longs already wrapped to integer (or bool) {@code t}. */
     static Dense ints(DType t, long[] shape, long[] values) {
-        if (!DTypes.isExact(t)) throw new IllegalArgumentException(t + " values are doubles, not longs");
+        if (!DTypes.isExact(t)) throw new IllegalStateException(t + " values are doubles, not longs");   // an interpreter bug, never the input
         return new Dense(t, shape, null, values);
     }
 
@@ -130,7 +131,7 @@ final class Dense {
 
     /** Copies {@code length} elements from position {@code from} to position {@code at} of {@code dst} (same dtype). */
     void copyTo(int from, Dense dst, int at, int length) {
-        if (dst.dtype != dtype) throw new IllegalArgumentException("copying " + dtype + " elements into " + dst.dtype);
+        if (dst.dtype != dtype) throw new IllegalStateException("copying " + dtype + " elements into " + dst.dtype);   // an interpreter bug
         if (floats != null) System.arraycopy(floats, from, dst.floats, at, length);
         else System.arraycopy(ints, from, dst.ints, at, length);
     }
@@ -138,7 +139,9 @@ final class Dense {
     static int size(long[] shape) {
         long n = 1;
         for (long s : shape) n = Math.multiplyExact(n, s);
-        if (n > Integer.MAX_VALUE - 8) throw new IllegalArgumentException("the reference interpreter handles at most 2^31 elements, got " + n);
+        if (n > Integer.MAX_VALUE - 8)
+            throw new GraphException("the reference interpreter holds a tensor in one Java array: at most 2^31 - 9 elements, not the " + n + " of "
+                    + java.util.Arrays.toString(shape) + "; check this graph at smaller shapes");
         return (int) n;
     }
 
