@@ -34,6 +34,7 @@ public record RotatingSlots(String pool, long offset, int ranks, long elements, 
     public static final long HEADER = 1024;
     public static final int ROUNDS = 3;
 
+    /** The planner makes these for the all-reduces it gives a barrier-free path: a bad argument is a planner bug. */
     public RotatingSlots {
         if (dtype != DType.FLOAT32 && !dtype.isHalf()) throw new IllegalArgumentException("a barrier-free all-reduce has f32, f16 and bf16 slots, not " + dtype);
         if (ranks < 1 || elements < 0) throw new IllegalArgumentException("rotating slots of " + ranks + " ranks and " + elements + " elements");
@@ -71,7 +72,7 @@ public record RotatingSlots(String pool, long offset, int ranks, long elements, 
             case FLOAT32 -> 0x7FC0_0000L;
             case FLOAT16 -> 0x7E00L;
             case BFLOAT16 -> 0x7FC0L;
-            default -> throw new IllegalArgumentException("no rotating slots of " + dtype);
+            default -> throw new IllegalArgumentException("no rotating slots of " + dtype);   // a caller's bug: slots are f32, f16 or bf16
         };
     }
 

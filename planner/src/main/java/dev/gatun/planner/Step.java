@@ -17,7 +17,8 @@ import java.util.StringJoiner;
 /**
  * One step of an executable {@link Plan}. Each prints as one line close to the code a backend runs, and every
  * backend runs exactly these steps in this order (see {@code dev.gatun.runtime.spi.StepLoop}). Steps refer to
- * buffers through the plan's buffer table ({@link PlanBuffer}), never by name.
+ * buffers through the plan's buffer table ({@link PlanBuffer}), never by name. Only the planner makes steps, from a
+ * graph it has checked: an {@code IllegalArgumentException} from a step's constructor is a planner bug, not a user's error.
  */
 public sealed interface Step {
 

@@ -55,6 +55,10 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
      */
     public record Fold(PlanBuffer buffer, ReduceFn fn, int of, DType dtype) {}
 
+    /**
+     * Checks the kernel is well formed. Only the planner builds kernels (from a graph it has already checked), so an
+     * {@code IllegalArgumentException} here is a planner bug, never a user's error.
+     */
     public Kernel {
         ranges = List.copyOf(ranges);
         reductionRanges = List.copyOf(reductionRanges);

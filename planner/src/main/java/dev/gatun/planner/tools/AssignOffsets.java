@@ -162,32 +162,70 @@ public final class AssignOffsets {
         return all;
     }
 
-    public static void main(String[] args) throws IOException {
+    /** A bad command line: the message names the argument; {@link #main} prints it with the usage and exits with 2. */
+    static final class UsageException extends dev.gatun.ir.GatunException {
+        UsageException(String message) { super(message); }
+    }
+
+    /** The parsed command line; {@code input} null where help was asked for. */
+    record Args(OffsetAssigner.Options options, String outPath, String input, int repeat) {}
+
+    /** The options of {@code args}, or a {@link UsageException} naming what is wrong. */
+    static Args parseArgs(String[] args) {
         var options = OffsetAssigner.Options.OFFLINE;
         String outPath = null, input = null;
         int repeat = 1;
-        try {
-            for (int i = 0; i < args.length; i++) {
-                switch (args[i]) {
-                    case "-o" -> outPath = args[++i];
-                    case "--nodes" -> options = options.withSearchNodes(Long.parseLong(args[++i]));
-                    case "--millis" -> options = options.withSearchMillis(Long.parseLong(args[++i]));
-                    case "--greedy" -> options = OffsetAssigner.Options.GREEDY_ONLY;
-                    case "--repeat" -> repeat = Integer.parseInt(args[++i]);
-                    case "-h", "--help" -> { usage(System.out); return; }
-                    default -> {
-                        if (args[i].startsWith("-") || input != null) throw new IllegalArgumentException("unexpected argument " + args[i]);
-                        input = args[i];
-                    }
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "-o" -> outPath = value(args, ++i, "-o");
+                case "--nodes" -> options = options.withSearchNodes(whole(args, ++i, "--nodes", 0));
+                case "--millis" -> options = options.withSearchMillis(whole(args, ++i, "--millis", 0));
+                case "--greedy" -> options = OffsetAssigner.Options.GREEDY_ONLY;
+                case "--repeat" -> repeat = (int) Math.min(Integer.MAX_VALUE, whole(args, ++i, "--repeat", 1));
+                case "-h", "--help" -> { return new Args(options, outPath, null, repeat); }
+                default -> {
+                    if (args[i].startsWith("-") || input != null) throw new UsageException("unexpected argument " + args[i]);
+                    input = args[i];
                 }
             }
-            if (input == null) throw new IllegalArgumentException("no input file or directory");
-        } catch (RuntimeException e) {
+        }
+        if (input == null) throw new UsageException("no input file or directory");
+        return new Args(options, outPath, input, repeat);
+    }
+
+    private static String value(String[] args, int i, String option) {
+        if (i >= args.length) throw new UsageException(option + " needs a value");
+        return args[i];
+    }
+
+    private static long whole(String[] args, int i, String option, long least) {
+        String v = value(args, i, option);
+        try {
+            long n = Long.parseLong(v);
+            if (n >= least) return n;
+        } catch (NumberFormatException e) {
+            // said below, naming the option
+        }
+        throw new UsageException(option + " " + v + ": a whole number, at least " + least);
+    }
+
+    public static void main(String[] args) throws IOException {
+        Args a;
+        try {
+            a = parseArgs(args);
+        } catch (UsageException e) {
             System.err.println("assign-offsets: " + e.getMessage());
             usage(System.err);
             System.exit(2);
             return;
         }
+        if (a.input() == null) {
+            usage(System.out);
+            return;
+        }
+        var options = a.options();
+        String outPath = a.outPath(), input = a.input();
+        int repeat = a.repeat();
         Path in = Path.of(input);
         try {
             if (Files.isDirectory(in)) {
