@@ -150,9 +150,10 @@ final class CudaArgmax {
             case FLOAT32 -> "argmax_f32";
             case FLOAT16 -> "argmax_f16";
             case BFLOAT16 -> "argmax_bf16";
-            default -> throw new IllegalArgumentException("argmax of " + t);
+            default -> throw new IllegalStateException("argmax of " + t);   // the graph admits floating inputs only
         };
-        if (cols >= 1L << 32) throw new IllegalArgumentException("argmax over rows of " + cols + " elements: at most 2^32 - 1 are supported");
+        if (cols == 0 || cols >= 1L << 32)   // shapes may be dynamic: checked here, before the launch geometry is made of them
+            throw new dev.gatun.runtime.GatunRuntimeException("argmax over rows of " + cols + " elements: the CUDA backend takes rows of 1 to 2^32 - 1 elements");
         var small = new LaunchConfig(Dim3.of((int) Math.min(Math.ceilDiv(rows, 256), 65_535)), Dim3.of(256), 0, stream);
         launch("argmax_clear", small, out, rows);
         long chunks = Math.ceilDiv(cols, CHUNK);

@@ -50,7 +50,8 @@ final class CudaCodegen {
 
     /** The CUDA source of a planner kernel; dtypes come from its buffers. */
     static KernelSource generate(Kernel k) {
-        if (!IDENT.matcher(k.name()).matches()) throw new IllegalArgumentException("kernel name is not a C identifier: " + k.name());
+        // the planner names its kernels (op names and a counter): a name that is not a C identifier is a Gatun bug
+        if (!IDENT.matcher(k.name()).matches()) throw new IllegalStateException("kernel name is not a C identifier: " + k.name());
         var scope = new KernelScope(k, false);
         return function(scope, body(scope));
     }
@@ -79,7 +80,7 @@ final class CudaCodegen {
      * at once (a few-row product's epilogue: a run a row, or two runs a head a row).
      */
     static TileFunction tile(Kernel k, int block, boolean runs) {
-        if (!IDENT.matcher(k.name()).matches()) throw new IllegalArgumentException("kernel name is not a C identifier: " + k.name());
+        if (!IDENT.matcher(k.name()).matches()) throw new IllegalStateException("kernel name is not a C identifier: " + k.name());
         var scope = new KernelScope(k, true, block, runs);
         KernelLayout layout = body(scope);
         KernelSource s = function(scope, layout);
@@ -129,7 +130,7 @@ final class CudaCodegen {
         if (!k.isReduction()) return new PointwiseBody(scope, ex).write();
         var transposing = new TiledRowBody(scope, ex);
         List<Integer> tiled = transposing.transposedStores();
-        if (!tiled.isEmpty() && scope.tile) throw new IllegalArgumentException("kernel " + k.name() + " stores transposed: it runs on a whole grid, not on a tile");
+        if (!tiled.isEmpty() && scope.tile) throw new IllegalStateException("kernel " + k.name() + " stores transposed: it runs on a whole grid, not on a tile");
         KernelLayout layout = !tiled.isEmpty() ? transposing.write(tiled) : new RowBody(scope, ex).write();
         if (!k.folds().isEmpty()) new RowFolds(scope, ex).write();
         return layout;

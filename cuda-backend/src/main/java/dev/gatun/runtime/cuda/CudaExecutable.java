@@ -171,7 +171,7 @@ final class CudaExecutable implements Executable {
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
         this.plan = plan;
         this.options = options;
-        if (ordinal >= Device.count())
+        if (ordinal < 0 || ordinal >= Device.count())
             throw new GatunRuntimeException("rank's GPU " + ordinal + " does not exist: this machine has " + Device.count() + " CUDA device(s)");
         this.device = Device.open(ordinal);
         this.deviceName = "cuda:" + ordinal;

@@ -115,7 +115,7 @@ final class CudaExpressions {
     private String apply(KExpr.Apply a, Function<KExpr.Load, String> load) {
         PointwiseFn fn = a.fn();
         List<KExpr> args = a.args();
-        if (args.size() != fn.arity()) throw new IllegalArgumentException(fn + " takes " + fn.arity() + " operands, got " + args.size());
+        if (args.size() != fn.arity()) throw new IllegalStateException(fn + " takes " + fn.arity() + " operands, got " + args.size());
         DType t = a.dtype();
         if (fn == PointwiseFn.WHERE) {
             String c = expr(args.get(0), load);

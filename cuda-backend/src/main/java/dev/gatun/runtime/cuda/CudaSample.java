@@ -267,7 +267,7 @@ final class CudaSample {
             case FLOAT32 -> "sample_f32";
             case FLOAT16 -> "sample_f16";
             case BFLOAT16 -> "sample_bf16";
-            default -> throw new IllegalArgumentException("sample of " + s.logits().dtype() + " logits");
+            default -> throw new IllegalStateException("sample of " + s.logits().dtype() + " logits");
         };
         var config = new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(THREADS), (int) bitSetBytes(cols), stream);
         Programmatic.launch(program.kernel(name), programmatic, config, logits, params, seeds, steps, s.steps().dtype() == DType.INT64 ? 1 : 0, nSteps,

@@ -281,7 +281,7 @@ final class Distributed implements AutoCloseable {
      * {@link SymmetricKernels#MULTI_MAX}): two barriers for all of them instead of two each.
      */
     void oneShotBatch(Step.Collective first, String pool, List<Slot> slots, DType t, Stream stream) {
-        if (slots.isEmpty() || slots.size() > SymmetricKernels.MULTI_MAX) throw new IllegalArgumentException("batch of " + slots.size());
+        if (slots.isEmpty() || slots.size() > SymmetricKernels.MULTI_MAX) throw new IllegalStateException("batch of " + slots.size());
         var sp = heap.pool(pool);
         var g = sp.group();
         long most = slots.stream().mapToLong(Slot::n).max().orElse(1);
@@ -335,7 +335,7 @@ final class Distributed implements AutoCloseable {
             case FLOAT32 -> "f32";
             case FLOAT16 -> "f16";
             case BFLOAT16 -> "bf16";
-            default -> throw new IllegalArgumentException("no symmetric kernel for " + t);
+            default -> throw new IllegalStateException("no symmetric kernel for " + t);
         };
     }
 

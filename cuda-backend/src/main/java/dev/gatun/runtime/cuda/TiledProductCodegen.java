@@ -58,8 +58,8 @@ final class TiledProductCodegen {
     static TiledSource generate(Step.TiledProduct t, int sms) {
         Step.Matmul m = t.product();
         PlanBuffer y = m.output();
-        if (!m.gemv()) throw new IllegalArgumentException(t.name() + ": the plan takes its product by the library, which has no epilogues");
-        if (y.isView()) throw new IllegalArgumentException(t.name() + ": the product writes into a view of " + y.storage().name());
+        if (!m.gemv()) throw new IllegalStateException(t.name() + ": the plan takes its product by the library, which has no epilogues");
+        if (y.isView()) throw new IllegalStateException(t.name() + ": the product writes into a view of " + y.storage().name());
         DType type = m.a().dtype();
         long[] a = m.a().shape().sizes();
         int rows = Math.toIntExact(a[0]), k = Math.toIntExact(a[1]);
@@ -144,7 +144,7 @@ final class TiledProductCodegen {
         int n = 0, block = 0;
         for (int g = 0; g < groups; g++) {
             int s = start[g + 1] - start[g];
-            if (s > per) throw new IllegalArgumentException("a group of " + s + " columns in blocks of " + per);
+            if (s > per) throw new IllegalStateException("a group of " + s + " columns in blocks of " + per);
             if (n + s > (block + 1) * per) {   // the rest of this block stays empty: the next one
                 Arrays.fill(table, n, (block + 1) * per, -1);
                 n = ++block * per;
