@@ -108,6 +108,30 @@ class ArchitectureTest {
         assertThat(readers.stream().filter(f -> !edge.contains(f)).toList()).isEmpty();
     }
 
+    /**
+     * A user's bad argument to the DSL, the runtime (its host backend and reference interpreter included) or the models
+     * is a {@code GatunException} naming the call and the argument, never a bare {@code IllegalArgumentException}; an
+     * invariant only a Gatun bug can break is an {@code IllegalStateException}. None is allowed here: a file that needs
+     * one goes in {@code allowed} with the reason.
+     */
+    @Test
+    void noBareIllegalArgumentExceptionInTheUserFacingModules() throws IOException {
+        var files = new ArrayList<String[]>();
+        for (String m : List.of("dsl", "runtime", "models")) files.addAll(sources(m + "/src/main/java"));
+        assertThat(files).hasSizeGreaterThan(100);
+        Set<String> allowed = Set.of();
+        var bad = offenders(files, "new IllegalArgumentException").stream().filter(f -> !allowed.contains(f)).toList();
+        assertThat(bad).as("throw a GatunException family member (or IllegalStateException for a Gatun bug) instead").isEmpty();
+    }
+
+    /** No exception is thrown only to be caught a few lines on (a {@code NumberFormatException} made to reach a parse's catch). */
+    @Test
+    void noParseExceptionIsThrownAsControlFlow() throws IOException {
+        var all = new ArrayList<String[]>();
+        for (String m : MODULES) all.addAll(sources(m + "/src/main/java"));
+        assertThat(offenders(all, "throw new NumberFormatException")).isEmpty();
+    }
+
     @Test
     void everyLibraryModuleHasADescriptor() {
         for (String m : MODULES)
