@@ -19,7 +19,7 @@ import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.graph.TensorSpec;
 import dev.gatun.ir.graph.HostTensor;
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.LoweredGraph;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.planner.Plan;
 import static dev.gatun.ir.DType.*;

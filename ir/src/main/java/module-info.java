@@ -1,9 +1,8 @@
-/** Gatun's IR: types, layouts, graphs, user ops, JSON and lowering. The JSON model stays internal. */
+/** Gatun's IR: types, layouts, graphs, user ops and JSON. The JSON model stays internal. */
 module dev.gatun.ir {
 
     exports dev.gatun.ir;
     exports dev.gatun.ir.graph;
-    exports dev.gatun.ir.lower;
     exports dev.gatun.ir.viz;
     exports dev.gatun.ir.json to dev.gatun.runtime, dev.gatun.models;
 }

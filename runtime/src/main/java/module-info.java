@@ -1,5 +1,6 @@
 /** Sessions, host tensors, the backend SPI, the host backend and the reference interpreter. */
 module dev.gatun.runtime {
+    requires transitive dev.gatun.lowering;
     requires transitive dev.gatun.planner;
 
     exports dev.gatun.runtime;

@@ -37,7 +37,7 @@ class SingleFileExamplesTest {
     @Test
     void theClassPathHoldsEveryModule() {
         var entries = List.of(Checkout.classPath().split(File.pathSeparator));
-        for (String m : List.of("ir", "dsl", "planner", "runtime", "ffm-cuda", "cuda-backend", "models"))
+        for (String m : List.of("ir", "lowering", "dsl", "planner", "runtime", "ffm-cuda", "cuda-backend", "models"))
             assertThat(entries).as("module " + m).anyMatch(e -> e.contains(File.separator + m + File.separator + "target" + File.separator));
         for (String e : entries) assertThat(Path.of(e)).exists();
     }

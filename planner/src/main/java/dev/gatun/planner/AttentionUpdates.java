@@ -31,9 +31,9 @@ final class AttentionUpdates {
     static List<Work> widenReads(List<Work> order) {
         var out = new ArrayList<Work>(order);
         for (int i = 0; i < order.size(); i++) {
-            if (!(order.get(i) instanceof Work.ExternWork a) || !(a.call().call() instanceof dev.gatun.ir.lower.ExternCall.Attention)) continue;
+            if (!(order.get(i) instanceof Work.ExternWork a) || !(a.call().call() instanceof dev.gatun.lowering.ExternCall.Attention)) continue;
             var reads = new ArrayList<>(a.reads());
-            for (int j = i - 1; j >= 0 && order.get(j) instanceof Work.ExternWork u && u.call().call() instanceof dev.gatun.ir.lower.ExternCall.UpdateSlice; j--)
+            for (int j = i - 1; j >= 0 && order.get(j) instanceof Work.ExternWork u && u.call().call() instanceof dev.gatun.lowering.ExternCall.UpdateSlice; j--)
                 for (var b : u.reads()) if (!reads.contains(b)) reads.add(b);
             if (reads.size() > a.reads().size()) out.set(i, new Work.ExternWork(a.call(), a.writes(), reads));
         }

@@ -2,12 +2,12 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.Layout;
 import dev.gatun.ir.SymInt;
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConcatBuffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.LoweredGraph;
-import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.ConcatBuffer;
+import dev.gatun.lowering.ConstantBuffer;
+import dev.gatun.lowering.InputBuffer;
+import dev.gatun.lowering.LoweredGraph;
+import dev.gatun.lowering.ViewBuffer;
 
 import java.util.ArrayList;
 import java.util.List;

@@ -1,7 +1,7 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.LoweredGraph;
 
 import java.util.function.Function;
 

@@ -1,13 +1,13 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConcatBuffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.ExternBuffer;
-import dev.gatun.ir.lower.ExternCall;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.LoweredGraph;
-import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.ConcatBuffer;
+import dev.gatun.lowering.ConstantBuffer;
+import dev.gatun.lowering.ExternBuffer;
+import dev.gatun.lowering.ExternCall;
+import dev.gatun.lowering.InputBuffer;
+import dev.gatun.lowering.LoweredGraph;
+import dev.gatun.lowering.ViewBuffer;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 

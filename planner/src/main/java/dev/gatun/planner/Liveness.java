@@ -1,10 +1,10 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ExternBuffer;
-import dev.gatun.ir.lower.ExternCall;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.ExternBuffer;
+import dev.gatun.lowering.ExternCall;
 
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.LoweredGraph;
 
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -4,8 +4,8 @@ import dev.gatun.ir.CompilationException;
 
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.graph.ProcessGroup;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.ConstantBuffer;
+import dev.gatun.lowering.LoweredGraph;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.ArrayList;

@@ -2,12 +2,12 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Layout;
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConstantBuffer;
-import dev.gatun.ir.lower.ExternBuffer;
-import dev.gatun.ir.lower.ExternCall;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.ConstantBuffer;
+import dev.gatun.lowering.ExternBuffer;
+import dev.gatun.lowering.ExternCall;
+import dev.gatun.lowering.InputBuffer;
+import dev.gatun.lowering.LoweredGraph;
 
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
@@ -158,9 +158,9 @@ final class Pools {
      * over from call to call).
      */
     void rotating(LoweredGraph graph) {
-        var groups = new TreeMap<String, List<dev.gatun.ir.lower.ExternBuffer>>();
+        var groups = new TreeMap<String, List<dev.gatun.lowering.ExternBuffer>>();
         for (Buffer b : graph.buffers())
-            if (b instanceof dev.gatun.ir.lower.ExternBuffer e && e.call() instanceof dev.gatun.ir.lower.ExternCall.Collective c
+            if (b instanceof dev.gatun.lowering.ExternBuffer e && e.call() instanceof dev.gatun.lowering.ExternCall.Collective c
                     && c.algorithm() == dev.gatun.ir.Algorithm.BARRIER_FREE)
                 groups.computeIfAbsent(c.group(), g -> new ArrayList<>()).add(e);
         for (var e : groups.entrySet()) {

@@ -1,6 +1,6 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.ExternCall;
+import dev.gatun.lowering.ExternCall;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.ArrayList;

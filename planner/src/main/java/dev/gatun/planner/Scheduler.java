@@ -1,6 +1,6 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.lowering.Buffer;
 
 import java.util.ArrayDeque;
 import java.util.Arrays;

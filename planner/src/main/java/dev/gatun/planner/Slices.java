@@ -1,7 +1,7 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
-import dev.gatun.ir.lower.ConcatBuffer;
+import dev.gatun.lowering.Buffer;
+import dev.gatun.lowering.ConcatBuffer;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.ArrayList;

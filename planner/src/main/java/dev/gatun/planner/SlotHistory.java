@@ -1,8 +1,8 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Buffer;
+import dev.gatun.lowering.Buffer;
 
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.LoweredGraph;
 
 import java.util.ArrayList;
 import java.util.Arrays;

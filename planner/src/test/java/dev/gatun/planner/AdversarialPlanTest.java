@@ -2,8 +2,8 @@ package dev.gatun.planner;
 
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.ir.testing.RandomGraphs;
 import org.junit.jupiter.api.Test;
 
@@ -244,7 +244,7 @@ class AdversarialPlanTest {
                 if (!(s instanceof Step.Place pl) || !pl.inPlace()) continue;
                 // whatever is written in place, it is never over a buffer read later, a viewed one or an output
                 assertThat(p.outputs().values().stream().map(PlanBuffer::name)).doesNotContain(pl.reuses());
-                assertThat(p.lowered().buffers()).noneMatch(b -> b instanceof dev.gatun.ir.lower.ViewBuffer v && v.base().name().equals(pl.reuses()));
+                assertThat(p.lowered().buffers()).noneMatch(b -> b instanceof dev.gatun.lowering.ViewBuffer v && v.base().name().equals(pl.reuses()));
             }
         }
         assertThat(transposed.steps()).noneMatch(s -> s instanceof Step.Place pl && pl.inPlace());

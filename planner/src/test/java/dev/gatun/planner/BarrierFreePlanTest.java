@@ -2,9 +2,9 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
-import dev.gatun.ir.lower.Realization;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
+import dev.gatun.lowering.Realization;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;

@@ -3,8 +3,8 @@ package dev.gatun.planner;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.ir.SymInt;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.planner.kernel.Kernel;
 import org.junit.jupiter.api.Test;
 

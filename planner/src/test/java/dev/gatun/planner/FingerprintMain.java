@@ -1,7 +1,7 @@
 package dev.gatun.planner;
 
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.ir.testing.RandomGraphs;
 
 import java.util.ArrayList;

@@ -2,8 +2,8 @@ package dev.gatun.planner;
 
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.Tensor;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;

@@ -40,7 +40,7 @@ public final class PlanChecks {
     static Plan checkedPlan(PlanOptions options, java.util.function.Consumer<dev.gatun.dsl.GraphBuilder> body) {
         var g = dev.gatun.dsl.Gatun.graph("g");
         body.accept(g);
-        Plan p = Planner.plan(dev.gatun.ir.lower.Lowering.lower(g.build(), dev.gatun.ir.lower.LoweringOptions.world(1)), options);
+        Plan p = Planner.plan(dev.gatun.lowering.Lowering.lower(g.build(), dev.gatun.lowering.LoweringOptions.world(1)), options);
         var bad = all(p);
         if (!bad.isEmpty()) throw new AssertionError(p + "\n" + String.join("\n", bad));
         return p;

@@ -2,9 +2,9 @@ package dev.gatun.planner;
 
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.Algorithm;
-import dev.gatun.ir.lower.LoweredGraph;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.LoweredGraph;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.ir.testing.RandomGraphs;
 import org.junit.jupiter.api.Test;
 

@@ -1,7 +1,7 @@
 package dev.gatun.runtime;
 
 import dev.gatun.ir.Algorithm;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.planner.PlanOptions;
 
 import java.time.Duration;

@@ -82,9 +82,9 @@ class CudaCodegenCompileTest {
         var none = g.input("e", dev.gatun.ir.DType.F32, 0, 8); // one row kernel, two folds
         g.output("z0", none.sum(-1).sum());
         g.output("zm", none.max(-1).mean());
-        var plans = List.of(dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g.build(), dev.gatun.ir.lower.LoweringOptions.world(1))),
-                dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(NormWorkloads.loopOrder(dev.gatun.ir.DType.BF16, 4096, 1000),
-                        dev.gatun.ir.lower.LoweringOptions.world(1))));
+        var plans = List.of(dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g.build(), dev.gatun.lowering.LoweringOptions.world(1))),
+                dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(NormWorkloads.loopOrder(dev.gatun.ir.DType.BF16, 4096, 1000),
+                        dev.gatun.lowering.LoweringOptions.world(1))));
         int folds = 0;
         for (var plan : plans)
             for (var k : plan.kernels()) {
@@ -131,7 +131,7 @@ class CudaCodegenCompileTest {
         var seen = new java.util.HashSet<String>();
         for (var c : dev.gatun.runtime.testing.RowPrograms.cases(17, 66, List.of(dev.gatun.ir.DType.FLOAT32, dev.gatun.ir.DType.BFLOAT16,
                 dev.gatun.ir.DType.FLOAT16, dev.gatun.ir.DType.FLOAT64), shapes))
-            for (var k : dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(c.graph(), dev.gatun.ir.lower.LoweringOptions.world(1))).kernels()) {
+            for (var k : dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(c.graph(), dev.gatun.lowering.LoweringOptions.world(1))).kernels()) {
                 KernelSource src = CudaCodegen.generate(k);
                 if (seen.add(src.source())) sources.add(src);
             }

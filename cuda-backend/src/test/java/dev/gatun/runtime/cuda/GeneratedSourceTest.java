@@ -1,8 +1,8 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.dsl.Gatun;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.planner.Planner;
 import org.junit.jupiter.api.Test;
 

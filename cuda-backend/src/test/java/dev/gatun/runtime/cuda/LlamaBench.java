@@ -150,7 +150,7 @@ public final class LlamaBench {
         var options = (tp == 1 && !launched ? CompileOptions.world(1) : CompileOptions.of(world)).backend(backend);
         // all-reduces up to this many bytes barrier-free ("measured": the rule of LoweringOptions.measuredBarrierFreeMax)
         String bf = opts.getOrDefault("barrier-free-max", "0");
-        options = options.barrierFreeMax(bf.equals("measured") ? dev.gatun.ir.lower.LoweringOptions.measuredBarrierFreeMax(tp) : Long.parseLong(bf));
+        options = options.barrierFreeMax(bf.equals("measured") ? dev.gatun.lowering.LoweringOptions.measuredBarrierFreeMax(tp) : Long.parseLong(bf));
         List<Integer> localRanks = new ArrayList<>();
         if (world.drivesEveryRank()) for (int r = 0; r < tp; r++) localRanks.add(r);
         else localRanks.add(world.rank());

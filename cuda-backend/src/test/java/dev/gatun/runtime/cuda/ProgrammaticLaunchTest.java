@@ -1,8 +1,8 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.ir.DType;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.models.llama.LlamaConfig;
 import dev.gatun.models.llama.LlamaDecoder;
 import dev.gatun.planner.Planner;

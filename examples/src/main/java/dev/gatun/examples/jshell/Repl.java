@@ -6,7 +6,7 @@ import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.UserOp;
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.LoweredGraph;
 import dev.gatun.planner.Plan;
 import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.CompileOptions;

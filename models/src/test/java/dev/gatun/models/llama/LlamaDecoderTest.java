@@ -73,8 +73,8 @@ class LlamaDecoderTest {
     @Test
     void aBatchOfSeveralWritesTheValueHeadsWithoutACopy() {
         LlamaConfig c = LlamaCheckpointTest.TINY;
-        var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(LlamaDecoder.decode(c, 2, MAX, 1, DType.BF16),
-                dev.gatun.ir.lower.LoweringOptions.world(1)), dev.gatun.planner.PlanOptions.DEFAULT.withProductEpilogues(true));
+        var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(LlamaDecoder.decode(c, 2, MAX, 1, DType.BF16),
+                dev.gatun.lowering.LoweringOptions.world(1)), dev.gatun.planner.PlanOptions.DEFAULT.withProductEpilogues(true));
         assertThat(plan.kernels()).as(plan.toString()).noneSatisfy(k -> assertThat(k.ops()).containsOnly("copy"));
         // the angles and the first norm; rope of q and of k, two residual + norms and SwiGLU a layer
         assertThat(plan.kernels()).hasSize(2 + 5 * c.layers());
@@ -97,7 +97,7 @@ class LlamaDecoderTest {
         for (int tp : new int[]{2, 4})
             for (var g : List.of(LlamaDecoder.decode(c, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, 8, MAX, tp, DType.BF16))) {
                 var options = CompileOptions.world(tp).backend("host");
-                var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()), options.planning());
                 var collectives = plan.steps().stream().flatMap(s -> s.collectives().stream()).toList();
                 var fused = plan.steps().stream().filter(s -> s instanceof dev.gatun.planner.Step.FusedCollective).map(s -> (dev.gatun.planner.Step.FusedCollective) s).toList();
                 assertThat(collectives).as(plan.toString()).hasSize(2 * c.layers());
@@ -129,7 +129,7 @@ class LlamaDecoderTest {
                 for (int batch : new int[]{1, 3})
                     for (var g : List.of(LlamaDecoder.decode(c, batch, MAX, tp, DType.BF16), LlamaDecoder.prefill(c, batch, 8, MAX, tp, DType.BF16))) {
                         var options = CompileOptions.world(tp).backend("host");
-                        var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                        var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()), options.planning());
                         assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(plan)).as(g.name() + " head_dim " + c.headDim() + " batch " + batch + " tp " + tp + ":\n" + plan)
                                 .isEmpty();
                     }

@@ -226,7 +226,7 @@ class LlamaGenerationTest {
                 for (int batch : new int[]{1, 3})
                     for (var g : List.of(LlamaDecoder.decode(C, batch, MAX, tp, DType.BF16, form), LlamaDecoder.prefill(C, batch, 8, MAX, tp, DType.BF16, form))) {
                         var options = host(tp);
-                        var plan = dev.gatun.planner.Planner.plan(dev.gatun.ir.lower.Lowering.lower(g, options.lowering()), options.planning());
+                        var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()), options.planning());
                         String as = g.name() + " " + form + " batch " + batch + " tp " + tp + ":\n" + plan;
                         assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(plan)).as(as).isEmpty();
                         assertThat(plan.steps()).as(as).filteredOn(st -> st instanceof dev.gatun.planner.Step.Sample).hasSize(form.sampling() ? 1 : 0);

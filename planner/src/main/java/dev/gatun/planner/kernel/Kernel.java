@@ -4,7 +4,7 @@ import dev.gatun.ir.SymInt;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceFn;
-import dev.gatun.ir.lower.Expr;
+import dev.gatun.lowering.Expr;
 import dev.gatun.planner.PlanBuffer;
 
 import java.util.ArrayList;

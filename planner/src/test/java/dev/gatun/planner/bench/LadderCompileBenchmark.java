@@ -1,8 +1,8 @@
 package dev.gatun.planner.bench;
 
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Planner;
 import org.openjdk.jmh.annotations.Benchmark;

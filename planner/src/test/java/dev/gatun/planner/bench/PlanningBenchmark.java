@@ -1,6 +1,6 @@
 package dev.gatun.planner.bench;
 
-import dev.gatun.ir.lower.LoweredGraph;
+import dev.gatun.lowering.LoweredGraph;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Planner;
 import org.openjdk.jmh.annotations.Benchmark;

@@ -5,7 +5,7 @@ import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Lowering;
+import dev.gatun.lowering.Lowering;
 import dev.gatun.planner.Planner;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;

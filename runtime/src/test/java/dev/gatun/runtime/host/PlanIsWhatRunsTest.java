@@ -1,7 +1,7 @@
 package dev.gatun.runtime.host;
 
 import dev.gatun.ir.graph.Graph;
-import dev.gatun.ir.lower.Lowering;
+import dev.gatun.lowering.Lowering;
 import dev.gatun.ir.testing.RandomGraphs;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Planner;

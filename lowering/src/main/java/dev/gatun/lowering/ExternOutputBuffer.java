@@ -1,4 +1,4 @@
-package dev.gatun.ir.lower;
+package dev.gatun.lowering;
 
 import dev.gatun.ir.Layout;
 

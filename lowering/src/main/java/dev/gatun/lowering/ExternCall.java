@@ -1,4 +1,4 @@
-package dev.gatun.ir.lower;
+package dev.gatun.lowering;
 
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.graph.CollectiveKind;

@@ -1,5 +1,6 @@
-package dev.gatun.dsl;
+package dev.gatun.lowering;
 
+import dev.gatun.dsl.Gatun;
 import dev.gatun.ir.AllocatorType;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.GraphException;
@@ -8,16 +9,7 @@ import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.TensorSpec;
 import dev.gatun.ir.graph.UserOp;
 import dev.gatun.ir.Algorithm;
-import dev.gatun.ir.lower.ComputedBuffer;
-import dev.gatun.ir.lower.ExternBuffer;
-import dev.gatun.ir.lower.ExternCall;
-import dev.gatun.ir.lower.InputBuffer;
-import dev.gatun.ir.lower.LoweredGraph;
-import dev.gatun.ir.lower.Lowering;
-import dev.gatun.ir.lower.LoweringOptions;
-import dev.gatun.ir.lower.Realization;
-import dev.gatun.ir.lower.Realization.Path;
-import dev.gatun.ir.lower.ViewBuffer;
+import dev.gatun.lowering.Realization.Path;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
