@@ -37,11 +37,10 @@ final class ConfigPolicy {
     private ConfigPolicy() {}
 
     /** The model types implemented, with each one's causal-LM architecture. */
-    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM");
+    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM");
 
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
-            Map.entry("qwen3", "QK-norm (q_norm/k_norm: an RMSNorm of each query and key head) is not implemented"),
             Map.entry("gemma", "GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights "
                     + "applied as (1 + w) are not implemented"),
             Map.entry("gemma2", "GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, "
@@ -89,7 +88,7 @@ final class ConfigPolicy {
     }
 
     /**
-     * Qwen2's own fields that change nothing here: {@code max_window_layers} says which layers a sliding window would
+     * Qwen2's and Qwen3's own fields that change nothing here: {@code max_window_layers} says which layers a sliding window would
      * apply to, and the window is off ({@code use_sliding_window} switched on is refused); transformers' Qwen2 takes its
      * biases from the architecture (query, key and value: always; output and MLP: never), not from these flags.
      */
@@ -174,7 +173,7 @@ final class ConfigPolicy {
         var unknown = new TreeSet<String>();
         for (String k : obj.fields().keySet()) {
             boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
-                    || k.equals("sliding_window") || modelType.equals("qwen2") && QWEN2_HARMLESS.contains(k);
+                    || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k);
             if (!known) unknown.add(k);
         }
         if (unknown.isEmpty()) return;

@@ -43,7 +43,8 @@ import java.util.regex.Pattern;
  * </pre>
  *
  * With biases ({@link LlamaConfig#biases}: Qwen2's query, key and value projections, Llama's {@code attention_bias}
- * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output.
+ * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output; with
+ * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]}.
  *
  * Projection weights are stored as PyTorch's {@code nn.Linear} keeps them, {@code [out, in]}: {@code y = x @ W^T}.
  */
@@ -107,6 +108,10 @@ public final class LlamaCheckpoint {
             if (b.qkv()) out.put(p + "self_attn.v_proj.bias", new long[]{kv});
             out.put(p + "self_attn.o_proj.weight", new long[]{h, q});
             if (b.output()) out.put(p + "self_attn.o_proj.bias", new long[]{h});
+            if (c.qkNorm()) {
+                out.put(p + "self_attn.q_norm.weight", new long[]{c.headDim()});
+                out.put(p + "self_attn.k_norm.weight", new long[]{c.headDim()});
+            }
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
             out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
             if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});

@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral} and {@code qwen2} model types), as a
+ * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2} and {@code qwen3} model types), as a
  * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
  * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
@@ -32,12 +32,14 @@ import java.util.Set;
  * @param slidingWindow     Mistral's {@code sliding_window}: each position attends to the last this many, or 0: to
  *                          every position before it. Only the case where it changes nothing is implemented: a graph
  *                          for more positions than the window is refused ({@link #checkPositions})
- * @param biases            which projections add a bias: Qwen2's query, key and value projections; Llama's with
- *                          {@code attention_bias} (and its output projection) or {@code mlp_bias}
+ * @param biases            which projections add a bias: Qwen2's query, key and value projections; Llama's and Qwen3's
+ *                          with {@code attention_bias} (and its output projection) or {@code mlp_bias}
+ * @param qkNorm            Qwen3's QK-norm: an RMSNorm of each query and each key head ({@code q_norm}, {@code k_norm},
+ *                          one weight of {@code head_dim} each) before the rotary embedding
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow, Biases biases) {
+                          int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
 
     /**
      * The projections that add a bias (each {@code <name>.bias}, one value an output): the query, key and value
@@ -52,7 +54,14 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                        double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow) {
         this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
-                slidingWindow, Biases.NONE);
+                slidingWindow, Biases.NONE, false);
+    }
+
+    /** A shape without QK-norm (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, false);
     }
 
     /**
@@ -166,22 +175,27 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm);
     }
 
     /** This shape with heads {@code headDim} wide. */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm);
+    }
+
+    /** This shape with (or without) Qwen3's QK-norm. */
+    public LlamaConfig withQkNorm(boolean on) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on);
     }
 
     /** This shape with {@code biases}. */
     public LlamaConfig withBiases(Biases biases) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
     }
 
     /**

@@ -40,20 +40,21 @@ final class LlamaConfigReader {
         Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
-        boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2");
+        boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2"), qwen3 = type.equals("qwen3");
         ConfigPolicy.refuseFeatures(file, obj);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral, qwen2);
+        refuseUnsupported(f, mistral, qwen2 || qwen3);
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
             int layers = f.integer("num_hidden_layers", null);
             layerTypes(f, layers);
-            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : LlamaConfig.defaultHeadDim(hidden, heads);
+            // Qwen3's heads are 128 wide where head_dim is left out, whatever hidden_size / heads is
+            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : LlamaConfig.defaultHeadDim(hidden, heads);
             var rope = Rope.read(file, obj);
             return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", mistral ? 8 : heads),
                     f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
-                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2));
+                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2), qwen3);
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -74,8 +75,8 @@ final class LlamaConfigReader {
 
     /**
      * The biases: Qwen2's query, key and value projections always (transformers' Qwen2 has them whatever the flags say,
-     * and none elsewhere); Llama's and Mistral's where {@code attention_bias} (the four attention projections) or
-     * {@code mlp_bias} (the three MLP projections) say so.
+     * and none elsewhere); Llama's, Mistral's and Qwen3's where {@code attention_bias} (the four attention projections)
+     * or {@code mlp_bias} (the three MLP projections; never set by Qwen3's own configs) say so.
      */
     private static LlamaConfig.Biases biases(Fields f, boolean qwen2) {
         if (qwen2) return new LlamaConfig.Biases(true, false, false);

@@ -140,7 +140,13 @@ public final class LlamaDecoder {
                     p + "self_attn.qkv_proj.bias", dtype, (hl + 2 * kl) * d).reshape(b, t, hl + 2 * kl, d);
             Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
             Tensor q, k;
-            if (b == 1) {
+            if (c.qkNorm()) {
+                // Qwen3's QK-norm: each query and key head normalized (over head_dim) before its rotation
+                Tensor qh = LlamaPrefill.rmsNorm(qkv.slice(2, 0, hl), g.input(p + "self_attn.q_norm.weight", dtype, d), c.rmsNormEps());
+                Tensor kh = LlamaPrefill.rmsNorm(qkv.slice(2, hl, hl + kl), g.input(p + "self_attn.k_norm.weight", dtype, d), c.rmsNormEps());
+                q = LlamaPrefill.rope(qh.transpose(1, 2), cos, sin, d);
+                k = LlamaPrefill.rope(kh.transpose(1, 2), cos, sin, d);
+            } else if (b == 1) {
                 // one rotary kernel for the query and key heads, which lie side by side in the product; each is a
                 // contiguous run of heads of its result, read in place (a batch of several would make them strided)
                 Tensor qk = LlamaPrefill.rope(qkv.slice(2, 0, hl + kl).transpose(1, 2), cos, sin, d);

@@ -121,6 +121,8 @@ public final class LlamaPrefill {
                     new Rows(column(weights.get(k)), kvFirst * d, kl * d), new Rows(column(weights.get(v)), kvFirst * d, kl * d))), q, k, v));
         }
         if (b.output()) in.put(p + "self_attn.o_proj.bias", reads.read(weights.get(p + "self_attn.o_proj.bias").to(dtype), p + "self_attn.o_proj.bias"));
+        if (c.qkNorm())   // one weight for every head: each rank's whole
+            for (String n : new String[]{p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"}) in.put(n, reads.read(weights.get(n).to(dtype), n));
         if (b.mlp()) {
             String gate = p + "mlp.gate_proj.bias", up = p + "mlp.up_proj.bias";
             in.put(p + "mlp.gate_up_proj.bias", reads.read(vector(rows(dtype, new Rows(column(weights.get(gate)), rank * fl, fl),

@@ -39,7 +39,6 @@ class LlamaConfigRefusalTest {
 
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
-            "qwen3|model_type 'qwen3' (Qwen3ForCausalLM) is not supported: QK-norm (q_norm/k_norm",
             "gemma|model_type 'gemma' (GemmaForCausalLM) is not supported: GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights applied as (1 + w)",
             "gemma2|model_type 'gemma2' (Gemma2ForCausalLM) is not supported: GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, pre/post norms",
             "phi3|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
@@ -54,14 +53,14 @@ class LlamaConfigRefusalTest {
         Path f = TransformersReference.directory(name).resolve("config.json");
         var refusal = assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
                 .hasMessageStartingWith(f + ": ").hasMessageContaining(message);
-        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral, qwen2");
+        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral, qwen2, qwen3");
     }
 
     @Test
     void aTypeNotKnownAtAllIsRefusedAsNotSupported() throws IOException {
         Path f = config("\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], " + SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
-                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral, qwen2");
+                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral, qwen2, qwen3");
         Path none = config(SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(none)).isInstanceOf(GraphException.class).hasMessageContaining("field 'model_type' is missing");
     }
@@ -94,6 +93,20 @@ class LlamaConfigRefusalTest {
                 .hasMessageContaining("field 'use_sliding_window' is true: Qwen's sliding-window switch");
         // max_window_layers is Qwen2's alone: for llama it is a field this loader does not know
         assertThatThrownBy(() -> LlamaConfig.read(llama("\"max_window_layers\": 28"))).hasMessageContaining("'max_window_layers' is not known");
+    }
+
+    /** Qwen3: QK-norm always, biases where attention_bias says, heads 128 wide where head_dim is left out. */
+    @Test
+    void qwen3sQkNormBiasesAndHeadWidthAreReadAsTransformersReadsThem() throws IOException {
+        Path plain = config("\"model_type\": \"qwen3\", " + SHAPE + ", \"use_sliding_window\": false, \"max_window_layers\": 28");
+        var c = LlamaConfig.read(plain);
+        assertThat(c.qkNorm()).isTrue();
+        assertThat(c.headDim()).as("Qwen3Config's default head_dim").isEqualTo(128);
+        assertThat(c.biases()).isEqualTo(LlamaConfig.Biases.NONE);
+        Path biased = config("\"model_type\": \"qwen3\", " + SHAPE + ", \"head_dim\": 16, \"attention_bias\": true");
+        assertThat(LlamaConfig.read(biased).biases()).isEqualTo(new LlamaConfig.Biases(true, true, false));
+        assertThat(LlamaConfig.read(biased).headDim()).isEqualTo(16);
+        assertThat(LlamaConfig.read(llama("")).qkNorm()).isFalse();
     }
 
     /** Each feature switch refused naming the field where it is on, and accepted where it is off. */
