@@ -73,9 +73,18 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public static final int MAX_WIDTH = 1 << 24;
 
     /** How the rotary frequencies are scaled ({@code rope_type}), as transformers computes them. */
-    public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear {
+    public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear, RopeScaling.Yarn {
         /** A frequency (radians per position) as this scaling changes it. */
         double scale(double frequency);
+
+        /**
+         * Pair {@code pair}'s frequency (of {@code headDim / 2}, base {@code theta}, unscaled {@code frequency}) as this
+         * scaling changes it: {@link #scale} where the scaling depends on the frequency alone.
+         */
+        default double scale(double frequency, int pair, int headDim, double theta) { return scale(frequency); }
+
+        /** What the rotary tables are multiplied by (YaRN's attention factor; 1 for the others). */
+        default double attentionFactor() { return 1; }
 
         /** The {@code rope_type} it is read from and written as. */
         String type();
@@ -116,6 +125,50 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
             @Override public double scale(double frequency) { return frequency / factor; }
 
             @Override public String type() { return "linear"; }
+        }
+
+        /**
+         * YaRN ({@code rope_type} "yarn"), as transformers computes it: each pair's frequency ramps from extrapolation
+         * (kept) to interpolation (divided by {@code factor}) between the correction dimensions of {@code betaFast} and
+         * {@code betaSlow} rotations over {@code originalMaxPositions} (floored and ceiled where {@code truncate}), and
+         * the tables are multiplied by {@code attentionFactor} (0.1 ln(factor) + 1 where the file gives none).
+         */
+        record Yarn(double factor, int originalMaxPositions, double betaFast, double betaSlow, double attentionFactor, boolean truncate)
+                implements RopeScaling {
+            public Yarn {
+                if (!(factor >= 1) || Double.isInfinite(factor)) throw new GraphException("rope_scaling.factor must be at least 1, not " + factor);
+                if (originalMaxPositions < 1) throw new GraphException("rope_scaling.original_max_position_embeddings must be at least 1, not " + originalMaxPositions);
+                if (!(betaFast > 0) || !(betaSlow > 0) || Double.isInfinite(betaFast) || Double.isInfinite(betaSlow))
+                    throw new GraphException("rope_scaling.beta_fast and beta_slow must be positive and finite, not " + betaFast + " and " + betaSlow);
+                if (!(attentionFactor > 0) || Double.isInfinite(attentionFactor))
+                    throw new GraphException("rope_scaling.attention_factor must be positive and finite, not " + attentionFactor);
+            }
+
+            /** transformers' default attention factor for {@code factor}. */
+            public static double defaultAttentionFactor(double factor) { return factor <= 1 ? 1 : 0.1 * Math.log(factor) + 1; }
+
+            @Override public double scale(double frequency) {
+                throw new IllegalStateException("YaRN scales a frequency by its pair: scale(frequency, pair, headDim, theta)");
+            }
+
+            @Override public double scale(double frequency, int pair, int headDim, double theta) {
+                double low = correctionDim(betaFast, headDim, theta), high = correctionDim(betaSlow, headDim, theta);
+                if (truncate) {
+                    low = Math.floor(low);
+                    high = Math.ceil(high);
+                }
+                low = Math.max(low, 0);
+                high = Math.min(high, headDim - 1);
+                if (low == high) high += 0.001;
+                double ramp = Math.clamp((pair - low) / (high - low), 0.0, 1.0), extrapolation = 1 - ramp;
+                return frequency / factor * (1 - extrapolation) + frequency * extrapolation;
+            }
+
+            private double correctionDim(double rotations, int headDim, double theta) {
+                return headDim * Math.log(originalMaxPositions / (rotations * 2 * Math.PI)) / (2 * Math.log(theta));
+            }
+
+            @Override public String type() { return "yarn"; }
         }
     }
 
@@ -207,10 +260,13 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         double[] f = new double[d / 2];
         for (int i = 0; i < f.length; i++) {
             f[i] = 1 / Math.pow(ropeTheta, 2.0 * i / d);
-            if (ropeScaling != null) f[i] = ropeScaling.scale(f[i]);
+            if (ropeScaling != null) f[i] = ropeScaling.scale(f[i], i, d, ropeTheta);
         }
         return f;
     }
+
+    /** What the rotary tables (cos and sin) are multiplied by: YaRN's attention factor, else 1. */
+    public double ropeAttentionFactor() { return ropeScaling == null ? 1 : ropeScaling.attentionFactor(); }
 
     /** Query heads that share one key and value head. */
     public int groupSize() { return heads / kvHeads; }
@@ -290,6 +346,10 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                     + "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %d}", Double.toString(s.factor()),
                     Double.toString(s.lowFreqFactor()), Double.toString(s.highFreqFactor()), s.originalMaxPositions()));
             case RopeScaling.Linear s -> m.put("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + s.factor() + "}");
+            case RopeScaling.Yarn s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"yarn\", \"factor\": %s, "
+                    + "\"original_max_position_embeddings\": %d, \"beta_fast\": %s, \"beta_slow\": %s, \"attention_factor\": %s, \"truncate\": %s}",
+                    Double.toString(s.factor()), s.originalMaxPositions(), Double.toString(s.betaFast()), Double.toString(s.betaSlow()),
+                    Double.toString(s.attentionFactor()), s.truncate()));
         }
         var sb = new StringBuilder("{\n");
         int i = 0;

@@ -130,11 +130,12 @@ final class LlamaConfigReader {
         static Rope read(Path file, Json.Obj obj) {
             var top = new Fields(file, obj, "");
             Double legacyTheta = top.has("rope_theta") ? top.number("rope_theta", Double.NaN) : null;
-            Rope legacy = new Rope(legacyTheta == null ? 10000 : legacyTheta, top.has("rope_scaling") ? scaling(top.object("rope_scaling")) : null);
+            Integer maxPositions = top.has("max_position_embeddings") ? top.integer("max_position_embeddings", null) : null;
+            Rope legacy = new Rope(legacyTheta == null ? 10000 : legacyTheta, top.has("rope_scaling") ? scaling(top.object("rope_scaling"), maxPositions) : null);
             if (!top.has("rope_parameters")) return legacy;
             Fields p = top.object("rope_parameters");
             double theta = p.has("rope_theta") ? p.number("rope_theta", Double.NaN) : legacy.theta();
-            var params = new Rope(theta, scaling(p));
+            var params = new Rope(theta, scaling(p, maxPositions));
             if (legacyTheta != null && legacyTheta != theta)
                 throw new CompilationException(file + ": fields 'rope_theta' (" + legacyTheta + ") and 'rope_parameters.rope_theta' (" + theta
                         + ") disagree: which one the checkpoint means is unclear");
@@ -145,7 +146,7 @@ final class LlamaConfigReader {
         }
 
         /** The scaling of one rope object ({@code rope_scaling} or {@code rope_parameters}); null: none. */
-        private static LlamaConfig.RopeScaling scaling(Fields o) {
+        private static LlamaConfig.RopeScaling scaling(Fields o, Integer maxPositions) {
             Json t = o.obj().get("rope_type") != null ? o.obj().get("rope_type") : o.obj().get("type");
             if (t != null && !(t instanceof Json.Str)) throw new GraphException(o.file() + ": field '" + o.prefix() + "rope_type' is a JSON " + t.kind() + ", not a string");
             String type = t == null ? null : ((Json.Str) t).value();
@@ -156,11 +157,13 @@ final class LlamaConfigReader {
                 case "default" -> Set.of();
                 case "linear" -> Set.of("factor");
                 case "llama3" -> Set.of("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings");
+                case "yarn" -> Set.of("factor", "original_max_position_embeddings");
                 default -> throw new CompilationException(o.file() + ": field '" + o.prefix() + "rope_type' is \"" + type + "\": "
-                        + REFUSED_ROPE.getOrDefault(type, "this scaling is not implemented") + "; implemented: default, linear, llama3");
+                        + REFUSED_ROPE.getOrDefault(type, "this scaling is not implemented") + "; implemented: default, linear, llama3, yarn");
             };
             for (String k : o.obj().fields().keySet())
-                if (!uses.contains(k) && !Set.of("rope_type", "type", "rope_theta", "partial_rotary_factor").contains(k))
+                if (!uses.contains(k) && !Set.of("rope_type", "type", "rope_theta", "partial_rotary_factor").contains(k)
+                        && !("yarn".equals(type) && YARN_OPTIONAL.contains(k)))
                     throw new CompilationException(o.file() + ": field '" + o.prefix() + k + "' is not used by rope_type " + (type == null ? "default (none given)" : "\"" + type + "\"")
                             + ": a rope field this loader does not use may change the rotary embedding, so it is refused");
             for (String k : uses) if (!o.has(k)) throw new GraphException(o.file() + ": field '" + o.prefix() + k + "' is missing (rope_type \"" + type + "\" needs it)");
@@ -168,15 +171,37 @@ final class LlamaConfigReader {
                 case "linear" -> new LlamaConfig.RopeScaling.Linear(o.number("factor", Double.NaN));
                 case "llama3" -> new LlamaConfig.RopeScaling.Llama3(o.number("factor", Double.NaN), o.number("low_freq_factor", Double.NaN),
                         o.number("high_freq_factor", Double.NaN), o.integer("original_max_position_embeddings", null));
+                case "yarn" -> yarn(o, maxPositions);
                 default -> null;
             };
         }
     }
 
+    /** YaRN's fields with transformers' defaults (beta_fast 32, beta_slow 1, the attention factor from the factor, truncate). */
+    private static final Set<String> YARN_OPTIONAL = Set.of("beta_fast", "beta_slow", "attention_factor", "truncate");
+
+    /**
+     * YaRN's parameters. transformers takes the factor from {@code max_position_embeddings / original_max_position_embeddings}
+     * where the rope object names the original (DeepSeek's convention) and from {@code factor} elsewhere, and its
+     * versions differ on it: a file where the two disagree is refused rather than read one way.
+     */
+    private static LlamaConfig.RopeScaling yarn(Fields o, Integer maxPositions) {
+        double factor = o.number("factor", Double.NaN);
+        int original = o.integer("original_max_position_embeddings", null);
+        if (maxPositions != null && Math.abs((double) maxPositions / original - factor) > 1e-9 * factor)
+            throw new CompilationException(o.file() + ": YaRN's factor " + factor + " and max_position_embeddings / original_max_position_embeddings = "
+                    + maxPositions + " / " + original + " disagree: transformers' versions read one or the other, so what the checkpoint means is unclear");
+        Json truncate = o.obj().get("truncate");
+        if (truncate != null && !(truncate instanceof Json.Bool || truncate instanceof Json.Null))
+            throw new GraphException(o.file() + ": field '" + o.prefix() + "truncate' is a JSON " + truncate.kind() + ", not true or false");
+        return new LlamaConfig.RopeScaling.Yarn(factor, original, o.number("beta_fast", 32), o.number("beta_slow", 1),
+                o.has("attention_factor") ? o.number("attention_factor", Double.NaN) : LlamaConfig.RopeScaling.Yarn.defaultAttentionFactor(factor),
+                !(truncate instanceof Json.Bool b) || b.value());
+    }
+
     /** Rope types refused, with what they would compute. */
     private static final java.util.Map<String, String> REFUSED_ROPE = java.util.Map.of(
             "dynamic", "dynamic NTK scaling (a base that grows with the sequence past max_position_embeddings) is not implemented",
-            "yarn", "YaRN scaling (frequencies ramped between interpolation and extrapolation, and an attention factor) is not implemented",
             "longrope", "LongRoPE scaling (per-frequency long and short factors, and an attention factor) is not implemented",
             "su", "LongRoPE (su) scaling is not implemented",
             "ntk", "NTK scaling is not implemented");

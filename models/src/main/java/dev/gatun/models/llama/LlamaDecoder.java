@@ -116,8 +116,9 @@ public final class LlamaDecoder {
             // a step computes its rotary angles from its position (each sequence's own where ragged)
             positions = ragged ? g.input(POSITIONS, DType.I32, b) : null;
             Tensor angle = ragged ? angles(g, c, positions.reshape(b, 1), b).reshape(b, 1, 1, d) : angles(g, c, position.expand(d), 1);
-            cos = angle.cos().cast(dtype);
-            sin = angle.sin().cast(dtype);
+            double af = c.ropeAttentionFactor();   // YaRN's: the tables scaled (none else, the graph as it was)
+            cos = (af == 1 ? angle.cos() : angle.cos().mul(af)).cast(dtype);
+            sin = (af == 1 ? angle.sin() : angle.sin().mul(af)).cast(dtype);
             mask = ragged ? raggedMask(g, position, g.input(GAP, dtype, b, maxLen), maxLen, dtype) : null;   // else the attention step's own
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
@@ -381,11 +382,13 @@ public final class LlamaDecoder {
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
         double[] frequencies = c.ropeFrequencies();
+        double af = c.ropeAttentionFactor();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {
                 double angle = (float) i * (float) frequencies[e % (d / 2)];   // a float32 product
-                cos.set((long) i * d + e, Math.cos(angle));
-                sin.set((long) i * d + e, Math.sin(angle));
+                // YaRN's factor as transformers applies it: to the float32 tables
+                cos.set((long) i * d + e, af == 1 ? Math.cos(angle) : (float) Math.cos(angle) * (float) af);
+                sin.set((long) i * d + e, af == 1 ? Math.sin(angle) : (float) Math.sin(angle) * (float) af);
             }
         in.put("cos", cos);
         in.put("sin", sin);

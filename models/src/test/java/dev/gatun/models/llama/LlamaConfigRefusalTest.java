@@ -47,7 +47,6 @@ class LlamaConfigRefusalTest {
             "qwen2_moe|model_type 'qwen2_moe' (Qwen2MoeForCausalLM) is not supported: mixture of experts (router, experts and a gated shared expert) and q/k/v biases",
             "qwen3_moe|model_type 'qwen3_moe' (Qwen3MoeForCausalLM) is not supported: mixture of experts (router and experts) and QK-norm",
             "llama_rope_dynamic|field 'rope_parameters.rope_type' is \"dynamic\": dynamic NTK scaling",
-            "llama_rope_yarn|field 'rope_parameters.rope_type' is \"yarn\": YaRN scaling",
     })
     void otherArchitecturesReferenceConfigsAreRefusedNamingWhatIsMissing(String name, String message) {
         Path f = TransformersReference.directory(name).resolve("config.json");
@@ -93,6 +92,18 @@ class LlamaConfigRefusalTest {
                 .hasMessageContaining("field 'use_sliding_window' is true: Qwen's sliding-window switch");
         // max_window_layers is Qwen2's alone: for llama it is a field this loader does not know
         assertThatThrownBy(() -> LlamaConfig.read(llama("\"max_window_layers\": 28"))).hasMessageContaining("'max_window_layers' is not known");
+    }
+
+    /** YaRN read with transformers' defaults; a factor that disagrees with the positions' ratio, or mscale, refused. */
+    @Test
+    void yarnIsReadWithItsDefaultsAndRefusedWhereItsFactorIsUnclear() throws IOException {
+        var y = LlamaConfig.read(llama("\"max_position_embeddings\": 64, \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 10000.0, "
+                + "\"factor\": 4.0, \"original_max_position_embeddings\": 16}")).ropeScaling();
+        assertThat(y).isEqualTo(new LlamaConfig.RopeScaling.Yarn(4, 16, 32, 1, 0.1 * Math.log(4) + 1, true));
+        Path unclear = llama("\"max_position_embeddings\": 64, \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 2.0, \"original_max_position_embeddings\": 16}");
+        assertThatThrownBy(() -> LlamaConfig.read(unclear)).isInstanceOf(CompilationException.class).hasMessageContaining("YaRN's factor 2.0 and max_position_embeddings");
+        Path mscale = llama("\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 16, \"mscale\": 1.0}");
+        assertThatThrownBy(() -> LlamaConfig.read(mscale)).isInstanceOf(CompilationException.class).hasMessageContaining("'rope_parameters.mscale' is not used");
     }
 
     /** Qwen3: QK-norm always, biases where attention_bias says, heads 128 wide where head_dim is left out. */

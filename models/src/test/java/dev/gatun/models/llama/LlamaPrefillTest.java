@@ -271,6 +271,7 @@ class LlamaPrefillTest {
             return switch (c.ropeScaling()) {
                 case null -> inv;
                 case LlamaConfig.RopeScaling.Linear s -> inv / s.factor();
+                case LlamaConfig.RopeScaling.Yarn s -> throw new UnsupportedOperationException("YaRN: checked against transformers (TransformersReferenceTest), not here");
                 case LlamaConfig.RopeScaling.Llama3 s -> {
                     double lowWave = s.originalMaxPositions() / s.lowFreqFactor(), highWave = s.originalMaxPositions() / s.highFreqFactor();
                     double wave = 2 * Math.PI / inv;
