@@ -89,8 +89,8 @@ final class CollectiveCodegen {
         var params = new ArrayList<String>(List.of("const char* const* gt_peers", "int gt_rank", "int gt_world", "int gt_op", "u32* const* gt_pads",
                 "u32* gt_epochs", "u64 gt_timeout", "const volatile u32* gt_abort", "long long gt_header", "long long gt_round_bytes"));
         for (int m = 0; m < members.size(); m++) params.addAll(List.of("long long gt_offset" + m, "void* gt_out" + m, "const char* gt_in" + m));
-        if (p != null) params.addAll(kernelParams(pro, p, "p_"));
-        if (e != null) params.addAll(kernelParams(epi, e, "e_"));
+        if (p != null) params.addAll(CudaCodegen.tileParams(pro, p, "p_"));
+        if (e != null) params.addAll(CudaCodegen.tileParams(epi, e, "e_"));
         src.append("extern \"C\" __global__ void __launch_bounds__(").append(block).append(") ").append(name).append("(\n        ")
                 .append(String.join(",\n        ", params)).append(")\n{\n");
         String T = CudaCodegen.storageType(t);
@@ -100,7 +100,7 @@ final class CollectiveCodegen {
         src.append("    const long long gt_b = min(").append(items).append("LL, (long long) blockIdx.x * gt_tile), gt_e = min(").append(items).append("LL, gt_b + gt_tile);\n");
         src.append("    const long long gt_lo = gt_b * ").append(rowLength).append("LL, gt_hi = gt_e * ").append(rowLength).append("LL;\n");
         if (p != null) {
-            src.append("    if (gt_lo < gt_hi) ").append(p.name()).append("(").append(kernelArgs(pro, p, "p_", "gt_lo", "gt_hi")).append(");   // the prologue\n");
+            src.append("    if (gt_lo < gt_hi) ").append(p.name()).append("(").append(CudaCodegen.tileArgs(pro, p, "p_")).append(", gt_lo, gt_hi").append(");   // the prologue\n");
             src.append("    __syncthreads();\n");
         }
         if (free) {
@@ -119,7 +119,7 @@ final class CollectiveCodegen {
         }
         if (e != null) {
             src.append("    __syncthreads();   // the results of this tile, stored by this block's threads\n");
-            src.append("    if (gt_b < gt_e) ").append(e.name()).append("(").append(kernelArgs(epi, e, "e_", rows ? "gt_b" : "gt_lo", rows ? "gt_e" : "gt_hi"))
+            src.append("    if (gt_b < gt_e) ").append(e.name()).append("(").append(CudaCodegen.tileArgs(epi, e, "e_")).append(rows ? ", gt_b, gt_e" : ", gt_lo, gt_hi")
                     .append(");   // the epilogue\n");
         }
         src.append("}\n");
@@ -128,24 +128,6 @@ final class CollectiveCodegen {
     }
 
     private static int granule(boolean rows) { return rows ? 1 : 16; }
-
-    private static List<String> kernelParams(Kernel k, CudaCodegen.TileFunction f, String prefix) {
-        var out = new ArrayList<String>();
-        for (int i = 0; i < k.inputs().size(); i++) out.add("const " + CudaCodegen.storageType(k.inputs().get(i).dtype()) + "* " + prefix + "in" + i);
-        for (int i = 0; i < k.stores().size(); i++) out.add(CudaCodegen.storageType(k.stores().get(i).buffer().dtype()) + "* " + prefix + "out" + i);
-        for (int i = 0; i < f.symbols().size(); i++) out.add("long long " + prefix + "sym" + i);
-        return out;
-    }
-
-    private static String kernelArgs(Kernel k, CudaCodegen.TileFunction f, String prefix, String lo, String hi) {
-        var out = new ArrayList<String>();
-        for (int i = 0; i < k.inputs().size(); i++) out.add(prefix + "in" + i);
-        for (int i = 0; i < k.stores().size(); i++) out.add(prefix + "out" + i);
-        for (int i = 0; i < f.symbols().size(); i++) out.add(prefix + "sym" + i);
-        out.add(lo);
-        out.add(hi);
-        return String.join(", ", out);
-    }
 
     private static long product(List<dev.gatun.ir.SymInt> xs) {
         long p = 1;

@@ -87,6 +87,27 @@ final class CudaCodegen {
         return new TileFunction(k.name() + "_tile", s.source(), List.copyOf(scope.helpers), scope.usesF16, scope.usesBF16, layout.vectors(), s.symbols(), s.block());
     }
 
+    /**
+     * A launch's parameters that carry kernel {@code k}'s arguments to its tile function {@code f}, each name prefixed
+     * with {@code prefix}: its inputs, its stores, its symbols (the ABI above, without the bounds).
+     */
+    static List<String> tileParams(Kernel k, TileFunction f, String prefix) {
+        var out = new ArrayList<String>();
+        for (int i = 0; i < k.inputs().size(); i++) out.add("const " + storageType(k.inputs().get(i).dtype()) + "* " + prefix + "in" + i);
+        for (int i = 0; i < k.stores().size(); i++) out.add(storageType(k.stores().get(i).buffer().dtype()) + "* " + prefix + "out" + i);
+        for (int i = 0; i < f.symbols().size(); i++) out.add("long long " + prefix + "sym" + i);
+        return out;
+    }
+
+    /** Those parameters' names, in order, as the tile function's leading arguments (the caller adds the bounds). */
+    static String tileArgs(Kernel k, TileFunction f, String prefix) {
+        var out = new ArrayList<String>();
+        for (int i = 0; i < k.inputs().size(); i++) out.add(prefix + "in" + i);
+        for (int i = 0; i < k.stores().size(); i++) out.add(prefix + "out" + i);
+        for (int i = 0; i < f.symbols().size(); i++) out.add(prefix + "sym" + i);
+        return String.join(", ", out);
+    }
+
     /** What generated functions need before them: the half types' headers, the vector type, helpers in this order. */
     static String prelude(boolean f16, boolean bf16, boolean vectors, java.util.Collection<String> helpers) {
         var src = new StringBuilder();

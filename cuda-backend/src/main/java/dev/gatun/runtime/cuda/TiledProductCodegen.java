@@ -93,7 +93,7 @@ final class TiledProductCodegen {
         for (var f : functions) src.append(f.source()).append('\n');
         var params = new ArrayList<>(List.of("const " + T + "* x", "const " + T + "* w", T + "* y", "int n", "int k", "long long ldc", "int rows",
                 "int slices", "int preload", "const int* gt_cols", "const long long* gt_items"));
-        for (int e = 0; e < functions.size(); e++) params.addAll(kernelParams(t.epilogues().get(e).kernel(), functions.get(e), "e" + e + "_"));
+        for (int e = 0; e < functions.size(); e++) params.addAll(CudaCodegen.tileParams(t.epilogues().get(e).kernel(), functions.get(e), "e" + e + "_"));
         src.append("extern \"C\" __global__ void __launch_bounds__(512) ").append(t.name()).append("(\n        ")
                 .append(String.join(",\n        ", params)).append(")\n{\n");
         for (int e = 0; e < functions.size(); e++)
@@ -104,7 +104,7 @@ final class TiledProductCodegen {
         src.append("    __syncthreads();   // stored by this block's threads: visible to them\n");
         for (int e = 0; e < functions.size(); e++) {
             var f = functions.get(e);
-            String args = kernelArgs(t.epilogues().get(e).kernel(), f, "e" + e + "_"), h = "h" + e;
+            String args = CudaCodegen.tileArgs(t.epilogues().get(e).kernel(), f, "e" + e + "_"), h = "h" + e;
             boolean rowKernel = t.epilogues().get(e).kernel().isReduction();
             src.append("    if (").append(h).append("[6] > 0) {   // epilogue ").append(e).append(": the first batch\n");
             batchCall(src, f.name(), args, rowKernel, i -> h + "[" + (2 + i) + "]");
@@ -229,21 +229,5 @@ final class TiledProductCodegen {
             out.add(last);
         }
         return out;
-    }
-
-    private static List<String> kernelParams(Kernel k, CudaCodegen.TileFunction f, String prefix) {
-        var out = new ArrayList<String>();
-        for (int i = 0; i < k.inputs().size(); i++) out.add("const " + CudaCodegen.storageType(k.inputs().get(i).dtype()) + "* " + prefix + "in" + i);
-        for (int i = 0; i < k.stores().size(); i++) out.add(CudaCodegen.storageType(k.stores().get(i).buffer().dtype()) + "* " + prefix + "out" + i);
-        for (int i = 0; i < f.symbols().size(); i++) out.add("long long " + prefix + "sym" + i);
-        return out;
-    }
-
-    private static String kernelArgs(Kernel k, CudaCodegen.TileFunction f, String prefix) {
-        var out = new ArrayList<String>();
-        for (int i = 0; i < k.inputs().size(); i++) out.add(prefix + "in" + i);
-        for (int i = 0; i < k.stores().size(); i++) out.add(prefix + "out" + i);
-        for (int i = 0; i < f.symbols().size(); i++) out.add(prefix + "sym" + i);
-        return String.join(", ", out);
     }
 }
