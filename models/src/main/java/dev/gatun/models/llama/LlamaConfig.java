@@ -74,14 +74,12 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** How the rotary frequencies are scaled ({@code rope_type}), as transformers computes them. */
     public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear, RopeScaling.Yarn {
-        /** A frequency (radians per position) as this scaling changes it. */
-        double scale(double frequency);
-
         /**
-         * Pair {@code pair}'s frequency (of {@code headDim / 2}, base {@code theta}, unscaled {@code frequency}) as this
-         * scaling changes it: {@link #scale} where the scaling depends on the frequency alone.
+         * Pair {@code pair}'s frequency (radians per position; of {@code headDim / 2} pairs, base {@code theta}, unscaled
+         * {@code frequency}) as this scaling changes it: Llama 3's and linear scaling look at the frequency alone, YaRN's
+         * at the pair.
          */
-        default double scale(double frequency, int pair, int headDim, double theta) { return scale(frequency); }
+        double scale(double frequency, int pair, int headDim, double theta);
 
         /** What the rotary tables are multiplied by (YaRN's attention factor; 1 for the others). */
         default double attentionFactor() { return 1; }
@@ -102,7 +100,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                 if (originalMaxPositions < 1) throw new GraphException("rope_scaling.original_max_position_embeddings must be at least 1, not " + originalMaxPositions);
             }
 
-            @Override public double scale(double frequency) {
+            @Override public double scale(double frequency, int pair, int headDim, double theta) {
                 double wavelength = 2 * Math.PI / frequency;
                 if (wavelength < originalMaxPositions / highFreqFactor) return frequency;
                 if (wavelength > originalMaxPositions / lowFreqFactor) return frequency / factor;
@@ -122,7 +120,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                 if (!(factor > 0) || Double.isInfinite(factor)) throw new GraphException("rope_scaling.factor must be positive and finite, not " + factor);
             }
 
-            @Override public double scale(double frequency) { return frequency / factor; }
+            @Override public double scale(double frequency, int pair, int headDim, double theta) { return frequency / factor; }
 
             @Override public String type() { return "linear"; }
         }
@@ -146,10 +144,6 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
             /** transformers' default attention factor for {@code factor}. */
             public static double defaultAttentionFactor(double factor) { return factor <= 1 ? 1 : 0.1 * Math.log(factor) + 1; }
-
-            @Override public double scale(double frequency) {
-                throw new IllegalStateException("YaRN scales a frequency by its pair: scale(frequency, pair, headDim, theta)");
-            }
 
             @Override public double scale(double frequency, int pair, int headDim, double theta) {
                 double low = correctionDim(betaFast, headDim, theta), high = correctionDim(betaSlow, headDim, theta);
