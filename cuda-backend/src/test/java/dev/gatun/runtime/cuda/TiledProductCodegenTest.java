@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The packing of a tiled product's columns into blocks and of its epilogues' items into runs ({@link TiledProductCodegen}),
@@ -89,11 +90,60 @@ class TiledProductCodegenTest {
                             if (groups[item] >= 0) assertThat(runBy[item]).as(what + ": item " + item + " in its group's block").isEqualTo(blockOfGroup[groups[item]]);
                         }
                     }
-                    assertThat(src.source()).contains("extern \"C\" __global__ void __launch_bounds__(512) " + tp.name() + "(");
+                    assertThat(src.source()).containsPattern("extern \"C\" __global__ void __launch_bounds__\\(\\d+, \\d+\\) " + tp.name() + "\\(");
                     if (m > 1 && !tp.epilogues().getFirst().kernel().isReduction())
                         assertThat(items[1] - items[0]).as(what + ": a block's runs, a row each (a rotation's two a head), are one batch").isZero();
                     for (var e : tp.epilogues()) assertThat(src.source()).contains(e.kernel().name() + "_tile(");
                 }
             }
+    }
+
+    /**
+     * Every spelling's kernel compiles for sm_90 with registers that allow as many of its blocks on a multiprocessor as
+     * the plain GEMV entry it is built on (nvcc's own report; registers go to a thread in eights, 64 K a
+     * multiprocessor): the epilogues' batch header waits in shared memory, not in registers, while the product runs.
+     * Skipped where nvcc is absent.
+     */
+    @Test
+    void everyKernelKeepsTheRegistersOfItsGemv(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+        var nvcc = CudaCodegenFixtures.nvcc().orElse(null);
+        assumeTrue(nvcc != null, "nvcc is not on the PATH: skipping the compile check");
+        var plain = registers(nvcc, dir, "gemv", CudaGemv.SOURCE);
+        var report = new StringBuilder();
+        for (DType t : List.of(DType.BF16, DType.F32))
+            for (int m : new int[]{1, 8}) {
+                if (t == DType.F32 && m > 1) continue;
+                var products = tiledProducts(t, m);
+                for (int i = 0; i < products.size(); i++) {
+                    Step.TiledProduct tp = products.get(i);
+                    String what = ProductEpiloguesGpuTest.SPELLINGS.get(i).name() + " " + t + " m " + m;
+                    var src = TiledProductCodegen.generate(tp, SMS);
+                    String gemv = CudaGemv.kernel(t, CudaGemv.Path.auto(t, m), m);
+                    int joined = registers(nvcc, dir, "tiled" + i, src.source()).get(tp.name());
+                    int block = 32 * src.launch().warps();
+                    assertThat(blocksPerSm(joined, block)).as(what + ": blocks of " + block + " a multiprocessor at " + joined + " registers, beside its GEMV "
+                            + gemv + "'s " + plain.get(gemv)).isGreaterThanOrEqualTo(blocksPerSm(plain.get(gemv), block));
+                    report.append(what).append(": ").append(joined).append(" registers, ").append(gemv).append(' ').append(plain.get(gemv)).append('\n');
+                }
+            }
+        System.out.print(report);
+    }
+
+    private static int blocksPerSm(int registers, int block) {
+        return Math.min(2048 / block, 65536 / ((registers + 7) / 8 * 8 * block));
+    }
+
+    /** Each entry's registers as {@code nvcc -cubin -Xptxas -v} reports them; fails on a compile error. */
+    private static java.util.Map<String, Integer> registers(java.nio.file.Path nvcc, java.nio.file.Path dir, String file, String source) throws Exception {
+        java.nio.file.Path cu = dir.resolve(file + ".cu");
+        java.nio.file.Files.writeString(cu, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + source.replaceAll("(?m)^#include .*$", ""));
+        var p = new ProcessBuilder(nvcc.toString(), "-cubin", "-arch=sm_90", "-std=c++17", "-Xptxas", "-v", cu.toString(),
+                "-o", dir.resolve(file + ".cubin").toString()).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes());
+        assertThat(p.waitFor()).as(file + "\n" + log + "\n" + source).isZero();
+        var out = new java.util.HashMap<String, Integer>();
+        var entry = java.util.regex.Pattern.compile("Compiling entry function '(\\w+)'[\\s\\S]*?Used (\\d+) registers").matcher(log);
+        while (entry.find()) out.put(entry.group(1), Integer.parseInt(entry.group(2)));
+        return out;
     }
 }
