@@ -138,6 +138,8 @@ final class CudaExecutable implements Executable {
      */
     private final PinnedHostBuffer[] hostIn;
     private PinnedHostBuffer hostOut;
+    /** Each chunk's arrival in {@code hostOut} ({@link StagedCopies#out}); made on first need, guarded by {@code hostIn}. */
+    private Event[] chunkRead;
     /** Recorded after a call's copies out of the page-locked staging: the next call's bulk copies into it wait for them. */
     private final Event copiedIn;
     /** Recorded when work on another stream is about to read this memory ({@link #markWritten}), and after a call that read another's. */
@@ -751,11 +753,12 @@ final class CudaExecutable implements Executable {
                             // where ranks share the GPU no page-locked memory is made mid-session: pageable is copied as it is
                             if (!exe.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
                                 if (!stagedOnHost) exe.copiedIn.synchronize(); // the last call's copies out of the staging are done
-                                from = exe.pinnedCopyOf(in, from);
+                                StagedCopies.in(from, exe.pinnedStaging(in, from.byteSize()), dst, exe.stream);
                                 stagedOnHost = true;
+                            } else {
+                                // an allocateHost array is read by the copy engine after run returns (as a non-blocking copy)
+                                dst.copyFromAsync(from, 0, exe.stream);
                             }
-                            // an allocateHost array is read by the copy engine after run returns (as a non-blocking copy)
-                            dst.copyFromAsync(from, 0, exe.stream);
                         }
                         setSource(in, dst.address());
                     }
@@ -1279,9 +1282,8 @@ final class CudaExecutable implements Executable {
                 if (hostOut != null) hostOut.close();
                 hostOut = device.allocatePinned(bytes);
             }
-            DeviceBuffer.wrap(device, src, bytes).copyToAsync(hostOut.segment().asSlice(0, bytes), 0, stream);
-            stream.synchronize();
-            MemorySegment.copy(hostOut.segment(), 0, dst, 0, bytes);
+            if (chunkRead == null) chunkRead = StagedCopies.events(device);
+            StagedCopies.out(device, src, hostOut.segment(), dst, bytes, stream, chunkRead);
         }
     }
 
@@ -1295,13 +1297,11 @@ final class CudaExecutable implements Executable {
         return false;
     }
 
-    /** A copy of a host input in the input's page-locked staging (one bulk copy). */
-    private MemorySegment pinnedCopyOf(PlanBuffer in, MemorySegment src) {
+    /** The first {@code bytes} of a host input's page-locked staging ({@link StagedCopies#in} copies into it). */
+    private MemorySegment pinnedStaging(PlanBuffer in, long bytes) {
         PinnedHostBuffer st = hostIn[in.id()];
         if (st == null) st = hostIn[in.id()] = device.allocatePinned(Math.max(1, in.type().byteSize()));
-        MemorySegment slice = st.segment().asSlice(0, src.byteSize());
-        slice.copyFrom(src);
-        return slice;
+        return st.segment().asSlice(0, bytes);
     }
 
     /** Host to device on this executable's stream; waits for it (the caller may reuse its memory at once). */
@@ -1361,6 +1361,7 @@ final class CudaExecutable implements Executable {
         }
         for (PinnedHostBuffer b : hostIn) if (b != null) quietly(failed, b::close);
         if (hostOut != null) quietly(failed, hostOut::close);
+        if (chunkRead != null) for (Event e : chunkRead) quietly(failed, e::close);
         quietly(failed, written::close);
         quietly(failed, copiedIn::close);
         if (fault != null) quietly(failed, fault::close);
