@@ -84,9 +84,9 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     /**
      * Whether a product of a few rows takes in the kernels after it that read its output, wherever each block of the
      * product can hold the columns those kernels read together, as one launch (true: a decode layer's SwiGLU, q/k/v
-     * bias, rotary embedding, norm over each head); false (the default, measured faster on an H200 until the joined
-     * kernel holds as few registers as the product's alone: {@code PlanOptions.productEpilogues}) keeps them launches
-     * of their own. The plan prints each such launch and its tiles.
+     * bias, rotary embedding, norm over each head: the default, measured faster on an H200, {@code
+     * PlanOptions.productEpilogues}); false keeps them launches of their own, to compare or to debug. The plan prints
+     * each such launch and its tiles.
      */
     public CompileOptions productEpilogues(boolean on) { return planning(planning.withProductEpilogues(on)); }
 

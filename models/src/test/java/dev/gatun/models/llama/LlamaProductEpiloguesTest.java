@@ -42,7 +42,7 @@ class LlamaProductEpiloguesTest {
                 assertThat(tiled).filteredOn(t -> t.tiles().largest() == c.hiddenSize()).hasSize(2 * c.layers());
                 // each epilogue taken in is a launch fewer than with the rule off
                 try (var apart = Session.compile(LlamaDecoder.decode(c, batch, LlamaDecoderTest.MAX, 1, DType.BF16),
-                        CompileOptions.world(1).backend("host"))) {
+                        CompileOptions.world(1).backend("host").planning(RULE.withProductEpilogues(false)))) {
                     assertThat(apart.plan().steps()).noneMatch(st -> st instanceof Step.TiledProduct);
                     assertThat(steps.stream().filter(Step::isDeviceWork).count())
                             .isEqualTo(apart.plan().steps().stream().filter(Step::isDeviceWork).count() - tiled.stream().mapToInt(t -> t.epilogues().size()).sum());
