@@ -102,7 +102,7 @@ public final class Tensor {
      * The i64 position of the largest element along the last dimension ({@code dim} -1 or rank - 1): greedy sampling.
      * The first of equal largest elements wins; a NaN counts as the largest, as in PyTorch.
      */
-    public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
+    public Tensor argmax(int dim) { return graph.apply("argmax", java.util.Map.of("dim", dim), this).getFirst(); }
 
     /**
      * One token drawn from each row of these logits [B, V] (f32, f16 or bf16) on the device, as i64 [B]: temperature,
