@@ -153,6 +153,17 @@ public final class GraphBuilder {
         return out;
     }
 
+    /**
+     * Calls the built-in op {@code opName} declared in {@link dev.gatun.ir.graph.OpRegistry} with its attributes; one
+     * tensor per output. {@link Tensor}'s methods (argmax, topk, ...) call this.
+     */
+    public List<Tensor> apply(String opName, java.util.Map<String, ? extends Number> attrs, Tensor... args) {
+        for (Tensor t : args) check(t, opName);
+        var out = new ArrayList<Tensor>();
+        for (Node n : b.apply(opName, attrs, Tensor.nodes(args))) out.add(wrap(n));
+        return out;
+    }
+
     /** Like {@link #call} for single-output ops. */
     public Tensor call1(String opName, Tensor... args) { return call(opName, args).getFirst(); }
 

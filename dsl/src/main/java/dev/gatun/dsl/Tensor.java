@@ -102,7 +102,21 @@ public final class Tensor {
      * The i64 position of the largest element along the last dimension ({@code dim} -1 or rank - 1): greedy sampling.
      * The first of equal largest elements wins; a NaN counts as the largest, as in PyTorch.
      */
-    public Tensor argmax(int dim) { return graph.op(new Op.Argmax(dim), this); }
+    public Tensor argmax(int dim) { return graph.apply("argmax", java.util.Map.of("dim", dim), this).getFirst(); }
+
+    /**
+     * The {@code k} largest elements along the last dimension, largest first, and their positions (i64), as
+     * {@code torch.topk(x, k)} on a CPU: of equal elements the lower index first, a NaN above every number. The last
+     * dimension must be static and k 1 to its size. The host backend and the reference run it; the CUDA backend has no
+     * kernel for it yet and refuses a plan that calls it ({@link dev.gatun.ir.ops.TopK}).
+     */
+    public TopK topk(int k) {
+        var out = graph.apply("topk", java.util.Map.of("k", k), this);
+        return new TopK(out.get(0), out.get(1));
+    }
+
+    /** What {@link #topk} gives: the values, in this tensor's dtype, and their i64 positions along the last dimension. */
+    public record TopK(Tensor values, Tensor indices) {}
 
     /**
      * One token drawn from each row of these logits [B, V] (f32, f16 or bf16) on the device, as i64 [B]: temperature,

@@ -5,12 +5,17 @@ import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
 
-/** What an {@link ExternBuffer} calls: a collective, a matrix product or a user op. */
+/** What an {@link ExternBuffer} calls: a collective, a matrix product, a built-in or registered op, or a user op. */
 public sealed interface ExternCall {
     String opName();
 
+    /** Whether peers read input {@code input} directly (so its slot lives until a barrier frees it on every rank): none by default. */
+    default boolean peerReads(int input) { return false; }
+
     record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root, Algorithm algorithm) implements ExternCall {
         @Override public String opName() { return kind.opName() + "." + algorithm.opName(); }
+        /** A symmetric algorithm's peers read its input where it lies. */
+        @Override public boolean peerReads(int input) { return input == 0 && algorithm.isSymmetric(); }
     }
 
     /**
@@ -37,11 +42,6 @@ public sealed interface ExternCall {
         @Override public String opName() { return "update_slice"; }
     }
 
-    /** The position of the largest element of each row (the last dimension) of a contiguous input, as i64. */
-    record Argmax() implements ExternCall {
-        @Override public String opName() { return "argmax"; }
-    }
-
     /**
      * One token drawn from each row of contiguous logits (see {@link dev.gatun.ir.graph.Op.Sample}): inputs the logits,
      * the parameters, the seeds, the steps and the context; the result i64, one a row.
@@ -58,7 +58,17 @@ public sealed interface ExternCall {
         @Override public String opName() { return "attention"; }
     }
 
+    /**
+     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): packed row-major inputs, each output a contiguous
+     * buffer of its own (the first this call's, the others {@link ExternOutputBuffer}s).
+     */
+    record Registered(dev.gatun.ir.graph.OpSpec spec, dev.gatun.ir.graph.OpAttrs attrs) implements ExternCall {
+        @Override public String opName() { return spec.name(); }
+    }
+
     record UserOpCall(UserOp op, String group) implements ExternCall {
         @Override public String opName() { return op.name(); }
+        /** Peers read the inputs the op declares symmetric. */
+        @Override public boolean peerReads(int input) { return op.requiresSymmetric(input); }
     }
 }

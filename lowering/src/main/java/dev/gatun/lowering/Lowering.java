@@ -146,7 +146,7 @@ public final class Lowering {
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
             case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
-            case Op.Argmax a -> extern(n, new ExternCall.Argmax());
+            case Op.Registered r -> new BufferValue(registered(n, r));
             case Op.Sample s -> extern(n, new ExternCall.Sample());
             case Op.Attention a -> extern(n, new ExternCall.Attention(a.scale()));
             case Op.UpdateSlice u -> updateSlice(n, u);
@@ -488,7 +488,8 @@ public final class Lowering {
         if (b instanceof ConstantBuffer) return b.name() + " is a constant";
         if (b instanceof ViewBuffer v) return b.name() + (v.viewOp().matches("[aeiou].*") ? " is an " : " is a ") + v.viewOp() + " view of " + v.base().name();
         if (b.slice() != null) return b.name() + " is already written into " + b.slice().range();
-        if (b instanceof ExternOutputBuffer o) return b.name() + " is written by user op '" + o.call().call().opName() + "', which writes buffers of its own";
+        if (b instanceof ExternOutputBuffer o) return b.name() + " is written by " + (o.call().call() instanceof ExternCall.UserOpCall ? "user op '" : "op '")
+                + o.call().call().opName() + "', which writes buffers of its own";
         if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UserOpCall)
             return b.name() + " is written by user op '" + e.call().opName() + "', which writes buffers of its own";
         if (b instanceof ExternBuffer e && !(e.call() instanceof ExternCall.Matmul))   // a collective, index_select, argmax
@@ -678,6 +679,24 @@ public final class Lowering {
         register(call);
         // every output is written by the call, used or not, so each gets a buffer
         var types = u.outputTypes(n.inputs().stream().map(Node::type).toList());
+        for (int i = 1; i < types.size(); i++) {
+            var extra = new ExternOutputBuffer(next(), Layout.contiguous(types.get(i).dtype(), types.get(i).shape()), call, i, -1);
+            call.addExtraOutput(extra);
+            register(extra);
+        }
+        return call;
+    }
+
+    /**
+     * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}): its inputs packed row-major (copied where not), its
+     * first output this call's buffer, each further one an {@link ExternOutputBuffer}, written whether used or not.
+     */
+    private Buffer registered(Node n, Op.Registered r) {
+        var operands = new ArrayList<Buffer>();
+        for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), r.opName()));
+        var call = new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), new ExternCall.Registered(r.spec(), r.attrs()), operands, n.id());
+        register(call);
+        var types = r.spec().infer(n.inputs().stream().map(dev.gatun.ir.graph.OpSpec.Operand::of).toList(), r.attrs());
         for (int i = 1; i < types.size(); i++) {
             var extra = new ExternOutputBuffer(next(), Layout.contiguous(types.get(i).dtype(), types.get(i).shape()), call, i, -1);
             call.addExtraOutput(extra);

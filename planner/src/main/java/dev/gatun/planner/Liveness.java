@@ -118,19 +118,8 @@ final class Liveness {
 
     /** Storages peers read directly: symmetric collectives' inputs and user-op inputs declared symmetric. */
     static List<Buffer> peerReads(ExternBuffer e) {
-        return switch (e.call()) {
-            case ExternCall.Collective c -> c.algorithm().isSymmetric() ? List.of(e.inputs().getFirst().storage()) : List.of();
-            case ExternCall.UserOpCall u -> {
-                var out = new ArrayList<Buffer>();
-                for (int i = 0; i < e.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(e.inputs().get(i).storage());
-                yield out;
-            }
-            case ExternCall.Matmul m -> List.of();
-            case ExternCall.IndexSelect s -> List.of();
-            case ExternCall.UpdateSlice u -> List.of();
-            case ExternCall.Argmax a -> List.of();
-            case ExternCall.Sample x -> List.of();
-            case ExternCall.Attention a -> List.of();
-        };
+        var out = new ArrayList<Buffer>();
+        for (int i = 0; i < e.inputs().size(); i++) if (e.call().peerReads(i)) out.add(e.inputs().get(i).storage());
+        return out;
     }
 }

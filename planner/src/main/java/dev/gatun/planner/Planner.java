@@ -137,7 +137,12 @@ public final class Planner {
                     new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
             case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
-            case ExternCall.Argmax a -> new Step.Argmax(table.of(e), table.of(e.inputs().getFirst()));
+            case ExternCall.Registered r -> {
+                var outs = new ArrayList<PlanBuffer>();
+                outs.add(table.of(e));
+                e.extraOutputs().forEach(o -> outs.add(table.of(o)));
+                yield new Step.OpCall(r.spec(), r.attrs(), table.of(e.inputs()), outs);
+            }
             case ExternCall.Sample x -> new Step.Sample(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), table.of(e.inputs().get(2)),
                     table.of(e.inputs().get(3)), table.of(e.inputs().get(4)));
             case ExternCall.Attention a -> new Step.Attention(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
@@ -171,25 +176,8 @@ public final class Planner {
         return parts;
     }
 
-    private static boolean touchesDynamic(Step s) {
-        return switch (s) {
-            case Step.Launch l -> anyDynamic(l.kernel().inputs()) || anyDynamic(l.kernel().outputs());
-            case Step.Collective c -> c.output().isDynamic() || c.input().isDynamic();
-            case Step.CollectiveBatch b -> b.members().stream().anyMatch(Planner::touchesDynamic);
-            case Step.FusedCollective f -> touchesDynamic(f.collective()) || f.prologue() != null && touchesDynamic(f.prologue())
-                    || f.epilogue() != null && touchesDynamic(f.epilogue());
-            case Step.Matmul m -> m.output().isDynamic() || m.a().isDynamic() || m.b().isDynamic();
-            case Step.IndexSelect x -> x.output().isDynamic() || x.table().isDynamic() || x.indices().isDynamic();
-            case Step.Argmax a -> a.output().isDynamic() || a.input().isDynamic();
-            case Step.Sample x -> anyDynamic(List.of(x.output(), x.logits(), x.params(), x.seeds(), x.steps(), x.context()));
-            case Step.Attention a -> anyDynamic(List.of(a.output(), a.q(), a.keysT(), a.values(), a.position()));
-            case Step.UpdateSlices b -> b.members().stream().anyMatch(Planner::touchesDynamic);
-            case Step.UpdateAttention u -> touchesDynamic(u.updates()) || touchesDynamic(u.attention());
-            case Step.TiledProduct t -> touchesDynamic(t.product()) || t.epilogues().stream().anyMatch(Planner::touchesDynamic);
-            case Step.CallUserOp u -> anyDynamic(u.inputs()) || anyDynamic(u.outputs());
-            default -> false;
-        };
-    }
+    /** Whether a step reads or writes a buffer of symbolic size (a joined launch's, its parts'). */
+    private static boolean touchesDynamic(Step s) { return anyDynamic(s.reads()) || anyDynamic(s.writes()); }
 
     private static boolean anyDynamic(List<PlanBuffer> bs) {
         for (PlanBuffer b : bs) if (b.isDynamic()) return true;

@@ -108,14 +108,10 @@ final class SlotHistory {
         for (int i = 0; i < steps.size(); i++) {
             int at = i;
             Step step = steps.get(i);
-            switch (step) {
-                case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
-                case Step.Barrier b -> finalBarrier.put(b.group(), at);
-                default -> {
-                    step.writes().forEach(b -> writtenAt.put(b, at));
-                    if (step instanceof Step.Collective c && c.copiesIn()) copiedAt.put(c.input(), at);
-                }
-            }
+            var copied = step.copiedIn();
+            copied.forEach(b -> copiedAt.put(b, at));
+            for (PlanBuffer b : step.writes()) if (!copied.contains(b)) writtenAt.put(b, at);
+            if (step instanceof Step.Barrier b) finalBarrier.put(b.group(), at);
         }
         int last = steps.size() - 1;
         int[] stepOfWork = new int[live.n];

@@ -27,6 +27,21 @@ public sealed interface Step {
 
     String format();
 
+    /**
+     * What kind of work this is, for tables and profiles ("kernel", "matmul", "collective", "argmax", ...): a joined
+     * launch is of the kind of the work it is built around, a step of a registered op of the op's name.
+     */
+    String kind();
+
+    /**
+     * A short label for pictures (a timeline's row): by default the kind and the buffers read, as
+     * {@code argmax(buf3)}; joined launches and steps whose reads say too much or too little say more or less.
+     */
+    default String label() { return kind() + "(" + names(reads()) + ")"; }
+
+    /** The plan buffers this step copies a caller's tensor into (path 2): a copy_in's, a collective's that copies in; else none. */
+    default List<PlanBuffer> copiedIn() { return List.of(); }
+
     /** The collectives this step runs: itself, a batch's members, a fused launch's collective; none for other steps. */
     default List<Collective> collectives() { return List.of(); }
 
@@ -56,10 +71,12 @@ public sealed interface Step {
 
     record AllocPool(Pool pool) implements Step {
         @Override public String format() { return pool.declaration(); }
+        @Override public String kind() { return "pool"; }
     }
 
     /** Places a storage at {@code offset} of {@code pool}; {@code reuses} names the earlier occupant of its slot. */
     record Place(PlanBuffer buffer, String pool, long offset, long bytes, String reuses, boolean inPlace) implements Step {
+        @Override public String kind() { return "place"; }
         @Override public String format() {
             var j = new StringJoiner(",", "[", "]");
             buffer.strides().forEach(s -> j.add(s.toString()));
@@ -89,6 +106,7 @@ public sealed interface Step {
 
     /** A buffer whose size depends on symbols: allocated for each call once the symbols are bound. */
     record AllocDynamic(PlanBuffer buffer) implements Step {
+        @Override public String kind() { return "alloc"; }
         @Override public String format() {
             return buffer.name() + " = alloc_dynamic(" + buffer.type() + ")   # symbolic size: " + buffer.shape().symNumel() + " elements";
         }
@@ -98,6 +116,9 @@ public sealed interface Step {
     record CopyIn(PlanBuffer buffer) implements Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> writes() { return List.of(buffer); }
+        @Override public List<PlanBuffer> copiedIn() { return List.of(buffer); }
+        @Override public String kind() { return "copy_in"; }
+        @Override public String label() { return "copy_in(\"" + input() + "\")"; }
         public String input() { return buffer.input(); }
         @Override public String format() { return "copy_in(\"" + buffer.input() + "\") -> " + buffer.name() + "   # path 2: async copy into symmetric memory"; }
     }
@@ -117,6 +138,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return kernel.inputs(); }
         @Override public List<PlanBuffer> writes() { return kernel.outputs(); }
+        @Override public String kind() { return "kernel"; }
+        @Override public String label() { return kernel.name(); }
         @Override public String format() {
             var sb = new StringBuilder("kernel " + kernel.name() + "(" + names(kernel.inputs()) + ") -> " + names(kernel.outputs()) + "   # " + kernel.traffic()
                     + partNotes(kernel.outputs()).replace("   # ", "; "));
@@ -148,7 +171,10 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(input); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public List<PlanBuffer> copiedIn() { return copiesIn ? List.of(input) : List.of(); }
         @Override public List<Collective> collectives() { return List.of(this); }
+        @Override public String kind() { return "collective"; }
+        @Override public String label() { return call.opName() + "(" + input.name() + ")"; }
         @Override public String format() {
             String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
                     : (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
@@ -167,6 +193,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return List.copyOf(members); }
         @Override public List<Collective> collectives() { return members; }
+        @Override public String kind() { return "collective"; }
+        @Override public String label() { return first().call().opName() + "×" + members.size() + "(" + first().input().name() + ", ...)"; }
         public Collective first() { return members.getFirst(); }
         @Override public String format() {
             var outs = new StringJoiner(", ");
@@ -211,6 +239,8 @@ public sealed interface Step {
             return List.copyOf(out);
         }
         @Override public List<Collective> collectives() { return collective.collectives(); }
+        @Override public String kind() { return "collective"; }
+        @Override public String label() { return name + ": " + collective.label(); }
 
         /** The planner kernels that run inside: the prologue's and the epilogue's. */
         public List<Kernel> kernels() {
@@ -245,6 +275,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(a, b); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String kind() { return "matmul"; }
+        @Override public String label() { return "matmul(" + a.name() + (transA ? ".mT" : "") + ", " + b.name() + (transB ? ".mT" : "") + ")"; }
 
         /** This product with the planner's choice of kernel. */
         public Matmul withGemv(boolean on) { return on == gemv ? this : new Matmul(output, a, b, transA, transB, on); }
@@ -264,6 +296,7 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(table, indices); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String kind() { return "index_select"; }
         @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
     }
 
@@ -299,6 +332,8 @@ public sealed interface Step {
         /** The update and the position; the target is written in place (its other elements stay as they were). */
         @Override public List<PlanBuffer> reads() { return List.of(update, start); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String kind() { return "update_slice"; }
+        @Override public String label() { return "update_slice(" + target.name() + ", " + update.name() + ")"; }
         @Override public String format() {
             // an update that is a view is read where it lies (at its strides, which lowering checked fold: UpdateRuns)
             String from = update.isView() ? update.name() + " (read where it lies in " + update.storage().name() + ": offset " + update.offset()
@@ -319,6 +354,8 @@ public sealed interface Step {
         }
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return List.copyOf(members); }
+        @Override public String kind() { return "update_slice"; }
+        @Override public String label() { return "update_slice×" + members.size() + "(" + members.getFirst().target().name() + ", ...)"; }
         @Override public String format() {
             var outs = new StringJoiner(", ");
             var args = new StringJoiner("; ");
@@ -339,6 +376,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(q, keysT, values, position); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String kind() { return "attention"; }
+        @Override public String label() { return "attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ")"; }
         @Override public String format() {
             return output.name() + " = attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ", up to " + position.name()
                     + ", scale=" + (float) scale + ")   # scores, mask, softmax and weighted values in one launch" + partNotes(List.of(output));
@@ -391,6 +430,8 @@ public sealed interface Step {
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return List.of(updates, attention); }
+        @Override public String kind() { return "attention"; }
+        @Override public String label() { return name + ": " + attention.label(); }
 
         @Override public String format() {
             return "launch " + name + " {   # one launch: the new key and value written into the caches at the position, and attended to"
@@ -444,6 +485,8 @@ public sealed interface Step {
 
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<Step> parts() { return java.util.stream.Stream.concat(java.util.stream.Stream.<Step>of(product), epilogues.stream()).toList(); }
+        @Override public String kind() { return "matmul"; }
+        @Override public String label() { return name + ": " + product.label(); }
 
         @Override public String format() {
             var out = new StringBuilder("launch " + name + " {   # one launch: the product, each block holding whole tiles of its columns ("
@@ -453,12 +496,25 @@ public sealed interface Step {
         }
     }
 
-    /** The i64 position of the largest element of each row of {@code input} (its last dimension), into {@code output}. */
-    record Argmax(PlanBuffer output, PlanBuffer input) implements Step {
+    /**
+     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): reads {@code inputs} (packed row-major), writes
+     * every one of {@code outputs} (each a buffer of its own). What it computes is the op's; a backend runs it by the
+     * op (the host backend through {@link dev.gatun.ir.graph.OpSpec#host}).
+     */
+    record OpCall(dev.gatun.ir.graph.OpSpec spec, dev.gatun.ir.graph.OpAttrs attrs, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
+        public OpCall { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return List.of(input); }
-        @Override public List<PlanBuffer> writes() { return List.of(output); }
-        @Override public String format() { return output.name() + " = argmax(" + input.name() + ", -1)" + partNotes(List.of(output)); }
+        @Override public List<PlanBuffer> reads() { return inputs; }
+        @Override public List<PlanBuffer> writes() { return outputs; }
+        @Override public String kind() { return spec.name(); }
+        /** The first output, which a single-output op writes. */
+        public PlanBuffer output() { return outputs.getFirst(); }
+        /** Input {@code i}. */
+        public PlanBuffer input(int i) { return inputs.get(i); }
+        @Override public String format() {
+            String attributes = attrs.values().isEmpty() ? "" : ", " + attrs.format();
+            return names(outputs) + " = " + spec.name() + "(" + names(inputs) + attributes + ")" + partNotes(outputs);
+        }
     }
 
     /**
@@ -470,6 +526,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return List.of(logits, params, seeds, steps, context); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
+        @Override public String kind() { return "sample"; }
+        @Override public String label() { return "sample(" + logits.name() + ")"; }
         @Override public String format() {
             return output.name() + " = sample(" + logits.name() + ", params " + params.name() + ", seeds " + seeds.name() + ", steps " + steps.name()
                     + ", context " + context.name() + ")" + partNotes(List.of(output));
@@ -481,6 +539,8 @@ public sealed interface Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public List<PlanBuffer> reads() { return inputs; }
         @Override public List<PlanBuffer> writes() { return outputs; }
+        @Override public String kind() { return "user_op"; }
+        @Override public String label() { return op.name(); }
         @Override public String format() { return names(outputs) + " = " + op.name() + "(" + names(inputs) + ")"; }
     }
 
@@ -488,10 +548,13 @@ public sealed interface Step {
     record Barrier(String group, String why) implements Step {
         @Override public boolean isDeviceWork() { return true; }
         @Override public String format() { return "barrier(\"" + group + "\")   # " + why; }
+        @Override public String kind() { return "barrier"; }
+        @Override public String label() { return "barrier(\"" + group + "\")"; }
     }
 
     record Release(String pool) implements Step {
         @Override public String format() { return "release " + pool; }
+        @Override public String kind() { return "release"; }
     }
 
     private static String barrierNote(CollectiveCall call, String freed) {

@@ -58,7 +58,7 @@ public record Profile(Plan plan, String device, double[] micros) {
     public Map<String, Double> byKind() {
         var sums = new LinkedHashMap<String, Double>();
         for (int i = 0; i < micros.length; i++)
-            if (!Double.isNaN(micros[i])) sums.merge(kind(plan.steps().get(i)), micros[i], Double::sum);
+            if (!Double.isNaN(micros[i])) sums.merge(plan.steps().get(i).kind(), micros[i], Double::sum);
         var out = new LinkedHashMap<String, Double>();
         sums.entrySet().stream().sorted(Map.Entry.<String, Double>comparingByValue().reversed()).forEach(e -> out.put(e.getKey(), e.getValue()));
         return out;
@@ -83,30 +83,5 @@ public record Profile(Plan plan, String device, double[] micros) {
     /** Whether a step does work on the device (anything but the plan's bookkeeping). */
     public static boolean timed(Step s) {
         return !(s instanceof Step.AllocPool || s instanceof Step.Place || s instanceof Step.Release);
-    }
-
-    private static String kind(Step s) {
-        return switch (s) {
-            case Step.Launch l -> "kernel";
-            case Step.Matmul m -> "matmul";
-            case Step.Collective c -> "collective";
-            case Step.CollectiveBatch b -> "collective";
-            case Step.FusedCollective f -> "collective";
-            case Step.CopyIn c -> "copy_in";
-            case Step.IndexSelect i -> "index_select";
-            case Step.Argmax a -> "argmax";
-            case Step.Sample x -> "sample";
-            case Step.Attention a -> "attention";
-            case Step.UpdateSlice u -> "update_slice";
-            case Step.UpdateSlices b -> "update_slice";
-            case Step.UpdateAttention u -> "attention";
-            case Step.TiledProduct t -> "matmul";
-            case Step.CallUserOp u -> "user_op";
-            case Step.Barrier b -> "barrier";
-            case Step.AllocDynamic d -> "alloc";
-            case Step.AllocPool p -> "pool";
-            case Step.Place p -> "place";
-            case Step.Release r -> "release";
-        };
     }
 }

@@ -96,6 +96,22 @@ public final class CudaBackend implements Backend {
     }
 
     @Override public Executable load(Plan plan, CompileOptions options) {
+        refuseOpsWithoutKernels(plan);
         return new CudaExecutable(plan, options, gpu(options));
+    }
+
+    /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
+    static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = java.util.Set.of(dev.gatun.ir.ops.Argmax.SPEC.name());
+
+    /** Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for. */
+    static void refuseOpsWithoutKernels(Plan plan) {
+        for (var s : plan.steps())
+            for (var part : s.parts())
+                if (part instanceof dev.gatun.planner.Step.OpCall o && !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()))
+                    throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + noKernel(o));
+    }
+
+    static String noKernel(dev.gatun.planner.Step.OpCall o) {
+        return o.spec().name() + " has no CUDA kernel yet (" + o.format().strip() + "); run this graph on the host backend, or write it from other ops";
     }
 }

@@ -221,7 +221,7 @@ final class CudaExecutable implements Executable {
             this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module, programmatic) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
-            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
+            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module, programmatic) : null;
             this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.Sample) ? new CudaSample(this::module, programmatic, plan) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
@@ -889,9 +889,11 @@ final class CudaExecutable implements Executable {
             }
         }
 
-        @Override public void argmax(Step.Argmax a) {
-            long[] shape = a.input().shape().sizes(env);
-            exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
+        /** A registered op: argmax has a kernel; CudaBackend refuses a plan with any other when it loads it. */
+        @Override public void op(Step.OpCall a) {
+            if (a.spec() != dev.gatun.ir.ops.Argmax.SPEC) throw new GatunRuntimeException(CudaBackend.noKernel(a));
+            long[] shape = a.input(0).shape().sizes(env);
+            exe.argmax.run(addressOf(a.input(0)), a.input(0).dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
         }
 
         @Override public void sample(Step.Sample s) {

@@ -281,6 +281,20 @@ public final class Graph {
             return n;
         }
 
+        /**
+         * Calls the registered op {@code opName} ({@link OpRegistry}) with {@code attrs}; returns one node per output: the
+         * call, then a {@link Op.CustomOutput} node for each further output.
+         */
+        public List<Node> apply(String opName, java.util.Map<String, ? extends Number> attrs, List<Node> args) {
+            var op = Op.Registered.of(opName, attrs);
+            Node first = add(op, args);
+            var out = new ArrayList<Node>();
+            out.add(first);
+            int outputs = TypeInference.registered(op, args).size();
+            for (int i = 1; i < outputs; i++) out.add(add(new Op.CustomOutput(i), List.of(first)));
+            return out;
+        }
+
         /** Calls a registered user op; returns one node per output. */
         public List<Node> call(String opName, List<Node> args) {
             UserOp u = userOps.get(opName);

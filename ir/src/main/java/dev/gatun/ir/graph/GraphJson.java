@@ -98,7 +98,7 @@ public final class GraphJson {
             }
             case Op.Matmul mm -> {}
             case Op.IndexSelect s -> {}
-            case Op.Argmax a -> m.put("dim", Json.of(a.dim()));
+            case Op.Registered r -> r.attrs().values().forEach((k, v) -> m.put(k, v instanceof Long l ? Json.of(l) : number(v.doubleValue())));
             case Op.Sample sm -> {}
             case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
             case Op.Attention a -> m.put("scale", number(a.scale()));
@@ -326,6 +326,16 @@ public final class GraphJson {
 
         private Op op(String opName, Json.Obj no, String where) {
             for (PointwiseFn fn : PointwiseFn.values()) if (fn.opName().equals(opName)) return new Op.Pointwise(fn);
+            OpSpec spec = OpRegistry.find(opName);
+            if (spec != null) {
+                var attrs = new LinkedHashMap<String, Number>();
+                for (OpSpec.Attribute a : spec.attributes())
+                    attrs.put(a.name(), switch (a.kind()) {
+                        case INT -> integer(no, a.name(), where);
+                        case REAL -> dbl(field(no, a.name(), where), where, a.name());
+                    });
+                return new Op.Registered(spec, OpAttrs.of(spec, attrs));
+            }
             for (ReduceFn fn : ReduceFn.values())
                 if (fn.opName().equals(opName)) {
                     var dims = new ArrayList<Integer>();
@@ -344,7 +354,6 @@ public final class GraphJson {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
                 case "matmul" -> new Op.Matmul();
                 case "index_select" -> new Op.IndexSelect();
-                case "argmax" -> new Op.Argmax(toInt(integer(no, "dim", where), where, "dim"));
                 case "sample" -> new Op.Sample();
                 case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
                 case "attention" -> new Op.Attention(dbl(field(no, "scale", where), where, "scale"));
@@ -473,7 +482,14 @@ public final class GraphJson {
         private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "state", "values", "dims", "keepdim", "shape", "perm",
                 "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "scale", "symmetric_group"};
 
-        private static final java.util.Set<String> NODE_FIELD_SET = java.util.Set.of(NODE_FIELDS);
+        /** The fixed fields and every registered op's attributes. */
+        private static final java.util.Set<String> NODE_FIELD_SET = nodeFields();
+
+        private static java.util.Set<String> nodeFields() {
+            var all = new java.util.TreeSet<>(java.util.Set.of(NODE_FIELDS));
+            all.addAll(OpRegistry.attributeNames());
+            return java.util.Set.copyOf(all);
+        }
 
         /** A misspelled or foreign field is an error, not something silently dropped. */
         private static void onlyKnown(Json.Obj o, String where, String... known) { onlyKnown(o, where, java.util.Set.of(known), known); }

@@ -89,15 +89,6 @@ public sealed interface Op {
     }
 
     /**
-     * The position of the largest element along the last dimension {@code dim} (given as -1 or rank - 1), as an i64
-     * tensor of the other dimensions: greedy sampling. The first of equal largest elements wins, and a NaN counts as
-     * larger than any number (so the first NaN wins), as PyTorch's argmax.
-     */
-    record Argmax(int dim) implements Op {
-        @Override public String opName() { return "argmax"; }
-    }
-
-    /**
      * One token drawn from each row of logits, on the device: input 0 the logits [B, V] (f32, f16 or bf16; cast f64
      * first), input 1 each row's parameters [B, 5] f32 (temperature, top_k, top_p, min_p, repetition_penalty), input 2
      * each row's seed [B] i64, input 3 each row's step (i32 or i64, one value for every row or one a row: the position
@@ -108,7 +99,7 @@ public sealed interface Op {
      *   <li>repetition penalty r (where r &gt; 0 and r != 1): a token of the context has x / r where x &gt; 0, else x * r
      *   (float32 arithmetic; as transformers, once however often the token occurs);</li>
      *   <li>temperature T: where !(T &gt; 0), or where the largest value is not finite (NaN, +inf, or every value -inf),
-     *   the result is {@link Argmax argmax} of the penalized values, exactly;</li>
+     *   the result is argmax of the penalized values, exactly;</li>
      *   <li>top_k k (1 &lt;= k &lt; V, else off): the values at least the k-th largest are kept (ties with it too);</li>
      *   <li>top_p p (p &lt; 1, else off): of those, a value is kept where the probability (softmax of value / T over the
      *   kept) of the values strictly larger than it is below p; the largest always stays;</li>
@@ -153,12 +144,26 @@ public sealed interface Op {
         @Override public String opName() { return "expand"; }
     }
 
+    /**
+     * A call of a built-in op declared by an {@link OpSpec} ({@link OpRegistry}): argmax, topk, ...; the node's type is
+     * its first output, the others are {@link CustomOutput} nodes of it. Equal when the op and the attributes are.
+     */
+    record Registered(OpSpec spec, OpAttrs attrs) implements Op {
+        /** The registered op {@code name} with {@code attrs}, checked against its declaration. */
+        public static Registered of(String name, java.util.Map<String, ? extends Number> attrs) {
+            OpSpec spec = OpRegistry.get(name);
+            return new Registered(spec, OpAttrs.of(spec, attrs));
+        }
+
+        @Override public String opName() { return spec.name(); }
+    }
+
     /** A call of a registered user op; the node's type is its first output. */
     record Custom(String name) implements Op {
         @Override public String opName() { return name; }
     }
 
-    /** Output {@code index} (1 and up) of the user-op call that is this node's only input. */
+    /** Output {@code index} (1 and up) of the user-op call or {@link Registered} call that is this node's only input. */
     record CustomOutput(int index) implements Op {
         @Override public String opName() { return "output" + index; }
     }

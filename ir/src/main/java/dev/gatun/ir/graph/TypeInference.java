@@ -37,7 +37,7 @@ public final class TypeInference {
             case Op.Reduce r -> reduce(r, one(op, args));
             case Op.Matmul m -> matmul(args);
             case Op.IndexSelect s -> indexSelect(args);
-            case Op.Argmax a -> argmax(a, one(op, args));
+            case Op.Registered r -> registered(r, args).getFirst();
             case Op.Sample s -> sample(args);
             case Op.UpdateSlice u -> updateSlice(u, args);
             case Op.Attention a -> attention(a, args);
@@ -50,11 +50,14 @@ public final class TypeInference {
             case Op.Custom c -> custom(c, args, userOps).getFirst();
             case Op.CustomOutput o -> {
                 Node call = one(op, args);
-                if (!(call.op() instanceof Op.Custom c))
-                    throw new GraphException(op.opName() + ": input " + call.label() + " is not a user-op call");
-                var outs = custom(c, call.inputs(), userOps);
+                var outs = switch (call.op()) {
+                    case Op.Custom c -> custom(c, call.inputs(), userOps);
+                    case Op.Registered r -> registered(r, call.inputs());
+                    default -> throw new GraphException(op.opName() + ": input " + call.label() + " is not a call of a user op or a registered op");
+                };
                 if (o.index() < 1 || o.index() >= outs.size())
-                    throw new GraphException("user op '" + c.name() + "' has no output " + o.index() + " (it has " + outs.size() + ")");
+                    throw new GraphException((call.op() instanceof Op.Custom ? "user op '" : "op '") + call.op().opName() + "' has no output " + o.index()
+                            + " (it has " + outs.size() + ")");
                 yield outs.get(o.index());
             }
         };
@@ -64,6 +67,11 @@ public final class TypeInference {
         UserOp u = userOps.get(c.name());
         if (u == null) throw new GraphException("unknown user op '" + c.name() + "'; register it with the graph first");
         return u.outputTypes(args.stream().map(Node::type).toList());
+    }
+
+    /** A registered op's outputs, as its {@link OpSpec} infers them. */
+    static List<TensorType> registered(Op.Registered r, List<Node> args) {
+        return r.spec().infer(args.stream().map(OpSpec.Operand::of).toList(), r.attrs());
     }
 
     private static Node one(Op op, List<Node> args) {
@@ -148,17 +156,6 @@ public final class TypeInference {
         if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
         if (r.fn() == ReduceFn.SUM && (t == DType.BOOL || t.isIntegral())) t = DType.INT64; // as torch.sum does
         return new TensorType(t, new Shape(out));
-    }
-
-    private static TensorType argmax(Op.Argmax a, Node x) {
-        int rank = x.type().rank();
-        if (rank < 1) throw new GraphException("argmax(" + x.label() + "): a scalar has no dimension to search");
-        if (a.dim() != -1 && a.dim() != rank - 1)
-            throw new GraphException("argmax(" + x.label() + ", dim=" + a.dim() + "): only the last dimension (-1 or " + (rank - 1) + ") is supported");
-        if (!x.type().dtype().isFloating()) throw new GraphException("argmax(" + x.label() + "): the input is " + x.type().dtype() + "; it must be a floating dtype");
-        if (!x.type().shape().dim(rank - 1).isStatic()) throw new GraphException("argmax(" + x.label() + "): the last dimension must be static");
-        if (x.type().shape().dim(rank - 1).size() == 0) throw new GraphException("argmax(" + x.label() + "): the last dimension is empty; there is no largest element");
-        return new TensorType(DType.INT64, new Shape(x.type().shape().dims().subList(0, rank - 1)));
     }
 
     /** The sampling parameters' columns, in order. */

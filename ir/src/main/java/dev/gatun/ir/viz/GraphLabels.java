@@ -42,6 +42,7 @@ final class GraphLabels {
             case Op.Slice s -> "dim=" + s.dim() + " " + s.start() + ":" + s.end() + (s.step() == 1 ? "" : ":" + s.step());
             case Op.Expand e -> e.shape().toString();
             case Op.Cat c -> "dim=" + c.dim();
+            case Op.Registered r -> r.attrs().format().replace(",", "");
             default -> "";
         };
         lines.add("%" + n.id() + " " + n.op().opName() + (attrs.isEmpty() ? "" : " " + attrs));

@@ -38,27 +38,7 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
     /** One operation: its index on the time axis, its index in {@link Plan#steps()} and the step. */
     public record Operation(int index, int stepIndex, Step step) {
         /** A short label: the kernel's name, the collective's op and input, and so on. */
-        public String label() {
-            return switch (step) {
-                case Step.Launch l -> l.kernel().name();
-                case Step.Collective c -> c.call().opName() + "(" + c.input().name() + ")";
-                case Step.CollectiveBatch b -> b.first().call().opName() + "×" + b.members().size() + "(" + b.first().input().name() + ", ...)";
-                case Step.FusedCollective f -> f.name() + ": " + new Operation(index, stepIndex, f.collective()).label();
-                case Step.Matmul m -> "matmul(" + m.a().name() + (m.transA() ? ".mT" : "") + ", " + m.b().name() + (m.transB() ? ".mT" : "") + ")";
-                case Step.IndexSelect s -> "index_select(" + s.table().name() + ", " + s.indices().name() + ")";
-                case Step.Argmax a -> "argmax(" + a.input().name() + ")";
-                case Step.Sample x -> "sample(" + x.logits().name() + ")";
-                case Step.Attention a -> "attention(" + a.q().name() + ", " + a.keysT().name() + ", " + a.values().name() + ")";
-                case Step.UpdateSlice u -> "update_slice(" + u.target().name() + ", " + u.update().name() + ")";
-                case Step.UpdateSlices b -> "update_slice×" + b.members().size() + "(" + b.members().getFirst().target().name() + ", ...)";
-                case Step.UpdateAttention u -> u.name() + ": " + new Operation(index, stepIndex, u.attention()).label();
-                case Step.TiledProduct t -> t.name() + ": " + new Operation(index, stepIndex, t.product()).label();
-                case Step.CallUserOp u -> u.op().name();
-                case Step.CopyIn c -> "copy_in(\"" + c.input() + "\")";
-                case Step.Barrier b -> "barrier(\"" + b.group() + "\")";
-                default -> step.format();
-            };
-        }
+        public String label() { return step.label(); }
     }
 
     /** What a box holds, for colouring and the legend. */
@@ -134,9 +114,6 @@ public record PlanTimeline(List<Operation> operations, List<Box> boxes, List<Ste
         return m;
     }
 
-    static boolean isOperation(Step s) {
-        return s instanceof Step.CopyIn || s instanceof Step.Launch || s instanceof Step.Collective || s instanceof Step.CollectiveBatch || s instanceof Step.FusedCollective || s instanceof Step.Matmul
-                || s instanceof Step.IndexSelect || s instanceof Step.Argmax || s instanceof Step.Sample || s instanceof Step.Attention || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
-                || s instanceof Step.CallUserOp || s instanceof Step.Barrier;
-    }
+    /** Steps that do work (on the device or across ranks) are operations; the plan's bookkeeping is not. */
+    static boolean isOperation(Step s) { return s.isDeviceWork(); }
 }

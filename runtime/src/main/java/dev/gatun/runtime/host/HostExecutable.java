@@ -497,20 +497,7 @@ final class HostExecutable implements Executable {
 
         @Override public void userOp(Step.CallUserOp u) { HostUserOps.run(this, u); }
 
-        @Override public void argmax(Step.Argmax a) {
-            long[] shape = a.input().shape().sizes(env);
-            long cols = shape[shape.length - 1], rows = numel(a.output());
-            MemorySegment in = segment(a.input()), out = segment(a.output());
-            for (long r = 0; r < rows; r++) {
-                long best = 0;
-                double most = Elements.get(in, a.input().dtype(), r * cols);
-                for (long j = 1; j < cols && !Double.isNaN(most); j++) {
-                    double v = Elements.get(in, a.input().dtype(), r * cols + j);
-                    if (Double.isNaN(v) || v > most) { most = v; best = j; }
-                }
-                Elements.setLong(out, DType.INT64, r, best);
-            }
-        }
+        @Override public void op(Step.OpCall s) { HostUserOps.run(this, s); }
 
         /** Row by row, {@link dev.gatun.runtime.reference.TokenSampling}'s rule, which the GPU's kernel restates. */
         @Override public void sample(Step.Sample s) {

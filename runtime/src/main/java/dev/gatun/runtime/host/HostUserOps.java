@@ -8,7 +8,10 @@ import dev.gatun.runtime.NDArray;
 
 import java.util.ArrayList;
 
-/** Calls a user op's host implementation with views of its (row-major) inputs and outputs. */
+/**
+ * Calls a user op's host implementation, or a registered op's host body ({@link dev.gatun.ir.graph.OpSpec#host}), with
+ * views of its (row-major) inputs and outputs.
+ */
 final class HostUserOps {
     private HostUserOps() {}
 
@@ -22,6 +25,14 @@ final class HostUserOps {
         // a user op that reads peers' symmetric inputs relies on the barrier the planner places after it
         u.op().host().run(java.util.Collections.unmodifiableList(ins), java.util.Collections.unmodifiableList(outs), r.rank(),
                 r.executable().plan().worldSize());
+    }
+
+    static void run(HostExecutable.RankRun r, Step.OpCall s) {
+        var ins = new ArrayList<HostTensor>();
+        for (PlanBuffer b : s.inputs()) ins.add(view(r, b));
+        var outs = new ArrayList<HostTensor>();
+        for (PlanBuffer b : s.outputs()) outs.add(view(r, b));
+        s.spec().host(java.util.Collections.unmodifiableList(ins), java.util.Collections.unmodifiableList(outs), s.attrs());
     }
 
     private static NDArray view(HostExecutable.RankRun r, PlanBuffer b) {

@@ -11,6 +11,7 @@ import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.HostTensor;
 import dev.gatun.ir.graph.Node;
 import dev.gatun.ir.graph.Op;
+import dev.gatun.ir.graph.OpSpec;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ProcessGroup;
 import dev.gatun.ir.graph.ReduceFn;
@@ -174,7 +175,11 @@ public final class ReferenceInterpreter {
             case Op.Reduce r -> reduce(r, TypeInference.reductionDims(r.opName(), n.input(0), r.dims()), in.getFirst(), t);
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
             case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
-            case Op.Argmax a -> argmax(in.getFirst(), n);
+            case Op.Registered r -> {
+                var outs = registered(n, r, in);
+                s.callOutputs.put(n.id(), outs);
+                yield outs.getFirst();
+            }
             case Op.Sample x -> sample(in);
             case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
             case Op.Attention a -> attention(in.get(0), in.get(1), in.get(2), in.get(3), a.scale(), n);
@@ -298,22 +303,6 @@ public final class ReferenceInterpreter {
             else if (fn == ReduceFn.MEAN) res[o] /= count;
         }
         return Dense.rounded(t, outShape, res);
-    }
-
-    /** The first position of each row's largest element (a NaN counts as the largest). */
-    private static Dense argmax(Dense x, Node n) {
-        int cols = (int) x.shape()[x.rank() - 1], rows = x.numel() / Math.max(1, cols);
-        double[] data = x.doubles();
-        long[] out = new long[rows];
-        for (int r = 0; r < rows; r++) {
-            int best = 0;
-            for (int j = 1; j < cols; j++) {
-                double v = data[r * cols + j], b = data[r * cols + best];
-                if (!Double.isNaN(b) && (Double.isNaN(v) || v > b)) best = j;
-            }
-            out[r] = best;
-        }
-        return Dense.ints(DType.INT64, Arrays.copyOf(x.shape(), x.rank() - 1), out);   // from the data: shapes may be symbolic
     }
 
     /** Each row's token by {@link TokenSampling}'s rule: the logits, parameters, seeds, steps and context of {@code in}. */
@@ -492,6 +481,23 @@ public final class ReferenceInterpreter {
         var outs = new ArrayList<NDArray>();
         for (TensorType t : outTypes) outs.add(NDArray.zeros(t.dtype(), t.shape().sizes()));
         u.host().run(List.copyOf(ins), List.copyOf(outs), rank, world);
+        var result = new ArrayList<Dense>();
+        for (NDArray o : outs) result.add(Dense.of(o));
+        return result;
+    }
+
+    /** A registered op by its {@link OpSpec#reference}, on copies of the inputs, its outputs typed for the actual shapes. */
+    private static List<Dense> registered(Node n, Op.Registered r, List<Dense> in) {
+        var operands = new ArrayList<OpSpec.Operand>();
+        var ins = new ArrayList<HostTensor>();
+        for (int i = 0; i < in.size(); i++) {
+            Dense d = in.get(i);
+            operands.add(new OpSpec.Operand(n.input(i).label(), new TensorType(d.dtype(), Shape.of(d.shape()))));
+            ins.add(d.toNDArray()); // copies: a body cannot change the graph's values
+        }
+        var outs = new ArrayList<NDArray>();
+        for (TensorType t : r.spec().infer(operands, r.attrs())) outs.add(NDArray.zeros(t.dtype(), t.shape().sizes()));
+        r.spec().reference(List.copyOf(ins), List.copyOf(outs), r.attrs());
         var result = new ArrayList<Dense>();
         for (NDArray o : outs) result.add(Dense.of(o));
         return result;

@@ -44,8 +44,11 @@ public final class StepLoop {
         /** Rows of a table at indices; an index outside the table fails the call with a message naming it. */
         void indexSelect(Step.IndexSelect s);
 
-        /** The position of each row's largest element (the first of equals; a NaN counts as the largest). */
-        void argmax(Step.Argmax s);
+        /**
+         * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, ...): the values its spec defines. A
+         * backend without a kernel for the op refuses the plan when it loads it, so this never meets one.
+         */
+        void op(Step.OpCall s);
 
         /** One token drawn from each row of logits ({@link dev.gatun.ir.graph.Op.Sample}: the same token on every backend). */
         void sample(Step.Sample s);
@@ -111,7 +114,7 @@ public final class StepLoop {
             case Step.FusedCollective s -> backend.fused(index, s);
             case Step.Matmul s -> backend.matmul(s);
             case Step.IndexSelect s -> backend.indexSelect(s);
-            case Step.Argmax s -> backend.argmax(s);
+            case Step.OpCall s -> backend.op(s);
             case Step.Sample s -> backend.sample(s);
             case Step.Attention s -> backend.attention(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);

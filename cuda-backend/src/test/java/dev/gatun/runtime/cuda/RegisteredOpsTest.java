@@ -1,0 +1,37 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.CompilationException;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
+import dev.gatun.planner.Planner;
+import dev.gatun.runtime.CompileOptions;
+import org.junit.jupiter.api.Test;
+
+import static dev.gatun.ir.DType.F32;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.assertThatCode;
+
+/** Registered ops without a CUDA kernel are refused when a plan is loaded, before any GPU work: no GPU needed. */
+class RegisteredOpsTest {
+    @Test
+    void topkIsRefusedNamingTheOp() {
+        var g = Gatun.graph("top");
+        var top = g.input("x", F32, 4, 8).topk(3);
+        g.output("values", top.values());
+        g.output("indices", top.indices());
+        var plan = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
+        assertThatThrownBy(() -> new CudaBackend().load(plan, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("topk has no CUDA kernel yet").hasMessageContaining("plan 'top'");
+    }
+
+    @Test
+    void argmaxHasAKernel() {
+        var g = Gatun.graph("greedy");
+        g.output("next", g.input("x", F32, 4, 8).argmax(-1));
+        var plan = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
+        assertThat(plan.toString()).contains("argmax(");
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(plan)).doesNotThrowAnyException();
+    }
+}
