@@ -38,7 +38,10 @@ import java.util.function.Consumer;
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
  * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). Every
  * position attends to all before it: a graph for more positions ({@code maxLen}) than a Mistral checkpoint's sliding
- * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result.
+ * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result. Gemma's
+ * changes ({@link GemmaFeatures}) are {@link GemmaOps}' pieces; Gemma 2's soft-capped or sliding layers attend with
+ * the products and softmax and the masks of {@link AttentionMasks}, a step's included (the fused {@code attention}
+ * step has neither a cap nor a window).
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
