@@ -17,8 +17,9 @@ import java.util.function.Predicate;
  * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
  * as transformers computes it or refused naming what is missing, never computed differently in silence:
  * <ul>
- *   <li>the model types: {@code llama} and {@code mistral} (transformers' {@code LlamaForCausalLM} and
- *   {@code MistralForCausalLM}) are implemented; the neighbours most often mistaken for them are refused naming the
+ *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code gemma} and {@code gemma2}
+ *   (transformers' {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own fields read
+ *   by {@link GemmaConfigReader}); the neighbours most often mistaken for them are refused naming the
  *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
  *   <li>the fields that shape the computation are read ({@link #READ});</li>
  *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
@@ -37,14 +38,11 @@ final class ConfigPolicy {
     private ConfigPolicy() {}
 
     /** The model types implemented, with each one's causal-LM architecture. */
-    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM");
+    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM",
+            "gemma", "GemmaForCausalLM", "gemma2", "Gemma2ForCausalLM");
 
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
-            Map.entry("gemma", "GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights "
-                    + "applied as (1 + w) are not implemented"),
-            Map.entry("gemma2", "GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, "
-                    + "pre/post norms around attention and MLP, query_pre_attn_scalar and sliding-window layers are not implemented"),
             Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
                     + "sliding-window layers are not implemented"),
             Map.entry("phi3", "fused qkv_proj and gate_up_proj weights and partial rotary embeddings (partial_rotary_factor) "
@@ -72,10 +70,11 @@ final class ConfigPolicy {
 
     private static Map<String, Feature> features() {
         var m = new LinkedHashMap<String, Feature>();
-        m.put("hidden_activation", new Feature("Gemma's activation field: only hidden_act \"silu\" (SwiGLU) is implemented", SET));
-        m.put("attn_logit_softcapping", new Feature("soft-capping the attention scores (tanh) is not implemented", SET));
-        m.put("final_logit_softcapping", new Feature("soft-capping the final logits (tanh) is not implemented", SET));
-        m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is not implemented", SET));
+        m.put("hidden_activation", new Feature("Gemma's activation field, read for gemma and gemma2 only: elsewhere only hidden_act \"silu\" (SwiGLU) is implemented", SET));
+        m.put("attn_logit_softcapping", new Feature("soft-capping the attention scores (tanh) is implemented for gemma2 only", SET));
+        m.put("final_logit_softcapping", new Feature("soft-capping the final logits (tanh) is implemented for gemma2 only", SET));
+        m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is implemented for gemma2 only", SET));
+        m.put("use_bidirectional_attention", new Feature("bidirectional attention (every position seeing every other: an encoder) is not implemented", SET));
         for (String qk : List.of("use_qk_norm", "qk_norm", "qk_layernorm"))
             m.put(qk, new Feature("QK-norm (a norm of each query and key head) is not implemented", SET));
         for (String moe : List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"))
@@ -156,9 +155,13 @@ final class ConfigPolicy {
         return out;
     }
 
-    /** Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing. */
-    static void refuseFeatures(Path file, Json.Obj obj) {
+    /**
+     * Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing; but for those
+     * the model type's own reader reads ({@link GemmaConfigReader#reads}).
+     */
+    static void refuseFeatures(Path file, Json.Obj obj, String modelType) {
         for (var e : FEATURES.entrySet()) {
+            if (GemmaConfigReader.reads(modelType).contains(e.getKey())) continue;
             Json v = obj.get(e.getKey());
             if (v != null && e.getValue().on().test(v))
                 throw new CompilationException(file + ": field '" + e.getKey() + "' is " + shortText(v) + ": " + e.getValue().missing());
@@ -173,7 +176,8 @@ final class ConfigPolicy {
         var unknown = new TreeSet<String>();
         for (String k : obj.fields().keySet()) {
             boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
-                    || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k);
+                    || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
+                    || GemmaConfigReader.harmless(modelType).contains(k);
             if (!known) unknown.add(k);
         }
         if (unknown.isEmpty()) return;

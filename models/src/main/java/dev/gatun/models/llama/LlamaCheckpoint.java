@@ -44,7 +44,9 @@ import java.util.regex.Pattern;
  *
  * With biases ({@link LlamaConfig#biases}: Qwen2's query, key and value projections, Llama's {@code attention_bias}
  * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output; with
- * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]}.
+ * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]};
+ * with Gemma 2's norms around the MLP, {@code pre_feedforward_layernorm.weight} and {@code post_feedforward_layernorm.weight},
+ * {@code [hidden]} (Gemma's checkpoints have the tied embedding only: no {@code lm_head.weight}).
  *
  * Projection weights are stored as PyTorch's {@code nn.Linear} keeps them, {@code [out, in]}: {@code y = x @ W^T}.
  */
@@ -113,6 +115,7 @@ public final class LlamaCheckpoint {
                 out.put(p + "self_attn.k_norm.weight", new long[]{c.headDim()});
             }
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
+            for (String n : GemmaOps.extraNorms(c)) out.put(p + n, new long[]{h});
             out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
             if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});
             out.put(p + "mlp.up_proj.weight", new long[]{f, h});

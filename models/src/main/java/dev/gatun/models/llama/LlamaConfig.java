@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2} and {@code qwen3} model types), as a
+ * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code gemma} and {@code gemma2} model types), as a
  * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
  * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
@@ -36,10 +36,11 @@ import java.util.Set;
  *                          with {@code attention_bias} (and its output projection) or {@code mlp_bias}
  * @param qkNorm            Qwen3's QK-norm: an RMSNorm of each query and each key head ({@code q_norm}, {@code k_norm},
  *                          one weight of {@code head_dim} each) before the rotary embedding
+ * @param gemma             what Gemma and Gemma 2 change in the layer ({@link GemmaFeatures}), or null: a Llama layer
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
+                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, GemmaFeatures gemma) {
 
     /**
      * The projections that add a bias (each {@code <name>.bias}, one value an output): the query, key and value
@@ -48,6 +49,13 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public record Biases(boolean qkv, boolean output, boolean mlp) {
         /** No bias anywhere: Llama's and Mistral's default. */
         public static final Biases NONE = new Biases(false, false, false);
+    }
+
+    /** A shape of the Llama layer, without Gemma's changes (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, null);
     }
 
     /** A shape without biases (see the canonical constructor). */
@@ -201,6 +209,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new GraphException("rope_theta must be positive and finite, not " + ropeTheta);
         if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new GraphException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
         if (slidingWindow < 0) throw new GraphException("sliding_window must be a positive number of positions (or none), not " + slidingWindow);
+        if (gemma != null) gemma.checkLayers(layers);
     }
 
     private static void positive(String field, int v) {
@@ -222,27 +231,32 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, gemma);
     }
 
     /** This shape with heads {@code headDim} wide. */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, gemma);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, gemma);
     }
 
     /** This shape with (or without) Qwen3's QK-norm. */
     public LlamaConfig withQkNorm(boolean on) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, gemma);
+    }
+
+    /** This shape with Gemma's changes {@code gemma} (null: none). */
+    public LlamaConfig withGemma(GemmaFeatures gemma) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, gemma);
     }
 
     /** This shape with {@code biases}. */
     public LlamaConfig withBiases(Biases biases) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, gemma);
     }
 
     /**
@@ -315,9 +329,11 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /**
      * Writes {@code config.json} in transformers' layout: {@code "model_type": "mistral"} where there is a sliding
-     * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}.
+     * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}. A Gemma configuration is refused.
      */
     public void write(Path file) throws IOException {
+        if (gemma != null)   // a llama file would drop Gemma's changes: refused rather than written wrong
+            throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama and mistral ones are)");
         boolean mistral = slidingWindow > 0;
         var m = new LinkedHashMap<String, String>();
         m.put("model_type", mistral ? "\"mistral\"" : "\"llama\"");

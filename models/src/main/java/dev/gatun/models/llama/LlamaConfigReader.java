@@ -11,8 +11,8 @@ import java.nio.file.Path;
 import java.util.Set;
 
 /**
- * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama} and
- * {@code mistral}, refusing by name what this decoder does not compute ({@link ConfigPolicy} says which field is
+ * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama},
+ * {@code mistral}, {@code qwen2}, {@code qwen3}, {@code gemma} and {@code gemma2} (Gemma's own fields: {@link GemmaConfigReader}), refusing by name what this decoder does not compute ({@link ConfigPolicy} says which field is
  * read, refused or ignored, and why).
  *
  * <p>Both spellings of the rotary embedding are read: transformers 4's {@code rope_theta} and {@code rope_scaling},
@@ -24,7 +24,8 @@ import java.util.Set;
  * <p>The defaults are the model type's, as transformers' config classes have them: {@code num_key_value_heads} is
  * {@code num_attention_heads} for llama but 8 for mistral; {@code sliding_window} is none for llama (which has none)
  * but 4096 for a mistral file that leaves it out ({@code null}: none); {@code head_dim} is
- * {@code hidden_size / num_attention_heads}; {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000.
+ * {@code hidden_size / num_attention_heads} (Qwen3's 128, Gemma's 256); {@code tie_word_embeddings} false (Gemma's true);
+ * {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000.
  *
  * <p>The file is read only when it is at most {@value #MAX_CONFIG_BYTES} bytes (a real one is a few kilobytes), and
  * every size in it is bounded ({@link LlamaConfig#MAX_LAYERS}, {@link LlamaConfig#MAX_WIDTH}) before anything is made
@@ -41,20 +42,23 @@ final class LlamaConfigReader {
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
         boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2"), qwen3 = type.equals("qwen3");
-        ConfigPolicy.refuseFeatures(file, obj);
+        boolean gemma = GemmaConfigReader.isGemma(type), gemma2 = type.equals("gemma2");
+        ConfigPolicy.refuseFeatures(file, obj, type);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral, qwen2 || qwen3);
+        refuseUnsupported(f, mistral, qwen2 || qwen3 || gemma2, gemma);
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
             int layers = f.integer("num_hidden_layers", null);
-            layerTypes(f, layers);
-            // Qwen3's heads are 128 wide where head_dim is left out, whatever hidden_size / heads is
-            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : LlamaConfig.defaultHeadDim(hidden, heads);
+            if (!gemma2) layerTypes(f, layers);   // Gemma 2's sliding layers: GemmaConfigReader's
+            // Qwen3's heads are 128 wide where head_dim is left out, Gemma's 256, whatever hidden_size / heads is
+            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : gemma ? 256 : LlamaConfig.defaultHeadDim(hidden, heads);
             var rope = Rope.read(file, obj);
-            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", mistral ? 8 : heads),
+            // Gemma's configs have no default of num_key_value_heads that follows the query heads (16 and 4, by version): required
+            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", gemma ? null : mistral ? 8 : heads),
                     f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
-                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2), qwen3);
+                    f.bool("tie_word_embeddings", gemma), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2), qwen3,
+                    gemma ? GemmaConfigReader.read(f, type, layers, headDim) : null);
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -84,10 +88,14 @@ final class LlamaConfigReader {
         return new LlamaConfig.Biases(attention, attention, f.bool("mlp_bias", false));
     }
 
-    /** The fields whose every value but one is a feature this decoder lacks: the activation, partial rotary embeddings. */
-    private static void refuseUnsupported(Fields f, boolean mistral, boolean qwen2) {
+    /**
+     * The fields whose every value but one is a feature this decoder lacks: the activation (Gemma's: {@link GemmaConfigReader}),
+     * partial rotary embeddings; {@code sliding_window} where the type reads it ({@code windowRead}: Qwen's, whose switch is
+     * refused where on, and Gemma 2's).
+     */
+    private static void refuseUnsupported(Fields f, boolean mistral, boolean windowRead, boolean gemma) {
         Json act = f.obj().get("hidden_act");
-        if (act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
+        if (!gemma && act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
             throw new CompilationException(f.file() + ": field 'hidden_act' is " + ConfigPolicy.shortText(act)
                     + ": only \"silu\" (the SwiGLU MLP) is implemented");
         Json partial = f.obj().get("partial_rotary_factor");
@@ -96,7 +104,7 @@ final class LlamaConfigReader {
                     + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
         if (f.has("pretraining_tp") && f.integer("pretraining_tp", null) < 1)
             throw new GraphException(f.file() + ": field 'pretraining_tp' must be at least 1");
-        if (!mistral && !qwen2 && f.has("sliding_window"))
+        if (!mistral && !windowRead && f.has("sliding_window"))
             throw new CompilationException(f.file() + ": field 'sliding_window' is " + ConfigPolicy.shortText(f.obj().get("sliding_window"))
                     + ", but transformers' llama has no sliding window (it ignores the field), so what the checkpoint means is unclear; "
                     + "a Mistral checkpoint says model_type 'mistral'");

@@ -38,7 +38,10 @@ import java.util.function.Consumer;
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
  * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). Every
  * position attends to all before it: a graph for more positions ({@code maxLen}) than a Mistral checkpoint's sliding
- * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result.
+ * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result. Gemma's
+ * changes ({@link GemmaFeatures}) are {@link GemmaOps}' pieces; Gemma 2's soft-capped or sliding layers attend with
+ * the products and softmax and the masks of {@link AttentionMasks}, a step's included (the fused {@code attention}
+ * step has neither a cap nor a window).
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
@@ -130,11 +133,12 @@ public final class LlamaDecoder {
         Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
         Tensor padV = padded ? g.input("cache_padding_v", dtype, b, kl, maxLen - t, d) : null;
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor x = embed.indexSelect(0, ids);                         // [batch * tokens, hidden]
+        Tensor x = GemmaOps.embed(c, embed.indexSelect(0, ids), dtype);   // [batch * tokens, hidden] (Gemma's scaled)
         int seen = decode ? maxLen : t;
+        var masks = new AttentionMasks(g, c, decode, ragged, mask, position, t, maxLen, dtype);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
-            Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            Tensor xn = GemmaOps.norm(g, c, x, p + "input_layernorm.weight", dtype);
             // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
             // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
             Tensor qkv = bias(g, c.biases().qkv(), linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize())),
@@ -174,33 +178,39 @@ public final class LlamaDecoder {
             Tensor qg = q.reshape(bkl, group * t, d);
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
             Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
-            if (decode && !ragged) {
+            double scale = GemmaOps.attentionScale(c);
+            if (decode && !ragged && GemmaOps.plainAttention(c, l)) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
-                heads = qg.attention(kk, vv, position, 1 / Math.sqrt(d));
+                heads = qg.attention(kk, vv, position, scale);
             } else {
-                // a prompt's causal mask [t, t], or a ragged step's [b, 1, 1, 1, maxLen]
-                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(1 / Math.sqrt(d)).add(ragged ? mask.reshape(b, 1, 1, 1, seen) : mask);
+                // a prompt's causal mask [t, t], a step's [maxLen] (Gemma 2's soft-capped or windowed layers), or a ragged
+                // step's [b, 1, 1, 1, maxLen]; Gemma 2's scores soft-capped before it
+                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(scale);
+                scores = GemmaOps.softcap(scores, c.gemma() == null ? 0 : c.gemma().attnSoftcap()).add(masks.forLayer(l, b, seen));
                 Tensor e = scores.sub(scores.max(true, -1)).exp();
                 heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
             }
             Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
-            x = x.add(bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize()));
-            xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            Tensor attended = bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
+            x = x.add(GemmaOps.afterAttention(g, c, attended, p, dtype));
+            xn = GemmaOps.norm(g, c, x, p + GemmaOps.mlpInputNorm(c), dtype);
             // one product for the gate and up projections (gate | up side by side)
             Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
                     p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
-            Tensor down = linear(gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl)),
+            Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
                     g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-            x = x.add(bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize()));
+            Tensor mlp = bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
+            x = x.add(GemmaOps.afterMlp(g, c, mlp, p, dtype));
         }
         // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)
         Tensor last = allPositions ? x
                 : !decode && form.ragged() ? x.indexSelect(0, g.input(LAST_ROWS, DType.I32, b))
                 : t == 1 ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
-        Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-        // the output projection [vocab, hidden] (the embedding itself where they are tied)
-        Tensor logits = linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize()));
+        Tensor h = GemmaOps.norm(g, c, last, "model.norm.weight", dtype);
+        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped
+        Tensor logits = GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
+                c.gemma() == null ? 0 : c.gemma().finalSoftcap());
         g.output("logits", logits);
         Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype) : logits.argmax(-1);
         g.output("next", next);

@@ -96,6 +96,7 @@ public final class LlamaPrefill {
                     p + "self_attn.o_proj.weight"));
             in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
                     p + "post_attention_layernorm.weight"));
+            for (String n : GemmaOps.extraNorms(c)) in.put(p + n, reads.read(weights.get(p + n).to(dtype), p + n));
             in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
                     gate, up));
             in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
