@@ -328,16 +328,23 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public static LlamaConfig read(Path file, Set<String> alsoHarmless) throws IOException { return LlamaConfigReader.read(file, alsoHarmless); }
 
     /**
-     * Writes {@code config.json} in transformers' layout: {@code "model_type": "mistral"} where there is a sliding
-     * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}. A Gemma configuration is refused.
+     * Writes {@code config.json} in transformers' layout: {@code "model_type": "qwen3"} with QK-norm, {@code "qwen2"}
+     * with biases on the query, key and value projections alone, {@code "mistral"} where there is a sliding window,
+     * {@code "llama"} otherwise (its {@code attention_bias} and {@code mlp_bias} as the biases say), with
+     * {@code rope_theta} and {@code rope_scaling}. The file is read back before this returns: a configuration that no
+     * file says exactly (a Gemma one, a sliding window with biases, ...) is refused and no file is left.
      */
     public void write(Path file) throws IOException {
         if (gemma != null)   // a llama file would drop Gemma's changes: refused rather than written wrong
-            throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama and mistral ones are)");
-        boolean mistral = slidingWindow > 0;
+            throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama, mistral, qwen2 and qwen3 ones are)");
+        boolean mistral = slidingWindow > 0, qwen3 = qkNorm, qwen2 = !qwen3 && biases.qkv() && !biases.output() && !biases.mlp();
+        String type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
         var m = new LinkedHashMap<String, String>();
-        m.put("model_type", mistral ? "\"mistral\"" : "\"llama\"");
-        m.put("architectures", mistral ? "[\"MistralForCausalLM\"]" : "[\"LlamaForCausalLM\"]");
+        m.put("model_type", "\"" + type + "\"");
+        m.put("architectures", "[\"" + switch (type) { case "qwen3" -> "Qwen3"; case "qwen2" -> "Qwen2"; case "mistral" -> "Mistral"; default -> "Llama"; }
+                + "ForCausalLM\"]");
+        if (!qwen2 && biases.qkv()) m.put("attention_bias", "true");
+        if (biases.mlp()) m.put("mlp_bias", "true");
         m.put("hidden_size", Integer.toString(hiddenSize));
         m.put("num_hidden_layers", Integer.toString(layers));
         m.put("num_attention_heads", Integer.toString(heads));
@@ -365,5 +372,17 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         int i = 0;
         for (var e : m.entrySet()) sb.append("  \"").append(e.getKey()).append("\": ").append(e.getValue()).append(++i < m.size() ? ",\n" : "\n");
         Files.writeString(file, sb.append("}\n").toString(), StandardCharsets.UTF_8);
+        LlamaConfig back;
+        try {
+            back = read(file);
+        } catch (RuntimeException e) {
+            Files.deleteIfExists(file);
+            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration (" + e.getMessage() + "); nothing written", e);
+        }
+        if (!back.equals(this)) {
+            Files.deleteIfExists(file);
+            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration exactly (it would read back as "
+                    + back + ", not " + this + "); nothing written");
+        }
     }
 }
