@@ -17,9 +17,9 @@ import java.util.function.Predicate;
  * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
  * as transformers computes it or refused naming what is missing, never computed differently in silence:
  * <ul>
- *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code gemma} and {@code gemma2}
- *   (transformers' {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own fields read
- *   by {@link GemmaConfigReader}); the neighbours most often mistaken for them are refused naming the
+ *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma} and
+ *   {@code gemma2} (transformers' {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own
+ *   fields read by {@link GemmaConfigReader}, Phi-3's by {@link Phi3Fields}); the neighbours most often mistaken for them are refused naming the
  *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
  *   <li>the fields that shape the computation are read ({@link #READ});</li>
  *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
@@ -39,14 +39,12 @@ final class ConfigPolicy {
 
     /** The model types implemented, with each one's causal-LM architecture. */
     static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM",
-            "gemma", "GemmaForCausalLM", "gemma2", "Gemma2ForCausalLM");
+            "gemma", "GemmaForCausalLM", "gemma2", "Gemma2ForCausalLM", "phi3", "Phi3ForCausalLM");
 
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
             Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
                     + "sliding-window layers are not implemented"),
-            Map.entry("phi3", "fused qkv_proj and gate_up_proj weights and partial rotary embeddings (partial_rotary_factor) "
-                    + "are not implemented"),
             Map.entry("mixtral", "mixture of experts (a router choosing num_experts_per_tok of num_local_experts expert MLPs) is "
                     + "not implemented"),
             Map.entry("qwen2_moe", "mixture of experts (router, experts and a gated shared expert) and q/k/v biases are not implemented"),
@@ -81,7 +79,7 @@ final class ConfigPolicy {
             m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is not implemented", SET));
         m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
         m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
-        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own llama and mistral are implemented", SET));
+        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own modeling of the supported types is implemented", SET));
         m.put("pruned_heads", new Feature("pruned attention heads are not implemented", NON_EMPTY));
         return java.util.Collections.unmodifiableMap(m);   // in this order: the first switched on is the one named
     }
@@ -94,10 +92,16 @@ final class ConfigPolicy {
     static final Set<String> QWEN2_HARMLESS = Set.of("max_window_layers");
 
     /**
+     * Phi-3's own fields that change nothing here: its dropouts ({@code embd_pdrop}, {@code resid_pdrop}; off at
+     * inference) and {@code original_max_position_embeddings}, which only its LongRoPE scaling reads (refused).
+     */
+    static final Set<String> PHI3_HARMLESS = Set.of("embd_pdrop", "resid_pdrop", "original_max_position_embeddings");
+
+    /**
      * Fields ignored: none changes the forward pass (the logits of a sequence). Dropout is off at inference; the token
      * ids, the generation defaults ({@code temperature}, {@code top_p}, ...) and the dtype the file was saved in are
-     * the caller's to use; {@code max_position_embeddings} changes nothing where no dynamic rotary scaling reads it
-     * (dynamic scaling is refused); {@code pretraining_tp} splits the same products into slices (read: a whole number).
+     * the caller's to use; {@code max_position_embeddings} changes nothing but where dynamic NTK rotary scaling reads it
+     * (then it is read); {@code pretraining_tp} splits the same products into slices (read: a whole number).
      */
     static final Set<String> HARMLESS = Set.of(
             // the model's own
@@ -177,7 +181,8 @@ final class ConfigPolicy {
         for (String k : obj.fields().keySet()) {
             boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
                     || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
-                    || GemmaConfigReader.harmless(modelType).contains(k);
+                    || GemmaConfigReader.harmless(modelType).contains(k)
+                    || modelType.equals("phi3") && PHI3_HARMLESS.contains(k);
             if (!known) unknown.add(k);
         }
         if (unknown.isEmpty()) return;

@@ -106,8 +106,9 @@ public final class LlamaDecoder {
     private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions, Form form) {
         c.checkTensorParallel(tp);
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
+        if (!decode && form.ragged()) DynamicRope.checkPaddedPrompts(c, tokens);
         if (batch < 1) throw new GraphException("LlamaDecoder: batch " + batch + ": a batch holds at least 1 sequence");
-        int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
+        int d = c.headDim(), rd = c.rotaryDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
         boolean ragged = decode && form.ragged();
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
@@ -118,15 +119,15 @@ public final class LlamaDecoder {
             position = g.input("position", DType.I32, 1);
             // a step computes its rotary angles from its position (each sequence's own where ragged)
             positions = ragged ? g.input(POSITIONS, DType.I32, b) : null;
-            Tensor angle = ragged ? angles(g, c, positions.reshape(b, 1), b).reshape(b, 1, 1, d) : angles(g, c, position.expand(d), 1);
+            Tensor angle = ragged ? angles(g, c, position, positions.reshape(b, 1), b).reshape(b, 1, 1, rd) : angles(g, c, position, position.expand(rd), 1);
             double af = c.ropeAttentionFactor();   // YaRN's: the tables scaled (none else, the graph as it was)
             cos = (af == 1 ? angle.cos() : angle.cos().mul(af)).cast(dtype);
             sin = (af == 1 ? angle.sin() : angle.sin().mul(af)).cast(dtype);
             mask = ragged ? raggedMask(g, position, g.input(GAP, dtype, b, maxLen), maxLen, dtype) : null;   // else the attention step's own
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
-            cos = g.input("cos", dtype, t, d);
-            sin = g.input("sin", dtype, t, d);
+            cos = g.input("cos", dtype, t, rd);
+            sin = g.input("sin", dtype, t, rd);
             mask = g.input("mask", dtype, t, t);
         }
         boolean padded = !decode && t < maxLen;
@@ -222,14 +223,12 @@ public final class LlamaDecoder {
 
     /**
      * Rotary angles in float32, as transformers computes them: each position (i32, cast exactly: far past any cache)
-     * times each frequency, [rows, head_dim] from positions [rows, 1] (or [head_dim], one position expanded).
+     * times each frequency, [rows, rotary_dim] from positions [rows, 1] (or [rotary_dim], one position expanded); the
+     * frequencies those of a step at cache slot {@code slot} ({@link DynamicRope}: constants but for dynamic scaling).
      */
-    private static Tensor angles(GraphBuilder g, LlamaConfig c, Tensor positions, int rows) {
-        int d = c.headDim();
-        double[] f = c.ropeFrequencies(), both = new double[d];
-        for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
+    private static Tensor angles(GraphBuilder g, LlamaConfig c, Tensor slot, Tensor positions, int rows) {
         // the position cast once per angle: read element by element, it is part of the angles' kernel rather than one of its own
-        return positions.cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(rows, d);
+        return positions.cast(DType.F32).mul(DynamicRope.frequencies(g, c, slot)).reshape(rows, c.rotaryDim());
     }
 
     /** A ragged step's mask [batch, maxLen]: each sequence's gap, and every slot after the step's, -inf. */
@@ -387,11 +386,11 @@ public final class LlamaDecoder {
      * frequency, as transformers and the decode step compute it, its cosine and sine rounded to {@code dtype}.
      */
     private static Map<String, NDArray> rotary(LlamaConfig c, int t, DType dtype) {
-        int d = c.headDim();
+        int d = c.rotaryDim();   // the rotating part of each head (Phi-3's partial rotary embedding: a part)
         var in = new LinkedHashMap<String, NDArray>();
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
-        double[] frequencies = c.ropeFrequencies();
+        double[] frequencies = DynamicRope.frequencies(c, t);   // dynamic NTK: those of the prompt's length
         double af = c.ropeAttentionFactor();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {

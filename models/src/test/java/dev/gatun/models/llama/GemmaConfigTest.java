@@ -72,7 +72,7 @@ class GemmaConfigTest {
             "gemma2|\"layer_types\": [\"sliding_attention\", \"full_attention\", \"chunked_attention\", \"full_attention\"]|field 'layer_types' makes layer 2 \"chunked_attention\"",
             "gemma2|\"use_bidirectional_attention\": true|field 'use_bidirectional_attention' is true: bidirectional attention",
             "gemma2|\"mlp_bias\": true|field 'mlp_bias' is true, but transformers' gemma2 MLP has no biases",
-            "gemma2|\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}|field 'rope_scaling.rope_type' is \"dynamic\"",
+            "gemma2|\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 2.0}|field 'rope_scaling.rope_type' is \"longrope\"",
             "gemma2|\"use_fancy_norm\": true|field 'use_fancy_norm' is not known to this loader for model_type 'gemma2'",
             "gemma|\"query_pre_attn_scalar\": 24|field 'query_pre_attn_scalar' is 24: scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is implemented for gemma2 only",
             "gemma|\"attn_logit_softcapping\": 50.0|field 'attn_logit_softcapping' is 50.0: soft-capping the attention scores (tanh) is implemented for gemma2 only",

@@ -125,8 +125,8 @@ class GemmaDecodeTest {
                 double[][] q = LlamaPrefillTest.Reference.linear(xn, LlamaPrefillTest.Reference.matrix(w.get(p + "self_attn.q_proj.weight")));
                 double[][] k = LlamaPrefillTest.Reference.linear(xn, LlamaPrefillTest.Reference.matrix(w.get(p + "self_attn.k_proj.weight")));
                 double[][] v = LlamaPrefillTest.Reference.linear(xn, LlamaPrefillTest.Reference.matrix(w.get(p + "self_attn.v_proj.weight")));
-                LlamaPrefillTest.Reference.rope(q, nh, c);
-                LlamaPrefillTest.Reference.rope(k, nkv, c);
+                LlamaPrefillTest.Reference.rope(q, nh, c, i -> i + 1);   // no dynamic scaling here: the length is unused
+                LlamaPrefillTest.Reference.rope(k, nkv, c, i -> i + 1);
                 int first = g.sliding().contains(l) ? g.window() : Integer.MAX_VALUE;
                 double[][] attn = new double[t][nh * d];
                 for (int head = 0; head < nh; head++) {

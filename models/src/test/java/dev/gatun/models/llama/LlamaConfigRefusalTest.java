@@ -39,25 +39,22 @@ class LlamaConfigRefusalTest {
 
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
-            "phi3|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
-            "phi3_partial_rotary|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
             "mixtral|model_type 'mixtral' (MixtralForCausalLM) is not supported: mixture of experts",
             "qwen2_moe|model_type 'qwen2_moe' (Qwen2MoeForCausalLM) is not supported: mixture of experts (router, experts and a gated shared expert) and q/k/v biases",
             "qwen3_moe|model_type 'qwen3_moe' (Qwen3MoeForCausalLM) is not supported: mixture of experts (router and experts) and QK-norm",
-            "llama_rope_dynamic|field 'rope_parameters.rope_type' is \"dynamic\": dynamic NTK scaling",
     })
     void otherArchitecturesReferenceConfigsAreRefusedNamingWhatIsMissing(String name, String message) {
         Path f = TransformersReference.directory(name).resolve("config.json");
         var refusal = assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
                 .hasMessageStartingWith(f + ": ").hasMessageContaining(message);
-        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: gemma, gemma2, llama, mistral, qwen2, qwen3");
+        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: gemma, gemma2, llama, mistral, phi3, qwen2, qwen3");
     }
 
     @Test
     void aTypeNotKnownAtAllIsRefusedAsNotSupported() throws IOException {
         Path f = config("\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], " + SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
-                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: gemma, gemma2, llama, mistral, qwen2, qwen3");
+                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: gemma, gemma2, llama, mistral, phi3, qwen2, qwen3");
         Path none = config(SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(none)).isInstanceOf(GraphException.class).hasMessageContaining("field 'model_type' is missing");
     }
@@ -194,7 +191,7 @@ class LlamaConfigRefusalTest {
     @CsvSource(delimiter = '|', quoteCharacter = '`', value = {
             "\"rope_scaling\": {\"rope_type\": \"longrope\", \"long_factor\": [1], \"short_factor\": [1]}|field 'rope_scaling.rope_type' is \"longrope\": LongRoPE",
             "\"rope_scaling\": {\"type\": \"su\", \"long_factor\": [1], \"short_factor\": [1]}|field 'rope_scaling.rope_type' is \"su\"",
-            "\"rope_scaling\": {\"rope_type\": \"mrope\"}|field 'rope_scaling.rope_type' is \"mrope\": this scaling is not implemented; implemented: default, linear, llama3",
+            "\"rope_scaling\": {\"rope_type\": \"mrope\"}|field 'rope_scaling.rope_type' is \"mrope\": this scaling is not implemented; implemented: default, linear, llama3, yarn, dynamic",
             "\"rope_scaling\": {\"factor\": 2.0}|field 'rope_scaling.factor' is not used by rope_type default (none given)",
             "\"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, \"beta_fast\": 32}|field 'rope_parameters.beta_fast' is not used by rope_type \"llama3\"",
             "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}|field 'rope_parameters.partial_rotary_factor' is 0.5: partial rotary",
