@@ -11,7 +11,6 @@ import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
-import dev.gatun.cuda.PinnedHostBuffer;
 import dev.gatun.cuda.Program;
 import dev.gatun.cuda.ProgramOptions;
 import dev.gatun.cuda.Stream;
@@ -30,7 +29,6 @@ import dev.gatun.runtime.spi.Executable;
 import dev.gatun.runtime.spi.StepLoop;
 
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -129,17 +127,8 @@ final class CudaExecutable implements Executable {
     private final AtomicBoolean closed = new AtomicBoolean();
     /** Memory of arrays this executable owns (toDevice, copy): freed when it closes. */
     private final Set<CudaMemory> owned = ConcurrentHashMap.newKeySet();
-    /** Page-locked host arrays ({@link #allocateHost}); their segments belong to {@code hostArena}, closed before they go. */
-    private final List<PinnedHostBuffer> pinned = new ArrayList<>();
-    private final Arena hostArena = Arena.ofShared();
-    /**
-     * Page-locked staging for host arrays that are not page-locked themselves: inputs by buffer id (made on first use),
-     * and one buffer for reads, grown as needed. One bulk copy into or out of it, then a DMA at full speed.
-     */
-    private final PinnedHostBuffer[] hostIn;
-    private PinnedHostBuffer hostOut;
-    /** Recorded after a call's copies out of the page-locked staging: the next call's bulk copies into it wait for them. */
-    private final Event copiedIn;
+    /** Page-locked host arrays ({@link #allocateHost}) and the staging of host arrays that are not page-locked. */
+    final HostStaging hostStaging;
     /** Recorded when work on another stream is about to read this memory ({@link #markWritten}), and after a call that read another's. */
     private final Event written;
     /** Executables that read this one's memory since its last call: the next call waits for them. */
@@ -182,7 +171,7 @@ final class CudaExecutable implements Executable {
                     : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
-            this.copiedIn = device.createEvent(Event.Flag.DISABLE_TIMING);
+            this.hostStaging = new HostStaging(device, stream, plan.buffers().size());
             var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
             // threads of one process share memory directly; VMM file descriptors are for separate processes
             boolean vmm = plan.worldSize() > 1 && options.world() instanceof dev.gatun.runtime.World.Launched && options.execution().cuda().vmmHandles();
@@ -197,7 +186,6 @@ final class CudaExecutable implements Executable {
                 if (p.kind() == Pool.Kind.STATE) pools.get(p.name()).memsetAsync(0, stream);   // states start at zeros
             }
             this.staging = new DeviceBuffer[plan.buffers().size()];
-            this.hostIn = new PinnedHostBuffer[plan.buffers().size()];
             this.fixedAddress = new long[plan.buffers().size()];
             this.fixedSource = new long[plan.buffers().size()];
             for (PlanBuffer b : plan.buffers()) {
@@ -251,7 +239,7 @@ final class CudaExecutable implements Executable {
         for (PlanBuffer in : plan.inputs()) if (!in.isDynamic()) stagingOf(in);
         long largestOutput = 1;
         for (PlanBuffer out : plan.outputs().values()) if (!out.isDynamic()) largestOutput = Math.max(largestOutput, out.type().byteSize());
-        hostOut = device.allocatePinned(largestOutput);
+        hostStaging.reserveReads(largestOutput);
         if (argmax != null) argmax.loadNow();
         if (sample != null) sample.loadNow();
         if (attention != null) attention.loadNow(plan);
@@ -747,11 +735,11 @@ final class CudaExecutable implements Executable {
                         DeviceBuffer dst = stagingFor(in, n.byteSize());
                         if (n.byteSize() > 0) {
                             hostCopies = true;
-                            MemorySegment from = native_(n);
+                            MemorySegment from = HostStaging.native_(n);
                             // where ranks share the GPU no page-locked memory is made mid-session: pageable is copied as it is
-                            if (!exe.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
-                                if (!stagedOnHost) exe.copiedIn.synchronize(); // the last call's copies out of the staging are done
-                                from = exe.pinnedCopyOf(in, from);
+                            if (!exe.hostStaging.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
+                                if (!stagedOnHost) exe.hostStaging.awaitCopiesOut(); // the last call's copies out of the staging are done
+                                from = exe.hostStaging.pinnedCopyOf(in, from);
                                 stagedOnHost = true;
                             }
                             // an allocateHost array is read by the copy engine after run returns (as a non-blocking copy)
@@ -777,7 +765,7 @@ final class CudaExecutable implements Executable {
                     }
                 }
             }
-            if (stagedOnHost) exe.copiedIn.record(exe.stream);
+            if (stagedOnHost) exe.hostStaging.recordCopiesOut();
             // where ranks share a GPU, their streams may share a hardware queue: a copy queued behind a peer's spinning
             // collective could never run, so this rank's copies are done before any of its kernels is queued
             if (hostCopies && exe.dist != null && exe.dist.sharesGpu()) exe.stream.synchronize();
@@ -849,15 +837,6 @@ final class CudaExecutable implements Executable {
         }
 
         @Override public void copyIn(Step.CopyIn c) { copyIn(c.buffer()); }
-
-        /** A host array's memory as native memory (arrays over Java heap memory are copied out once). */
-        private static MemorySegment native_(NDArray n) {
-            MemorySegment seg = n.segment();
-            if (seg.isNative()) return seg;
-            MemorySegment copy = Arena.ofAuto().allocate(seg.byteSize(), 16);
-            copy.copyFrom(seg);
-            return copy;
-        }
 
         private void copyIn(PlanBuffer b) { copy(source[b.id()], addressOf(b), bytes(b)); }
 
@@ -1122,27 +1101,7 @@ final class CudaExecutable implements Executable {
 
     @Override public NDArray allocateHost(int rankIndex, DType dtype, long[] shape) {
         checkOpen("allocateHost");
-        long n = 1;
-        for (long d : shape) n = Math.multiplyExact(n, d);
-        long bytes = Math.max(1, Math.multiplyExact(n, dtype.byteSize()));
-        if (sharesGpu()) {
-            // page-locked memory made mid-session would wait for a peer's spinning collective (see prepareForSharedGpu);
-            // where ranks share the GPU every copy waits for its call anyway, so plain host memory does as well
-            MemorySegment seg = hostArena.allocate(bytes, 16);
-            return NDArray.wrap(dtype, n == 0 ? seg.asSlice(0, 0) : seg.asSlice(0, n * dtype.byteSize()), shape);
-        }
-        PinnedHostBuffer b;
-        try {
-            b = device.allocatePinned(bytes);
-        } catch (CudaException e) {
-            throw new GatunRuntimeException("allocateHost: " + bytes + " bytes of page-locked host memory: " + e.getMessage(), e);
-        }
-        synchronized (pinned) {
-            pinned.add(b);
-        }
-        MemorySegment seg = b.segment().reinterpret(bytes, hostArena, null);
-        seg.fill((byte) 0);
-        return NDArray.wrap(dtype, n == 0 ? seg.asSlice(0, 0) : seg.asSlice(0, n * dtype.byteSize()), shape);
+        return hostStaging.allocate(dtype, shape, sharesGpu());
     }
 
     /**
@@ -1251,66 +1210,14 @@ final class CudaExecutable implements Executable {
      */
     void readToHost(long src, MemorySegment dst, long bytes) {
         try {
-            readToHostWaiting(src, dst, bytes);
+            hostStaging.read(src, dst, bytes, sharesGpu());
         } catch (CudaException e) {
             throw failed(" (reading its memory back)", e);
         }
     }
 
-    private void readToHostWaiting(long src, MemorySegment dst, long bytes) {
-        if (bytes == 0) return;
-        if (isPinned(dst)) {
-            DeviceBuffer.wrap(device, src, bytes).copyToAsync(dst.asSlice(0, bytes), 0, stream);
-            stream.synchronize();
-            return;
-        }
-        synchronized (hostIn) {
-            if (sharesGpu() && (hostOut == null || hostOut.size() < bytes)) {
-                // no page-locked allocation once ranks sharing the GPU may spin (see prepareForSharedGpu): pageable memory
-                try (Arena a = Arena.ofConfined()) {
-                    MemorySegment to = dst.isNative() ? dst.asSlice(0, bytes) : a.allocate(bytes, 16);
-                    DeviceBuffer.wrap(device, src, bytes).copyToAsync(to, 0, stream);
-                    stream.synchronize();
-                    if (!dst.isNative()) MemorySegment.copy(to, 0, dst, 0, bytes);
-                }
-                return;
-            }
-            if (hostOut == null || hostOut.size() < bytes) {
-                if (hostOut != null) hostOut.close();
-                hostOut = device.allocatePinned(bytes);
-            }
-            DeviceBuffer.wrap(device, src, bytes).copyToAsync(hostOut.segment().asSlice(0, bytes), 0, stream);
-            stream.synchronize();
-            MemorySegment.copy(hostOut.segment(), 0, dst, 0, bytes);
-        }
-    }
-
-    /** Whether host memory is page-locked memory of this executable ({@link #allocateHost}). */
-    boolean isPinned(MemorySegment seg) {
-        if (!seg.isNative()) return false;
-        long a = seg.address(), end = a + seg.byteSize();
-        synchronized (pinned) {
-            for (PinnedHostBuffer b : pinned) if (a >= b.address() && end <= b.address() + b.size()) return true;
-        }
-        return false;
-    }
-
-    /** A copy of a host input in the input's page-locked staging (one bulk copy). */
-    private MemorySegment pinnedCopyOf(PlanBuffer in, MemorySegment src) {
-        PinnedHostBuffer st = hostIn[in.id()];
-        if (st == null) st = hostIn[in.id()] = device.allocatePinned(Math.max(1, in.type().byteSize()));
-        MemorySegment slice = st.segment().asSlice(0, src.byteSize());
-        slice.copyFrom(src);
-        return slice;
-    }
-
     /** Host to device on this executable's stream; waits for it (the caller may reuse its memory at once). */
-    void writeFromHost(long dst, MemorySegment src, long bytes) {
-        if (bytes == 0) return;
-        MemorySegment from = src.isNative() ? src.asSlice(0, bytes) : Arena.ofAuto().allocate(bytes, 16).copyFrom(src.asSlice(0, bytes));
-        DeviceBuffer.wrap(device, dst, bytes).copyFromAsync(from, 0, stream);
-        stream.synchronize();
-    }
+    void writeFromHost(long dst, MemorySegment src, long bytes) { hostStaging.write(dst, src, bytes); }
 
     /** New memory this executable owns, holding {@code bytes} bytes copied from {@code src} (of which {@code valid} exist). */
     CudaMemory copyOnDevice(long src, long bytes, long valid) {
@@ -1355,14 +1262,8 @@ final class CudaExecutable implements Executable {
         if (dist != null) quietly(failed, dist::close);
         for (DeviceBuffer b : lastCall) quietly(failed, b::close);
         for (CudaMemory m : List.copyOf(owned)) quietly(failed, m::close);
-        quietly(failed, hostArena::close);
-        synchronized (pinned) {
-            for (PinnedHostBuffer b : pinned) quietly(failed, b::close);
-        }
-        for (PinnedHostBuffer b : hostIn) if (b != null) quietly(failed, b::close);
-        if (hostOut != null) quietly(failed, hostOut::close);
+        hostStaging.close(failed);
         quietly(failed, written::close);
-        quietly(failed, copiedIn::close);
         if (fault != null) quietly(failed, fault::close);
         if (matmul != null) quietly(failed, matmul::close);
         if (attention != null) quietly(failed, attention::close);
@@ -1376,7 +1277,7 @@ final class CudaExecutable implements Executable {
     }
 
     /** Runs one release of {@link #close}, keeping its failure for later instead of stopping the others. */
-    private static void quietly(List<RuntimeException> failed, Runnable release) {
+    static void quietly(List<RuntimeException> failed, Runnable release) {
         try {
             release.run();
         } catch (RuntimeException e) {
