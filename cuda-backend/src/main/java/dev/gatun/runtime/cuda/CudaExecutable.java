@@ -105,17 +105,8 @@ final class CudaExecutable implements Executable {
     final boolean[] gemvOperand;
     /** Where index_select, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
     final DeviceFault fault;
-    /** Captured partitions per set of input addresses (one set where every input is staged), least recently used first. */
-    final Map<AddressKey, GraphExec[]> graphs = new LinkedHashMap<>(8, 0.75f, true);
-    /** The graphs the last call replayed, and the input addresses they were captured for. */
-    GraphExec[] lastGraphs;
-    AddressKey lastKey;
-    /** How many times inputs arrived at a new set of addresses after the first capture. */
-    int recaptures;
-    /** False once inputs arrived at new addresses too often: device inputs are staged from then on. */
-    boolean readInPlace = true;
-    /** Whether the ranks met after this executable's first captures (once: see {@link CudaRun#captureAll}). */
-    boolean metAfterCapture;
+    /** The captured partitions, per set of input addresses. */
+    final CapturedGraphs graphs;
     /** Null for a world of one rank. */
     final Distributed dist;
     final AtomicBoolean closed = new AtomicBoolean();
@@ -139,15 +130,6 @@ final class CudaExecutable implements Executable {
     /** The plan's outputs, geometry precomputed where it is static. */
     final List<Output> outputs = new ArrayList<>();
 
-    /** Captured graph sets kept at once, and new address sets tolerated before device inputs are staged instead. */
-    private static final int GRAPH_SETS = 4, RECAPTURES = 8;
-
-    /** The addresses a set of captured graphs reads its inputs from. */
-    private record AddressKey(long[] addresses) {
-        @Override public boolean equals(Object o) { return o instanceof AddressKey k && Arrays.equals(addresses, k.addresses); }
-        @Override public int hashCode() { return Arrays.hashCode(addresses); }
-    }
-
     /** A plan kernel, its CUDA source and function, and (for folds) the zeroed word its blocks count themselves done on. */
     record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function, DeviceBuffer counter) {}
 
@@ -166,6 +148,7 @@ final class CudaExecutable implements Executable {
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
             this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
             this.hostStaging = new HostStaging(device, stream, plan.buffers().size());
+            this.graphs = new CapturedGraphs(plan, stream);
             var vmmPools = new HashMap<String, SymmetricHeap.VmmBuffer>();
             // threads of one process share memory directly; VMM file descriptors are for separate processes
             boolean vmm = plan.worldSize() > 1 && options.world() instanceof dev.gatun.runtime.World.Launched && options.execution().cuda().vmmHandles();
@@ -294,7 +277,7 @@ final class CudaExecutable implements Executable {
     Device device() { return device; }
     Stream stream() { return stream; }
     /** The captured graphs the last call replayed (for the benchmarks' bare-replay floor). */
-    GraphExec[] partitions() { return lastGraphs; }
+    GraphExec[] partitions() { return graphs.last(); }
 
     @Override public String device(int rankIndex) { return deviceName(); }
 
@@ -503,35 +486,6 @@ final class CudaExecutable implements Executable {
         }
     }
 
-    /** The graphs captured for inputs at {@code addresses}, or null where there are none and no more may be captured. */
-    GraphExec[] graphsFor(long[] addresses, boolean mayStage) {
-        if (lastKey != null && Arrays.equals(lastKey.addresses(), addresses)) return lastGraphs; // the usual case: as last call
-        var key = new AddressKey(addresses);
-        GraphExec[] g = graphs.get(key);
-        if (g != null) {
-            lastKey = key;
-            return g;
-        }
-        if (!graphs.isEmpty()) {
-            if (mayStage && ++recaptures > RECAPTURES) {
-                readInPlace = false;
-                LOG.log(System.Logger.Level.INFO, "plan {0}: device inputs arrived at {1} different addresses; they are copied into fixed staging"
-                        + " buffers from now on (one device copy each) instead of capturing the graphs again", plan.name(), recaptures);
-                return null;
-            }
-            if (graphs.size() >= GRAPH_SETS) {
-                var eldest = graphs.entrySet().iterator().next();
-                stream.synchronize(); // the eldest graphs may still be running
-                for (GraphExec e : eldest.getValue()) if (e != null) e.close();
-                graphs.remove(eldest.getKey());
-            }
-        }
-        g = new GraphExec[plan.partitions().size()];
-        graphs.put(key, g);
-        lastKey = key;
-        return g;
-    }
-
     // ------------------------------------------------------------------ arrays
 
     /** The CUDA memory behind an array given to this executable ({@code what}: "input 'x'"), checked: of this backend, on this GPU, open. */
@@ -738,8 +692,7 @@ final class CudaExecutable implements Executable {
         }
         var failed = new ArrayList<RuntimeException>();
         // captured graphs may hold NCCL work: they go before the communicators
-        for (GraphExec[] set : graphs.values()) for (GraphExec g : set) if (g != null) quietly(failed, g::close);
-        graphs.clear();
+        graphs.close(failed);
         if (dist != null) quietly(failed, dist::close);
         for (DeviceBuffer b : lastCall) quietly(failed, b::close);
         for (CudaMemory m : List.copyOf(owned)) quietly(failed, m::close);

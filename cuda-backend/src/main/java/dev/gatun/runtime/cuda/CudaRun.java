@@ -1,14 +1,12 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.cuda.CudaException;
-import dev.gatun.cuda.CudaGraph;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
-import dev.gatun.cuda.StreamCapture;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
@@ -120,7 +118,7 @@ final class CudaRun implements StepLoop.Steps {
         try {
             if (graphs) {
                 graphSet = new GraphExec[plan.partitions().size()];
-                captureAll();
+                exe.graphs.captureMissing(graphSet, this, exe.dist);
             }
             StepLoop.run(plan, this, graphs);
             end = exe.device.createEvent();
@@ -135,7 +133,7 @@ final class CudaRun implements StepLoop.Steps {
     void executeSteps(boolean graphs) {
         if (graphs) {
             chooseGraphs();
-            captureAll();
+            exe.graphs.captureMissing(graphSet, this, exe.dist);
         }
         StepLoop.run(plan, this, graphs);
     }
@@ -143,13 +141,13 @@ final class CudaRun implements StepLoop.Steps {
     /** The graphs captured for this call's input addresses; inputs at too many new addresses are staged instead. */
     private void chooseGraphs() {
         if (graphSet != null) return;
-        graphSet = exe.graphsFor(inputAddresses(), !inPlace.isEmpty());
+        graphSet = exe.graphs.forAddresses(inputAddresses(), !inPlace.isEmpty());
         if (graphSet == null) {
             for (var e : inPlace.entrySet()) stage(e.getKey(), e.getValue());
             inPlace.clear();
-            graphSet = exe.graphsFor(inputAddresses(), false);
+            graphSet = exe.graphs.forAddresses(inputAddresses(), false);
         }
-        exe.lastGraphs = graphSet;
+        exe.graphs.replaying(graphSet);
     }
 
     private long[] inputAddresses() {
@@ -162,33 +160,6 @@ final class CudaRun implements StepLoop.Steps {
     void release() {
         for (DeviceBuffer b : perCall) b.close();
         perCall.clear();
-    }
-
-    /**
-     * Every partition not yet captured for this call's input addresses is captured and instantiated before any is
-     * launched. After the first call's captures the ranks meet: instantiating may wait for every kernel of the
-     * context, and where ranks share a GPU a peer's collective spins until this rank's kernels arrive.
-     */
-    private void captureAll() {
-        boolean captured = false;
-        for (Plan.Partition part : plan.partitions()) {
-            if (graphSet[part.index()] != null) continue;
-            CudaGraph graph;
-            try (StreamCapture capture = exe.stream.beginCapture()) {
-                StepLoop.run(plan, part.first(), part.last(), this);
-                graph = capture.end();
-            }
-            graphSet[part.index()] = graph.instantiate();
-            CudaExecutable.LOG.log(System.Logger.Level.DEBUG, "plan {0}: captured partition {1} ({2} nodes)", plan.name(), part.index(), graph.nodeCount());
-            graph.close(); // the executable graph is all replays need
-            captured = true;
-        }
-        // the first call's captures are made on every rank, so the ranks meet there; a later capture is one rank's
-        // own (its inputs moved: only where ranks do not share a GPU, as they stage inputs) and meets nobody
-        if (captured && exe.dist != null && !exe.metAfterCapture) {
-            exe.dist.meet("captured");
-            exe.metAfterCapture = true;
-        }
     }
 
     @Override public boolean replay(Plan.Partition part) {
@@ -249,7 +220,7 @@ final class CudaRun implements StepLoop.Steps {
                     // a GEMV reads its operands in 16-byte vectors: an input that does not lie so aligned is staged (its
                     // staging buffer is), as the plan's choice of that kernel assumes
                     boolean aligned = !exe.gemvOperand[in.id()] || (d.address() & 15) == 0;
-                    if (d.isContiguous() && !ownOutput && (fixed || aligned && (in.isDynamic() || !exe.sharesGpu() && exe.readInPlace))) {
+                    if (d.isContiguous() && !ownOutput && (fixed || aligned && (in.isDynamic() || !exe.sharesGpu() && exe.graphs.readInPlace()))) {
                         setSource(in, d.address());
                         if (!in.isDynamic() && !fixed) inPlace.put(in, d);
                     } else {
