@@ -30,7 +30,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -70,19 +69,8 @@ final class CudaExecutable implements Executable {
     final DeviceBuffer[] staging;
     /** By buffer id: every placed buffer's and staged input's address, and where each staged input is read from; fixed. */
     final long[] fixedAddress, fixedSource;
-    final Map<dev.gatun.planner.kernel.Kernel, Compiled> kernels = new IdentityHashMap<>();
-    final Map<String, Kernel> userKernels = new HashMap<>();
-    /** The fused collective launches ({@link CollectiveCodegen}), by step. */
-    final Map<Step, Fused> fused = new IdentityHashMap<>();
-
-    /** A fused collective launch's source and its function. */
-    record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
-
-    /** The products with epilogues ({@link TiledProductCodegen}), by step. */
-    final Map<Step, Tiled> tiled = new IdentityHashMap<>();
-
-    /** A product with epilogues: its source, its function, its column and item tables on the device. */
-    record Tiled(TiledProductCodegen.TiledSource source, Kernel function, DeviceBuffer cols, DeviceBuffer items) {}
+    /** Every launch of the plan, compiled. */
+    final PlanKernels kernels;
 
     /** The product step {@code s} runs: a product's own, or a tiled product's; else null. */
     static Step.Matmul productOf(Step s) {
@@ -130,9 +118,6 @@ final class CudaExecutable implements Executable {
     /** The plan's outputs, geometry precomputed where it is static. */
     final List<Output> outputs = new ArrayList<>();
 
-    /** A plan kernel, its CUDA source and function, and (for folds) the zeroed word its blocks count themselves done on. */
-    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function, DeviceBuffer counter) {}
-
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
         this.plan = plan;
         this.options = options;
@@ -171,7 +156,7 @@ final class CudaExecutable implements Executable {
             }
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
-            compileKernels();
+            this.kernels = new PlanKernels(plan, options, multiprocessors, stream, this::compile, this::allocate);
             // programmatic launches where the plan says (Plan.launches), on a GPU that has them (compute capability 9.0 and later)
             this.programmatic = device.computeCapability().major() >= 9 && plan.launches().programmatic();
             this.gemvOperand = new boolean[plan.buffers().size()];
@@ -325,55 +310,6 @@ final class CudaExecutable implements Executable {
     }
 
     // ------------------------------------------------------------------ compilation
-
-    private void compileKernels() {
-        int n = plan.kernels().size(), done = 0;
-        long t0 = System.nanoTime();
-        for (var k : plan.kernels()) {
-            KernelSource src = CudaCodegen.generate(k);
-            DeviceBuffer counter = null;
-            if (src.counter()) {
-                counter = allocate("kernel " + k.name() + "'s block counter", 4);
-                counter.memsetAsync(0, stream); // before the first launch on this stream; the last block sets it back to 0
-            }
-            kernels.put(k, new Compiled(k, src, compile(src.name(), src.source(), src.name()), counter));
-            // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
-            long ms = (System.nanoTime() - t0) / 1_000_000;
-            done++;
-            if (n >= 8 && ms > 500 && (done % 8 == 0 || done == n))
-                LOG.log(System.Logger.Level.INFO, "plan {0}: {1}/{2} kernels ready ({3} ms)", plan.name(), done, n, ms);
-        }
-        String defines = SymmetricKernels.defines(options.execution().cuda());   // the fused launches are symmetric kernels too
-        for (Step s : plan.steps()) {
-            // ranks outside the group run the three parts one by one (the kernels above); a world of one has no collective step
-            if (s instanceof Step.FusedCollective f && plan.worldSize() > 1) {
-                var src = CollectiveCodegen.generate(f);
-                fused.put(f, new Fused(src, compile(src.name(), defines + src.source(), src.name())));
-            }
-            // a batch of barrier-free all-reduces is such a launch too, with nothing around it
-            if (s instanceof Step.CollectiveBatch b && b.first().slots() != null && plan.worldSize() > 1) {
-                var src = CollectiveCodegen.generate("barrier_free_batch_" + fused.size(), null, b, null);
-                fused.put(b, new Fused(src, compile(src.name(), defines + src.source(), src.name())));
-            }
-            if (s instanceof Step.TiledProduct t) tiled.put(t, compileTiled(t));
-            if (s instanceof Step.CallUserOp u && !userKernels.containsKey(u.op().name())) {
-                if (u.op().cudaSource() == null)
-                    throw new GatunRuntimeException("user op '" + u.op().name() + "' has no CUDA source, so the CUDA backend cannot run it");
-                userKernels.put(u.op().name(), compile(u.op().name(), u.op().cudaSource(), u.op().kernelName()));
-            }
-        }
-    }
-
-    /** A product with epilogues compiled, its tables on the device. */
-    private Tiled compileTiled(Step.TiledProduct t) {
-        var src = TiledProductCodegen.generate(t, multiprocessors);
-        Kernel function = compile(src.name(), src.source(), src.name());
-        DeviceBuffer cols = allocate(t.name() + "'s column table", (long) src.cols().length * Integer.BYTES);
-        cols.copyFrom(src.cols());
-        DeviceBuffer items = allocate(t.name() + "'s item table", (long) src.items().length * Long.BYTES);
-        items.copyFrom(src.items());
-        return new Tiled(src, function, cols, items);
-    }
 
     Kernel compile(String programName, String source, String kernelName) { return module(programName, source).kernel(kernelName); }
 

@@ -304,7 +304,7 @@ final class CudaRun implements StepLoop.Steps {
 
     private void copyIn(PlanBuffer b) { copy(source[b.id()], addressOf(b), bytes(b)); }
 
-    @Override public void launch(Step.Launch l) { launch(exe.kernels.get(l.kernel())); }
+    @Override public void launch(Step.Launch l) { launch(exe.kernels.kernel(l.kernel())); }
 
     @Override public void matmul(Step.Matmul m) {
         exe.matmul.run(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
@@ -312,7 +312,7 @@ final class CudaRun implements StepLoop.Steps {
 
     /** One launch: the product on the columns each block holds, then the epilogues on them ({@link TiledProductCodegen}). */
     @Override public void tiledProduct(Step.TiledProduct t) {
-        CudaExecutable.Tiled c = exe.tiled.get(t);
+        PlanKernels.Tiled c = exe.kernels.tiled(t);
         var src = c.source();
         Step.Matmul m = t.product();
         long x = addressOf(m.a()), w = addressOf(m.b()), y = addressOf(m.output());
@@ -383,7 +383,7 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     @Override public void userOp(Step.CallUserOp u) {
-        Kernel fn = exe.userKernels.get(u.op().name());
+        Kernel fn = exe.kernels.user(u.op().name());
         long n = numel(u.outputs().getFirst());
         if (n == 0) return;
         int block = u.op().blockSize();
@@ -422,7 +422,7 @@ final class CudaRun implements StepLoop.Steps {
 
     @Override public void fused(int index, Step.FusedCollective f) {
         Step.Collective first = f.collectives().getFirst();
-        CudaExecutable.Fused compiled = exe.fused.get(f);
+        PlanKernels.Fused compiled = exe.kernels.fused(f);
         if (exe.dist == null || compiled == null || !exe.dist.isMember(first.call().group())) {
             StepLoop.Steps.super.fused(index, f); // the prologue, the input passed through, the epilogue
             return;
@@ -431,7 +431,7 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     /** One launch of a fused collective ({@link CollectiveCodegen}'s ABI). */
-    private void launchFused(String name, CudaExecutable.Fused compiled, Step.Launch prologue, Step collective, Step.Launch epilogue) {
+    private void launchFused(String name, PlanKernels.Fused compiled, Step.Launch prologue, Step collective, Step.Launch epilogue) {
         Step.Collective first = collective.collectives().getFirst();
         var src = compiled.source();
         boolean free = first.slots() != null;
@@ -465,8 +465,8 @@ final class CudaRun implements StepLoop.Steps {
             for (Step.Collective c : b.members()) collective(index, c);
             return;
         }
-        if (exe.fused.containsKey(b)) { // barrier-free all-reduces: one launch, member after member in each block
-            launchFused("barrier-free batch", exe.fused.get(b), null, b, null);
+        if (exe.kernels.fused(b) != null) { // barrier-free all-reduces: one launch, member after member in each block
+            launchFused("barrier-free batch", exe.kernels.fused(b), null, b, null);
             return;
         }
         String pool = b.first().input().storage().placement().pool();
@@ -483,7 +483,7 @@ final class CudaRun implements StepLoop.Steps {
         else DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
     }
 
-    private void launch(CudaExecutable.Compiled c) {
+    private void launch(PlanKernels.Compiled c) {
         KernelSource src = c.source();
         var k = src.geometry(env, exe.multiprocessors);
         if (k.elements() == 0 && c.counter() == null) return; // a fold of no rows still writes its value (one block)
