@@ -106,11 +106,8 @@ final class CudaExecutable implements Executable {
     final Event written;
     /** Executables that read this one's memory since its last call: the next call waits for them. */
     final Set<CudaExecutable> readers = ConcurrentHashMap.newKeySet();
-    /** Inputs whose staging buffer holds a bound value. */
-    final Set<String> bound = ConcurrentHashMap.newKeySet();
-    /** An input bound in place: the caller's array, read where it lies by every call, and its address when bound. */
-    record InPlace(DeviceArray array, long address) {}
-    final Map<String, InPlace> boundInPlace = new ConcurrentHashMap<>();
+    /** The inputs' bound values, and the inputs bound in place. */
+    final Bindings bindings = new Bindings(this);
     /** The last call's per-call buffers: outputs may live there until the next call. */
     List<DeviceBuffer> lastCall = List.of();
     /** Counts calls; an output of call g may be used while this is still g. */
@@ -481,98 +478,20 @@ final class CudaExecutable implements Executable {
      */
     @Override public void bind(int rankIndex, String input, ArrayLike value) {
         checkOpen("bind");
-        if (value == null) {
-            PlanBuffer state = plan.state(input);
-            if (state != null) {
-                DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()).memsetAsync(0, stream);
-                stream.synchronize();
-            }
-            bound.remove(input);
-            if (boundInPlace.containsKey(input)) bindInPlace(rankIndex, input, null);
-            return;
-        }
-        bind(rankIndex, Map.of(input, value));
+        if (value == null) bindings.unbind(input);
+        else bindings.bind(Map.of(input, value));
     }
 
     /** Every value's copy queued first, then one wait for them all (the values may change or close once bind returns). */
     @Override public void bind(int rankIndex, Map<String, ? extends ArrayLike> values) {
         checkOpen("bind");
-        boolean wait = false;
-        for (var e : values.entrySet()) wait |= queueBind(e.getKey(), e.getValue());
-        if (wait) stream.synchronize();
-        bound.addAll(values.keySet());
+        bindings.bind(values);
     }
 
-    /**
-     * The caller's array itself for every later call: its address becomes the input's, read in place. Where ranks share
-     * a GPU the address may change only before the first call ({@link #checkAddressKept}).
-     */
+    /** The caller's array itself for every later call: its address becomes the input's, read in place ({@link Bindings}). */
     @Override public void bindInPlace(int rankIndex, String input, DeviceArray array) {
         checkOpen("bindInPlace");
-        inputNamed(input);
-        if (array == null) {
-            checkAddressKept(input, 0);
-            boundInPlace.remove(input);
-            bound.remove(input);
-            return;
-        }
-        CudaMemory m = memoryOf(array, "the array bound in place to '" + input + "'");
-        if (m.owner == this && m.callMemory)
-            throw new GatunRuntimeException("plan '" + plan.name() + "': bindInPlace(\"" + input + "\"): " + array.origin()
-                    + " is an output of this session, which its next call overwrites; copy() it first");
-        checkAddressKept(input, array.address());
-        bound.remove(input);   // its staging buffer is no longer read
-        boundInPlace.put(input, new InPlace(array, array.address()));
-    }
-
-    private PlanBuffer inputNamed(String input) {
-        PlanBuffer in = plan.input(input);
-        if (in == null) throw new GatunRuntimeException("plan '" + plan.name() + "' has no input '" + input + "'");
-        return in;
-    }
-
-    /**
-     * Refuses a new address for an input bound in place once ranks sharing a GPU have captured their graphs: a rank
-     * that alone saw a new address would capture again, and its capture could wait for a peer's spinning kernels.
-     */
-    private void checkAddressKept(String input, long address) {
-        InPlace old = boundInPlace.get(input);
-        if (dist != null && sharesGpu() && generation > 0 && (old == null ? address != 0 : old.address() != address))
-            throw new GatunRuntimeException("plan '" + plan.name() + "': '" + input + "' may be bound in place, or moved from its place, only before the"
-                    + " first call where ranks share a GPU (a rank that alone saw a new address would capture its graphs again while its"
-                    + " peers' kernels spin on the same GPU); bind(...) copies into the input's own buffer instead");
-    }
-
-    /** Queues the copy of a bound value into its input's staging buffer (or state's slot); whether it must be waited for. */
-    private boolean queueBind(String input, ArrayLike value) {
-        if (boundInPlace.containsKey(input)) {
-            checkAddressKept(input, 0);
-            boundInPlace.remove(input);
-        }
-        PlanBuffer state = plan.state(input);
-        PlanBuffer in = state != null ? state : inputNamed(input);
-        DeviceBuffer dst = state != null ? DeviceBuffer.wrap(device, fixedAddress[state.id()], state.type().byteSize()) : in.isDynamic() ? null : stagingOf(in);
-        if (dst == null) throw new GatunRuntimeException("bind(\"" + input + "\"): the input's shape is symbolic; only inputs of static shape can be bound");
-        bound.remove(input);
-        switch (value) {
-            case NDArray n -> {
-                if (n.byteSize() > 0) writeFromHost(dst.address(), n.segment(), n.byteSize());
-                return false;
-            }
-            case DeviceArray d -> {
-                CudaMemory m = memoryOf(d, "the value bound to '" + input + "'");
-                if (m.owner != this) stream.waitFor(m.owner.markWritten());
-                if (d.byteSize() == 0) {
-                    // nothing to copy
-                } else if (d.isContiguous()) {
-                    DeviceBuffer.wrap(device, dst.address(), d.byteSize()).copyFromAsync(DeviceBuffer.wrap(device, d.address(), d.byteSize()), stream);
-                } else {
-                    writeFromHost(dst.address(), d.toHost().segment(), d.byteSize());
-                }
-                if (m.owner != this) m.owner.readers.add(this);
-                return true;
-            }
-        }
+        bindings.bindInPlace(input, array);
     }
 
     /**

@@ -179,12 +179,12 @@ final class CudaRun implements StepLoop.Steps {
             ArrayLike a = inputs.get(name);
             boolean fixed = false;   // bound in place: read where it lies, whatever the ranks
             if (a == null) {
-                CudaExecutable.InPlace p = exe.boundInPlace.get(name);
+                DeviceArray p = exe.bindings.inPlace(name);
                 if (p != null) {
-                    a = p.array();
+                    a = p;
                     fixed = true;
                 } else {
-                    if (!exe.bound.contains(name))
+                    if (!exe.bindings.isBound(name))
                         throw new GatunRuntimeException("plan '" + plan.name() + "': input '" + name + "' was neither passed nor bound");
                     continue; // its staging buffer holds the bound value
                 }
