@@ -87,8 +87,6 @@ final class CudaExecutable implements Executable {
     final CudaSample sample;
     final CudaUpdateSlice updateSlice;
     final CudaAttention attention;
-    /** Whether this plan's own kernels are programmatic dependent launches (see {@link Programmatic}). */
-    final boolean programmatic;
     /** By buffer id: an input a GEMV product reads (Step.Matmul.gemv), which is read in place only where it lies 16-byte aligned. */
     final boolean[] gemvOperand;
     /** Where index_select, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
@@ -128,6 +126,7 @@ final class CudaExecutable implements Executable {
             this.stream = sharesGpu() ? RankStreams.of(ordinal, options.world().rank(), options.execution().cuda().hardwareQueues())
                     : device.createStream();
             this.multiprocessors = device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);
+            checkLaunches(plan, device);
             this.written = device.createEvent(Event.Flag.DISABLE_TIMING);
             this.hostStaging = new HostStaging(device, stream, plan.buffers().size());
             this.graphs = new CapturedGraphs(plan, stream);
@@ -154,8 +153,6 @@ final class CudaExecutable implements Executable {
             for (var e : plan.outputs().entrySet()) outputs.add(Output.declared(e.getKey(), e.getValue(), plan.name()));
             writeConstants();
             this.kernels = new PlanKernels(plan, options, multiprocessors, stream, this::compile, this::allocate);
-            // programmatic launches where the plan says (Plan.launches), on a GPU that has them (compute capability 9.0 and later)
-            this.programmatic = device.computeCapability().major() >= 9 && plan.launches().programmatic();
             this.gemvOperand = new boolean[plan.buffers().size()];
             for (Step s : plan.steps())
                 for (Step part : s.parts())
@@ -163,14 +160,14 @@ final class CudaExecutable implements Executable {
                         gemvOperand[m.a().storage().id()] = true;
                         gemvOperand[m.b().storage().id()] = true;
                     }
-            this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module, programmatic) : null;
+            this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
-            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module, programmatic) : null;
-            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.Sample) ? new CudaSample(this::module, programmatic, plan) : null;
+            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.Argmax) ? new CudaArgmax(this::module) : null;
+            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.Sample) ? new CudaSample(this::module, plan) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
-            this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, programmatic, stream) : null;
+            this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();
             this.dist = plan.worldSize() > 1 ? new Distributed(plan, device, stream, pools, vmmPools, options) : null;
             ok = true;
@@ -180,6 +177,27 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    /**
+     * Refuses a plan that asks for programmatic launches ({@link Plan#launches()}, made per step: {@code Plan.choice})
+     * on a GPU without them: the backend launches what the plan says or nothing. A session plans for its own GPU
+     * ({@link CudaBackend#adapt}), so only a plan made for another target gets here.
+     */
+    private static void checkLaunches(Plan plan, Device device) {
+        var cc = device.computeCapability();
+        if (plan.launches().programmatic() && cc.major() < 9)
+            throw new GatunRuntimeException("plan '" + plan.name() + "' launches its kernels programmatically (printed under its pools), which GPU "
+                    + device.ordinal() + " (compute capability " + cc.major() + "." + cc.minor() + ") does not have; plan it for this GPU"
+                    + " (PlanOptions.withTarget, as a session does) or with programmatic launches off (PlanOptions.withProgrammaticLaunch(OFF))");
+    }
+
+    /** One call of the plan with every step run (none replayed), listing the launches it makes ({@link CudaRun#launched}). */
+    @Override public List<String> launchList(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        var r = new CudaRun(this, inputsPerRank.getFirst(), false);
+        r.recordLaunches();
+        run(r);
+        return r.launched();
+    }
 
     /**
      * Where ranks share a GPU, a peer's collective spins on the device until this rank's kernels arrive, so a CUDA call

@@ -7,6 +7,7 @@ import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
@@ -14,6 +15,7 @@ import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.spi.LaunchList;
 import dev.gatun.runtime.spi.StepLoop;
 
 import java.lang.foreign.MemorySegment;
@@ -49,6 +51,8 @@ final class CudaRun implements StepLoop.Steps {
     /** Whether any host input was copied to the device this call. */
     private boolean hostCopies;
     private GraphExec[] graphSet;
+    /** {@link CudaExecutable#launchList} only: each launch this call makes, with the choices it passes ({@link LaunchList#entry}). */
+    private List<String> launched;
     /** Profiling only: the event recorded before each timed step (by step index), and the one after the last. */
     private final Event[] marks;
     private Event end;
@@ -110,6 +114,10 @@ final class CudaRun implements StepLoop.Steps {
      * would have to meet after capturing, the steps run one by one instead.
      */
     void executeSteps() {
+        if (launched != null) {
+            StepLoop.run(plan, this, false);   // every launch made, none replayed
+            return;
+        }
         if (marks == null) {
             executeSteps(exe.options.cudaGraphs());
             return;
@@ -304,26 +312,40 @@ final class CudaRun implements StepLoop.Steps {
 
     private void copyIn(PlanBuffer b) { copy(source[b.id()], addressOf(b), bytes(b)); }
 
-    @Override public void launch(Step.Launch l) { launch(exe.kernels.kernel(l.kernel())); }
+    /** Records each launch of this call from now on ({@link #launched}); the call then runs every step, none replayed. */
+    void recordLaunches() { launched = new ArrayList<>(); }
+
+    /** The launches this call made, in order. */
+    List<String> launched() { return List.copyOf(launched); }
+
+    /** The plan's launch choices for step {@code s}, which its launch passes on; recorded where asked. */
+    private LaunchChoice choice(Step s) {
+        LaunchChoice c = plan.choice(s);
+        if (launched != null) launched.add(LaunchList.entry(s, c));
+        return c;
+    }
+
+    @Override public void launch(Step.Launch l) { launch(exe.kernels.kernel(l.kernel()), choice(l).programmatic()); }
 
     @Override public void matmul(Step.Matmul m) {
-        exe.matmul.run(m, addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
+        exe.matmul.run(m, choice(m), addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
     }
 
     /** One launch: the product on the columns each block holds, then the epilogues on them ({@link TiledProductCodegen}). */
     @Override public void tiledProduct(Step.TiledProduct t) {
         PlanKernels.Tiled c = exe.kernels.tiled(t);
+        LaunchChoice choice = choice(t);
         var src = c.source();
         Step.Matmul m = t.product();
         long x = addressOf(m.a()), w = addressOf(m.b()), y = addressOf(m.output());
         exe.matmul.checkGemv(m, src.dtype(), src.rows(), src.k(), x, w, y);
         var l = src.launch();
         var args = new ArrayList<Object>(List.of(x, w, y, src.positions(), src.k(), (long) src.columns(), src.rows(), l.slices(),
-                CudaGemv.constantDuringCall(m.b()) ? 1 : 0, c.cols().address(), c.items().address()));
+                choice.gemv().preload() ? 1 : 0, c.cols().address(), c.items().address()));
         for (int e = 0; e < t.epilogues().size(); e++) kernelArgs(args, t.epilogues().get(e).kernel(), src.epilogueSymbols().get(e));
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), exe.stream);
         try {
-            Programmatic.launch(c.function(), exe.programmatic, config, args.toArray());
+            Programmatic.launch(c.function(), choice.programmatic(), config, args.toArray());
         } catch (CudaException e) {
             throw new GatunRuntimeException("launching " + t.name() + " (grid " + l.blocks() + ", block " + 32 * l.warps() + ") failed: " + e.getMessage(), e);
         }
@@ -331,29 +353,30 @@ final class CudaRun implements StepLoop.Steps {
 
     @Override public void argmax(Step.Argmax a) {
         long[] shape = a.input().shape().sizes(env);
-        exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1], exe.stream);
+        exe.argmax.run(addressOf(a.input()), a.input().dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1],
+                choice(a).programmatic(), exe.stream);
     }
 
     @Override public void sample(Step.Sample s) {
         long[] shape = s.logits().shape().sizes(env);
         exe.sample.run(s, addressOf(s.logits()), addressOf(s.params()), addressOf(s.seeds()), addressOf(s.steps()), addressOf(s.context()),
-                addressOf(s.output()), shape[0], shape[1], s.context().shape().sizes(env)[1], numel(s.steps()), exe.stream);
+                addressOf(s.output()), shape[0], shape[1], s.context().shape().sizes(env)[1], numel(s.steps()), choice(s).programmatic(), exe.stream);
     }
 
     @Override public void attention(Step.Attention a) {
         exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
-                exe.fault, exe.fault.step(a), exe.stream);
+                exe.fault, exe.fault.step(a), choice(a), exe.stream);
     }
 
     /** One launch: the attention's kernel writes the new key and value into the caches itself ({@link CudaAttention}). */
     @Override public void updateAttention(Step.UpdateAttention u) {
         var a = u.attention();
         exe.attention.run(u, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
-                addressOf(u.keys().update()), addressOf(u.values().update()), exe.fault, exe.fault.step(u), exe.stream);
+                addressOf(u.keys().update()), addressOf(u.values().update()), exe.fault, exe.fault.step(u), choice(u), exe.stream);
     }
 
     @Override public void updateSlice(Step.UpdateSlice u) {
-        exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), exe.programmatic, exe.stream);
+        exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), choice(u).programmatic(), exe.stream);
     }
 
     /**
@@ -365,7 +388,7 @@ final class CudaRun implements StepLoop.Steps {
             throw new IllegalStateException(b.format() + ": the CUDA backend launches batches of two updates, the most the batching pass makes");
         var first = b.members().getFirst();
         exe.updateSlice.run(update(first), update(b.members().get(1)), addressOf(first.start()), first.start().dtype(), exe.fault, exe.fault.step(b),
-                exe.programmatic, exe.stream);
+                choice(b).programmatic(), exe.stream);
     }
 
     /** An update's geometry for this call (where its runs lie in the update, in bytes). */
@@ -379,10 +402,11 @@ final class CudaRun implements StepLoop.Steps {
     @Override public void indexSelect(Step.IndexSelect s) {
         long rows = s.table().shape().sizes(env)[0];
         exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
-                rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), exe.programmatic, exe.stream);
+                rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), choice(s).programmatic(), exe.stream);
     }
 
     @Override public void userOp(Step.CallUserOp u) {
+        choice(u);   // a user's kernel: a plain launch
         Kernel fn = exe.kernels.user(u.op().name());
         long n = numel(u.outputs().getFirst());
         if (n == 0) return;
@@ -401,6 +425,7 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     @Override public void collective(int index, Step.Collective c) {
+        choice(c);   // NCCL, a symmetric kernel, or copies: plain launches
         PlanBuffer in = c.input();
         long src = addressOf(in), out = addressOf(c.output()), n = numel(in);
         boolean member = exe.dist != null && exe.dist.isMember(c.call().group());
@@ -421,10 +446,17 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     @Override public void fused(int index, Step.FusedCollective f) {
+        choice(f);
         Step.Collective first = f.collectives().getFirst();
         PlanKernels.Fused compiled = exe.kernels.fused(f);
         if (exe.dist == null || compiled == null || !exe.dist.isMember(first.call().group())) {
-            StepLoop.Steps.super.fused(index, f); // the prologue, the input passed through, the epilogue
+            List<String> recording = launched;
+            launched = null;   // listed as the one step the plan shows
+            try {
+                StepLoop.Steps.super.fused(index, f); // the prologue, the input passed through, the epilogue
+            } finally {
+                launched = recording;
+            }
             return;
         }
         launchFused(f.name(), compiled, f.prologue(), f.collective(), f.epilogue());
@@ -461,8 +493,15 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     @Override public void batch(int index, Step.CollectiveBatch b) {
+        choice(b);
         if (exe.dist == null || !exe.dist.isMember(b.first().call().group())) {
-            for (Step.Collective c : b.members()) collective(index, c);
+            List<String> recording = launched;
+            launched = null;   // listed as the one step the plan shows
+            try {
+                for (Step.Collective c : b.members()) collective(index, c);
+            } finally {
+                launched = recording;
+            }
             return;
         }
         if (exe.kernels.fused(b) != null) { // barrier-free all-reduces: one launch, member after member in each block
@@ -483,7 +522,7 @@ final class CudaRun implements StepLoop.Steps {
         else DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
     }
 
-    private void launch(PlanKernels.Compiled c) {
+    private void launch(PlanKernels.Compiled c, boolean programmatic) {
         KernelSource src = c.source();
         var k = src.geometry(env, exe.multiprocessors);
         if (k.elements() == 0 && c.counter() == null) return; // a fold of no rows still writes its value (one block)
@@ -496,7 +535,7 @@ final class CudaRun implements StepLoop.Steps {
         if (c.counter() != null) args.add(c.counter().address());
         var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
         try {
-            Programmatic.launch(c.function(), exe.programmatic, config, args.toArray());
+            Programmatic.launch(c.function(), programmatic, config, args.toArray());
         } catch (CudaException e) {
             throw new GatunRuntimeException("launching kernel " + src.name() + " (grid " + k.grid() + ", block " + k.block()
                     + ", shared " + k.sharedBytes() + " B) failed: " + e.getMessage(), e);
