@@ -35,6 +35,8 @@ public final class Plan {
     private final long plainPeak, chosenPeak;
     private volatile String fingerprint;   // made on first use: hashing the canonical text is a sixth of planning a large graph
     private final Launches launches;
+    /** Each step's and part's launch choices ({@link LaunchChoices}), by identity; plain launches are absent. */
+    private final Map<Step, LaunchChoice> choices;
     private volatile Map<String, PlanBuffer> byName;
     private volatile String text;          // the printout, made on first use: at a million nodes it is ~100 MB
 
@@ -82,7 +84,8 @@ public final class Plan {
         var outs = new LinkedHashMap<String, PlanBuffer>();
         lowered.outputs().forEach((k, v) -> outs.put(k, this.buffers.get(v.id())));
         this.outputs = Collections.unmodifiableMap(outs);
-        this.launches = ProductKernels.launches(this.steps, lowered.worldSize(), options.programmaticLaunch());
+        this.launches = ProductKernels.launches(this.steps, lowered.worldSize(), options.programmaticLaunch(), options.target());
+        this.choices = LaunchChoices.of(this.steps, launches, options.target());
     }
 
     public String name() { return lowered.graph().name(); }
@@ -93,6 +96,12 @@ public final class Plan {
      */
     public Launches launches() { return launches; }
     public int worldSize() { return lowered.worldSize(); }
+
+    /**
+     * How step {@code s} (a step of this plan, or a part of one) is launched, as the planner decided it
+     * ({@code LaunchChoices}, printed on the step's line): a backend with such launches makes exactly these.
+     */
+    public LaunchChoice choice(Step s) { return choices.getOrDefault(s, LaunchChoice.PLAIN); }
 
     /** The lowered graph this plan was made from: for tools and pictures; backends read the plan's own types only. */
     public LoweredGraph lowered() { return lowered; }
@@ -220,6 +229,7 @@ public final class Plan {
             sb.append("\n");
         }
         if (launches.programmatic()) sb.append("  # ").append(launches.describe()).append("\n");
+        if (!choices.isEmpty() && !options.target().equals(PlanOptions.Target.H200)) sb.append("  # ").append(options.target().describe()).append("\n");
         // partitions are disjoint and in step order: walk them alongside the steps
         int begins = 0, ends = 0;
         for (int i = 0; i < steps.size(); i++) {
@@ -229,11 +239,19 @@ public final class Plan {
             if (s instanceof Step.AllocPool) continue;
             for (int p = begins; p < partitions.size() && partitions.get(p).first() == i; p++)
                 sb.append("  # --- capture partition ").append(String.valueOf(partitions.get(p).index())).append(" begins\n");
-            sb.append("  ").append(s.format()).append("\n");
+            sb.append("  ").append(withChoice(s.format(), choice(s))).append("\n");
             for (int p = ends; p < partitions.size() && partitions.get(p).last() == i; p++)
                 sb.append("  # --- capture partition ").append(String.valueOf(partitions.get(p).index())).append(" ends\n");
         }
         sb.append("  return ").append(String.join(", ", outputs.entrySet().stream().map(e -> e.getKey() + "=" + e.getValue().name()).toList()));
+    }
+
+    /** A step's text with its launch choices at the end of its first line ("# launch: ..."), where it has any. */
+    static String withChoice(String format, LaunchChoice c) {
+        String d = c.describe();
+        if (d.isEmpty()) return format;
+        int nl = format.indexOf('\n');
+        return nl < 0 ? format + "   # launch: " + d : format.substring(0, nl) + "   # launch: " + d + format.substring(nl);
     }
 
     private static String pad(String s, int w) { return s.length() >= w ? s + "   " : s + " ".repeat(w - s.length()); }

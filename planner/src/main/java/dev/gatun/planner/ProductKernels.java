@@ -85,7 +85,9 @@ final class ProductKernels {
     }
 
     /** The decision for {@code steps} of a plan of {@code world} ranks. */
-    static Plan.Launches launches(List<Step> steps, int world, PlanOptions.ProgrammaticLaunch mode) {
+    static Plan.Launches launches(List<Step> steps, int world, PlanOptions.ProgrammaticLaunch mode, PlanOptions.Target target) {
+        if (mode != PlanOptions.ProgrammaticLaunch.OFF && !target.programmaticLaunches())
+            return new Plan.Launches(false, "the target GPU has none (compute capability below 9.0)");
         return switch (mode) {
             case ON -> new Plan.Launches(true, "asked for");
             case OFF -> new Plan.Launches(false, "asked for");

@@ -124,26 +124,26 @@ final class CudaArgmax {
     static final int CHUNK = 16 * 256;
 
     private final LazyProgram program;
-    private final boolean programmatic;
 
-    /** With {@code programmatic}, every launch is a programmatic dependent launch (see {@link Programmatic}). */
-    CudaArgmax(LazyProgram.Compiler compiler, boolean programmatic) {
+    CudaArgmax(LazyProgram.Compiler compiler) {
         this.program = new LazyProgram(compiler, "gatun_argmax", SOURCE);
-        this.programmatic = programmatic;
     }
 
-    private void launch(String name, LaunchConfig config, Object... args) { Programmatic.launch(kernel(name), programmatic, config, args); }
+    private void launch(String name, boolean programmatic, LaunchConfig config, Object... args) { Programmatic.launch(kernel(name), programmatic, config, args); }
 
     private Kernel kernel(String name) { return program.kernel(name); }
 
     /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
     void loadNow() { program.loadNow("argmax_f64", "argmax_clear", "argmax_f32", "argmax_f16", "argmax_bf16", "argmax_index"); }
 
-    /** Each of {@code rows} rows of {@code cols} elements of {@code t} at {@code in}: its argmax, as i64 at {@code out}. */
-    void run(long in, DType t, long out, long rows, long cols, Stream stream) {
+    /**
+     * Each of {@code rows} rows of {@code cols} elements of {@code t} at {@code in}: its argmax, as i64 at {@code out};
+     * with {@code programmatic} (the plan's choice), every launch is a programmatic dependent launch (see {@link Programmatic}).
+     */
+    void run(long in, DType t, long out, long rows, long cols, boolean programmatic, Stream stream) {
         if (rows == 0) return;
         if (t == DType.FLOAT64) {
-            launch("argmax_f64", new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
+            launch("argmax_f64", programmatic, new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(256), 0, stream), in, out, rows, cols);
             return;
         }
         String name = switch (t) {
@@ -155,9 +155,9 @@ final class CudaArgmax {
         if (cols == 0 || cols >= 1L << 32)   // shapes may be dynamic: checked here, before the launch geometry is made of them
             throw new dev.gatun.runtime.GatunRuntimeException("argmax over rows of " + cols + " elements: the CUDA backend takes rows of 1 to 2^32 - 1 elements");
         var small = new LaunchConfig(Dim3.of((int) Math.min(Math.ceilDiv(rows, 256), 65_535)), Dim3.of(256), 0, stream);
-        launch("argmax_clear", small, out, rows);
+        launch("argmax_clear", programmatic, small, out, rows);
         long chunks = Math.ceilDiv(cols, CHUNK);
-        launch(name, new LaunchConfig(new Dim3((int) chunks, (int) Math.min(rows, 65_535), 1), Dim3.of(256), 0, stream), in, out, rows, cols);
-        launch("argmax_index", small, out, rows);
+        launch(name, programmatic, new LaunchConfig(new Dim3((int) chunks, (int) Math.min(rows, 65_535), 1), Dim3.of(256), 0, stream), in, out, rows, cols);
+        launch("argmax_index", programmatic, small, out, rows);
     }
 }

@@ -5,6 +5,7 @@ import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.GatunRuntimeException;
@@ -39,8 +40,8 @@ import dev.gatun.runtime.GatunRuntimeException;
  * stores, and sets the counter back to 0 for the next launch. A position outside [0, S) writes the executable's
  * {@link DeviceFault} record and traps, naming the step. Every sum in float32; the result rounded once.
  *
- * <p>Where the step just before is the update of this step's caches at its position (a decode step's layer:
- * {@link #early}), the kernel loads the position and its slice of the caches before it waits for that update (launched
+ * <p>Where the step just before is the update of this step's caches at its position (a decode step's layer: the
+ * plan's choice, {@code LaunchChoice.early}, made by the planner's {@code LaunchChoices}), the kernel loads the position and its slice of the caches before it waits for that update (launched
  * programmatically, while the update still runs: the cache but the position is as earlier calls left it), and loads the
  * written position's key column and value row again after the wait, from L2. q and everything else come after the wait.
  *
@@ -338,24 +339,19 @@ final class CudaAttention implements AutoCloseable {
     }
 
     private final LazyProgram program;
-    private final boolean programmatic;
     private final SplitScratch split;
-    /** The steps whose cache is loaded before the wait ({@link #early}). */
-    private final java.util.Set<Step.Attention> early = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
 
     /**
      * The kernels, and scratch and counters enough for every attention step of {@code plan}; the counters are zeroed on
      * {@code stream}, the stream every launch of this instance is ordered by.
      */
-    CudaAttention(Device device, LazyProgram.Compiler compiler, Plan plan, boolean programmatic, Stream stream) {
+    CudaAttention(Device device, LazyProgram.Compiler compiler, Plan plan, Stream stream) {
         this.program = new LazyProgram(compiler, "gatun_attention", SOURCE);
-        this.programmatic = programmatic;
         long floats = 1, tiles = 1;
         var steps = plan.steps();
         for (int i = 0; i < steps.size(); i++) {
             Step.Attention a = attentionOf(steps.get(i));
             if (a != null) {
-                if (early(steps, i)) early.add(a);
                 check(a);
                 Cut c = cut(a);
                 floats = Math.max(floats, c.scratchFloats(d(a)));
@@ -374,37 +370,6 @@ final class CudaAttention implements AutoCloseable {
             case Step.UpdateAttention u -> u.attention();
             default -> null;
         };
-    }
-
-    /**
-     * Whether the attention step {@code i} may load the position and its cache before it waits for the step before it:
-     * that step is the update of its keys and values at its position (one position each, along the cache's positions),
-     * the position is a graph input, and the update writes nothing else the attention reads. A decode step's layer: the
-     * new key and value written, then attended to. The kernel loads the written position again after the wait.
-     */
-    static boolean early(java.util.List<Step> steps, int i) {
-        int before = i - 1;
-        while (before >= 0 && !steps.get(before).isDeviceWork()) before--;
-        if (steps.get(i) instanceof Step.UpdateAttention u) {
-            // the update is this launch's own: early where the step before writes neither cache nor the position
-            if (u.attention().position().storage().kind() != dev.gatun.planner.PlanBuffer.Kind.INPUT) return false;
-            return before < 0 || !writesAny(steps.get(before), java.util.List.of(u.attention().keysT().storage(), u.attention().values().storage()));
-        }
-        // apart: early where the step before is the update the planner could have joined with it (the same rules)
-        var a = (Step.Attention) steps.get(i);
-        return before >= 0 && steps.get(before) instanceof Step.UpdateSlices updates && Step.UpdateAttention.misfit(updates, a) == null
-                && a.position().storage().kind() == dev.gatun.planner.PlanBuffer.Kind.INPUT;
-    }
-
-    /**
-     * Whether step {@code s} writes any of {@code storages}, by the buffers it names as written ({@link Step#writes});
-     * a collective may write more than it names (a barrier-free one pushes into its members' rotating slots) and a
-     * user op is the user's code, so those are taken to write anything.
-     */
-    private static boolean writesAny(Step s, java.util.List<dev.gatun.planner.PlanBuffer> storages) {
-        if (!s.collectives().isEmpty() || s instanceof Step.CallUserOp) return true;
-        for (var w : s.writes()) if (storages.contains(w.storage())) return true;
-        return false;
     }
 
     /** Refuses, naming the step, a head size the kernels do not take. */
@@ -442,9 +407,12 @@ final class CudaAttention implements AutoCloseable {
         return "attention_" + (t == DType.FLOAT32 ? "f32" : t == DType.FLOAT16 ? "f16" : "bf16") + "_" + d(a);
     }
 
-    /** One launch of {@code a} at these addresses; a bad position is reported in {@code fault} as plan step {@code step}. */
-    void run(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, Stream stream) {
-        launch(a, q, keysT, values, out, position, fault, step, stream, 0L, new long[3], 0L, new long[3], 1, 0);
+    /**
+     * One launch of {@code a} at these addresses; a bad position is reported in {@code fault} as plan step {@code step}.
+     * {@code choice}: the plan's, whether the launch is programmatic and loads its cache early ({@code LaunchChoice}).
+     */
+    void run(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream) {
+        launch(a, q, keysT, values, out, position, fault, step, choice, stream, 0L, new long[3], 0L, new long[3], 1, 0);
     }
 
     /**
@@ -452,11 +420,11 @@ final class CudaAttention implements AutoCloseable {
      * the caches at the position and attended to with the rest of each cache.
      */
     void run(Step.UpdateAttention u, long q, long keysT, long values, long out, long position, long keySource, long valueSource, DeviceFault fault,
-             int step, Stream stream) {
+             int step, LaunchChoice choice, Stream stream) {
         Step.UpdateSlice k = u.keys(), v = u.values();
         int rank = k.output().shape().rank();
         int heads = rank == 4 ? (int) k.output().shape().sizes()[1] : 1;
-        launch(u.attention(), q, keysT, values, out, position, fault, step, stream, keySource, sourceStrides(k.update(), rank - 2), valueSource,
+        launch(u.attention(), q, keysT, values, out, position, fault, step, choice, stream, keySource, sourceStrides(k.update(), rank - 2), valueSource,
                 sourceStrides(v.update(), rank - 1), heads, 1);
     }
 
@@ -467,14 +435,14 @@ final class CudaAttention implements AutoCloseable {
         return st.length == 4 ? new long[]{st[0], st[1], st[element]} : new long[]{st[0], 0, st[element]};
     }
 
-    private void launch(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, Stream stream,
+    private void launch(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream,
                         long keySource, long[] ks, long valueSource, long[] vs, int heads, int update) {
         Cut c = cut(a);
         long len = a.keysT().shape().sizes()[2];
         var config = new LaunchConfig(c.grid(), Dim3.of(32 * WARPS), 0, stream);
-        Programmatic.launch(program.kernel(kernel(a)), programmatic, config, q, keysT, values, out, position,
+        Programmatic.launch(program.kernel(kernel(a)), choice.programmatic(), config, q, keysT, values, out, position,
                 a.position().dtype() == DType.INT64 ? 1 : 0, (int) a.q().shape().sizes()[1], len, (float) a.scale(), c.splits(),
-                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step, early.contains(a) ? 1 : 0,
+                split.scratch().address(), split.counters().address(), fault.claim(), fault.record(), step, choice.early() ? 1 : 0,
                 keySource, ks[0], ks[1], ks[2], valueSource, vs[0], vs[1], vs[2], heads, update);
     }
 

@@ -3,6 +3,7 @@ package dev.gatun.runtime.cuda;
 import dev.gatun.cuda.Cuda;
 import dev.gatun.cuda.CudaProbe;
 import dev.gatun.planner.Plan;
+import dev.gatun.planner.PlanOptions;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.World;
 import dev.gatun.runtime.spi.Backend;
@@ -47,10 +48,13 @@ public final class CudaBackend implements Backend {
     }
 
     /**
-     * Without peer access between every pair of the world's GPUs, symmetric memory cannot work: every collective
-     * falls back to NCCL, and the log says so. So it does where the world spans hosts.
+     * The plan's launch choices are made for this rank's GPU ({@link #target}). Without peer access between every pair
+     * of the world's GPUs, symmetric memory cannot work: every collective falls back to NCCL, and the log says so. So
+     * it does where the world spans hosts.
      */
     @Override public CompileOptions adapt(CompileOptions options) {
+        int gpu = gpu(options);
+        if (gpu < dev.gatun.cuda.Device.count()) options = options.planning(options.planning().withTarget(target(gpu)));
         int world = options.worldSize();
         if (world == 1) return options;
         if (!options.lowering().symmetricMemory()) return options;
@@ -68,6 +72,17 @@ public final class CudaBackend implements Backend {
             return options.symmetricMemory(false);
         }
         return options;
+    }
+
+    private static final java.util.Map<Integer, PlanOptions.Target> TARGETS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** What the planner's launch choices depend on of GPU {@code gpu} (its multiprocessors, compute capability 9.0 or later); asked once per process. */
+    static PlanOptions.Target target(int gpu) {
+        return TARGETS.computeIfAbsent(gpu, g -> {
+            try (var d = dev.gatun.cuda.Device.open(g)) {
+                return new PlanOptions.Target(d.attribute(dev.gatun.cuda.DeviceAttribute.MULTIPROCESSOR_COUNT), d.computeCapability().major() >= 9);
+            }
+        });
     }
 
     /** This rank's GPU: its local rank divided by the ranks that share each GPU. */

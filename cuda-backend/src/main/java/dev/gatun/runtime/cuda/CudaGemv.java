@@ -469,6 +469,17 @@ final class CudaGemv {
     /** As {@link #run(Path, DType, int, int, int, int, long, long, long, Stream)} with the launch given (benchmarks' sweeps). */
     void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { launch(l, m, n, k, ldc, x, w, y, false, stream); }
 
+    /**
+     * In the form the plan chose ({@code LaunchChoice.Gemv}: the kernel, k-slices and warps, preload; made by the
+     * planner's {@code LaunchChoices} by the rule of {@link #launch}) and launched programmatically where it says.
+     */
+    void run(DType t, dev.gatun.planner.LaunchChoice.Gemv form, boolean programmatic, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
+        if (n == 0) return;
+        Launch l = sliced(t, form.tensorCores() ? Path.TENSOR_CORES : Path.CUDA_CORES, m, n, k, form.slices(), form.warps());
+        var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
+        Programmatic.launch(program.kernel(l.kernel()), programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), form.preload() ? 1 : 0);
+    }
+
     private void launch(Launch l, int m, int n, int k, int ldc, long x, long w, long y, boolean constantWeight, Stream stream) {
         Kernel kernel = program.kernel(l.kernel());
         var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);

@@ -10,6 +10,7 @@ import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.GatunRuntimeException;
@@ -54,13 +55,12 @@ final class CudaMatmul {
         f64.loadNow("matmul_f64");
     }
 
-    /** With {@code programmatic}, the GEMV kernels are programmatic dependent launches (see {@link Programmatic}). */
-    CudaMatmul(Device device, LazyProgram.Compiler compiler, boolean programmatic) {
+    CudaMatmul(Device device, LazyProgram.Compiler compiler) {
         this.device = device;
         this.blas = Blas.create(device);
         try {
             this.f64 = new LazyProgram(compiler, "matmul_f64", F64_SOURCE);
-            this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT), programmatic);
+            this.gemv = new CudaGemv(compiler, device.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT));
         } catch (RuntimeException e) {
             blas.close();
             throw e;
@@ -72,10 +72,11 @@ final class CudaMatmul {
 
     /**
      * {@code out = a @ b}; {@code gemv}: the plan took this product by the few-row kernel ({@link Step.Matmul#gemv}), which
-     * runs it; else the library's GEMM does. An operand of a GEMV product at an address the kernel cannot read (the plan
+     * runs it in the form the plan chose ({@code choice}: the kernel, k-slices, preload, a programmatic launch); else the
+     * library's GEMM does. An operand of a GEMV product at an address the kernel cannot read (the plan
      * checked its own buffers, and the executable stages inputs that do not lie so) is refused, never run another way.
      */
-    void run(Step.Matmul step, long a, long b, long out, Map<String, Long> env, Stream stream) {
+    void run(Step.Matmul step, LaunchChoice choice, long a, long b, long out, Map<String, Long> env, Stream stream) {
         PlanBuffer aB = step.a(), bB = step.b(), outB = step.output();
         boolean transA = step.transA(), transB = step.transB();
         long[] sa = aB.type().shape().sizes(env), sb = bB.type().shape().sizes(env), so = outB.type().shape().sizes(env);
@@ -104,8 +105,8 @@ final class CudaMatmul {
         // a few rows by a weight that lies transposed (a decode step's linear layer), where the plan says: the weight-streaming kernels
         if (step.gemv()) {
             gemvApplies(step, t, oa.length, m, k, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e);
-            // a graph input (a weight) is written by no kernel of the call: its first loads may come before the wait
-            gemv.run(t, m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, CudaGemv.constantDuringCall(bB), stream);
+            if (choice.gemv() == null) throw new IllegalStateException(step.format().strip() + ": a GEMV product without the plan's form of it");
+            gemv.run(t, choice.gemv(), choice.programmatic(), m, n, k, ldc, a + oa[0] * e, b + ob[0] * e, out + oc[0] * e, stream);
             return;
         }
         // products a constant distance apart in every operand (a broadcast one: distance 0) are one cuBLAS call

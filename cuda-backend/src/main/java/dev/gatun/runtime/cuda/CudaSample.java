@@ -240,19 +240,14 @@ final class CudaSample {
     static final int MAX_SHARED_BYTES = 47 * 1024;
 
     private final LazyProgram program;
-    private final boolean programmatic;
 
-    /**
-     * With {@code programmatic}, every launch is a programmatic dependent launch (see {@link Programmatic}). Refuses a
-     * plan whose rows have more columns than the bit set of a row's context can hold.
-     */
-    CudaSample(LazyProgram.Compiler compiler, boolean programmatic, Plan plan) {
+    /** Refuses a plan whose rows have more columns than the bit set of a row's context can hold. */
+    CudaSample(LazyProgram.Compiler compiler, Plan plan) {
         for (Step s : plan.steps())
             if (s instanceof Step.Sample x && bitSetBytes(x.logits().shape().sizes()[1]) > MAX_SHARED_BYTES)
                 throw new CompilationException(x.format().strip() + ": rows of " + x.logits().shape().sizes()[1] + " logits; the CUDA backend samples rows of at most "
                         + MAX_SHARED_BYTES * 8L + " (a bit a column in a block's shared memory)");
         this.program = new LazyProgram(compiler, "gatun_sample", SOURCE);
-        this.programmatic = programmatic;
     }
 
     private static long bitSetBytes(long cols) { return Math.ceilDiv(cols, 32) * 4; }
@@ -260,8 +255,12 @@ final class CudaSample {
     /** Loads every kernel now (see {@link LazyProgram#loadNow}). */
     void loadNow() { program.loadNow("sample_f32", "sample_f16", "sample_bf16"); }
 
-    /** The step's rows: {@code rows} of {@code cols} logits, a context of {@code h} tokens a row, {@code steps} step values (1 or rows). */
-    void run(Step.Sample s, long logits, long params, long seeds, long steps, long context, long out, long rows, long cols, long h, long nSteps, Stream stream) {
+    /**
+     * The step's rows: {@code rows} of {@code cols} logits, a context of {@code h} tokens a row, {@code steps} step values
+     * (1 or rows); with {@code programmatic} (the plan's choice), a programmatic dependent launch (see {@link Programmatic}).
+     */
+    void run(Step.Sample s, long logits, long params, long seeds, long steps, long context, long out, long rows, long cols, long h, long nSteps,
+             boolean programmatic, Stream stream) {
         if (rows == 0) return;
         String name = switch (s.logits().dtype()) {
             case FLOAT32 -> "sample_f32";

@@ -72,7 +72,7 @@ class AttentionGpuTest {
     /**
      * A decode step's layer: the new key and value written into the caches (states) at the position, then attended to,
      * call after call at positions 0, 1, 2, ... over a cache of four slices, programmatic launches on, the update a launch
-     * of its own (the attention loads the cache before it waits for it, {@link CudaAttention#early}, and the written
+     * of its own (the attention loads the cache before it waits for it, {@code LaunchChoice.early}, and the written
      * position again after) and in the attention's launch ({@code Step.UpdateAttention}: the kernel takes the position
      * from the update's sources and writes it into the caches), so every call must see its own key and value and every
      * earlier call's. Against float64 loops over a mirror of the caches.
@@ -97,7 +97,7 @@ class AttentionGpuTest {
                 int at = 0;
                 while (!(steps.get(at) instanceof dev.gatun.planner.Step.Attention || steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention)) at++;
                 assertThat(steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention).as(s.plan().toString()).isEqualTo(together);
-                assertThat(CudaAttention.early(steps, at)).as(s.plan().toString()).isTrue();
+                assertThat(s.plan().choice(steps.get(at)).early()).as(s.plan().toString()).isTrue();
                 double[] kc = new double[b * d * len], vc = new double[b * len * d];
                 for (int position = 0; position < len; position++) {
                     var in = new HashMap<String, NDArray>();

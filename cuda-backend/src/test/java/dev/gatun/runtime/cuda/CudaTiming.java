@@ -21,13 +21,13 @@ final class CudaTiming {
      */
     static final class Bare implements AutoCloseable {
         private final CudaExecutable exe;
-        private final CudaExecutable.CudaRun run;
+        private final CudaRun run;
         private final java.util.List<dev.gatun.cuda.PinnedHostBuffer> pinnedIn = new java.util.ArrayList<>(), pinnedOut = new java.util.ArrayList<>();
         private final java.util.List<dev.gatun.cuda.DeviceBuffer> devIn = new java.util.ArrayList<>(), devOut = new java.util.ArrayList<>();
 
         private Bare(CudaExecutable exe, Map<String, NDArray> inputs, java.util.Set<String> copied) {
             this.exe = exe;
-            this.run = new CudaExecutable.CudaRun(exe, inputs, false);
+            this.run = new CudaRun(exe, inputs, false);
             run.stageInputs();
             run.executeSteps(true); // captures
             exe.stream().synchronize();

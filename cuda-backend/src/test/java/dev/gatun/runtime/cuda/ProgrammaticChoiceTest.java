@@ -15,7 +15,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * Where the plan makes its kernels programmatic launches by default ({@code ProgrammaticLaunch.AUTO}, {@code Plan.launches()}):
  * the Llama decode step at batch 1 and 8, whose products are all Gatun's GEMV's (1 to 8 rows by weights); not in float32
  * at batch 8 (cuBLAS's products), not the prefill, not at two ranks (collectives), not a product of two computed tensors. And which
- * attention steps load their cache before the wait ({@link CudaAttention#early}).
+ * attention steps load their cache before the wait ({@code LaunchChoice.early}, the planner's {@code LaunchChoices}).
  */
 class ProgrammaticChoiceTest {
     static final LlamaConfig C = new LlamaConfig(2048, 2, 32, 8, 8192, 128256, 500000, 1e-5, true);
@@ -61,11 +61,13 @@ class ProgrammaticChoiceTest {
     }
 
     /** The steps of {@code kind} among {@code steps}, each asserted to load its cache before the wait. */
-    static int earlyAttentions(java.util.List<dev.gatun.planner.Step> steps, Class<? extends dev.gatun.planner.Step> kind) {
+    static int earlyAttentions(Plan plan, Class<? extends dev.gatun.planner.Step> kind) {
+        var steps = plan.steps();
         int found = 0;
         for (int i = 0; i < steps.size(); i++)
             if (kind.isInstance(steps.get(i))) {
-                assertThat(CudaAttention.early(steps, i)).as("step %d", i).isTrue();
+                assertThat(plan.choice(steps.get(i)).early()).as("step %d", i).isTrue();
+                assertThat(plan.toString()).contains("attention[early]");
                 found++;
             }
         return found;
@@ -75,15 +77,15 @@ class ProgrammaticChoiceTest {
     @Test
     void theDecodeStepsAttentionLoadsItsCacheEarly() {
         for (int batch : new int[]{1, 8}) {
-            var steps = plan(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), 1).steps();
+            var steps = plan(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), 1);
             assertThat(earlyAttentions(steps, dev.gatun.planner.Step.UpdateAttention.class)).as("batch %d", batch).isEqualTo(C.layers());
             // with the update a launch of its own, the attention after it loads early too
             var apart = Planner.plan(Lowering.lower(LlamaDecoder.decode(C, batch, 544, 1, DType.BF16), LoweringOptions.world(1)),
-                    dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(false)).steps();
+                    dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(false));
             assertThat(earlyAttentions(apart, dev.gatun.planner.Step.Attention.class)).as("batch %d, apart", batch).isEqualTo(C.layers());
         }
-        var steps = plan(dev.gatun.runtime.host.AttentionHostTest.graph(DType.BF16, DType.I32, 2, 4, 64, 100, 0.125), 1).steps();
-        for (int i = 0; i < steps.size(); i++)
-            if (steps.get(i) instanceof dev.gatun.planner.Step.Attention) assertThat(CudaAttention.early(steps, i)).isFalse();
+        var inputs = plan(dev.gatun.runtime.host.AttentionHostTest.graph(DType.BF16, DType.I32, 2, 4, 64, 100, 0.125), 1);
+        for (var s : inputs.steps())
+            if (s instanceof dev.gatun.planner.Step.Attention) assertThat(inputs.choice(s).early()).isFalse();
     }
 }

@@ -405,6 +405,11 @@ final class HostExecutable implements Executable {
     private volatile long[] stamps;
 
     /** One call, rank 0's steps timed by the wall clock (the host backend runs a step to its end before the next). */
+    /** The plan's launches: every rank runs each step of the plan as it is (the host has no launch choices of its own). */
+    @Override public List<String> launchList(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        return dev.gatun.runtime.spi.LaunchList.of(plan);
+    }
+
     @Override public double[] profile(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
         var t = new long[plan.steps().size() + 1];
         stamps = t;

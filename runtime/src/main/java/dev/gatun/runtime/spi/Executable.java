@@ -73,5 +73,14 @@ public interface Executable extends AutoCloseable {
      */
     void abort();
 
+    /**
+     * One call of the plan, listing the launches it makes in order, each with the launch choices it made
+     * ({@link LaunchList#entry}). The host backend lists the plan's ({@link LaunchList#of}); a backend with launches of
+     * its own records them. Two backends given the same plan list the same launches.
+     */
+    default List<String> launchList(List<? extends Map<String, ? extends ArrayLike>> inputsPerRank) {
+        throw new dev.gatun.runtime.GatunRuntimeException("this backend cannot list its launches");
+    }
+
     @Override void close();
 }

@@ -1,0 +1,135 @@
+package dev.gatun.planner;
+
+import dev.gatun.ir.DType;
+
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The choices of how each step is launched that a GPU backend used to make by itself, made here so that the plan
+ * text shows every one ({@link LaunchChoice}, printed on the step's line, in the fingerprint):
+ * <ul>
+ *   <li><b>Programmatic launch, per edge.</b> Where the plan's kernels are programmatic ({@link Plan#launches()}), each
+ *   step that launches Gatun's own kernels (which start by waiting for the launch before them) is launched so; a library
+ *   GEMM, a collective, a user op is not.</li>
+ *   <li><b>The GEMV's form.</b> A product the few-row kernel takes ({@link Step.Matmul#gemv}): the tensor cores' kernel
+ *   at 2 to 8 rows of a 16-bit type, the CUDA cores' at one row or float32 (measured on an H200: the faster of the two
+ *   there); its rows cut into k-slices, doubled (to 16) while there are fewer than 16 warps for each multiprocessor of the
+ *   target GPU ({@link PlanOptions.Target}) and each slice keeps at least one unrolled loop; and whether the weight's
+ *   first loop is loaded before the wait (a weight no step of the call writes).</li>
+ *   <li><b>Attention's early load.</b> An attention whose launch before it is the update of its caches at its position
+ *   (a graph input), or that is joined with that update, loads its position and cache slice before it waits.</li>
+ * </ul>
+ */
+final class LaunchChoices {
+    private LaunchChoices() {}
+
+    /** The GEMV's constants (the CUDA backend's kernels: columns a warp's tile, 16-byte vectors a step, steps unrolled). */
+    static final int MMA_COLS = 8, FMA_COLS = 4, MMA_STEP = 4, FMA_STEP = 32, MMA_UNROLL = 4, FMA_UNROLL = 2;
+    static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
+
+    /** Each step's choice, and each part's of a joined step, by identity; steps without one are absent. */
+    static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions.Target target) {
+        var out = new IdentityHashMap<Step, LaunchChoice>();
+        boolean programmatic = launches.programmatic();
+        for (int i = 0; i < steps.size(); i++) {
+            Step s = steps.get(i);
+            for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, target));
+            put(out, s, choice(s, programmatic, early(steps, i), target));
+        }
+        return out;
+    }
+
+    private static void put(Map<Step, LaunchChoice> out, Step s, LaunchChoice c) {
+        if (!c.equals(LaunchChoice.PLAIN)) out.put(s, c);
+    }
+
+    private static LaunchChoice choice(Step s, boolean programmatic, boolean early, PlanOptions.Target target) {
+        LaunchChoice.Gemv gemv = switch (s) {
+            case Step.Matmul m when m.gemv() -> gemv(m, target, false);
+            case Step.TiledProduct t -> gemv(t.product(), target, true);
+            default -> null;
+        };
+        return new LaunchChoice(programmatic && ownKernels(s), gemv, early);
+    }
+
+    /** Whether {@code s} launches Gatun's own kernels only, each of which waits for the launch before it first. */
+    static boolean ownKernels(Step s) {
+        return switch (s) {
+            case Step.Matmul m -> m.gemv();
+            case Step.Launch l -> true;
+            case Step.TiledProduct t -> true;
+            case Step.OpCall o -> true;   // a registered op: the backend's own kernel, or refused at load
+            case Step.Sample m -> true;
+            case Step.UpdateSlice u -> true;
+            case Step.UpdateSlices u -> true;
+            case Step.IndexSelect x -> true;
+            case Step.Attention a -> true;
+            case Step.UpdateAttention u -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * The GEMV's form for {@code m}: the kernel, and (a plain product) its k-slices and warps a block on the target;
+     * {@code tiled}: a product with epilogues, whose blocks its column tiles decide.
+     */
+    static LaunchChoice.Gemv gemv(Step.Matmul m, PlanOptions.Target target, boolean tiled) {
+        DType t = m.a().dtype();
+        long[] a = m.a().shape().sizes();
+        int rows = (int) a[a.length - 2], k = (int) a[a.length - 1];
+        long n = m.b().shape().sizes()[m.b().shape().rank() - 1];   // b is the weight's transposed view, [k, n]
+        boolean mma = rows > 1 && t != DType.FLOAT32;
+        var kind = m.b().storage().kind();
+        boolean preload = kind == PlanBuffer.Kind.INPUT || kind == PlanBuffer.Kind.CONSTANT;
+        if (tiled) return new LaunchChoice.Gemv(mma, 0, 0, preload);
+        int slices = slices(t, mma, n, k, target.multiprocessors());
+        return new LaunchChoice.Gemv(mma, slices, Math.max(BLOCK_WARPS, slices), preload);
+    }
+
+    /**
+     * k-slices of a product of {@code n} columns of length {@code k}: doubled while there are fewer than
+     * {@value #WARPS_PER_SM} warps for each of {@code sms} multiprocessors and each slice keeps one unrolled loop.
+     */
+    static int slices(DType t, boolean mma, long n, int k, int sms) {
+        int vectors = k / (16 / t.byteSize());
+        long tiles = Math.ceilDiv(n, mma ? MMA_COLS : FMA_COLS);
+        int steps = Math.ceilDiv(vectors, mma ? MMA_STEP : FMA_STEP), unroll = mma ? MMA_UNROLL : FMA_UNROLL;
+        int slices = 1;
+        while (slices < MAX_SLICES && tiles * slices < (long) WARPS_PER_SM * sms && steps / (2 * slices) >= unroll) slices *= 2;
+        return slices;
+    }
+
+    /**
+     * Whether the attention step {@code i} may load the position and its cache before it waits for the step before it:
+     * that step is the update of its keys and values at its position (one position each, along the cache's positions),
+     * the position is a graph input, and the update writes nothing else the attention reads. A decode step's layer: the
+     * new key and value written, then attended to. The kernel loads the written position again after the wait.
+     */
+    static boolean early(List<Step> steps, int i) {
+        if (!(steps.get(i) instanceof Step.Attention) && !(steps.get(i) instanceof Step.UpdateAttention)) return false;
+        int before = i - 1;
+        while (before >= 0 && !steps.get(before).isDeviceWork()) before--;
+        if (steps.get(i) instanceof Step.UpdateAttention u) {
+            // the update is this launch's own: early where the step before writes neither cache nor the position
+            if (u.attention().position().storage().kind() != PlanBuffer.Kind.INPUT) return false;
+            return before < 0 || !writesAny(steps.get(before), List.of(u.attention().keysT().storage(), u.attention().values().storage()));
+        }
+        // apart: early where the step before is the update the planner could have joined with it (the same rules)
+        var a = (Step.Attention) steps.get(i);
+        return before >= 0 && steps.get(before) instanceof Step.UpdateSlices updates && Step.UpdateAttention.misfit(updates, a) == null
+                && a.position().storage().kind() == PlanBuffer.Kind.INPUT;
+    }
+
+    /**
+     * Whether step {@code s} writes any of {@code storages}, by the buffers it names as written ({@link Step#writes});
+     * a collective may write more than it names (a barrier-free one pushes into its members' rotating slots) and a
+     * user op is the user's code, so those are taken to write anything.
+     */
+    private static boolean writesAny(Step s, List<PlanBuffer> storages) {
+        if (!s.collectives().isEmpty() || s instanceof Step.CallUserOp) return true;
+        for (var w : s.writes()) if (storages.contains(w.storage())) return true;
+        return false;
+    }
+}
