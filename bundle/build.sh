@@ -40,6 +40,9 @@ for pom in */pom.xml; do
         cp -r "$m/target/test-classes" "$STAGE/test-classes/$m"
     fi
 done
+# transformers' reference checkpoints (8 MiB of random weights) are host tests' data: left out, so the bundle and the
+# working tree stay within what a device call carries (64 MiB); BUNDLE_REFERENCES=1 keeps them
+[ "${BUNDLE_REFERENCES:-0}" = 1 ] || rm -rf "$STAGE/test-classes/models/references"
 
 # A small runtime: what the jars need (checked with jdeps on the project jars), plus what JUnit/AssertJ/jqwik use, and
 # JDK Flight Recorder (jdk.jfr) for profiling the host side on the GPU machine (-XX:StartFlightRecording).
