@@ -17,9 +17,10 @@ import java.util.function.Predicate;
  * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
  * as transformers computes it or refused naming what is missing, never computed differently in silence:
  * <ul>
- *   <li>the model types: {@code llama} and {@code mistral} (transformers' {@code LlamaForCausalLM} and
- *   {@code MistralForCausalLM}) are implemented; the neighbours most often mistaken for them are refused naming the
- *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
+ *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3} and the mixtures of experts
+ *   {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} (each as transformers' causal LM, {@link #SUPPORTED}) are
+ *   implemented; the neighbours most often mistaken for them are refused naming the feature this decoder lacks
+ *   ({@link #REFUSED_TYPES}), any other type as not supported;</li>
  *   <li>the fields that shape the computation are read ({@link #READ});</li>
  *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
  *   accepted where they are off ({@link #FEATURES}: null, false, 1.0 for a factor, only full-attention layers);</li>
@@ -37,7 +38,20 @@ final class ConfigPolicy {
     private ConfigPolicy() {}
 
     /** The model types implemented, with each one's causal-LM architecture. */
-    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM");
+    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM",
+            "qwen3", "Qwen3ForCausalLM", "mixtral", "MixtralForCausalLM", "qwen2_moe", "Qwen2MoeForCausalLM", "qwen3_moe", "Qwen3MoeForCausalLM");
+
+    /**
+     * The mixture-of-experts types' own fields, read ({@link MoeConfig#read}) or harmless: the router's auxiliary loss
+     * ({@code router_aux_loss_coef}, {@code output_router_logits}) and Mixtral's {@code router_jitter_noise} act only in
+     * training. Elsewhere the expert fields are {@link #FEATURES}, refused where on.
+     */
+    static final Map<String, Set<String>> MOE_FIELDS = Map.of(
+            "mixtral", Set.of("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise"),
+            "qwen2_moe", Set.of("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
+                    "decoder_sparse_step", "mlp_only_layers", "qkv_bias", "router_aux_loss_coef", "output_router_logits"),
+            "qwen3_moe", Set.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                    "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"));
 
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
@@ -48,11 +62,7 @@ final class ConfigPolicy {
             Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
                     + "sliding-window layers are not implemented"),
             Map.entry("phi3", "fused qkv_proj and gate_up_proj weights and partial rotary embeddings (partial_rotary_factor) "
-                    + "are not implemented"),
-            Map.entry("mixtral", "mixture of experts (a router choosing num_experts_per_tok of num_local_experts expert MLPs) is "
-                    + "not implemented"),
-            Map.entry("qwen2_moe", "mixture of experts (router, experts and a gated shared expert) and q/k/v biases are not implemented"),
-            Map.entry("qwen3_moe", "mixture of experts (router and experts) and QK-norm (q_norm/k_norm) are not implemented"));
+                    + "are not implemented"));
 
     /** The fields read into a {@link LlamaConfig} (sliding_window for mistral only: {@link #FEATURES} has llama's). */
     static final Set<String> READ = Set.of("model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -157,8 +167,9 @@ final class ConfigPolicy {
     }
 
     /** Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing. */
-    static void refuseFeatures(Path file, Json.Obj obj) {
+    static void refuseFeatures(Path file, Json.Obj obj, String modelType) {
         for (var e : FEATURES.entrySet()) {
+            if (MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(e.getKey())) continue;   // the mixtures read them
             Json v = obj.get(e.getKey());
             if (v != null && e.getValue().on().test(v))
                 throw new CompilationException(file + ": field '" + e.getKey() + "' is " + shortText(v) + ": " + e.getValue().missing());
@@ -173,7 +184,8 @@ final class ConfigPolicy {
         var unknown = new TreeSet<String>();
         for (String k : obj.fields().keySet()) {
             boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
-                    || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k);
+                    || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
+                    || MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(k);
             if (!known) unknown.add(k);
         }
         if (unknown.isEmpty()) return;

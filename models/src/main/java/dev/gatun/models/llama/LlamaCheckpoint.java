@@ -113,6 +113,10 @@ public final class LlamaCheckpoint {
                 out.put(p + "self_attn.k_norm.weight", new long[]{c.headDim()});
             }
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
+            if (MixtureOfExperts.sparse(c, l)) {
+                out.putAll(MixtureOfExperts.shapes(c, p));
+                continue;
+            }
             out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
             if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});
             out.put(p + "mlp.up_proj.weight", new long[]{f, h});
@@ -235,8 +239,14 @@ public final class LlamaCheckpoint {
      */
     static void checkBytes(LlamaConfig c, TensorFiles files, Path where) {
         long h = c.hiddenSize(), q = (long) c.heads() * c.headDim(), kv = (long) c.kvHeads() * c.headDim(), f = c.intermediateSize();
-        long perLayer = sum(2 * h, times(h, q), times(2 * h, kv), times(q, h), times(3 * h, f));
-        long params = sum(times(c.vocabSize(), h), c.tieWordEmbeddings() ? 0 : times(c.vocabSize(), h), h, times(c.layers(), perLayer));
+        long attention = sum(2 * h, times(h, q), times(2 * h, kv), times(q, h)), dense = times(3 * h, f);
+        long layers = times(c.layers(), sum(attention, dense));
+        if (c.moe() != null) {   // each layer a mixture of experts or a dense MLP
+            long moe = MixtureOfExperts.parameters(c);
+            layers = 0;
+            for (int l = 0; l < c.layers(); l++) layers = sum(layers, attention, c.moe().sparse(l) ? moe : dense);
+        }
+        long params = sum(times(c.vocabSize(), h), c.tieWordEmbeddings() ? 0 : times(c.vocabSize(), h), h, layers);
         long need = times(2, params);
         if (need > files.dataBytes())
             throw new GraphException(where.resolve(CONFIG) + ": num_hidden_layers " + c.layers() + " of hidden_size " + c.hiddenSize() + ", intermediate_size "

@@ -36,10 +36,12 @@ import java.util.Set;
  *                          with {@code attention_bias} (and its output projection) or {@code mlp_bias}
  * @param qkNorm            Qwen3's QK-norm: an RMSNorm of each query and each key head ({@code q_norm}, {@code k_norm},
  *                          one weight of {@code head_dim} each) before the rotary embedding
+ * @param moe               the mixture-of-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE ({@link MixtureOfExperts}), or
+ *                          null: every layer's MLP is dense
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
+                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, MoeConfig moe) {
 
     /**
      * The projections that add a bias (each {@code <name>.bias}, one value an output): the query, key and value
@@ -55,6 +57,13 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                        double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow) {
         this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
                 slidingWindow, Biases.NONE, false);
+    }
+
+    /** A shape without experts (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta, double rmsNormEps,
+                       boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, null);
     }
 
     /** A shape without QK-norm (see the canonical constructor). */
@@ -201,6 +210,8 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new GraphException("rope_theta must be positive and finite, not " + ropeTheta);
         if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new GraphException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
         if (slidingWindow < 0) throw new GraphException("sliding_window must be a positive number of positions (or none), not " + slidingWindow);
+        if (moe != null && (biases.mlp() || moe.naming() == MoeConfig.Naming.MIXTRAL && moe.expertSize() != intermediateSize))
+            throw new GraphException("a mixture of experts has no MLP biases, and Mixtral's experts are intermediate_size wide");
     }
 
     private static void positive(String field, int v) {
@@ -222,27 +233,32 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, moe);
     }
 
     /** This shape with heads {@code headDim} wide. */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, moe);
     }
 
     /** This shape with (or without) Qwen3's QK-norm. */
     public LlamaConfig withQkNorm(boolean on) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, moe);
+    }
+
+    /** This shape with the mixture-of-experts MLP {@code moe} (null: dense). */
+    public LlamaConfig withMoe(MoeConfig moe) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
     }
 
     /** This shape with {@code biases}. */
     public LlamaConfig withBiases(Biases biases) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
     }
 
     /**
@@ -284,17 +300,27 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
      */
     public void checkTensorParallel(int tp) {
         if (tp < 1) throw new CompilationException("tensor-parallel degree must be at least 1, not " + tp);
-        if (intermediateSize % tp != 0) throw indivisible(tp, "intermediate_size", intermediateSize);
+        if (denseLayers() && intermediateSize % tp != 0) throw indivisible(tp, "intermediate_size", intermediateSize);
+        if (moe != null) {
+            if (moe.expertSize() % tp != 0) throw indivisible(tp, moe.naming() == MoeConfig.Naming.MIXTRAL ? "intermediate_size" : "moe_intermediate_size", moe.expertSize());
+            if (moe.sharedSize() % tp != 0) throw indivisible(tp, "shared_expert_intermediate_size", moe.sharedSize());
+        }
         if (heads % tp != 0) throw indivisible(tp, "num_attention_heads", heads);
         if (kvHeads % tp != 0 && tp % kvHeads != 0)
             throw new CompilationException("a tensor-parallel degree of " + tp + " neither divides num_key_value_heads = " + kvHeads
                     + " nor is a multiple of it: each rank takes whole key-value heads or a replica of one");
     }
 
+    /** Whether any layer's MLP is dense (of {@code intermediate_size}). */
+    private boolean denseLayers() {
+        for (int l = 0; l < layers; l++) if (moe == null || !moe.sparse(l)) return true;
+        return false;
+    }
+
     private static CompilationException indivisible(int tp, String field, int value) {
         return new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + field + " = " + value
-                + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
-                + "num_attention_heads and intermediate_size");
+                + ": each rank takes whole heads and an equal share of the MLP (of each expert's); use a degree that divides "
+                + "num_attention_heads and the MLPs' widths");
     }
 
     /**
@@ -318,6 +344,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
      * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}.
      */
     public void write(Path file) throws IOException {
+        if (moe != null) throw new CompilationException("LlamaConfig.write: writing a mixture-of-experts configuration is not implemented (only llama and mistral)");
         boolean mistral = slidingWindow > 0;
         var m = new LinkedHashMap<String, String>();
         m.put("model_type", mistral ? "\"mistral\"" : "\"llama\"");

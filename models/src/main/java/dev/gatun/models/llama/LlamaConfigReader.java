@@ -24,7 +24,9 @@ import java.util.Set;
  * <p>The defaults are the model type's, as transformers' config classes have them: {@code num_key_value_heads} is
  * {@code num_attention_heads} for llama but 8 for mistral; {@code sliding_window} is none for llama (which has none)
  * but 4096 for a mistral file that leaves it out ({@code null}: none); {@code head_dim} is
- * {@code hidden_size / num_attention_heads}; {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000.
+ * {@code hidden_size / num_attention_heads}; {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000. The mixtures of
+ * experts ({@code mixtral}, {@code qwen2_moe}, {@code qwen3_moe}; {@link MoeConfig#read}) must give
+ * {@code num_key_value_heads} and their expert sizes: their config classes' defaults are one model's each.
  *
  * <p>The file is read only when it is at most {@value #MAX_CONFIG_BYTES} bytes (a real one is a few kilobytes), and
  * every size in it is bounded ({@link LlamaConfig#MAX_LAYERS}, {@link LlamaConfig#MAX_WIDTH}) before anything is made
@@ -40,21 +42,24 @@ final class LlamaConfigReader {
         Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
-        boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2"), qwen3 = type.equals("qwen3");
-        ConfigPolicy.refuseFeatures(file, obj);
+        boolean mistral = type.equals("mistral"), mixtral = type.equals("mixtral"), qwen3 = type.equals("qwen3");
+        boolean moe = ConfigPolicy.MOE_FIELDS.containsKey(type);
+        ConfigPolicy.refuseFeatures(file, obj, type);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral, qwen2 || qwen3);
+        refuseUnsupported(f, mistral || mixtral, type.startsWith("qwen"));
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
-            int layers = f.integer("num_hidden_layers", null);
+            int layers = f.integer("num_hidden_layers", null), intermediate = f.integer("intermediate_size", null);
             layerTypes(f, layers);
-            // Qwen3's heads are 128 wide where head_dim is left out, whatever hidden_size / heads is
+            // Qwen3's heads are 128 wide where head_dim is left out, whatever hidden_size / heads is (Qwen3-MoE's are not)
             int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : LlamaConfig.defaultHeadDim(hidden, heads);
             var rope = Rope.read(file, obj);
-            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", mistral ? 8 : heads),
-                    f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
-                    f.bool("tie_word_embeddings", false), rope.scaling(), headDim, slidingWindow(f, mistral), biases(f, qwen2), qwen3);
+            // the mixtures' key-value heads are required: their config classes' defaults are one model's each
+            int kvHeads = f.integer("num_key_value_heads", moe ? null : mistral ? 8 : heads);
+            return new LlamaConfig(hidden, layers, heads, kvHeads, intermediate, f.integer("vocab_size", null), rope.theta(),
+                    f.number("rms_norm_eps", 1e-6), f.bool("tie_word_embeddings", false), rope.scaling(), headDim,
+                    slidingWindow(f, mistral, mixtral), biases(f, type), qwen3 || type.equals("qwen3_moe"), MoeConfig.read(f, type, intermediate));
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -78,14 +83,31 @@ final class LlamaConfigReader {
      * and none elsewhere); Llama's, Mistral's and Qwen3's where {@code attention_bias} (the four attention projections)
      * or {@code mlp_bias} (the three MLP projections; never set by Qwen3's own configs) say so.
      */
-    private static LlamaConfig.Biases biases(Fields f, boolean qwen2) {
-        if (qwen2) return new LlamaConfig.Biases(true, false, false);
+    private static LlamaConfig.Biases biases(Fields f, String type) {
+        if (type.equals("qwen2")) return new LlamaConfig.Biases(true, false, false);
+        if (ConfigPolicy.MOE_FIELDS.containsKey(type)) return moeBiases(f, type);
         boolean attention = f.bool("attention_bias", false);
         return new LlamaConfig.Biases(attention, attention, f.bool("mlp_bias", false));
     }
 
+    /**
+     * The mixtures' biases: Qwen2-MoE's query, key and value projections where {@code qkv_bias} (true when left out);
+     * Qwen3-MoE's four attention projections where {@code attention_bias}; none for Mixtral. Their experts have no
+     * biases, and transformers ignores the flags these classes do not read, so a file that switches one on is refused
+     * as unclear.
+     */
+    private static LlamaConfig.Biases moeBiases(Fields f, String type) {
+        for (String flag : type.equals("qwen3_moe") ? new String[]{"mlp_bias"} : new String[]{"attention_bias", "mlp_bias"})
+            if (f.bool(flag, false))
+                throw new CompilationException(f.file() + ": field '" + flag + "' is true, but transformers' " + type + " has no such biases (it ignores "
+                        + "the field), so what the checkpoint means is unclear");
+        if (type.equals("qwen2_moe")) return new LlamaConfig.Biases(f.bool("qkv_bias", true), false, false);
+        boolean attention = type.equals("qwen3_moe") && f.bool("attention_bias", false);
+        return new LlamaConfig.Biases(attention, attention, false);
+    }
+
     /** The fields whose every value but one is a feature this decoder lacks: the activation, partial rotary embeddings. */
-    private static void refuseUnsupported(Fields f, boolean mistral, boolean qwen2) {
+    private static void refuseUnsupported(Fields f, boolean mistral, boolean qwen) {
         Json act = f.obj().get("hidden_act");
         if (act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
             throw new CompilationException(f.file() + ": field 'hidden_act' is " + ConfigPolicy.shortText(act)
@@ -96,7 +118,7 @@ final class LlamaConfigReader {
                     + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
         if (f.has("pretraining_tp") && f.integer("pretraining_tp", null) < 1)
             throw new GraphException(f.file() + ": field 'pretraining_tp' must be at least 1");
-        if (!mistral && !qwen2 && f.has("sliding_window"))
+        if (!mistral && !qwen && f.has("sliding_window"))
             throw new CompilationException(f.file() + ": field 'sliding_window' is " + ConfigPolicy.shortText(f.obj().get("sliding_window"))
                     + ", but transformers' llama has no sliding window (it ignores the field), so what the checkpoint means is unclear; "
                     + "a Mistral checkpoint says model_type 'mistral'");
@@ -114,11 +136,11 @@ final class LlamaConfigReader {
                         + ": only \"full_attention\" layers are implemented (sliding-window layers are not)");
     }
 
-    /** Mistral's {@code sliding_window}: 4096 when left out, none where null; 0 (none) for llama. */
-    private static int slidingWindow(Fields f, boolean mistral) {
-        if (!mistral) return 0;
+    /** Mistral's {@code sliding_window}: 4096 when left out (Mixtral's: none), none where null; 0 (none) for llama. */
+    private static int slidingWindow(Fields f, boolean mistral, boolean mixtral) {
+        if (!mistral && !mixtral) return 0;
         Json v = f.obj().get("sliding_window");
-        if (v == null) return 4096;
+        if (v == null) return mixtral ? 0 : 4096;
         if (v instanceof Json.Null) return 0;
         int w = f.integer("sliding_window", null);
         if (w < 1) throw new GraphException(f.file() + ": field 'sliding_window' is " + w + ": a window is at least 1 position (null: none)");

@@ -187,6 +187,10 @@ public final class LlamaDecoder {
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
             x = x.add(bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize()));
             xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            if (MixtureOfExperts.sparse(c, l)) {
+                x = x.add(MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype));   // a mixture-of-experts layer's MLP
+                continue;
+            }
             // one product for the gate and up projections (gate | up side by side)
             Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
                     p + "mlp.gate_up_proj.bias", dtype, 2 * fl);

@@ -96,9 +96,12 @@ public final class LlamaPrefill {
                     p + "self_attn.o_proj.weight"));
             in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
                     p + "post_attention_layernorm.weight"));
-            in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
-                    gate, up));
-            in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
+            if (MixtureOfExperts.sparse(c, l)) MixtureOfExperts.shard(c, weights, reads, in, p, tp, rank, dtype);
+            else {
+                in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
+                        gate, up));
+                in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
+            }
             biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);
         }
         in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
@@ -138,14 +141,14 @@ public final class LlamaPrefill {
     private static NDArray vector(NDArray m) { return NDArray.wrap(m.dtype(), m.segment(), m.shape()[0]); }
 
     /** Rows [first, first + n) of an [out, in] matrix. */
-    private record Rows(NDArray matrix, long first, long n) {}
+    record Rows(NDArray matrix, long first, long n) {}
 
     /**
      * Each part's rows, stacked: [sum of n, in] (the parts' outputs are then consecutive column ranges of one product).
      * A part already in {@code dtype} is one bulk copy (its rows are contiguous); another dtype is converted element by
      * element.
      */
-    private static NDArray rows(DType dtype, Rows... parts) {
+    static NDArray rows(DType dtype, Rows... parts) {
         long cols = parts[0].matrix().shape()[1], height = 0, e = dtype.byteSize();
         for (Rows p : parts) height += p.n();
         var out = NDArray.zeros(dtype, height, cols);

@@ -43,23 +43,20 @@ class LlamaConfigRefusalTest {
             "gemma2|model_type 'gemma2' (Gemma2ForCausalLM) is not supported: GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, pre/post norms",
             "phi3|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
             "phi3_partial_rotary|model_type 'phi3' (Phi3ForCausalLM) is not supported: fused qkv_proj and gate_up_proj weights and partial rotary embeddings",
-            "mixtral|model_type 'mixtral' (MixtralForCausalLM) is not supported: mixture of experts",
-            "qwen2_moe|model_type 'qwen2_moe' (Qwen2MoeForCausalLM) is not supported: mixture of experts (router, experts and a gated shared expert) and q/k/v biases",
-            "qwen3_moe|model_type 'qwen3_moe' (Qwen3MoeForCausalLM) is not supported: mixture of experts (router and experts) and QK-norm",
             "llama_rope_dynamic|field 'rope_parameters.rope_type' is \"dynamic\": dynamic NTK scaling",
     })
     void otherArchitecturesReferenceConfigsAreRefusedNamingWhatIsMissing(String name, String message) {
         Path f = TransformersReference.directory(name).resolve("config.json");
         var refusal = assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
                 .hasMessageStartingWith(f + ": ").hasMessageContaining(message);
-        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral, qwen2, qwen3");
+        if (message.startsWith("model_type")) refusal.hasMessageEndingWith("; supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
     }
 
     @Test
     void aTypeNotKnownAtAllIsRefusedAsNotSupported() throws IOException {
         Path f = config("\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], " + SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(f)).isInstanceOf(CompilationException.class)
-                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral, qwen2, qwen3");
+                .hasMessage(f + ": model_type 'gpt2' (GPT2LMHeadModel) is not supported: its architecture is not implemented; supported: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe");
         Path none = config(SHAPE);
         assertThatThrownBy(() -> LlamaConfig.read(none)).isInstanceOf(GraphException.class).hasMessageContaining("field 'model_type' is missing");
     }

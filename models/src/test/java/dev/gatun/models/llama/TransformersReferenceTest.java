@@ -32,7 +32,7 @@ class TransformersReferenceTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"llama", "llama_tied", "llama_rope_llama3", "llama_rope_linear", "llama_head_dim", "llama_sharded", "llama_bf16", "llama_f16",
-            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn"})
+            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "mixtral", "qwen2_moe", "qwen3_moe"})
     void logitsAndGreedyTokensAreTransformersAtTensorParallelOneAndTwo(String name) throws IOException {
         var ref = TransformersReference.load(name);
         // every greedy choice is clear by far more than float32's error: the comparison tests the model, not rounding
