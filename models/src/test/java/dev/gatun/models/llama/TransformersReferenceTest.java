@@ -52,7 +52,7 @@ class TransformersReferenceTest {
     }
 
     /** The prefill's logits of the first {@code positions} prompt tokens against transformers' rows for them. */
-    private static void assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
+    static void assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
         LlamaConfig c = ckpt.config();
         int[] ids = java.util.Arrays.copyOf(ref.prompt(), positions);
         var inputs = new ArrayList<Map<String, NDArray>>();
