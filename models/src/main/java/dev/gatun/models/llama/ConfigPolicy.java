@@ -77,6 +77,10 @@ final class ConfigPolicy {
     private static final Predicate<Json> NON_EMPTY = v -> SET.test(v) && !(v instanceof Json.Obj o && o.fields().isEmpty())
             && !(v instanceof Json.Arr a && a.items().isEmpty());
 
+    /** The expert fields, refused where on for a type that is not a mixture of experts. */
+    private static final List<String> EXPERT_FIELDS = List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+            "shared_expert_intermediate_size");
+
     /** Fields refused by name where they are switched on. */
     static final Map<String, Feature> FEATURES = features();
 
@@ -88,8 +92,9 @@ final class ConfigPolicy {
         m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is not implemented", SET));
         for (String qk : List.of("use_qk_norm", "qk_norm", "qk_layernorm"))
             m.put(qk, new Feature("QK-norm (a norm of each query and key head) is not implemented", SET));
-        for (String moe : List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"))
-            m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is not implemented", SET));
+        for (String moe : EXPERT_FIELDS)
+            m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is implemented for model_type mixtral, qwen2_moe "
+                    + "and qwen3_moe only, not for this one", SET));
         m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
         m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
         m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own llama and mistral are implemented", SET));
@@ -169,7 +174,8 @@ final class ConfigPolicy {
     /** Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing. */
     static void refuseFeatures(Path file, Json.Obj obj, String modelType) {
         for (var e : FEATURES.entrySet()) {
-            if (MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(e.getKey())) continue;   // the mixtures read them
+            // the mixtures read their own expert fields; another's (Qwen2-MoE's shared expert in Qwen3-MoE) is not known to them
+            if (MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(e.getKey())) continue;
             Json v = obj.get(e.getKey());
             if (v != null && e.getValue().on().test(v))
                 throw new CompilationException(file + ": field '" + e.getKey() + "' is " + shortText(v) + ": " + e.getValue().missing());
@@ -183,7 +189,8 @@ final class ConfigPolicy {
     static void refuseUnknown(Path file, Json.Obj obj, String modelType, Set<String> alsoHarmless) {
         var unknown = new TreeSet<String>();
         for (String k : obj.fields().keySet()) {
-            boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
+            boolean feature = FEATURES.containsKey(k) && !(MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(k));
+            boolean known = READ.contains(k) || feature || HARMLESS.contains(k) || alsoHarmless.contains(k)
                     || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
                     || MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(k);
             if (!known) unknown.add(k);
