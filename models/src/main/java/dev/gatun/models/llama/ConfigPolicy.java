@@ -97,7 +97,7 @@ final class ConfigPolicy {
                     + "and qwen3_moe only, not for this one", SET));
         m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
         m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
-        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own llama and mistral are implemented", SET));
+        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own modeling code of the supported types is implemented", SET));
         m.put("pruned_heads", new Feature("pruned attention heads are not implemented", NON_EMPTY));
         return java.util.Collections.unmodifiableMap(m);   // in this order: the first switched on is the one named
     }

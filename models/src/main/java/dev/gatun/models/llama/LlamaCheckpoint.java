@@ -45,6 +45,10 @@ import java.util.regex.Pattern;
  * With biases ({@link LlamaConfig#biases}: Qwen2's query, key and value projections, Llama's {@code attention_bias}
  * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output; with
  * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]}.
+ * A mixture-of-experts layer ({@link LlamaConfig#moe}) has its router and experts instead of the three MLP projections
+ * ({@link MixtureOfExperts#shapes}: Mixtral's {@code block_sparse_moe.gate.weight} [experts, hidden] and
+ * {@code block_sparse_moe.experts.E.w1|w3|w2.weight}; Qwen's {@code mlp.gate.weight}, {@code mlp.experts.E.*_proj.weight}
+ * and Qwen2-MoE's {@code mlp.shared_expert.*} and {@code mlp.shared_expert_gate.weight} [1, hidden]).
  *
  * Projection weights are stored as PyTorch's {@code nn.Linear} keeps them, {@code [out, in]}: {@code y = x @ W^T}.
  */
