@@ -170,6 +170,13 @@ class BadInputTest {
         assertThatThrownBy(() -> g.scalar(2, dev.gatun.ir.DType.BOOL)).isInstanceOf(GraphException.class).hasMessageContaining("2.0 is not 0 or 1");
         x.add(2147483647).mul(-3);                       // in range: fine
         assertThat(x.add(0.5).dtype()).isEqualTo(F32); // a fraction promotes, as before
+        // an i64 constant of 2^53 or more may already be rounded on its way in as a double (2^53 + 1 arrives as 2^53)
+        var y = g.input("y", dev.gatun.ir.DType.I64, 4);
+        long big = (1L << 53) + 1;
+        assertThatThrownBy(() -> y.add(big)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("constant of i64: 9007199254740992 is not within 2^53 - 1").hasMessageContaining("pass it as an i64 input instead");
+        assertThatThrownBy(() -> y.mul(-(double) (1L << 60))).isInstanceOf(GraphException.class).hasMessageContaining("is not within 2^53 - 1");
+        y.add((1L << 53) - 1).sub(-((1L << 53) - 1));   // below 2^53 every integer is exact: fine
     }
 
     @Test

@@ -370,6 +370,12 @@ public final class Graph {
                 if (!(v >= lo && v < hi + 1 && v == Math.rint(v)))
                     throw new GraphException("constant of " + t + ": " + v + " is not " + (t == dev.gatun.ir.DType.BOOL ? "0 or 1" : "an integer from "
                             + (long) lo + " to " + (long) Math.min(hi, Long.MAX_VALUE)) + "; combine with a floating tensor (cast it first) for such values");
+            if (t == dev.gatun.ir.DType.INT64)
+                for (double v : values)
+                    if (Math.abs(v) >= 0x1p53)   // 2^53 itself is what 2^53 + 1 rounds to
+                        throw new GraphException("constant of " + t + ": " + (long) v + " is not within 2^53 - 1 (9007199254740991) of zero: constants"
+                                + " are carried as float64, which holds every integer only below 2^53, so this one may already be rounded; pass it as an"
+                                + " i64 input instead");
         }
 
         private void checkOpen() {

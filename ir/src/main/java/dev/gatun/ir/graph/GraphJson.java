@@ -574,7 +574,12 @@ public final class GraphJson {
 
         private static double dbl(Json j, String where, String field) {
             return switch (j) {
-                case Json.Num n -> n.doubleValue();
+                case Json.Num n -> {
+                    double v = n.doubleValue();
+                    // a literal past float64's range reads as an infinity: a value the file did not say
+                    if (Double.isInfinite(v)) throw wrong(where, field, "a number within float64's range (\"Infinity\" for an infinity)", j);
+                    yield v;
+                }
                 case Json.Str s when s.value().equals("NaN") -> Double.NaN;
                 case Json.Str s when s.value().equals("Infinity") -> Double.POSITIVE_INFINITY;
                 case Json.Str s when s.value().equals("-Infinity") -> Double.NEGATIVE_INFINITY;

@@ -52,6 +52,19 @@ class GraphJsonTest {
             assertThat(Double.doubleToRawLongBits(back.value(i))).as("value %d", i).isEqualTo(Double.doubleToRawLongBits(values[i]));
     }
 
+    /** A literal past float64's range would read as an infinity the file did not write: refused, naming the field. */
+    @Test
+    void aNumberPastFloat64sRangeIsRefusedNotReadAsInfinity() {
+        var b = Graph.builder("c");
+        b.output("c", b.constant(new double[]{1.5}, TensorType.of(DType.FLOAT64, 1)));
+        String json = GraphJson.toJson(b.build());
+        assertThat(json).contains("1.5");
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("1.5", "1e400"))).isInstanceOf(GraphException.class)
+                .hasMessageContaining("a number within float64's range");
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("1.5", "-1e400"))).isInstanceOf(GraphException.class)
+                .hasMessageContaining("a number within float64's range");
+    }
+
     @Test
     void groupsWorldSizeSymbolsAndSymmetricMarksSurvive() {
         var b = Graph.builder("marks").worldSize(4).group(ProcessGroup.of("pair", 2, 0));

@@ -17,10 +17,11 @@ import java.util.function.Predicate;
  * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
  * as transformers computes it or refused naming what is missing, never computed differently in silence:
  * <ul>
- *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3} and the mixtures of experts
- *   {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} (each as transformers' causal LM, {@link #SUPPORTED}) are
- *   implemented; the neighbours most often mistaken for them are refused naming the feature this decoder lacks
- *   ({@link #REFUSED_TYPES}), any other type as not supported;</li>
+ *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma},
+ *   {@code gemma2} and the mixtures of experts {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} (transformers'
+ *   {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own fields read by
+ *   {@link GemmaConfigReader}, Phi-3's by {@link Phi3Fields}, the experts' by {@link MoeConfig}); the neighbours most often mistaken for them are refused naming the
+ *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
  *   <li>the fields that shape the computation are read ({@link #READ});</li>
  *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
  *   accepted where they are off ({@link #FEATURES}: null, false, 1.0 for a factor, only full-attention layers);</li>
@@ -38,13 +39,15 @@ final class ConfigPolicy {
     private ConfigPolicy() {}
 
     /** The model types implemented, with each one's causal-LM architecture. */
-    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM",
-            "qwen3", "Qwen3ForCausalLM", "mixtral", "MixtralForCausalLM", "qwen2_moe", "Qwen2MoeForCausalLM", "qwen3_moe", "Qwen3MoeForCausalLM");
+    static final Map<String, String> SUPPORTED = Map.ofEntries(Map.entry("llama", "LlamaForCausalLM"), Map.entry("mistral", "MistralForCausalLM"),
+            Map.entry("qwen2", "Qwen2ForCausalLM"), Map.entry("qwen3", "Qwen3ForCausalLM"), Map.entry("gemma", "GemmaForCausalLM"),
+            Map.entry("gemma2", "Gemma2ForCausalLM"), Map.entry("phi3", "Phi3ForCausalLM"), Map.entry("mixtral", "MixtralForCausalLM"),
+            Map.entry("qwen2_moe", "Qwen2MoeForCausalLM"), Map.entry("qwen3_moe", "Qwen3MoeForCausalLM"));
 
     /**
      * The mixture-of-experts types' own fields, read ({@link MoeConfig#read}) or harmless: the router's auxiliary loss
      * ({@code router_aux_loss_coef}, {@code output_router_logits}) and Mixtral's {@code router_jitter_noise} act only in
-     * training. Elsewhere the expert fields are {@link #FEATURES}, refused where on.
+     * training. Elsewhere the expert fields ({@link #EXPERT_FIELDS}) are {@link #FEATURES}, refused where on.
      */
     static final Map<String, Set<String>> MOE_FIELDS = Map.of(
             "mixtral", Set.of("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise"),
@@ -53,16 +56,14 @@ final class ConfigPolicy {
             "qwen3_moe", Set.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
                     "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"));
 
+    /** The expert fields, refused where on for a type that is not a mixture of experts. */
+    static final List<String> EXPERT_FIELDS = List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+            "shared_expert_intermediate_size");
+
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
-            Map.entry("gemma", "GeGLU with tanh-approximated GELU, the embedding scaled by sqrt(hidden_size) and RMSNorm weights "
-                    + "applied as (1 + w) are not implemented"),
-            Map.entry("gemma2", "GeGLU-tanh, the embedding scale and (1 + w) norms, attention and final logit soft-capping, "
-                    + "pre/post norms around attention and MLP, query_pre_attn_scalar and sliding-window layers are not implemented"),
             Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
-                    + "sliding-window layers are not implemented"),
-            Map.entry("phi3", "fused qkv_proj and gate_up_proj weights and partial rotary embeddings (partial_rotary_factor) "
-                    + "are not implemented"));
+                    + "sliding-window layers are not implemented"));
 
     /** The fields read into a {@link LlamaConfig} (sliding_window for mistral only: {@link #FEATURES} has llama's). */
     static final Set<String> READ = Set.of("model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -77,19 +78,16 @@ final class ConfigPolicy {
     private static final Predicate<Json> NON_EMPTY = v -> SET.test(v) && !(v instanceof Json.Obj o && o.fields().isEmpty())
             && !(v instanceof Json.Arr a && a.items().isEmpty());
 
-    /** The expert fields, refused where on for a type that is not a mixture of experts. */
-    private static final List<String> EXPERT_FIELDS = List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-            "shared_expert_intermediate_size");
-
     /** Fields refused by name where they are switched on. */
     static final Map<String, Feature> FEATURES = features();
 
     private static Map<String, Feature> features() {
         var m = new LinkedHashMap<String, Feature>();
-        m.put("hidden_activation", new Feature("Gemma's activation field: only hidden_act \"silu\" (SwiGLU) is implemented", SET));
-        m.put("attn_logit_softcapping", new Feature("soft-capping the attention scores (tanh) is not implemented", SET));
-        m.put("final_logit_softcapping", new Feature("soft-capping the final logits (tanh) is not implemented", SET));
-        m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is not implemented", SET));
+        m.put("hidden_activation", new Feature("Gemma's activation field, read for gemma and gemma2 only: elsewhere only hidden_act \"silu\" (SwiGLU) is implemented", SET));
+        m.put("attn_logit_softcapping", new Feature("soft-capping the attention scores (tanh) is implemented for gemma2 only", SET));
+        m.put("final_logit_softcapping", new Feature("soft-capping the final logits (tanh) is implemented for gemma2 only", SET));
+        m.put("query_pre_attn_scalar", new Feature("scaling the queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2 is implemented for gemma2 only", SET));
+        m.put("use_bidirectional_attention", new Feature("bidirectional attention (every position seeing every other: an encoder) is not implemented", SET));
         for (String qk : List.of("use_qk_norm", "qk_norm", "qk_layernorm"))
             m.put(qk, new Feature("QK-norm (a norm of each query and key head) is not implemented", SET));
         for (String moe : EXPERT_FIELDS)
@@ -97,7 +95,7 @@ final class ConfigPolicy {
                     + "and qwen3_moe only, not for this one", SET));
         m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
         m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
-        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own modeling code of the supported types is implemented", SET));
+        m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own modeling of the supported types is implemented", SET));
         m.put("pruned_heads", new Feature("pruned attention heads are not implemented", NON_EMPTY));
         return java.util.Collections.unmodifiableMap(m);   // in this order: the first switched on is the one named
     }
@@ -110,10 +108,16 @@ final class ConfigPolicy {
     static final Set<String> QWEN2_HARMLESS = Set.of("max_window_layers");
 
     /**
+     * Phi-3's own fields that change nothing here: its dropouts ({@code embd_pdrop}, {@code resid_pdrop}; off at
+     * inference) and {@code original_max_position_embeddings}, which only its LongRoPE scaling reads (refused).
+     */
+    static final Set<String> PHI3_HARMLESS = Set.of("embd_pdrop", "resid_pdrop", "original_max_position_embeddings");
+
+    /**
      * Fields ignored: none changes the forward pass (the logits of a sequence). Dropout is off at inference; the token
      * ids, the generation defaults ({@code temperature}, {@code top_p}, ...) and the dtype the file was saved in are
-     * the caller's to use; {@code max_position_embeddings} changes nothing where no dynamic rotary scaling reads it
-     * (dynamic scaling is refused); {@code pretraining_tp} splits the same products into slices (read: a whole number).
+     * the caller's to use; {@code max_position_embeddings} changes nothing but where dynamic NTK rotary scaling reads it
+     * (then it is read); {@code pretraining_tp} splits the same products into slices (read: a whole number).
      */
     static final Set<String> HARMLESS = Set.of(
             // the model's own
@@ -171,9 +175,13 @@ final class ConfigPolicy {
         return out;
     }
 
-    /** Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing. */
+    /**
+     * Refuses the first field of {@link #FEATURES} switched on, naming it, its value and what is missing; but for those
+     * the model type's own reader reads ({@link GemmaConfigReader#reads}).
+     */
     static void refuseFeatures(Path file, Json.Obj obj, String modelType) {
         for (var e : FEATURES.entrySet()) {
+            if (GemmaConfigReader.reads(modelType).contains(e.getKey())) continue;
             // the mixtures read their own expert fields; another's (Qwen2-MoE's shared expert in Qwen3-MoE) is not known to them
             if (MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(e.getKey())) continue;
             Json v = obj.get(e.getKey());
@@ -192,6 +200,8 @@ final class ConfigPolicy {
             boolean feature = FEATURES.containsKey(k) && !(MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(k));
             boolean known = READ.contains(k) || feature || HARMLESS.contains(k) || alsoHarmless.contains(k)
                     || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
+                    || GemmaConfigReader.harmless(modelType).contains(k)
+                    || modelType.equals("phi3") && PHI3_HARMLESS.contains(k)
                     || MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(k);
             if (!known) unknown.add(k);
         }

@@ -44,7 +44,12 @@ import java.util.regex.Pattern;
  *
  * With biases ({@link LlamaConfig#biases}: Qwen2's query, key and value projections, Llama's {@code attention_bias}
  * or {@code mlp_bias}) each such projection has its {@code .bias} beside its {@code .weight}, one value an output; with
- * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]}.
+ * Qwen3's QK-norm each layer has {@code self_attn.q_norm.weight} and {@code self_attn.k_norm.weight}, {@code [head_dim]};
+ * with Gemma 2's norms around the MLP, {@code pre_feedforward_layernorm.weight} and {@code post_feedforward_layernorm.weight},
+ * {@code [hidden]} (Gemma's checkpoints have the tied embedding only: no {@code lm_head.weight}).
+ * Phi-3's layout ({@link LlamaConfig#fused}) has each layer's query, key and value weights as one tensor,
+ * {@code self_attn.qkv_proj.weight [(heads + 2 * kv_heads) * head_dim, hidden]} (the rows of q, then k, then v), and its gate
+ * and up weights as one, {@code mlp.gate_up_proj.weight [2 * intermediate, hidden]} (gate, then up), in place of the five.
  * A mixture-of-experts layer ({@link LlamaConfig#moe}) has its router and experts instead of the three MLP projections
  * ({@link MixtureOfExperts#shapes}: Mixtral's {@code block_sparse_moe.gate.weight} [experts, hidden] and
  * {@code block_sparse_moe.experts.E.w1|w3|w2.weight}; Qwen's {@code mlp.gate.weight}, {@code mlp.experts.E.*_proj.weight}
@@ -104,12 +109,15 @@ public final class LlamaCheckpoint {
             String p = "model.layers." + l + ".";
             out.put(p + "input_layernorm.weight", new long[]{h});
             var b = c.biases();
-            out.put(p + "self_attn.q_proj.weight", new long[]{q, h});
-            if (b.qkv()) out.put(p + "self_attn.q_proj.bias", new long[]{q});
-            out.put(p + "self_attn.k_proj.weight", new long[]{kv, h});
-            if (b.qkv()) out.put(p + "self_attn.k_proj.bias", new long[]{kv});
-            out.put(p + "self_attn.v_proj.weight", new long[]{kv, h});
-            if (b.qkv()) out.put(p + "self_attn.v_proj.bias", new long[]{kv});
+            if (c.fused()) out.put(p + "self_attn.qkv_proj.weight", new long[]{q + 2 * kv, h});   // Phi-3's: q | k | v rows
+            else {
+                out.put(p + "self_attn.q_proj.weight", new long[]{q, h});
+                if (b.qkv()) out.put(p + "self_attn.q_proj.bias", new long[]{q});
+                out.put(p + "self_attn.k_proj.weight", new long[]{kv, h});
+                if (b.qkv()) out.put(p + "self_attn.k_proj.bias", new long[]{kv});
+                out.put(p + "self_attn.v_proj.weight", new long[]{kv, h});
+                if (b.qkv()) out.put(p + "self_attn.v_proj.bias", new long[]{kv});
+            }
             out.put(p + "self_attn.o_proj.weight", new long[]{h, q});
             if (b.output()) out.put(p + "self_attn.o_proj.bias", new long[]{h});
             if (c.qkNorm()) {
@@ -117,14 +125,18 @@ public final class LlamaCheckpoint {
                 out.put(p + "self_attn.k_norm.weight", new long[]{c.headDim()});
             }
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
+            for (String n : GemmaOps.extraNorms(c)) out.put(p + n, new long[]{h});
             if (MixtureOfExperts.sparse(c, l)) {
                 out.putAll(MixtureOfExperts.shapes(c, p));
                 continue;
             }
-            out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
-            if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});
-            out.put(p + "mlp.up_proj.weight", new long[]{f, h});
-            if (b.mlp()) out.put(p + "mlp.up_proj.bias", new long[]{f});
+            if (c.fused()) out.put(p + "mlp.gate_up_proj.weight", new long[]{2 * f, h});            // Phi-3's: gate | up rows
+            else {
+                out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
+                if (b.mlp()) out.put(p + "mlp.gate_proj.bias", new long[]{f});
+                out.put(p + "mlp.up_proj.weight", new long[]{f, h});
+                if (b.mlp()) out.put(p + "mlp.up_proj.bias", new long[]{f});
+            }
             out.put(p + "mlp.down_proj.weight", new long[]{h, f});
             if (b.mlp()) out.put(p + "mlp.down_proj.bias", new long[]{h});
         }

@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2} and {@code qwen3} model types), as a
+ * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma}, {@code gemma2}, {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} model types), as a
  * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
  * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
@@ -25,7 +25,7 @@ import java.util.Set;
  * @param ropeTheta         {@code rope_theta} (10000 when left out)
  * @param rmsNormEps        {@code rms_norm_eps} (1e-6 when left out)
  * @param tieWordEmbeddings {@code tie_word_embeddings}: the output projection is the embedding (false when left out)
- * @param ropeScaling       the rotary frequencies' scaling ({@code rope_type} "llama3" or "linear"), or null: unscaled
+ * @param ropeScaling       the rotary frequencies' scaling ({@code rope_type} "llama3", "linear", "yarn" or "dynamic"), or null: unscaled
  * @param headDim           {@code head_dim}: the width of one attention head ({@code hidden_size / num_attention_heads}
  *                          when left out); the query, key, value and output projections are {@code heads * head_dim}
  *                          wide, which need not be {@code hidden_size}
@@ -36,12 +36,51 @@ import java.util.Set;
  *                          with {@code attention_bias} (and its output projection) or {@code mlp_bias}
  * @param qkNorm            Qwen3's QK-norm: an RMSNorm of each query and each key head ({@code q_norm}, {@code k_norm},
  *                          one weight of {@code head_dim} each) before the rotary embedding
+ * @param rotaryDim         how many of each head's {@code head_dim} dimensions rotate (Phi-3's {@code partial_rotary_factor}
+ *                          times {@code head_dim}): the first this many, the rest pass through; 0 is read as all of them
+ * @param fused             Phi-3's checkpoint layout: each layer's query, key and value projections one tensor
+ *                          ({@code self_attn.qkv_proj}), its gate and up projections one ({@code mlp.gate_up_proj}); the
+ *                          computation is the same ({@link LlamaCheckpoint#shapes})
+ * @param gemma             Gemma's and Gemma 2's changes ({@link GemmaFeatures}), or null: none
  * @param moe               the mixture-of-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE ({@link MixtureOfExperts}), or
  *                          null: every layer's MLP is dense
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, MoeConfig moe) {
+                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, int rotaryDim, boolean fused, GemmaFeatures gemma,
+                          MoeConfig moe) {
+
+    /** A shape without experts (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases,
+                       boolean qkNorm, int rotaryDim, boolean fused, GemmaFeatures gemma) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, null);
+    }
+
+    /** A shape whose heads rotate whole, its tensors in Llama's layout (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases,
+                       boolean qkNorm) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, 0, false, null);
+    }
+
+    /** A shape whose heads rotate whole, its tensors in Llama's layout, with Gemma's changes {@code gemma} (null: none). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases,
+                       boolean qkNorm, GemmaFeatures gemma) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, 0, false, gemma);
+    }
+
+    /** A shape without Gemma's changes (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases,
+                       boolean qkNorm, int rotaryDim, boolean fused) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, rotaryDim, fused, null);
+    }
 
     /**
      * The projections that add a bias (each {@code <name>.bias}, one value an output): the query, key and value
@@ -57,13 +96,6 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                        double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow) {
         this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
                 slidingWindow, Biases.NONE, false);
-    }
-
-    /** A shape without experts (see the canonical constructor). */
-    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta, double rmsNormEps,
-                       boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases, boolean qkNorm) {
-        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
-                slidingWindow, biases, qkNorm, null);
     }
 
     /** A shape without QK-norm (see the canonical constructor). */
@@ -82,7 +114,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public static final int MAX_WIDTH = 1 << 24;
 
     /** How the rotary frequencies are scaled ({@code rope_type}), as transformers computes them. */
-    public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear, RopeScaling.Yarn {
+    public sealed interface RopeScaling permits RopeScaling.Llama3, RopeScaling.Linear, RopeScaling.Yarn, RopeScaling.Dynamic {
         /**
          * Pair {@code pair}'s frequency (radians per position; of {@code headDim / 2} pairs, base {@code theta}, unscaled
          * {@code frequency}) as this scaling changes it: Llama 3's and linear scaling look at the frequency alone, YaRN's
@@ -173,6 +205,22 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
             @Override public String type() { return "yarn"; }
         }
+
+        /**
+         * Dynamic NTK scaling ({@code rope_type} "dynamic"), as transformers computes it: up to {@code maxPositions}
+         * ({@code max_position_embeddings}) positions the frequencies are the unscaled ones, which {@link #scale} gives;
+         * past it the base grows with the sequence's length, so the frequencies depend on it ({@link DynamicRope}).
+         */
+        record Dynamic(double factor, int maxPositions) implements RopeScaling {
+            public Dynamic {
+                if (!(factor >= 1) || Double.isInfinite(factor)) throw new GraphException("rope_scaling.factor must be at least 1, not " + factor);
+                if (maxPositions < 1) throw new GraphException("max_position_embeddings must be at least 1, not " + maxPositions);
+            }
+
+            @Override public double scale(double frequency, int pair, int headDim, double theta) { return frequency; }
+
+            @Override public String type() { return "dynamic"; }
+        }
     }
 
     /** A shape with unscaled rotary frequencies and heads of {@code hidden_size / num_attention_heads}. */
@@ -210,8 +258,18 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         if (!(ropeTheta > 0) || Double.isInfinite(ropeTheta)) throw new GraphException("rope_theta must be positive and finite, not " + ropeTheta);
         if (!(rmsNormEps > 0) || Double.isInfinite(rmsNormEps)) throw new GraphException("rms_norm_eps must be positive and finite, not " + rmsNormEps);
         if (slidingWindow < 0) throw new GraphException("sliding_window must be a positive number of positions (or none), not " + slidingWindow);
-        if (moe != null && (biases.mlp() || moe.naming() == MoeConfig.Naming.MIXTRAL && moe.expertSize() != intermediateSize))
-            throw new GraphException("a mixture of experts has no MLP biases, and Mixtral's experts are intermediate_size wide");
+        if (gemma != null) gemma.checkLayers(layers);
+        if (rotaryDim == 0) rotaryDim = headDim;
+        if (rotaryDim < 2 || rotaryDim > headDim || rotaryDim % 2 != 0)
+            throw new GraphException("the rotary dimensions (head_dim " + headDim + " times partial_rotary_factor) are " + rotaryDim
+                    + ": they must be even (rotary embeddings rotate pairs), at least 2 and at most head_dim");
+        if (ropeScaling instanceof RopeScaling.Dynamic && rotaryDim == 2)
+            throw new CompilationException("rope_type \"dynamic\" with 2 rotary dimensions: its base grows with the power d / (d - 2), "
+                    + "which for d = 2 transformers cannot compute either");
+        if (fused && (biases.qkv() || biases.output() || biases.mlp() || qkNorm))
+            throw new CompilationException("Phi-3's fused qkv_proj and gate_up_proj layout with biases or QK-norm is not implemented (Phi-3 has neither)");
+        if (moe != null && (biases.mlp() || fused || gemma != null || moe.naming() == MoeConfig.Naming.MIXTRAL && moe.expertSize() != intermediateSize))
+            throw new GraphException("a mixture of experts has no MLP biases, no fused or Gemma layout, and Mixtral's experts are intermediate_size wide");
     }
 
     private static void positive(String field, int v) {
@@ -233,40 +291,56 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
-    /** This shape with heads {@code headDim} wide. */
+    /** This shape with heads {@code headDim} wide (all of them rotating where all of the old ones did). */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim == this.headDim ? 0 : rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with (or without) Qwen3's QK-norm. */
     public LlamaConfig withQkNorm(boolean on) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, rotaryDim, fused, gemma, moe);
+    }
+
+    /** This shape with Gemma's changes {@code gemma} (null: none). */
+    public LlamaConfig withGemma(GemmaFeatures gemma) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with the mixture-of-experts MLP {@code moe} (null: dense). */
     public LlamaConfig withMoe(MoeConfig moe) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with {@code biases}. */
     public LlamaConfig withBiases(Biases biases) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, moe);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
+    }
+
+    /** This shape with the first {@code rotaryDim} dimensions of each head rotating (Phi-3's partial rotary embedding). */
+    public LlamaConfig withRotaryDim(int rotaryDim) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
+    }
+
+    /** This shape with its tensors in Phi-3's fused layout ({@code fused}) or Llama's. */
+    public LlamaConfig withFused(boolean fused) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /**
-     * The rotary frequency of each of the {@code head_dim / 2} pairs, radians per position: {@code rope_theta^(-2i/d)},
-     * scaled where {@code rope_scaling} says so.
+     * The rotary frequency of each of the {@code rotaryDim / 2} pairs, radians per position: {@code rope_theta^(-2i/d)}
+     * ({@code d} = {@code rotaryDim}), scaled where {@code rope_scaling} says so (dynamic NTK: as it is up to
+     * {@code max_position_embeddings}; {@link DynamicRope} has the frequencies past it).
      */
     public double[] ropeFrequencies() {
-        int d = headDim;
+        int d = rotaryDim;   // transformers' dim: head_dim times partial_rotary_factor
         double[] f = new double[d / 2];
         for (int i = 0; i < f.length; i++) {
             f[i] = 1 / Math.pow(ropeTheta, 2.0 * i / d);
@@ -340,15 +414,25 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public static LlamaConfig read(Path file, Set<String> alsoHarmless) throws IOException { return LlamaConfigReader.read(file, alsoHarmless); }
 
     /**
-     * Writes {@code config.json} in transformers' layout: {@code "model_type": "mistral"} where there is a sliding
-     * window, {@code "llama"} otherwise, with {@code rope_theta} and {@code rope_scaling}.
+     * Writes {@code config.json} in transformers' layout: {@code "model_type": "phi3"} for the fused layout (with its
+     * {@code partial_rotary_factor}), {@code "qwen3"} with QK-norm, {@code "qwen2"}
+     * with biases on the query, key and value projections alone, {@code "mistral"} where there is a sliding window,
+     * {@code "llama"} otherwise (its {@code attention_bias} and {@code mlp_bias} as the biases say), with
+     * {@code rope_theta} and {@code rope_scaling}. The file is read back before this returns: a configuration that no
+     * file says exactly (a Gemma one, a sliding window with biases, ...) is refused and no file is left.
      */
     public void write(Path file) throws IOException {
-        if (moe != null) throw new CompilationException("LlamaConfig.write: writing a mixture-of-experts configuration is not implemented (only llama and mistral)");
-        boolean mistral = slidingWindow > 0;
+        if (moe != null) throw new CompilationException("LlamaConfig.write: " + file + ": a mixture-of-experts configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
+        if (gemma != null)   // a llama file would drop Gemma's changes: refused rather than written wrong
+            throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
+        boolean mistral = slidingWindow > 0, qwen3 = qkNorm, qwen2 = !qwen3 && biases.qkv() && !biases.output() && !biases.mlp();
+        String type = fused ? "phi3" : qwen3 ? "qwen3" : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
         var m = new LinkedHashMap<String, String>();
-        m.put("model_type", mistral ? "\"mistral\"" : "\"llama\"");
-        m.put("architectures", mistral ? "[\"MistralForCausalLM\"]" : "[\"LlamaForCausalLM\"]");
+        m.put("model_type", "\"" + type + "\"");
+        m.put("architectures", "[\"" + switch (type) { case "phi3" -> "Phi3"; case "qwen3" -> "Qwen3"; case "qwen2" -> "Qwen2"; case "mistral" -> "Mistral"; default -> "Llama"; }
+                + "ForCausalLM\"]");
+        if (!qwen2 && biases.qkv()) m.put("attention_bias", "true");
+        if (biases.mlp()) m.put("mlp_bias", "true");
         m.put("hidden_size", Integer.toString(hiddenSize));
         m.put("num_hidden_layers", Integer.toString(layers));
         m.put("num_attention_heads", Integer.toString(heads));
@@ -360,13 +444,18 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         m.put("rms_norm_eps", String.format(Locale.ROOT, "%.17g", rmsNormEps));
         m.put("tie_word_embeddings", Boolean.toString(tieWordEmbeddings));
         m.put("hidden_act", "\"silu\"");
-        if (mistral) m.put("sliding_window", Integer.toString(slidingWindow));
+        if (slidingWindow > 0) m.put("sliding_window", Integer.toString(slidingWindow));
+        if (rotaryDim != headDim) m.put("partial_rotary_factor", Double.toString((double) rotaryDim / headDim));
         switch (ropeScaling) {
             case null -> { }
             case RopeScaling.Llama3 s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
                     + "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %d}", Double.toString(s.factor()),
                     Double.toString(s.lowFreqFactor()), Double.toString(s.highFreqFactor()), s.originalMaxPositions()));
             case RopeScaling.Linear s -> m.put("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + s.factor() + "}");
+            case RopeScaling.Dynamic s -> {
+                m.put("rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": " + s.factor() + "}");
+                m.put("max_position_embeddings", Integer.toString(s.maxPositions()));
+            }
             case RopeScaling.Yarn s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"yarn\", \"factor\": %s, "
                     + "\"original_max_position_embeddings\": %d, \"beta_fast\": %s, \"beta_slow\": %s, \"attention_factor\": %s, \"truncate\": %s}",
                     Double.toString(s.factor()), s.originalMaxPositions(), Double.toString(s.betaFast()), Double.toString(s.betaSlow()),
@@ -376,5 +465,17 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
         int i = 0;
         for (var e : m.entrySet()) sb.append("  \"").append(e.getKey()).append("\": ").append(e.getValue()).append(++i < m.size() ? ",\n" : "\n");
         Files.writeString(file, sb.append("}\n").toString(), StandardCharsets.UTF_8);
+        LlamaConfig back;
+        try {
+            back = read(file);
+        } catch (RuntimeException e) {
+            Files.deleteIfExists(file);
+            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration (" + e.getMessage() + "); nothing written", e);
+        }
+        if (!back.equals(this)) {
+            Files.deleteIfExists(file);
+            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration exactly (it would read back as "
+                    + back + ", not " + this + "); nothing written");
+        }
     }
 }

@@ -11,22 +11,26 @@ import java.nio.file.Path;
 import java.util.Set;
 
 /**
- * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama} and
- * {@code mistral}, refusing by name what this decoder does not compute ({@link ConfigPolicy} says which field is
- * read, refused or ignored, and why).
+ * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama},
+ * {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma}, {@code gemma2}, {@code mixtral},
+ * {@code qwen2_moe} and {@code qwen3_moe} (Gemma's own fields: {@link GemmaConfigReader}, Phi-3's: {@link Phi3Fields},
+ * the experts': {@link MoeConfig}), refusing by name what this decoder does not compute
+ * ({@link ConfigPolicy} says which field is read, refused or ignored, and why).
  *
  * <p>Both spellings of the rotary embedding are read: transformers 4's {@code rope_theta} and {@code rope_scaling},
  * and transformers 5's {@code rope_parameters} ({@code rope_theta}, {@code rope_type} and the type's own fields);
- * where a file has both, they must agree. The rope types implemented are {@code default}, {@code linear} and
- * {@code llama3}; {@code dynamic}, {@code yarn}, {@code longrope} and any other are refused by name, as is a field of
- * the rope object that its type does not use.
+ * where a file has both, they must agree. The rope types implemented are {@code default}, {@code linear},
+ * {@code llama3}, {@code yarn} and {@code dynamic}; {@code longrope} (and Phi-3's older name for it, {@code su}) and
+ * any other are refused by name, as is a field of the rope object that its type does not use.
  *
  * <p>The defaults are the model type's, as transformers' config classes have them: {@code num_key_value_heads} is
  * {@code num_attention_heads} for llama but 8 for mistral; {@code sliding_window} is none for llama (which has none)
- * but 4096 for a mistral file that leaves it out ({@code null}: none); {@code head_dim} is
- * {@code hidden_size / num_attention_heads}; {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000. The mixtures of
- * experts ({@code mixtral}, {@code qwen2_moe}, {@code qwen3_moe}; {@link MoeConfig#read}) must give
- * {@code num_key_value_heads} and their expert sizes: their config classes' defaults are one model's each.
+ * but 4096 for a mistral file that leaves it out ({@code null}: none), and none for phi3; {@code head_dim} is
+ * {@code hidden_size / num_attention_heads} (Qwen3's 128, Gemma's 256); {@code tie_word_embeddings} false (Gemma's
+ * true); {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000. Phi-3's {@code partial_rotary_factor} is read
+ * ({@link Phi3Fields}); every other type's must be 1. The mixtures of experts must give {@code num_key_value_heads}
+ * and their expert sizes (their config classes' defaults are one model's each); Mixtral's window is none where left
+ * out, and Qwen3-MoE's heads are {@code hidden_size / num_attention_heads} wide where {@code head_dim} is left out.
  *
  * <p>The file is read only when it is at most {@value #MAX_CONFIG_BYTES} bytes (a real one is a few kilobytes), and
  * every size in it is bounded ({@link LlamaConfig#MAX_LAYERS}, {@link LlamaConfig#MAX_WIDTH}) before anything is made
@@ -42,24 +46,29 @@ final class LlamaConfigReader {
         Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
-        boolean mistral = type.equals("mistral"), mixtral = type.equals("mixtral"), qwen3 = type.equals("qwen3");
-        boolean moe = ConfigPolicy.MOE_FIELDS.containsKey(type);
+        boolean mistral = type.equals("mistral"), qwen3 = type.equals("qwen3"), phi3 = type.equals("phi3");
+        boolean gemma = GemmaConfigReader.isGemma(type), gemma2 = type.equals("gemma2");
+        boolean mixtral = type.equals("mixtral"), moe = ConfigPolicy.MOE_FIELDS.containsKey(type);
         ConfigPolicy.refuseFeatures(file, obj, type);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral || mixtral, type.startsWith("qwen"));
+        refuseUnsupported(f, mistral || phi3 || mixtral, type.startsWith("qwen") || gemma2, gemma);
+        if (phi3) Phi3Fields.refuseBiases(f);
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
             int layers = f.integer("num_hidden_layers", null), intermediate = f.integer("intermediate_size", null);
-            layerTypes(f, layers);
-            // Qwen3's heads are 128 wide where head_dim is left out, whatever hidden_size / heads is (Qwen3-MoE's are not)
-            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : LlamaConfig.defaultHeadDim(hidden, heads);
-            var rope = Rope.read(file, obj);
-            // the mixtures' key-value heads are required: their config classes' defaults are one model's each
-            int kvHeads = f.integer("num_key_value_heads", moe ? null : mistral ? 8 : heads);
-            return new LlamaConfig(hidden, layers, heads, kvHeads, intermediate, f.integer("vocab_size", null), rope.theta(),
-                    f.number("rms_norm_eps", 1e-6), f.bool("tie_word_embeddings", false), rope.scaling(), headDim,
-                    slidingWindow(f, mistral, mixtral), biases(f, type), qwen3 || type.equals("qwen3_moe"), MoeConfig.read(f, type, intermediate));
+            if (!gemma2) layerTypes(f, layers);   // Gemma 2's sliding layers: GemmaConfigReader's
+            // Qwen3's heads are 128 wide where head_dim is left out, Gemma's 256, whatever hidden_size / heads is (Qwen3-MoE's are not)
+            int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : gemma ? 256 : LlamaConfig.defaultHeadDim(hidden, heads);
+            var rope = Rope.read(file, obj, phi3);
+            int rotaryDim = phi3 ? Phi3Fields.rotaryDim(f, headDim, rope.partial()) : headDim;
+            // Gemma's and the mixtures' configs have no default of num_key_value_heads that follows the query heads (their
+            // config classes' are one model's each): required
+            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", gemma || moe ? null : mistral ? 8 : heads),
+                    intermediate, f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
+                    f.bool("tie_word_embeddings", gemma), rope.scaling(), headDim, slidingWindow(f, mistral, phi3 || mixtral),
+                    phi3 ? LlamaConfig.Biases.NONE : biases(f, type), qwen3 || type.equals("qwen3_moe"), rotaryDim, phi3,
+                    gemma ? GemmaConfigReader.read(f, type, layers, headDim) : null, MoeConfig.read(f, type, intermediate));
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -106,19 +115,25 @@ final class LlamaConfigReader {
         return new LlamaConfig.Biases(attention, attention, false);
     }
 
-    /** The fields whose every value but one is a feature this decoder lacks: the activation, partial rotary embeddings. */
-    private static void refuseUnsupported(Fields f, boolean mistral, boolean qwen) {
+    /**
+     * The fields whose every value but one is a feature this decoder lacks: the activation (Gemma's: {@link GemmaConfigReader}),
+     * partial rotary embeddings (but for Phi-3's, which {@link Phi3Fields} reads); {@code sliding_window} where the type
+     * neither has a window ({@code windowed}: mistral, phi3) nor reads the field ({@code windowRead}: Qwen's, whose switch
+     * is refused where on, and Gemma 2's).
+     */
+    private static void refuseUnsupported(Fields f, boolean windowed, boolean windowRead, boolean gemma) {
         Json act = f.obj().get("hidden_act");
-        if (act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
+        if (!gemma && act != null && !(act instanceof Json.Null) && !(act instanceof Json.Str a && a.value().equals("silu")))
             throw new CompilationException(f.file() + ": field 'hidden_act' is " + ConfigPolicy.shortText(act)
                     + ": only \"silu\" (the SwiGLU MLP) is implemented");
         Json partial = f.obj().get("partial_rotary_factor");
-        if (partial != null && !(partial instanceof Json.Null) && f.number("partial_rotary_factor", 1) != 1)
+        boolean phi3 = f.obj().get("model_type") instanceof Json.Str t && t.value().equals("phi3");
+        if (!phi3 && partial != null && !(partial instanceof Json.Null) && f.number("partial_rotary_factor", 1) != 1)
             throw new CompilationException(f.file() + ": field 'partial_rotary_factor' is " + ConfigPolicy.shortText(partial)
                     + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
         if (f.has("pretraining_tp") && f.integer("pretraining_tp", null) < 1)
             throw new GraphException(f.file() + ": field 'pretraining_tp' must be at least 1");
-        if (!mistral && !qwen && f.has("sliding_window"))
+        if (!windowed && !windowRead && f.has("sliding_window"))
             throw new CompilationException(f.file() + ": field 'sliding_window' is " + ConfigPolicy.shortText(f.obj().get("sliding_window"))
                     + ", but transformers' llama has no sliding window (it ignores the field), so what the checkpoint means is unclear; "
                     + "a Mistral checkpoint says model_type 'mistral'");
@@ -136,11 +151,14 @@ final class LlamaConfigReader {
                         + ": only \"full_attention\" layers are implemented (sliding-window layers are not)");
     }
 
-    /** Mistral's {@code sliding_window}: 4096 when left out (Mixtral's: none), none where null; 0 (none) for llama. */
-    private static int slidingWindow(Fields f, boolean mistral, boolean mixtral) {
-        if (!mistral && !mixtral) return 0;
+    /**
+     * Mistral's, Phi-3's and Mixtral's {@code sliding_window}: where left out, 4096 for mistral and none for phi3 and
+     * mixtral ({@code noDefault}; their config classes' defaults); none where null; 0 (none) for the others.
+     */
+    private static int slidingWindow(Fields f, boolean mistral, boolean noDefault) {
+        if (!mistral && !noDefault) return 0;
         Json v = f.obj().get("sliding_window");
-        if (v == null) return mixtral ? 0 : 4096;
+        if (v == null) return mistral ? 4096 : 0;
         if (v instanceof Json.Null) return 0;
         int w = f.integer("sliding_window", null);
         if (w < 1) throw new GraphException(f.file() + ": field 'sliding_window' is " + w + ": a window is at least 1 position (null: none)");
@@ -148,16 +166,25 @@ final class LlamaConfigReader {
     }
 
     /** The rotary embedding's base and scaling, from either spelling (see the class comment). */
-    record Rope(double theta, LlamaConfig.RopeScaling scaling) {
-        static Rope read(Path file, Json.Obj obj) {
+    record Rope(double theta, LlamaConfig.RopeScaling scaling, Double partial) {
+        /**
+         * The rotary embedding of {@code obj}; with {@code partial} (Phi-3) the rope object's {@code partial_rotary_factor}
+         * is read ({@link #partial}: null where it has none), else one other than 1 is refused.
+         */
+        static Rope read(Path file, Json.Obj obj, boolean partial) {
             var top = new Fields(file, obj, "");
             Double legacyTheta = top.has("rope_theta") ? top.number("rope_theta", Double.NaN) : null;
             Integer maxPositions = top.has("max_position_embeddings") ? top.integer("max_position_embeddings", null) : null;
-            Rope legacy = new Rope(legacyTheta == null ? 10000 : legacyTheta, top.has("rope_scaling") ? scaling(top.object("rope_scaling"), maxPositions) : null);
+            Fields legacyObject = top.has("rope_scaling") ? top.object("rope_scaling") : null;
+            Rope legacy = new Rope(legacyTheta == null ? 10000 : legacyTheta, legacyObject == null ? null : scaling(legacyObject, maxPositions, partial),
+                    legacyObject == null ? null : partial(legacyObject));
             if (!top.has("rope_parameters")) return legacy;
             Fields p = top.object("rope_parameters");
             double theta = p.has("rope_theta") ? p.number("rope_theta", Double.NaN) : legacy.theta();
-            var params = new Rope(theta, scaling(p, maxPositions));
+            var params = new Rope(theta, scaling(p, maxPositions, partial), partial(p));
+            if (legacy.partial() != null && params.partial() != null && !legacy.partial().equals(params.partial()))
+                throw new CompilationException(file + ": fields 'rope_scaling.partial_rotary_factor' (" + legacy.partial()
+                        + ") and 'rope_parameters.partial_rotary_factor' (" + params.partial() + ") disagree: which one the checkpoint means is unclear");
             if (legacyTheta != null && legacyTheta != theta)
                 throw new CompilationException(file + ": fields 'rope_theta' (" + legacyTheta + ") and 'rope_parameters.rope_theta' (" + theta
                         + ") disagree: which one the checkpoint means is unclear");
@@ -167,12 +194,15 @@ final class LlamaConfigReader {
             return params;
         }
 
+        /** The rope object's {@code partial_rotary_factor}, or null where it has none. */
+        private static Double partial(Fields o) { return o.has("partial_rotary_factor") ? o.number("partial_rotary_factor", 1) : null; }
+
         /** The scaling of one rope object ({@code rope_scaling} or {@code rope_parameters}); null: none. */
-        private static LlamaConfig.RopeScaling scaling(Fields o, Integer maxPositions) {
+        private static LlamaConfig.RopeScaling scaling(Fields o, Integer maxPositions, boolean partial) {
             Json t = o.obj().get("rope_type") != null ? o.obj().get("rope_type") : o.obj().get("type");
             if (t != null && !(t instanceof Json.Str)) throw new GraphException(o.file() + ": field '" + o.prefix() + "rope_type' is a JSON " + t.kind() + ", not a string");
             String type = t == null ? null : ((Json.Str) t).value();
-            if (o.has("partial_rotary_factor") && o.number("partial_rotary_factor", 1) != 1)
+            if (!partial && o.has("partial_rotary_factor") && o.number("partial_rotary_factor", 1) != 1)
                 throw new CompilationException(o.file() + ": field '" + o.prefix() + "partial_rotary_factor' is " + o.number("partial_rotary_factor", 1)
                         + ": partial rotary embeddings (rotating a fraction of each head) are not implemented");
             Set<String> uses = switch (type == null ? "default" : type) {
@@ -180,8 +210,9 @@ final class LlamaConfigReader {
                 case "linear" -> Set.of("factor");
                 case "llama3" -> Set.of("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings");
                 case "yarn" -> Set.of("factor", "original_max_position_embeddings");
+                case "dynamic" -> Set.of("factor");
                 default -> throw new CompilationException(o.file() + ": field '" + o.prefix() + "rope_type' is \"" + type + "\": "
-                        + REFUSED_ROPE.getOrDefault(type, "this scaling is not implemented") + "; implemented: default, linear, llama3, yarn");
+                        + REFUSED_ROPE.getOrDefault(type, "this scaling is not implemented") + "; implemented: default, linear, llama3, yarn, dynamic");
             };
             for (String k : o.obj().fields().keySet())
                 if (!uses.contains(k) && !Set.of("rope_type", "type", "rope_theta", "partial_rotary_factor").contains(k)
@@ -194,6 +225,7 @@ final class LlamaConfigReader {
                 case "llama3" -> new LlamaConfig.RopeScaling.Llama3(o.number("factor", Double.NaN), o.number("low_freq_factor", Double.NaN),
                         o.number("high_freq_factor", Double.NaN), o.integer("original_max_position_embeddings", null));
                 case "yarn" -> yarn(o, maxPositions);
+                case "dynamic" -> dynamic(o, maxPositions);
                 default -> null;
             };
         }
@@ -221,9 +253,19 @@ final class LlamaConfigReader {
                 !(truncate instanceof Json.Bool b) || b.value());
     }
 
+    /**
+     * Dynamic NTK scaling: its factor, and {@code max_position_embeddings} (where the file leaves it out the model type's
+     * default would apply, which this loader does not guess: refused).
+     */
+    private static LlamaConfig.RopeScaling dynamic(Fields o, Integer maxPositions) {
+        if (maxPositions == null)
+            throw new GraphException(o.file() + ": field 'max_position_embeddings' is missing: rope_type \"dynamic\" scales the rotary "
+                    + "frequencies past it, so it must be given");
+        return new LlamaConfig.RopeScaling.Dynamic(o.number("factor", Double.NaN), maxPositions);
+    }
+
     /** Rope types refused, with what they would compute. */
     private static final java.util.Map<String, String> REFUSED_ROPE = java.util.Map.of(
-            "dynamic", "dynamic NTK scaling (a base that grows with the sequence past max_position_embeddings) is not implemented",
             "longrope", "LongRoPE scaling (per-frequency long and short factors, and an attention factor) is not implemented",
             "su", "LongRoPE (su) scaling is not implemented",
             "ntk", "NTK scaling is not implemented");

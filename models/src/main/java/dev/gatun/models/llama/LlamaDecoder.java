@@ -38,7 +38,10 @@ import java.util.function.Consumer;
  * query heads sharing a key-value head are one batch of rows of the product. The queries, keys and values are one
  * product, as are the gate and up projections ({@link LlamaPrefill#shard} lays their weights side by side). Every
  * position attends to all before it: a graph for more positions ({@code maxLen}) than a Mistral checkpoint's sliding
- * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result.
+ * window is refused ({@link LlamaConfig#checkPositions}), since there the window would change the result. Gemma's
+ * changes ({@link GemmaFeatures}) are {@link GemmaOps}' pieces; Gemma 2's soft-capped or sliding layers attend with
+ * the products and softmax and the masks of {@link AttentionMasks}, a step's included (the fused {@code attention}
+ * step has neither a cap nor a window).
  */
 public final class LlamaDecoder {
     private LlamaDecoder() {}
@@ -103,8 +106,9 @@ public final class LlamaDecoder {
     private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions, Form form) {
         c.checkTensorParallel(tp);
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
+        if (!decode && form.ragged()) DynamicRope.checkPaddedPrompts(c, tokens);
         if (batch < 1) throw new GraphException("LlamaDecoder: batch " + batch + ": a batch holds at least 1 sequence");
-        int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
+        int d = c.headDim(), rd = c.rotaryDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
         int b = batch, t = tokens, bkl = b * kl;
         boolean ragged = decode && form.ragged();
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
@@ -115,26 +119,27 @@ public final class LlamaDecoder {
             position = g.input("position", DType.I32, 1);
             // a step computes its rotary angles from its position (each sequence's own where ragged)
             positions = ragged ? g.input(POSITIONS, DType.I32, b) : null;
-            Tensor angle = ragged ? angles(g, c, positions.reshape(b, 1), b).reshape(b, 1, 1, d) : angles(g, c, position.expand(d), 1);
+            Tensor angle = ragged ? angles(g, c, position, positions.reshape(b, 1), b).reshape(b, 1, 1, rd) : angles(g, c, position, position.expand(rd), 1);
             double af = c.ropeAttentionFactor();   // YaRN's: the tables scaled (none else, the graph as it was)
             cos = (af == 1 ? angle.cos() : angle.cos().mul(af)).cast(dtype);
             sin = (af == 1 ? angle.sin() : angle.sin().mul(af)).cast(dtype);
             mask = ragged ? raggedMask(g, position, g.input(GAP, dtype, b, maxLen), maxLen, dtype) : null;   // else the attention step's own
         } else {
             // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
-            cos = g.input("cos", dtype, t, d);
-            sin = g.input("sin", dtype, t, d);
+            cos = g.input("cos", dtype, t, rd);
+            sin = g.input("sin", dtype, t, rd);
             mask = g.input("mask", dtype, t, t);
         }
         boolean padded = !decode && t < maxLen;
         Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
         Tensor padV = padded ? g.input("cache_padding_v", dtype, b, kl, maxLen - t, d) : null;
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
-        Tensor x = embed.indexSelect(0, ids);                         // [batch * tokens, hidden]
+        Tensor x = GemmaOps.embed(c, embed.indexSelect(0, ids), dtype);   // [batch * tokens, hidden] (Gemma's scaled)
         int seen = decode ? maxLen : t;
+        var masks = new AttentionMasks(g, c, decode, ragged, mask, position, t, maxLen, dtype);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
-            Tensor xn = LlamaPrefill.rmsNorm(x, g.input(p + "input_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
+            Tensor xn = GemmaOps.norm(g, c, x, p + "input_layernorm.weight", dtype);
             // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
             // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
             Tensor qkv = bias(g, c.biases().qkv(), linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize())),
@@ -174,37 +179,43 @@ public final class LlamaDecoder {
             Tensor qg = q.reshape(bkl, group * t, d);
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
             Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
-            if (decode && !ragged) {
+            double scale = GemmaOps.attentionScale(c);
+            if (decode && !ragged && GemmaOps.plainAttention(c, l)) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
-                heads = qg.attention(kk, vv, position, 1 / Math.sqrt(d));
+                heads = qg.attention(kk, vv, position, scale);
             } else {
-                // a prompt's causal mask [t, t], or a ragged step's [b, 1, 1, 1, maxLen]
-                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(1 / Math.sqrt(d)).add(ragged ? mask.reshape(b, 1, 1, 1, seen) : mask);
+                // a prompt's causal mask [t, t], a step's [maxLen] (Gemma 2's soft-capped or windowed layers), or a ragged
+                // step's [b, 1, 1, 1, maxLen]; Gemma 2's scores soft-capped before it
+                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(scale);
+                scores = GemmaOps.softcap(scores, c.gemma() == null ? 0 : c.gemma().attnSoftcap()).add(masks.forLayer(l, b, seen));
                 Tensor e = scores.sub(scores.max(true, -1)).exp();
                 heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
             }
             Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
-            x = x.add(bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize()));
-            xn = LlamaPrefill.rmsNorm(x, g.input(p + "post_attention_layernorm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-            if (MixtureOfExperts.sparse(c, l)) {
-                x = x.add(MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype));   // a mixture-of-experts layer's MLP
-                continue;
+            Tensor attended = bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
+            x = x.add(GemmaOps.afterAttention(g, c, attended, p, dtype));
+            xn = GemmaOps.norm(g, c, x, p + GemmaOps.mlpInputNorm(c), dtype);
+            Tensor mlp;
+            if (MixtureOfExperts.sparse(c, l)) mlp = MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype);   // a mixture of experts' layer
+            else {
+                // one product for the gate and up projections (gate | up side by side)
+                Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
+                        p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
+                Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
+                        g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
+                mlp = bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
             }
-            // one product for the gate and up projections (gate | up side by side)
-            Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
-                    p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
-            Tensor down = linear(gateUp.slice(1, 0, fl).silu().mul(gateUp.slice(1, fl, 2 * fl)),
-                    g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-            x = x.add(bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize()));
+            x = x.add(GemmaOps.afterMlp(g, c, mlp, p, dtype));
         }
         // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)
         Tensor last = allPositions ? x
                 : !decode && form.ragged() ? x.indexSelect(0, g.input(LAST_ROWS, DType.I32, b))
                 : t == 1 ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
-        Tensor h = LlamaPrefill.rmsNorm(last, g.input("model.norm.weight", dtype, c.hiddenSize()), c.rmsNormEps());
-        // the output projection [vocab, hidden] (the embedding itself where they are tied)
-        Tensor logits = linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize()));
+        Tensor h = GemmaOps.norm(g, c, last, "model.norm.weight", dtype);
+        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped
+        Tensor logits = GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
+                c.gemma() == null ? 0 : c.gemma().finalSoftcap());
         g.output("logits", logits);
         Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype) : logits.argmax(-1);
         g.output("next", next);
@@ -216,14 +227,12 @@ public final class LlamaDecoder {
 
     /**
      * Rotary angles in float32, as transformers computes them: each position (i32, cast exactly: far past any cache)
-     * times each frequency, [rows, head_dim] from positions [rows, 1] (or [head_dim], one position expanded).
+     * times each frequency, [rows, rotary_dim] from positions [rows, 1] (or [rotary_dim], one position expanded); the
+     * frequencies those of a step at cache slot {@code slot} ({@link DynamicRope}: constants but for dynamic scaling).
      */
-    private static Tensor angles(GraphBuilder g, LlamaConfig c, Tensor positions, int rows) {
-        int d = c.headDim();
-        double[] f = c.ropeFrequencies(), both = new double[d];
-        for (int e = 0; e < d; e++) both[e] = f[e % (d / 2)];
+    private static Tensor angles(GraphBuilder g, LlamaConfig c, Tensor slot, Tensor positions, int rows) {
         // the position cast once per angle: read element by element, it is part of the angles' kernel rather than one of its own
-        return positions.cast(DType.F32).mul(g.constant(DType.F32, new long[]{d}, both)).reshape(rows, d);
+        return positions.cast(DType.F32).mul(DynamicRope.frequencies(g, c, slot)).reshape(rows, c.rotaryDim());
     }
 
     /** A ragged step's mask [batch, maxLen]: each sequence's gap, and every slot after the step's, -inf. */
@@ -381,11 +390,11 @@ public final class LlamaDecoder {
      * frequency, as transformers and the decode step compute it, its cosine and sine rounded to {@code dtype}.
      */
     private static Map<String, NDArray> rotary(LlamaConfig c, int t, DType dtype) {
-        int d = c.headDim();
+        int d = c.rotaryDim();   // the rotating part of each head (Phi-3's partial rotary embedding: a part)
         var in = new LinkedHashMap<String, NDArray>();
         var cos = NDArray.zeros(dtype, t, d);
         var sin = NDArray.zeros(dtype, t, d);
-        double[] frequencies = c.ropeFrequencies();
+        double[] frequencies = DynamicRope.frequencies(c, t);   // dynamic NTK: those of the prompt's length
         double af = c.ropeAttentionFactor();
         for (int i = 0; i < t; i++)
             for (int e = 0; e < d; e++) {

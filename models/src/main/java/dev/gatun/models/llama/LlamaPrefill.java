@@ -21,7 +21,8 @@ import java.util.function.Consumer;
  * position, the same on every rank, and each layer's keys and values.
  *
  * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
- * {@code index_select}), {@code cos} and {@code sin} [tokens, head_dim] (the rotary tables of the positions) and
+ * {@code index_select}), {@code cos} and {@code sin} [tokens, rotary_dim] (the rotary tables of the positions; rotary_dim is head_dim but
+ * for Phi-3's partial rotary embedding) and
  * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
  * each rank's shard of the weights, from a checkpoint. {@link LlamaDecoder} runs the same arithmetic with a KV cache,
  * token by token.
@@ -47,9 +48,13 @@ public final class LlamaPrefill {
     /**
      * Rotary embedding in the half-split layout, x * cos + rotate_half(x) * sin with rotate_half(x) = (-x2, x1), written
      * per half: (x1 cos1 - x2 sin1, x2 cos2 + x1 sin2). Each product and sum rounds as the usual form's does (a product
-     * with -x2 is the negated product), and both halves go straight into their slices of the result: one kernel.
+     * with -x2 is the negated product), and both halves go straight into their slices of the result: one kernel. Where
+     * the tables are narrower than the head ({@code d}), only the head's first that many dimensions rotate (halves of
+     * those) and the rest pass through, as Phi-3's partial rotary embedding has it.
      */
     static Tensor rope(Tensor x, Tensor cos, Tensor sin, int d) {
+        int r = (int) cos.shape().sizes()[cos.rank() - 1];
+        if (r < d) return rope(x.slice(-1, 0, r), cos, sin, r).cat(-1, x.slice(-1, r, d));
         Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
         Tensor c1 = cos.slice(-1, 0, d / 2), c2 = cos.slice(-1, d / 2, d), s1 = sin.slice(-1, 0, d / 2), s2 = sin.slice(-1, d / 2, d);
         return x1.mul(c1).sub(x2.mul(s1)).cat(-1, x2.mul(c2).add(x1.mul(s2)));
@@ -70,7 +75,8 @@ public final class LlamaPrefill {
      * the row-parallel ones), in {@code dtype}, in the checkpoint's [out, in] layout: a product reads a projection
      * transposed as it lies ({@code x @ W.mT}), as PyTorch's linear layers do. The query, key and value projections
      * become one, {@code self_attn.qkv_proj.weight} (their rows stacked), as do the gate and up projections,
-     * {@code mlp.gate_up_proj.weight}. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
+     * {@code mlp.gate_up_proj.weight}; a Phi-3 checkpoint's fused tensors of those names are split into the same parts
+     * ({@link ProjectionRows}), each rank's heads and columns taken from each. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
      * same array).
      */
     static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) { return shard(c, weights, tp, rank, dtype, null); }
@@ -87,19 +93,18 @@ public final class LlamaPrefill {
         in.put("model.embed_tokens.weight", embed);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
-            String q = p + "self_attn.q_proj.weight", k = p + "self_attn.k_proj.weight", v = p + "self_attn.v_proj.weight";
-            String gate = p + "mlp.gate_proj.weight", up = p + "mlp.up_proj.weight";
+            var qkv = ProjectionRows.qkv(c, p, rank, hl, kl, kvFirst);   // from q/k/v_proj, or split from Phi-3's qkv_proj
             in.put(p + "input_layernorm.weight", reads.read(weights.get(p + "input_layernorm.weight").to(dtype), p + "input_layernorm.weight"));
-            in.put(p + "self_attn.qkv_proj.weight", reads.read(rows(dtype, new Rows(weights.get(q), rank * hl * d, hl * d),
-                    new Rows(weights.get(k), kvFirst * d, kl * d), new Rows(weights.get(v), kvFirst * d, kl * d)), q, k, v));
+            in.put(p + "self_attn.qkv_proj.weight", reads.read(rows(dtype, qkv.rows(weights)), qkv.names()));
             in.put(p + "self_attn.o_proj.weight", reads.read(columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype),
                     p + "self_attn.o_proj.weight"));
             in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
                     p + "post_attention_layernorm.weight"));
+            for (String n : GemmaOps.extraNorms(c)) in.put(p + n, reads.read(weights.get(p + n).to(dtype), p + n));
             if (MixtureOfExperts.sparse(c, l)) MixtureOfExperts.shard(c, weights, reads, in, p, tp, rank, dtype);
             else {
-                in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, new Rows(weights.get(gate), rank * fl, fl), new Rows(weights.get(up), rank * fl, fl)),
-                        gate, up));
+                var gateUp = ProjectionRows.gateUp(c, p, rank, fl);   // from gate/up_proj, or split from Phi-3's gate_up_proj
+                in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, gateUp.rows(weights)), gateUp.names()));
                 in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
             }
             biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);

@@ -29,6 +29,30 @@ class LlamaCheckpointTest {
         assertThat(TINY.groupSize()).isEqualTo(2);
     }
 
+    /**
+     * Biases and QK-norm are written as the model type that says them (qwen2, qwen3, llama's attention_bias and
+     * mlp_bias) and read back equal; a configuration no file says exactly is refused, leaving no file behind.
+     */
+    @Test
+    void biasesAndQkNormSurviveAWriteAndWhatNoFileSaysIsRefused(@TempDir Path dir) throws IOException {
+        Path file = dir.resolve("config.json");
+        var qkv = new LlamaConfig.Biases(true, false, false);
+        var attention = new LlamaConfig.Biases(true, true, false);
+        var everything = new LlamaConfig.Biases(true, true, true);
+        for (var c : java.util.List.of(TINY.withBiases(qkv), TINY.withBiases(attention), TINY.withBiases(everything),
+                TINY.withQkNorm(true), TINY.withQkNorm(true).withBiases(attention))) {
+            c.write(file);
+            assertThat(LlamaConfig.read(file)).as(Files.readString(file)).isEqualTo(c);
+        }
+        assertThat(Files.readString(file)).contains("\"model_type\": \"qwen3\"", "\"attention_bias\": true");
+        Files.delete(file);
+        // an output-projection bias without the query's: no model type says that
+        var odd = TINY.withBiases(new LlamaConfig.Biases(false, true, false));
+        assertThatThrownBy(() -> odd.write(file)).isInstanceOf(dev.gatun.ir.CompilationException.class)
+                .hasMessageContaining("LlamaConfig.write").hasMessageContaining("nothing written");
+        assertThat(file).doesNotExist();
+    }
+
     @Test
     void aRealCheckpointsConfigReadsWithItsDefaults(@TempDir Path dir) throws IOException {
         // the fields of a Llama-3.2-1B config.json (fields this decoder has no use for, such as torch_dtype, are

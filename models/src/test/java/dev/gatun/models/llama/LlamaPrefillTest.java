@@ -181,9 +181,19 @@ class LlamaPrefillTest {
         return out;
     }
 
-    /** The same forward pass in float64 loops, from the full (unsharded) weights. */
+    /**
+     * The same forward pass in float64 loops, from the full (unsharded) weights: Phi-3's fused tensors split by rows
+     * here, its partial rotary embedding rotating each head's first {@code rotaryDim} dimensions.
+     */
     static final class Reference {
-        static double[][] logits(LlamaConfig c, SafeTensors w, int[] ids) {
+        static double[][] logits(LlamaConfig c, SafeTensors w, int[] ids) { return logits(c, w, ids, i -> ids.length); }
+
+        /**
+         * The logits where position i's query and key are rotated with the frequencies of a sequence of
+         * {@code lengthOf(i)} positions (dynamic NTK's: in a generation with a cache, each key keeps the rotation of the
+         * step that made it); one forward pass over all of {@code ids} is every position at {@code ids.length}.
+         */
+        static double[][] logits(LlamaConfig c, SafeTensors w, int[] ids, java.util.function.IntUnaryOperator lengthOf) {
             int t = ids.length, h = c.hiddenSize(), d = c.headDim(), nh = c.heads(), nkv = c.kvHeads(), f = c.intermediateSize();
             double[][] embed = matrix(w.get("model.embed_tokens.weight"));
             double[][] x = new double[t][];
@@ -191,11 +201,19 @@ class LlamaPrefillTest {
             for (int l = 0; l < c.layers(); l++) {
                 String p = "model.layers." + l + ".";
                 double[][] xn = norm(x, vector(w.get(p + "input_layernorm.weight")), c.rmsNormEps());
-                double[][] q = linear(xn, matrix(w.get(p + "self_attn.q_proj.weight")));
-                double[][] k = linear(xn, matrix(w.get(p + "self_attn.k_proj.weight")));
-                double[][] v = linear(xn, matrix(w.get(p + "self_attn.v_proj.weight")));
-                rope(q, nh, c);
-                rope(k, nkv, c);
+                double[][] q, k, v;
+                if (c.fused()) {   // Phi-3: the rows of q, then k, then v
+                    double[][] qkv = matrix(w.get(p + "self_attn.qkv_proj.weight"));
+                    q = linear(xn, java.util.Arrays.copyOfRange(qkv, 0, nh * d));
+                    k = linear(xn, java.util.Arrays.copyOfRange(qkv, nh * d, (nh + nkv) * d));
+                    v = linear(xn, java.util.Arrays.copyOfRange(qkv, (nh + nkv) * d, (nh + 2 * nkv) * d));
+                } else {
+                    q = linear(xn, matrix(w.get(p + "self_attn.q_proj.weight")));
+                    k = linear(xn, matrix(w.get(p + "self_attn.k_proj.weight")));
+                    v = linear(xn, matrix(w.get(p + "self_attn.v_proj.weight")));
+                }
+                rope(q, nh, c, lengthOf);
+                rope(k, nkv, c, lengthOf);
                 double[][] attn = new double[t][nh * d];
                 for (int head = 0; head < nh; head++) {
                     int kvh = head / (nh / nkv);
@@ -215,7 +233,15 @@ class LlamaPrefillTest {
                 }
                 add(x, linear(attn, matrix(w.get(p + "self_attn.o_proj.weight"))));
                 xn = norm(x, vector(w.get(p + "post_attention_layernorm.weight")), c.rmsNormEps());
-                double[][] gate = linear(xn, matrix(w.get(p + "mlp.gate_proj.weight"))), up = linear(xn, matrix(w.get(p + "mlp.up_proj.weight")));
+                double[][] gate, up;
+                if (c.fused()) {   // Phi-3: the gate rows, then the up rows
+                    double[][] gu = matrix(w.get(p + "mlp.gate_up_proj.weight"));
+                    gate = linear(xn, java.util.Arrays.copyOfRange(gu, 0, f));
+                    up = linear(xn, java.util.Arrays.copyOfRange(gu, f, 2 * f));
+                } else {
+                    gate = linear(xn, matrix(w.get(p + "mlp.gate_proj.weight")));
+                    up = linear(xn, matrix(w.get(p + "mlp.up_proj.weight")));
+                }
                 double[][] act = new double[t][f];
                 for (int i = 0; i < t; i++) for (int j = 0; j < f; j++) act[i][j] = gate[i][j] / (1 + Math.exp(-gate[i][j])) * up[i][j];
                 add(x, linear(act, matrix(w.get(p + "mlp.down_proj.weight"))));
@@ -248,16 +274,20 @@ class LlamaPrefillTest {
             return y;
         }
 
-        /** Rotates each head's pairs (e, e + d/2) of token i by i times pair e's {@link #frequency}, in place. */
-        static void rope(double[][] x, int heads, LlamaConfig c) {
-            int d = c.headDim();
+        /**
+         * Rotates each head's pairs (e, e + r/2) of token i by i times pair e's {@link #frequency} at length
+         * {@code lengthOf(i)}, in place; r is the rotary dimensions (Phi-3's partial rotary: fewer than the head's, the
+         * rest left as they are).
+         */
+        static void rope(double[][] x, int heads, LlamaConfig c, java.util.function.IntUnaryOperator lengthOf) {
+            int d = c.headDim(), r = c.rotaryDim();
             for (int i = 0; i < x.length; i++)
                 for (int head = 0; head < heads; head++)
-                    for (int e = 0; e < d / 2; e++) {
-                        double angle = i * frequency(c, e), cs = Math.cos(angle), sn = Math.sin(angle);
-                        double a = x[i][head * d + e], b = x[i][head * d + e + d / 2];
+                    for (int e = 0; e < r / 2; e++) {
+                        double angle = i * frequency(c, e, lengthOf.applyAsInt(i)), cs = Math.cos(angle), sn = Math.sin(angle);
+                        double a = x[i][head * d + e], b = x[i][head * d + e + r / 2];
                         x[i][head * d + e] = a * cs - b * sn;
-                        x[i][head * d + e + d / 2] = b * cs + a * sn;
+                        x[i][head * d + e + r / 2] = b * cs + a * sn;
                     }
         }
 
@@ -266,12 +296,16 @@ class LlamaPrefillTest {
          * (_compute_llama3_parameters: the low-frequency band divided by the factor, then the medium band smoothed) or
          * linear (_compute_linear_scaling_rope_parameters: every frequency divided by the factor).
          */
-        static double frequency(LlamaConfig c, int e) {
-            double inv = 1.0 / Math.pow(c.ropeTheta(), 2.0 * e / c.headDim());
+        static double frequency(LlamaConfig c, int e, int length) {
+            int r = c.rotaryDim();
+            double inv = 1.0 / Math.pow(c.ropeTheta(), 2.0 * e / r);
             return switch (c.ropeScaling()) {
                 case null -> inv;
                 case LlamaConfig.RopeScaling.Linear s -> inv / s.factor();
                 case LlamaConfig.RopeScaling.Yarn s -> throw new UnsupportedOperationException("YaRN: checked against transformers (TransformersReferenceTest), not here");
+                // _compute_dynamic_ntk_parameters: past max_position_embeddings the base grows with the length
+                case LlamaConfig.RopeScaling.Dynamic s -> length <= s.maxPositions() ? inv
+                        : 1.0 / Math.pow(c.ropeTheta() * Math.pow(s.factor() * length / s.maxPositions() - (s.factor() - 1), r / (r - 2.0)), 2.0 * e / r);
                 case LlamaConfig.RopeScaling.Llama3 s -> {
                     double lowWave = s.originalMaxPositions() / s.lowFreqFactor(), highWave = s.originalMaxPositions() / s.highFreqFactor();
                     double wave = 2 * Math.PI / inv;

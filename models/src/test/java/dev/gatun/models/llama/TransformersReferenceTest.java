@@ -25,14 +25,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * the largest logit, and the 16 greedy tokens of a generation are {@code generate()}'s, at tensor parallelism 1 and 2
  * on the host backend. Each reference stresses one thing: rope_theta 50000, tied embeddings, Llama 3 and linear rotary
  * scaling, a head_dim other than hidden / heads, a sharded checkpoint, bf16 and f16 files (transformers computes in
- * float32 on the rounded weights, as this test does).
+ * float32 on the rounded weights, as this test does), biases, Qwen2, Qwen3, YaRN, Phi-3's fused tensors and partial
+ * rotary embedding, dynamic NTK scaling (whose scaled steps {@link DynamicRopeTest} checks by their logits).
  */
 class TransformersReferenceTest {
     static final int NEW_TOKENS = 16;
 
     @ParameterizedTest
     @ValueSource(strings = {"llama", "llama_tied", "llama_rope_llama3", "llama_rope_linear", "llama_head_dim", "llama_sharded", "llama_bf16", "llama_f16",
-            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "mixtral", "qwen2_moe", "qwen3_moe"})
+            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "gemma", "gemma2", "phi3", "phi3_partial_rotary", "llama_rope_dynamic",
+            "mixtral", "qwen2_moe", "qwen3_moe"})
     void logitsAndGreedyTokensAreTransformersAtTensorParallelOneAndTwo(String name) throws IOException {
         var ref = TransformersReference.load(name);
         // every greedy choice is clear by far more than float32's error: the comparison tests the model, not rounding
