@@ -17,9 +17,10 @@ import java.util.function.Predicate;
  * What {@link LlamaConfigReader} does with each field of a {@code config.json}, so that a checkpoint is either computed
  * as transformers computes it or refused naming what is missing, never computed differently in silence:
  * <ul>
- *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma} and
- *   {@code gemma2} (transformers' {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own
- *   fields read by {@link GemmaConfigReader}, Phi-3's by {@link Phi3Fields}); the neighbours most often mistaken for them are refused naming the
+ *   <li>the model types: {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma},
+ *   {@code gemma2} and the mixtures of experts {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} (transformers'
+ *   {@code LlamaForCausalLM}, {@code MistralForCausalLM}, ...) are implemented (Gemma's own fields read by
+ *   {@link GemmaConfigReader}, Phi-3's by {@link Phi3Fields}, the experts' by {@link MoeConfig}); the neighbours most often mistaken for them are refused naming the
  *   feature this decoder lacks ({@link #REFUSED_TYPES}), any other type as not supported;</li>
  *   <li>the fields that shape the computation are read ({@link #READ});</li>
  *   <li>fields that switch on a feature this decoder lacks are refused by name where they are switched on, and
@@ -38,17 +39,31 @@ final class ConfigPolicy {
     private ConfigPolicy() {}
 
     /** The model types implemented, with each one's causal-LM architecture. */
-    static final Map<String, String> SUPPORTED = Map.of("llama", "LlamaForCausalLM", "mistral", "MistralForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM",
-            "gemma", "GemmaForCausalLM", "gemma2", "Gemma2ForCausalLM", "phi3", "Phi3ForCausalLM");
+    static final Map<String, String> SUPPORTED = Map.ofEntries(Map.entry("llama", "LlamaForCausalLM"), Map.entry("mistral", "MistralForCausalLM"),
+            Map.entry("qwen2", "Qwen2ForCausalLM"), Map.entry("qwen3", "Qwen3ForCausalLM"), Map.entry("gemma", "GemmaForCausalLM"),
+            Map.entry("gemma2", "Gemma2ForCausalLM"), Map.entry("phi3", "Phi3ForCausalLM"), Map.entry("mixtral", "MixtralForCausalLM"),
+            Map.entry("qwen2_moe", "Qwen2MoeForCausalLM"), Map.entry("qwen3_moe", "Qwen3MoeForCausalLM"));
+
+    /**
+     * The mixture-of-experts types' own fields, read ({@link MoeConfig#read}) or harmless: the router's auxiliary loss
+     * ({@code router_aux_loss_coef}, {@code output_router_logits}) and Mixtral's {@code router_jitter_noise} act only in
+     * training. Elsewhere the expert fields ({@link #EXPERT_FIELDS}) are {@link #FEATURES}, refused where on.
+     */
+    static final Map<String, Set<String>> MOE_FIELDS = Map.of(
+            "mixtral", Set.of("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise"),
+            "qwen2_moe", Set.of("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob",
+                    "decoder_sparse_step", "mlp_only_layers", "qkv_bias", "router_aux_loss_coef", "output_router_logits"),
+            "qwen3_moe", Set.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                    "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"));
+
+    /** The expert fields, refused where on for a type that is not a mixture of experts. */
+    static final List<String> EXPERT_FIELDS = List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+            "shared_expert_intermediate_size");
 
     /** Model types refused with what this decoder lacks for them. */
     static final Map<String, String> REFUSED_TYPES = Map.ofEntries(
             Map.entry("gemma3_text", "Gemma 2's GeGLU-tanh, embedding scale, (1 + w) and pre/post norms, QK-norm and "
-                    + "sliding-window layers are not implemented"),
-            Map.entry("mixtral", "mixture of experts (a router choosing num_experts_per_tok of num_local_experts expert MLPs) is "
-                    + "not implemented"),
-            Map.entry("qwen2_moe", "mixture of experts (router, experts and a gated shared expert) and q/k/v biases are not implemented"),
-            Map.entry("qwen3_moe", "mixture of experts (router and experts) and QK-norm (q_norm/k_norm) are not implemented"));
+                    + "sliding-window layers are not implemented"));
 
     /** The fields read into a {@link LlamaConfig} (sliding_window for mistral only: {@link #FEATURES} has llama's). */
     static final Set<String> READ = Set.of("model_type", "architectures", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -75,8 +90,9 @@ final class ConfigPolicy {
         m.put("use_bidirectional_attention", new Feature("bidirectional attention (every position seeing every other: an encoder) is not implemented", SET));
         for (String qk : List.of("use_qk_norm", "qk_norm", "qk_layernorm"))
             m.put(qk, new Feature("QK-norm (a norm of each query and key head) is not implemented", SET));
-        for (String moe : List.of("num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"))
-            m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is not implemented", SET));
+        for (String moe : EXPERT_FIELDS)
+            m.put(moe, new Feature("mixture of experts (a router and expert MLPs) is implemented for model_type mixtral, qwen2_moe "
+                    + "and qwen3_moe only, not for this one", SET));
         m.put("use_sliding_window", new Feature("Qwen's sliding-window switch: sliding-window attention is not implemented", SET));
         m.put("quantization_config", new Feature("quantized weights are not implemented: load the checkpoint's unquantized weights", SET));
         m.put("auto_map", new Feature("custom modeling code (auto_map) is not run: only transformers' own modeling of the supported types is implemented", SET));
@@ -166,6 +182,8 @@ final class ConfigPolicy {
     static void refuseFeatures(Path file, Json.Obj obj, String modelType) {
         for (var e : FEATURES.entrySet()) {
             if (GemmaConfigReader.reads(modelType).contains(e.getKey())) continue;
+            // the mixtures read their own expert fields; another's (Qwen2-MoE's shared expert in Qwen3-MoE) is not known to them
+            if (MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(e.getKey())) continue;
             Json v = obj.get(e.getKey());
             if (v != null && e.getValue().on().test(v))
                 throw new CompilationException(file + ": field '" + e.getKey() + "' is " + shortText(v) + ": " + e.getValue().missing());
@@ -179,10 +197,12 @@ final class ConfigPolicy {
     static void refuseUnknown(Path file, Json.Obj obj, String modelType, Set<String> alsoHarmless) {
         var unknown = new TreeSet<String>();
         for (String k : obj.fields().keySet()) {
-            boolean known = READ.contains(k) || FEATURES.containsKey(k) || HARMLESS.contains(k) || alsoHarmless.contains(k)
+            boolean feature = FEATURES.containsKey(k) && !(MOE_FIELDS.containsKey(modelType) && EXPERT_FIELDS.contains(k));
+            boolean known = READ.contains(k) || feature || HARMLESS.contains(k) || alsoHarmless.contains(k)
                     || k.equals("sliding_window") || modelType.startsWith("qwen") && QWEN2_HARMLESS.contains(k)
                     || GemmaConfigReader.harmless(modelType).contains(k)
-                    || modelType.equals("phi3") && PHI3_HARMLESS.contains(k);
+                    || modelType.equals("phi3") && PHI3_HARMLESS.contains(k)
+                    || MOE_FIELDS.getOrDefault(modelType, Set.of()).contains(k);
             if (!known) unknown.add(k);
         }
         if (unknown.isEmpty()) return;

@@ -50,6 +50,10 @@ import java.util.regex.Pattern;
  * Phi-3's layout ({@link LlamaConfig#fused}) has each layer's query, key and value weights as one tensor,
  * {@code self_attn.qkv_proj.weight [(heads + 2 * kv_heads) * head_dim, hidden]} (the rows of q, then k, then v), and its gate
  * and up weights as one, {@code mlp.gate_up_proj.weight [2 * intermediate, hidden]} (gate, then up), in place of the five.
+ * A mixture-of-experts layer ({@link LlamaConfig#moe}) has its router and experts instead of the three MLP projections
+ * ({@link MixtureOfExperts#shapes}: Mixtral's {@code block_sparse_moe.gate.weight} [experts, hidden] and
+ * {@code block_sparse_moe.experts.E.w1|w3|w2.weight}; Qwen's {@code mlp.gate.weight}, {@code mlp.experts.E.*_proj.weight}
+ * and Qwen2-MoE's {@code mlp.shared_expert.*} and {@code mlp.shared_expert_gate.weight} [1, hidden]).
  *
  * Projection weights are stored as PyTorch's {@code nn.Linear} keeps them, {@code [out, in]}: {@code y = x @ W^T}.
  */
@@ -122,6 +126,10 @@ public final class LlamaCheckpoint {
             }
             out.put(p + "post_attention_layernorm.weight", new long[]{h});
             for (String n : GemmaOps.extraNorms(c)) out.put(p + n, new long[]{h});
+            if (MixtureOfExperts.sparse(c, l)) {
+                out.putAll(MixtureOfExperts.shapes(c, p));
+                continue;
+            }
             if (c.fused()) out.put(p + "mlp.gate_up_proj.weight", new long[]{2 * f, h});            // Phi-3's: gate | up rows
             else {
                 out.put(p + "mlp.gate_proj.weight", new long[]{f, h});
@@ -247,8 +255,14 @@ public final class LlamaCheckpoint {
      */
     static void checkBytes(LlamaConfig c, TensorFiles files, Path where) {
         long h = c.hiddenSize(), q = (long) c.heads() * c.headDim(), kv = (long) c.kvHeads() * c.headDim(), f = c.intermediateSize();
-        long perLayer = sum(2 * h, times(h, q), times(2 * h, kv), times(q, h), times(3 * h, f));
-        long params = sum(times(c.vocabSize(), h), c.tieWordEmbeddings() ? 0 : times(c.vocabSize(), h), h, times(c.layers(), perLayer));
+        long attention = sum(2 * h, times(h, q), times(2 * h, kv), times(q, h)), dense = times(3 * h, f);
+        long layers = times(c.layers(), sum(attention, dense));
+        if (c.moe() != null) {   // each layer a mixture of experts or a dense MLP
+            long moe = MixtureOfExperts.parameters(c);
+            layers = 0;
+            for (int l = 0; l < c.layers(); l++) layers = sum(layers, attention, c.moe().sparse(l) ? moe : dense);
+        }
+        long params = sum(times(c.vocabSize(), h), c.tieWordEmbeddings() ? 0 : times(c.vocabSize(), h), h, layers);
         long need = times(2, params);
         if (need > files.dataBytes())
             throw new GraphException(where.resolve(CONFIG) + ": num_hidden_layers " + c.layers() + " of hidden_size " + c.hiddenSize() + ", intermediate_size "

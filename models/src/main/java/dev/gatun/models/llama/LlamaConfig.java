@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma} and {@code gemma2} model types), as a
+ * The shape of a Llama-architecture decoder (transformers' {@code llama}, {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma}, {@code gemma2}, {@code mixtral}, {@code qwen2_moe} and {@code qwen3_moe} model types), as a
  * checkpoint's {@code config.json} states it. {@link #read} reads the file and refuses, by name, every field that
  * would change the computation in a way this decoder does not implement ({@link LlamaConfigReader} says how).
  *
@@ -41,10 +41,22 @@ import java.util.Set;
  * @param fused             Phi-3's checkpoint layout: each layer's query, key and value projections one tensor
  *                          ({@code self_attn.qkv_proj}), its gate and up projections one ({@code mlp.gate_up_proj}); the
  *                          computation is the same ({@link LlamaCheckpoint#shapes})
+ * @param gemma             Gemma's and Gemma 2's changes ({@link GemmaFeatures}), or null: none
+ * @param moe               the mixture-of-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE ({@link MixtureOfExperts}), or
+ *                          null: every layer's MLP is dense
  */
 public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize,
                           double ropeTheta, double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling,
-                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, int rotaryDim, boolean fused, GemmaFeatures gemma) {
+                          int headDim, int slidingWindow, Biases biases, boolean qkNorm, int rotaryDim, boolean fused, GemmaFeatures gemma,
+                          MoeConfig moe) {
+
+    /** A shape without experts (see the canonical constructor). */
+    public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
+                       double rmsNormEps, boolean tieWordEmbeddings, RopeScaling ropeScaling, int headDim, int slidingWindow, Biases biases,
+                       boolean qkNorm, int rotaryDim, boolean fused, GemmaFeatures gemma) {
+        this(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim,
+                slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, null);
+    }
 
     /** A shape whose heads rotate whole, its tensors in Llama's layout (see the canonical constructor). */
     public LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int vocabSize, double ropeTheta,
@@ -256,6 +268,8 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
                     + "which for d = 2 transformers cannot compute either");
         if (fused && (biases.qkv() || biases.output() || biases.mlp() || qkNorm))
             throw new CompilationException("Phi-3's fused qkv_proj and gate_up_proj layout with biases or QK-norm is not implemented (Phi-3 has neither)");
+        if (moe != null && (biases.mlp() || fused || gemma != null || moe.naming() == MoeConfig.Naming.MIXTRAL && moe.expertSize() != intermediateSize))
+            throw new GraphException("a mixture of experts has no MLP biases, no fused or Gemma layout, and Mixtral's experts are intermediate_size wide");
     }
 
     private static void positive(String field, int v) {
@@ -277,42 +291,47 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
 
     /** This shape with another rotary frequency scaling (null: none). */
     public LlamaConfig withRopeScaling(RopeScaling scaling) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, scaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with heads {@code headDim} wide (all of them rotating where all of the old ones did). */
     public LlamaConfig withHeadDim(int headDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim == this.headDim ? 0 : rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim == this.headDim ? 0 : rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with Mistral's sliding window of {@code window} positions (0: none). */
     public LlamaConfig withSlidingWindow(int window) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, window, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with (or without) Qwen3's QK-norm. */
     public LlamaConfig withQkNorm(boolean on) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, on, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with Gemma's changes {@code gemma} (null: none). */
     public LlamaConfig withGemma(GemmaFeatures gemma) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
+    }
+
+    /** This shape with the mixture-of-experts MLP {@code moe} (null: dense). */
+    public LlamaConfig withMoe(MoeConfig moe) {
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with {@code biases}. */
     public LlamaConfig withBiases(Biases biases) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with the first {@code rotaryDim} dimensions of each head rotating (Phi-3's partial rotary embedding). */
     public LlamaConfig withRotaryDim(int rotaryDim) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /** This shape with its tensors in Phi-3's fused layout ({@code fused}) or Llama's. */
     public LlamaConfig withFused(boolean fused) {
-        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma);
+        return new LlamaConfig(hiddenSize, layers, heads, kvHeads, intermediateSize, vocabSize, ropeTheta, rmsNormEps, tieWordEmbeddings, ropeScaling, headDim, slidingWindow, biases, qkNorm, rotaryDim, fused, gemma, moe);
     }
 
     /**
@@ -355,17 +374,27 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
      */
     public void checkTensorParallel(int tp) {
         if (tp < 1) throw new CompilationException("tensor-parallel degree must be at least 1, not " + tp);
-        if (intermediateSize % tp != 0) throw indivisible(tp, "intermediate_size", intermediateSize);
+        if (denseLayers() && intermediateSize % tp != 0) throw indivisible(tp, "intermediate_size", intermediateSize);
+        if (moe != null) {
+            if (moe.expertSize() % tp != 0) throw indivisible(tp, moe.naming() == MoeConfig.Naming.MIXTRAL ? "intermediate_size" : "moe_intermediate_size", moe.expertSize());
+            if (moe.sharedSize() % tp != 0) throw indivisible(tp, "shared_expert_intermediate_size", moe.sharedSize());
+        }
         if (heads % tp != 0) throw indivisible(tp, "num_attention_heads", heads);
         if (kvHeads % tp != 0 && tp % kvHeads != 0)
             throw new CompilationException("a tensor-parallel degree of " + tp + " neither divides num_key_value_heads = " + kvHeads
                     + " nor is a multiple of it: each rank takes whole key-value heads or a replica of one");
     }
 
+    /** Whether any layer's MLP is dense (of {@code intermediate_size}). */
+    private boolean denseLayers() {
+        for (int l = 0; l < layers; l++) if (moe == null || !moe.sparse(l)) return true;
+        return false;
+    }
+
     private static CompilationException indivisible(int tp, String field, int value) {
         return new CompilationException("a tensor-parallel degree of " + tp + " does not divide " + field + " = " + value
-                + ": each rank takes whole heads and an equal share of the MLP; use a degree that divides "
-                + "num_attention_heads and intermediate_size");
+                + ": each rank takes whole heads and an equal share of the MLP (of each expert's); use a degree that divides "
+                + "num_attention_heads and the MLPs' widths");
     }
 
     /**
@@ -393,6 +422,7 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
      * file says exactly (a Gemma one, a sliding window with biases, ...) is refused and no file is left.
      */
     public void write(Path file) throws IOException {
+        if (moe != null) throw new CompilationException("LlamaConfig.write: " + file + ": a mixture-of-experts configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
         if (gemma != null)   // a llama file would drop Gemma's changes: refused rather than written wrong
             throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
         boolean mistral = slidingWindow > 0, qwen3 = qkNorm, qwen2 = !qwen3 && biases.qkv() && !biases.output() && !biases.mlp();

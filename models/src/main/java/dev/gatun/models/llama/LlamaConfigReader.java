@@ -12,8 +12,9 @@ import java.util.Set;
 
 /**
  * Reads a {@code config.json} into a {@link LlamaConfig} the way transformers reads it for {@code llama},
- * {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma} and {@code gemma2} (Gemma's own fields:
- * {@link GemmaConfigReader}, Phi-3's: {@link Phi3Fields}), refusing by name what this decoder does not compute
+ * {@code mistral}, {@code qwen2}, {@code qwen3}, {@code phi3}, {@code gemma}, {@code gemma2}, {@code mixtral},
+ * {@code qwen2_moe} and {@code qwen3_moe} (Gemma's own fields: {@link GemmaConfigReader}, Phi-3's: {@link Phi3Fields},
+ * the experts': {@link MoeConfig}), refusing by name what this decoder does not compute
  * ({@link ConfigPolicy} says which field is read, refused or ignored, and why).
  *
  * <p>Both spellings of the rotary embedding are read: transformers 4's {@code rope_theta} and {@code rope_scaling},
@@ -27,7 +28,9 @@ import java.util.Set;
  * but 4096 for a mistral file that leaves it out ({@code null}: none), and none for phi3; {@code head_dim} is
  * {@code hidden_size / num_attention_heads} (Qwen3's 128, Gemma's 256); {@code tie_word_embeddings} false (Gemma's
  * true); {@code rms_norm_eps} 1e-6; {@code rope_theta} 10000. Phi-3's {@code partial_rotary_factor} is read
- * ({@link Phi3Fields}); every other type's must be 1.
+ * ({@link Phi3Fields}); every other type's must be 1. The mixtures of experts must give {@code num_key_value_heads}
+ * and their expert sizes (their config classes' defaults are one model's each); Mixtral's window is none where left
+ * out, and Qwen3-MoE's heads are {@code hidden_size / num_attention_heads} wide where {@code head_dim} is left out.
  *
  * <p>The file is read only when it is at most {@value #MAX_CONFIG_BYTES} bytes (a real one is a few kilobytes), and
  * every size in it is bounded ({@link LlamaConfig#MAX_LAYERS}, {@link LlamaConfig#MAX_WIDTH}) before anything is made
@@ -43,27 +46,29 @@ final class LlamaConfigReader {
         Json root = readJson(file);
         if (!(root instanceof Json.Obj obj)) throw new GraphException(file + ": a JSON " + root.kind() + ", not an object");
         String type = ConfigPolicy.modelType(file, obj);
-        boolean mistral = type.equals("mistral"), qwen2 = type.equals("qwen2"), qwen3 = type.equals("qwen3"), phi3 = type.equals("phi3");
+        boolean mistral = type.equals("mistral"), qwen3 = type.equals("qwen3"), phi3 = type.equals("phi3");
         boolean gemma = GemmaConfigReader.isGemma(type), gemma2 = type.equals("gemma2");
+        boolean mixtral = type.equals("mixtral"), moe = ConfigPolicy.MOE_FIELDS.containsKey(type);
         ConfigPolicy.refuseFeatures(file, obj, type);
         ConfigPolicy.refuseUnknown(file, obj, type, alsoHarmless);
         var f = new Fields(file, obj, "");
-        refuseUnsupported(f, mistral || phi3, qwen2 || qwen3 || gemma2, gemma);
+        refuseUnsupported(f, mistral || phi3 || mixtral, type.startsWith("qwen") || gemma2, gemma);
         if (phi3) Phi3Fields.refuseBiases(f);
         try {
             int hidden = f.integer("hidden_size", null), heads = f.integer("num_attention_heads", null);
-            int layers = f.integer("num_hidden_layers", null);
+            int layers = f.integer("num_hidden_layers", null), intermediate = f.integer("intermediate_size", null);
             if (!gemma2) layerTypes(f, layers);   // Gemma 2's sliding layers: GemmaConfigReader's
-            // Qwen3's heads are 128 wide where head_dim is left out, Gemma's 256, whatever hidden_size / heads is
+            // Qwen3's heads are 128 wide where head_dim is left out, Gemma's 256, whatever hidden_size / heads is (Qwen3-MoE's are not)
             int headDim = f.has("head_dim") ? f.integer("head_dim", null) : qwen3 ? 128 : gemma ? 256 : LlamaConfig.defaultHeadDim(hidden, heads);
             var rope = Rope.read(file, obj, phi3);
             int rotaryDim = phi3 ? Phi3Fields.rotaryDim(f, headDim, rope.partial()) : headDim;
-            // Gemma's configs have no default of num_key_value_heads that follows the query heads (16 and 4, by version): required
-            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", gemma ? null : mistral ? 8 : heads),
-                    f.integer("intermediate_size", null), f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
-                    f.bool("tie_word_embeddings", gemma), rope.scaling(), headDim, slidingWindow(f, mistral, phi3),
-                    phi3 ? LlamaConfig.Biases.NONE : biases(f, qwen2), qwen3, rotaryDim, phi3,
-                    gemma ? GemmaConfigReader.read(f, type, layers, headDim) : null);
+            // Gemma's and the mixtures' configs have no default of num_key_value_heads that follows the query heads (their
+            // config classes' are one model's each): required
+            return new LlamaConfig(hidden, layers, heads, f.integer("num_key_value_heads", gemma || moe ? null : mistral ? 8 : heads),
+                    intermediate, f.integer("vocab_size", null), rope.theta(), f.number("rms_norm_eps", 1e-6),
+                    f.bool("tie_word_embeddings", gemma), rope.scaling(), headDim, slidingWindow(f, mistral, phi3 || mixtral),
+                    phi3 ? LlamaConfig.Biases.NONE : biases(f, type), qwen3 || type.equals("qwen3_moe"), rotaryDim, phi3,
+                    gemma ? GemmaConfigReader.read(f, type, layers, headDim) : null, MoeConfig.read(f, type, intermediate));
         } catch (GraphException e) {
             if (e.getMessage().startsWith(file.toString())) throw e;
             throw new GraphException(file + ": " + e.getMessage(), e);
@@ -87,10 +92,27 @@ final class LlamaConfigReader {
      * and none elsewhere); Llama's, Mistral's and Qwen3's where {@code attention_bias} (the four attention projections)
      * or {@code mlp_bias} (the three MLP projections; never set by Qwen3's own configs) say so.
      */
-    private static LlamaConfig.Biases biases(Fields f, boolean qwen2) {
-        if (qwen2) return new LlamaConfig.Biases(true, false, false);
+    private static LlamaConfig.Biases biases(Fields f, String type) {
+        if (type.equals("qwen2")) return new LlamaConfig.Biases(true, false, false);
+        if (ConfigPolicy.MOE_FIELDS.containsKey(type)) return moeBiases(f, type);
         boolean attention = f.bool("attention_bias", false);
         return new LlamaConfig.Biases(attention, attention, f.bool("mlp_bias", false));
+    }
+
+    /**
+     * The mixtures' biases: Qwen2-MoE's query, key and value projections where {@code qkv_bias} (true when left out);
+     * Qwen3-MoE's four attention projections where {@code attention_bias}; none for Mixtral. Their experts have no
+     * biases, and transformers ignores the flags these classes do not read, so a file that switches one on is refused
+     * as unclear.
+     */
+    private static LlamaConfig.Biases moeBiases(Fields f, String type) {
+        for (String flag : type.equals("qwen3_moe") ? new String[]{"mlp_bias"} : new String[]{"attention_bias", "mlp_bias"})
+            if (f.bool(flag, false))
+                throw new CompilationException(f.file() + ": field '" + flag + "' is true, but transformers' " + type + " has no such biases (it ignores "
+                        + "the field), so what the checkpoint means is unclear");
+        if (type.equals("qwen2_moe")) return new LlamaConfig.Biases(f.bool("qkv_bias", true), false, false);
+        boolean attention = type.equals("qwen3_moe") && f.bool("attention_bias", false);
+        return new LlamaConfig.Biases(attention, attention, false);
     }
 
     /**
@@ -130,11 +152,11 @@ final class LlamaConfigReader {
     }
 
     /**
-     * Mistral's and Phi-3's {@code sliding_window}: where left out, 4096 for mistral and none for phi3 (their config
-     * classes' defaults); none where null; 0 (none) for the others.
+     * Mistral's, Phi-3's and Mixtral's {@code sliding_window}: where left out, 4096 for mistral and none for phi3 and
+     * mixtral ({@code noDefault}; their config classes' defaults); none where null; 0 (none) for the others.
      */
-    private static int slidingWindow(Fields f, boolean mistral, boolean phi3) {
-        if (!mistral && !phi3) return 0;
+    private static int slidingWindow(Fields f, boolean mistral, boolean noDefault) {
+        if (!mistral && !noDefault) return 0;
         Json v = f.obj().get("sliding_window");
         if (v == null) return mistral ? 4096 : 0;
         if (v instanceof Json.Null) return 0;

@@ -196,12 +196,16 @@ public final class LlamaDecoder {
             Tensor attended = bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
             x = x.add(GemmaOps.afterAttention(g, c, attended, p, dtype));
             xn = GemmaOps.norm(g, c, x, p + GemmaOps.mlpInputNorm(c), dtype);
-            // one product for the gate and up projections (gate | up side by side)
-            Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
-                    p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
-            Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
-                    g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-            Tensor mlp = bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
+            Tensor mlp;
+            if (MixtureOfExperts.sparse(c, l)) mlp = MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype);   // a mixture of experts' layer
+            else {
+                // one product for the gate and up projections (gate | up side by side)
+                Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
+                        p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
+                Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
+                        g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
+                mlp = bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
+            }
             x = x.add(GemmaOps.afterMlp(g, c, mlp, p, dtype));
         }
         // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)

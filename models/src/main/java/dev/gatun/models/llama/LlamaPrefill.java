@@ -94,7 +94,6 @@ public final class LlamaPrefill {
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             var qkv = ProjectionRows.qkv(c, p, rank, hl, kl, kvFirst);   // from q/k/v_proj, or split from Phi-3's qkv_proj
-            var gateUp = ProjectionRows.gateUp(c, p, rank, fl);
             in.put(p + "input_layernorm.weight", reads.read(weights.get(p + "input_layernorm.weight").to(dtype), p + "input_layernorm.weight"));
             in.put(p + "self_attn.qkv_proj.weight", reads.read(rows(dtype, qkv.rows(weights)), qkv.names()));
             in.put(p + "self_attn.o_proj.weight", reads.read(columns(weights.get(p + "self_attn.o_proj.weight"), rank * hl * d, hl * d, dtype),
@@ -102,8 +101,12 @@ public final class LlamaPrefill {
             in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
                     p + "post_attention_layernorm.weight"));
             for (String n : GemmaOps.extraNorms(c)) in.put(p + n, reads.read(weights.get(p + n).to(dtype), p + n));
-            in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, gateUp.rows(weights)), gateUp.names()));
-            in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
+            if (MixtureOfExperts.sparse(c, l)) MixtureOfExperts.shard(c, weights, reads, in, p, tp, rank, dtype);
+            else {
+                var gateUp = ProjectionRows.gateUp(c, p, rank, fl);   // from gate/up_proj, or split from Phi-3's gate_up_proj
+                in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, gateUp.rows(weights)), gateUp.names()));
+                in.put(p + "mlp.down_proj.weight", reads.read(columns(weights.get(p + "mlp.down_proj.weight"), rank * fl, fl, dtype), p + "mlp.down_proj.weight"));
+            }
             biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);
         }
         in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
@@ -150,7 +153,7 @@ public final class LlamaPrefill {
      * A part already in {@code dtype} is one bulk copy (its rows are contiguous); another dtype is converted element by
      * element.
      */
-    private static NDArray rows(DType dtype, Rows... parts) {
+    static NDArray rows(DType dtype, Rows... parts) {
         long cols = parts[0].matrix().shape()[1], height = 0, e = dtype.byteSize();
         for (Rows p : parts) height += p.n();
         var out = NDArray.zeros(dtype, height, cols);

@@ -33,7 +33,8 @@ class TransformersReferenceTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"llama", "llama_tied", "llama_rope_llama3", "llama_rope_linear", "llama_head_dim", "llama_sharded", "llama_bf16", "llama_f16",
-            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "gemma", "gemma2", "phi3", "phi3_partial_rotary", "llama_rope_dynamic"})
+            "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "gemma", "gemma2", "phi3", "phi3_partial_rotary", "llama_rope_dynamic",
+            "mixtral", "qwen2_moe", "qwen3_moe"})
     void logitsAndGreedyTokensAreTransformersAtTensorParallelOneAndTwo(String name) throws IOException {
         var ref = TransformersReference.load(name);
         // every greedy choice is clear by far more than float32's error: the comparison tests the model, not rounding
@@ -53,7 +54,7 @@ class TransformersReferenceTest {
     }
 
     /** The prefill's logits of the first {@code positions} prompt tokens against transformers' rows for them. */
-    private static void assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
+    static void assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
         LlamaConfig c = ckpt.config();
         int[] ids = java.util.Arrays.copyOf(ref.prompt(), positions);
         var inputs = new ArrayList<Map<String, NDArray>>();
