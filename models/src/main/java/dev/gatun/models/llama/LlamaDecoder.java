@@ -108,8 +108,8 @@ public final class LlamaDecoder {
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
         if (!decode && form.ragged()) DynamicRope.checkPaddedPrompts(c, tokens);
         if (batch < 1) throw new GraphException("LlamaDecoder: batch " + batch + ": a batch holds at least 1 sequence");
-        int d = c.headDim(), rd = c.rotaryDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), fl = c.intermediateSize() / tp, group = hl / kl;
-        int b = batch, t = tokens, bkl = b * kl;
+        int d = c.headDim(), rd = c.rotaryDim(), kl = LlamaPrefill.localKvHeads(c, tp);
+        int b = batch, t = tokens;
         boolean ragged = decode && form.ragged();
         GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
         // a decode step's tokens are i64, the type of the greedy token it outputs: a step may read the one before's
@@ -135,78 +135,14 @@ public final class LlamaDecoder {
         Tensor padV = padded ? g.input("cache_padding_v", dtype, b, kl, maxLen - t, d) : null;
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
         Tensor x = GemmaOps.embed(c, embed.indexSelect(0, ids), dtype);   // [batch * tokens, hidden] (Gemma's scaled)
-        int seen = decode ? maxLen : t;
         var masks = new AttentionMasks(g, c, decode, ragged, mask, position, t, maxLen, dtype);
+        var layer = new Layer(g, c, b, t, maxLen, tp, dtype, decode, ragged, cos, sin, position, padK, padV, masks);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = GemmaOps.norm(g, c, x, p + "input_layernorm.weight", dtype);
-            // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
-            // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
-            Tensor qkv = bias(g, c.biases().qkv(), linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize())),
-                    p + "self_attn.qkv_proj.bias", dtype, (hl + 2 * kl) * d).reshape(b, t, hl + 2 * kl, d);
-            Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
-            Tensor q, k;
-            if (c.qkNorm()) {
-                // Qwen3's QK-norm: each query and key head normalized (over head_dim) before its rotation
-                Tensor qh = LlamaPrefill.rmsNorm(qkv.slice(2, 0, hl), g.input(p + "self_attn.q_norm.weight", dtype, d), c.rmsNormEps());
-                Tensor kh = LlamaPrefill.rmsNorm(qkv.slice(2, hl, hl + kl), g.input(p + "self_attn.k_norm.weight", dtype, d), c.rmsNormEps());
-                q = LlamaPrefill.rope(qh.transpose(1, 2), cos, sin, d);
-                k = LlamaPrefill.rope(kh.transpose(1, 2), cos, sin, d);
-            } else if (b == 1) {
-                // one rotary kernel for the query and key heads, which lie side by side in the product; each is a
-                // contiguous run of heads of its result, read in place (a batch of several would make them strided)
-                Tensor qk = LlamaPrefill.rope(qkv.slice(2, 0, hl + kl).transpose(1, 2), cos, sin, d);
-                q = qk.slice(1, 0, hl);
-                k = qk.slice(1, hl, hl + kl);
-            } else {
-                q = LlamaPrefill.rope(qkv.slice(2, 0, hl).transpose(1, 2), cos, sin, d);
-                k = LlamaPrefill.rope(qkv.slice(2, hl, hl + kl).transpose(1, 2), cos, sin, d);
-            }
-            // keys are kept transposed, [batch, kv heads, head_dim, positions], as the product with the queries reads them
-            Tensor kT = k.transpose(2, 3);
-            Tensor keysT, values;
-            if (decode) {
-                // the step's key and value written in place into the caches (states) at the position
-                keysT = g.state("cache." + l + ".k", dtype, b, kl, d, maxLen).updateSlice(3, kT, position);
-                values = g.state("cache." + l + ".v", dtype, b, kl, maxLen, d).updateSlice(2, v, position);
-            } else {
-                keysT = padded ? kT.cat(3, padK) : kT;
-                values = padded ? v.cat(2, padV) : v;
-                g.output("cache." + l + ".k", keysT);
-                g.output("cache." + l + ".v", values);
-            }
-            // grouped-query attention: the query heads sharing a key-value head are one batch of group * tokens rows
-            Tensor qg = q.reshape(bkl, group * t, d);
-            Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
-            Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
-            double scale = GemmaOps.attentionScale(c);
-            if (decode && !ragged && GemmaOps.plainAttention(c, l)) {
-                // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
-                heads = qg.attention(kk, vv, position, scale);
-            } else {
-                // a prompt's causal mask [t, t], a step's [maxLen] (Gemma 2's soft-capped or windowed layers), or a ragged
-                // step's [b, 1, 1, 1, maxLen]; Gemma 2's scores soft-capped before it
-                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(scale);
-                scores = GemmaOps.softcap(scores, c.gemma() == null ? 0 : c.gemma().attnSoftcap()).add(masks.forLayer(l, b, seen));
-                Tensor e = scores.sub(scores.max(true, -1)).exp();
-                heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
-            }
-            Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
-            Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
-            Tensor attended = bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
-            x = x.add(GemmaOps.afterAttention(g, c, attended, p, dtype));
+            x = x.add(GemmaOps.afterAttention(g, c, layer.attention(l, p, xn), p, dtype));
             xn = GemmaOps.norm(g, c, x, p + GemmaOps.mlpInputNorm(c), dtype);
-            Tensor mlp;
-            if (MixtureOfExperts.sparse(c, l)) mlp = MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype);   // a mixture of experts' layer
-            else {
-                // one product for the gate and up projections (gate | up side by side)
-                Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
-                        p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
-                Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
-                        g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-                mlp = bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
-            }
-            x = x.add(GemmaOps.afterMlp(g, c, mlp, p, dtype));
+            x = x.add(GemmaOps.afterMlp(g, c, layer.mlp(l, p, xn), p, dtype));
         }
         // each sequence's last position (every position's with allPositions; where each prompt's ends, ragged)
         Tensor last = allPositions ? x
@@ -406,5 +342,86 @@ public final class LlamaDecoder {
         in.put("cos", cos);
         in.put("sin", sin);
         return in;
+    }
+    /**
+     * One decoder layer's two blocks, for the graph {@link #graph} builds: what every layer shares (the phase, the
+     * rotary tables, the position, the caches' padding, the masks) held once.
+     */
+    private record Layer(GraphBuilder g, LlamaConfig c, int b, int t, int maxLen, int tp, DType dtype, boolean decode, boolean ragged,
+                         Tensor cos, Tensor sin, Tensor position, Tensor padK, Tensor padV, AttentionMasks masks) {
+        /** The attention block of layer {@code l} on its normed input {@code xn}: its output, before the residual add. */
+        Tensor attention(int l, String p, Tensor xn) {
+            int d = c.headDim(), hl = c.heads() / tp, kl = LlamaPrefill.localKvHeads(c, tp), group = hl / kl, bkl = b * kl;
+            int seen = decode ? maxLen : t;
+            // one product for the queries, keys and values ([out, in] weights read transposed, q | k | v rows stacked; see
+            // LlamaPrefill.shard) and its heads as views of it: [batch, heads, tokens, head_dim] each, read in place after
+            Tensor qkv = bias(g, c.biases().qkv(), linear(xn, g.input(p + "self_attn.qkv_proj.weight", dtype, (hl + 2 * kl) * d, c.hiddenSize())),
+                    p + "self_attn.qkv_proj.bias", dtype, (hl + 2 * kl) * d).reshape(b, t, hl + 2 * kl, d);
+            Tensor v = qkv.slice(2, hl + kl, hl + 2 * kl).transpose(1, 2);
+            Tensor[] qk = rotated(p, qkv, hl, kl, d);
+            Tensor q = qk[0], k = qk[1];
+            // keys are kept transposed, [batch, kv heads, head_dim, positions], as the product with the queries reads them
+            Tensor kT = k.transpose(2, 3);
+            Tensor keysT, values;
+            if (decode) {
+                // the step's key and value written in place into the caches (states) at the position
+                keysT = g.state("cache." + l + ".k", dtype, b, kl, d, maxLen).updateSlice(3, kT, position);
+                values = g.state("cache." + l + ".v", dtype, b, kl, maxLen, d).updateSlice(2, v, position);
+            } else {
+                keysT = padK != null ? kT.cat(3, padK) : kT;
+                values = padV != null ? v.cat(2, padV) : v;
+                g.output("cache." + l + ".k", keysT);
+                g.output("cache." + l + ".v", values);
+            }
+            // grouped-query attention: the query heads sharing a key-value head are one batch of group * tokens rows
+            Tensor qg = q.reshape(bkl, group * t, d);
+            Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
+            Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
+            double scale = GemmaOps.attentionScale(c);
+            if (decode && !ragged && GemmaOps.plainAttention(c, l)) {
+                // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
+                heads = qg.attention(kk, vv, position, scale);
+            } else {
+                // a prompt's causal mask [t, t], a step's [maxLen] (Gemma 2's soft-capped or windowed layers), or a ragged
+                // step's [b, 1, 1, 1, maxLen]; Gemma 2's scores soft-capped before it
+                Tensor scores = qg.matmul(kk).reshape(b, kl, group, t, seen).mul(scale);
+                scores = GemmaOps.softcap(scores, c.gemma() == null ? 0 : c.gemma().attnSoftcap()).add(masks.forLayer(l, b, seen));
+                Tensor e = scores.sub(scores.max(true, -1)).exp();
+                heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
+            }
+            Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
+            Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
+            return bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
+        }
+
+        /** The query and key heads of {@code qkv}, rotated ([batch, heads, tokens, head_dim] each; Qwen3's normed first). */
+        private Tensor[] rotated(String p, Tensor qkv, int hl, int kl, int d) {
+            if (c.qkNorm()) {
+                // Qwen3's QK-norm: each query and key head normalized (over head_dim) before its rotation
+                Tensor qh = LlamaPrefill.rmsNorm(qkv.slice(2, 0, hl), g.input(p + "self_attn.q_norm.weight", dtype, d), c.rmsNormEps());
+                Tensor kh = LlamaPrefill.rmsNorm(qkv.slice(2, hl, hl + kl), g.input(p + "self_attn.k_norm.weight", dtype, d), c.rmsNormEps());
+                return new Tensor[]{LlamaPrefill.rope(qh.transpose(1, 2), cos, sin, d), LlamaPrefill.rope(kh.transpose(1, 2), cos, sin, d)};
+            }
+            if (b == 1) {
+                // one rotary kernel for the query and key heads, which lie side by side in the product; each is a
+                // contiguous run of heads of its result, read in place (a batch of several would make them strided)
+                Tensor qk = LlamaPrefill.rope(qkv.slice(2, 0, hl + kl).transpose(1, 2), cos, sin, d);
+                return new Tensor[]{qk.slice(1, 0, hl), qk.slice(1, hl, hl + kl)};
+            }
+            return new Tensor[]{LlamaPrefill.rope(qkv.slice(2, 0, hl).transpose(1, 2), cos, sin, d),
+                    LlamaPrefill.rope(qkv.slice(2, hl, hl + kl).transpose(1, 2), cos, sin, d)};
+        }
+
+        /** The MLP block of layer {@code l} on its normed input {@code xn} (a mixture of experts where the layer is one). */
+        Tensor mlp(int l, String p, Tensor xn) {
+            if (MixtureOfExperts.sparse(c, l)) return MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype);
+            int fl = c.intermediateSize() / tp;
+            // one product for the gate and up projections (gate | up side by side)
+            Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
+                    p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
+            Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
+                    g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
+            return bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
+        }
     }
 }
