@@ -60,13 +60,13 @@ final class Fusion {
         final int position;
         final ExternBuffer extern;
         final List<ComputedBuffer> members = new ArrayList<>();
-        final Set<Buffer> reads = newSet();
+        final Set<Buffer> reads = newSet(4);   // a group reads and holds a few buffers: small tables (a large graph has ~100k groups)
         /** The loop of a pointwise kernel; the rows of a row kernel. */
         List<SymInt> ranges;
         /** The elements of each row, for a row kernel; null for a pointwise kernel (until a reduction joins it). */
         List<SymInt> rowRanges;
         /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
-        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>();
+        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>(4);
         /** Fusion's decisions about this kernel worth explaining (by loop, until the kernel is named). */
         final List<String> notes = new ArrayList<>();
         /** Merged into a later group: emits nothing. */
@@ -174,7 +174,7 @@ final class Fusion {
     private void index() {
         for (Buffer b : graph.buffers()) {
             if (b instanceof ViewBuffer v) viewed.add(v.base());
-            for (Buffer r : directReads(b)) consumers.computeIfAbsent(r, k -> new ArrayList<>()).add(b);
+            for (Buffer r : directReads(b)) consumers.computeIfAbsent(r, k -> new ArrayList<>(2)).add(b);
         }
         for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
         // consumers come after their producers: deciding from the last buffer back lets a whole private chain in
@@ -201,7 +201,7 @@ final class Fusion {
     /** The storages c loads, in first-load order (cached: callers only read it). */
     private Set<Buffer> loadsOf(ComputedBuffer c) {
         return loads.computeIfAbsent(c, k -> {
-            var s = new LinkedHashSet<Buffer>();
+            var s = new LinkedHashSet<Buffer>(8);
             collectLoads(c.body(), s);
             return s;
         });
@@ -652,7 +652,7 @@ final class Fusion {
         var inputs = new ArrayList<Buffer>();
         var locals = new ArrayList<KExpr>();
         var ops = new ArrayList<String>();
-        var valueOf = new IdentityHashMap<Buffer, KExpr>();
+        var valueOf = new IdentityHashMap<Buffer, KExpr>(g.members.size());
         var reductions = new ArrayList<Kernel.Reduction>();
         int rank = g.dims().size();
         for (ComputedBuffer m : g.members) {
@@ -780,5 +780,5 @@ final class Fusion {
         }
     }
 
-    private static <T> Set<T> newSet() { return java.util.Collections.newSetFromMap(new IdentityHashMap<>()); }
+    private static <T> Set<T> newSet(int expected) { return java.util.Collections.newSetFromMap(new IdentityHashMap<>(expected)); }
 }
