@@ -110,7 +110,7 @@ final class SlotHistory {
                 case Step.CopyIn c -> copiedAt.put(c.buffer(), at);
                 case Step.Barrier b -> finalBarrier.put(b.group(), at);
                 default -> {
-                    step.writes().forEach(b -> writtenAt.put(b, at));
+                    for (PlanBuffer b : step.writes()) writtenAt.put(b, at);
                     if (step instanceof Step.Collective c && c.copiesIn()) copiedAt.put(c.input(), at);
                 }
             }
