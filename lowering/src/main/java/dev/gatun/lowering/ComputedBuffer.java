@@ -42,8 +42,9 @@ public final class ComputedBuffer extends Buffer {
 
     /** Output iteration ranges (the buffer's shape). */
     public List<SymInt> ranges() {
-        var r = new ArrayList<SymInt>();
-        type().shape().dims().forEach(d -> r.add(d.asSymInt()));
+        var dims = type().shape().dims();   // asked for many times per buffer while planning: no lambda, no growing
+        var r = new ArrayList<SymInt>(dims.size());
+        for (int i = 0; i < dims.size(); i++) r.add(dims.get(i).asSymInt());
         return r;
     }
 

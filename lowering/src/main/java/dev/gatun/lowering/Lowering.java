@@ -48,7 +48,7 @@ public final class Lowering {
     private final Map<Buffer, String> fixedBecause = new IdentityHashMap<>();
     private final List<Realization> realizations = new ArrayList<>();
     private final List<String> decisions = new ArrayList<>();
-    private final Set<String> names = new HashSet<>();
+    private final Set<String> names;
     /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name; by {@link Buffer#id()}. */
     private final List<String> firstReader = new ArrayList<>();
     private int counter;
@@ -64,6 +64,7 @@ public final class Lowering {
         this.graph = graph;
         this.options = options;
         this.values = new Value[graph.nodes().size()];
+        this.names = HashSet.newHashSet(graph.nodes().size() + 16);   // about a name a node: no rehashing as it grows
     }
 
     public static LoweredGraph lower(Graph graph, LoweringOptions options) {
@@ -104,7 +105,8 @@ public final class Lowering {
         for (Node n : graph.nodes()) {
             if (!(n.op() instanceof Op.Collective c)) continue;
             ProcessGroup g = graph.groups().get(c.group());
-            dev.gatun.ir.graph.TypeInference.checkCoversEveryRank(c, n.input(0).describe(), g, options.worldSize());
+            if (!g.coversEveryRank(options.worldSize()))   // describing the operand is only for the error: not per collective
+                dev.gatun.ir.graph.TypeInference.checkCoversEveryRank(c, n.input(0).describe(), g, options.worldSize());
             int size = g.size(options.worldSize());
             if (c.kind() == CollectiveKind.BROADCAST && c.root() >= size)
                 throw new CompilationException(n.format() + ": broadcast root " + c.root() + " is not a rank of group '" + g.name() + "', which has "

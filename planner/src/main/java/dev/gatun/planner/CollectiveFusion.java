@@ -122,9 +122,16 @@ final class CollectiveFusion {
         return null;
     }
 
+    /** Whether {@code k} reads a result of the collectives (asked of every kernel after one: loops, not streams). */
+    private static boolean readsAnyResult(Kernel k, List<Step.Collective> members) {
+        for (PlanBuffer b : k.inputs())
+            for (Step.Collective c : members) if (c.output() == b) return true;
+        return false;
+    }
+
     /** Null where {@code k} can be the collective's epilogue; else why not ("" where it reads none of its results). */
     private static String epilogueMisfit(Kernel k, List<Step.Collective> members, Kernel prologue) {
-        if (k.inputs().stream().noneMatch(b -> members.stream().anyMatch(c -> c.output() == b))) return "";
+        if (!readsAnyResult(k, members)) return "";
         if (!k.folds().isEmpty()) return "it folds its rows over the whole grid";
         if (!constant(k.ranges()) || !constant(k.reductionRanges())) return "its shape is symbolic";
         long n = SymInt.product(k.ranges()).constant() * SymInt.product(k.reductionRanges()).constant();

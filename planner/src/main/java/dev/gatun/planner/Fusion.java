@@ -17,7 +17,6 @@ import dev.gatun.planner.kernel.Kernel;
 
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -52,21 +51,21 @@ final class Fusion {
     private final int[] producedAt;
     private static final int NOT_PRODUCED = Integer.MIN_VALUE;
     // each asked for several times per buffer; expression walks and stride products are the bulk of fusion's time
-    private final ByBuffer<Set<Buffer>> loads;
+    private final ByBuffer<List<Buffer>> loads;
     private final ByBuffer<List<SymInt>> contiguous;
     private final ByBuffer<List<Expr.Load>> effective;
 
     private static final class Group {
         final int position;
         final ExternBuffer extern;
-        final List<ComputedBuffer> members = new ArrayList<>();
-        final Set<Buffer> reads = newSet();
+        final List<ComputedBuffer> members = new ArrayList<>(2);
+        final Set<Buffer> reads = newSet(4);   // a group reads and holds a few buffers: small tables (a large graph has ~100k groups)
         /** The loop of a pointwise kernel; the rows of a row kernel. */
         List<SymInt> ranges;
         /** The elements of each row, for a row kernel; null for a pointwise kernel (until a reduction joins it). */
         List<SymInt> rowRanges;
         /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
-        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>();
+        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>(4);
         /** Fusion's decisions about this kernel worth explaining (by loop, until the kernel is named). */
         final List<String> notes = new ArrayList<>();
         /** Merged into a later group: emits nothing. */
@@ -174,7 +173,7 @@ final class Fusion {
     private void index() {
         for (Buffer b : graph.buffers()) {
             if (b instanceof ViewBuffer v) viewed.add(v.base());
-            for (Buffer r : directReads(b)) consumers.computeIfAbsent(r, k -> new ArrayList<>()).add(b);
+            for (Buffer r : directReads(b)) consumers.computeIfAbsent(r, k -> new ArrayList<>(2)).add(b);
         }
         for (Buffer o : graph.outputs().values()) outputs.add(o.storage());
         // consumers come after their producers: deciding from the last buffer back lets a whole private chain in
@@ -199,18 +198,19 @@ final class Fusion {
     }
 
     /** The storages c loads, in first-load order (cached: callers only read it). */
-    private Set<Buffer> loadsOf(ComputedBuffer c) {
+    private List<Buffer> loadsOf(ComputedBuffer c) {
         return loads.computeIfAbsent(c, k -> {
-            var s = new LinkedHashSet<Buffer>();
+            var s = new ArrayList<Buffer>(4);
             collectLoads(c.body(), s);
             return s;
         });
     }
 
-    private static void collectLoads(Expr e, Set<Buffer> out) {
+    /** Adds the storages {@code e} loads that {@code out} does not hold yet (a body loads a few: a list, not a set). */
+    private static void collectLoads(Expr e, List<Buffer> out) {
         switch (e) {
-            case Expr.Load l -> out.add(l.storage());
-            case Expr.Apply a -> a.args().forEach(x -> collectLoads(x, out));
+            case Expr.Load l -> { if (!out.contains(l.storage())) out.add(l.storage()); }
+            case Expr.Apply a -> { for (Expr x : a.args()) collectLoads(x, out); }
             case Expr.Cast c -> collectLoads(c.x(), out);
             case Expr.Constant c -> { }
         }
@@ -534,7 +534,7 @@ final class Fusion {
                     expand(p.body(), new Remap(remap(l, p), rank), rank, out);
                 } else out.add(l);
             }
-            case Expr.Apply a -> a.args().forEach(x -> expand(x, remap, rank, out));
+            case Expr.Apply a -> { for (Expr x : a.args()) expand(x, remap, rank, out); }
             case Expr.Cast c -> expand(c.x(), remap, rank, out);
             case Expr.Constant c -> { }
         }
@@ -652,7 +652,7 @@ final class Fusion {
         var inputs = new ArrayList<Buffer>();
         var locals = new ArrayList<KExpr>();
         var ops = new ArrayList<String>();
-        var valueOf = new IdentityHashMap<Buffer, KExpr>();
+        var valueOf = new IdentityHashMap<Buffer, KExpr>(g.members.size());
         var reductions = new ArrayList<Kernel.Reduction>();
         int rank = g.dims().size();
         for (ComputedBuffer m : g.members) {
@@ -702,16 +702,16 @@ final class Fusion {
      */
     private static List<SymInt> placeStrides(List<SymInt> bufferStrides, int[] own, List<SymInt> dims) {
         var rowMajor = bufferStrides;
-        var out = new ArrayList<SymInt>();
+        var out = new ArrayList<SymInt>(dims.size());
         for (int k = 0; k < dims.size(); k++) out.add(SymInt.ZERO);
         for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) out.set(own[d], rowMajor.get(d));
-        var kernelRowMajor = new ArrayList<SymInt>();
+        var kernelRowMajor = new SymInt[dims.size()];
         SymInt step = SymInt.ONE;
         for (int k = dims.size() - 1; k >= 0; k--) {
-            kernelRowMajor.addFirst(step);
+            kernelRowMajor[k] = step;
             step = step.times(dims.get(k));
         }
-        for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !out.get(k).equals(kernelRowMajor.get(k))) return out;
+        for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !out.get(k).equals(kernelRowMajor[k])) return out;
         return null;
     }
 
@@ -780,5 +780,5 @@ final class Fusion {
         }
     }
 
-    private static <T> Set<T> newSet() { return java.util.Collections.newSetFromMap(new IdentityHashMap<>()); }
+    private static <T> Set<T> newSet(int expected) { return java.util.Collections.newSetFromMap(new IdentityHashMap<>(expected)); }
 }

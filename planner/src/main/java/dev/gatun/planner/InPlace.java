@@ -14,7 +14,6 @@ import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.ir.SymInt;
 
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.Map;
 import java.util.Set;
@@ -50,8 +49,8 @@ final class InPlace {
     /** Output to the input whose slot it takes. */
     static Map<Buffer, Buffer> pairs(LoweredGraph graph, Liveness live, Set<Buffer> outputs) {
         var pairs = new IdentityHashMap<Buffer, Buffer>();
-        var taken = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
-        var viewed = Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
+        var taken = new ByBuffer.Set(graph);   // flags by buffer id: asked of every read of every elementwise kernel
+        var viewed = new ByBuffer.Set(graph);
         for (Buffer b : graph.buffers()) if (b instanceof ViewBuffer v) viewed.add(v.base());
         for (int i = 0; i < live.n; i++) {
             if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;

@@ -258,16 +258,13 @@ public final class OffsetAssigner {
     static long[] timeOrderedBestFit(List<Item> items) {
         int n = items.size();
         long[] offsets = new long[n];
-        int[] starts = IndexSort.sorted(n, (i, j) -> {
-            Item a = items.get(i), b = items.get(j);
-            int c = Long.compare(a.lower(), b.lower());
-            if (c == 0) c = Long.compare(b.size(), a.size());
-            return c != 0 ? c : Integer.compare(i, j);
-        });
-        int[] ends = IndexSort.sorted(n, (i, j) -> {
-            int c = Long.compare(items.get(i).upper(), items.get(j).upper());
-            return c != 0 ? c : Integer.compare(i, j);
-        });
+        long[] lower = new long[n], upper = new long[n];
+        for (int i = 0; i < n; i++) {
+            lower[i] = items.get(i).lower();
+            upper[i] = items.get(i).upper();
+        }
+        int[] starts = largestFirstAtEqualStarts(items, lower, IndexSort.byKey(lower, false));
+        int[] ends = IndexSort.byKey(upper, false);
         var freeByOffset = new TreeMap<Long, Long>();           // offset -> length
         var freeBySize = new TreeSet<long[]>((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1])); // (length, offset)
         long top = 0;
@@ -329,19 +326,52 @@ public final class OffsetAssigner {
         return offsets;
     }
 
+    /**
+     * Items in order of start ({@code byStart}: by start, then index), the larger first among those that start
+     * together (then by index). Items starting together are few (what one work writes), so each such run is put in
+     * order by insertion; a run too long for that sorts all of them by comparator.
+     */
+    private static int[] largestFirstAtEqualStarts(List<Item> items, long[] lower, int[] byStart) {
+        int n = byStart.length;
+        for (int lo = 0, hi; lo < n; lo = hi) {
+            for (hi = lo + 1; hi < n && lower[byStart[hi]] == lower[byStart[lo]]; hi++) { }
+            if (hi - lo > 64) return IndexSort.sorted(n, (i, j) -> {
+                int c = Long.compare(lower[i], lower[j]);
+                if (c == 0) c = Long.compare(items.get(j).size(), items.get(i).size());
+                return c != 0 ? c : Integer.compare(i, j);
+            });
+            for (int k = lo + 1; k < hi; k++) {   // indices ascend within the run: move each past the smaller ones
+                int x = byStart[k], m = k;
+                long size = items.get(x).size();
+                while (m > lo && items.get(byStart[m - 1]).size() < size) { byStart[m] = byStart[m - 1]; m--; }
+                byStart[m] = x;
+            }
+        }
+        return byStart;
+    }
+
     /** The peak over time of the summed sizes of live items: no assignment can use less. */
     public static long maxLive(List<Item> items) {
-        var events = new ArrayList<long[]>(items.size() * 2);
-        for (Item it : items) {
-            if (it.size() == 0 || it.upper() == it.lower()) continue;
-            events.add(new long[]{it.lower(), it.size()});
-            events.add(new long[]{it.upper(), -it.size()});
+        int n = items.size();
+        long[] lower = new long[n], upper = new long[n];
+        for (int i = 0; i < n; i++) {
+            Item it = items.get(i);
+            boolean counts = it.size() != 0 && it.upper() != it.lower();
+            lower[i] = counts ? it.lower() : 0;
+            upper[i] = counts ? it.upper() : 0;
         }
-        // at equal times, frees come first: [a, t) and [t, b) do not overlap
-        events.sort(Comparator.<long[]>comparingLong(e -> e[0]).thenComparingLong(e -> e[1]));
+        int[] byStart = IndexSort.byKey(lower, false), byEnd = IndexSort.byKey(upper, false);
         long live = 0, peak = 0;
-        for (long[] e : events) {
-            live += e[1];
+        int e = 0;
+        for (int s : byStart) {
+            Item it = items.get(s);
+            if (it.size() == 0 || it.upper() == it.lower()) continue;
+            // at equal times, frees come first: [a, t) and [t, b) do not overlap
+            for (; e < n && upper[byEnd[e]] <= it.lower(); e++) {
+                Item f = items.get(byEnd[e]);
+                if (f.size() != 0 && f.upper() != f.lower()) live -= f.size();
+            }
+            live += it.size();
             peak = Math.max(peak, live);
         }
         return peak;

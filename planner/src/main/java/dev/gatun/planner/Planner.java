@@ -72,7 +72,10 @@ public final class Planner {
         pools.states(graph);
         pools.regular(graph, live, inPlace);
         pools.constants(graph);
-        pools.placements.forEach((b, p) -> table.of(b).place(p));
+        for (Buffer b : graph.buffers()) {
+            var p = pools.placements.get(b);
+            if (p != null) table.of(b).place(p);
+        }
         var kernels = new ArrayList<Kernel>();
         List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options);
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);

@@ -11,7 +11,6 @@ import dev.gatun.lowering.LoweredGraph;
 
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -33,7 +32,7 @@ import java.util.TreeMap;
 final class Pools {
     private final PlanOptions options;
     final List<Pool> pools = new ArrayList<>();
-    final Map<Buffer, PlanBuffer.Placement> placements = new LinkedHashMap<>();
+    final ByBuffer<PlanBuffer.Placement> placements;
     /** Constants, then path-2 inputs: placed once, before the first step. */
     final List<Buffer> persistent = new ArrayList<>();
     final SlotHistory history;
@@ -41,6 +40,7 @@ final class Pools {
     Pools(LoweredGraph graph, PlanOptions options) {
         this.options = options;
         this.history = new SlotHistory(graph);
+        this.placements = new ByBuffer<>(graph);
     }
 
     /** Slot alignment: 128 bytes, or the buffer's size rounded up to a power of two (at least 16) when smaller. */

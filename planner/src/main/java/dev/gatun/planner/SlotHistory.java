@@ -7,7 +7,6 @@ import dev.gatun.lowering.LoweredGraph;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 import java.util.TreeMap;
 
 /**
@@ -46,18 +45,17 @@ final class SlotHistory {
      * item order on ties). A sweep over time paints each ended item's byte range into a segment map,
      * in order of end and then of falling index, so that a query reads the latest occupant of every byte.
      */
-    void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r, Map<Buffer, PlanBuffer.Placement> placements) {
+    void record(String pool, List<Buffer> bufs, List<OffsetAssigner.Item> items, OffsetAssigner.Result r, ByBuffer<PlanBuffer.Placement> placements) {
         int n = bufs.size();
         long[] off = r.offsets();
         for (int i = 0; i < n; i++) placements.put(bufs.get(i), new PlanBuffer.Placement(pool, off[i], items.get(i).size()));
-        int[] byEnd = IndexSort.sorted(n, (i, j) -> {
-            int c = Long.compare(items.get(i).upper(), items.get(j).upper());
-            return c != 0 ? c : Integer.compare(j, i);
-        });
-        int[] byStart = IndexSort.sorted(n, (i, j) -> {   // ties in item order, as the stable sort this replaces
-            int c = Long.compare(items.get(i).lower(), items.get(j).lower());
-            return c != 0 ? c : Integer.compare(i, j);
-        });
+        long[] lower = new long[n], upper = new long[n];
+        for (int i = 0; i < n; i++) {
+            lower[i] = items.get(i).lower();
+            upper[i] = items.get(i).upper();
+        }
+        int[] byEnd = IndexSort.byKey(upper, true);
+        int[] byStart = IndexSort.byKey(lower, false);   // ties in item order, as the stable sort this replaces
         var paint = new TreeMap<Long, long[]>();   // start -> {end, item}
         int e = 0;
         for (int q : byStart) {

@@ -38,4 +38,26 @@ class IndexSortTest {
         }
         assertThat(Arrays.stream(got).sorted().toArray()).containsExactly(java.util.stream.IntStream.range(0, keys.size()).toArray());
     }
+
+    /** The indices by key, ties by index (falling where asked): a stable sort of boxed indices, reversed ties by hand. */
+    private static int[] expectedByKey(long[] keys, boolean fallingTies) {
+        Integer[] idx = new Integer[keys.length];
+        for (int i = 0; i < idx.length; i++) idx[i] = i;
+        Comparator<Integer> byKey = Comparator.comparingLong(i -> keys[i]);
+        Arrays.sort(idx, fallingTies ? byKey.thenComparing(Comparator.reverseOrder()) : byKey);
+        return Arrays.stream(idx).mapToInt(Integer::intValue).toArray();
+    }
+
+    @Property
+    void byKeySortsWorkIndicesWithTiesInEitherOrder(@ForAll @Size(max = 300) List<@IntRange(min = 0, max = 30) Integer> keys, @ForAll boolean falling) {
+        long[] k = keys.stream().mapToLong(Integer::longValue).toArray();
+        assertThat(IndexSort.byKey(k, falling)).containsExactly(expectedByKey(k, falling));
+    }
+
+    @Property
+    void byKeyTakesKeysBeyondAnIntOrNegative(@ForAll @Size(max = 100) List<@IntRange(min = -3, max = 3) Integer> keys, @ForAll boolean falling) {
+        // keys that cannot be packed beside an index: the comparator sort gives the same order
+        long[] k = keys.stream().mapToLong(x -> x * (1L << 40)).toArray();
+        assertThat(IndexSort.byKey(k, falling)).containsExactly(expectedByKey(k, falling));
+    }
 }

@@ -145,6 +145,36 @@ class OffsetAssignerTest {
     }
 
     @Test
+    void timeOrderedBestFitPlacesTheLargerOfItemsStartingTogetherFirst() {
+        // a (16 B) and b (64 B) start together: b first at 0, a on top at 64; c (16 B) and d (64 B) start together once
+        // both have ended (the pool is empty again): d first at 0, c on top at 64
+        var items = List.of(item("a", 0, 2, 16), item("b", 0, 2, 64), item("c", 2, 4, 16), item("d", 2, 4, 64));
+        var r = OffsetAssigner.assign(items, new OffsetAssigner.Options(0, 0, 0, 0));
+        assertThat(r.offsets()).containsExactly(64, 0, 64, 0);
+    }
+
+    @Property(tries = 200)
+    void timeOrderedBestFitIsValidWithManyItemsStartingTogether(@ForAll @LongRange(min = 0, max = Long.MAX_VALUE / 2) long seed,
+                                                                @ForAll @IntRange(min = 1, max = 200) int n) {
+        // the allocator of huge pools (forced here: no pool is small enough for the greedy orders); few distinct start
+        // times, so many items of different sizes start together and are placed largest first
+        var rnd = new Random(seed);
+        var items = new ArrayList<OffsetAssigner.Item>();
+        for (int i = 0; i < n; i++) {
+            long lo = rnd.nextInt(8), hi = lo + rnd.nextInt(6);
+            long size = rnd.nextInt(10) == 0 ? 0 : 1 + rnd.nextInt(300);
+            items.add(new OffsetAssigner.Item("b" + i, lo, hi, size, 1L << rnd.nextInt(6)));
+        }
+        var options = new OffsetAssigner.Options(0, 0, 0, 0);
+        var r = OffsetAssigner.assign(items, options);
+        assertThat(r.method()).isEqualTo("time-ordered-best-fit");
+        assertThat(violations(items, r)).isEmpty();
+        assertThat(r.maxLive()).isEqualTo(bruteMaxLive(items));
+        assertThat(r.size()).isGreaterThanOrEqualTo(r.maxLive());
+        assertThat(OffsetAssigner.assign(items, options).offsets()).containsExactly(r.offsets());
+    }
+
+    @Test
     void chainOfEqualBuffersReachesTheBound() {
         // a pipeline: each buffer lives two steps, so at most two are alive: max-live is reached
         var items = new ArrayList<OffsetAssigner.Item>();

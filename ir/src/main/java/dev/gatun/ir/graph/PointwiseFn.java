@@ -10,6 +10,8 @@ public enum PointwiseFn {
     WHERE(3);
 
     private final int arity;
+    /** Made once: lowering and fusion ask for it for every op of a graph. */
+    private final String opName = name().toLowerCase(java.util.Locale.ROOT);
 
     PointwiseFn(int arity) { this.arity = arity; }
 
@@ -25,5 +27,5 @@ public enum PointwiseFn {
         };
     }
 
-    public String opName() { return name().toLowerCase(java.util.Locale.ROOT); }
+    public String opName() { return opName; }
 }

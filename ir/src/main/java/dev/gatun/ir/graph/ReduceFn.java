@@ -4,5 +4,8 @@ package dev.gatun.ir.graph;
 public enum ReduceFn {
     SUM, MEAN, MAX, MIN;
 
-    public String opName() { return name().toLowerCase(java.util.Locale.ROOT); }
+    /** Made once: lowering and fusion ask for it for every reduction of a graph. */
+    private final String opName = name().toLowerCase(java.util.Locale.ROOT);
+
+    public String opName() { return opName; }
 }

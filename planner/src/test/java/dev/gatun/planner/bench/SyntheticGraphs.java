@@ -36,6 +36,37 @@ public final class SyntheticGraphs {
         return g.build();
     }
 
+    /**
+     * A graph of about {@code nodes} nodes (node ids, so the scalar constants count) for whole-compile benchmarks at a
+     * world of two (declared: the all-gather needs it): chains of elementwise ops, matmuls with one weight, joins back to a recent tensor,
+     * reductions broadcast back, and an all-reduce (sum or average) or an all-gather sliced back to the rank's rows
+     * about one op in twelve.
+     */
+    public static Graph mixed(int nodes, long seed) {
+        var rnd = new SplittableRandom(seed);
+        var g = Gatun.graph("mixed-" + nodes).world(2);
+        var x = g.input("x", F32, 16, 16);
+        var w = g.input("w", F32, 16, 16);
+        var recent = new ArrayList<Tensor>();
+        Tensor cur = x;
+        int outputs = 0;
+        while (cur.node().id() < nodes) {
+            int kind = rnd.nextInt(12);
+            if (kind < 4) cur = kind < 2 ? cur.tanh() : cur.mul(0.5);                  // elementwise chain
+            else if (kind < 6) cur = cur.matmul(w);                                    // extern call
+            else if (kind < 8) cur = cur.add(recent.get(rnd.nextInt(recent.size())));  // join back
+            else if (kind < 9) cur = cur.sub(cur.mean(true, 1));                       // reduction, broadcast back
+            else if (kind < 10) cur = cur.relu().add(x);
+            else if (kind < 11) cur = cur.allReduce(rnd.nextBoolean() ? dev.gatun.ir.graph.ReduceOp.SUM : dev.gatun.ir.graph.ReduceOp.AVG);
+            else cur = rnd.nextBoolean() ? cur.allReduce(dev.gatun.ir.graph.ReduceOp.AVG) : cur.allGather().slice(0, 0, 16);
+            recent.add(cur);
+            if (recent.size() > 8) recent.remove(0);
+            if (rnd.nextInt(Math.max(1, nodes / 4)) == 0 && outputs < 8) g.output("o" + outputs++, cur);
+        }
+        g.output("y", cur);
+        return g.build();
+    }
+
     public static Graph chainsAndLayers(int nodes, long seed) {
         var rnd = new SplittableRandom(seed);
         var g = Gatun.graph("synthetic-" + nodes);
