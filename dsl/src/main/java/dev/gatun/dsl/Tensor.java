@@ -124,10 +124,10 @@ public final class Tensor {
      * time: they change without a new compile), Gumbel noise hashed from each row's {@code seeds} [B] i64 and
      * {@code steps} (i32 or i64, one value or one a row), the penalty on the tokens of {@code context} [B, H] (i32 or
      * i64, -1 for none). Temperature 0 is argmax. The same seed and step draw the same token on every backend; see
-     * {@link dev.gatun.ir.graph.Op.Sample} for the rule.
+     * {@link dev.gatun.ir.ops.Sample} for the rule.
      */
     public Tensor sample(Tensor params, Tensor seeds, Tensor steps, Tensor context) {
-        return graph.op(new Op.Sample(), this, params, seeds, steps, context);
+        return graph.apply("sample", java.util.Map.of(), this, params, seeds, steps, context).getFirst();
     }
 
     /**
@@ -162,7 +162,7 @@ public final class Tensor {
      */
     public Tensor indexSelect(int dim, Tensor indices) {
         if (dim != 0) throw new dev.gatun.ir.GraphException("index_select(" + node.describe() + "): only dimension 0 is supported, not " + dim);
-        return graph.op(new Op.IndexSelect(), this, indices);
+        return graph.apply("index_select", java.util.Map.of(), this, indices).getFirst();
     }
 
     // ---- collectives (group "world" unless named)

@@ -28,11 +28,6 @@ public sealed interface ExternCall {
         @Override public String opName() { return "matmul"; }
     }
 
-    /** Rows of a contiguous table (input 0) picked by contiguous i32 or i64 indices (input 1), along dimension 0. */
-    record IndexSelect() implements ExternCall {
-        @Override public String opName() { return "index_select"; }
-    }
-
     /**
      * {@code update_slice}: input 1 written along {@code dim} of input 0 (the target, whose storage the result takes:
      * a state's slot, or a copy made for the call) from the position input 2 holds; a position where it does not fit
@@ -40,14 +35,6 @@ public sealed interface ExternCall {
      */
     record UpdateSlice(int dim) implements ExternCall {
         @Override public String opName() { return "update_slice"; }
-    }
-
-    /**
-     * One token drawn from each row of contiguous logits (see {@link dev.gatun.ir.graph.Op.Sample}): inputs the logits,
-     * the parameters, the seeds, the steps and the context; the result i64, one a row.
-     */
-    record Sample() implements ExternCall {
-        @Override public String opName() { return "sample"; }
     }
 
     /**

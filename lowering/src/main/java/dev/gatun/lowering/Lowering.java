@@ -147,9 +147,7 @@ public final class Lowering {
             case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
-            case Op.IndexSelect s -> extern(n, new ExternCall.IndexSelect());
             case Op.Registered r -> new BufferValue(registered(n, r));
-            case Op.Sample s -> extern(n, new ExternCall.Sample());
             case Op.Attention a -> extern(n, new ExternCall.Attention(a.scale()));
             case Op.UpdateSlice u -> updateSlice(n, u);
             case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));

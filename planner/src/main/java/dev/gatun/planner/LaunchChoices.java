@@ -61,10 +61,8 @@ final class LaunchChoices {
             case Step.Launch l -> true;
             case Step.TiledProduct t -> true;
             case Step.OpCall o -> true;   // a registered op: the backend's own kernel, or refused at load
-            case Step.Sample m -> true;
             case Step.UpdateSlice u -> true;
             case Step.UpdateSlices u -> true;
-            case Step.IndexSelect x -> true;
             case Step.Attention a -> true;
             case Step.UpdateAttention u -> true;
             default -> false;

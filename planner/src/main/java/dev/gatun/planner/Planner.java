@@ -139,15 +139,12 @@ public final class Planner {
             case ExternCall.Collective c -> new Step.Collective(table.of(e), table.of(e.inputs().getFirst()),
                     new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
-            case ExternCall.IndexSelect s -> new Step.IndexSelect(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)));
             case ExternCall.Registered r -> {
                 var outs = new ArrayList<PlanBuffer>();
                 outs.add(table.of(e));
                 e.extraOutputs().forEach(o -> outs.add(table.of(o)));
                 yield new Step.OpCall(r.spec(), r.attrs(), table.of(e.inputs()), outs);
             }
-            case ExternCall.Sample x -> new Step.Sample(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), table.of(e.inputs().get(2)),
-                    table.of(e.inputs().get(3)), table.of(e.inputs().get(4)));
             case ExternCall.Attention a -> new Step.Attention(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
                     table.of(e.inputs().get(2)), table.of(e.inputs().get(3)), a.scale());
             case ExternCall.UpdateSlice u -> new Step.UpdateSlice(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),

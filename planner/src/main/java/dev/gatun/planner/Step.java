@@ -291,15 +291,6 @@ public sealed interface Step {
         }
     }
 
-    /** Rows of {@code table} at {@code indices} (i32 or i64) along dimension 0, into {@code output}; an index out of range fails the call. */
-    record IndexSelect(PlanBuffer output, PlanBuffer table, PlanBuffer indices) implements Step {
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return List.of(table, indices); }
-        @Override public List<PlanBuffer> writes() { return List.of(output); }
-        @Override public String kind() { return "index_select"; }
-        @Override public String format() { return output.name() + " = index_select(" + table.name() + ", 0, " + indices.name() + ")" + partNotes(List.of(output)); }
-    }
-
     /**
      * {@code update} written along {@code dim} of {@code target} from the position {@code start} holds (i32 or i64),
      * in place: {@code output} is placed over {@code target} (a state's slot, or a copy made for the call). A position
@@ -517,22 +508,6 @@ public sealed interface Step {
         }
     }
 
-    /**
-     * One token drawn from each row of {@code logits} (see {@link dev.gatun.ir.graph.Op.Sample}) into {@code output}
-     * (i64, one a row): penalized by the {@code context}, filtered and drawn with the {@code params}, {@code seeds} and
-     * {@code steps} of each row.
-     */
-    record Sample(PlanBuffer output, PlanBuffer logits, PlanBuffer params, PlanBuffer seeds, PlanBuffer steps, PlanBuffer context) implements Step {
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return List.of(logits, params, seeds, steps, context); }
-        @Override public List<PlanBuffer> writes() { return List.of(output); }
-        @Override public String kind() { return "sample"; }
-        @Override public String label() { return "sample(" + logits.name() + ")"; }
-        @Override public String format() {
-            return output.name() + " = sample(" + logits.name() + ", params " + params.name() + ", seeds " + seeds.name() + ", steps " + steps.name()
-                    + ", context " + context.name() + ")" + partNotes(List.of(output));
-        }
-    }
 
     record CallUserOp(UserOp op, String group, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public CallUserOp { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }

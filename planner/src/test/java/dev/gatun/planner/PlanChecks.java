@@ -325,9 +325,7 @@ public final class PlanChecks {
             case Step.Collective c -> List.of(c.input());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
-            case Step.IndexSelect x -> List.of(x.table(), x.indices());
             case Step.OpCall o -> o.inputs();
-            case Step.Sample x -> x.reads();
             case Step.Attention a -> List.of(a.q(), a.keysT(), a.values(), a.position());
             case Step.CallUserOp u -> u.inputs();
             case Step.UpdateSlice u -> List.of(u.target(), u.update(), u.start());
@@ -343,9 +341,7 @@ public final class PlanChecks {
             case Step.Collective c -> List.of(c.output());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
             case Step.Matmul m -> List.of(m.output());
-            case Step.IndexSelect x -> List.of(x.output());
             case Step.OpCall o -> o.outputs();
-            case Step.Sample x -> x.writes();
             case Step.Attention a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());

@@ -243,6 +243,18 @@ public final class NDArray implements HostTensor, ArrayLike {
         return Elements.getLong(data, dtype, index);
     }
 
+    /** As {@link HostTensor#copyTo}; the bytes themselves where {@code to} is an array of this dtype. */
+    @Override public void copyTo(long from, HostTensor to, long at, long count) {
+        if (!(to instanceof NDArray o) || o.dtype != dtype) {
+            HostTensor.super.copyTo(from, to, at, count);
+            return;
+        }
+        Objects.checkFromIndexSize(from, count, numel);
+        Objects.checkFromIndexSize(at, count, o.numel);
+        long e = dtype.byteSize();
+        MemorySegment.copy(data, from * e, o.data, at * e, count * e);
+    }
+
     /** {@link #getLong(long)} at a multi-dimensional index, as {@link #get(long...)} takes it. */
     public long getLong(long... idx) { return getLong(linear(idx)); }
 

@@ -162,9 +162,9 @@ final class CudaExecutable implements Executable {
                     }
             this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
-            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.IndexSelect) ? new CudaIndexSelect(this::module) : null;
+            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
-            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.Sample) ? new CudaSample(this::module, plan) : null;
+            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;

@@ -352,18 +352,21 @@ final class CudaRun implements StepLoop.Steps {
         }
     }
 
-    /** A registered op: argmax has a kernel; CudaBackend refuses a plan with any other when it loads it. */
+    /** A registered op by its spec: argmax, sample and index_select have kernels; CudaBackend refuses a plan with any other when it loads it. */
     @Override public void op(Step.OpCall a) {
+        if (a.spec() == dev.gatun.ir.ops.Sample.SPEC) { sample(a); return; }
+        if (a.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) { indexSelect(a); return; }
         if (a.spec() != dev.gatun.ir.ops.Argmax.SPEC) throw new GatunRuntimeException(CudaBackend.noKernel(a));
         long[] shape = a.input(0).shape().sizes(env);
         exe.argmax.run(addressOf(a.input(0)), a.input(0).dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1],
                 choice(a).programmatic(), exe.stream);
     }
 
-    @Override public void sample(Step.Sample s) {
-        long[] shape = s.logits().shape().sizes(env);
-        exe.sample.run(s, addressOf(s.logits()), addressOf(s.params()), addressOf(s.seeds()), addressOf(s.steps()), addressOf(s.context()),
-                addressOf(s.output()), shape[0], shape[1], s.context().shape().sizes(env)[1], numel(s.steps()), choice(s).programmatic(), exe.stream);
+    /** sample's inputs: logits, params, seeds, steps, context. */
+    private void sample(Step.OpCall s) {
+        long[] shape = s.input(0).shape().sizes(env);
+        exe.sample.run(s, addressOf(s.input(0)), addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.input(3)), addressOf(s.input(4)),
+                addressOf(s.output()), shape[0], shape[1], s.input(4).shape().sizes(env)[1], numel(s.input(3)), choice(s).programmatic(), exe.stream);
     }
 
     @Override public void attention(Step.Attention a) {
@@ -402,10 +405,11 @@ final class CudaRun implements StepLoop.Steps {
                 r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e);
     }
 
-    @Override public void indexSelect(Step.IndexSelect s) {
-        long rows = s.table().shape().sizes(env)[0];
-        exe.indexSelect.run(addressOf(s.table()), addressOf(s.indices()), s.indices().dtype(), addressOf(s.output()), numel(s.indices()),
-                rows, bytes(s.table()) / Math.max(1, rows), exe.fault, exe.fault.step(s), choice(s).programmatic(), exe.stream);
+    /** index_select's inputs: the table, the indices. */
+    private void indexSelect(Step.OpCall s) {
+        long rows = s.input(0).shape().sizes(env)[0];
+        exe.indexSelect.run(addressOf(s.input(0)), addressOf(s.input(1)), s.input(1).dtype(), addressOf(s.output()), numel(s.input(1)),
+                rows, bytes(s.input(0)) / Math.max(1, rows), exe.fault, exe.fault.step(s), choice(s).programmatic(), exe.stream);
     }
 
     @Override public void userOp(Step.CallUserOp u) {

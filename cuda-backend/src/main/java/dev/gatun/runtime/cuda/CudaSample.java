@@ -9,7 +9,7 @@ import dev.gatun.planner.Plan;
 import dev.gatun.planner.Step;
 
 /**
- * {@code sample} on the GPU: the rule of {@code TokenSampling} (the runtime's reference, which the host backend runs),
+ * {@code sample} on the GPU: the rule of {@code TokenSampling} (the reference of {@code dev.gatun.ir.ops.Sample}, which the host backend runs),
  * restated step for step so that a seed and a step draw the same token on both backends, and the logits never leave
  * the device.
  *
@@ -244,8 +244,8 @@ final class CudaSample {
     /** Refuses a plan whose rows have more columns than the bit set of a row's context can hold. */
     CudaSample(LazyProgram.Compiler compiler, Plan plan) {
         for (Step s : plan.steps())
-            if (s instanceof Step.Sample x && bitSetBytes(x.logits().shape().sizes()[1]) > MAX_SHARED_BYTES)
-                throw new CompilationException(x.format().strip() + ": rows of " + x.logits().shape().sizes()[1] + " logits; the CUDA backend samples rows of at most "
+            if (s instanceof Step.OpCall x && x.spec() == dev.gatun.ir.ops.Sample.SPEC && bitSetBytes(x.input(0).shape().sizes()[1]) > MAX_SHARED_BYTES)
+                throw new CompilationException(x.format().strip() + ": rows of " + x.input(0).shape().sizes()[1] + " logits; the CUDA backend samples rows of at most "
                         + MAX_SHARED_BYTES * 8L + " (a bit a column in a block's shared memory)");
         this.program = new LazyProgram(compiler, "gatun_sample", SOURCE);
     }
@@ -259,17 +259,17 @@ final class CudaSample {
      * The step's rows: {@code rows} of {@code cols} logits, a context of {@code h} tokens a row, {@code steps} step values
      * (1 or rows); with {@code programmatic} (the plan's choice), a programmatic dependent launch (see {@link Programmatic}).
      */
-    void run(Step.Sample s, long logits, long params, long seeds, long steps, long context, long out, long rows, long cols, long h, long nSteps,
+    void run(Step.OpCall s, long logits, long params, long seeds, long steps, long context, long out, long rows, long cols, long h, long nSteps,
              boolean programmatic, Stream stream) {
         if (rows == 0) return;
-        String name = switch (s.logits().dtype()) {
+        String name = switch (s.input(0).dtype()) {
             case FLOAT32 -> "sample_f32";
             case FLOAT16 -> "sample_f16";
             case BFLOAT16 -> "sample_bf16";
-            default -> throw new IllegalStateException("sample of " + s.logits().dtype() + " logits");
+            default -> throw new IllegalStateException("sample of " + s.input(0).dtype() + " logits");
         };
         var config = new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(THREADS), (int) bitSetBytes(cols), stream);
-        Programmatic.launch(program.kernel(name), programmatic, config, logits, params, seeds, steps, s.steps().dtype() == DType.INT64 ? 1 : 0, nSteps,
-                context, s.context().dtype() == DType.INT64 ? 1 : 0, h, out, rows, cols);
+        Programmatic.launch(program.kernel(name), programmatic, config, logits, params, seeds, steps, s.input(3).dtype() == DType.INT64 ? 1 : 0, nSteps,
+                context, s.input(4).dtype() == DType.INT64 ? 1 : 0, h, out, rows, cols);
     }
 }

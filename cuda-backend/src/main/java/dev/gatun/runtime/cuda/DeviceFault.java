@@ -76,7 +76,7 @@ final class DeviceFault implements AutoCloseable {
     static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
 
     private static boolean canStop(Step s) {
-        return s instanceof Step.IndexSelect || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.Attention
+        return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.Attention
                 || s instanceof Step.UpdateAttention;
     }
 

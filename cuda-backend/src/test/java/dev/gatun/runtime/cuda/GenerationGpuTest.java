@@ -9,7 +9,7 @@ import dev.gatun.models.llama.LlamaGenerator;
 import dev.gatun.models.llama.Sampling;
 import dev.gatun.runtime.CompileOptions;
 import dev.gatun.runtime.SafeTensors;
-import dev.gatun.runtime.reference.TokenSampling;
+import dev.gatun.ir.ops.TokenSampling;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 

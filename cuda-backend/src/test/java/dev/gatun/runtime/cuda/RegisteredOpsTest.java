@@ -34,4 +34,20 @@ class RegisteredOpsTest {
         assertThat(plan.toString()).contains("argmax(");
         assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(plan)).doesNotThrowAnyException();
     }
+
+    @Test
+    void indexSelectAndSampleHaveKernelsAndOnlyTheLookupCanStopACall() {
+        var g = Gatun.graph("lookup");
+        g.output("rows", g.input("table", F32, 10, 4).indexSelect(0, g.input("ids", dev.gatun.ir.DType.I32, 3)));
+        var lookup = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(lookup)).doesNotThrowAnyException();
+        assertThat(DeviceFault.needed(lookup)).as("an index outside the table traps through DeviceFault").isTrue();
+
+        var d = Gatun.graph("draw");
+        d.output("next", d.input("logits", F32, 2, 8).sample(d.input("params", F32, 2, 5), d.input("seeds", dev.gatun.ir.DType.I64, 2),
+                d.input("steps", dev.gatun.ir.DType.I64, 1), d.input("context", dev.gatun.ir.DType.I64, 2, 3)));
+        var draw = Planner.plan(Lowering.lower(d.build(), LoweringOptions.world(1)));
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(draw)).doesNotThrowAnyException();
+        assertThat(DeviceFault.needed(draw)).as("every value sample takes is valid").isFalse();
+    }
 }

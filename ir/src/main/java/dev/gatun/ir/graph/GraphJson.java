@@ -97,9 +97,7 @@ public final class GraphJson {
                 m.put("keepdim", Json.of(r.keepdim()));
             }
             case Op.Matmul mm -> {}
-            case Op.IndexSelect s -> {}
             case Op.Registered r -> r.attrs().values().forEach((k, v) -> m.put(k, v instanceof Long l ? Json.of(l) : number(v.doubleValue())));
-            case Op.Sample sm -> {}
             case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
             case Op.Attention a -> m.put("scale", number(a.scale()));
             case Op.Collective c -> {
@@ -353,8 +351,6 @@ public final class GraphJson {
             return switch (opName) {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
                 case "matmul" -> new Op.Matmul();
-                case "index_select" -> new Op.IndexSelect();
-                case "sample" -> new Op.Sample();
                 case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
                 case "attention" -> new Op.Attention(dbl(field(no, "scale", where), where, "scale"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));

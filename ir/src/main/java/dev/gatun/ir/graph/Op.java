@@ -79,42 +79,7 @@ public sealed interface Op {
         @Override public String opName() { return "cat"; }
     }
 
-    /**
-     * Rows of a table picked by index: input 0 is the table [rows, ...], input 1 the indices (i32 or i64, any
-     * shape); the result is [indices..., table dims after the first], row {@code indices[k]} at k. An embedding
-     * lookup. An index outside [0, rows) is an error at run time, never a read elsewhere.
-     */
-    record IndexSelect() implements Op {
-        @Override public String opName() { return "index_select"; }
-    }
 
-    /**
-     * One token drawn from each row of logits, on the device: input 0 the logits [B, V] (f32, f16 or bf16; cast f64
-     * first), input 1 each row's parameters [B, 5] f32 (temperature, top_k, top_p, min_p, repetition_penalty), input 2
-     * each row's seed [B] i64, input 3 each row's step (i32 or i64, one value for every row or one a row: the position
-     * of the token whose logits these are), input 4 each row's context [B, H] (i32 or i64: the tokens seen so far, an
-     * entry outside [0, V) none). The result is i64 [B]. The parameters are data, so they change from call to call
-     * without a new compile. Per row, each element's float32 value x:
-     * <ol>
-     *   <li>repetition penalty r (where r &gt; 0 and r != 1): a token of the context has x / r where x &gt; 0, else x * r
-     *   (float32 arithmetic; as transformers, once however often the token occurs);</li>
-     *   <li>temperature T: where !(T &gt; 0), or where the largest value is not finite (NaN, +inf, or every value -inf),
-     *   the result is argmax of the penalized values, exactly;</li>
-     *   <li>top_k k (1 &lt;= k &lt; V, else off): the values at least the k-th largest are kept (ties with it too);</li>
-     *   <li>top_p p (p &lt; 1, else off): of those, a value is kept where the probability (softmax of value / T over the
-     *   kept) of the values strictly larger than it is below p; the largest always stays;</li>
-     *   <li>min_p m (m &gt; 0, else off): of those, a value is kept where exp((value - largest) / T) &gt;= min(m, 1);</li>
-     *   <li>the token is the kept element with the largest (value - largest) / T + g, g = -log(-log(u)) with u a uniform
-     *   in (0, 1) hashed from (seed, step, column) ({@code TokenSampling} in the runtime: splitmix64's finalizer), the
-     *   smaller index on a tie: a draw from the softmax over the kept elements (the Gumbel-max trick), the same for the
-     *   same seed and step on any backend and at any row of a batch.</li>
-     * </ol>
-     * The probabilities are exp((value - largest) / T) in float64. The filters come in transformers' order
-     * (temperature, top-k, top-p, min-p, each on what the one before kept).
-     */
-    record Sample() implements Op {
-        @Override public String opName() { return "sample"; }
-    }
 
     /**
      * Attention of one query position over a cache: input 0 the queries q [B, R, d], input 1 the keys transposed kT

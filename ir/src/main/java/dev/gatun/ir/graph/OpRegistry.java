@@ -18,7 +18,9 @@ public final class OpRegistry {
     static {
         for (OpSpec s : List.<OpSpec>of(
                 dev.gatun.ir.ops.Argmax.SPEC,
-                dev.gatun.ir.ops.TopK.SPEC)) {
+                dev.gatun.ir.ops.TopK.SPEC,
+                dev.gatun.ir.ops.IndexSelect.SPEC,
+                dev.gatun.ir.ops.Sample.SPEC)) {
             if (BY_NAME.put(s.name(), s) != null) throw new IllegalStateException("two registered ops are named " + s.name());
         }
     }

@@ -45,6 +45,22 @@ public interface OpSpec {
      */
     default void host(List<HostTensor> inputs, List<HostTensor> outputs, OpAttrs attrs) { reference(inputs, outputs, attrs); }
 
+    /**
+     * Whether a call can be refused for its input values, which only a run shows (an index outside a table): then
+     * {@link #refusal} says why, and a backend's kernel for the op checks the same on the device (the CUDA backend's
+     * record their reason and trap). False by default: every value the types admit is valid.
+     */
+    default boolean checksValues() { return false; }
+
+    /**
+     * Why a call cannot run on these input values, or null where it can; asked before each call where
+     * {@link #checksValues}, so a body never meets such values. The host backend fails the call with a
+     * {@code GatunRuntimeException} naming the step and this reason, the reference interpreter with a
+     * {@link dev.gatun.ir.GraphException} naming the node. It says what is wrong, where, and what is valid ("index 10 at
+     * position 1 of the indices is outside the 10 rows of the table (valid: 0 to 9)").
+     */
+    default String refusal(List<HostTensor> inputs, OpAttrs attrs) { return null; }
+
     /** One attribute: its name (a JSON field of the node) and whether it holds an integer or a real number. */
     record Attribute(String name, Kind kind) {
         public enum Kind { INT, REAL }

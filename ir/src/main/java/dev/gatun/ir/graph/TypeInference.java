@@ -36,9 +36,7 @@ public final class TypeInference {
             case Op.Cast c -> new TensorType(c.to(), one(op, args).type().shape());
             case Op.Reduce r -> reduce(r, one(op, args));
             case Op.Matmul m -> matmul(args);
-            case Op.IndexSelect s -> indexSelect(args);
             case Op.Registered r -> registered(r, args).getFirst();
-            case Op.Sample s -> sample(args);
             case Op.UpdateSlice u -> updateSlice(u, args);
             case Op.Attention a -> attention(a, args);
             case Op.Collective c -> collective(c, one(op, args), ctx);
@@ -158,43 +156,6 @@ public final class TypeInference {
         return new TensorType(t, new Shape(out));
     }
 
-    /** The sampling parameters' columns, in order. */
-    public static final List<String> SAMPLE_PARAMETERS = List.of("temperature", "top_k", "top_p", "min_p", "repetition_penalty");
-
-    private static TensorType sample(List<Node> args) {
-        if (args.size() != 5)
-            throw new GraphException("sample takes logits, parameters, seeds, steps and a context, got " + args.size() + " tensors");
-        Node logits = args.get(0), params = args.get(1), seeds = args.get(2), steps = args.get(3), context = args.get(4);
-        String call = "sample(" + describe(args) + ")";
-        for (Node x : args)
-            if (!x.type().shape().isStatic()) throw new GraphException(call + ": " + x.label() + " must have a static shape, not " + x.type().shape());
-        if (logits.type().rank() != 2) throw new GraphException(call + ": the logits " + logits.label() + " have " + logits.type().rank() + " dimensions; they are [B, V]");
-        DType t = logits.type().dtype();
-        if (t != DType.FLOAT32 && !t.isHalf())
-            throw new GraphException(call + ": the logits are " + t + "; they must be f32, f16 or bf16" + (t == DType.FLOAT64 ? " (cast them to f32 first)" : ""));
-        long b = logits.type().shape().sizes()[0], v = logits.type().shape().sizes()[1];
-        if (v < 1) throw new GraphException(call + ": the logits' rows are empty; there is no token to draw");
-        if (v > Integer.MAX_VALUE) throw new GraphException(call + ": rows of " + v + " logits; at most 2^31 - 1 are supported");
-        expect(call, params, DType.FLOAT32, new long[]{b, SAMPLE_PARAMETERS.size()}, "the parameters", " (a row's " + String.join(", ", SAMPLE_PARAMETERS) + ")");
-        expect(call, seeds, DType.INT64, new long[]{b}, "the seeds", " (one a row)");
-        if (steps.type().dtype() != DType.INT32 && steps.type().dtype() != DType.INT64)
-            throw new GraphException(call + ": the steps " + steps.label() + " are " + steps.type().dtype() + "; they must be i32 or i64");
-        long n = steps.type().shape().numel();
-        if (steps.type().rank() > 1 || (n != 1 && n != b))
-            throw new GraphException(call + ": the steps " + steps.label() + " are " + steps.type().shape() + "; they are one value or one a row ([" + b + "])");
-        if (context.type().dtype() != DType.INT32 && context.type().dtype() != DType.INT64)
-            throw new GraphException(call + ": the context " + context.label() + " is " + context.type().dtype() + "; it must be i32 or i64");
-        if (context.type().rank() != 2 || context.type().shape().sizes()[0] != b)
-            throw new GraphException(call + ": the context " + context.label() + " is " + context.type().shape() + "; it is [" + b + ", H] (H tokens a row, -1 for none)");
-        return new TensorType(DType.INT64, new Shape(List.of(Dim.of(b))));
-    }
-
-    private static void expect(String call, Node x, DType dtype, long[] shape, String what, String why) {
-        var want = new TensorType(dtype, Shape.of(shape));
-        if (!x.type().equals(want))
-            throw new GraphException(call + ": " + what + " " + x.label() + " are " + x.type() + "; they must be " + want + why);
-    }
-
     private static TensorType attention(Op.Attention a, List<Node> args) {
         if (args.size() != 4) throw new GraphException("attention takes queries, keys (transposed), values and a position, got " + args.size() + " tensors");
         Node q = args.get(0), kT = args.get(1), v = args.get(2), at = args.get(3);
@@ -246,19 +207,6 @@ public final class TypeInference {
         if (!at.type().shape().isStatic() || at.type().shape().numel() != 1)
             throw new GraphException(call + ": the position " + at.label() + " must hold one value, not " + at.type().shape());
         return x.type();
-    }
-
-    private static TensorType indexSelect(List<Node> args) {
-        if (args.size() != 2) throw new GraphException("index_select takes a table and indices, got " + args.size() + " tensors");
-        Node table = args.get(0), ids = args.get(1);
-        if (table.type().rank() < 1) throw new GraphException("index_select(" + describe(args) + "): the table " + table.label() + " is a scalar; it needs rows");
-        if (ids.type().dtype() != DType.INT32 && ids.type().dtype() != DType.INT64)
-            throw new GraphException("index_select(" + describe(args) + "): the indices " + ids.label() + " are " + ids.type().dtype() + "; they must be i32 or i64");
-        if (!table.type().shape().dim(0).isStatic())
-            throw new GraphException("index_select(" + describe(args) + "): the table's first dimension must be static, not " + table.type().shape().dim(0));
-        var out = new ArrayList<>(ids.type().shape().dims());
-        out.addAll(table.type().shape().dims().subList(1, table.type().rank()));
-        return new TensorType(table.type().dtype(), new Shape(out));
     }
 
     private static TensorType matmul(List<Node> args) {

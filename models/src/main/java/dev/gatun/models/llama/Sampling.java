@@ -9,10 +9,10 @@ import java.util.List;
 /**
  * How a sequence's tokens are drawn, as transformers' {@code generate(do_sample=True, ...)} draws them: the repetition
  * penalty on every token seen so far (the prompt's and the generated), then the temperature, top-k, top-p and min-p, and
- * a draw from what is left, seeded. The draw runs on the device, in the graph ({@code sample}, whose rule is the
- * runtime's {@code TokenSampling}): the logits never come to the host, and the same seed draws the same tokens on every
- * backend and wherever the sequence sits in a batch (the noise is a hash of the seed, the token's position and the
- * column). Temperature 0 is greedy (the argmax of the penalized logits).
+ * a draw from what is left, seeded. The draw runs on the device, in the graph ({@code sample}, whose rule is
+ * {@code dev.gatun.ir.ops.TokenSampling}): the logits never come to the host, and the same seed draws the same tokens
+ * on every backend and wherever the sequence sits in a batch (the noise is a hash of the seed, the token's position
+ * and the column). Temperature 0 is greedy (the argmax of the penalized logits).
  *
  * @param temperature       0 for greedy, else above 0: the logits divided by it
  * @param topK              the k most likely tokens kept (ties with the k-th too); 0: all

@@ -504,28 +504,6 @@ final class HostExecutable implements Executable {
 
         @Override public void op(Step.OpCall s) { HostUserOps.run(this, s); }
 
-        /** Row by row, {@link dev.gatun.runtime.reference.TokenSampling}'s rule, which the GPU's kernel restates. */
-        @Override public void sample(Step.Sample s) {
-            long[] shape = s.logits().shape().sizes(env);
-            int rows = (int) shape[0], cols = (int) shape[1], h = (int) s.context().shape().sizes(env)[1];
-            boolean oneStep = numel(s.steps()) == 1;
-            MemorySegment in = segment(s.logits()), params = segment(s.params()), seeds = segment(s.seeds()), steps = segment(s.steps()),
-                    context = segment(s.context()), out = segment(s.output());
-            float[] x = new float[cols], p = new float[dev.gatun.runtime.reference.TokenSampling.PARAMETERS];
-            boolean[] seen = new boolean[cols];
-            for (int r = 0; r < rows; r++) {
-                for (int j = 0; j < cols; j++) x[j] = (float) Elements.get(in, s.logits().dtype(), (long) r * cols + j);
-                for (int j = 0; j < p.length; j++) p[j] = (float) Elements.get(params, DType.FLOAT32, (long) r * p.length + j);
-                java.util.Arrays.fill(seen, false);
-                for (int j = 0; j < h; j++) {
-                    long id = Elements.getLong(context, s.context().dtype(), (long) r * h + j);
-                    if (id >= 0 && id < cols) seen[(int) id] = true;
-                }
-                long step = Elements.getLong(steps, s.steps().dtype(), oneStep ? 0 : r);
-                Elements.setLong(out, DType.INT64, r, dev.gatun.runtime.reference.TokenSampling.sample(x, p, Elements.getLong(seeds, DType.INT64, r), step, seen));
-            }
-        }
-
         /** In float32, as the GPU's kernel: the scores, their softmax and the weighted values; the result rounded once. */
         @Override public void attention(Step.Attention a) {
             long[] q = a.q().shape().sizes(env);
@@ -555,19 +533,6 @@ final class HostExecutable implements Executable {
                         Elements.set(out, t, qRow + e, acc / sum);
                     }
                 }
-        }
-
-        @Override public void indexSelect(Step.IndexSelect s) {
-            long[] table = s.table().shape().sizes(env);
-            long rows = table[0], rowBytes = bytes(s.table()) / Math.max(1, rows), n = numel(s.indices());
-            MemorySegment from = segment(s.table()), ids = segment(s.indices()), out = segment(s.output());
-            for (long k = 0; k < n; k++) {
-                long row = Elements.getLong(ids, s.indices().dtype(), k);
-                if (row < 0 || row >= rows)
-                    throw new GatunRuntimeException(s.format().strip() + ": index " + row + " at position " + k + " of " + s.indices().name()
-                            + " is outside the " + rows + " rows of " + s.table().name());
-                MemorySegment.copy(from, row * rowBytes, out, k * rowBytes, rowBytes);
-            }
         }
 
         @Override public void updateSlice(Step.UpdateSlice u) {

@@ -10,7 +10,8 @@ import java.util.ArrayList;
 
 /**
  * Calls a user op's host implementation, or a registered op's host body ({@link dev.gatun.ir.graph.OpSpec#host}), with
- * views of its (row-major) inputs and outputs.
+ * views of its (row-major) inputs and outputs; a registered op that checks its values is asked first
+ * ({@link dev.gatun.ir.graph.OpSpec#refusal}), and a refusal fails the call naming the step.
  */
 final class HostUserOps {
     private HostUserOps() {}
@@ -32,6 +33,10 @@ final class HostUserOps {
         for (PlanBuffer b : s.inputs()) ins.add(view(r, b));
         var outs = new ArrayList<HostTensor>();
         for (PlanBuffer b : s.outputs()) outs.add(view(r, b));
+        if (s.spec().checksValues()) {
+            String why = s.spec().refusal(java.util.Collections.unmodifiableList(ins), s.attrs());
+            if (why != null) throw new GatunRuntimeException(s.format().strip() + ": " + why);
+        }
         s.spec().host(java.util.Collections.unmodifiableList(ins), java.util.Collections.unmodifiableList(outs), s.attrs());
     }
 

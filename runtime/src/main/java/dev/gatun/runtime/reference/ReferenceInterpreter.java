@@ -28,7 +28,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
-import java.util.stream.LongStream;
 
 /**
  * Evaluates a {@link Graph} directly, node by node, for a world of simulated ranks: no lowering, no
@@ -174,13 +173,11 @@ public final class ReferenceInterpreter {
             case Op.Cast c -> in.getFirst().roundedTo(c.to());
             case Op.Reduce r -> reduce(r, TypeInference.reductionDims(r.opName(), n.input(0), r.dims()), in.getFirst(), t);
             case Op.Matmul m -> matmul(in.get(0), in.get(1), t, n);
-            case Op.IndexSelect x -> indexSelect(in.get(0), in.get(1), n);
             case Op.Registered r -> {
                 var outs = registered(n, r, in);
                 s.callOutputs.put(n.id(), outs);
                 yield outs.getFirst();
             }
-            case Op.Sample x -> sample(in);
             case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
             case Op.Attention a -> attention(in.get(0), in.get(1), in.get(2), in.get(3), a.scale(), n);
             case Op.Reshape r -> {
@@ -305,25 +302,6 @@ public final class ReferenceInterpreter {
         return Dense.rounded(t, outShape, res);
     }
 
-    /** Each row's token by {@link TokenSampling}'s rule: the logits, parameters, seeds, steps and context of {@code in}. */
-    private static Dense sample(List<Dense> in) {
-        Dense logits = in.get(0), params = in.get(1), seeds = in.get(2), steps = in.get(3), context = in.get(4);
-        int rows = (int) logits.shape()[0], cols = (int) logits.shape()[1], h = (int) context.shape()[1];
-        long[] out = new long[rows];
-        for (int r = 0; r < rows; r++) {
-            float[] x = new float[cols], p = new float[TokenSampling.PARAMETERS];
-            for (int j = 0; j < cols; j++) x[j] = (float) logits.get(r * cols + j);
-            for (int j = 0; j < p.length; j++) p[j] = (float) params.get(r * p.length + j);
-            boolean[] seen = new boolean[cols];
-            for (int j = 0; j < h; j++) {
-                long id = context.getLong(r * h + j);
-                if (id >= 0 && id < cols) seen[(int) id] = true;
-            }
-            out[r] = TokenSampling.sample(x, p, seeds.getLong(r), steps.getLong(steps.numel() == 1 ? 0 : r), seen);
-        }
-        return Dense.ints(DType.INT64, new long[]{rows}, out);
-    }
-
     /**
      * {@code x} with {@code update} written along {@code u.dim()} from the position {@code at} holds (a new value: the
      * reference never writes in place); a position where the update does not fit names itself.
@@ -376,21 +354,6 @@ public final class ReferenceInterpreter {
                 }
             }
         return Dense.rounded(q.dtype(), q.shape(), out);
-    }
-
-    /** Rows of {@code table} at {@code ids} (dimension 0); an index out of range names itself. */
-    private static Dense indexSelect(Dense table, Dense ids, Node n) {
-        long rows = table.shape()[0];
-        int row = (int) (table.numel() / Math.max(1, rows));
-        long[] shape = LongStream.concat(Arrays.stream(ids.shape()), Arrays.stream(table.shape()).skip(1)).toArray();   // shapes may be symbolic
-        Dense out = Dense.zeros(table.dtype(), shape);
-        for (int k = 0; k < ids.numel(); k++) {
-            long id = ids.getLong(k);
-            if (id < 0 || id >= rows)
-                throw new GraphException("index_select: index " + id + " at position " + k + " is outside the " + rows + " rows of " + n.input(0).label());
-            table.copyTo((int) id * row, out, k * row, row);
-        }
-        return out;
     }
 
     private static Dense matmul(Dense a, Dense b, DType t, Node n) {
@@ -497,6 +460,10 @@ public final class ReferenceInterpreter {
         }
         var outs = new ArrayList<NDArray>();
         for (TensorType t : r.spec().infer(operands, r.attrs())) outs.add(NDArray.zeros(t.dtype(), t.shape().sizes()));
+        if (r.spec().checksValues()) {
+            String why = r.spec().refusal(List.copyOf(ins), r.attrs());
+            if (why != null) throw new GraphException(r.opName() + "(" + n.inputs().stream().map(Node::label).collect(java.util.stream.Collectors.joining(", ")) + "): " + why);
+        }
         r.spec().reference(List.copyOf(ins), List.copyOf(outs), r.attrs());
         var result = new ArrayList<Dense>();
         for (NDArray o : outs) result.add(Dense.of(o));

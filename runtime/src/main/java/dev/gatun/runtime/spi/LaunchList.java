@@ -49,9 +49,7 @@ public final class LaunchList {
         @Override public void batch(int index, Step.CollectiveBatch s) { note(s); }
         @Override public void fused(int index, Step.FusedCollective s) { note(s); }
         @Override public void matmul(Step.Matmul s) { note(s); }
-        @Override public void indexSelect(Step.IndexSelect s) { note(s); }
         @Override public void op(Step.OpCall s) { note(s); }
-        @Override public void sample(Step.Sample s) { note(s); }
         @Override public void attention(Step.Attention s) { note(s); }
         @Override public void updateSlice(Step.UpdateSlice s) { note(s); }
         @Override public void updateSlices(Step.UpdateSlices s) { note(s); }

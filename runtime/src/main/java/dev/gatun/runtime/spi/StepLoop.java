@@ -41,17 +41,13 @@ public final class StepLoop {
         }
         void matmul(Step.Matmul s);
 
-        /** Rows of a table at indices; an index outside the table fails the call with a message naming it. */
-        void indexSelect(Step.IndexSelect s);
-
         /**
-         * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, ...): the values its spec defines. A
-         * backend without a kernel for the op refuses the plan when it loads it, so this never meets one.
+         * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, index_select, sample, ...): the values its
+         * spec defines; where the spec {@link dev.gatun.ir.graph.OpSpec#checksValues checks values}, values it refuses fail
+         * the call with a message naming the step and the reason. A backend without a kernel for the op refuses the plan
+         * when it loads it, so this never meets one.
          */
         void op(Step.OpCall s);
-
-        /** One token drawn from each row of logits ({@link dev.gatun.ir.graph.Op.Sample}: the same token on every backend). */
-        void sample(Step.Sample s);
 
         /** Attention of one query position over a cache; a position outside it fails the call, naming it. */
         void attention(Step.Attention s);
@@ -113,9 +109,7 @@ public final class StepLoop {
             case Step.CollectiveBatch s -> backend.batch(index, s);
             case Step.FusedCollective s -> backend.fused(index, s);
             case Step.Matmul s -> backend.matmul(s);
-            case Step.IndexSelect s -> backend.indexSelect(s);
             case Step.OpCall s -> backend.op(s);
-            case Step.Sample s -> backend.sample(s);
             case Step.Attention s -> backend.attention(s);
             case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);

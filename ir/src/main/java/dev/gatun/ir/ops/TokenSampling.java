@@ -1,7 +1,7 @@
-package dev.gatun.runtime.reference;
+package dev.gatun.ir.ops;
 
 /**
- * The rule of {@link dev.gatun.ir.graph.Op.Sample}, one row at a time: the host backend and the reference interpreter
+ * The rule of {@link Sample sample}, one row at a time: the host backend and the reference interpreter
  * run it, and the CUDA backend's kernel restates it step for step, so a seed and a step draw the same token on every
  * backend.
  *
