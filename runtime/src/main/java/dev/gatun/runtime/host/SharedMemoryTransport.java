@@ -40,7 +40,9 @@ import java.util.concurrent.locks.LockSupport;
  *
  * <p>A wait gives up, naming the rank and the exchange, when the peer's state says its call failed or its session
  * closed, when its process has ended (checked by pid every 100 ms), when this rank is aborted or interrupted, or
- * after the timeout.
+ * after the timeout. A wait looks at the peer's round before its state, and a rank publishes its round before it reads
+ * any peer's: a peer that failed on this round's contents (different shapes, steps) published it first, so this rank
+ * reads the same mismatch rather than only that the peer stopped.
  */
 final class SharedMemoryTransport implements Transport {
     /** The largest slot: a larger contribution takes several rounds. */

@@ -42,6 +42,8 @@ import java.util.concurrent.TimeoutException;
  * sending each other more than the sockets buffer cannot block each other) and reads theirs in member order. Each
  * frame carries the link's sequence number, the plan's step and the byte count, checked on arrival. A peer whose
  * call failed, whose session closed or whose process ended closes its sockets: the read ends at once, naming it.
+ * A rank whose exchange fails lets its own frames of that exchange go out first (then says goodbye with the reason),
+ * so a peer learns the real cause, such as different shapes, rather than only that the connection closed.
  */
 final class TcpTransport implements Transport {
     private static final System.Logger LOG = System.getLogger("dev.gatun.runtime.distributed");
@@ -85,6 +87,8 @@ final class TcpTransport implements Transport {
     /** Whether the rank is inside {@link #allGather} (its sender threads may be writing to the links). */
     private volatile boolean inExchange;
     private boolean closed;
+    /** Tests only: how long each frame's sender waits before it writes (a loaded machine's late sender thread); 0: none. */
+    private volatile long sendDelayNanos;
 
     private TcpTransport(int rank, Link[] links) {
         this.rank = rank;
@@ -241,14 +245,40 @@ final class TcpTransport implements Transport {
             for (int i = 0; i < sends.size(); i++) awaitSend(x, sends.get(i), deadline);
             return out;
         } catch (RuntimeException e) {
+            if (sent(sends, deadline)) inExchange = false;   // nothing writes to the links any more: the abort may say goodbye
             abort(e.getMessage());
             throw e;
         }
     }
 
+    /**
+     * After a failed exchange, before its sockets close: waits (until the exchange's deadline) for this rank's frames to
+     * be out, and whether all went out. A peer then reads this rank's frame, and with it the cause (different shapes,
+     * steps), whichever of the two saw it first; closing at once would lose a frame whose sender thread had not yet run,
+     * and tell the peer only that this rank "closed its connection". A peer that reads no more makes the write fail.
+     */
+    private static boolean sent(List<Future<?>> sends, long deadline) {
+        boolean all = true;
+        for (Future<?> f : sends) {
+            try {
+                f.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            } catch (ExecutionException | TimeoutException | java.util.concurrent.CancellationException e) {
+                all = false;
+            }
+        }
+        return all;
+    }
+
+    /** Tests only: holds each frame this rank sends for {@code d} first, as a sender thread a loaded machine runs late. */
+    void delaySends(Duration d) { sendDelayNanos = d.toNanos(); }
+
     /** One frame: the link's sequence number, the step, the byte count, the bytes. */
     private Void send(Exchange x, Link l, byte[] bytes) {
         try {
+            if (sendDelayNanos > 0) java.util.concurrent.locks.LockSupport.parkNanos(sendDelayNanos);
             l.out.writeLong(++l.sent);
             l.out.writeInt(x.step());
             l.out.writeLong(bytes.length);
