@@ -165,6 +165,29 @@ public final class Tensor {
         return graph.apply("index_select", java.util.Map.of(), this, indices).getFirst();
     }
 
+    /**
+     * {@code torch.gather(this, dim, index)}: the elements of this tensor picked along {@code dim} by {@code index}
+     * (i64 or i32, this tensor's rank, no larger than it in every other dimension); the result has the index's shape,
+     * {@code out[i][j][k] = this[i][index[i][j][k]][k]} for dim 1. An index outside {@code [0, size(dim))} fails the
+     * call naming its value, position and the bound. The CUDA backend has no kernel for it yet and refuses a plan that
+     * calls it ({@link dev.gatun.ir.ops.Gather}).
+     */
+    public Tensor gather(int dim, Tensor index) {
+        return graph.apply("gather", java.util.Map.of("dim", dim), this, index).getFirst();
+    }
+
+    /**
+     * {@code this.scatter_add(dim, index, src)} out of place, as in PyTorch: a copy of this tensor with each element of
+     * {@code src} added where {@code index} (i64 or i32, this tensor's rank) points along {@code dim},
+     * {@code out[index[i][j][k]][j][k] += src[i][j][k]} for dim 0. Repeated indices accumulate in the index's row-major
+     * order, each sum rounded to the dtype, so the result is deterministic. An index outside {@code [0, size(dim))}
+     * fails the call. The CUDA backend has no kernel for it yet and refuses a plan that calls it
+     * ({@link dev.gatun.ir.ops.ScatterAdd}).
+     */
+    public Tensor scatterAdd(int dim, Tensor index, Tensor src) {
+        return graph.apply("scatter_add", java.util.Map.of("dim", dim), this, index, src).getFirst();
+    }
+
     // ---- collectives (group "world" unless named)
     public Tensor allReduce(ReduceOp op) { return allReduce(op, ProcessGroup.WORLD_NAME); }
     public Tensor allReduce(ReduceOp op, String group) { return collective(CollectiveKind.ALL_REDUCE, op, group, 0); }

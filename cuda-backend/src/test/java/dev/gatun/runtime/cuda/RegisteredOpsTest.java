@@ -27,6 +27,22 @@ class RegisteredOpsTest {
     }
 
     @Test
+    void gatherAndScatterAddAreRefusedNamingTheOp() {
+        var g = Gatun.graph("dispatch");
+        var ids = g.input("ids", dev.gatun.ir.DType.I64, 4, 2);
+        g.output("picked", g.input("x", F32, 4, 8).gather(1, ids));
+        var gather = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
+        assertThatThrownBy(() -> new CudaBackend().load(gather, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("gather has no CUDA kernel yet").hasMessageContaining("plan 'dispatch'");
+
+        var c = Gatun.graph("combine");
+        c.output("sums", c.input("x", F32, 4, 8).scatterAdd(0, c.input("ids", dev.gatun.ir.DType.I64, 2, 8), c.input("src", F32, 2, 8)));
+        var scatter = Planner.plan(Lowering.lower(c.build(), LoweringOptions.world(1)));
+        assertThatThrownBy(() -> new CudaBackend().load(scatter, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("scatter_add has no CUDA kernel yet").hasMessageContaining("plan 'combine'");
+    }
+
+    @Test
     void argmaxHasAKernel() {
         var g = Gatun.graph("greedy");
         g.output("next", g.input("x", F32, 4, 8).argmax(-1));
