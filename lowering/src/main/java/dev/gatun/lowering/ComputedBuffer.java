@@ -4,7 +4,6 @@ import dev.gatun.ir.Layout;
 import dev.gatun.ir.SymInt;
 import dev.gatun.ir.graph.ReduceFn;
 
-import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.StringJoiner;
@@ -19,6 +18,7 @@ public final class ComputedBuffer extends Buffer {
     private final Expr body;
     private final ReduceFn reduceFn;
     private final List<SymInt> reductionRanges;
+    private List<SymInt> ranges;   // made on first use (see ranges())
 
     ComputedBuffer(String name, String label, Layout layout, Expr body, ReduceFn reduceFn, List<SymInt> reductionRanges, int origin) {
         super(name, layout, origin);
@@ -40,11 +40,15 @@ public final class ComputedBuffer extends Buffer {
 
     public List<SymInt> reductionRanges() { return reductionRanges; }
 
-    /** Output iteration ranges (the buffer's shape). */
+    /** Output iteration ranges (the buffer's shape); unmodifiable. */
     public List<SymInt> ranges() {
-        var dims = type().shape().dims();   // asked for many times per buffer while planning: no lambda, no growing
-        var r = new ArrayList<SymInt>(dims.size());
-        for (int i = 0; i < dims.size(); i++) r.add(dims.get(i).asSymInt());
+        List<SymInt> r = ranges;   // asked for many times per buffer while planning: made once (a race makes equal lists)
+        if (r == null) {
+            var dims = type().shape().dims();
+            var made = new SymInt[dims.size()];
+            for (int i = 0; i < made.length; i++) made[i] = dims.get(i).asSymInt();
+            ranges = r = List.of(made);
+        }
         return r;
     }
 

@@ -7,7 +7,6 @@ import dev.gatun.lowering.LoweredGraph;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.TreeMap;
 
 /**
  * The history of every pool slot, kept as part of the plan ({@link Plan#slots()}): who occupies it when, and who
@@ -56,34 +55,21 @@ final class SlotHistory {
         }
         int[] byEnd = IndexSort.byKey(upper, true);
         int[] byStart = IndexSort.byKey(lower, false);   // ties in item order, as the stable sort this replaces
-        var paint = new TreeMap<Long, long[]>();   // start -> {end, item}
+        var paint = new PaintMap();
         int e = 0;
         for (int q : byStart) {
             OffsetAssigner.Item it = items.get(q);
             while (e < n && items.get(byEnd[e]).upper() <= it.lower()) {
                 int j = byEnd[e++];
                 long a = off[j], b = off[j] + items.get(j).size();
-                if (a >= b) continue;
-                var lo = paint.lowerEntry(a);
-                if (lo != null && lo.getValue()[0] > a) {
-                    long[] v = lo.getValue();
-                    paint.put(lo.getKey(), new long[]{a, v[1]});
-                    if (v[0] > b) paint.put(b, new long[]{v[0], v[1]});
-                }
-                var inside = paint.subMap(a, true, b, false);
-                if (!inside.isEmpty()) {
-                    long[] last = inside.lastEntry().getValue();
-                    if (last[0] > b) paint.put(b, new long[]{last[0], last[1]});
-                    inside.clear();
-                }
-                paint.put(a, new long[]{b, j});
+                if (a < b) paint.paint(a, b, j);
             }
             long a = off[q], b = off[q] + it.size();
             if (a >= b || it.upper() == it.lower()) continue;
             int prev = -1;
-            var lo = paint.lowerEntry(a);
-            if (lo != null && lo.getValue()[0] > a) prev = (int) lo.getValue()[1];
-            for (long[] v : paint.subMap(a, true, b, false).values()) prev = better(items, prev, (int) v[1]);
+            int lo = paint.lower(a);
+            if (lo >= 0 && paint.ends[lo] > a) prev = paint.items[lo];
+            for (int k = lo + 1; k < paint.size && paint.starts[k] < b; k++) prev = better(items, prev, paint.items[k]);
             if (prev >= 0) reuses.put(bufs.get(q), items.get(prev).id());
         }
     }
@@ -104,12 +90,13 @@ final class SlotHistory {
         var copiedAt = new StepOf(table.all().size());
         var finalBarrier = new java.util.HashMap<String, Integer>();   // a few groups
         for (int i = 0; i < steps.size(); i++) {
-            int at = i;
             Step step = steps.get(i);
+            if (step instanceof Step.Place) continue;   // writes and copies in nothing: most steps, skipped unasked
             var copied = step.copiedIn();
-            copied.forEach(b -> copiedAt.put(b, at));
-            for (PlanBuffer b : step.writes()) if (!copied.contains(b)) writtenAt.put(b, at);
-            if (step instanceof Step.Barrier b) finalBarrier.put(b.group(), at);
+            for (int k = 0; k < copied.size(); k++) copiedAt.put(copied.get(k), i);
+            var writes = step.writes();
+            for (int k = 0; k < writes.size(); k++) if (!copied.contains(writes.get(k))) writtenAt.put(writes.get(k), i);
+            if (step instanceof Step.Barrier b) finalBarrier.put(b.group(), i);
         }
         int last = steps.size() - 1;
         int[] stepOfWork = new int[live.n];
@@ -117,7 +104,7 @@ final class SlotHistory {
             var writes = live.order.get(i).writes();
             stepOfWork[i] = writes.isEmpty() ? -1 : writtenAt.getOrDefault(table.of(writes.getFirst()), -1);
         }
-        var out = new ArrayList<Plan.Slot>();
+        var out = new ArrayList<Plan.Slot>(steps.size() / 2);
         for (Step s : steps) {
             if (!(s instanceof Step.Place p)) continue;
             PlanBuffer b = p.buffer();
@@ -134,6 +121,69 @@ final class SlotHistory {
             out.add(new Plan.Slot(b, p.pool(), p.offset(), p.bytes(), first, Math.max(localEnd, cross), localEnd, cross, p.reuses(), p.inPlace()));
         }
         return out;
+    }
+
+    /**
+     * The painted bytes of a pool: disjoint segments [start, end) of byte offsets, each with the item painted last,
+     * sorted by start in three parallel arrays (a pool's painted segments are few: at most its arena over its
+     * smallest item), found by binary search. Painting splices the segments it covers out and its own (and the
+     * uncovered tail of a segment it cuts) in, with no boxed keys or entries.
+     */
+    private static final class PaintMap {
+        long[] starts = new long[16], ends = new long[16];
+        int[] items = new int[16];
+        int size;
+
+        /** The index of the last segment starting before {@code a}, or -1. */
+        int lower(long a) {
+            int lo = 0, hi = size;   // first index with start >= a
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (starts[mid] < a) lo = mid + 1;
+                else hi = mid;
+            }
+            return lo - 1;
+        }
+
+        /** Paints [a, b) with {@code item}: what it covers is replaced, segments it cuts keep their uncovered parts. */
+        void paint(long a, long b, int item) {
+            int lo = lower(a);
+            int hi = lo + 1;   // the segments starting in [a, b): [lo + 1, hi)
+            while (hi < size && starts[hi] < b) hi++;
+            long tailEnd = -1;
+            int tailItem = -1;
+            if (lo >= 0 && ends[lo] > a) {   // cut the segment that starts before a
+                if (ends[lo] > b) { tailEnd = ends[lo]; tailItem = items[lo]; }
+                ends[lo] = a;
+            }
+            if (hi > lo + 1 && ends[hi - 1] > b) { tailEnd = ends[hi - 1]; tailItem = items[hi - 1]; }
+            int added = tailEnd >= 0 ? 2 : 1;
+            splice(lo + 1, hi, added);
+            starts[lo + 1] = a;
+            ends[lo + 1] = b;
+            items[lo + 1] = item;
+            if (added == 2) {
+                starts[lo + 2] = b;
+                ends[lo + 2] = tailEnd;
+                items[lo + 2] = tailItem;
+            }
+        }
+
+        /** Replaces the segments [from, to) by {@code count} slots to fill. */
+        private void splice(int from, int to, int count) {
+            int newSize = size - (to - from) + count;
+            if (newSize > starts.length) {
+                int cap = Math.max(newSize, starts.length * 2);
+                starts = Arrays.copyOf(starts, cap);
+                ends = Arrays.copyOf(ends, cap);
+                items = Arrays.copyOf(items, cap);
+            }
+            int tail = size - to;
+            System.arraycopy(starts, to, starts, from + count, tail);
+            System.arraycopy(ends, to, ends, from + count, tail);
+            System.arraycopy(items, to, items, from + count, tail);
+            size = newSize;
+        }
     }
 
     /** The step at which each plan buffer (by id) is written or copied in; absent where none is. */

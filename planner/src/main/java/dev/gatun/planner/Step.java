@@ -55,13 +55,19 @@ public sealed interface Step {
      * The buffers this step reads, as it names them (views as views): a joined launch's, its parts'. Bookkeeping steps
      * read nothing; a path-2 copy reads the caller's tensor, which is no buffer of the plan.
      */
-    default List<PlanBuffer> reads() { return parts().size() == 1 && parts().getFirst() == this ? List.of() : joined(Step::reads); }
+    default List<PlanBuffer> reads() { return isOwnPart() ? List.of() : joined(Step::reads); }
 
     /**
      * The buffers this step writes, as it names them: a joined launch's, its parts'. A collective writes what it names;
      * a barrier-free one also writes its members' rotating slots, which are no buffers of the plan.
      */
-    default List<PlanBuffer> writes() { return parts().size() == 1 && parts().getFirst() == this ? List.of() : joined(Step::writes); }
+    default List<PlanBuffer> writes() { return isOwnPart() ? List.of() : joined(Step::writes); }
+
+    /** Whether this step is its only part (asks {@link #parts} once: a step's default parts are a new list). */
+    private boolean isOwnPart() {
+        var parts = parts();
+        return parts.size() == 1 && parts.getFirst() == this;
+    }
 
     private List<PlanBuffer> joined(java.util.function.Function<Step, List<PlanBuffer>> of) {
         var out = new java.util.ArrayList<PlanBuffer>();
