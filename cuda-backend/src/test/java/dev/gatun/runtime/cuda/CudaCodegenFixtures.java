@@ -268,19 +268,33 @@ final class CudaCodegenFixtures {
 
     /** {@code nvcc -ptx -arch=sm_90 -I/usr/local/cuda/include} on {@code source}, in {@code dir}. */
     static Compiled compile(Path nvcc, Path dir, String fileName, String source) throws IOException, InterruptedException {
-        Path cu = dir.resolve(fileName + ".cu"), ptx = dir.resolve(fileName + ".ptx");
+        Path ptx = dir.resolve(fileName + ".ptx");
+        Compiled c = run(nvcc, dir, fileName, source, List.of("-ptx", "-Werror", "all-warnings"), ptx);
+        return c.ok() ? new Compiled(c.exit(), c.log(), Files.readString(ptx), c.source()) : c;
+    }
+
+    /**
+     * {@code nvcc -cubin -arch=sm_90 -Xptxas -v} on {@code source}, in {@code dir}: the log holds ptxas's report of each
+     * entry's registers and spills (no PTX kept).
+     */
+    static Compiled cubin(Path nvcc, Path dir, String fileName, String source) throws IOException, InterruptedException {
+        return run(nvcc, dir, fileName, source, List.of("-cubin", "-Xptxas", "-v"), dir.resolve(fileName + ".cubin"));
+    }
+
+    /** One nvcc run for sm_90 with {@code args}, writing {@code out}; at most 300 s. */
+    private static Compiled run(Path nvcc, Path dir, String fileName, String source, List<String> args, Path out) throws IOException, InterruptedException {
+        Path cu = dir.resolve(fileName + ".cu");
         Files.writeString(cu, source, StandardCharsets.UTF_8);
-        var pb = new ProcessBuilder(nvcc.toString(), "-ptx", "-arch=sm_90", "-I/usr/local/cuda/include", "-std=c++17",
-                "-Werror", "all-warnings", cu.toString(), "-o", ptx.toString())
-                .directory(dir.toFile()).redirectErrorStream(true);
-        Process p = pb.start();
+        var cmd = new ArrayList<>(List.of(nvcc.toString(), "-arch=sm_90", "-I/usr/local/cuda/include", "-std=c++17"));
+        cmd.addAll(args);
+        cmd.addAll(List.of(cu.toString(), "-o", out.toString()));
+        Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         if (!p.waitFor(300, TimeUnit.SECONDS)) {
             p.destroyForcibly();
             return new Compiled(-1, "nvcc timed out\n" + log, "", cu);
         }
-        int exit = p.exitValue();
-        return new Compiled(exit, log, exit == 0 ? Files.readString(ptx) : "", cu);
+        return new Compiled(p.exitValue(), log, "", cu);
     }
 
     /**

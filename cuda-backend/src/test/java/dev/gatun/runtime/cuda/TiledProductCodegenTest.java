@@ -135,12 +135,9 @@ class TiledProductCodegenTest {
 
     /** Each entry's registers as {@code nvcc -cubin -Xptxas -v} reports them; fails on a compile error. */
     private static java.util.Map<String, Integer> registers(java.nio.file.Path nvcc, java.nio.file.Path dir, String file, String source) throws Exception {
-        java.nio.file.Path cu = dir.resolve(file + ".cu");
-        java.nio.file.Files.writeString(cu, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + source.replaceAll("(?m)^#include .*$", ""));
-        var p = new ProcessBuilder(nvcc.toString(), "-cubin", "-arch=sm_90", "-std=c++17", "-Xptxas", "-v", cu.toString(),
-                "-o", dir.resolve(file + ".cubin").toString()).redirectErrorStream(true).start();
-        String log = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor()).as(file + "\n" + log + "\n" + source).isZero();
+        var compiled = CudaCodegenFixtures.cubin(nvcc, dir, file, source);
+        String log = compiled.log();
+        assertThat(compiled.exit()).as(file + "\n" + log + "\n" + source).isZero();
         var out = new java.util.HashMap<String, Integer>();
         var entry = java.util.regex.Pattern.compile("Compiling entry function '(\\w+)'[\\s\\S]*?Used (\\d+) registers").matcher(log);
         while (entry.find()) out.put(entry.group(1), Integer.parseInt(entry.group(2)));
