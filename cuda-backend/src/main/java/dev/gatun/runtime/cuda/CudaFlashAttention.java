@@ -11,8 +11,8 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * {@code flash_attention} ({@link dev.gatun.ir.ops.FlashAttention}) on the GPU, in one of two kernels chosen by the
- * operands' types alone (the plan prints the form: {@link #form}):
+ * {@code flash_attention} ({@link dev.gatun.ir.ops.FlashAttention}) on the GPU, in one of two kernels that the
+ * operands' dtype and head size alone select ({@link #form}), as a dtype selects any kernel's instantiation:
  * <ul>
  *   <li><b>mma</b>, for bf16 and f16 with a head size of 64 or 128: flash attention 2's loop on the tensor cores. A
  *   block takes 64 query rows of one head (a warp 16), walks the key-value tiles of 64 positions its rows may see
