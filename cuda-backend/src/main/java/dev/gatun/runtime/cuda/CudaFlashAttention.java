@@ -15,11 +15,13 @@ import java.util.Map;
  * operands' dtype and head size alone select ({@link #form}), as a dtype selects any kernel's instantiation:
  * <ul>
  *   <li><b>mma</b>, for bf16 and f16 with a head size of 64 or 128: flash attention 2's loop on the tensor cores. A
- *   block takes 64 query rows of one head (a warp 16), walks the key-value tiles of 64 positions its rows may see
- *   (none past the causal bound, none before the window), holds each tile's keys and transposed values in shared
- *   memory, computes the 16 x 64 scores of a warp with {@code mma.sync m16n8k16} (float32 sums), keeps each row's
- *   running maximum and sum, and feeds the probabilities, rounded to the dtype, back as the next product's operand
- *   straight from the registers that hold them.</li>
+ *   block takes 64 query rows of one head (a warp 16) in two groups of four warps, which walk alternate key-value tiles
+ *   (32 positions at head size 64, 16 at 128) of the positions the rows may see (none past the causal bound, none
+ *   before the window): twice the warps a row's work would have alone, the two partial softmaxes joined at the end.
+ *   Each group copies its next tile into shared memory ({@code cp.async}) while it computes on the current one, reads
+ *   the keys and the transposed values with {@code ldmatrix}, computes the scores with {@code mma.sync m16n8k16}
+ *   (float32 sums), keeps each row's running maximum and sum, and feeds the probabilities, rounded to the dtype, back
+ *   as the next product's operand straight from the registers that hold them.</li>
  *   <li><b>rows</b>, for every other case (float32, other head sizes to 256): a warp a query row, a lane a key of the
  *   tile for the scores and a group of the head's elements for the weighted values, all in float32.</li>
  * </ul>
@@ -126,27 +128,60 @@ final class CudaFlashAttention {
     /** The tensor-core kernel: FT bf16 or f16, FD 64 or 128, MMA the instruction's type suffix, PACK two floats into a word. */
     private static final String MMA = """
             #define BM 64
-            #define BN 64
+            #define BN (FD == 64 ? 32 : 16)   // keys a tile: shared memory under 48 KiB at head size 128
             #define PAD 8
+            #define LD (FD + PAD)
             __device__ __forceinline__ void fa_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
-                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA "." MMA ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA "." MMA ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
             }
             __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { PACK }
             __device__ __forceinline__ unsigned fa_word(const FT* p) { return *reinterpret_cast<const unsigned*>(p); }
-            extern "C" __global__ void __launch_bounds__(128) flash_mma(const FT* q, const FT* k, const FT* v, FT* out, int Hq, int Hkv,
+            __device__ __forceinline__ unsigned fa_smem(const void* p) { return (unsigned) __cvta_generic_to_shared(p); }
+            // four 8x8 matrices of 16-bit elements: lanes 8m..8m+7 give matrix m's row addresses
+            __device__ __forceinline__ void fa_ldsm4(unsigned* r, const void* p) {
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+            }
+            __device__ __forceinline__ void fa_ldsm4t(unsigned* r, const void* p) {
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fa_smem(p)));
+            }
+            __device__ __forceinline__ void fa_cp16(void* dst, const void* src, bool ok) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(fa_smem(dst)), "l"(src), "r"(ok ? 16 : 0));
+            }
+            extern "C" __global__ void __launch_bounds__(256) flash_mma(const FT* q, const FT* k, const FT* v, FT* out, int Hq, int Hkv,
                     int T, int S, float scale, int causal, int window, float softcap) {
                 GATUN_DEPENDENT_START();
-                __shared__ __align__(16) FT ks[BN][FD + PAD];
-                __shared__ __align__(16) FT vt[FD][BN + PAD];
-                const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+                __shared__ __align__(16) FT kv[2][2][2][BN][LD];   // [group][buffer][keys, values]
+                const int grp = threadIdx.x >> 7, gt = threadIdx.x & 127;
+                const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, g = lane >> 2, t4 = lane & 3;
                 const int b = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * BM;
                 const int kvh = h / (Hq / Hkv);
                 const FT* qb = q + ((long long) b * Hq + h) * T * FD;
                 const FT* kb = k + ((long long) b * Hkv + kvh) * S * FD;
                 const FT* vb = v + ((long long) b * Hkv + kvh) * S * FD;
-                const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;   // this thread's two rows
+                const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
+                int last = i0 + BM - 1 < T ? i0 + BM - 1 : T - 1;
+                int end = causal ? S - T + last + 1 : S;
+                int start = causal && window > 0 ? S - T + i0 - window + 1 : 0;
+                if (start < 0) start = 0;
+                start -= start % BN;
+                const int vecs = FD / 8;
+                // tile j0's keys and values into buffer buf (zeros past S)
+                auto load = [&](int j0, int buf) {
+                    #pragma unroll
+                    for (int e = gt; e < BN * vecs; e += 128) {
+                        int r = e / vecs, c = (e % vecs) * 8, j = j0 + r;
+                        bool ok = j < S;
+                        int jj = ok ? j : 0;
+                        fa_cp16(&kv[grp][buf][0][r][c], kb + (long long) jj * FD + c, ok);
+                        fa_cp16(&kv[grp][buf][1][r][c], vb + (long long) jj * FD + c, ok);
+                    }
+                    asm volatile("cp.async.commit_group;");
+                };
+                start += grp * BN;
+                if (start < end) load(start, 0);
                 unsigned qa[FD / 16][4];
+                #pragma unroll
                 for (int kk = 0; kk < FD / 16; kk++) {
                     int c = kk * 16 + 2 * t4;
                     qa[kk][0] = r0 < T ? fa_word(qb + (long long) r0 * FD + c) : 0u;
@@ -155,42 +190,41 @@ final class CudaFlashAttention {
                     qa[kk][3] = r1 < T ? fa_word(qb + (long long) r1 * FD + c + 8) : 0u;
                 }
                 float o[FD / 8][4];
+                #pragma unroll
                 for (int n = 0; n < FD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
                 float m0 = FA_NEG_INF, m1 = FA_NEG_INF, l0 = 0.f, l1 = 0.f;
-                int last = i0 + BM - 1 < T ? i0 + BM - 1 : T - 1;
-                int end = causal ? S - T + last + 1 : S;
-                int start = causal && window > 0 ? S - T + i0 - window + 1 : 0;
-                if (start < 0) start = 0;
-                start -= start % BN;
-                const int vecs = FD / 8;   // 16-byte vectors a row
-                for (int j0 = start; j0 < end; j0 += BN) {
-                    __syncthreads();
-                    for (int e = threadIdx.x; e < BN * vecs; e += blockDim.x) {
-                        int r = e / vecs, c = (e % vecs) * 8, j = j0 + r;
-                        uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
-                        if (j < S) {
-                            kw = *reinterpret_cast<const uint4*>(kb + (long long) j * FD + c);
-                            vw = *reinterpret_cast<const uint4*>(vb + (long long) j * FD + c);
-                        }
-                        *reinterpret_cast<uint4*>(&ks[r][c]) = kw;
-                        const FT* ve = reinterpret_cast<const FT*>(&vw);
-                        for (int x = 0; x < 8; x++) vt[c + x][r] = ve[x];
-                    }
-                    __syncthreads();
+                int buf = 0;
+                for (int j0 = start; j0 < end; j0 += 2 * BN, buf ^= 1) {
+                    if (j0 + 2 * BN < end) { load(j0 + 2 * BN, buf ^ 1); asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+                    else asm volatile("cp.async.wait_group 0;" ::: "memory");
+                    asm volatile("bar.sync %0, 128;" :: "r"(1 + grp) : "memory");
                     float s[BN / 8][4];
-                    for (int n = 0; n < BN / 8; n++) {
-                        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-                        for (int kk = 0; kk < FD / 16; kk++)
-                            fa_mma(s[n], qa[kk], fa_word(&ks[n * 8 + g][kk * 16 + 2 * t4]), fa_word(&ks[n * 8 + g][kk * 16 + 8 + 2 * t4]));
+                    #pragma unroll
+                    for (int n = 0; n < BN / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+                    #pragma unroll
+                    for (int kk = 0; kk < FD / 16; kk += 2) {
+                        // keys n*8..n*8+7, dims kk*16 .. kk*16+31: four matrices (dims +0, +8, +16, +24); eight independent sums
+                        unsigned kf[BN / 8][4];
+                        #pragma unroll
+                        for (int n = 0; n < BN / 8; n++) fa_ldsm4(kf[n], &kv[grp][buf][0][n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
+                        #pragma unroll
+                        for (int n = 0; n < BN / 8; n++) fa_mma(s[n], qa[kk], kf[n][0], kf[n][1]);
+                        #pragma unroll
+                        for (int n = 0; n < BN / 8; n++) fa_mma(s[n], qa[kk + 1], kf[n][2], kf[n][3]);
                     }
                     float mx0 = FA_NEG_INF, mx1 = FA_NEG_INF;
+                    bool full = !causal || (j0 + BN - 1 <= S - T + i0 + warp * 16 && (window == 0 || j0 > S - T + i0 + warp * 16 + 15 - window)) ;
+                    full = full && j0 + BN <= S;
+                    #pragma unroll
                     for (int n = 0; n < BN / 8; n++)
+                        #pragma unroll
                         for (int x = 0; x < 4; x++) {
                             int i = x < 2 ? r0 : r1, j = j0 + n * 8 + 2 * t4 + (x & 1);
-                            float sc = fa_sees(i, j, T, S, causal, window) ? fa_score(s[n][x], scale, softcap) : FA_NEG_INF;
+                            float sc = (full || fa_sees(i, j, T, S, causal, window)) ? fa_score(s[n][x], scale, softcap) : FA_NEG_INF;
                             s[n][x] = sc;
                             if (x < 2) mx0 = fmaxf(mx0, sc); else mx1 = fmaxf(mx1, sc);
                         }
+                    #pragma unroll
                     for (int w = 1; w < 4; w <<= 1) {
                         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, w));
                         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, w));
@@ -201,6 +235,7 @@ final class CudaFlashAttention {
                     m0 = n0; m1 = n1;
                     float ps0 = 0.f, ps1 = 0.f;
                     unsigned pa[BN / 16][4];
+                    #pragma unroll
                     for (int n = 0; n < BN / 8; n++) {
                         float p0 = __expf(s[n][0] - u0), p1 = __expf(s[n][1] - u0), p2 = __expf(s[n][2] - u1), p3 = __expf(s[n][3] - u1);
                         ps0 += p0 + p1; ps1 += p2 + p3;
@@ -208,16 +243,49 @@ final class CudaFlashAttention {
                         pa[n / 2][(n & 1) * 2 + 1] = fa_pack(p2, p3);
                     }
                     l0 = l0 * a0 + ps0; l1 = l1 * a1 + ps1;
+                    #pragma unroll
+                    for (int n = 0; n < FD / 8; n++) { o[n][0] *= a0; o[n][1] *= a0; o[n][2] *= a1; o[n][3] *= a1; }
+                    #pragma unroll
+                    for (int kk = 0; kk < BN / 16; kk++)
+                        #pragma unroll
+                        for (int n = 0; n < FD / 8; n += 2) {
+                            // keys kk*16 .. +15, dims n*8 .. n*8+15 transposed: matrices (keys +0, dims +0), (keys +8, dims +0), (keys +0, dims +8), (keys +8, dims +8)
+                            unsigned vb4[4];
+                            int m = lane >> 3;
+                            fa_ldsm4t(vb4, &kv[grp][buf][1][kk * 16 + (m & 1) * 8 + (lane & 7)][n * 8 + (m >> 1) * 8]);
+                            fa_mma(o[n], pa[kk], vb4[0], vb4[1]);
+                            fa_mma(o[n + 1], pa[kk], vb4[2], vb4[3]);
+                        }
+                    asm volatile("bar.sync %0, 128;" :: "r"(1 + grp) : "memory");
+                }
+                // the second group's rows' maxima, sums and outputs join the first's
+                __syncthreads();
+                float* x = reinterpret_cast<float*>(&kv[0][0][0][0][0]) + gt * (FD / 2 + 4);   // the tiles are done: their memory holds the partials
+                if (grp == 1) {
+                    x[0] = m0; x[1] = m1; x[2] = l0; x[3] = l1;
+                    #pragma unroll
+                    for (int n = 0; n < FD / 8; n++) { x[4 + 4 * n] = o[n][0]; x[5 + 4 * n] = o[n][1]; x[6 + 4 * n] = o[n][2]; x[7 + 4 * n] = o[n][3]; }
+                }
+                __syncthreads();
+                if (grp == 1) return;
+                {
+                    float mb0 = x[0], mb1 = x[1];
+                    float n0 = fmaxf(m0, mb0), n1 = fmaxf(m1, mb1);
+                    float ea0 = m0 == FA_NEG_INF ? 0.f : __expf(m0 - n0), eb0 = mb0 == FA_NEG_INF ? 0.f : __expf(mb0 - n0);
+                    float ea1 = m1 == FA_NEG_INF ? 0.f : __expf(m1 - n1), eb1 = mb1 == FA_NEG_INF ? 0.f : __expf(mb1 - n1);
+                    l0 = l0 * ea0 + x[2] * eb0; l1 = l1 * ea1 + x[3] * eb1;
+                    #pragma unroll
                     for (int n = 0; n < FD / 8; n++) {
-                        o[n][0] *= a0; o[n][1] *= a0; o[n][2] *= a1; o[n][3] *= a1;
-                        for (int kk = 0; kk < BN / 16; kk++)
-                            fa_mma(o[n], pa[kk], fa_word(&vt[n * 8 + g][kk * 16 + 2 * t4]), fa_word(&vt[n * 8 + g][kk * 16 + 8 + 2 * t4]));
+                        o[n][0] = o[n][0] * ea0 + x[4 + 4 * n] * eb0; o[n][1] = o[n][1] * ea0 + x[5 + 4 * n] * eb0;
+                        o[n][2] = o[n][2] * ea1 + x[6 + 4 * n] * eb1; o[n][3] = o[n][3] * ea1 + x[7 + 4 * n] * eb1;
                     }
                 }
+                #pragma unroll
                 for (int w = 1; w < 4; w <<= 1) {
                     l0 += __shfl_xor_sync(0xffffffffu, l0, w);
                     l1 += __shfl_xor_sync(0xffffffffu, l1, w);
                 }
+                #pragma unroll
                 for (int n = 0; n < FD / 8; n++) {
                     int c = n * 8 + 2 * t4;
                     if (r0 < T) *reinterpret_cast<unsigned*>(out + (((long long) b * T + r0) * Hq + h) * FD + c) = fa_pack(o[n][0] / l0, o[n][1] / l0);
@@ -277,7 +345,7 @@ final class CudaFlashAttention {
         if (tiles > Integer.MAX_VALUE || hq > 65_535 || b > 65_535 || s > Integer.MAX_VALUE)
             throw new GatunRuntimeException(what + ": " + b + " x " + hq + " heads of " + tq + " queries over " + s
                     + " positions do not fit the GPU kernel's grid (at most 65535 batch entries and heads)");
-        var config = new LaunchConfig(new Dim3((int) tiles, (int) hq, (int) b), Dim3.of(128), 0, stream);
+        var config = new LaunchConfig(new Dim3((int) tiles, (int) hq, (int) b), Dim3.of(form(t, d).equals("mma") ? 256 : 128), 0, stream);
         Programmatic.launch(kernel(t, (int) d), programmatic, config, q, k, v, out, (int) hq, (int) hkv, (int) tq, (int) s,
                 (float) attrs.real("scale"), (int) attrs.integer("causal"), (int) attrs.integer("window"), (float) attrs.real("softcap"));
     }
