@@ -115,6 +115,18 @@ public final class Tensor {
         return new TopK(out.get(0), out.get(1));
     }
 
+    /**
+     * Scaled dot-product attention of a whole sequence, this tensor the queries [B, Hq, T, d], with keys and values
+     * [B, Hkv, S, d] (Hq a multiple of Hkv: grouped-query attention without copies): {@code softmax(scale * q kT) v} per
+     * head, the scores never stored, the result token-major [B, T, Hq, d]. {@code causal}: query i stands at position
+     * S - T + i and sees the keys up to it; {@code window} (0: none) keeps only the last {@code window} of those;
+     * {@code softcap} (0: none) caps each scaled score as {@code softcap * tanh(s / softcap)}. See
+     * {@link dev.gatun.ir.ops.FlashAttention}.
+     */
+    public Tensor flashAttention(Tensor k, Tensor v, double scale, boolean causal, int window, double softcap) {
+        return graph.apply("flash_attention", java.util.Map.of("scale", scale, "causal", causal ? 1 : 0, "window", window, "softcap", softcap), this, k, v).getFirst();
+    }
+
     /** What {@link #topk} gives: the values, in this tensor's dtype, and their i64 positions along the last dimension. */
     public record TopK(Tensor values, Tensor indices) {}
 

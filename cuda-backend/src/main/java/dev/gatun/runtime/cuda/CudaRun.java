@@ -352,10 +352,11 @@ final class CudaRun implements StepLoop.Steps {
         }
     }
 
-    /** A registered op by its spec: argmax, sample and index_select have kernels; CudaBackend refuses a plan with any other when it loads it. */
+    /** A registered op by its spec: argmax, sample, index_select and flash_attention have kernels; CudaBackend refuses a plan with any other when it loads it. */
     @Override public void op(Step.OpCall a) {
         if (a.spec() == dev.gatun.ir.ops.Sample.SPEC) { sample(a); return; }
         if (a.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) { indexSelect(a); return; }
+        if (a.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) { flashAttention(a); return; }
         if (a.spec() != dev.gatun.ir.ops.Argmax.SPEC) throw new GatunRuntimeException(CudaBackend.noKernel(a));
         long[] shape = a.input(0).shape().sizes(env);
         exe.argmax.run(addressOf(a.input(0)), a.input(0).dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1],
@@ -403,6 +404,12 @@ final class CudaRun implements StepLoop.Steps {
         long e = u.update().dtype().byteSize();
         return new CudaUpdateSlice.Update(addressOf(u.update()), addressOf(u.output()), r.count(), r.size(), r.len(), r.innerBytes(),
                 r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e);
+    }
+
+    /** flash_attention's inputs: q, k, v. */
+    private void flashAttention(Step.OpCall s) {
+        exe.flash.run(s.label(), s.input(0).dtype(), s.input(0).shape().sizes(env), s.input(1).shape().sizes(env), addressOf(s.input(0)),
+                addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.output()), s.attrs(), choice(s).programmatic(), exe.stream);
     }
 
     /** index_select's inputs: the table, the indices. */

@@ -22,8 +22,8 @@ import java.util.function.Consumer;
  *
  * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
  * {@code index_select}), {@code cos} and {@code sin} [tokens, rotary_dim] (the rotary tables of the positions; rotary_dim is head_dim but
- * for Phi-3's partial rotary embedding) and
- * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
+ * for Phi-3's partial rotary embedding); the attention is causal by itself ({@code flash_attention}). {@link #inputs}
+ * makes them all, with
  * each rank's shard of the weights, from a checkpoint. {@link LlamaDecoder} runs the same arithmetic with a KV cache,
  * token by token.
  */
@@ -62,7 +62,7 @@ public final class LlamaPrefill {
 
     /**
      * Rank {@code rank}'s inputs for the prompt {@code ids}: its shard of the weights ({@link #shard}) and the prompt's
-     * tokens, rotary tables and causal mask ({@link LlamaDecoder#prompt}).
+     * tokens and rotary tables ({@link LlamaDecoder#prompt}).
      */
     public static Map<String, NDArray> inputs(LlamaConfig c, TensorFiles weights, int[] ids, int tp, int rank, DType dtype) {
         var in = shard(c, weights, tp, rank, dtype);
