@@ -149,11 +149,15 @@ public final class LlamaDecoder {
                 : !decode && form.ragged() ? x.indexSelect(0, g.input(LAST_ROWS, DType.I32, b))
                 : t == 1 ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
         Tensor h = GemmaOps.norm(g, c, last, "model.norm.weight", dtype);
-        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped
-        Tensor logits = GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
+        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped. Under
+        // tensor parallelism each rank's share of the vocabulary (VocabParallel): the whole logits all-gathered, the
+        // greedy token from the shards' argmaxes
+        var head = tp > 1 ? VocabParallel.head(g, c, h, tp, dtype) : null;
+        Tensor logits = head != null ? head.logits() : GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
                 c.gemma() == null ? 0 : c.gemma().finalSoftcap());
         g.output("logits", logits);
-        Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype) : logits.argmax(-1);
+        Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype)
+                : head != null ? head.greedy(g, dtype) : logits.argmax(-1);
         g.output("next", next);
         // every step's tokens kept on the device ([batch, maxLen], the token after position p at p), so a caller that
         // feeds each step the one before's token reads them once, at the end

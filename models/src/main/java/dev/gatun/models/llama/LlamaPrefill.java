@@ -76,8 +76,10 @@ public final class LlamaPrefill {
      * transposed as it lies ({@code x @ W.mT}), as PyTorch's linear layers do. The query, key and value projections
      * become one, {@code self_attn.qkv_proj.weight} (their rows stacked), as do the gate and up projections,
      * {@code mlp.gate_up_proj.weight}; a Phi-3 checkpoint's fused tensors of those names are split into the same parts
-     * ({@link ProjectionRows}), each rank's heads and columns taken from each. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
-     * same array).
+     * ({@link ProjectionRows}), each rank's heads and columns taken from each. At {@code tp} 1 {@code lm_head.weight} is
+     * the whole head (where the embeddings are tied, the embedding itself: the same array); above, this rank's rows of it
+     * ({@link VocabParallel#shard}: a view of the embedding's rows where tied and no padding is needed), while the
+     * embedding stays whole on every rank.
      */
     static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) { return shard(c, weights, tp, rank, dtype, null); }
 
@@ -110,7 +112,8 @@ public final class LlamaPrefill {
             biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);
         }
         in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
-        in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
+        if (tp == 1) in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
+        else VocabParallel.shard(c, weights, reads, in, embed, tp, rank, dtype);   // this rank's rows of the head
         return in;
     }
 
