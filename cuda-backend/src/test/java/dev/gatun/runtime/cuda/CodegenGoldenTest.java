@@ -52,9 +52,9 @@ class CodegenGoldenTest {
      * The digest of the corpus's sources (update deliberately; last: the two-GPU decoder's vocabulary-parallel head, whose
      * greedy choice adds 56 results, every earlier result unchanged, 2026-11-29).
      */
-    static final String DIGEST = "d61a78b6f4cf3c7e5bba217cd1388fe7a79742df47a39840bb3bf60cf6f7a7d4";
+    static final String DIGEST = "3e8ca5352007f4660f5167d683b42a956a409a8c0c3592eb76b6ccadb1f448f5";
     /** How many results the corpus gives. */
-    static final int COUNT = 8882;
+    static final int COUNT = 8574;
 
     @Test
     void theCorpusGivesTheRecordedSources() throws Exception {
