@@ -104,7 +104,7 @@ final class LlamaConfigWriter {
         if (type.equals("gemma")) return;
         m.put("attn_logit_softcapping", g.attnSoftcap() == 0 ? "null" : Double.toString(g.attnSoftcap()));
         m.put("final_logit_softcapping", g.finalSoftcap() == 0 ? "null" : Double.toString(g.finalSoftcap()));
-        m.put("query_pre_attn_scalar", Double.toString(g.queryPreAttnScalar()));
+        m.put("query_pre_attn_scalar", number(g.queryPreAttnScalar()));   // transformers 5 takes a whole one as an int only
         m.put("sliding_window", g.slidingWindow() == 0 ? "null" : Integer.toString(g.slidingWindow()));
         var types = new StringJoiner(", ", "[", "]");
         for (int l = 0; l < c.layers(); l++) types.add(quoted(g.slides(l) ? "sliding_attention" : "full_attention"));
@@ -155,4 +155,9 @@ final class LlamaConfigWriter {
     }
 
     private static String quoted(String s) { return "\"" + s + "\""; }
+
+    /** {@code v} as a JSON number: a whole one without a fraction (transformers' typed config fields refuse 256.0 for an int). */
+    private static String number(double v) {
+        return v == Math.rint(v) && Math.abs(v) < 1L << 53 ? Long.toString((long) v) : Double.toString(v);
+    }
 }
