@@ -31,7 +31,7 @@
 # archs (not in the default --only; bundle/gpu-suite.sh --worlds 1 --only archs; one GPU, about 5 minutes on an H200):
 # the bandwidth-fraction table of the decoder family. Each architecture of ARCHS (default all ten: llama, mistral,
 # qwen2, qwen3, gemma, gemma2, phi3, mixtral, qwen2_moe, qwen3_moe) at about a billion parameters (ArchShapes says which
-# shape), a random bf16 checkpoint written by Gatun (ArchBench --write, ARCH_THREADS at once, default 4) under ARCH_ROOT
+# shape), a random bf16 checkpoint written by Gatun (ArchBench --write, ARCH_THREADS at once, default 6) under ARCH_ROOT
 # (default /tmp/gatun-archs; written once, kept), its decode step at batch 1 measured by Gatun's ArchBench (a process
 # each; a model the backend refuses to compile is a row that says so) and then by transformers (bench/arch_torch.py
 # measure, eager, bf16, one process for all, on the same files), then bench/arch_torch.py table: Gatun's and
@@ -139,7 +139,7 @@ llama() {
 archs() {
   local L="$OUT/archs.log" SHAPE=(--prompt "$ARCH_PROMPT" --new "$ARCH_NEW" --runs "$ARCH_RUNS" --warmup "$ARCH_WARMUP")
   echo "=== archs: the random bf16 checkpoints of $ARCHS under $ARCH_ROOT (those missing are written)" | tee -a "$L"
-  timeout 600 $B --main dev.gatun.runtime.cuda.ArchBench --write "$ARCH_ROOT" --archs "$ARCHS" --threads "${ARCH_THREADS:-4}" 2>&1 \
+  timeout 600 $B --main dev.gatun.runtime.cuda.ArchBench --write "$ARCH_ROOT" --archs "$ARCHS" --threads "${ARCH_THREADS:-6}" 2>&1 \
     | tee -a "$L" | grep -v "^WARNING"
   for A in ${ARCHS//,/ }; do
     rm -f "$OUT/gatun-arch-$A.json" "$OUT/torch-arch-$A.json"

@@ -27,7 +27,7 @@ import java.util.concurrent.Future;
  * <pre>
  * --write ROOT --archs a,b,..   write a random bf16 checkpoint of each architecture into ROOT/NAME (config.json and
  *                               model.safetensors, {@link LlamaCheckpoint#writeRandom}) where ROOT/NAME holds none,
- *                               several at once (--threads, default 4), each into ROOT/NAME.partial first, then moved
+ *                               several at once (--threads, default 4), the largest first, each into ROOT/NAME.partial first, then moved
  * --arch NAME --dir DIR         measure the checkpoint in DIR (its config.json says the shape; NAME labels the row)
  * --prompt N (128) --new N (32) --runs N (7: the first a warm-up) --warmup N (3: generations before the timed ones,
  *                               the first of --runs among them) --backend cuda|host --out FILE (gatun-arch-NAME.json)
@@ -68,13 +68,18 @@ public final class ArchBench {
         return v;
     }
 
-    /** Writes each missing checkpoint of {@code archs} under {@code root}, {@code threads} at a time. */
+    /**
+     * Writes each missing checkpoint of {@code archs} under {@code root}, {@code threads} at a time, the largest first
+     * (the writes are as long as the checkpoints are large: the longest started first end soonest together).
+     */
     static void write(Path root, List<String> archs, int threads) throws Exception {
+        var largestFirst = new ArrayList<>(archs);
         for (String a : archs) ArchShapes.shape(a);   // an unknown name is refused before anything is written
+        largestFirst.sort(java.util.Comparator.comparingLong((String a) -> -ArchShapes.reads(ArchShapes.shape(a)).total()));
         ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, threads));
         try {
             var jobs = new ArrayList<Future<?>>();
-            for (String a : archs) jobs.add(pool.submit(() -> { writeOne(root, a); return null; }));
+            for (String a : largestFirst) jobs.add(pool.submit(() -> { writeOne(root, a); return null; }));
             for (var j : jobs) j.get();
         } finally {
             pool.shutdownNow();

@@ -91,6 +91,17 @@ class ArchShapesTest {
         assertThat(Double.parseDouble(field(json, "decode_ms"))).isPositive();
     }
 
+    /** An unknown architecture is refused by name before any checkpoint is written. */
+    @Test
+    void anUnknownArchitectureIsRefusedBeforeAnythingIsWritten() throws Exception {
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> ArchBench.write(dir, java.util.List.of("mixtral", "gpt2"), 2))
+                .isInstanceOf(dev.gatun.ir.CompilationException.class).hasMessageContaining("no shape for architecture 'gpt2'")
+                .hasMessageContaining("llama, mistral, qwen2");
+        try (var files = Files.list(dir)) {
+            assertThat(files).isEmpty();
+        }
+    }
+
     /** What the decoder refuses to compile (Mistral's window shorter than the positions) is a row that says so, not a failure. */
     @Test
     void aRefusalIsARowNotAFailure() throws Exception {
