@@ -108,7 +108,7 @@ def load(transformers, torch, directory):
     """The checkpoint as transformers loads it, refused unless the file's tensors and the model's parameters match."""
     model, info = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16, attn_implementation="eager",
                                                                     output_loading_info=True)
-    problems = {k: list(v)[:5] for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
+    problems = {k: list(v)[:5] for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs") and v}
     if problems:
         raise RuntimeError(f"transformers does not load {directory} as the same weights: {problems}")
     return model.to("cuda").eval()

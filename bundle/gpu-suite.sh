@@ -137,7 +137,7 @@ llama() {
 
 # The bandwidth-fraction table (the archs workload): the checkpoints, Gatun a process an architecture, transformers, the table.
 archs() {
-  local L="$OUT/archs.log" SHAPE=(--prompt "$ARCH_PROMPT" --new "$ARCH_NEW" --runs "$ARCH_RUNS" --warmup "$ARCH_WARMUP")
+  local L="$OUT/archs.log" SHAPE=(--prompt "$ARCH_PROMPT" --new "$ARCH_NEW" --runs "$ARCH_RUNS" --warmup "$ARCH_WARMUP") T0=$SECONDS
   echo "=== archs: the random bf16 checkpoints of $ARCHS under $ARCH_ROOT (those missing are written)" | tee -a "$L"
   timeout 600 $B --main dev.gatun.runtime.cuda.ArchBench --write "$ARCH_ROOT" --archs "$ARCHS" --threads "${ARCH_THREADS:-6}" 2>&1 \
     | tee -a "$L" | grep -v "^WARNING"
@@ -145,16 +145,16 @@ archs() {
     rm -f "$OUT/gatun-arch-$A.json" "$OUT/torch-arch-$A.json"
     [ "$GATUN" = 1 ] || continue
     if [ ! -f "$ARCH_ROOT/$A/model.safetensors" ]; then echo "archs: $A skipped: no checkpoint in $ARCH_ROOT/$A" | tee -a "$L"; continue; fi
-    echo "=== Gatun, $A: prompt $ARCH_PROMPT, $ARCH_NEW new tokens, batch 1, bf16" | tee -a "$L"
+    echo "=== Gatun, $A: prompt $ARCH_PROMPT, $ARCH_NEW new tokens, batch 1, bf16 ($((SECONDS - T0)) s into archs)" | tee -a "$L"
     timeout 300 $B --main dev.gatun.runtime.cuda.ArchBench --arch "$A" --dir "$ARCH_ROOT/$A" "${SHAPE[@]}" --out "$OUT/gatun-arch-$A.json" 2>&1 \
       | tee -a "$L" | grep -v "^WARNING\|INFO: \|compileKernels"
   done
   if [ "$TORCH" = 1 ]; then
-    echo "=== transformers, $ARCHS (eager, bf16, one process)" | tee -a "$L"
+    echo "=== transformers, $ARCHS (eager, bf16, one process; $((SECONDS - T0)) s into archs)" | tee -a "$L"
     timeout 900 python3 bench/arch_torch.py measure --root "$ARCH_ROOT" --out-dir "$OUT" --archs "$ARCHS" "${SHAPE[@]}" 2>&1 \
       | tee -a "$L" | grep -v "^\s*warnings.warn"
   fi
-  echo "=== the bandwidth-fraction table" | tee -a "$L"
+  echo "=== the bandwidth-fraction table ($((SECONDS - T0)) s for archs)" | tee -a "$L"
   python3 bench/arch_torch.py table --out-dir "$OUT" --archs "$ARCHS" --md "$OUT/archs.md" 2>&1 | tee -a "$L"
 }
 
