@@ -21,7 +21,8 @@ of an untied embedding, and of a mixture's experts the top-k the one token is ro
 (those bytes over its step time) as a fraction of --peak-tbps (4.8 TB/s, one H200's HBM3e); Gatun's fraction over
 Gatun's llama fraction (the template rule asks at least 0.90); and how many of the new tokens agree (bf16 greedy
 decoding of random weights has near ties; a mismatch late in the sequence is not an error). A Gatun refusal (an op
-the backend has no kernel for) or failure is shown in place of its numbers; --md also writes the table as Markdown.
+the backend has no kernel for) or failure, or a transformers failure, is shown in place of the numbers and its words
+below the table; --md also writes the table as Markdown.
 """
 import argparse
 import json
@@ -200,8 +201,8 @@ def rows(out_dir, archs, peak):
         t = read_row(os.path.join(out_dir, f"torch-arch-{name}.json"))
         r = {"arch": name, "step_bytes": (g or {}).get("step_weight_bytes"), "dense_bytes": (g or {}).get("dense_weight_bytes"),
              "gatun_ms": None, "torch_ms": None, "gatun_frac": None, "torch_frac": None, "vs_llama": None, "tokens": agreement(g, t)}
-        r["refused"] = (g or {}).get("refused")
-        r["gatun_note"] = ("no row" if g is None else "refused (below)" if r["refused"]
+        r["refused"], r["failed"] = (g or {}).get("refused"), (g or {}).get("failed")
+        r["gatun_note"] = ("no row" if g is None else "refused (below)" if r["refused"] else "failed (below)" if r["failed"]
                            else "" if g.get("decode_ms") is not None else "no decode time")
         r["torch_note"] = "no row" if t is None else "failed: " + t["error"] if "error" in t else ""
         r["torch_cell"] = "failed (below)" if r["torch_note"].startswith("failed") else r["torch_note"]
@@ -241,6 +242,7 @@ def table(a):
              f"{fraction(r['dense_bytes'], r['gatun_ms'], a.peak_tbps):.3f} of {a.peak_tbps:g} TB/s at its time"
              for r in rs if r["dense_bytes"] and r["step_bytes"] and r["dense_bytes"] != r["step_bytes"] and r["gatun_ms"]]
     notes += [f"{r['arch']}: Gatun refused: {r['refused']}" for r in rs if r["refused"]]
+    notes += [f"{r['arch']}: Gatun failed: {r['failed']}" for r in rs if r["failed"]]
     notes += [f"{r['arch']}: transformers {r['torch_note']}" for r in rs if r["torch_note"].startswith("failed")]
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))

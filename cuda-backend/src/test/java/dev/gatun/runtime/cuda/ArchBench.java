@@ -39,7 +39,8 @@ import java.util.concurrent.Future;
  * the median over the timed generations). Where the backend refuses the model (a {@link CompilationException} while
  * it is compiled or first run: an op it has no kernel for, say), the JSON says {@code "refused"} with the refusal's
  * words, which are printed, and the process ends normally: the table shows the refusal and goes on to the next
- * architecture. Any other failure ends the process with an error (the table then shows no Gatun result for it).
+ * architecture. Any other error while it is compiled or run is a {@code "failed"} row with the error's words (its stack
+ * trace in the log); an error before (the checkpoint unreadable, say) ends the process (the table shows no row).
  */
 public final class ArchBench {
     private ArchBench() {}
@@ -122,24 +123,30 @@ public final class ArchBench {
             LlamaGenerator.Result first;
             try {
                 gen = new LlamaGenerator(c, shard, prompt, prompt + n, 1, DType.BF16, CompileOptions.world(1).backend(backend));
-            } catch (CompilationException e) {
-                return refused(arch, head, e);
+            } catch (RuntimeException e) {
+                return ended(arch, head, e);
             }
             try (gen) {
                 try {
                     first = gen.generate(new int[][]{ids}, n, false, true);
-                } catch (CompilationException e) {
-                    return refused(arch, head, e);
+                    return timed(arch, head, gen, ids, first, n, runs, warmup);
+                } catch (RuntimeException e) {
+                    return ended(arch, head, e);
                 }
-                return timed(arch, head, gen, ids, first, n, runs, warmup);
             }
         }
     }
 
-    private static String refused(String arch, StringBuilder head, CompilationException e) {
+    /**
+     * The row of a model that gave no time: {@code "refused"} where the backend refused to compile it (a
+     * {@link CompilationException}), {@code "failed"} for any other error (its stack trace printed for the log).
+     */
+    private static String ended(String arch, StringBuilder head, RuntimeException e) {
+        boolean refused = e instanceof CompilationException;
         String why = e.getClass().getSimpleName() + ": " + e.getMessage();
-        System.out.println("archs: gatun refused " + arch + ": " + why);
-        return head.append("  \"refused\": \"").append(escape(why)).append("\"\n}\n").toString();
+        System.out.println("archs: gatun " + (refused ? "refused " : "failed on ") + arch + ": " + why);
+        if (!refused) e.printStackTrace(System.out);
+        return head.append("  \"").append(refused ? "refused" : "failed").append("\": \"").append(escape(why)).append("\"\n}\n").toString();
     }
 
     private static String timed(String arch, StringBuilder head, LlamaGenerator gen, int[] ids, LlamaGenerator.Result first, int n, int runs, int warmup) {

@@ -112,6 +112,10 @@ class ArchShapesTest {
         assertThat(field(json, "refused")).startsWith("\"CompilationException: ").contains("sliding_window = 4");
         assertThat(json).doesNotContain("decode_ms");
         assertThat(field(json, "step_weight_bytes")).isNotNull();
+        // any other error is a "failed" row with its words (here: a backend that does not exist)
+        String failed = ArchBench.measure("mistral", ckpt, 1, 2, 2, 1, "no-such-backend");
+        assertThat(field(failed, "failed")).startsWith("\"GatunRuntimeException: unknown backend 'no-such-backend'");
+        assertThat(failed).doesNotContain("refused", "decode_ms");
     }
 
     /** The value of {@code "name": value} in a row's JSON (a number, a list or a quoted string), or null. */

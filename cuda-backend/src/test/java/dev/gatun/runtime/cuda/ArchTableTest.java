@@ -42,6 +42,7 @@ class ArchTableTest {
         row("torch-arch-gemma", "\"tokens\": [7], \"decode_ms\": 25.0");
         row("gatun-arch-mixtral", "\"step_weight_bytes\": 600000000, \"dense_weight_bytes\": 1200000000, \"tokens\": [5, 6], \"decode_ms\": 0.25");
         row("torch-arch-mixtral", "\"tokens\": [5, 6], \"decode_ms\": 12.0");
+        row("gatun-arch-phi3", "\"step_weight_bytes\": 1900000000, \"dense_weight_bytes\": 1900000000, \"failed\": \"GatunRuntimeException: CUDA error 700\"");
         Path md = dir.resolve("t.md");
         var r = run("table", "--out-dir", dir.toString(), "--archs", "llama,qwen3,gemma,mixtral,phi3", "--md", md.toString());
         assertThat(r.code).as(r.out).isZero();
@@ -50,7 +51,8 @@ class ArchTableTest {
                 "| qwen3 | 0.900 | failed (below) | 3.240 | 0.750 | - | 1.500 | - |",
                 "| gemma | refused (below) | 25.000 | 5.000 | - | 0.042 | - | - |",
                 "| mixtral | 0.250 | 12.000 | 0.600 | 0.500 | 0.010 | 1.000 | 2/2 |",
-                "| phi3 | no row | no row | - | - | - | - | - |",
+                "| phi3 | failed (below) | no row | 1.900 | - | - | - | - |",
+                "phi3: Gatun failed: GatunRuntimeException: CUDA error 700",
                 "mixtral: Gatun computes every expert (MixtureOfExperts): its step reads 1.200 GB, 1.000 of 4.8 TB/s at its time",
                 "gemma: Gatun refused: CompilationException: plan 'llama_prefill': topk has no CUDA kernel yet",
                 "qwen3: transformers failed: RuntimeError: boom");
