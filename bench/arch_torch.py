@@ -1,7 +1,7 @@
 """The transformers side of Gatun's bandwidth-fraction table, and the table itself.
 
     python3 bench/arch_torch.py measure --root ROOT --out-dir OUT [--archs llama,...] [--prompt 128] [--new 32]
-                                        [--runs 7] [--warmup 3] [--dry-run]
+                                        [--runs 6] [--warmup 2] [--dry-run]
     python3 bench/arch_torch.py table --out-dir OUT [--archs llama,...] [--peak-tbps 4.8] [--md FILE]
 
 measure: in one process, for each architecture NAME, loads ROOT/NAME (the random bf16 checkpoint Gatun's ArchBench
@@ -76,8 +76,8 @@ def parser():
     m.add_argument("--archs", type=arch_list, default=list(ARCHS))
     m.add_argument("--prompt", type=at_least(1), default=128)
     m.add_argument("--new", type=at_least(2), default=32)
-    m.add_argument("--runs", type=at_least(2), default=7, help="generations timed, the first a warm-up")
-    m.add_argument("--warmup", type=at_least(1), default=3, help="generations before the timed ones (the first of --runs among them)")
+    m.add_argument("--runs", type=at_least(2), default=6, help="generations timed, the first a warm-up")
+    m.add_argument("--warmup", type=at_least(1), default=2, help="generations before the timed ones (the first of --runs among them)")
     m.add_argument("--dry-run", action="store_true", help="print the plan as JSON and stop")
     t = sub.add_parser("table", help="the bandwidth-fraction table of both systems' rows")
     t.add_argument("--out-dir", required=True)

@@ -29,7 +29,7 @@ import java.util.concurrent.Future;
  *                               model.safetensors, {@link LlamaCheckpoint#writeRandom}) where ROOT/NAME holds none,
  *                               several at once (--threads, default 4), the largest first, each into ROOT/NAME.partial first, then moved
  * --arch NAME --dir DIR         measure the checkpoint in DIR (its config.json says the shape; NAME labels the row)
- * --prompt N (128) --new N (32) --runs N (7: the first a warm-up) --warmup N (3: generations before the timed ones,
+ * --prompt N (128) --new N (32) --runs N (6: the first a warm-up) --warmup N (2: generations before the timed ones,
  *                               the first of --runs among them) --backend cuda|host --out FILE (gatun-arch-NAME.json)
  * </pre>
  *
@@ -55,7 +55,7 @@ public final class ArchBench {
         String arch = required(opts, "arch");
         Path dir = Path.of(required(opts, "dir"));
         int prompt = Integer.parseInt(opts.getOrDefault("prompt", "128")), n = Integer.parseInt(opts.getOrDefault("new", "32"));
-        int runs = Integer.parseInt(opts.getOrDefault("runs", "7")), warmup = Integer.parseInt(opts.getOrDefault("warmup", "3"));
+        int runs = Integer.parseInt(opts.getOrDefault("runs", "6")), warmup = Integer.parseInt(opts.getOrDefault("warmup", "2"));
         if (runs < 2 || warmup < 1 || prompt < 1 || n < 2)
             throw new IllegalArgumentException("ArchBench: --runs at least 2, --warmup at least 1, --prompt at least 1 and --new at least 2, not "
                     + runs + ", " + warmup + ", " + prompt + " and " + n);

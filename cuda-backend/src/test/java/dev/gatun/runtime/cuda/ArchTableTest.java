@@ -69,7 +69,7 @@ class ArchTableTest {
         var plan = run("measure", "--root", "/r", "--out-dir", "/o", "--archs", "gemma,qwen3_moe", "--prompt", "64", "--dry-run");
         assertThat(plan.code).as(plan.out).isZero();
         assertThat(plan.out.replaceAll("\\s+", " ")).contains("\"gemma\": \"/r/gemma\"", "\"qwen3_moe\": \"/r/qwen3_moe\"", "\"prompt\": 64",
-                "\"new\": 32", "\"runs\": 7", "\"warmup\": 3");
+                "\"new\": 32", "\"runs\": 6", "\"warmup\": 2");
         var bogus = run("measure", "--root", "/r", "--out-dir", "/o", "--archs", "llama,bogus", "--dry-run");
         assertThat(bogus.code).isEqualTo(2);
         assertThat(bogus.out).contains("argument --archs: unknown architecture(s) ['bogus']");
