@@ -28,7 +28,7 @@
 # tokens with the float32 model, to tell near ties from errors), LLAMA_DTYPE (bf16; f32 at world 1: both systems run
 # the checkpoint in float32, where two correct computations agree token for token). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
-# archs (not in the default --only; bundle/gpu-suite.sh --worlds 1 --only archs; one GPU, about 5 minutes on an H200):
+# archs (not in the default --only; bundle/gpu-suite.sh --worlds 1 --only archs; one GPU, about 5-6 minutes on an H200):
 # the bandwidth-fraction table of the decoder family. Each architecture of ARCHS (default all ten: llama, mistral,
 # qwen2, qwen3, gemma, gemma2, phi3, mixtral, qwen2_moe, qwen3_moe) at about a billion parameters (ArchShapes says which
 # shape), a random bf16 checkpoint written by Gatun (ArchBench --write, ARCH_THREADS at once, default 6) under ARCH_ROOT
