@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
 #   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms]
-#                       (the default --only; llama is added by name: --only llama or --only ...,llama)
+#                       (the default --only; llama and archs are added by name: --only llama, --only archs or --only ...,llama)
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
