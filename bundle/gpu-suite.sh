@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark suite: Gatun and PyTorch on the same GPUs, in one command, side by side.
 #   bundle/gpu-suite.sh [--worlds 2,4] [--iters 200] [--only all_reduce,seeds,mlp,ar_norm,input_path,host_overhead,norms]
-#                       (the default --only; llama is added by name: --only llama or --only ...,llama)
+#                       (the default --only; llama and archs are added by name: --only llama, --only archs or --only ...,llama)
 #                       [--gatun 0|1] [--torch 0|1] [--gatun-args "..."] [--modes replay,eager]
 # norms (LayerNorm, RMSNorm, softmax, the loop-ordering seed; or some of them by name: layernorm, rmsnorm, softmax,
 # loop_order) runs on one GPU at world 1 only: requested with other worlds, it gets a world-1 pass of its own first
@@ -28,6 +28,16 @@
 # tokens with the float32 model, to tell near ties from errors), LLAMA_DTYPE (bf16; f32 at world 1: both systems run
 # the checkpoint in float32, where two correct computations agree token for token). Writes $OUT/llama.log, gatun-llama-tpW.json
 # (and one JSON per variant) and torch-llama-tpW.json (not rows.jsonl).
+# archs (not in the default --only; bundle/gpu-suite.sh --worlds 1 --only archs; one GPU, about 5-6 minutes on an H200):
+# the bandwidth-fraction table of the decoder family. Each architecture of ARCHS (default all ten: llama, mistral,
+# qwen2, qwen3, gemma, gemma2, phi3, mixtral, qwen2_moe, qwen3_moe) at about a billion parameters (ArchShapes says which
+# shape), a random bf16 checkpoint written by Gatun (ArchBench --write, ARCH_THREADS at once, default 6) under ARCH_ROOT
+# (default /tmp/gatun-archs; written once, kept), its decode step at batch 1 measured by Gatun's ArchBench (a process
+# each; a model the backend refuses to compile is a row that says so) and then by transformers (bench/arch_torch.py
+# measure, eager, bf16, one process for all, on the same files), then bench/arch_torch.py table: Gatun's and
+# transformers' ms/token, the weight bytes a step reads, each one's fraction of 4.8 TB/s, Gatun's fraction over its
+# llama one. Env: ARCH_PROMPT (128), ARCH_NEW (32), ARCH_RUNS (6: the first a warm-up), ARCH_WARMUP (2). Writes
+# $OUT/archs.log, gatun-arch-NAME.json, torch-arch-NAME.json and archs.md (not rows.jsonl). Needs no network.
 # TORCH_DEADLINE_S (420): the PyTorch all-reduce and ar_norm processes start no new cell after this many seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,13 +65,15 @@ ROWS=$OUT/rows.jsonl
 LLAMA_PROMPT=${LLAMA_PROMPT:-512} LLAMA_NEW=${LLAMA_NEW:-32} LLAMA_RUNS=${LLAMA_RUNS:-11} LLAMA_BATCH=${LLAMA_BATCH:-1} LLAMA_WARMUP=${LLAMA_WARMUP:-16}
 LLAMA_CONFIG=${LLAMA_CONFIG:-1b} LLAMA_CHECK=${LLAMA_CHECK:-1} LLAMA_GATUN_ARGS=${LLAMA_GATUN_ARGS:-} LLAMA_DTYPE=${LLAMA_DTYPE:-bf16}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/gatun-llama-$LLAMA_CONFIG}
+ARCHS=${ARCHS:-llama,mistral,qwen2,qwen3,gemma,gemma2,phi3,mixtral,qwen2_moe,qwen3_moe} ARCH_ROOT=${ARCH_ROOT:-/tmp/gatun-archs}
+ARCH_PROMPT=${ARCH_PROMPT:-128} ARCH_NEW=${ARCH_NEW:-32} ARCH_RUNS=${ARCH_RUNS:-6} ARCH_WARMUP=${ARCH_WARMUP:-2}
 B=.bundle/run-gpu-tests.sh
 export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/machine.txt"
 nvidia-smi topo -m >> "$OUT/machine.txt" 2>&1
 
 # Passes "world:workloads": the one-GPU workloads only at world 1 (a pass of their own when 1 is not among the worlds).
-ONE_GPU=,norms,layernorm,rmsnorm,softmax,loop_order,
+ONE_GPU=,norms,layernorm,rmsnorm,softmax,loop_order,archs,
 ONLY_ONE="" ONLY_MULTI=""
 for w in ${ONLY//,/ }; do
   if [[ $ONE_GPU == *,$w,* ]]; then ONLY_ONE+=${ONLY_ONE:+,}$w; else ONLY_MULTI+=${ONLY_MULTI:+,}$w; fi
@@ -123,14 +135,38 @@ llama() {
   fi
 }
 
+# The bandwidth-fraction table (the archs workload): the checkpoints, Gatun a process an architecture, transformers, the table.
+archs() {
+  local L="$OUT/archs.log" SHAPE=(--prompt "$ARCH_PROMPT" --new "$ARCH_NEW" --runs "$ARCH_RUNS" --warmup "$ARCH_WARMUP") T0=$SECONDS
+  echo "=== archs: the random bf16 checkpoints of $ARCHS under $ARCH_ROOT (those missing are written)" | tee -a "$L"
+  timeout 600 $B --main dev.gatun.runtime.cuda.ArchBench --write "$ARCH_ROOT" --archs "$ARCHS" --threads "${ARCH_THREADS:-6}" 2>&1 \
+    | tee -a "$L" | grep -v "^WARNING"
+  for A in ${ARCHS//,/ }; do
+    rm -f "$OUT/gatun-arch-$A.json" "$OUT/torch-arch-$A.json"
+    [ "$GATUN" = 1 ] || continue
+    if [ ! -f "$ARCH_ROOT/$A/model.safetensors" ]; then echo "archs: $A skipped: no checkpoint in $ARCH_ROOT/$A" | tee -a "$L"; continue; fi
+    echo "=== Gatun, $A: prompt $ARCH_PROMPT, $ARCH_NEW new tokens, batch 1, bf16 ($((SECONDS - T0)) s into archs)" | tee -a "$L"
+    timeout 300 $B --main dev.gatun.runtime.cuda.ArchBench --arch "$A" --dir "$ARCH_ROOT/$A" "${SHAPE[@]}" --out "$OUT/gatun-arch-$A.json" 2>&1 \
+      | tee -a "$L" | grep -v "^WARNING\|INFO: \|compileKernels"
+  done
+  if [ "$TORCH" = 1 ]; then
+    echo "=== transformers, $ARCHS (eager, bf16, one process; $((SECONDS - T0)) s into archs)" | tee -a "$L"
+    timeout 900 python3 bench/arch_torch.py measure --root "$ARCH_ROOT" --out-dir "$OUT" --archs "$ARCHS" "${SHAPE[@]}" 2>&1 \
+      | tee -a "$L" | grep -v "^\s*warnings.warn"
+  fi
+  echo "=== the bandwidth-fraction table ($((SECONDS - T0)) s for archs)" | tee -a "$L"
+  python3 bench/arch_torch.py table --out-dir "$OUT" --archs "$ARCHS" --md "$OUT/archs.md" 2>&1 | tee -a "$L"
+}
+
 for P in "${PASSES[@]}"; do
   W=${P%%:*} ONLY_W=${P#*:}
   if [ "$W" -gt "$NGPU" ]; then echo "gpu-suite: world $W skipped: $NGPU GPU(s)"; continue; fi
-  # llama runs by itself (not through GpuSuite or torch_suite.py), at worlds of two GPUs or more
+  # llama and archs run by themselves (not through GpuSuite or torch_suite.py)
   REST=""
   for w in ${ONLY_W//,/ }; do
-    if [ "$w" != llama ]; then REST+=${REST:+,}$w
-    else llama "$W"; fi
+    if [ "$w" = llama ]; then llama "$W"
+    elif [ "$w" = archs ]; then archs
+    else REST+=${REST:+,}$w; fi
   done
   ONLY_W=$REST
   [ -n "$ONLY_W" ] || continue

@@ -9,7 +9,12 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 B=$DIR
 if [ -f "$DIR/payload.tar.gz" ]; then
     B=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle}
-    rm -rf "$B" && mkdir -p "$B" && tar -C "$B" -xzf "$DIR/payload.tar.gz"
+    # unpacked once per payload: a later call with the same payload (size, time and path in the stamp, written only
+    # after a whole unpacking) reuses it, so a script that runs many mains does not unpack it each time
+    STAMP="$(stat -c '%s %Y' "$DIR/payload.tar.gz") $DIR"
+    if [ "$(cat "$B/.payload-stamp" 2>/dev/null)" != "$STAMP" ]; then
+        rm -rf "$B" && mkdir -p "$B" && tar -C "$B" -xzf "$DIR/payload.tar.gz" && echo "$STAMP" > "$B/.payload-stamp"
+    fi
 fi
 FILTER=(--include-tag gpu)
 if [ "${1:-}" = "--all" ]; then FILTER=(); shift; fi

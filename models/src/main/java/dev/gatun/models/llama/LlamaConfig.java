@@ -4,11 +4,7 @@ import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.GraphException;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.LinkedHashMap;
-import java.util.Locale;
 import java.util.Set;
 
 /**
@@ -414,68 +410,12 @@ public record LlamaConfig(int hiddenSize, int layers, int heads, int kvHeads, in
     public static LlamaConfig read(Path file, Set<String> alsoHarmless) throws IOException { return LlamaConfigReader.read(file, alsoHarmless); }
 
     /**
-     * Writes {@code config.json} in transformers' layout: {@code "model_type": "phi3"} for the fused layout (with its
-     * {@code partial_rotary_factor}), {@code "qwen3"} with QK-norm, {@code "qwen2"}
-     * with biases on the query, key and value projections alone, {@code "mistral"} where there is a sliding window,
-     * {@code "llama"} otherwise (its {@code attention_bias} and {@code mlp_bias} as the biases say), with
-     * {@code rope_theta} and {@code rope_scaling}. The file is read back before this returns: a configuration that no
-     * file says exactly (a Gemma one, a sliding window with biases, ...) is refused and no file is left.
+     * Writes {@code config.json} in transformers' layout, as the model type whose computation this configuration is
+     * ({@link LlamaConfigWriter} says how each is chosen: {@code gemma} and {@code gemma2}, {@code mixtral},
+     * {@code qwen2_moe}, {@code qwen3_moe}, {@code phi3}, {@code qwen3}, {@code qwen2}, {@code mistral} or {@code llama}),
+     * with {@code rope_theta} and {@code rope_scaling}. The file is read back before this returns: a configuration that
+     * no file says exactly (a sliding window with biases, Gemma 1's changes with a window, ...) is refused and no file
+     * is left.
      */
-    public void write(Path file) throws IOException {
-        if (moe != null) throw new CompilationException("LlamaConfig.write: " + file + ": a mixture-of-experts configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
-        if (gemma != null)   // a llama file would drop Gemma's changes: refused rather than written wrong
-            throw new CompilationException("LlamaConfig.write: " + file + ": a Gemma configuration is not written (only llama, mistral, qwen2, qwen3 and phi3 ones are)");
-        boolean mistral = slidingWindow > 0, qwen3 = qkNorm, qwen2 = !qwen3 && biases.qkv() && !biases.output() && !biases.mlp();
-        String type = fused ? "phi3" : qwen3 ? "qwen3" : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
-        var m = new LinkedHashMap<String, String>();
-        m.put("model_type", "\"" + type + "\"");
-        m.put("architectures", "[\"" + switch (type) { case "phi3" -> "Phi3"; case "qwen3" -> "Qwen3"; case "qwen2" -> "Qwen2"; case "mistral" -> "Mistral"; default -> "Llama"; }
-                + "ForCausalLM\"]");
-        if (!qwen2 && biases.qkv()) m.put("attention_bias", "true");
-        if (biases.mlp()) m.put("mlp_bias", "true");
-        m.put("hidden_size", Integer.toString(hiddenSize));
-        m.put("num_hidden_layers", Integer.toString(layers));
-        m.put("num_attention_heads", Integer.toString(heads));
-        m.put("num_key_value_heads", Integer.toString(kvHeads));
-        m.put("head_dim", Integer.toString(headDim));
-        m.put("intermediate_size", Integer.toString(intermediateSize));
-        m.put("vocab_size", Integer.toString(vocabSize));
-        m.put("rope_theta", Double.toString(ropeTheta));
-        m.put("rms_norm_eps", String.format(Locale.ROOT, "%.17g", rmsNormEps));
-        m.put("tie_word_embeddings", Boolean.toString(tieWordEmbeddings));
-        m.put("hidden_act", "\"silu\"");
-        if (slidingWindow > 0) m.put("sliding_window", Integer.toString(slidingWindow));
-        if (rotaryDim != headDim) m.put("partial_rotary_factor", Double.toString((double) rotaryDim / headDim));
-        switch (ropeScaling) {
-            case null -> { }
-            case RopeScaling.Llama3 s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
-                    + "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %d}", Double.toString(s.factor()),
-                    Double.toString(s.lowFreqFactor()), Double.toString(s.highFreqFactor()), s.originalMaxPositions()));
-            case RopeScaling.Linear s -> m.put("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": " + s.factor() + "}");
-            case RopeScaling.Dynamic s -> {
-                m.put("rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": " + s.factor() + "}");
-                m.put("max_position_embeddings", Integer.toString(s.maxPositions()));
-            }
-            case RopeScaling.Yarn s -> m.put("rope_scaling", String.format(Locale.ROOT, "{\"rope_type\": \"yarn\", \"factor\": %s, "
-                    + "\"original_max_position_embeddings\": %d, \"beta_fast\": %s, \"beta_slow\": %s, \"attention_factor\": %s, \"truncate\": %s}",
-                    Double.toString(s.factor()), s.originalMaxPositions(), Double.toString(s.betaFast()), Double.toString(s.betaSlow()),
-                    Double.toString(s.attentionFactor()), s.truncate()));
-        }
-        var sb = new StringBuilder("{\n");
-        int i = 0;
-        for (var e : m.entrySet()) sb.append("  \"").append(e.getKey()).append("\": ").append(e.getValue()).append(++i < m.size() ? ",\n" : "\n");
-        Files.writeString(file, sb.append("}\n").toString(), StandardCharsets.UTF_8);
-        LlamaConfig back;
-        try {
-            back = read(file);
-        } catch (RuntimeException e) {
-            Files.deleteIfExists(file);
-            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration (" + e.getMessage() + "); nothing written", e);
-        }
-        if (!back.equals(this)) {
-            Files.deleteIfExists(file);
-            throw new CompilationException("LlamaConfig.write: " + file + ": no " + type + " file says this configuration exactly (it would read back as "
-                    + back + ", not " + this + "); nothing written");
-        }
-    }
+    public void write(Path file) throws IOException { LlamaConfigWriter.write(this, file); }
 }

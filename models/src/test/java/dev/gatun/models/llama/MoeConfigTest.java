@@ -130,9 +130,15 @@ class MoeConfigTest {
                 .hasMessageContaining("does not divide intermediate_size = 130");
     }
 
+    /** A mixture is written as a mixture (never as a dense llama file), with its mlp_only_layers; it reads back the same. */
     @Test
-    void aMixtureIsNotWrittenAsADenseConfig() throws IOException {
+    void aMixtureIsWrittenAsAMixture() throws IOException {
         var c = LlamaConfig.read(TransformersReference.directory("mixtral").resolve("config.json"));
-        assertThatThrownBy(() -> c.write(dir.resolve("w.json"))).isInstanceOf(CompilationException.class).hasMessageContaining("mixture-of-experts");
+        c.write(dir.resolve("w.json"));
+        assertThat(Files.readString(dir.resolve("w.json"))).contains("\"model_type\": \"mixtral\"", "\"num_local_experts\": 4");
+        var q = LlamaConfig.read(config("qwen3_moe", "\"num_experts\": 4, \"moe_intermediate_size\": 32, \"mlp_only_layers\": [1]"));
+        q.write(dir.resolve("q.json"));
+        assertThat(Files.readString(dir.resolve("q.json"))).contains("\"mlp_only_layers\": [1]");
+        assertThat(LlamaConfig.read(dir.resolve("q.json")).moe().mlpOnlyLayers()).containsExactly(1);
     }
 }
