@@ -209,6 +209,21 @@ class AllToAllHostTest {
         }
     }
 
+    /**
+     * Random graphs whose collectives include all_to_alls (even, and uneven with constant counts; along mesh axes too)
+     * give the reference interpreter's values on the host backend, symmetric and through NCCL, with random delays.
+     */
+    @Test
+    void randomGraphsWithAllToAllsMatchTheReference() {
+        for (long seed = 0; seed < 80; seed++) {
+            int world = 1 + (int) (seed % 4);
+            var opts = dev.gatun.ir.testing.RandomGraphs.Options.defaults().withWorldSize(world).withAllToAll(true);
+            if (world == 4 && seed % 8 == 3) opts = opts.withMesh(2, 2).staticOnly();
+            var co = CompileOptions.world(world).backend("host").randomDelays(seed % 3 == 0 ? seed + 1 : 0);
+            HostDifferentialTest.check(seed, opts, seed % 5 == 0 ? co.symmetricMemory(false) : co);
+        }
+    }
+
     /** Rank r sends r + 1 rows to every rank: rank d receives 1 + 2 + 3 = 6 rows into a capacity of 5. */
     static Graph overCapacity() {
         var g = Gatun.graph("over").world(3);
