@@ -112,7 +112,22 @@ public final class CudaBackend implements Backend {
 
     @Override public Executable load(Plan plan, CompileOptions options) {
         refuseOpsWithoutKernels(plan);
+        refuseAllToAllOnSharedGpus(plan, options.ranksPerGpu());
         return new CudaExecutable(plan, options, gpu(options));
+    }
+
+    /**
+     * An all_to_all runs through NCCL's send and receive on the GPU (there is no symmetric-memory kernel for it yet),
+     * and NCCL refuses two ranks on one device: where ranks share GPUs, a plan with one is refused naming it.
+     */
+    static void refuseAllToAllOnSharedGpus(Plan plan, int ranksPerGpu) {
+        if (ranksPerGpu < 2) return;
+        for (var s : plan.steps())
+            for (var c : s.collectives())
+                if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL)
+                    throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.format().strip() + " runs through NCCL's send and"
+                            + " receive on the GPU (no symmetric-memory all_to_all kernel yet), and NCCL refuses " + ranksPerGpu + " ranks on one"
+                            + " device; give each rank its own GPU, or run this graph on the host backend");
     }
 
     /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
