@@ -32,8 +32,9 @@ final class HostAllToAll {
             for (int k = 0; k < size; k++) MemorySegment.copy(sources[k], me * part, out, k * part, part);
             return;
         }
-        long rows = c.input().shape().sizes(r.env())[0];
-        long rowBytes = rows == 0 ? 0 : inBytes / rows;
+        long[] sizes = c.input().shape().sizes(r.env());
+        long rows = sizes[0], rowBytes = c.input().dtype().byteSize();
+        for (int d = 1; d < sizes.length; d++) rowBytes *= sizes[d];   // from the shape: x may have no rows
         long capacity = c.output().shape().dim(0).size();
         String why = AllToAllCounts.refusal(RankCollectives.describe(c), counts, members, rows, capacity);
         if (why != null) throw new GatunRuntimeException(why);

@@ -538,7 +538,8 @@ public final class ReferenceInterpreter {
         Dense first = inputs.getFirst();
         DType t = n.type().dtype();
         long rows = first.shape()[0];
-        int rowElems = rows == 0 ? 0 : Math.toIntExact(first.numel() / rows);
+        int rowElems = 1;
+        for (int i = 1; i < first.shape().length; i++) rowElems = Math.toIntExact(rowElems * first.shape()[i]);
         long[][] counts = new long[size][];
         for (int k = 0; k < size; k++)
             counts[k] = c.uneven() ? ranks.get(members.get(k)).values[n.input(1).id()].longs().clone() : evenCounts(size, rows / size);
