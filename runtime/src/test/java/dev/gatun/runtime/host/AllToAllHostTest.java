@@ -30,7 +30,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * all_to_all ({@code all_to_all_single}) on the host backend's simulated world and in the reference interpreter,
  * against plain loops over each rank's rows: worlds of 1 to 4, even and uneven splits (row counts read at run time:
  * empty parts, everything to one rank, random), f64, f32, bf16 and i64 beyond 2^53, inputs taken by each of the three
- * realization paths (computed, a graph input, a view) and through NCCL's emulation, with random delays; and the
+ * realization paths (computed, a graph input, a view) and through NCCL's emulation, with random delays; along a mesh
+ * axis (ep x tp); random graphs with all_to_alls against the reference; and the
  * refusals: counts past the capacity, negative, or more than a rank holds (at run time, naming the op and the counts),
  * and badly typed graphs (when built).
  */
@@ -283,6 +284,47 @@ class AllToAllHostTest {
                 .hasMessageContaining("all_to_all('x' f32[4]): group 'pair' [0, 1] leaves out ranks [2, 3]");
     }
 
+    /**
+     * Expert parallelism beside tensor parallelism: a mesh ep=2 x tp=2 (ranks {0, 2} and {1, 3} along "ep"), tokens sent
+     * along "ep" by each rank's own counts, then summed along "tp": each slice exchanges among its own ranks only.
+     */
+    @Test
+    void anUnevenAllToAllAlongAMeshAxisStaysInItsSlice() {
+        var g = Gatun.graph("ep").mesh("ep", 2, "tp", 2);
+        var r = g.input("x", DType.F64, 4, 3).allToAll("ep", g.input("counts", DType.I64, 2), 5);
+        g.output("y", r.values());
+        g.output("sum", r.values().allReduce(dev.gatun.ir.graph.ReduceOp.SUM, "tp"));
+        long[][] counts = {{1, 3}, {0, 2}, {4, 0}, {2, 2}};
+        var in = new ArrayList<Map<String, NDArray>>();
+        for (int rank = 0; rank < 4; rank++) {
+            double[] x = new double[12];
+            for (int i = 0; i < 12; i++) x[i] = 100 * rank + i;
+            in.add(Map.of("x", NDArray.of(x, 4, 3), "counts", NDArray.of(counts[rank].clone(), 2)));
+        }
+        int[][] slices = {{0, 2}, {1, 3}, {0, 2}, {1, 3}};   // each rank's slice of "ep"
+        double[][] want = new double[4][15];
+        for (int d = 0; d < 4; d++) {
+            int me = slices[d][0] == d ? 0 : 1, at = 0;
+            for (int s : slices[d]) {
+                long from = me == 0 ? 0 : counts[s][0];
+                for (long row = from; row < from + counts[s][me]; row++)
+                    for (int e = 0; e < 3; e++) want[d][at++] = 100 * s + row * 3 + e;
+            }
+        }
+        var reference = ReferenceInterpreter.evaluate(g.build(), in);
+        try (var s = Session.compile(g.build(), CompileOptions.world(4).backend("host").randomDelays(3))) {
+            var out = s.runToHost(in);
+            for (int d = 0; d < 4; d++) {
+                assertThat(out.get(d).get("y").toDoubleArray()).as("rank %d", d).containsExactly(want[d]);
+                assertThat(reference.get(d).get("y").toDoubleArray()).as("reference rank %d", d).containsExactly(want[d]);
+                int peer = d ^ 1;   // its "tp" partner
+                double[] sum = new double[15];
+                for (int i = 0; i < 15; i++) sum[i] = want[d][i] + want[peer][i];
+                assertThat(out.get(d).get("sum").toDoubleArray()).as("rank %d sum", d).containsExactly(sum);
+            }
+        }
+    }
+
     @Test
     void anUnevenAllToAllSurvivesJson() {
         Graph g = overCapacity();
@@ -292,5 +334,10 @@ class AllToAllHostTest {
         assertThat(back.nodes().stream().map(n -> n.format()).toList()).isEqualTo(g.nodes().stream().map(n -> n.format()).toList());
         assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"capacity\": 5", "\"capacity\": -2"))).isInstanceOf(GraphException.class)
                 .hasMessageContaining("capacity -2 is negative");
+        var plain = Gatun.graph("plain").world(2);
+        plain.output("y", plain.input("x", DType.F32, 2).allGather("world"));
+        String gathered = GraphJson.toJson(plain.build());
+        assertThatThrownBy(() -> GraphJson.fromJson(gathered.replace("\"group\": \"world\"", "\"group\": \"world\", \"capacity\": 3")))
+                .isInstanceOf(GraphException.class).hasMessageContaining("field 'capacity' belongs to an uneven all_to_all, not to all_gather");
     }
 }
