@@ -1,6 +1,7 @@
 package dev.gatun.dsl;
 
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.TensorType;
 import dev.gatun.ir.graph.CollectiveKind;
@@ -245,6 +246,41 @@ public final class Tensor {
     public Tensor allGather(String group) { return collective(CollectiveKind.ALL_GATHER, null, group, 0); }
     public Tensor broadcast(int root) { return broadcast(root, ProcessGroup.WORLD_NAME); }
     public Tensor broadcast(int root, String group) { return collective(CollectiveKind.BROADCAST, null, group, root); }
+
+    /**
+     * PyTorch's {@code all_to_all_single} with even splits over the group of all ranks: see {@link #allToAll(String)}.
+     */
+    public Tensor allToAll() { return allToAll(ProcessGroup.WORLD_NAME); }
+
+    /**
+     * PyTorch's {@code all_to_all_single} with even splits: dimension 0 (static, divisible by the group's size) split
+     * into one part per member, part j sent to the group's rank j; the result has this tensor's shape and holds the
+     * parts received, concatenated in member order (part i from the group's rank i). Any dtype.
+     */
+    public Tensor allToAll(String group) { return collective(CollectiveKind.ALL_TO_ALL, null, group, 0); }
+
+    /**
+     * PyTorch's {@code all_to_all_single} with uneven splits known only at run time: {@code sendCounts} (i64, one row
+     * count per member of the group, read at run time, e.g. tokens per expert from a router) says how many rows of
+     * dimension 0 go to each member, in member order from row 0 (rows after the last part are not sent). Each member
+     * receives its parts packed in sender order into a result of {@code capacity} rows (the rest zero), and
+     * {@link AllToAll#counts()} holds the rows it got from each sender (the even all_to_all of the counts). A call where
+     * a member would receive more than {@code capacity} rows, a count is negative, or the counts of a sender add up to
+     * more rows than it has, is refused at run time naming the op and the counts: never truncated.
+     */
+    public AllToAll allToAll(String group, Tensor sendCounts, long capacity) {
+        if (capacity < 0)
+            throw new GraphException("all_to_all(" + node.describe() + ", " + sendCounts.node.describe() + ", capacity=" + capacity
+                    + "): the capacity is negative; give the most rows a rank may receive");
+        Tensor values = graph.op(new Op.Collective(CollectiveKind.ALL_TO_ALL, null, group, 0, capacity), this, sendCounts);
+        return new AllToAll(values, sendCounts.allToAll(group));
+    }
+
+    /**
+     * What an uneven {@link #allToAll(String, Tensor, long)} gives: {@code capacity} rows, the rows received packed in
+     * sender order (zero after them), and the i64 count of rows received from each member.
+     */
+    public record AllToAll(Tensor values, Tensor counts) {}
 
     // ---- views
     public Tensor reshape(Object... dims) { return graph.op(new Op.Reshape(shape("reshape(" + node.describe() + ")", dims)), this); }

@@ -14,8 +14,8 @@ public sealed interface ExternCall {
 
     record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root, Algorithm algorithm) implements ExternCall {
         @Override public String opName() { return kind.opName() + "." + algorithm.opName(); }
-        /** A symmetric algorithm's peers read its input where it lies. */
-        @Override public boolean peerReads(int input) { return input == 0 && algorithm.isSymmetric(); }
+        /** A symmetric algorithm's peers read its inputs where they lie (an uneven all_to_all's rows and row counts). */
+        @Override public boolean peerReads(int input) { return algorithm.isSymmetric(); }
     }
 
     /**

@@ -150,7 +150,7 @@ public final class Lowering {
             case Op.Registered r -> new BufferValue(registered(n, r));
             case Op.Attention a -> extern(n, new ExternCall.Attention(a.scale()));
             case Op.UpdateSlice u -> updateSlice(n, u);
-            case Op.Collective c -> oneRank(c) ? identity(n, c) : new BufferValue(collective(n, c));
+            case Op.Collective c -> oneRank(c) && !c.uneven() ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
@@ -517,27 +517,34 @@ public final class Lowering {
     // ---------------------------------------------------------------- collectives and symmetric memory
 
     private Buffer collective(Node n, Op.Collective c) {
-        Buffer in = asBuffer(n.input(0));
         TensorType t = n.input(0).type();
-        var choice = chooseAlgorithm(n, c, t);
-        Buffer operand;
+        var choice = oneRank(c) ? new Choice(Algorithm.NCCL, "over \"" + c.group() + "\", a group of one rank: the rows are copied through, no peer")
+                : chooseAlgorithm(n, c, t);
         String out = next();
         String op = c.kind().opName() + "." + choice.algorithm.opName();
-        if (choice.algorithm.isSymmetric()) {
-            // two-shot reduces into its input's slot, so that input must be private to the collective
-            String shared = choice.algorithm == Algorithm.TWO_SHOT ? sharedInput(n.input(0)) : null;
-            operand = realize(in, c.group(), out, op, choice.algorithm, choice.why, shared);
-        } else if (choice.algorithm == Algorithm.BARRIER_FREE) {
-            operand = contiguous(new BufferValue(in), "the barrier-free push");
-            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.PUSHED, null, List.of()));
-        } else {
-            operand = contiguous(new BufferValue(in), "NCCL");
-            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,
-                    List.of("no communication buffer: " + choice.algorithm.opName() + " runs through NCCL's own buffers")));
-        }
+        // an uneven all_to_all's peers read its row counts as they read its rows: both take the same path
+        var operands = new ArrayList<Buffer>();
+        for (int i = 0; i < n.inputs().size(); i++) operands.add(operand(n, i, c, choice, out, op));
         decisions.add(out + ": " + op + " (" + choice.why + ")");
         var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm);
-        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.of(operand), n.id()));
+        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, operands, n.id()));
+    }
+
+    /** Input {@code i} of collective {@code n} made what its algorithm reads: a communication buffer, or packed memory. */
+    private Buffer operand(Node n, int i, Op.Collective c, Choice choice, String out, String op) {
+        Buffer in = asBuffer(n.input(i));
+        if (choice.algorithm.isSymmetric()) {
+            // two-shot reduces into its input's slot, so that input must be private to the collective
+            String shared = choice.algorithm == Algorithm.TWO_SHOT ? sharedInput(n.input(i)) : null;
+            return realize(in, c.group(), out, op, choice.algorithm, choice.why, shared);
+        }
+        if (choice.algorithm == Algorithm.BARRIER_FREE) {
+            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.PUSHED, null, List.of()));
+            return contiguous(new BufferValue(in), "the barrier-free push");
+        }
+        realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,
+                List.of("no communication buffer: " + choice.algorithm.opName() + " runs through NCCL's own buffers")));
+        return contiguous(new BufferValue(in), "NCCL");
     }
 
     /** Whether the collective runs among one rank (a world of one, or a group or mesh slice of one rank). */
@@ -563,7 +570,7 @@ public final class Lowering {
         if (choice.algorithm != Algorithm.NCCL || noNccl == null) return choice;
         // NCCL cannot run here: a symmetric algorithm serves the collective where one can, else a clear refusal
         // all-gather and broadcast only move data: any dtype; the reductions have f32, f16 and bf16 kernels
-        boolean movesOnly = c.kind() == CollectiveKind.ALL_GATHER || c.kind() == CollectiveKind.BROADCAST;
+        boolean movesOnly = c.kind().movesOnly();
         boolean symmetricPossible = options.symmetricMemory() && t.shape().isStatic()
                 && (movesOnly || t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
                 && (c.kind() != CollectiveKind.ALL_REDUCE || options.forceAllReduce() != Algorithm.NCCL);
@@ -577,13 +584,13 @@ public final class Lowering {
     private Choice preferredAlgorithm(Op.Collective c, TensorType t) {
         if (!options.symmetricMemory()) return new Choice(Algorithm.NCCL, "symmetric memory is switched off");
         if (!t.shape().isStatic()) return new Choice(Algorithm.NCCL, "shape " + t.shape() + " is symbolic");
-        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()))
+        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()) && c.kind() != CollectiveKind.ALL_TO_ALL)
             return new Choice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
         long bytes = t.byteSize();
         String size = ByteSize.format(bytes);
         return switch (c.kind()) {
             case BROADCAST -> new Choice(Algorithm.NCCL, "broadcast runs through NCCL");
-            case REDUCE_SCATTER, ALL_GATHER -> bytes <= options.twoShotMaxBytes()
+            case REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL -> bytes <= options.twoShotMaxBytes()
                     ? new Choice(Algorithm.SYMM_MEM, size + " <= " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold")
                     : new Choice(Algorithm.NCCL, size + " > " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold");
             case ALL_REDUCE -> {

@@ -137,6 +137,7 @@ public final class Planner {
     private static Step extern(ExternBuffer e, String freed, BufferTable table, RotatingSlots slots) {
         return switch (e.call()) {
             case ExternCall.Collective c -> new Step.Collective(table.of(e), table.of(e.inputs().getFirst()),
+                    e.inputs().size() > 1 ? table.of(e.inputs().get(1)) : null,
                     new Step.CollectiveCall(c.kind(), c.reduceOp(), c.group(), c.root(), c.algorithm()), freed, false, slots);
             case ExternCall.Matmul m -> new Step.Matmul(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)), m.transA(), m.transB());
             case ExternCall.Registered r -> {

@@ -167,15 +167,23 @@ public sealed interface Step {
      * passes. With {@code copiesIn} (the fused path-2 copy) the input is a path-2 input whose caller's tensor
      * the collective copies into its symmetric slot itself, before its first barrier, instead of a copy_in step.
      * {@code slots} is the rotating region of a barrier-free all-reduce (null for every other algorithm).
+     * {@code counts} is an uneven all_to_all's i64 row counts per destination, read at run time (null for every
+     * other collective): its output has the capacity's rows, the rows received packed in sender order, zero after them.
      */
-    record Collective(PlanBuffer output, PlanBuffer input, CollectiveCall call, String freed, boolean copiesIn, RotatingSlots slots) implements Step {
+    record Collective(PlanBuffer output, PlanBuffer input, PlanBuffer counts, CollectiveCall call, String freed, boolean copiesIn,
+                      RotatingSlots slots) implements Step {
         public Collective {
             if ((slots != null) != (call.algorithm() == Algorithm.BARRIER_FREE))
                 throw new IllegalArgumentException(call.opName() + ": rotating slots go with a barrier-free all-reduce, and only there");
+            if (counts != null && call.kind() != CollectiveKind.ALL_TO_ALL)
+                throw new IllegalArgumentException(call.opName() + ": row counts go with an all_to_all only");
         }
 
+        /** Whether this is an all_to_all whose row counts are read at run time. */
+        public boolean uneven() { return counts != null; }
+
         @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return List.of(input); }
+        @Override public List<PlanBuffer> reads() { return counts == null ? List.of(input) : List.of(input, counts); }
         @Override public List<PlanBuffer> writes() { return List.of(output); }
         @Override public List<PlanBuffer> copiedIn() { return copiesIn ? List.of(input) : List.of(); }
         @Override public List<Collective> collectives() { return List.of(this); }
@@ -184,10 +192,11 @@ public sealed interface Step {
         @Override public String format() {
             String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
                     : (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
-            return output.name() + " = " + call.opName() + "(" + input.name() + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note;
+            String args = input.name() + (counts == null ? "" : ", " + counts.name() + ", capacity=" + output.shape().dim(0).size());
+            return output.name() + " = " + call.opName() + "(" + args + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note;
         }
 
-        Collective withCopiesIn() { return new Collective(output, input, call, freed, true, slots); }
+        Collective withCopiesIn() { return new Collective(output, input, counts, call, freed, true, slots); }
     }
 
     /**

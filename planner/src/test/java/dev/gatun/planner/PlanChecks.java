@@ -70,7 +70,9 @@ public final class PlanChecks {
     /** Storages whose memory peers of the step's group read directly (symmetric collectives, symmetric user-op inputs). */
     static List<String> peerReads(Plan p, Step s) {
         return switch (s) {
-            case Step.Collective c when c.call().algorithm().isSymmetric() -> List.of(c.input().storage().name());
+            // an uneven all_to_all's peers read its row counts as well as its rows
+            case Step.Collective c when c.call().algorithm().isSymmetric() -> c.counts() == null ? List.of(c.input().storage().name())
+                    : List.of(c.input().storage().name(), c.counts().storage().name());
             case Step.CollectiveBatch b -> b.members().stream().map(c -> c.input().storage().name()).toList();
             case Step.CallUserOp u -> {
                 var out = new ArrayList<String>();
@@ -322,7 +324,7 @@ public final class PlanChecks {
     static List<PlanBuffer> readBuffers(Step s) {
         return switch (s) {
             case Step.Launch l -> l.kernel().inputs();
-            case Step.Collective c -> List.of(c.input());
+            case Step.Collective c -> c.counts() == null ? List.of(c.input()) : List.of(c.input(), c.counts());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.OpCall o -> o.inputs();

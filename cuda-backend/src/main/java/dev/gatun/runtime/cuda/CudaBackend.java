@@ -112,19 +112,44 @@ public final class CudaBackend implements Backend {
 
     @Override public Executable load(Plan plan, CompileOptions options) {
         refuseOpsWithoutKernels(plan);
+        refuseAllToAllOnSharedGpus(plan, options.ranksPerGpu());
         return new CudaExecutable(plan, options, gpu(options));
+    }
+
+    /**
+     * An all_to_all runs through NCCL's send and receive on the GPU (there is no symmetric-memory kernel for it yet),
+     * and NCCL refuses two ranks on one device: where ranks share GPUs, a plan with one is refused naming it.
+     */
+    static void refuseAllToAllOnSharedGpus(Plan plan, int ranksPerGpu) {
+        if (ranksPerGpu < 2) return;
+        for (var s : plan.steps())
+            for (var c : s.collectives())
+                if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL)
+                    throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.format().strip() + " runs through NCCL's send and"
+                            + " receive on the GPU (no symmetric-memory all_to_all kernel yet), and NCCL refuses " + ranksPerGpu + " ranks on one"
+                            + " device; give each rank its own GPU, or run this graph on the host backend");
     }
 
     /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
     static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = java.util.Set.of(dev.gatun.ir.ops.Argmax.SPEC.name(),
             dev.gatun.ir.ops.IndexSelect.SPEC.name(), dev.gatun.ir.ops.Sample.SPEC.name(), dev.gatun.ir.ops.FlashAttention.SPEC.name());
 
-    /** Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for. */
+    /**
+     * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or an all_to_all
+     * whose row counts are read at run time (NCCL's send and receive take their counts from the host).
+     */
     static void refuseOpsWithoutKernels(Plan plan) {
         for (var s : plan.steps())
-            for (var part : s.parts())
+            for (var part : s.parts()) {
                 if (part instanceof dev.gatun.planner.Step.OpCall o && !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()))
                     throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + noKernel(o));
+                for (var c : part.collectives())
+                    if (c.uneven())
+                        throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.call().opName() + " with row counts read at run time ("
+                                + c.format().strip() + ") has no CUDA path yet (NCCL's send and receive take their counts from the host, and"
+                                + " the symmetric-memory dispatch is not written); run this graph on the host backend, or use the even all_to_all"
+                                + " (x.allToAll(group)) over buffers padded to the capacity");
+            }
     }
 
     static String noKernel(dev.gatun.planner.Step.OpCall o) {

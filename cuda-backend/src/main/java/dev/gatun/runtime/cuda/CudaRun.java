@@ -447,6 +447,9 @@ final class CudaRun implements StepLoop.Steps {
             // a world of one rank, or a rank outside the group: the input passes through
             if (c.copiesIn()) copyIn(in);
             copy(src, out, bytes(in));
+        } else if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL) {
+            if (c.copiesIn()) copyIn(in);
+            exe.dist.allToAll(c, src, out, n, in.dtype(), exe.stream);
         } else if (c.slots() != null) {
             exe.dist.barrierFree(c, src, out, exe.stream);
         } else if (c.call().algorithm().isSymmetric()) {

@@ -79,7 +79,8 @@ final class Distributed implements AutoCloseable {
             for (Step.Collective c : s.collectives()) {
                 if (c.slots() != null) rotating.add(c.slots());
                 if (c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
-                if (c.call().algorithm() == Algorithm.NCCL) nccl = true;
+                // an all_to_all runs through NCCL's grouped send and receive whatever its algorithm (no symmetric kernel yet)
+                if (c.call().algorithm() == Algorithm.NCCL || c.call().kind() == CollectiveKind.ALL_TO_ALL) nccl = true;
             }
         }
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where
@@ -211,6 +212,7 @@ final class Distributed implements AutoCloseable {
             case REDUCE_SCATTER -> "reduce_scatter";
             case ALL_GATHER -> "all_gather";
             case BROADCAST -> "broadcast";
+            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all has no symmetric kernel: it runs through allToAll");
         } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
         kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
@@ -319,7 +321,31 @@ final class Distributed implements AutoCloseable {
             case REDUCE_SCATTER -> comm.reduceScatter(send, recv, outElements, type, ncclOp(call.reduceOp()), stream);
             case ALL_GATHER -> comm.allGather(send, recv, n, type, stream);
             case BROADCAST -> comm.broadcast(send, recv, n, type, call.root(), stream);
+            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all runs through allToAll");
         }
+    }
+
+    /**
+     * An even all_to_all of {@code n} elements: part j of {@code in} sent to the group's rank j, part i of {@code out}
+     * received from rank i, as NCCL's grouped send and receive (one group call, so no pair waits for another). Its
+     * input may lie in a communication pool (the planner placed it there by the symmetric rules): NCCL reads it there
+     * as any device memory. A symmetric-memory all_to_all then ends with the group's device barrier, the trailing
+     * barrier the planner relies on to free the input's slot on every rank.
+     */
+    void allToAll(Step.Collective c, long in, long out, long n, DType t, Stream stream) {
+        var call = c.call();
+        NcclComm comm = comms.get(call.group());
+        Nccl.DataType type = ncclType(t);
+        int size = comm.size();
+        long part = n / size, partBytes = part * t.byteSize();
+        if (partBytes > 0)
+            Nccl.group(() -> {
+                for (int peer = 0; peer < size; peer++) {
+                    comm.send(DeviceBuffer.wrap(device, in + peer * partBytes, partBytes), part, type, peer, stream);
+                    comm.recv(DeviceBuffer.wrap(device, out + peer * partBytes, partBytes), part, type, peer, stream);
+                }
+            });
+        if (call.algorithm().isSymmetric()) barrier(call.group(), stream);
     }
 
     /** Collectives that only move data use the dtype's own kernel where there is one, else raw elements of its width. */

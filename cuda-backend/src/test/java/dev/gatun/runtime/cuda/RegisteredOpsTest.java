@@ -13,7 +13,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.assertThatCode;
 
-/** Registered ops without a CUDA kernel are refused when a plan is loaded, before any GPU work: no GPU needed. */
+/**
+ * Registered ops without a CUDA kernel, and an all_to_all with run-time counts, are refused when a plan is loaded,
+ * before any GPU work: no GPU needed.
+ */
 class RegisteredOpsTest {
     @Test
     void topkIsRefusedNamingTheOp() {
@@ -40,6 +43,26 @@ class RegisteredOpsTest {
         var scatter = Planner.plan(Lowering.lower(c.build(), LoweringOptions.world(1)));
         assertThatThrownBy(() -> new CudaBackend().load(scatter, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
                 .hasMessageContaining("scatter_add has no CUDA kernel yet").hasMessageContaining("plan 'combine'");
+    }
+
+    /** NCCL's send and receive take their counts from the host: an all_to_all with run-time counts has no CUDA path yet. */
+    @Test
+    void anUnevenAllToAllIsRefusedAtLoadNamingTheOpAndTheEvenOneIsNot() {
+        var g = Gatun.graph("dispatch").world(2);
+        var r = g.input("x", F32, 8, 4).allToAll("world", g.input("counts", dev.gatun.ir.DType.I64, 2), 12);
+        g.output("y", r.values());
+        var uneven = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        assertThatThrownBy(() -> new CudaBackend().load(uneven, CompileOptions.world(2))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("plan 'dispatch'").hasMessageContaining("all_to_all.symm_mem with row counts read at run time")
+                .hasMessageContaining("capacity=12").hasMessageContaining("has no CUDA path yet");
+
+        var e = Gatun.graph("even").world(2);
+        e.output("y", e.input("x", F32, 8, 4).allToAll("world"));
+        var even = Planner.plan(Lowering.lower(e.build(), LoweringOptions.world(2)));
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(even)).doesNotThrowAnyException();
+        assertThatCode(() -> CudaBackend.refuseAllToAllOnSharedGpus(even, 1)).doesNotThrowAnyException();
+        assertThatThrownBy(() -> new CudaBackend().load(even, CompileOptions.world(2).ranksPerGpu(2))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("all_to_all.symm_mem(x, \"world\")").hasMessageContaining("NCCL refuses 2 ranks on one device");
     }
 
     @Test

@@ -104,6 +104,7 @@ public final class GraphJson {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
                 if (c.kind() == CollectiveKind.BROADCAST) m.put("root", Json.of(c.root()));
+                if (c.uneven()) m.put("capacity", Json.of(c.capacity()));
             }
             case Op.Reshape r -> m.put("shape", shape(r.shape()));
             case Op.Permute p -> m.put("perm", longs(p.perm().stream().mapToLong(Integer::longValue).toArray()));
@@ -346,7 +347,12 @@ public final class GraphJson {
                     if (k == CollectiveKind.ALL_REDUCE || k == CollectiveKind.REDUCE_SCATTER)
                         rop = enumField(ReduceOp.values(), ReduceOp::opName, str(no, "reduce_op", where), where, "reduce_op");
                     int root = k == CollectiveKind.BROADCAST ? toInt(integer(no, "root", where), where, "root") : 0;
-                    return new Op.Collective(k, rop, str(no, "group", where), root);
+                    long capacity = no.get("capacity") != null ? integer(no, "capacity", where) : Op.Collective.EVEN;
+                    if (capacity != Op.Collective.EVEN && k != CollectiveKind.ALL_TO_ALL)
+                        throw new GraphException(where + ": field 'capacity' belongs to an uneven all_to_all, not to " + k.opName());
+                    if (capacity != Op.Collective.EVEN && capacity < 0)
+                        throw new GraphException(where + ": all_to_all capacity " + capacity + " is negative; give the most rows a rank may receive");
+                    return new Op.Collective(k, rop, str(no, "group", where), root, capacity);
                 }
             return switch (opName) {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
@@ -476,7 +482,7 @@ public final class GraphJson {
 
         /** Every field any node may carry (which ones an op needs is checked as it is read). */
         private static final String[] NODE_FIELDS = {"id", "op", "inputs", "type", "name", "state", "values", "dims", "keepdim", "shape", "perm",
-                "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "scale", "symmetric_group"};
+                "dim", "start", "end", "step", "reduce_op", "group", "root", "to", "user_op", "index", "scale", "symmetric_group", "capacity"};
 
         /** The fixed fields and every registered op's attributes. */
         private static final java.util.Set<String> NODE_FIELD_SET = nodeFields();

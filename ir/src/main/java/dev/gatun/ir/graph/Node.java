@@ -52,8 +52,7 @@ public final class Node {
             case Op.Constant c -> c.length() == 1 ? Double.toString(c.value(0)) : "[" + c.length() + " values]";
             case Op.Cast c -> args + ", " + c.to();
             case Op.Reduce r -> args + ", dims=" + r.dims() + (r.keepdim() ? ", keepdim" : "");
-            case Op.Collective c -> args + (c.reduceOp() != null ? ", " + c.reduceOp().opName() : "")
-                    + (c.kind() == CollectiveKind.BROADCAST ? ", root=" + c.root() : "") + ", \"" + c.group() + "\"";
+            case Op.Collective c -> args + c.attributes() + ", \"" + c.group() + "\"";
             case Op.Reshape r -> args + ", " + r.shape();
             case Op.Permute p -> args + ", " + p.perm();
             case Op.Slice s -> args + ", dim=" + s.dim() + ", " + s.start() + ":" + s.end() + (s.step() == 1 ? "" : ":" + s.step());

@@ -1,6 +1,7 @@
 package dev.gatun.ir.graph;
 
 import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 
 import java.util.Arrays;
@@ -51,10 +52,32 @@ public sealed interface Op {
 
     /**
      * A collective over {@code group}. {@code reduceOp} is set for all_reduce and reduce_scatter; {@code root}
-     * matters for broadcast. reduce_scatter splits and all_gather concatenates along dimension 0.
+     * matters for broadcast. reduce_scatter splits and all_gather concatenates along dimension 0. all_to_all splits
+     * dimension 0 into one part per member and sends part j to member j: evenly ({@code capacity} {@link #EVEN}, one
+     * input), or uneven ({@code capacity} at least 0, two inputs: the data and the i64 row counts per destination, read
+     * at run time) into a result of {@code capacity} rows, the received rows packed in member order, the rest zero.
      */
-    record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root) implements Op {
+    record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root, long capacity) implements Op {
+        /** The capacity of every collective but an uneven all_to_all. */
+        public static final long EVEN = -1;
+
+        public Collective {
+            if (capacity != EVEN && (kind != CollectiveKind.ALL_TO_ALL || capacity < 0))
+                throw new GraphException(kind.opName() + ": a capacity (" + capacity + ") belongs to an uneven all_to_all only, and is at least 0");
+        }
+
+        public Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root) { this(kind, reduceOp, group, root, EVEN); }
+
+        /** Whether this is an all_to_all with run-time row counts (two inputs, {@code capacity} rows out). */
+        public boolean uneven() { return capacity != EVEN; }
+
         @Override public String opName() { return kind.opName(); }
+
+        /** The attributes as a graph prints them after the inputs: {@code , sum}, {@code , root=1}, {@code , capacity=8}. */
+        public String attributes() {
+            return (reduceOp != null ? ", " + reduceOp.opName() : "") + (kind == CollectiveKind.BROADCAST ? ", root=" + root : "")
+                    + (uneven() ? ", capacity=" + capacity : "");
+        }
     }
 
     record Reshape(Shape shape) implements Op {

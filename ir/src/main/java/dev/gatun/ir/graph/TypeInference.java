@@ -39,7 +39,7 @@ public final class TypeInference {
             case Op.Registered r -> registered(r, args).getFirst();
             case Op.UpdateSlice u -> updateSlice(u, args);
             case Op.Attention a -> attention(a, args);
-            case Op.Collective c -> collective(c, one(op, args), ctx);
+            case Op.Collective c -> c.uneven() ? allToAllUneven(c, args, ctx) : collective(c, one(op, args), ctx);
             case Op.Reshape r -> reshape(r, one(op, args));
             case Op.Permute p -> permute(p, one(op, args));
             case Op.Slice s -> slice(s, one(op, args));
@@ -232,12 +232,13 @@ public final class TypeInference {
     }
 
     /**
-     * Reduce-scatter and all-gather change their result's shape, so a rank outside the group would have no defined
-     * result of that shape: over a group that misses a rank they are refused (a mesh axis puts every rank in one slice).
+     * Reduce-scatter and all-gather change their result's shape, and all-to-all exchanges rows among the members,
+     * so a rank outside the group would have no defined result: over a group that misses a rank they are refused (a
+     * mesh axis puts every rank in one slice).
      * All-reduce and broadcast keep the shape, and a rank outside the group passes its input through.
      */
     public static void checkCoversEveryRank(Op.Collective c, String operand, ProcessGroup g, int worldSize) {
-        if (c.kind() != CollectiveKind.REDUCE_SCATTER && c.kind() != CollectiveKind.ALL_GATHER) return;
+        if (c.kind() != CollectiveKind.REDUCE_SCATTER && c.kind() != CollectiveKind.ALL_GATHER && c.kind() != CollectiveKind.ALL_TO_ALL) return;
         if (g.coversEveryRank(worldSize)) return;
         var outside = new ArrayList<Integer>();
         for (int r = 0; r < worldSize; r++) if (!g.ranks().contains(r)) outside.add(r);
@@ -259,7 +260,7 @@ public final class TypeInference {
                     + (size == null ? "" : " of size " + size));
         if (ctx.worldSize() != null) checkCoversEveryRank(c, x.describe(), g, ctx.worldSize());
         var dims = new ArrayList<>(x.type().shape().dims());
-        if (c.kind() == CollectiveKind.REDUCE_SCATTER || c.kind() == CollectiveKind.ALL_GATHER) {
+        if (c.kind() == CollectiveKind.REDUCE_SCATTER || c.kind() == CollectiveKind.ALL_GATHER || c.kind() == CollectiveKind.ALL_TO_ALL) {
             if (x.type().rank() == 0) throw new GraphException(c.opName() + "(" + x.describe() + "): needs at least one dimension");
             if (size == null)
                 throw new GraphException(c.opName() + "(" + x.describe() + "): the size of group '" + g.name()
@@ -267,19 +268,50 @@ public final class TypeInference {
             Dim d0 = dims.getFirst();
             if (!d0.isStatic())
                 throw new GraphException(c.opName() + "(" + x.describe() + "): dimension 0 is symbolic (" + d0 + "); it must be static to split across ranks");
-            if (c.kind() == CollectiveKind.REDUCE_SCATTER) {
+            if (c.kind() == CollectiveKind.REDUCE_SCATTER || c.kind() == CollectiveKind.ALL_TO_ALL) {
                 if (d0.size() % size != 0)
-                    throw new GraphException("reduce_scatter(" + x.describe() + "): dimension 0 of size " + d0.size()
-                            + " is not divisible by the size " + size + " of group '" + g.name() + "'");
-                dims.set(0, Dim.of(d0.size() / size));
+                    throw new GraphException(c.opName() + "(" + x.describe() + "): dimension 0 of size " + d0.size()
+                            + " is not divisible by the size " + size + " of group '" + g.name() + "'"
+                            + (c.kind() == CollectiveKind.ALL_TO_ALL ? "; for parts of different sizes give the row counts per destination"
+                               + " (x.allToAll(group, counts, capacity))" : ""));
+                if (c.kind() == CollectiveKind.REDUCE_SCATTER) dims.set(0, Dim.of(d0.size() / size));
             } else {
                 dims.set(0, Dim.of(d0.size() * size));
             }
         }
-        if (x.type().dtype() == DType.BOOL && c.kind() != CollectiveKind.ALL_GATHER && c.kind() != CollectiveKind.BROADCAST)
+        if (x.type().dtype() == DType.BOOL && !c.kind().movesOnly())
             throw new GraphException(c.opName() + "(" + x.describe() + "): cannot reduce bool tensors");
         if (c.reduceOp() == ReduceOp.AVG && !x.type().dtype().isFloating())
             throw new GraphException(c.opName() + "(" + x.describe() + "): avg needs a floating dtype");
+        return new TensorType(x.type().dtype(), new Shape(dims));
+    }
+
+    /**
+     * An uneven all_to_all: input 0 the rows to send (at least one dimension; dimension 0 holds the parts for each
+     * member in turn, {@code counts[j]} rows for member j, any rows after them unused), input 1 the row counts per
+     * destination, an i64 vector of the group's size. The result has {@code capacity} rows, the rest as input 0.
+     */
+    private static TensorType allToAllUneven(Op.Collective c, List<Node> args, Context ctx) {
+        String call = c.opName() + "(" + describe(args) + ", capacity=" + c.capacity() + ")";
+        if (args.size() != 2)
+            throw new GraphException(call + ": an uneven all_to_all takes two tensors, the rows and their counts per destination; got " + args.size());
+        Node x = args.get(0), counts = args.get(1);
+        if (c.group() == null || c.group().isBlank()) throw new GraphException(call + ": a group is required");
+        ProcessGroup g = ctx.group(c.group());
+        if (g == null) throw new GraphException(call + ": unknown group '" + c.group() + "'; declare it on the graph first");
+        Integer size = g.size(ctx.worldSize());
+        if (size == null)
+            throw new GraphException(call + ": the size of group '" + g.name() + "' must be known when the graph is built; declare the world size on the graph");
+        if (ctx.worldSize() != null) checkCoversEveryRank(c, x.describe(), g, ctx.worldSize());
+        if (x.type().rank() == 0) throw new GraphException(call + ": the rows " + x.describe() + " need at least one dimension");
+        if (!x.type().shape().dim(0).isStatic())
+            throw new GraphException(call + ": dimension 0 of " + x.describe() + " is symbolic; the rows to send are a static buffer (pad it to its most rows)");
+        if (counts.type().dtype() != DType.INT64 || counts.type().rank() != 1 || !counts.type().shape().isStatic()
+                || counts.type().shape().dim(0).size() != size)
+            throw new GraphException(call + ": the counts " + counts.describe() + " must be an i64 vector of " + size
+                    + " row counts, one per rank of group '" + g.name() + "' (the rows sent to each)");
+        var dims = new ArrayList<>(x.type().shape().dims());
+        dims.set(0, Dim.of(c.capacity()));
         return new TensorType(x.type().dtype(), new Shape(dims));
     }
 

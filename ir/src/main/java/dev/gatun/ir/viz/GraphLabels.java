@@ -36,7 +36,8 @@ final class GraphLabels {
             case Op.Cast c -> "to " + c.to();
             case Op.Reduce r -> "dims=" + r.dims() + (r.keepdim() ? " keepdim" : "");
             case Op.Collective c -> (c.reduceOp() != null ? c.reduceOp().opName() + " " : "")
-                    + (c.kind() == CollectiveKind.BROADCAST ? "root=" + c.root() + " " : "") + "\"" + c.group() + "\"";
+                    + (c.kind() == CollectiveKind.BROADCAST ? "root=" + c.root() + " " : "") + (c.uneven() ? "capacity=" + c.capacity() + " " : "")
+                    + "\"" + c.group() + "\"";
             case Op.Reshape r -> r.shape().toString();
             case Op.Permute p -> p.perm().toString();
             case Op.Slice s -> "dim=" + s.dim() + " " + s.start() + ":" + s.end() + (s.step() == 1 ? "" : ":" + s.step());

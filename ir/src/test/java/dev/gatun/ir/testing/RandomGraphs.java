@@ -46,7 +46,7 @@ public final class RandomGraphs {
     public record Options(int worldSize, int maxNodes, int outputs, Set<DType> dtypes, boolean collectives,
                           boolean subgroups, boolean symbolic, boolean userOps, boolean matmul, boolean reductions,
                           boolean views, boolean comparisons, boolean symmetricRegions, List<Integer> mesh, boolean concat,
-                          boolean stridedConcat) {
+                          boolean stridedConcat, boolean allToAll) {
         public Options {
             if (worldSize < 1) throw new IllegalArgumentException("world size must be at least 1");
             if (maxNodes < 2) throw new IllegalArgumentException("maxNodes must be at least 2");
@@ -61,22 +61,22 @@ public final class RandomGraphs {
         /** World of 2, up to 24 nodes, 2 outputs, every feature, dtypes f32 (mostly), f64, f16, bf16, i32. */
         public static Options defaults() {
             return new Options(2, 24, 2, Set.of(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32),
-                    true, true, true, true, true, true, true, true, true, List.of(), true, true);
+                    true, true, true, true, true, true, true, true, true, List.of(), true, true, false);
         }
 
-        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions, mesh, concat, stridedConcat); }
-        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on, mesh, concat, stridedConcat); }
+        public Options withWorldSize(int w) { return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withMaxNodes(int n) { return new Options(worldSize, n, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withOutputs(int n) { return new Options(worldSize, maxNodes, n, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withDTypes(DType... ts) { return new Options(worldSize, maxNodes, outputs, Set.of(ts), collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withCollectives(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, on, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withSubgroups(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, on, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withSymbolic(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, on, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withUserOps(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, on, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withMatmul(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, on, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withReductions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, on, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withViews(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, on, comparisons, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withComparisons(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, on, symmetricRegions, mesh, concat, stridedConcat, allToAll); }
+        public Options withSymmetricRegions(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, on, mesh, concat, stridedConcat, allToAll); }
 
         /**
          * A device mesh of these axis sizes (axes "ax0", "ax1", ...; the world size becomes their product): collectives
@@ -85,17 +85,23 @@ public final class RandomGraphs {
         public Options withMesh(Integer... sizes) {
             int w = 1;
             for (int s : sizes) w *= s;
-            return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, List.of(sizes), concat, stridedConcat);
+            return new Options(w, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, List.of(sizes), concat, stridedConcat, allToAll);
         }
 
         /**
          * Concatenations along a dimension after a leading one of size above 1 on or off: their parts are strided slices,
          * which kernels store at strides (the CUDA code generator does not yet; the GPU tests turn these off until it does).
          */
-        public Options withStridedConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, on); }
+        public Options withStridedConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, on, allToAll); }
 
         /** Concatenations (cat) on or off. */
-        public Options withConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, on, stridedConcat); }
+        public Options withConcat(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, on, stridedConcat, allToAll); }
+
+        /**
+         * all_to_all on or off (off by default, so the graphs of the other options' seeds stay what they were): even
+         * splits, and uneven ones whose row counts are an i64 constant that fits (the same on every rank).
+         */
+        public Options withAllToAll(boolean on) { return new Options(worldSize, maxNodes, outputs, dtypes, collectives, subgroups, symbolic, userOps, matmul, reductions, views, comparisons, symmetricRegions, mesh, concat, stridedConcat, on); }
 
         /** No symbolic dimensions anywhere (the shapes symmetric-memory lowering can take). */
         public Options staticOnly() { return withSymbolic(false); }
@@ -496,6 +502,7 @@ public final class RandomGraphs {
         private boolean collective() {
             CollectiveKind kind = pickOf(CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER,
                     CollectiveKind.ALL_GATHER, CollectiveKind.BROADCAST);
+            if (o.allToAll && rnd.nextInt(3) == 0) kind = CollectiveKind.ALL_TO_ALL;
             // Subgroups only get shape-preserving collectives: ranks outside a group pass their input through
             // (the reference interpreter's rule), which would leave them a differently shaped value otherwise.
             boolean shapeKept = kind == CollectiveKind.ALL_REDUCE || kind == CollectiveKind.BROADCAST;
@@ -529,7 +536,33 @@ public final class RandomGraphs {
                     Node x = pick(n -> true);
                     yield x != null && add(new Op.Collective(kind, null, group, rnd.nextInt(size)), bound(x), x) != null;
                 }
+                case ALL_TO_ALL -> allToAll(group, size);
             };
+        }
+
+        /**
+         * An all_to_all along {@code group} (every rank in a slice): even where dimension 0 splits into {@code size}
+         * parts, else (or at random) uneven with an i64 constant of counts that fits every rank, and a capacity of
+         * the most rows a rank receives plus 0 to 2 spare rows.
+         */
+        private boolean allToAll(String group, int size) {
+            if (group.equals(subgroup)) return false;
+            Node x = pick(n -> n.type().rank() >= 1 && n.type().shape().dim(0).isStatic());
+            if (x == null) return false;
+            long rows = x.type().shape().dim(0).size();
+            if (rows % size == 0 && rnd.nextBoolean()) return add(new Op.Collective(CollectiveKind.ALL_TO_ALL, null, group, 0), bound(x), x) != null;
+            double[] counts = new double[size];
+            long left = rows, most = 0;
+            for (int d = 0; d < size; d++) {
+                long c = left == 0 || rnd.nextInt(4) == 0 ? 0 : rnd.nextLong(left + 1);
+                counts[d] = c;
+                left -= c;
+                most = Math.max(most, c);
+            }
+            Node k = b.constant(counts, new TensorType(DType.INT64, new Shape(List.of(Dim.of(size)))));
+            count++;
+            long capacity = most * size + rnd.nextInt(3);
+            return add(new Op.Collective(CollectiveKind.ALL_TO_ALL, null, group, 0, capacity), bound(x), x, k) != null;
         }
 
         private boolean userOp() {

@@ -18,7 +18,7 @@ import java.util.List;
  * through its own buffers. A rank outside the group passes its input through; along a mesh axis every slice runs
  * the collective among its own ranks, with its own barriers. Integer elements combine as exact longs (sums wrap as
  * Java's {@code long} does, then to the dtype's width), floating ones in double rounded once; elements that only move
- * are copied as bytes.
+ * are copied as bytes; an all_to_all's parts move as bytes too ({@link HostAllToAll}).
  */
 final class HostCollectives {
     private HostCollectives() {}
@@ -75,6 +75,15 @@ final class HostCollectives {
                         }
                     }
                     case BROADCAST -> MemorySegment.copy(r.peer(members.get(call.root()), c.input()), 0, out, 0, n * t.byteSize());
+                    case ALL_TO_ALL -> {
+                        var sources = new MemorySegment[size];
+                        var counts = c.uneven() ? new MemorySegment[size] : null;
+                        for (int k = 0; k < size; k++) {
+                            sources[k] = r.peer(members.get(k), c.input());
+                            if (counts != null) counts[k] = r.peer(members.get(k), c.counts());
+                        }
+                        HostAllToAll.run(r, c, members, sources, counts == null ? null : HostAllToAll.counts(counts, size), out);
+                    }
                     default -> throw new IllegalStateException(call.kind() + " has no symmetric-memory algorithm");
                 }
                 r.barrier(call.group(), where + " (end)");
@@ -130,9 +139,11 @@ final class HostCollectives {
         MemorySegment[] box = r.world().mailbox(step, members);
         long bytes = n * t.byteSize();
         // this rank's input copied into the mailbox, as NCCL copies through its own buffers
-        box[me] = MemorySegment.ofArray(new byte[Math.toIntExact(bytes)]).copyFrom(r.segment(c.input()).asSlice(0, bytes));
+        box[me] = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL ? HostAllToAll.packed(r, c, size)
+                : MemorySegment.ofArray(new byte[Math.toIntExact(bytes)]).copyFrom(r.segment(c.input()).asSlice(0, bytes));
         r.barrier(call.group(), c.format() + " (exchange)");
         switch (call.kind()) {
+            case ALL_TO_ALL -> HostAllToAll.fromPacked(r, c, members, box, out);
             case ALL_REDUCE, REDUCE_SCATTER -> {
                 long m = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? n : n / size;
                 long base = call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_REDUCE ? 0 : me * m;

@@ -28,6 +28,12 @@ final class RankCollectives {
             MemorySegment.copy(in, 0, out, 0, bytes);
             return;
         }
+        if (call.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL) {
+            // every member's rows (and row counts) reach every member, as the all-gather carries any collective's inputs
+            MemorySegment[] boxes = r.transport().allGather(exchange(r, members, call.group(), step, describe(c)), HostAllToAll.packed(r, c, members.size()));
+            HostAllToAll.fromPacked(r, c, members, boxes, out);
+            return;
+        }
         MemorySegment[] all = r.transport().allGather(exchange(r, members, call.group(), step, describe(c)), in);
         int me = members.indexOf(r.rank());
         switch (call.kind()) {
@@ -42,6 +48,7 @@ final class RankCollectives {
                 for (int k = 0; k < all.length; k++) MemorySegment.copy(all[k], 0, out, k * bytes, bytes);
             }
             case BROADCAST -> MemorySegment.copy(all[call.root()], 0, out, 0, bytes);
+            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all is exchanged above");
         }
     }
 
@@ -62,7 +69,7 @@ final class RankCollectives {
     }
 
     /** The step as the plan prints it, without its comment: {@code buf4 = all_reduce.one_shot(buf3, sum, "world")}. */
-    private static String describe(Step s) {
+    static String describe(Step s) {
         String f = s.format();
         int note = f.indexOf("   #");
         return note < 0 ? f : f.substring(0, note);

@@ -6,6 +6,7 @@ import dev.gatun.ir.Dim;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.TensorType;
+import dev.gatun.ir.graph.AllToAllCounts;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.HostTensor;
@@ -45,7 +46,9 @@ import java.util.TreeSet;
  *     true division; gelu is the exact erf form; maximum/minimum propagate NaN.</li>
  * <li>Collectives combine the group members' values in ascending rank order (bit-identical on every rank).
  *     reduce_scatter splits dimension 0 and gives chunk i to group rank i; all_gather concatenates along
- *     dimension 0 in group-rank order; broadcast sends group rank {@code root}'s value. Group rank i is the
+ *     dimension 0 in group-rank order; broadcast sends group rank {@code root}'s value; all_to_all gives group rank
+ *     i part i of every member's rows (dimension 0 split evenly, or by the row counts each member holds at run time,
+ *     packed into the capacity's rows with zeros after them; counts past the capacity are refused). Group rank i is the
  *     i-th rank the group lists ("world": rank i).</li>
  * <li><b>A rank that is not a member of a collective's group passes its input through unchanged</b> (for
  *     reduce_scatter and all_gather that value keeps the input's shape, not the node's).</li>
@@ -522,7 +525,46 @@ public final class ReferenceInterpreter {
                 Dense r = inputs.get(c.root());
                 for (int m : members) ranks.get(m).values[n.id()] = r;
             }
+            case ALL_TO_ALL -> allToAll(n, c, ranks, members, inputs);
         }
+    }
+
+    /**
+     * all_to_all: member d's result holds part d of every member's rows, in member order; even parts split dimension 0
+     * equally, uneven ones follow the members' row counts (input 1), packed into {@code capacity} rows, zero after them.
+     */
+    private static void allToAll(Node n, Op.Collective c, List<RankState> ranks, List<Integer> members, List<Dense> inputs) {
+        int size = members.size();
+        Dense first = inputs.getFirst();
+        DType t = n.type().dtype();
+        long rows = first.shape()[0];
+        int rowElems = 1;
+        for (int i = 1; i < first.shape().length; i++) rowElems = Math.toIntExact(rowElems * first.shape()[i]);
+        long[][] counts = new long[size][];
+        for (int k = 0; k < size; k++)
+            counts[k] = c.uneven() ? ranks.get(members.get(k)).values[n.input(1).id()].longs().clone() : evenCounts(size, rows / size);
+        if (c.uneven()) {
+            String why = AllToAllCounts.refusal(n.format(), counts, members, rows, c.capacity());
+            if (why != null) throw new GraphException(why);
+        }
+        long[] shape = first.shape().clone();
+        if (c.uneven()) shape[0] = c.capacity();
+        for (int d = 0; d < size; d++) {
+            Dense r = Dense.zeros(t, shape);
+            int at = 0;
+            for (int k = 0; k < size; k++) {
+                int from = Math.toIntExact(AllToAllCounts.offset(counts[k], d) * rowElems), length = Math.toIntExact(counts[k][d] * rowElems);
+                inputs.get(k).copyTo(from, r, at, length);
+                at += length;
+            }
+            ranks.get(members.get(d)).values[n.id()] = r;
+        }
+    }
+
+    private static long[] evenCounts(int size, long part) {
+        long[] out = new long[size];
+        Arrays.fill(out, part);
+        return out;
     }
 
     /**

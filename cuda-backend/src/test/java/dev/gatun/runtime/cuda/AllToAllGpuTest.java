@@ -1,0 +1,80 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.testing.RequiresGpu;
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+import dev.gatun.runtime.distributed.LocalWorld;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * The even all_to_all on GPUs, one rank a GPU: NCCL's grouped send and receive, out of a communication buffer where
+ * the plan put the input in symmetric memory (then the group's device barrier), out of ordinary memory where it chose
+ * NCCL; f32 rows written by a kernel (path 1), a bf16 graph input (path 2), i64 past 2^53; 50 calls captured in CUDA
+ * graphs with new inputs each, against plain loops on every rank.
+ */
+@RequiresGpu
+class AllToAllGpuTest {
+
+    static Graph graph(int world) {
+        var g = Gatun.graph("a2a").world(world);
+        g.output("rows", g.input("x", DType.F32, 4L * world, 64).mul(2).allToAll("world"));
+        g.output("half", g.input("h", DType.BF16, 2L * world, 128).allToAll("world"));
+        g.output("ids", g.input("ids", DType.I64, 3L * world).allToAll("world"));
+        return g.build();
+    }
+
+    /** Rank r's element i of an input at call c: a value of its own, exact in every dtype used here. */
+    static double value(int rank, int call, long i) { return rank * 1000 + call * 7 + (i % 200); }
+
+    static Map<String, NDArray> inputs(int world, int rank, int call) {
+        float[] x = new float[4 * world * 64];
+        for (int i = 0; i < x.length; i++) x[i] = (float) value(rank, call, i);
+        double[] h = new double[2 * world * 128];
+        for (int i = 0; i < h.length; i++) h[i] = value(rank, call, i) % 256;   // integers below 256: exact in bf16
+        long[] ids = new long[3 * world];
+        for (int i = 0; i < ids.length; i++) ids[i] = (1L << 60) + (long) value(rank, call, i);
+        return Map.of("x", NDArray.of(x, 4L * world, 64), "h", NDArray.of(DType.BF16, h, 2L * world, 128), "ids", NDArray.of(ids, 3L * world));
+    }
+
+    /** Rank d's result by plain loops: part d of every rank's input ({@code part} elements each), in rank order. */
+    static double[] expected(int world, int d, int call, int part, java.util.function.DoubleUnaryOperator f) {
+        double[] want = new double[world * part];
+        for (int s = 0; s < world; s++)
+            for (int i = 0; i < part; i++) want[s * part + i] = f.applyAsDouble(value(s, call, (long) d * part + i));
+        return want;
+    }
+
+    @ParameterizedTest
+    @ValueSource(booleans = {true, false})
+    void evenAllToAllsOfTwoGpusMatchPlainLoopsInCapturedGraphs(boolean symmetricMemory) {
+        assumeTrue(dev.gatun.cuda.Device.count() >= 2, "needs 2 GPUs (NCCL runs one rank a GPU)");
+        int world = 2;
+        LocalWorld.run(world, rv -> {
+            int rank = rv.rank();
+            var options = CompileOptions.world(world).rank(rv).backend("cuda").cudaGraphs(true).symmetricMemory(symmetricMemory);
+            try (var s = Session.compile(graph(world), options)) {
+                assertThat(s.plan().toString()).contains(symmetricMemory ? "all_to_all.symm_mem(" : "all_to_all.nccl(");
+                for (int call = 0; call < 50; call++) {
+                    var out = s.runToHost(inputs(world, rank, call));
+                    assertThat(out.get("rows").toDoubleArray()).as("call %d rank %d", call, rank)
+                            .containsExactly(expected(world, rank, call, 4 * 64, v -> 2 * v));
+                    assertThat(out.get("half").toDoubleArray()).containsExactly(expected(world, rank, call, 2 * 128, v -> v % 256));
+                    double[] ids = expected(world, rank, call, 3, v -> v);
+                    long[] want = new long[ids.length];
+                    for (int i = 0; i < ids.length; i++) want[i] = (1L << 60) + (long) ids[i];
+                    assertThat(out.get("ids").toLongArray()).containsExactly(want);
+                }
+            }
+        });
+    }
+}

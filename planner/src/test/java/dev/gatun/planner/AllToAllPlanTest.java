@@ -1,0 +1,130 @@
+package dev.gatun.planner;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.ir.testing.RandomGraphs;
+import dev.gatun.lowering.Lowering;
+import dev.gatun.lowering.LoweringOptions;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.function.Consumer;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * How all_to_all is planned: its inputs (an uneven one's rows and its row counts alike) become communication buffers
+ * by the three paths of every symmetric collective and are placed by the same rules (the communication pool of the
+ * group, the persistent pool of path-2 inputs, freed on every rank at its trailing barrier), its result in the regular
+ * arena; through NCCL nothing is symmetric. {@link PlanChecks} passes on these plans and on random graphs with
+ * all_to_alls (even, uneven, along mesh axes; worlds 1 to 4; every lowering variant).
+ */
+class AllToAllPlanTest {
+
+    static Plan plan(int world, LoweringOptions lowering, Consumer<GraphBuilder> body) {
+        var g = Gatun.graph("moe").world(world);
+        body.accept(g);
+        Plan p = Planner.plan(Lowering.lower(g.build(), lowering), PlanOptions.DEFAULT);
+        assertThat(PlanChecks.all(p)).as("%s", p).isEmpty();
+        return p;
+    }
+
+    /** Tokens routed to ranks: rows computed by a kernel (path 1), counts a graph input (path 2), then the even all_to_all of a view (path 3). */
+    static void moe(GraphBuilder g, int world) {
+        var x = g.input("x", DType.F32, 8, 4);
+        var r = x.mul(2).allToAll("world", g.input("counts", DType.I64, world), 12);
+        g.output("y", r.values().add(1));
+        g.output("received", r.counts());
+        g.output("even", g.input("wide", DType.BF16, 4 * world + 1, 4).slice(0, 1, 4 * world + 1).allToAll("world"));
+    }
+
+    static Step.Collective collective(Plan p, String output) {
+        return p.steps().stream().flatMap(s -> s.collectives().stream()).filter(c -> c.output().name().equals(output)).findFirst().orElseThrow();
+    }
+
+    @Test
+    void anUnevenAllToAllsRowsAndCountsLieInSymmetricMemoryAndItsResultInTheArena() {
+        Plan p = plan(2, LoweringOptions.world(2), g -> moe(g, 2));
+        String text = p.toString();
+        var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
+        assertThat(a2a.call().opName()).isEqualTo("all_to_all.symm_mem");
+        Pool rowsPool = p.pool(a2a.input().placement().pool()), countsPool = p.pool(a2a.counts().placement().pool()),
+                outPool = p.pool(a2a.output().placement().pool());
+        assertThat(rowsPool.kind()).isEqualTo(Pool.Kind.COMM);             // path 1: the kernel writes straight into the pool
+        assertThat(rowsPool.isSymmetric()).isTrue();
+        assertThat(countsPool.isSymmetric()).isTrue();                     // path 2: the counts' persistent symmetric slot
+        assertThat(countsPool.kind()).isNotEqualTo(Pool.Kind.COMM);
+        assertThat(outPool.kind()).isEqualTo(Pool.Kind.REGULAR);
+        assertThat(a2a.output().shape().dim(0).size()).isEqualTo(12);
+        String rows = a2a.input().name();
+        assertThat(text).contains(a2a.output().name() + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # ends with a barrier: "
+                + rows + " free on all ranks");
+        assertThat(p.explain()).contains("input " + rows + ": path 1 (zero copy").contains("input counts: path 2 (graph input")
+                .contains("path 3 (identity copy into a new communication buffer)");
+        // the received counts are the even all_to_all of the counts: another step over the same symmetric slot
+        assertThat(text).containsPattern("buf\\d+ = all_to_all\\.symm_mem\\(counts, \"world\"\\)");
+    }
+
+    @Test
+    void throughNcclNothingIsSymmetric() {
+        Plan p = plan(2, LoweringOptions.world(2).withSymmetricMemory(false), g -> moe(g, 2));
+        assertThat(p.pools()).noneMatch(Pool::isSymmetric);
+        assertThat(p.toString()).contains("all_to_all.nccl(").doesNotContain("symm_mem").contains("capacity=12");
+        assertThat(p.explain()).contains("no communication buffer: nccl runs through NCCL's own buffers");
+    }
+
+    @Test
+    void anUnevenAllToAllOfOneRankCopiesItsRowsAndTheEvenOneIsTheIdentity() {
+        Plan p = plan(1, LoweringOptions.world(1), g -> moe(g, 1));
+        var steps = p.steps().stream().flatMap(s -> s.collectives().stream()).toList();
+        assertThat(steps).hasSize(1);   // the even ones (of the counts and of the view) are identities
+        assertThat(steps.getFirst().uneven()).isTrue();
+        assertThat(steps.getFirst().call().opName()).isEqualTo("all_to_all.nccl");
+        assertThat(p.pools()).noneMatch(Pool::isSymmetric);
+    }
+
+    /** Two layers of dispatch: the second's rows may take the first's communication slot only once its barrier freed it. */
+    @Test
+    void layersReuseACommunicationSlotOnlyAfterTheTrailingBarrier() {
+        Plan p = plan(4, LoweringOptions.world(4), g -> {
+            var h = g.input("h", DType.F32, 16, 8);
+            var counts = g.input("counts", DType.I64, 4);
+            for (int layer = 0; layer < 3; layer++) {
+                var d = h.mul(layer + 1).allToAll("world", counts, 16);
+                h = d.values().add(1).allToAll("world", d.counts(), 16).values();
+            }
+            g.output("h", h);
+        });
+        assertThat(p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven)).hasSize(6);
+        assertThat(p.toString()).contains("reuse of");
+    }
+
+    @Test
+    void randomGraphsWithAllToAllsKeepEveryPlanningRule() {
+        var failures = new ArrayList<String>();
+        int uneven = 0, symmetric = 0, plans = 0;
+        for (int world = 1; world <= 4; world++) {
+            var lowerings = RandomPlanPropertiesTest.loweringVariants(world);
+            for (long seed = 0; seed < 80; seed++) {
+                var opts = RandomPlanPropertiesTest.options(world, seed).withAllToAll(true);
+                if (world == 4 && seed % 2 == 0) opts = opts.withMesh(2, 2);
+                Graph g = RandomGraphs.generate(7000L * world + seed, opts);
+                var lowering = lowerings.get((int) (seed % lowerings.size()));
+                PlanOptions po = RandomPlanPropertiesTest.PLAN_VARIANTS.get((int) (seed / lowerings.size() % RandomPlanPropertiesTest.PLAN_VARIANTS.size()));
+                Plan p = Planner.plan(Lowering.lower(g, lowering), po);
+                plans++;
+                for (var c : p.steps().stream().flatMap(s -> s.collectives().stream()).toList()) {
+                    if (c.uneven()) uneven++;
+                    if (c.uneven() && c.call().algorithm().isSymmetric()) symmetric++;
+                }
+                for (String f : PlanChecks.all(p)) failures.add("seed " + seed + " world " + world + ": " + f + "\n" + p);
+            }
+        }
+        assertThat(plans).isEqualTo(320);
+        assertThat(uneven).as("uneven all_to_all steps").isGreaterThan(30);
+        assertThat(symmetric).as("uneven all_to_all steps on symmetric memory").isGreaterThan(10);
+        assertThat(failures).as(failures.isEmpty() ? "" : failures.getFirst()).isEmpty();
+    }
+}
