@@ -145,10 +145,6 @@ public final class Planner {
                 e.extraOutputs().forEach(o -> outs.add(table.of(o)));
                 yield new Step.OpCall(r.spec(), r.attrs(), table.of(e.inputs()), outs);
             }
-            case ExternCall.Attention a -> new Step.Attention(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
-                    table.of(e.inputs().get(2)), table.of(e.inputs().get(3)), a.scale());
-            case ExternCall.UpdateSlice u -> new Step.UpdateSlice(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
-                    table.of(e.inputs().get(2)), u.dim());
             case ExternCall.UserOpCall u -> {
                 var outs = new ArrayList<PlanBuffer>();
                 outs.add(table.of(e));
