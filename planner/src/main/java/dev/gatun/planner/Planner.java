@@ -64,7 +64,7 @@ public final class Planner {
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(graph, order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
-        inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
+        inPlace.putAll(InPlace.updates(graph));   // not an option: an op that writes in place writes only what it changes
         var pools = new Pools(graph, options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);

@@ -24,8 +24,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * A refactoring guard for what the planner makes of {@code update_slice} and {@code attention} (and of everything around
- * them): one SHA-256 digest over the printed plans ({@link Plan#toString()}, which carries the fingerprint), lowering's
- * decisions ({@link Plan#explain()}) and, step by step, each step's kind, label, the buffers it reads and writes and
+ * them): one SHA-256 digest over the printed plans ({@link Plan#toString()}, which carries the fingerprint), the
+ * lowered graph and lowering's decisions and realizations ({@link Plan#lowered()}, {@link Plan#explain()}) and, step by step, each step's kind, label, the buffers it reads and writes and
  * its launch choice, for the Llama decoder's plans (decode at batch 1 and 8, prefill; bf16 and f32; on one GPU and on
  * two; the attention updates joined and apart), the random graphs {@link CodegenGoldenTest} plans, and small graphs of
  * updates (of a state, of a copy, strided and not) and attention. It was recorded before the two ops moved onto the
@@ -77,6 +77,8 @@ class PlanTextGoldenTest {
         }
         d.add(p::toString);
         d.add(p::explain);
+        d.add(() -> p.lowered().toString());
+        d.add(() -> String.join("\n", p.lowered().decisions()));
         d.add(() -> {
             var sb = new StringBuilder();
             for (Step s : p.steps())

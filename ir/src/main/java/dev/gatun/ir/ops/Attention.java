@@ -52,7 +52,7 @@ public final class Attention implements OpSpec {
         if (vs[2] != qs[2]) throw new GraphException(call + ": v's head size is " + vs[2] + " but q's " + qs[2]);
         if (ks[2] < 1) throw new GraphException(call + ": the cache has no position");
         if (!Double.isFinite(scale)) throw new GraphException(call + ": the scale must be finite, not " + scale);
-        UpdateSlice.Positions.check(call, at);
+        Position.check(call, at);
         return List.of(q.type());
     }
 

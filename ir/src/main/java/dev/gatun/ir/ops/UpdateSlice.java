@@ -1,6 +1,5 @@
 package dev.gatun.ir.ops;
 
-import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.TensorType;
@@ -66,7 +65,7 @@ public final class UpdateSlice implements OpSpec {
                 throw new GraphException(call + ": the update's dimension " + d + " is " + b.size() + (d == dim ? ", longer than the operand's " : ", the operand's is ")
                         + a.size() + (d == dim ? "" : "; only dimension " + dim + " may differ"));
         }
-        Positions.check(call, at);
+        Position.check(call, at);
         return List.of(x.type());
     }
 
@@ -98,17 +97,5 @@ public final class UpdateSlice implements OpSpec {
         long outer = size * inner == 0 ? 0 : out.numel() / (size * inner);
         for (long o = 0; o < outer; o++)
             for (long j = 0; j < len; j++) update.copyTo((o * len + j) * inner, out, (o * size + start + j) * inner, inner);
-    }
-
-    /** The one-element position tensors update_slice and attention take. */
-    static final class Positions {
-        private Positions() {}
-
-        static void check(String call, Operand at) {
-            if (at.type().dtype() != DType.INT32 && at.type().dtype() != DType.INT64)
-                throw new GraphException(call + ": the position " + at.label() + " is " + at.type().dtype() + "; it must be i32 or i64");
-            if (!at.type().shape().isStatic() || at.type().shape().numel() != 1)
-                throw new GraphException(call + ": the position " + at.label() + " must hold one value, not " + at.type().shape());
-        }
     }
 }
