@@ -354,7 +354,7 @@ final class CudaRun implements StepLoop.Steps {
         }
     }
 
-    /** A registered op by its spec: argmax, sample and index_select have kernels; CudaBackend refuses a plan with any other when it loads it. */
+    /** A registered op by its spec: argmax, sample, index_select, update_slice and attention have kernels; CudaBackend refuses a plan with any other when it loads it. */
     @Override public void op(Step.OpCall a) {
         if (a.spec() == dev.gatun.ir.ops.UpdateSlice.SPEC) { updateSlice(UpdateSliceCall.of(a)); return; }
         if (a.spec() == dev.gatun.ir.ops.Attention.SPEC) { attention(AttentionCall.of(a)); return; }

@@ -43,10 +43,9 @@ public final class StepLoop {
 
         /**
          * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, index_select, sample, update_slice,
-         * attention, ...): the values its
-         * spec defines; where the spec {@link dev.gatun.ir.graph.OpSpec#checksValues checks values}, values it refuses fail
-         * the call with a message naming the step and the reason. A backend without a kernel for the op refuses the plan
-         * when it loads it, so this never meets one.
+         * attention, ...): the values its spec defines; where the spec {@link dev.gatun.ir.graph.OpSpec#checksValues checks
+         * values}, values it refuses fail the call with a message naming the step and the reason. A backend without a
+         * kernel for the op refuses the plan when it loads it, so this never meets one.
          */
         void op(Step.OpCall s);
 
