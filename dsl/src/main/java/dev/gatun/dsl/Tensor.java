@@ -188,7 +188,7 @@ public final class Tensor {
      * position outside the cache fails the call. For a prompt's causal attention, compose those ops instead.
      */
     public Tensor attention(Tensor keysT, Tensor values, Tensor position, double scale) {
-        return graph.op(new Op.Attention(scale), this, keysT, values, position);
+        return graph.apply("attention", java.util.Map.of("scale", scale), this, keysT, values, position).getFirst();
     }
 
     /**
@@ -201,7 +201,7 @@ public final class Tensor {
      * after it (the graph refuses a read of the state's old contents). On anything else it writes a copy.
      */
     public Tensor updateSlice(int dim, Tensor update, Tensor start) {
-        return graph.op(new Op.UpdateSlice(dim), this, update, start);
+        return graph.apply("update_slice", java.util.Map.of("dim", dim), this, update, start).getFirst();
     }
 
     /**

@@ -12,6 +12,12 @@ public sealed interface ExternCall {
     /** Whether peers read input {@code input} directly (so its slot lives until a barrier frees it on every rank): none by default. */
     default boolean peerReads(int input) { return false; }
 
+    /**
+     * Whether the call writes its input 0 in place, its result taking input 0's storage (a registered op that says so,
+     * {@link dev.gatun.ir.graph.OpSpec#inPlace}: {@code update_slice}); false by default.
+     */
+    default boolean inPlace() { return false; }
+
     record Collective(CollectiveKind kind, ReduceOp reduceOp, String group, int root, Algorithm algorithm) implements ExternCall {
         @Override public String opName() { return kind.opName() + "." + algorithm.opName(); }
         /** A symmetric algorithm's peers read its inputs where they lie (an uneven all_to_all's rows and row counts). */
@@ -29,28 +35,14 @@ public sealed interface ExternCall {
     }
 
     /**
-     * {@code update_slice}: input 1 written along {@code dim} of input 0 (the target, whose storage the result takes:
-     * a state's slot, or a copy made for the call) from the position input 2 holds; a position where it does not fit
-     * fails the call.
-     */
-    record UpdateSlice(int dim) implements ExternCall {
-        @Override public String opName() { return "update_slice"; }
-    }
-
-    /**
-     * Attention of one query position over a cache (see {@link dev.gatun.ir.graph.Op.Attention}): contiguous queries
-     * [B, R, d], keys transposed [B, d, S], values [B, S, d] and the i32 or i64 position.
-     */
-    record Attention(double scale) implements ExternCall {
-        @Override public String opName() { return "attention"; }
-    }
-
-    /**
-     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): packed row-major inputs, each output a contiguous
-     * buffer of its own (the first this call's, the others {@link ExternOutputBuffer}s).
+     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): packed row-major inputs (or views, where the op
+     * {@linkplain dev.gatun.ir.graph.OpSpec#readsStrided reads them strided}), each output a contiguous buffer of its own
+     * (the first this call's, the others {@link ExternOutputBuffer}s), or, for an op that writes {@link #inPlace in
+     * place}, the first input's storage.
      */
     record Registered(dev.gatun.ir.graph.OpSpec spec, dev.gatun.ir.graph.OpAttrs attrs) implements ExternCall {
         @Override public String opName() { return spec.name(); }
+        @Override public boolean inPlace() { return spec.inPlace(); }
     }
 
     record UserOpCall(UserOp op, String group) implements ExternCall {

@@ -12,7 +12,6 @@ import dev.gatun.ir.AllocatorType;
 import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.SymInt;
-import dev.gatun.ir.UpdateRuns;
 import dev.gatun.ir.TensorType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.Graph;
@@ -119,7 +118,7 @@ public final class Lowering {
         var live = new boolean[graph.nodes().size()];
         var work = new ArrayDeque<>(graph.outputs().values());
         // an update of a state is kept whether or not an output reads it: the state holds it after the call
-        for (Node n : graph.nodes()) if (n.op() instanceof Op.UpdateSlice && graph.stateOf(n) != null) work.add(n);
+        for (Node n : graph.nodes()) if (Graph.writesInPlace(n) && graph.stateOf(n) != null) work.add(n);
         while (!work.isEmpty()) {
             Node n = work.pop();
             if (!live[n.id()]) {
@@ -148,8 +147,6 @@ public final class Lowering {
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
             case Op.Registered r -> new BufferValue(registered(n, r));
-            case Op.Attention a -> extern(n, new ExternCall.Attention(a.scale()));
-            case Op.UpdateSlice u -> updateSlice(n, u);
             case Op.Collective c -> oneRank(c) && !c.uneven() ? identity(n, c) : new BufferValue(collective(n, c));
             case Op.Reshape r -> new BufferValue(reshape(n, r));
             case Op.Permute p -> new BufferValue(permute(n, p));
@@ -314,46 +311,43 @@ public final class Lowering {
 
     private Value arg(Node n, int i) { return values[n.input(i).id()]; }
 
-    /** A built-in extern call of {@code n}'s inputs (each packed row-major, copied where not) into a contiguous result. */
-    private Value extern(Node n, ExternCall call) {
-        var operands = new ArrayList<Buffer>();
-        for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), call.opName()));
-        return externCall(n, call, operands);
-    }
-
     /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
     private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
         return new BufferValue(register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), call, List.copyOf(operands), n.id())));
     }
 
     /**
-     * {@code update_slice}: written in place into a state's slot where the operand is a version of a state (the graph
-     * checked that nothing else reads that version); otherwise into a copy of the operand made for it, so the operand
-     * itself is never written.
+     * Input 0 of a call that writes it in place ({@link dev.gatun.ir.graph.OpSpec#inPlace}): the state's slot where the
+     * operand is a version of a state (the graph checked that nothing else reads that version); otherwise a copy of the
+     * operand made for the call, so the operand itself is never written.
      */
-    private Value updateSlice(Node n, Op.UpdateSlice u) {
-        Buffer target;
+    private Buffer inPlaceTarget(Node n, String op) {
         String state = graph.stateOf(n.input(0));
         if (state != null) {
-            target = ((BufferValue) arg(n, 0)).buffer();
-            decisions.add("%" + n.id() + " update_slice: written in place into state '" + state + "'");
-        } else {
-            Value v = arg(n, 0);
-            TensorType t = n.type();
-            target = register(new ComputedBuffer(next(), "copy", Layout.contiguous(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
-            decisions.add(target.name() + ": copy of the operand of %" + n.id() + " update_slice, which writes into it (the operand is no state)");
+            decisions.add("%" + n.id() + " " + op + ": written in place into state '" + state + "'");
+            return ((BufferValue) arg(n, 0)).buffer();
         }
-        int dim = u.dim() < 0 ? u.dim() + n.type().rank() : u.dim();
-        // the update is read where it lies when its runs fold into two strides (UpdateRuns): a key transposed to
-        // [.., head_dim, 1], a value head of the fused product, at a batch of several too; anything else is copied first
-        Value upd = arg(n, 1);
-        Buffer update = upd instanceof BufferValue(Buffer b) && runsFold(b, dim) ? b : contiguous(upd, "update_slice");
-        return externCall(n, new ExternCall.UpdateSlice(dim), List.of(target, update, contiguous(arg(n, 2), "update_slice")));
+        Value v = arg(n, 0);
+        TensorType t = n.input(0).type();
+        Buffer target = register(new ComputedBuffer(next(), "copy", Layout.contiguous(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
+        decisions.add(target.name() + ": copy of the operand of %" + n.id() + " " + op + ", which writes into it (the operand is no state)");
+        return target;
     }
 
-    /** Whether update_slice reads this update where it lies: flexible, or of static shape and strides whose runs fold ({@link UpdateRuns}). */
-    private static boolean runsFold(Buffer b, int dim) {
-        if (b.layout().isFlexible()) return true;
+    /**
+     * Input {@code i} of a registered op's call: where it lies, when the op reads it strided there
+     * ({@link dev.gatun.ir.graph.OpSpec#readsStrided}: update_slice's update, a key transposed to [.., head_dim, 1], a
+     * value head of the fused product), or of a flexible layout (fixed packed later); else packed row-major, copied first
+     * where it is not.
+     */
+    private Buffer operand(Node n, Op.Registered r, int i) {
+        Value v = arg(n, i);
+        if (v instanceof BufferValue(Buffer b) && readsStrided(b, r, i)) return b;
+        return contiguous(v, r.opName());
+    }
+
+    private static boolean readsStrided(Buffer b, Op.Registered r, int input) {
+        if (b.layout().isFlexible()) return false;   // packed as it is (contiguous() keeps it)
         Shape s = b.type().shape();
         var strides = b.layout().fix().strides();
         if (!s.isStatic() || !strides.stream().allMatch(SymInt::isConstant)) return false;
@@ -362,7 +356,7 @@ public final class Lowering {
             sizes[d] = s.dim(d).size();
             st[d] = strides.get(d).eval(java.util.Map.of());
         }
-        return UpdateRuns.of(sizes, st, dim) != null;
+        return r.spec().readsStrided(input, sizes, st, r.attrs());
     }
 
     /**
@@ -710,7 +704,8 @@ public final class Lowering {
      */
     private Buffer registered(Node n, Op.Registered r) {
         var operands = new ArrayList<Buffer>();
-        for (int i = 0; i < n.inputs().size(); i++) operands.add(contiguous(arg(n, i), r.opName()));
+        if (r.spec().inPlace()) operands.add(inPlaceTarget(n, r.opName()));
+        for (int i = operands.size(); i < n.inputs().size(); i++) operands.add(operand(n, r, i));
         var call = new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), n.type().shape()), new ExternCall.Registered(r.spec(), r.attrs()), operands, n.id());
         register(call);
         var types = r.spec().infer(n.inputs().stream().map(dev.gatun.ir.graph.OpSpec.Operand::of).toList(), r.attrs());

@@ -31,13 +31,18 @@ final class AttentionUpdates {
     static List<Work> widenReads(List<Work> order) {
         var out = new ArrayList<Work>(order);
         for (int i = 0; i < order.size(); i++) {
-            if (!(order.get(i) instanceof Work.ExternWork a) || !(a.call().call() instanceof dev.gatun.lowering.ExternCall.Attention)) continue;
+            if (!(order.get(i) instanceof Work.ExternWork a) || !calls(a, dev.gatun.ir.ops.Attention.SPEC)) continue;
             var reads = new ArrayList<>(a.reads());
-            for (int j = i - 1; j >= 0 && order.get(j) instanceof Work.ExternWork u && u.call().call() instanceof dev.gatun.lowering.ExternCall.UpdateSlice; j--)
+            for (int j = i - 1; j >= 0 && order.get(j) instanceof Work.ExternWork u && calls(u, dev.gatun.ir.ops.UpdateSlice.SPEC); j--)
                 for (var b : u.reads()) if (!reads.contains(b)) reads.add(b);
             if (reads.size() > a.reads().size()) out.set(i, new Work.ExternWork(a.call(), a.writes(), reads));
         }
         return out;
+    }
+
+    /** Whether {@code w} is a call of the registered op {@code spec}. */
+    private static boolean calls(Work.ExternWork w, dev.gatun.ir.graph.OpSpec spec) {
+        return w.call().call() instanceof dev.gatun.lowering.ExternCall.Registered r && r.spec() == spec;
     }
 
     static List<Step> apply(List<Step> input) {
@@ -50,7 +55,8 @@ final class AttentionUpdates {
             }
             int after = i + 1;
             while (after < input.size() && input.get(after) instanceof Step.Place) after++;
-            if (after < input.size() && input.get(after) instanceof Step.Attention a && Step.UpdateAttention.misfit(u, a) == null) {
+            AttentionCall a = after < input.size() ? AttentionCall.find(input.get(after)) : null;
+            if (a != null && Step.UpdateAttention.misfit(u, a) == null) {
                 out.addAll(input.subList(i + 1, after));   // the attention's placements move before the launch
                 out.add(new Step.UpdateAttention("attend_" + made++, u, a));
                 i = after;

@@ -29,20 +29,21 @@ final class InPlace {
     private InPlace() {}
 
     /**
-     * The {@code update_slice} calls whose target is no state, each with the copy it writes into: always in place (the
-     * call writes only the slice). A state's updates take its slot in the state pool instead ({@link Pools#states}).
+     * The calls that write their input 0 in place ({@link ExternCall#inPlace}: {@code update_slice}) whose target is no
+     * state, each with the copy it writes into: always in place (the call writes only what it changes). A state's
+     * updates take its slot in the state pool instead ({@link Pools#states}).
      */
     static Map<Buffer, Buffer> updates(LoweredGraph graph) {
         var pairs = new IdentityHashMap<Buffer, Buffer>();
         for (Buffer b : graph.buffers())
-            if (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice && !isStateVersion(e.inputs().getFirst()))
+            if (b instanceof ExternBuffer e && e.call().inPlace() && !isStateVersion(e.inputs().getFirst()))
                 pairs.put(e, e.inputs().getFirst());
         return pairs;
     }
 
     /** A state, or an update of one written into its slot. */
     static boolean isStateVersion(Buffer b) {
-        while (b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice) b = e.inputs().getFirst();
+        while (b instanceof ExternBuffer e && e.call().inPlace()) b = e.inputs().getFirst();
         return b instanceof InputBuffer in && in.isState();
     }
 
@@ -79,7 +80,7 @@ final class InPlace {
      */
     private static boolean candidate(Buffer b, Set<Buffer> outputs) {
         return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
-                && !(b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice)
+                && !(b instanceof ExternBuffer e && e.call().inPlace())
                 && b.type().shape().isStatic() && !Slices.isPart(b);
     }
 

@@ -61,9 +61,7 @@ final class LaunchChoices {
             case Step.Launch l -> true;
             case Step.TiledProduct t -> true;
             case Step.OpCall o -> true;   // a registered op: the backend's own kernel, or refused at load
-            case Step.UpdateSlice u -> true;
             case Step.UpdateSlices u -> true;
-            case Step.Attention a -> true;
             case Step.UpdateAttention u -> true;
             default -> false;
         };
@@ -106,7 +104,7 @@ final class LaunchChoices {
      * new key and value written, then attended to. The kernel loads the written position again after the wait.
      */
     static boolean early(List<Step> steps, int i) {
-        if (!(steps.get(i) instanceof Step.Attention) && !(steps.get(i) instanceof Step.UpdateAttention)) return false;
+        if (!AttentionCall.is(steps.get(i)) && !(steps.get(i) instanceof Step.UpdateAttention)) return false;
         int before = i - 1;
         while (before >= 0 && !steps.get(before).isDeviceWork()) before--;
         if (steps.get(i) instanceof Step.UpdateAttention u) {
@@ -115,7 +113,7 @@ final class LaunchChoices {
             return before < 0 || !writesAny(steps.get(before), List.of(u.attention().keysT().storage(), u.attention().values().storage()));
         }
         // apart: early where the step before is the update the planner could have joined with it (the same rules)
-        var a = (Step.Attention) steps.get(i);
+        var a = AttentionCall.of((Step.OpCall) steps.get(i));
         return before >= 0 && steps.get(before) instanceof Step.UpdateSlices updates && Step.UpdateAttention.misfit(updates, a) == null
                 && a.position().storage().kind() == PlanBuffer.Kind.INPUT;
     }

@@ -64,7 +64,7 @@ public final class Planner {
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(graph, order, outputs);
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
-        inPlace.putAll(InPlace.updates(graph));   // not an option: update_slice writes only its slice of its target
+        inPlace.putAll(InPlace.updates(graph));   // not an option: an op that writes in place writes only what it changes
         var pools = new Pools(graph, options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
@@ -146,10 +146,6 @@ public final class Planner {
                 e.extraOutputs().forEach(o -> outs.add(table.of(o)));
                 yield new Step.OpCall(r.spec(), r.attrs(), table.of(e.inputs()), outs);
             }
-            case ExternCall.Attention a -> new Step.Attention(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
-                    table.of(e.inputs().get(2)), table.of(e.inputs().get(3)), a.scale());
-            case ExternCall.UpdateSlice u -> new Step.UpdateSlice(table.of(e), table.of(e.inputs().get(0)), table.of(e.inputs().get(1)),
-                    table.of(e.inputs().get(2)), u.dim());
             case ExternCall.UserOpCall u -> {
                 var outs = new ArrayList<PlanBuffer>();
                 outs.add(table.of(e));

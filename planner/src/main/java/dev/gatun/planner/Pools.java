@@ -96,8 +96,8 @@ final class Pools {
     }
 
     /**
-     * The graph's states, one after the other in a pool kept for the session; each {@code update_slice} of a state
-     * takes the slot of the version it writes over (they are placed before the first step, like constants).
+     * The graph's states, one after the other in a pool kept for the session; each in-place update of a state
+     * ({@link ExternCall#inPlace}: {@code update_slice}) takes the slot of the version it writes over (they are placed before the first step, like constants).
      */
     void states(LoweredGraph graph) {
         var states = new ArrayList<Buffer>();
@@ -108,7 +108,7 @@ final class Pools {
         pools.add(new Pool(pool, Pool.Kind.STATE, null, size, size, ByteSize.roundUp(size, options.regularGranularity())));
         persistent.addAll(states);
         for (Buffer b : graph.buffers()) {   // in lowered order: a chain of updates from its state on
-            if (!(b instanceof ExternBuffer e && e.call() instanceof ExternCall.UpdateSlice)) continue;
+            if (!(b instanceof ExternBuffer e && e.call().inPlace())) continue;
             var p = placements.get(e.inputs().getFirst());
             if (p == null || !p.pool().equals(pool)) continue;
             placements.put(b, new PlanBuffer.Placement(pool, p.offset(), p.bytes()));

@@ -1,17 +1,14 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.Algorithm;
-import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ReduceOp;
 import dev.gatun.ir.graph.UserOp;
-import dev.gatun.ir.UpdateRuns;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
 import java.util.List;
-import java.util.Map;
 import java.util.StringJoiner;
 
 /**
@@ -307,86 +304,27 @@ public sealed interface Step {
     }
 
     /**
-     * {@code update} written along {@code dim} of {@code target} from the position {@code start} holds (i32 or i64),
-     * in place: {@code output} is placed over {@code target} (a state's slot, or a copy made for the call). A position
-     * where the update does not fit fails the call.
-     */
-    record UpdateSlice(PlanBuffer output, PlanBuffer target, PlanBuffer update, PlanBuffer start, int dim) implements Step {
-        /**
-         * What the step copies, for this call's shapes: {@code count} runs (the target's elements before {@code dim}),
-         * each {@code len} of the target's {@code size} positions along it, a position {@code innerBytes} long; in the
-         * update, run {@code o} starts at {@code from.offset(o)} elements from its first (see {@link UpdateRuns}).
-         */
-        public record Runs(long count, long size, long len, long innerBytes, UpdateRuns from) {
-            /** Where run {@code o} starts in the update, in bytes. */
-            public long fromByte(long o, DType t) { return from.offset(o) * t.byteSize(); }
-        }
-
-        public Runs runs(Map<String, Long> env) {
-            long[] shape = target.shape().sizes(env), u = update.shape().sizes(env), strides = new long[u.length];
-            long inner = target.dtype().byteSize(), count = 1;
-            for (int d = dim + 1; d < shape.length; d++) inner *= shape[d];
-            for (int d = 0; d < dim; d++) count *= shape[d];
-            for (int d = 0; d < u.length; d++) strides[d] = update.strides().get(d).eval(env);
-            UpdateRuns from = UpdateRuns.of(u, strides, dim);
-            if (from == null)
-                throw new IllegalStateException(format() + ": the update's runs do not fold into two strides, which lowering should have copied");
-            return new Runs(count, shape[dim], u[dim], inner, from);
-        }
-
-        @Override public boolean isDeviceWork() { return true; }
-        /** The update and the position; the target is written in place (its other elements stay as they were). */
-        @Override public List<PlanBuffer> reads() { return List.of(update, start); }
-        @Override public List<PlanBuffer> writes() { return List.of(output); }
-        @Override public String kind() { return "update_slice"; }
-        @Override public String label() { return "update_slice(" + target.name() + ", " + update.name() + ")"; }
-        @Override public String format() {
-            // an update that is a view is read where it lies (at its strides, which lowering checked fold: UpdateRuns)
-            String from = update.isView() ? update.name() + " (read where it lies in " + update.storage().name() + ": offset " + update.offset()
-                    + ", strides " + update.strides() + ")" : update.name();
-            return output.name() + " = update_slice(" + target.name() + ", " + update.name() + ", " + start.name() + ", dim=" + dim + ")   # in place: "
-                    + from + " into " + target.name() + "'s slot along dim " + dim + " from position " + start.name() + " (run time)";
-        }
-    }
-
-    /**
      * Updates at the same run-time position done as one launch ({@link UpdateBatching}): a decode layer's key and value
      * written into their caches. Each member is checked and written as it would be alone.
      */
-    record UpdateSlices(List<UpdateSlice> members) implements Step {
+    record UpdateSlices(List<UpdateSliceCall> members) implements Step {
         public UpdateSlices {
             members = List.copyOf(members);
             if (members.size() < 2) throw new IllegalArgumentException("a batch of updates has two members or more");
         }
         @Override public boolean isDeviceWork() { return true; }
-        @Override public List<Step> parts() { return List.copyOf(members); }
+        @Override public List<Step> parts() { return members.stream().<Step>map(UpdateSliceCall::call).toList(); }
         @Override public String kind() { return "update_slice"; }
         @Override public String label() { return "update_slice×" + members.size() + "(" + members.getFirst().target().name() + ", ...)"; }
         @Override public String format() {
             var outs = new StringJoiner(", ");
             var args = new StringJoiner("; ");
-            for (UpdateSlice u : members) {
+            for (UpdateSliceCall u : members) {
                 outs.add(u.output().name());
                 args.add(u.target().name() + ", " + u.update().name() + ", dim=" + u.dim());
             }
             return outs + " = update_slice×" + members.size() + "(" + args + "; at " + members.getFirst().start().name() + ")   # one launch for "
                     + members.size() + ", each in place: " + String.join("; ", members.stream().map(u -> u.format().replaceFirst(".*# in place: ", "")).toList());
-        }
-    }
-
-    /**
-     * Attention of one query position over a cache: {@code softmax(scale * q kT) v} over the positions 0 to the one
-     * {@code position} holds, into {@code output} (q's shape); a position outside the cache fails the call.
-     */
-    record Attention(PlanBuffer output, PlanBuffer q, PlanBuffer keysT, PlanBuffer values, PlanBuffer position, double scale) implements Step {
-        @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return List.of(q, keysT, values, position); }
-        @Override public List<PlanBuffer> writes() { return List.of(output); }
-        @Override public String kind() { return "attention"; }
-        @Override public String label() { return "attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ")"; }
-        @Override public String format() {
-            return output.name() + " = attention(" + q.name() + ", " + keysT.name() + ", " + values.name() + ", up to " + position.name()
-                    + ", scale=" + (float) scale + ")   # scores, mask, softmax and weighted values in one launch" + partNotes(List.of(output));
         }
     }
 
@@ -397,18 +335,18 @@ public sealed interface Step {
      * position from the update's sources, and the block of each batch entry that holds the position writes it into the
      * caches. A backend without such a kernel runs the updates, then the attention, which computes the same values.
      */
-    record UpdateAttention(String name, UpdateSlices updates, Attention attention) implements Step {
+    record UpdateAttention(String name, UpdateSlices updates, AttentionCall attention) implements Step {
         public UpdateAttention {
             if (misfit(updates, attention) != null) throw new IllegalArgumentException(name + ": " + misfit(updates, attention));
         }
 
         /** The update of the keys' cache, then of the values'. */
-        public UpdateSlice keys() { return member(updates, attention.keysT()); }
-        public UpdateSlice values() { return member(updates, attention.values()); }
+        public UpdateSliceCall keys() { return member(updates, attention.keysT()); }
+        public UpdateSliceCall values() { return member(updates, attention.values()); }
 
         /** The member of {@code u} that writes the storage of {@code cache}, or null. */
-        static UpdateSlice member(UpdateSlices u, PlanBuffer cache) {
-            for (UpdateSlice m : u.members()) if (m.output().storage() == cache.storage()) return m;
+        static UpdateSliceCall member(UpdateSlices u, PlanBuffer cache) {
+            for (UpdateSliceCall m : u.members()) if (m.output().storage() == cache.storage()) return m;
             return null;
         }
 
@@ -418,11 +356,11 @@ public sealed interface Step {
          * last), each the storage the attention reads, of rank 3 or 4, each of one position at the attention's
          * position; the updates write nothing else the attention reads (its queries, its position).
          */
-        public static String misfit(UpdateSlices u, Attention a) {
+        public static String misfit(UpdateSlices u, AttentionCall a) {
             if (u.members().size() != 2) return "a batch of " + u.members().size() + " updates, not the keys' and the values'";
-            UpdateSlice k = member(u, a.keysT()), v = member(u, a.values());
+            UpdateSliceCall k = member(u, a.keysT()), v = member(u, a.values());
             if (k == null || v == null || k == v) return "the updates are not of the attention's two caches";
-            for (UpdateSlice m : u.members()) {
+            for (UpdateSliceCall m : u.members()) {
                 if (m.output().storage() == a.q().storage() || m.output().storage() == a.position().storage()) return "an update writes what the attention reads";
                 if (m.start().storage() != a.position().storage()) return "an update is at another position than the attention's";
                 if (!m.update().shape().isStatic() || !m.output().shape().isStatic()) return "a shape is symbolic";
@@ -435,7 +373,7 @@ public sealed interface Step {
         }
 
         @Override public boolean isDeviceWork() { return true; }
-        @Override public List<Step> parts() { return List.of(updates, attention); }
+        @Override public List<Step> parts() { return List.of(updates, attention.call()); }
         @Override public String kind() { return "attention"; }
         @Override public String label() { return name + ": " + attention.label(); }
 
@@ -503,21 +441,32 @@ public sealed interface Step {
     }
 
     /**
-     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): reads {@code inputs} (packed row-major), writes
-     * every one of {@code outputs} (each a buffer of its own). What it computes is the op's; a backend runs it by the
-     * op (the host backend through {@link dev.gatun.ir.graph.OpSpec#host}).
+     * A call of a registered op ({@link dev.gatun.ir.graph.OpSpec}): reads {@code inputs} (packed row-major, or views
+     * where the op {@linkplain dev.gatun.ir.graph.OpSpec#readsStrided reads them strided}), writes every one of
+     * {@code outputs} (each a buffer of its own; for an op that writes {@linkplain dev.gatun.ir.graph.OpSpec#inPlace in
+     * place}, output 0 is placed over input 0, which the step does not read). What it computes is the op's; a backend
+     * runs it by the op (the host backend through {@link dev.gatun.ir.graph.OpSpec#host}). The ops whose fields the
+     * planner's fusions and the CUDA backend read have typed views ({@link UpdateSliceCall}, {@link AttentionCall}),
+     * which also print the step as it printed before those ops were registered.
      */
     record OpCall(dev.gatun.ir.graph.OpSpec spec, dev.gatun.ir.graph.OpAttrs attrs, List<PlanBuffer> inputs, List<PlanBuffer> outputs) implements Step {
         public OpCall { inputs = List.copyOf(inputs); outputs = List.copyOf(outputs); }
         @Override public boolean isDeviceWork() { return true; }
-        @Override public List<PlanBuffer> reads() { return inputs; }
+        @Override public List<PlanBuffer> reads() { return spec.inPlace() ? inputs.subList(1, inputs.size()) : inputs; }
         @Override public List<PlanBuffer> writes() { return outputs; }
         @Override public String kind() { return spec.name(); }
+        @Override public String label() {
+            if (UpdateSliceCall.is(this)) return UpdateSliceCall.of(this).label();
+            if (AttentionCall.is(this)) return AttentionCall.of(this).label();
+            return Step.super.label();
+        }
         /** The first output, which a single-output op writes. */
         public PlanBuffer output() { return outputs.getFirst(); }
         /** Input {@code i}. */
         public PlanBuffer input(int i) { return inputs.get(i); }
         @Override public String format() {
+            if (UpdateSliceCall.is(this)) return UpdateSliceCall.of(this).format();
+            if (AttentionCall.is(this)) return AttentionCall.of(this).format();
             String attributes = attrs.values().isEmpty() ? "" : ", " + attrs.format();
             return names(outputs) + " = " + spec.name() + "(" + names(inputs) + attributes + ")" + partNotes(outputs);
         }

@@ -4,7 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Updates at one run-time position, one right after the other (only placements between), become one
+ * Updates ({@link UpdateSliceCall}) at one run-time position, one right after the other (only placements between), become one
  * {@link Step.UpdateSlices}: one launch instead of one each. A decode layer writes its key and its value into their
  * caches at the step's position back to back; batched, a token costs a launch fewer per layer. Members write
  * different targets, and none reads another's result (its update or its target is no member's output), so one
@@ -19,11 +19,12 @@ final class UpdateBatching {
     static List<Step> apply(List<Step> steps) {
         var out = new ArrayList<Step>(steps.size());
         for (int i = 0; i < steps.size(); i++) {
-            if (!(steps.get(i) instanceof Step.UpdateSlice first) || first.output().isDynamic() || first.update().isDynamic()) {
+            UpdateSliceCall first = UpdateSliceCall.find(steps.get(i));
+            if (first == null || first.output().isDynamic() || first.update().isDynamic()) {
                 out.add(steps.get(i));
                 continue;
             }
-            var members = new ArrayList<Step.UpdateSlice>(List.of(first));
+            var members = new ArrayList<UpdateSliceCall>(List.of(first));
             var places = new ArrayList<Step>();
             int end = i + 1;
             for (int j = i + 1; j < steps.size() && members.size() < MAX; j++) {
@@ -32,14 +33,15 @@ final class UpdateBatching {
                     places.add(s);
                     continue;
                 }
-                if (s instanceof Step.UpdateSlice u && joins(u, members)) {
+                UpdateSliceCall u = UpdateSliceCall.find(s);
+                if (u != null && joins(u, members)) {
                     members.add(u);
                     end = j + 1;
                 }
                 break;
             }
             if (members.size() == 1) {
-                out.add(first);
+                out.add(first.call());
                 continue;
             }
             out.addAll(places);   // the placements that came between the members go before the batch
@@ -50,9 +52,9 @@ final class UpdateBatching {
     }
 
     /** Whether {@code u} may join the batch: the same position, static, another target, reading no member's result. */
-    private static boolean joins(Step.UpdateSlice u, List<Step.UpdateSlice> members) {
+    private static boolean joins(UpdateSliceCall u, List<UpdateSliceCall> members) {
         if (u.output().isDynamic() || u.update().isDynamic()) return false;
-        for (Step.UpdateSlice m : members) {
+        for (UpdateSliceCall m : members) {
             if (m.start() != u.start()) return false;
             if (m.output().storage() == u.output().storage() || m.target().storage() == u.target().storage()) return false;
             if (u.update().storage() == m.output().storage() || u.target().storage() == m.output().storage()) return false;

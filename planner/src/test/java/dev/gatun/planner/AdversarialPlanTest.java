@@ -372,7 +372,7 @@ class AdversarialPlanTest {
         // the update's step once more after itself: it reads the states' slots after they were written
         var steps = new ArrayList<>(p.steps());
         int update = 0;
-        while (!(steps.get(update) instanceof Step.UpdateSlice || steps.get(update) instanceof Step.UpdateSlices)) update++;
+        while (!(UpdateSliceCall.is(steps.get(update)) || steps.get(update) instanceof Step.UpdateSlices)) update++;
         steps.add(update + 1, steps.get(update));
         String first = "reads k after step " + update;
         Plan again = new Plan(p.lowered(), p.buffers(), p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
@@ -380,7 +380,7 @@ class AdversarialPlanTest {
         assertThat(PlanChecks.updatesAfterReads(again)).as(again.toString()).isNotEmpty()
                 .anySatisfy(m -> assertThat(m).contains(first));
         // an update's result moved onto the other state's slot
-        Step.UpdateSlice one = PlanChecks.updates(p).getFirst();
+        UpdateSliceCall one = PlanChecks.updates(p).getFirst();
         String other = PlanChecks.updates(p).getLast().target().name();
         Plan moved = moved(p, one.output().name(), p.placement(other).offset());
         assertThat(PlanChecks.overlaps(moved)).as(moved.toString()).isNotEmpty();

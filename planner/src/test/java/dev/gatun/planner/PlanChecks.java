@@ -230,7 +230,7 @@ public final class PlanChecks {
         var steps = steps(p);
         var places = places(p);
         for (int i = 0; i < steps.size(); i++)
-            for (Step.UpdateSlice u : members(steps.get(i))) {
+            for (UpdateSliceCall u : members(steps.get(i))) {
                 String old = u.target().storage().name();
                 Step.Place pl = places.get(u.output().name());
                 if (pl == null || !pl.inPlace() || !old.equals(pl.reuses())) continue;   // written elsewhere: the old value stays
@@ -242,21 +242,18 @@ public final class PlanChecks {
     }
 
     /** The updates a step makes: an update alone, each member of a batch, else none. */
-    static List<Step.UpdateSlice> members(Step s) {
-        return switch (s) {
-            case Step.UpdateSlice u -> List.of(u);
-            case Step.UpdateSlices b -> b.members();
-            default -> List.of();
-        };
+    static List<UpdateSliceCall> members(Step s) {
+        if (UpdateSliceCall.is(s)) return List.of(UpdateSliceCall.of((Step.OpCall) s));
+        return s instanceof Step.UpdateSlices b ? b.members() : List.of();
     }
 
     /** Every update of the plan, batched ones one by one. */
-    static List<Step.UpdateSlice> updates(Plan p) { return steps(p).stream().flatMap(s -> members(s).stream()).toList(); }
+    static List<UpdateSliceCall> updates(Plan p) { return steps(p).stream().flatMap(s -> members(s).stream()).toList(); }
 
     /** For each update's result, the storage of its target: the state (or earlier result) it is written in place of. */
     static Map<String, String> updatedFrom(Plan p) {
         var m = new HashMap<String, String>();
-        for (Step.UpdateSlice u : updates(p)) m.put(u.output().name(), u.target().storage().name());
+        for (UpdateSliceCall u : updates(p)) m.put(u.output().name(), u.target().storage().name());
         return m;
     }
 
@@ -328,10 +325,8 @@ public final class PlanChecks {
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.OpCall o -> o.inputs();
-            case Step.Attention a -> List.of(a.q(), a.keysT(), a.values(), a.position());
             case Step.CallUserOp u -> u.inputs();
-            case Step.UpdateSlice u -> List.of(u.target(), u.update(), u.start());
-            case Step.UpdateSlices b -> b.members().stream().flatMap(u -> readBuffers(u).stream()).toList();
+            case Step.UpdateSlices b -> b.members().stream().flatMap(u -> readBuffers(u.call()).stream()).toList();
             default -> List.of();
         };
     }
@@ -344,11 +339,9 @@ public final class PlanChecks {
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
             case Step.Matmul m -> List.of(m.output());
             case Step.OpCall o -> o.outputs();
-            case Step.Attention a -> List.of(a.output());
             case Step.CallUserOp u -> u.outputs();
             case Step.CopyIn c -> List.of(c.buffer());
-            case Step.UpdateSlice u -> List.of(u.output());
-            case Step.UpdateSlices b -> b.members().stream().map(Step.UpdateSlice::output).toList();
+            case Step.UpdateSlices b -> b.members().stream().map(UpdateSliceCall::output).toList();
             default -> List.of();
         };
     }
@@ -659,7 +652,7 @@ public final class PlanChecks {
                 case Step.UpdateSlices b -> {
                     read = new ArrayList<>();
                     b.members().forEach(m -> { read.add(m.update()); read.add(m.start()); });
-                    written = b.members().stream().map(Step.UpdateSlice::output).toList();
+                    written = b.members().stream().map(UpdateSliceCall::output).toList();
                 }
                 default -> { continue; }
             }

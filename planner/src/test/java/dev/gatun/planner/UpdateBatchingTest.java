@@ -29,7 +29,7 @@ class UpdateBatchingTest {
         return p.steps().stream().filter(s -> s instanceof Step.UpdateSlices).map(s -> (Step.UpdateSlices) s).toList();
     }
 
-    static long singles(Plan p) { return p.steps().stream().filter(s -> s instanceof Step.UpdateSlice).count(); }
+    static long singles(Plan p) { return p.steps().stream().filter(UpdateSliceCall::is).count(); }
 
     @Test
     void aKeyAndAValueAtOnePositionAreOneLaunch() {

@@ -7,11 +7,13 @@ import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.Plan;
+import dev.gatun.planner.AttentionCall;
 import dev.gatun.planner.Step;
+import dev.gatun.planner.UpdateSliceCall;
 import dev.gatun.runtime.GatunRuntimeException;
 
 /**
- * {@code attention} on the GPU ({@link Step.Attention}): a decode step's scores, mask, softmax and weighted values in
+ * {@code attention} on the GPU ({@link AttentionCall}): a decode step's scores, mask, softmax and weighted values in
  * one launch, where the graph of products had three (the scores' product, a softmax kernel, the values' product).
  * q is [B, R, d], the keys transposed [B, d, S], the values [B, S, d]; the position is read on the device, so a captured
  * graph replays with each call's position.
@@ -350,7 +352,7 @@ final class CudaAttention implements AutoCloseable {
         long floats = 1, tiles = 1;
         var steps = plan.steps();
         for (int i = 0; i < steps.size(); i++) {
-            Step.Attention a = attentionOf(steps.get(i));
+            AttentionCall a = attentionOf(steps.get(i));
             if (a != null) {
                 check(a);
                 Cut c = cut(a);
@@ -361,19 +363,19 @@ final class CudaAttention implements AutoCloseable {
         this.split = SplitScratch.allocate(device, floats, tiles, stream);
     }
 
-    private static int d(Step.Attention a) { return (int) a.q().shape().sizes()[2]; }
+    private static int d(AttentionCall a) { return (int) a.q().shape().sizes()[2]; }
 
     /** The attention step {@code s} runs: an attention's own, or one with the update of its caches; else null. */
-    static Step.Attention attentionOf(Step s) {
+    static AttentionCall attentionOf(Step s) {
         return switch (s) {
-            case Step.Attention a -> a;
+            case Step.OpCall o when AttentionCall.is(o) -> AttentionCall.of(o);
             case Step.UpdateAttention u -> u.attention();
             default -> null;
         };
     }
 
     /** Refuses, naming the step, a head size the kernels do not take. */
-    static void check(Step.Attention a) {
+    static void check(AttentionCall a) {
         DType t = a.q().dtype();
         int d = d(a);
         // float32 to 64: at 128 a lane's key column and value elements do not fit its registers
@@ -385,7 +387,7 @@ final class CudaAttention implements AutoCloseable {
     }
 
     /** The cut of {@code a}: a warp for every {@value #POSITIONS} positions of the cache and {@value #ROWS} query rows. */
-    static Cut cut(Step.Attention a) {
+    static Cut cut(AttentionCall a) {
         long[] q = a.q().shape().sizes();
         long len = a.keysT().shape().sizes()[2];
         long splits = Math.ceilDiv(len, POSITIONS);
@@ -399,10 +401,10 @@ final class CudaAttention implements AutoCloseable {
     /** Loads the kernels of every attention step of {@code plan} now (where ranks share a GPU nothing may load mid-session). */
     void loadNow(Plan plan) {
         for (Step s : plan.steps())
-            if (attentionOf(s) instanceof Step.Attention a) program.loadNow(kernel(a));
+            if (attentionOf(s) instanceof AttentionCall a) program.loadNow(kernel(a));
     }
 
-    private static String kernel(Step.Attention a) {
+    private static String kernel(AttentionCall a) {
         DType t = a.q().dtype();
         return "attention_" + (t == DType.FLOAT32 ? "f32" : t == DType.FLOAT16 ? "f16" : "bf16") + "_" + d(a);
     }
@@ -411,7 +413,7 @@ final class CudaAttention implements AutoCloseable {
      * One launch of {@code a} at these addresses; a bad position is reported in {@code fault} as plan step {@code step}.
      * {@code choice}: the plan's, whether the launch is programmatic and loads its cache early ({@code LaunchChoice}).
      */
-    void run(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream) {
+    void run(AttentionCall a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream) {
         launch(a, q, keysT, values, out, position, fault, step, choice, stream, 0L, new long[3], 0L, new long[3], 1, 0);
     }
 
@@ -421,7 +423,7 @@ final class CudaAttention implements AutoCloseable {
      */
     void run(Step.UpdateAttention u, long q, long keysT, long values, long out, long position, long keySource, long valueSource, DeviceFault fault,
              int step, LaunchChoice choice, Stream stream) {
-        Step.UpdateSlice k = u.keys(), v = u.values();
+        UpdateSliceCall k = u.keys(), v = u.values();
         int rank = k.output().shape().rank();
         int heads = rank == 4 ? (int) k.output().shape().sizes()[1] : 1;
         launch(u.attention(), q, keysT, values, out, position, fault, step, choice, stream, keySource, sourceStrides(k.update(), rank - 2), valueSource,
@@ -435,7 +437,7 @@ final class CudaAttention implements AutoCloseable {
         return st.length == 4 ? new long[]{st[0], st[1], st[element]} : new long[]{st[0], 0, st[element]};
     }
 
-    private void launch(Step.Attention a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream,
+    private void launch(AttentionCall a, long q, long keysT, long values, long out, long position, DeviceFault fault, int step, LaunchChoice choice, Stream stream,
                         long keySource, long[] ks, long valueSource, long[] vs, int heads, int update) {
         Cut c = cut(a);
         long len = a.keysT().shape().sizes()[2];

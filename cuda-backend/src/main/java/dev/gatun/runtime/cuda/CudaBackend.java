@@ -132,7 +132,8 @@ public final class CudaBackend implements Backend {
 
     /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
     static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = java.util.Set.of(dev.gatun.ir.ops.Argmax.SPEC.name(),
-            dev.gatun.ir.ops.IndexSelect.SPEC.name(), dev.gatun.ir.ops.Sample.SPEC.name(), dev.gatun.ir.ops.FlashAttention.SPEC.name());
+            dev.gatun.ir.ops.IndexSelect.SPEC.name(), dev.gatun.ir.ops.Sample.SPEC.name(), dev.gatun.ir.ops.UpdateSlice.SPEC.name(),
+            dev.gatun.ir.ops.Attention.SPEC.name(), dev.gatun.ir.ops.FlashAttention.SPEC.name());
 
     /**
      * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or an all_to_all

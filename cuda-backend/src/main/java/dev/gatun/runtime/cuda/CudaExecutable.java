@@ -167,7 +167,7 @@ final class CudaExecutable implements Executable {
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
             this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
             this.flash = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
-            this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
+            this.updateSlice = plan.steps().stream().anyMatch(s -> dev.gatun.planner.UpdateSliceCall.is(s) || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;
             if (sharesGpu()) prepareForSharedGpu();

@@ -7,10 +7,12 @@ import dev.gatun.cuda.Event;
 import dev.gatun.cuda.GraphExec;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.LaunchConfig;
+import dev.gatun.planner.AttentionCall;
 import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.PlanBuffer;
 import dev.gatun.planner.Step;
+import dev.gatun.planner.UpdateSliceCall;
 import dev.gatun.runtime.ArrayLike;
 import dev.gatun.runtime.DeviceArray;
 import dev.gatun.runtime.GatunRuntimeException;
@@ -352,8 +354,10 @@ final class CudaRun implements StepLoop.Steps {
         }
     }
 
-    /** A registered op by its spec: argmax, sample, index_select and flash_attention have kernels; CudaBackend refuses a plan with any other when it loads it. */
+    /** A registered op by its spec: argmax, sample, index_select, update_slice, attention and flash_attention have kernels; CudaBackend refuses a plan with any other when it loads it. */
     @Override public void op(Step.OpCall a) {
+        if (a.spec() == dev.gatun.ir.ops.UpdateSlice.SPEC) { updateSlice(UpdateSliceCall.of(a)); return; }
+        if (a.spec() == dev.gatun.ir.ops.Attention.SPEC) { attention(AttentionCall.of(a)); return; }
         if (a.spec() == dev.gatun.ir.ops.Sample.SPEC) { sample(a); return; }
         if (a.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) { indexSelect(a); return; }
         if (a.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) { flashAttention(a); return; }
@@ -370,9 +374,9 @@ final class CudaRun implements StepLoop.Steps {
                 addressOf(s.output()), shape[0], shape[1], s.input(4).shape().sizes(env)[1], numel(s.input(3)), choice(s).programmatic(), exe.stream);
     }
 
-    @Override public void attention(Step.Attention a) {
+    private void attention(AttentionCall a) {
         exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),
-                exe.fault, exe.fault.step(a), choice(a), exe.stream);
+                exe.fault, exe.fault.step(a.call()), choice(a.call()), exe.stream);
     }
 
     /** One launch: the attention's kernel writes the new key and value into the caches itself ({@link CudaAttention}). */
@@ -382,8 +386,8 @@ final class CudaRun implements StepLoop.Steps {
                 addressOf(u.keys().update()), addressOf(u.values().update()), exe.fault, exe.fault.step(u), choice(u), exe.stream);
     }
 
-    @Override public void updateSlice(Step.UpdateSlice u) {
-        exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u), choice(u).programmatic(), exe.stream);
+    private void updateSlice(UpdateSliceCall u) {
+        exe.updateSlice.run(update(u), addressOf(u.start()), u.start().dtype(), exe.fault, exe.fault.step(u.call()), choice(u.call()).programmatic(), exe.stream);
     }
 
     /**
@@ -399,7 +403,7 @@ final class CudaRun implements StepLoop.Steps {
     }
 
     /** An update's geometry for this call (where its runs lie in the update, in bytes). */
-    private CudaUpdateSlice.Update update(Step.UpdateSlice u) {
+    private CudaUpdateSlice.Update update(UpdateSliceCall u) {
         var r = u.runs(env);
         long e = u.update().dtype().byteSize();
         return new CudaUpdateSlice.Update(addressOf(u.update()), addressOf(u.output()), r.count(), r.size(), r.len(), r.innerBytes(),

@@ -76,8 +76,7 @@ final class DeviceFault implements AutoCloseable {
     static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
 
     private static boolean canStop(Step s) {
-        return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices || s instanceof Step.Attention
-                || s instanceof Step.UpdateAttention;
+        return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention;
     }
 
     /** The device address of the claim word, the kernels' first fault argument. */
@@ -104,9 +103,9 @@ final class DeviceFault implements AutoCloseable {
                 member = rec.get(ValueLayout.JAVA_LONG, 32);
         Step s = step >= 0 && step < plan.steps().size() ? plan.steps().get(step) : null;
         // a batch of updates names the member that stopped (the kernel records its index)
-        if (s instanceof Step.UpdateSlices batch && member >= 0 && member < batch.members().size()) s = batch.members().get((int) member);
+        if (s instanceof Step.UpdateSlices batch && member >= 0 && member < batch.members().size()) s = batch.members().get((int) member).call();
         // an attention with its caches' update: the attention's kernel checks the position for both
-        if (s instanceof Step.UpdateAttention u) s = u.attention();
+        if (s instanceof Step.UpdateAttention u) s = u.attention().call();
         String where = s != null ? "step " + step + " (" + s.format().replaceFirst("\\s+#.*", "") + ")" : "step " + step;
         return switch (code) {
             case INDEX_SELECT -> where + " stopped the call: index " + a + " at position " + b + " of the indices is outside the " + c

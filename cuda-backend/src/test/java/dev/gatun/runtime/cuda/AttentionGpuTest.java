@@ -95,7 +95,7 @@ class AttentionGpuTest {
             try (var s = Session.compile(graph, options)) {
                 var steps = s.plan().steps();
                 int at = 0;
-                while (!(steps.get(at) instanceof dev.gatun.planner.Step.Attention || steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention)) at++;
+                while (!(dev.gatun.planner.AttentionCall.is(steps.get(at)) || steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention)) at++;
                 assertThat(steps.get(at) instanceof dev.gatun.planner.Step.UpdateAttention).as(s.plan().toString()).isEqualTo(together);
                 assertThat(s.plan().choice(steps.get(at)).early()).as(s.plan().toString()).isTrue();
                 double[] kc = new double[b * d * len], vc = new double[b * len * d];

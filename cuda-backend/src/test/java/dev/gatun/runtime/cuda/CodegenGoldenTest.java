@@ -160,7 +160,7 @@ class CodegenGoldenTest {
         return g.build();
     }
 
-    private static Graph randomGraph(long seed) {
+    static Graph randomGraph(long seed) {
         var options = RandomGraphs.Options.defaults().withWorldSize(1 + (int) (seed % 2)).withMaxNodes(8 + (int) (seed % 4) * 8)
                 .withDTypes(DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32, DType.INT8, DType.INT64, DType.BOOL);
         try {

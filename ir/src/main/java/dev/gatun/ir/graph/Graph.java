@@ -52,7 +52,8 @@ public final class Graph {
     }
 
     /**
-     * A version of a state that an {@code update_slice} writes over in place is read by nothing else and is no output:
+     * A version of a state that an op writes over in place ({@link OpSpec#inPlace}: {@code update_slice}) is read by
+     * nothing else and is no output:
      * once the update has run its old contents are gone. (Read the update's result instead.)
      */
     private void checkStates() {
@@ -61,9 +62,9 @@ public final class Graph {
             if (state == null) continue;
             var readers = users(n);
             Node writer = null;
-            for (Node r : readers) if (r.op() instanceof Op.UpdateSlice && r.input(0) == n) writer = r;
+            for (Node r : readers) if (writesInPlace(r) && r.input(0) == n) writer = r;
             if (writer == null) continue;
-            if (readers.size() > 1 || writer.inputs().subList(1, 3).contains(n))
+            if (readers.size() > 1 || writer.inputs().subList(1, writer.inputs().size()).contains(n))
                 throw new GraphException("graph '" + name + "': state '" + state + "' is read by " + (readers.size() > 1 ? readers.get(readers.get(0) == writer ? 1 : 0).label()
                         : writer.label()) + " as well as updated in place by " + writer.label() + "; read the update's result " + writer.label()
                         + " instead (the old contents are gone once it runs)");
@@ -73,14 +74,17 @@ public final class Graph {
         }
     }
 
+    /** Whether {@code n} is a call of a registered op that writes its input 0 in place ({@link OpSpec#inPlace}). */
+    public static boolean writesInPlace(Node n) { return n.op() instanceof Op.Registered r && r.spec().inPlace(); }
+
     /**
-     * The state {@code n} is a version of: the state input itself, or an {@code update_slice} of a version of it (written
-     * in place); null for any other node.
+     * The state {@code n} is a version of: the state input itself, or an op's update of a version of it written in place
+     * ({@link OpSpec#inPlace}: {@code update_slice}); null for any other node.
      */
     public String stateOf(Node n) {
         while (true) {
             if (n.op() instanceof Op.Input in) return states.contains(in.name()) ? in.name() : null;
-            if (!(n.op() instanceof Op.UpdateSlice)) return null;
+            if (!writesInPlace(n)) return null;
             n = n.input(0);
         }
     }

@@ -98,8 +98,6 @@ public final class GraphJson {
             }
             case Op.Matmul mm -> {}
             case Op.Registered r -> r.attrs().values().forEach((k, v) -> m.put(k, v instanceof Long l ? Json.of(l) : number(v.doubleValue())));
-            case Op.UpdateSlice u -> m.put("dim", Json.of(u.dim()));
-            case Op.Attention a -> m.put("scale", number(a.scale()));
             case Op.Collective c -> {
                 if (c.reduceOp() != null) m.put("reduce_op", Json.of(c.reduceOp().opName()));
                 m.put("group", Json.of(c.group()));
@@ -357,8 +355,6 @@ public final class GraphJson {
             return switch (opName) {
                 case "cast" -> new Op.Cast(dtype(str(no, "to", where), where, "to"));
                 case "matmul" -> new Op.Matmul();
-                case "update_slice" -> new Op.UpdateSlice(toInt(integer(no, "dim", where), where, "dim"));
-                case "attention" -> new Op.Attention(dbl(field(no, "scale", where), where, "scale"));
                 case "reshape" -> new Op.Reshape(shape(arr(no, "shape", where), where, "shape"));
                 case "expand" -> new Op.Expand(shape(arr(no, "shape", where), where, "shape"));
                 case "permute" -> {

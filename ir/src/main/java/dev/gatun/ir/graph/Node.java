@@ -59,8 +59,6 @@ public final class Node {
             case Op.Expand e -> args + ", " + e.shape();
             case Op.Cat c -> args + ", dim=" + c.dim();
             case Op.Registered r -> r.attrs().values().isEmpty() ? args.toString() : args + (inputs.isEmpty() ? "" : ", ") + r.attrs().format();
-            case Op.UpdateSlice u -> args + ", dim=" + u.dim();
-            case Op.Attention a -> args + ", scale=" + a.scale();
             case Op.CustomOutput o -> args + ", " + o.index();
             default -> args.toString();
         };

@@ -104,29 +104,6 @@ public sealed interface Op {
 
 
 
-    /**
-     * Attention of one query position over a cache: input 0 the queries q [B, R, d], input 1 the keys transposed kT
-     * [B, d, S], input 2 the values v [B, S, d], input 3 the queries' position (an i32 or i64 scalar or one-element
-     * tensor, given at run time). The result [B, R, d] is {@code softmax(scale * q kT) v} over the positions 0 to the
-     * position, inclusive: the later positions of the cache (not written yet) count as masked, -inf before the
-     * softmax. A decode step's scores, causal mask, softmax and weighted values in one; the sums in float32 or wider,
-     * rounded once. A position outside [0, S) is an error at run time.
-     */
-    record Attention(double scale) implements Op {
-        @Override public String opName() { return "attention"; }
-    }
-
-    /**
-     * {@code dynamic_update_slice}: input 0 (the operand) with input 1 (the update: the operand's dtype and rank, the
-     * operand's sizes outside {@code dim}, at most its size along it) written along {@code dim} from the position input
-     * 2 holds at run time (an i32 or i64 scalar or one-element tensor). A position where the update does not fit, below
-     * 0 or past {@code size(dim) - update.size(dim)}, is an error at run time, never a write elsewhere. On a state
-     * ({@link Graph.Builder#state}) it writes in place: the state holds the result after the call.
-     */
-    record UpdateSlice(int dim) implements Op {
-        @Override public String opName() { return "update_slice"; }
-    }
-
     /** Broadcasts to a larger shape without copying (size-1 and missing leading dims stretch). */
     record Expand(Shape shape) implements Op {
         @Override public String opName() { return "expand"; }

@@ -61,6 +61,28 @@ public interface OpSpec {
      */
     default String refusal(List<HostTensor> inputs, OpAttrs attrs) { return null; }
 
+    /**
+     * Whether output 0 is input 0 updated in place ({@code update_slice} writes a slice of a cache): output 0 has input
+     * 0's type and takes its storage, and a call writes only the elements it changes. Lowering gives input 0 a buffer
+     * the call may write (a version of a state, written in place, which the graph checked nothing else reads; else a
+     * copy made for the call), the memory planner places output 0 over it, and the step reads the other inputs and
+     * writes output 0 (its reads leave input 0 out). The bodies ({@link #reference}, {@link #host}) find output 0
+     * holding input 0's values when they start (the reference interpreter copies them there; a backend's output is
+     * input 0's memory) and write what changes. An update of a state is kept even where no output reads it: the state
+     * holds it after the call. False by default: every output is a buffer of its own, written whole.
+     */
+    default boolean inPlace() { return false; }
+
+    /**
+     * Whether the op's kernels read input {@code input}, of static {@code shape}, where it lies at {@code strides}
+     * (elements) rather than packed row-major: then lowering passes a view as it is (a slice of a fused product, a
+     * transposed key) instead of copying it first, and the step names the view; a backend's body for the op reads it at
+     * its strides (the host backend gathers such an input into a packed copy for {@link #host}). False by default: every
+     * input is packed memory. Asked only of a static shape and constant strides; an input of a flexible layout is made
+     * packed for the call.
+     */
+    default boolean readsStrided(int input, long[] shape, long[] strides, OpAttrs attrs) { return false; }
+
     /** One attribute: its name (a JSON field of the node) and whether it holds an integer or a real number. */
     record Attribute(String name, Kind kind) {
         public enum Kind { INT, REAL }

@@ -37,8 +37,6 @@ public final class TypeInference {
             case Op.Reduce r -> reduce(r, one(op, args));
             case Op.Matmul m -> matmul(args);
             case Op.Registered r -> registered(r, args).getFirst();
-            case Op.UpdateSlice u -> updateSlice(u, args);
-            case Op.Attention a -> attention(a, args);
             case Op.Collective c -> c.uneven() ? allToAllUneven(c, args, ctx) : collective(c, one(op, args), ctx);
             case Op.Reshape r -> reshape(r, one(op, args));
             case Op.Permute p -> permute(p, one(op, args));
@@ -154,59 +152,6 @@ public final class TypeInference {
         if (r.fn() == ReduceFn.MEAN && !t.isFloating()) t = DType.FLOAT32;
         if (r.fn() == ReduceFn.SUM && (t == DType.BOOL || t.isIntegral())) t = DType.INT64; // as torch.sum does
         return new TensorType(t, new Shape(out));
-    }
-
-    private static TensorType attention(Op.Attention a, List<Node> args) {
-        if (args.size() != 4) throw new GraphException("attention takes queries, keys (transposed), values and a position, got " + args.size() + " tensors");
-        Node q = args.get(0), kT = args.get(1), v = args.get(2), at = args.get(3);
-        String call = "attention(" + describe(args) + ", scale=" + a.scale() + ")";
-        for (Node x : List.of(q, kT, v)) {
-            if (x.type().rank() != 3) throw new GraphException(call + ": " + x.label() + " has " + x.type().rank() + " dimensions; q is [B, R, d], kT [B, d, S], v [B, S, d]");
-            if (!x.type().shape().isStatic()) throw new GraphException(call + ": " + x.label() + " must have a static shape, not " + x.type().shape());
-            if (x.type().dtype() != q.type().dtype())
-                throw new GraphException(call + ": " + x.label() + " is " + x.type().dtype() + " but q is " + q.type().dtype() + "; cast it first");
-        }
-        if (!q.type().dtype().isFloating()) throw new GraphException(call + ": q is " + q.type().dtype() + "; it must be a floating dtype");
-        long[] qs = q.type().shape().sizes(), ks = kT.type().shape().sizes(), vs = v.type().shape().sizes();
-        if (ks[0] != qs[0] || vs[0] != qs[0])
-            throw new GraphException(call + ": the batches differ (q " + qs[0] + ", kT " + ks[0] + ", v " + vs[0] + ")");
-        if (ks[1] != qs[2]) throw new GraphException(call + ": kT's dimension 1 is " + ks[1] + " but q's head size is " + qs[2] + " (kT is [B, d, S])");
-        if (vs[1] != ks[2]) throw new GraphException(call + ": v has " + vs[1] + " positions but kT " + ks[2] + " (v is [B, S, d])");
-        if (vs[2] != qs[2]) throw new GraphException(call + ": v's head size is " + vs[2] + " but q's " + qs[2]);
-        if (ks[2] < 1) throw new GraphException(call + ": the cache has no position");
-        if (!Double.isFinite(a.scale())) throw new GraphException(call + ": the scale must be finite, not " + a.scale());
-        if (at.type().dtype() != DType.INT32 && at.type().dtype() != DType.INT64)
-            throw new GraphException(call + ": the position " + at.label() + " is " + at.type().dtype() + "; it must be i32 or i64");
-        if (!at.type().shape().isStatic() || at.type().shape().numel() != 1)
-            throw new GraphException(call + ": the position " + at.label() + " must hold one value, not " + at.type().shape());
-        return q.type();
-    }
-
-    private static TensorType updateSlice(Op.UpdateSlice u, List<Node> args) {
-        if (args.size() != 3) throw new GraphException("update_slice takes an operand, an update and a position, got " + args.size() + " tensors");
-        Node x = args.get(0), upd = args.get(1), at = args.get(2);
-        String call = "update_slice(" + describe(args) + ", dim=" + u.dim() + ")";
-        int rank = x.type().rank();
-        if (rank < 1) throw new GraphException(call + ": the operand " + x.label() + " is a scalar; it has no dimension to update along");
-        if (u.dim() < -rank || u.dim() >= rank) throw new GraphException(call + ": dim " + u.dim() + " is outside the operand's " + rank + " dimensions");
-        int dim = u.dim() < 0 ? u.dim() + rank : u.dim();
-        if (upd.type().dtype() != x.type().dtype())
-            throw new GraphException(call + ": the update " + upd.label() + " is " + upd.type().dtype() + " but the operand is " + x.type().dtype() + "; cast it first");
-        if (upd.type().rank() != rank)
-            throw new GraphException(call + ": the update " + upd.label() + " has " + upd.type().rank() + " dimensions, the operand " + rank + "; reshape it to match");
-        for (int d = 0; d < rank; d++) {
-            Dim a = x.type().shape().dim(d), b = upd.type().shape().dim(d);
-            if (!a.isStatic() || !b.isStatic())
-                throw new GraphException(call + ": dimension " + d + " must be static in both (" + a + ", " + b + ")");
-            if (d == dim ? b.size() > a.size() : b.size() != a.size())
-                throw new GraphException(call + ": the update's dimension " + d + " is " + b.size() + (d == dim ? ", longer than the operand's " : ", the operand's is ")
-                        + a.size() + (d == dim ? "" : "; only dimension " + dim + " may differ"));
-        }
-        if (at.type().dtype() != DType.INT32 && at.type().dtype() != DType.INT64)
-            throw new GraphException(call + ": the position " + at.label() + " is " + at.type().dtype() + "; it must be i32 or i64");
-        if (!at.type().shape().isStatic() || at.type().shape().numel() != 1)
-            throw new GraphException(call + ": the position " + at.label() + " must hold one value, not " + at.type().shape());
-        return x.type();
     }
 
     private static TensorType matmul(List<Node> args) {

@@ -59,8 +59,8 @@ class LlamaDecoderTest {
             assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention).hasSize(c.layers())
                     .allSatisfy(st -> assertThat(((dev.gatun.planner.Step.UpdateAttention) st).updates().members()).hasSize(2));
             // the one update apart: the step's greedy token into the history of the steps' tokens, at the position
-            assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateSlice).singleElement()
-                    .satisfies(st -> assertThat(((dev.gatun.planner.Step.UpdateSlice) st).target().input()).isEqualTo(LlamaDecoder.HISTORY));
+            assertThat(s.plan().steps()).filteredOn(dev.gatun.planner.UpdateSliceCall::is).singleElement()
+                    .satisfies(st -> assertThat(dev.gatun.planner.UpdateSliceCall.find(st).target().input()).isEqualTo(LlamaDecoder.HISTORY));
             assertThat(s.plan().states()).hasSize(2 * c.layers() + 1);
             assertThat(s.plan().inputs()).noneMatch(b -> b.input().startsWith("cache."));
         }
@@ -82,7 +82,7 @@ class LlamaDecoderTest {
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.Matmul).hasSize(1);
         // both rotary kernels (of q and of k) in the q|k|v product's launch
         assertThat(plan.steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.TiledProduct t && t.epilogues().size() == 2).hasSize(c.layers());
-        assertThat(plan.steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlices || st instanceof dev.gatun.planner.Step.Attention);
+        assertThat(plan.steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.UpdateSlices || dev.gatun.planner.AttentionCall.is(st));
     }
 
     /**

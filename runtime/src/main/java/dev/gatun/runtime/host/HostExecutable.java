@@ -504,50 +504,6 @@ final class HostExecutable implements Executable {
 
         @Override public void op(Step.OpCall s) { HostUserOps.run(this, s); }
 
-        /** In float32, as the GPU's kernel: the scores, their softmax and the weighted values; the result rounded once. */
-        @Override public void attention(Step.Attention a) {
-            long[] q = a.q().shape().sizes(env);
-            int batch = (int) q[0], rows = (int) q[1], d = (int) q[2], len = (int) a.keysT().shape().sizes(env)[2];
-            long at = Elements.getLong(segment(a.position()), a.position().dtype(), 0);
-            if (at < 0 || at >= len)
-                throw new GatunRuntimeException(a.format().strip() + ": position " + at + " of " + a.position().name() + " is outside the " + len
-                        + " positions of " + a.keysT().name() + "; it must be 0 to " + (len - 1));
-            MemorySegment qs = segment(a.q()), ks = segment(a.keysT()), vs = segment(a.values()), out = segment(a.output());
-            DType t = a.q().dtype();
-            float[] score = new float[(int) at + 1];
-            for (int b = 0; b < batch; b++)
-                for (int r = 0; r < rows; r++) {
-                    long qRow = ((long) b * rows + r) * d;
-                    float max = Float.NEGATIVE_INFINITY, sum = 0;
-                    for (int s = 0; s <= at; s++) {
-                        float dot = 0;
-                        for (int e = 0; e < d; e++)
-                            dot += (float) Elements.get(qs, t, qRow + e) * (float) Elements.get(ks, t, ((long) b * d + e) * len + s);
-                        score[s] = (float) a.scale() * dot;
-                        max = Math.max(max, score[s]);
-                    }
-                    for (int s = 0; s <= at; s++) sum += score[s] = (float) Math.exp(score[s] - max);
-                    for (int e = 0; e < d; e++) {
-                        float acc = 0;
-                        for (int s = 0; s <= at; s++) acc += score[s] * (float) Elements.get(vs, t, ((long) b * len + s) * d + e);
-                        Elements.set(out, t, qRow + e, acc / sum);
-                    }
-                }
-        }
-
-        @Override public void updateSlice(Step.UpdateSlice u) {
-            var r = u.runs(env);
-            long at = Elements.getLong(segment(u.start()), u.start().dtype(), 0);
-            if (at < 0 || at > r.size() - r.len())
-                throw new GatunRuntimeException(u.format().strip() + ": position " + at + " of " + u.start().name() + " puts the " + r.len() + " elements of "
-                        + u.update().name() + " along dimension " + u.dim() + " outside the " + r.size() + " of " + u.target().name() + "; it must be 0 to "
-                        + (r.size() - r.len()));
-            MemorySegment from = segment(u.update()), to = segment(u.output());
-            long bytes = r.len() * r.innerBytes();
-            for (long o = 0; o < r.count(); o++)   // each run, from where it lies in the update, to its place along dim
-                MemorySegment.copy(from, r.fromByte(o, u.update().dtype()), to, (o * r.size() + at) * r.innerBytes(), bytes);
-        }
-
         @Override public void barrier(Step.Barrier b) {
             if (exe.transport != null) RankCollectives.barrier(this, stepIndex, b);
             else barrier(b.group(), "barrier(\"" + b.group() + "\")");

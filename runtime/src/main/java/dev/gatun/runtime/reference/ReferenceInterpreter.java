@@ -181,8 +181,6 @@ public final class ReferenceInterpreter {
                 s.callOutputs.put(n.id(), outs);
                 yield outs.getFirst();
             }
-            case Op.UpdateSlice u -> updateSlice(in.get(0), in.get(1), in.get(2), u, n);
-            case Op.Attention a -> attention(in.get(0), in.get(1), in.get(2), in.get(3), a.scale(), n);
             case Op.Reshape r -> {
                 long[] to = r.shape().sizes(s.env);
                 if (Dense.size(to) != in.getFirst().numel())
@@ -305,60 +303,6 @@ public final class ReferenceInterpreter {
         return Dense.rounded(t, outShape, res);
     }
 
-    /**
-     * {@code x} with {@code update} written along {@code u.dim()} from the position {@code at} holds (a new value: the
-     * reference never writes in place); a position where the update does not fit names itself.
-     */
-    private static Dense updateSlice(Dense x, Dense update, Dense at, Op.UpdateSlice u, Node n) {
-        int rank = x.rank(), dim = u.dim() < 0 ? u.dim() + rank : u.dim();
-        long size = x.shape()[dim], len = update.shape()[dim];
-        long start = at.getLong(0);
-        if (start < 0 || start > size - len)
-            throw new GraphException("update_slice: position " + start + " of " + n.input(2).label() + " puts the " + len + " elements of "
-                    + n.input(1).label() + " along dimension " + dim + " outside " + n.input(0).label() + "'s " + size + "; it must be 0 to " + (size - len));
-        Dense out = x.copy();
-        long inner = 1;
-        for (int d = dim + 1; d < rank; d++) inner *= x.shape()[d];
-        long outer = x.numel() / Math.max(1, size * inner);
-        for (long o = 0; o < outer; o++)
-            for (long j = 0; j < len; j++)
-                update.copyTo((int) ((o * len + j) * inner), out, (int) ((o * size + start + j) * inner), (int) inner);
-        return out;
-    }
-
-    /**
-     * {@code softmax(scale * q kT) v} over the positions 0 to {@code at}'s, in float64, rounded once to q's dtype; a
-     * position outside the cache names itself.
-     */
-    private static Dense attention(Dense q, Dense kT, Dense v, Dense at, double scale, Node n) {
-        int batch = (int) q.shape()[0], rows = (int) q.shape()[1], d = (int) q.shape()[2], len = (int) kT.shape()[2];
-        long position = at.getLong(0);
-        if (position < 0 || position >= len)
-            throw new GraphException("attention: position " + position + " of " + n.input(3).label() + " is outside the " + len
-                    + " positions of " + n.input(1).label() + "; it must be 0 to " + (len - 1));
-        int last = (int) position;
-        double[] qs = q.doubles(), ks = kT.doubles(), vs = v.doubles();
-        double[] out = new double[q.numel()];
-        for (int b = 0; b < batch; b++)
-            for (int r = 0; r < rows; r++) {
-                double[] score = new double[last + 1];
-                double max = Double.NEGATIVE_INFINITY, sum = 0;
-                for (int s = 0; s <= last; s++) {
-                    double dot = 0;
-                    for (int e = 0; e < d; e++) dot += qs[(b * rows + r) * d + e] * ks[(b * d + e) * len + s];
-                    score[s] = scale * dot;
-                    max = Math.max(max, score[s]);
-                }
-                for (int s = 0; s <= last; s++) sum += score[s] = Math.exp(score[s] - max);
-                for (int e = 0; e < d; e++) {
-                    double acc = 0;
-                    for (int s = 0; s <= last; s++) acc += score[s] * vs[(b * len + s) * d + e];
-                    out[(b * rows + r) * d + e] = acc / sum;
-                }
-            }
-        return Dense.rounded(q.dtype(), q.shape(), out);
-    }
-
     private static Dense matmul(Dense a, Dense b, DType t, Node n) {
         int ra = a.rank(), rb = b.rank();
         long m = a.shape()[ra - 2], k = a.shape()[ra - 1], k2 = b.shape()[rb - 2], nn = b.shape()[rb - 1];
@@ -463,6 +407,8 @@ public final class ReferenceInterpreter {
         }
         var outs = new ArrayList<NDArray>();
         for (TensorType t : r.spec().infer(operands, r.attrs())) outs.add(NDArray.zeros(t.dtype(), t.shape().sizes()));
+        // an op that writes input 0 in place finds output 0 holding input 0's values (a new value: the reference never writes in place)
+        if (r.spec().inPlace()) ins.getFirst().copyTo(0, outs.getFirst(), 0, ins.getFirst().numel());
         if (r.spec().checksValues()) {
             String why = r.spec().refusal(List.copyOf(ins), r.attrs());
             if (why != null) throw new GraphException(r.opName() + "(" + n.inputs().stream().map(Node::label).collect(java.util.stream.Collectors.joining(", ")) + "): " + why);

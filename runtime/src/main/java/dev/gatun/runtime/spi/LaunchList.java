@@ -50,8 +50,6 @@ public final class LaunchList {
         @Override public void fused(int index, Step.FusedCollective s) { note(s); }
         @Override public void matmul(Step.Matmul s) { note(s); }
         @Override public void op(Step.OpCall s) { note(s); }
-        @Override public void attention(Step.Attention s) { note(s); }
-        @Override public void updateSlice(Step.UpdateSlice s) { note(s); }
         @Override public void updateSlices(Step.UpdateSlices s) { note(s); }
         @Override public void updateAttention(Step.UpdateAttention s) { note(s); }
         @Override public void tiledProduct(Step.TiledProduct s) { note(s); }

@@ -42,26 +42,20 @@ public final class StepLoop {
         void matmul(Step.Matmul s);
 
         /**
-         * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, index_select, sample, ...): the values its
-         * spec defines; where the spec {@link dev.gatun.ir.graph.OpSpec#checksValues checks values}, values it refuses fail
-         * the call with a message naming the step and the reason. A backend without a kernel for the op refuses the plan
-         * when it loads it, so this never meets one.
+         * A registered op's call ({@link dev.gatun.ir.graph.OpSpec}: argmax, topk, index_select, sample, update_slice,
+         * attention, ...): the values its spec defines; where the spec {@link dev.gatun.ir.graph.OpSpec#checksValues checks
+         * values}, values it refuses fail the call with a message naming the step and the reason. A backend without a
+         * kernel for the op refuses the plan when it loads it, so this never meets one.
          */
         void op(Step.OpCall s);
 
-        /** Attention of one query position over a cache; a position outside it fails the call, naming it. */
-        void attention(Step.Attention s);
-
-        /** A slice written in place at a position read at run time; a position where it does not fit fails the call, naming it. */
-        void updateSlice(Step.UpdateSlice s);
-
         /** Updates at one position as one launch; by default one after the other, which writes the same (the host backend does that). */
-        default void updateSlices(Step.UpdateSlices s) { for (Step.UpdateSlice u : s.members()) updateSlice(u); }
+        default void updateSlices(Step.UpdateSlices s) { for (var u : s.members()) op(u.call()); }
 
         /** The update of an attention's caches and the attention as one launch; by default one after the other (the host backend). */
         default void updateAttention(Step.UpdateAttention s) {
             updateSlices(s.updates());
-            attention(s.attention());
+            op(s.attention().call());
         }
 
         /** A product and its epilogues as one launch; by default the product, then the epilogues (the host backend). */
@@ -110,8 +104,6 @@ public final class StepLoop {
             case Step.FusedCollective s -> backend.fused(index, s);
             case Step.Matmul s -> backend.matmul(s);
             case Step.OpCall s -> backend.op(s);
-            case Step.Attention s -> backend.attention(s);
-            case Step.UpdateSlice s -> backend.updateSlice(s);
             case Step.UpdateSlices s -> backend.updateSlices(s);
             case Step.UpdateAttention s -> backend.updateAttention(s);
             case Step.TiledProduct s -> backend.tiledProduct(s);
