@@ -115,16 +115,20 @@ public final class CudaBackend implements Backend {
         return new CudaExecutable(plan, options, gpu(options));
     }
 
-    /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
-    static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = java.util.Set.of(dev.gatun.ir.ops.Argmax.SPEC.name(),
-            dev.gatun.ir.ops.IndexSelect.SPEC.name(), dev.gatun.ir.ops.Sample.SPEC.name());
+    /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for: {@link CudaRun#OPS}' names. */
+    static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = CudaRun.OPS.keySet();
 
-    /** Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for. */
+    /**
+     * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or calls one with
+     * operands its kernel does not take ({@link CudaGatherScatter#refusal}).
+     */
     static void refuseOpsWithoutKernels(Plan plan) {
         for (var s : plan.steps())
             for (var part : s.parts())
-                if (part instanceof dev.gatun.planner.Step.OpCall o && !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()))
-                    throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + noKernel(o));
+                if (part instanceof dev.gatun.planner.Step.OpCall o) {
+                    String why = !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()) ? noKernel(o) : CudaGatherScatter.refusal(o);
+                    if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);
+                }
     }
 
     static String noKernel(dev.gatun.planner.Step.OpCall o) {
