@@ -1,13 +1,12 @@
 package dev.gatun.runtime.cuda;
 
-import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.Kernel;
-import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 
 import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -172,7 +171,7 @@ final class CudaGatherScatter {
 
     static final int BLOCK = 256;
 
-    private final Map<String, Kernel> kernels = new java.util.HashMap<>();
+    private final Map<String, Kernel> kernels = new HashMap<>();
 
     /** Compiles the program and looks up every entry point now (not in the middle of a call: see {@link LazyProgram#loadNow}). */
     CudaGatherScatter(LazyProgram.Compiler compiler) {
@@ -195,49 +194,53 @@ final class CudaGatherScatter {
                 + " dimensions; merge dimensions outside dim with reshape first, or run this graph on the host backend";
     }
 
-    /** Where a call's tensors lie and what a bad index is reported as: its fault record and plan step. */
-    record Where(DeviceFault fault, int step, boolean programmatic, Stream stream) {}
+    /** Where a bad index is reported: the fault record's claim word and record ({@link DeviceFault}), and the plan step. */
+    record Fault(long claim, long record, int step) {}
 
     /**
-     * {@code out = gather(x, dim, index)}: x of dtype {@code t} and shape {@code xShape}, the index (i32 or i64) of
-     * shape {@code indexShape}, out of the index's shape.
+     * The launch of {@code out = gather(x, dim, index)}: x of dtype {@code t} and shape {@code xShape}, the index (i32 or
+     * i64) of shape {@code indexShape}, out of the index's shape.
      */
-    void gather(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, int dim, long out, Where w) {
+    static List<KernelLaunch> gather(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, int dim, long out, Fault f) {
         long n = numel(indexShape);
-        if (n == 0) return;
+        if (n == 0) return List.of();
         // the sizes along dim as arguments of their own: read from the arrays by a runtime index, they would need a stack frame
         var args = new ArrayList<Object>(List.of(x, index, indexType == DType.INT64 ? 1 : 0, out, n, xShape[dim], xShape.length, dim));
         sizes(args, xShape);
         sizes(args, indexShape);
-        args.addAll(List.of(w.fault().claim(), w.fault().record(), w.step()));
-        launch(GATHER.get(t.byteSize()), n, w, args);
+        args.addAll(List.of(f.claim(), f.record(), f.step()));
+        return List.of(launch(GATHER.get(t.byteSize()), n, args));
     }
 
     /**
-     * {@code out = x.scatter_add(dim, index, src)}: x and src of dtype {@code t}, the index i32 or i64; a check of the
-     * index first, then the sums (x's elements alone, for an empty index).
+     * The launches of {@code out = x.scatter_add(dim, index, src)}: x and src of dtype {@code t}, the index i32 or i64; a
+     * check of the index first, then the sums (x's elements alone, for an empty index).
      */
-    void scatterAdd(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, long src, long[] srcShape, int dim, long out,
-                    Where w) {
+    static List<KernelLaunch> scatterAdd(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, long src, long[] srcShape,
+                                         int dim, long out, Fault f) {
         long n = numel(xShape), indices = numel(indexShape);
         int index64 = indexType == DType.INT64 ? 1 : 0;
+        var launches = new ArrayList<KernelLaunch>();
         if (indices > 0)
-            launch("scatter_check", indices, w, new ArrayList<Object>(List.of(index, index64, indices, xShape[dim], dim, w.fault().claim(),
-                    w.fault().record(), w.step())));
-        if (n == 0) return;
+            launches.add(launch("scatter_check", indices, List.of(index, index64, indices, xShape[dim], dim, f.claim(), f.record(), f.step())));
+        if (n == 0) return launches;
         var args = new ArrayList<Object>(List.of(x, index, index64, src, out, n, indexShape[dim], xShape.length, dim));
         sizes(args, xShape);
         // an empty index reads nothing: a size 0 along dim loops no times, one elsewhere leaves every thread outside it
         sizes(args, indexShape);
         sizes(args, srcShape);
-        launch(SCATTER_ADD.get(t), n, w, args);
+        launches.add(launch(SCATTER_ADD.get(t), n, args));
+        return launches;
     }
 
-    private void launch(String name, long threads, Where w, List<Object> args) {
-        Kernel kernel = kernels.get(name);
-        if (kernel == null) throw new IllegalStateException("no kernel " + name);   // the graph admits only dtypes with one
-        var config = new LaunchConfig(Dim3.of((int) Math.min(Math.ceilDiv(threads, BLOCK), 65_535)), Dim3.of(BLOCK), 0, w.stream());
-        Programmatic.launch(kernel, w.programmatic(), config, args.toArray());
+    /** {@code launches} on {@code stream}. */
+    void run(List<KernelLaunch> launches, boolean programmatic, Stream stream) {
+        for (KernelLaunch l : launches) l.launch(kernels, programmatic, stream);
+    }
+
+    private static KernelLaunch launch(String name, long threads, List<Object> args) {
+        if (name == null) throw new IllegalStateException("no kernel for these operands");   // the graph admits only dtypes with one
+        return new KernelLaunch(name, (int) Math.min(Math.ceilDiv(threads, BLOCK), 65_535), BLOCK, args);
     }
 
     /** A shape's sizes as the kernels' eight arguments, padded with ones. */

@@ -396,15 +396,16 @@ final class CudaRun implements StepLoop.Steps {
     /** gather's inputs: x, the index. */
     private void gather(Step.OpCall g) {
         long[] x = g.input(0).shape().sizes(env);
-        exe.gatherScatter.gather(addressOf(g.input(0)), g.input(0).dtype(), x, addressOf(g.input(1)), g.input(1).dtype(), g.input(1).shape().sizes(env),
-                dim(g, x.length), addressOf(g.output()), where(g));
+        exe.gatherScatter.run(CudaGatherScatter.gather(addressOf(g.input(0)), g.input(0).dtype(), x, addressOf(g.input(1)), g.input(1).dtype(),
+                g.input(1).shape().sizes(env), dim(g, x.length), addressOf(g.output()), fault(g)), choice(g).programmatic(), exe.stream);
     }
 
     /** scatter_add's inputs: x, the index, the source. */
     private void scatterAdd(Step.OpCall s) {
         long[] x = s.input(0).shape().sizes(env);
-        exe.gatherScatter.scatterAdd(addressOf(s.input(0)), s.input(0).dtype(), x, addressOf(s.input(1)), s.input(1).dtype(),
-                s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), where(s));
+        exe.gatherScatter.run(CudaGatherScatter.scatterAdd(addressOf(s.input(0)), s.input(0).dtype(), x, addressOf(s.input(1)), s.input(1).dtype(),
+                s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), fault(s)),
+                choice(s).programmatic(), exe.stream);
     }
 
     /** The dimension an op's {@code dim} attribute names in a tensor of rank {@code rank} (negative counts from the end). */
@@ -413,10 +414,8 @@ final class CudaRun implements StepLoop.Steps {
         return (int) (d < 0 ? d + rank : d);
     }
 
-    /** Where a gather or scatter_add reports a bad index, and how it launches. */
-    private CudaGatherScatter.Where where(Step.OpCall o) {
-        return new CudaGatherScatter.Where(exe.fault, exe.fault.step(o), choice(o).programmatic(), exe.stream);
-    }
+    /** Where a gather or scatter_add reports a bad index. */
+    private CudaGatherScatter.Fault fault(Step.OpCall o) { return new CudaGatherScatter.Fault(exe.fault.claim(), exe.fault.record(), exe.fault.step(o)); }
 
     @Override public void attention(Step.Attention a) {
         exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),

@@ -1,12 +1,12 @@
 package dev.gatun.runtime.cuda;
 
-import dev.gatun.cuda.Dim3;
 import dev.gatun.cuda.Kernel;
-import dev.gatun.cuda.LaunchConfig;
 import dev.gatun.cuda.Stream;
 import dev.gatun.ir.DType;
 
 import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -117,26 +117,30 @@ final class CudaTopK {
         return m;
     }
 
-    private final Map<DType, Kernel> kernels = new EnumMap<>(DType.class);
+    private final Map<String, Kernel> kernels = new HashMap<>();
 
     /** Compiles the program and looks up every entry point now (not in the middle of a call: see {@link LazyProgram#loadNow}). */
     CudaTopK(LazyProgram.Compiler compiler) {
         var program = new LazyProgram(compiler, "gatun_topk", SOURCE);
-        ENTRIES.forEach((t, name) -> kernels.put(t, program.kernel(name)));
+        for (String name : ENTRIES.values()) kernels.put(name, program.kernel(name));
     }
 
     /** Threads a block: enough warps to cover a row once, at least one, at most eight. */
     static int block(long cols) { return (int) Math.min(256, Math.max(32, Math.ceilDiv(cols, 32) * 32)); }
 
     /**
-     * The {@code k} best of each of {@code rows} rows of {@code cols} elements of dtype {@code t} at {@code in}: their
-     * values at {@code values} ({@code t}), their positions at {@code indices} (i64), row after row.
+     * The launch that writes the {@code k} best of each of {@code rows} rows of {@code cols} elements of dtype {@code t}
+     * at {@code in}: their values at {@code values} ({@code t}), their positions at {@code indices} (i64), row after row.
      */
+    static List<KernelLaunch> launches(long in, DType t, long values, long indices, long rows, long cols, long k) {
+        if (rows == 0) return List.of();
+        String entry = ENTRIES.get(t);
+        if (entry == null) throw new IllegalStateException("topk of " + t);   // the graph admits every dtype but bool
+        return List.of(new KernelLaunch(entry, (int) Math.min(rows, 65_535), block(cols), List.of(in, values, indices, rows, (int) cols, (int) k)));
+    }
+
+    /** {@link #launches} on {@code stream}. */
     void run(long in, DType t, long values, long indices, long rows, long cols, long k, boolean programmatic, Stream stream) {
-        if (rows == 0) return;
-        Kernel kernel = kernels.get(t);
-        if (kernel == null) throw new IllegalStateException("topk of " + t);   // the graph admits every dtype but bool
-        var config = new LaunchConfig(Dim3.of((int) Math.min(rows, 65_535)), Dim3.of(block(cols)), 0, stream);
-        Programmatic.launch(kernel, programmatic, config, in, values, indices, rows, (int) cols, (int) k);
+        for (KernelLaunch l : launches(in, t, values, indices, rows, cols, k)) l.launch(kernels, programmatic, stream);
     }
 }
