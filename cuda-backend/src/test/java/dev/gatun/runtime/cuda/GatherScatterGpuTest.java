@@ -99,67 +99,88 @@ class GatherScatterGpuTest {
             else assertThat(got.getLong(i)).as("%s: element %d", what, i).isEqualTo(want.getLong(i));
     }
 
-    @Test
-    void gatherCopiesTheIndexedElementsOfEveryDtype() {
-        var rnd = new SplittableRandom(23);
-        for (int trial = 0; trial < 120; trial++) {
-            DType t = DType.values()[trial % DType.values().length];
-            DType idType = trial % 3 == 0 ? DType.I32 : DType.I64;
-            int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
-            long[] xs = shape(rank, rnd), is = within(xs, dim, rnd);
-            NDArray x = values(t, xs, rnd), ids = index(idType, is, xs[dim], rnd);
-            int written = rnd.nextBoolean() ? dim : dim - rank;   // negative: counted from the end
-            var g = Gatun.graph("pick");
-            g.output("y", g.input("x", t, dims(xs)).gather(written, g.input("ids", idType, dims(is))));
-            var in = Map.of("x", x, "ids", ids);
-            NDArray want = NDArray.zeros(t, is);
-            for (long k = 0; k < want.numel(); k++) {
-                long[] at = unravel(k, is);
-                at[dim] = ids.getLong(k);
-                if (t.isFloating()) want.set(k, x.get(ravel(at, xs)));
-                else want.setLong(k, x.getLong(ravel(at, xs)));
+    /** Calls a graph: its expected outputs by name, and a description of each for a failure's message. */
+    record Calls(dev.gatun.dsl.GraphBuilder graph, Map<String, NDArray> inputs, Map<String, NDArray> expected, Map<String, String> what) {
+        Calls(String name) { this(Gatun.graph(name), new java.util.LinkedHashMap<>(), new java.util.LinkedHashMap<>(), new java.util.LinkedHashMap<>()); }
+
+        /** The GPU's outputs against the expected values and the host backend's, bit for bit. */
+        void check() {
+            Graph g = graph.build();
+            var gpu = run(g, inputs, "cuda");
+            var host = run(g, inputs, "host");
+            for (var e : expected.entrySet()) {
+                assertBitsEqual(gpu.get(e.getKey()), e.getValue(), what.get(e.getKey()));
+                assertBitsEqual(gpu.get(e.getKey()), host.get(e.getKey()), what.get(e.getKey()) + " (host backend)");
             }
-            String what = "gather " + t + " x" + Arrays.toString(xs) + " dim " + written + " index " + idType + Arrays.toString(is);
-            NDArray gpu = run(g.build(), in, "cuda").get("y");
-            assertBitsEqual(gpu, want, what);
-            assertBitsEqual(gpu, run(g.build(), in, "host").get("y"), what + " (host backend)");
         }
     }
 
+    /** Random gathers, twelve a dtype, as the calls of one graph a dtype. */
+    @Test
+    void gatherCopiesTheIndexedElementsOfEveryDtype() {
+        var rnd = new SplittableRandom(23);
+        for (DType t : DType.values()) {
+            var calls = new Calls("pick");
+            for (int c = 0; c < 12; c++) {
+                DType idType = c % 3 == 0 ? DType.I32 : DType.I64;
+                int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
+                long[] xs = shape(rank, rnd), is = within(xs, dim, rnd);
+                NDArray x = values(t, xs, rnd), ids = index(idType, is, xs[dim], rnd);
+                int written = rnd.nextBoolean() ? dim : dim - rank;   // negative: counted from the end
+                var g = calls.graph();
+                g.output("y" + c, g.input("x" + c, t, dims(xs)).gather(written, g.input("ids" + c, idType, dims(is))));
+                calls.inputs().put("x" + c, x);
+                calls.inputs().put("ids" + c, ids);
+                NDArray want = NDArray.zeros(t, is);
+                for (long k = 0; k < want.numel(); k++) {
+                    long[] at = unravel(k, is);
+                    at[dim] = ids.getLong(k);
+                    if (t.isFloating()) want.set(k, x.get(ravel(at, xs)));
+                    else want.setLong(k, x.getLong(ravel(at, xs)));
+                }
+                calls.expected().put("y" + c, want);
+                calls.what().put("y" + c, "gather " + t + " x" + Arrays.toString(xs) + " dim " + written + " index " + idType + Arrays.toString(is));
+            }
+            calls.check();
+        }
+    }
+
+    /** Random scatter_adds, fifteen a dtype, as the calls of one graph a dtype. */
     @Test
     void scatterAddSumsInTheIndexsRowMajorOrderBitForBit() {
         var rnd = new SplittableRandom(29);
-        List<DType> types = List.of(DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I32, DType.I64);
-        for (int trial = 0; trial < 120; trial++) {
-            DType t = types.get(trial % types.size());
-            DType idType = trial % 3 == 0 ? DType.I32 : DType.I64;
-            int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
-            long[] xs = shape(rank, rnd);
-            long[] is = within(xs, dim, rnd);
-            long[] ss = is.clone();   // the source: the index's shape, or larger in some dimensions
-            for (int d = 0; d < rank; d++) if (rnd.nextInt(3) == 0) ss[d] += 1 + rnd.nextInt(3);
-            long bound = Math.min(xs[dim], 1 + rnd.nextInt(3));   // few targets along dim: many repeats
-            NDArray x = values(t, xs, rnd), ids = index(idType, is, bound, rnd), src = values(t, ss, rnd);
-            var g = Gatun.graph("combine");
-            g.output("y", g.input("x", t, dims(xs)).scatterAdd(dim, g.input("ids", idType, dims(is)), g.input("src", t, dims(ss))));
-            var in = Map.of("x", x, "ids", ids, "src", src);
-            NDArray want = NDArray.zeros(t, xs);
-            for (long p = 0; p < x.numel(); p++) {
-                if (t.isFloating()) want.set(p, x.get(p));
-                else want.setLong(p, x.getLong(p));
+        for (DType t : List.of(DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I32, DType.I64)) {
+            var calls = new Calls("combine");
+            for (int c = 0; c < 15; c++) {
+                DType idType = c % 3 == 0 ? DType.I32 : DType.I64;
+                int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
+                long[] xs = shape(rank, rnd);
+                long[] is = within(xs, dim, rnd);
+                long[] ss = is.clone();   // the source: the index's shape, or larger in some dimensions
+                for (int d = 0; d < rank; d++) if (rnd.nextInt(3) == 0) ss[d] += 1 + rnd.nextInt(3);
+                long bound = Math.min(xs[dim], 1 + rnd.nextInt(3));   // few targets along dim: many repeats
+                NDArray x = values(t, xs, rnd), ids = index(idType, is, bound, rnd), src = values(t, ss, rnd);
+                var g = calls.graph();
+                g.output("y" + c, g.input("x" + c, t, dims(xs)).scatterAdd(dim, g.input("ids" + c, idType, dims(is)), g.input("src" + c, t, dims(ss))));
+                calls.inputs().putAll(Map.of("x" + c, x, "ids" + c, ids, "src" + c, src));
+                NDArray want = NDArray.zeros(t, xs);
+                for (long p = 0; p < x.numel(); p++) {
+                    if (t.isFloating()) want.set(p, x.get(p));
+                    else want.setLong(p, x.getLong(p));
+                }
+                for (long k = 0; k < ids.numel(); k++) {   // the index's row-major order, each sum rounded to the dtype
+                    long[] at = unravel(k, is);
+                    long from = ravel(at, ss);
+                    at[dim] = ids.getLong(k);
+                    long to = ravel(at, xs);
+                    if (t.isFloating()) want.set(to, want.get(to) + src.get(from));
+                    else want.setLong(to, want.getLong(to) + src.getLong(from));
+                }
+                calls.expected().put("y" + c, want);
+                calls.what().put("y" + c, "scatter_add " + t + " x" + Arrays.toString(xs) + " dim " + dim + " index " + idType + Arrays.toString(is)
+                        + " src" + Arrays.toString(ss));
             }
-            for (long k = 0; k < ids.numel(); k++) {   // the index's row-major order, each sum rounded to the dtype
-                long[] at = unravel(k, is);
-                long from = ravel(at, ss);
-                at[dim] = ids.getLong(k);
-                long to = ravel(at, xs);
-                if (t.isFloating()) want.set(to, want.get(to) + src.get(from));
-                else want.setLong(to, want.getLong(to) + src.getLong(from));
-            }
-            String what = "scatter_add " + t + " x" + Arrays.toString(xs) + " dim " + dim + " index " + idType + Arrays.toString(is) + " src" + Arrays.toString(ss);
-            NDArray gpu = run(g.build(), in, "cuda").get("y");
-            assertBitsEqual(gpu, want, what);
-            assertBitsEqual(gpu, run(g.build(), in, "host").get("y"), what + " (host backend)");
+            calls.check();
         }
     }
 

@@ -9,8 +9,10 @@ import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -24,11 +26,19 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 @RequiresGpu
 class TopKGpuTest {
-    static Graph graph(DType t, long[] shape, int k) {
+    static Graph graph(DType t, long[] shape, int k) { return graph(t, List.of(shape), List.of(new int[]{k})); }
+
+    /** One graph of many calls: input {@code xS} of shape {@code shapes[S]}, outputs {@code values_S_k} and {@code indices_S_k} for each k of {@code ks[S]}. */
+    static Graph graph(DType t, List<long[]> shapes, List<int[]> ks) {
         var g = Gatun.graph("top");
-        var top = g.input("x", t, (Object[]) Arrays.stream(shape).boxed().toArray()).topk(k);
-        g.output("values", top.values());
-        g.output("indices", top.indices());
+        for (int s = 0; s < shapes.size(); s++) {
+            var x = g.input("x" + s, t, (Object[]) Arrays.stream(shapes.get(s)).boxed().toArray());
+            for (int k : ks.get(s)) {
+                var top = x.topk(k);
+                g.output("values_" + s + "_" + k, top.values());
+                g.output("indices_" + s + "_" + k, top.indices());
+            }
+        }
         return g.build();
     }
 
@@ -71,39 +81,52 @@ class TopKGpuTest {
     @Test
     void theKBestOfEachRowAreTheHostsBitForBit() {
         var rnd = new SplittableRandom(17);
-        long[][] shapes = {{1, 8}, {12, 60}, {5, 3, 128}, {3, 1000}, {2, 40_000}, {70_000, 4}, {7}};
-        for (DType t : List.of(DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I32, DType.I64))
-            for (long[] shape : shapes) {
-                long cols = shape[shape.length - 1];
-                for (int k : new int[]{1, (int) Math.min(cols, 2 + rnd.nextInt(7)), (int) Math.min(cols, 50), (int) cols}) {
-                    if (k == cols && cols > 128) continue;   // the whole of a long row: covered by the short ones
-                    NDArray x = rows(t, shape, rnd);
-                    Graph g = graph(t, shape, k);
-                    Map<String, NDArray> gpu, host;
-                    try (var s = Session.compile(g, CompileOptions.world(1).backend("cuda"))) {
-                        s.runToHost(Map.of("x", rows(t, shape, rnd)));   // a first call with other values: the second replays
-                        gpu = s.runToHost(Map.of("x", x));
-                    }
-                    try (var s = Session.compile(g, CompileOptions.world(1).backend("host"))) {
-                        host = s.runToHost(Map.of("x", x));
-                    }
-                    String what = t + " " + Arrays.toString(shape) + " k=" + k;
-                    long[] want = expectedIndices(x, cols, k);
-                    NDArray values = gpu.get("values"), indices = gpu.get("indices");
-                    assertThat(indices.dtype()).isEqualTo(DType.I64);
-                    for (int i = 0; i < want.length; i++) {
-                        long row = i / k;
-                        assertThat(indices.getLong(i)).as("%s: index %d", what, i).isEqualTo(want[i]);
-                        long from = row * cols + want[i];
-                        if (t.isFloating())
-                            assertThat(Double.doubleToRawLongBits(values.get(i))).as("%s: value %d", what, i).isEqualTo(Double.doubleToRawLongBits(x.get(from)));
-                        else
-                            assertThat(values.getLong(i)).as("%s: value %d", what, i).isEqualTo(x.getLong(from));
-                    }
-                    assertThat(values.segment().mismatch(host.get("values").segment())).as("%s: the host's values, byte for byte", what).isEqualTo(-1);
-                    assertThat(indices.segment().mismatch(host.get("indices").segment())).as("%s: the host's indices", what).isEqualTo(-1);
-                }
+        List<long[]> shapes = List.of(new long[]{1, 8}, new long[]{12, 60}, new long[]{5, 3, 128}, new long[]{3, 1000}, new long[]{2, 40_000},
+                new long[]{70_000, 4}, new long[]{7});
+        for (DType t : List.of(DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I32, DType.I64)) {
+            // k: 1, a router's few, 50 (a sampler's), the whole row where it is short; one graph a dtype, every case a call of it
+            var ks = new ArrayList<int[]>();
+            var in = new LinkedHashMap<String, NDArray>();
+            for (int s = 0; s < shapes.size(); s++) {
+                long cols = shapes.get(s)[shapes.get(s).length - 1];
+                ks.add(java.util.stream.IntStream.of(1, (int) Math.min(cols, 2 + rnd.nextInt(7)), (int) Math.min(cols, 50), cols <= 128 ? (int) cols : 1)
+                        .distinct().toArray());
+                in.put("x" + s, rows(t, shapes.get(s), rnd));
             }
+            Graph g = graph(t, shapes, ks);
+            Map<String, NDArray> gpu, host;
+            try (var session = Session.compile(g, CompileOptions.world(1).backend("cuda"))) {
+                var other = new LinkedHashMap<String, NDArray>();
+                for (int s = 0; s < shapes.size(); s++) other.put("x" + s, rows(t, shapes.get(s), rnd));
+                session.runToHost(other);   // a first call with other values: the second replays
+                gpu = session.runToHost(in);
+            }
+            try (var session = Session.compile(g, CompileOptions.world(1).backend("host"))) {
+                host = session.runToHost(in);
+            }
+            for (int s = 0; s < shapes.size(); s++)
+                for (int k : ks.get(s)) check(t, shapes.get(s), k, in.get("x" + s), gpu, host, "_" + s + "_" + k);
+        }
+    }
+
+    /** One call's values and indices against plain loops, and byte for byte against the host backend's. */
+    static void check(DType t, long[] shape, int k, NDArray x, Map<String, NDArray> gpu, Map<String, NDArray> host, String suffix) {
+        long cols = shape[shape.length - 1];
+        String what = t + " " + Arrays.toString(shape) + " k=" + k;
+        long[] want = expectedIndices(x, cols, k);
+        NDArray values = gpu.get("values" + suffix), indices = gpu.get("indices" + suffix);
+        assertThat(indices.dtype()).isEqualTo(DType.I64);
+        for (int i = 0; i < want.length; i++) {
+            long row = i / k;
+            assertThat(indices.getLong(i)).as("%s: index %d", what, i).isEqualTo(want[i]);
+            long from = row * cols + want[i];
+            if (t.isFloating())
+                assertThat(Double.doubleToRawLongBits(values.get(i))).as("%s: value %d", what, i).isEqualTo(Double.doubleToRawLongBits(x.get(from)));
+            else
+                assertThat(values.getLong(i)).as("%s: value %d", what, i).isEqualTo(x.getLong(from));
+        }
+        assertThat(values.segment().mismatch(host.get("values" + suffix).segment())).as("%s: the host's values, byte for byte", what).isEqualTo(-1);
+        assertThat(indices.segment().mismatch(host.get("indices" + suffix).segment())).as("%s: the host's indices", what).isEqualTo(-1);
     }
 
     /** A router's softmax row: ties broken toward the lower expert, as transformers' topk on a CPU does. */
@@ -112,9 +135,9 @@ class TopKGpuTest {
         double[] probs = {0.125, 0.25, 0.125, 0.25, 0.0, 0.25, 0.0, 0.0};
         var x = NDArray.of(DType.F32, probs, 1, 8);
         try (var s = Session.compile(graph(DType.F32, new long[]{1, 8}, 4), CompileOptions.world(1).backend("cuda"))) {
-            var out = s.runToHost(Map.of("x", x));
-            assertThat(out.get("indices").toDoubleArray()).containsExactly(1, 3, 5, 0);
-            assertThat(out.get("values").toDoubleArray()).containsExactly(0.25, 0.25, 0.25, 0.125);
+            var out = s.runToHost(Map.of("x0", x));
+            assertThat(out.get("indices_0_4").toDoubleArray()).containsExactly(1, 3, 5, 0);
+            assertThat(out.get("values_0_4").toDoubleArray()).containsExactly(0.25, 0.25, 0.25, 0.125);
         }
     }
 }
