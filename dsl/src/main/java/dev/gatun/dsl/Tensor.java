@@ -115,6 +115,54 @@ public final class Tensor {
         return new TopK(out.get(0), out.get(1));
     }
 
+    /**
+     * Scaled dot-product attention of a whole sequence, this tensor the queries [B, Hq, T, d], with keys and values
+     * [B, Hkv, S, d] (Hq a multiple of Hkv: grouped-query attention without copies): {@code softmax(scale * q kT) v} per
+     * head, the scores never stored, the result token-major [B, T, Hq, d]. {@code causal}: query i stands at position
+     * S - T + i and sees the keys up to it; {@code window} (0: none) keeps only the last {@code window} of those;
+     * {@code softcap} (0: none) caps each scaled score as {@code softcap * tanh(s / softcap)}. See
+     * {@link dev.gatun.ir.ops.FlashAttention}.
+     */
+    public Tensor flashAttention(Tensor k, Tensor v, double scale, boolean causal, int window, double softcap) {
+        return graph.apply("flash_attention", java.util.Map.of("scale", scale, "causal", causal ? 1 : 0, "window", window, "softcap", softcap), this, k, v).getFirst();
+    }
+
+    /** {@link #argmaxAcrossRanks(String)} over the group "world". */
+    public Tensor argmaxAcrossRanks() { return argmaxAcrossRanks(ProcessGroup.WORLD_NAME); }
+
+    /**
+     * The argmax over the last dimension of a tensor split across the ranks of {@code group} by that dimension: this
+     * tensor is one rank's shard, member k of the group holding columns {@code [k * s, (k + 1) * s)} of the whole
+     * (s: this shard's width, the same on every member). The result (i64, the other dimensions) is the position in the
+     * whole, the same on every member, and exactly what {@link #argmax} of the whole gives: the first of equal largest
+     * elements, a NaN above every number (the first NaN wins). Each rank takes its shard's argmax and the value there;
+     * one all-gather of the (value, position) pairs (as float64: exact for every floating dtype and for positions
+     * below 2^53) brings every member's, and the argmax of the members' values picks the member (the first of equal
+     * values: the lowest positions), whose position is the answer. The leading dimensions must be static.
+     */
+    public Tensor argmaxAcrossRanks(String group) {
+        String call = "argmaxAcrossRanks(" + describe() + ")";
+        if (rank() < 1) throw new dev.gatun.ir.GraphException(call + ": a scalar has no dimension to search");
+        if (!dtype().isFloating()) throw new dev.gatun.ir.GraphException(call + ": the input is " + dtype() + "; it must be a floating dtype");
+        if (!shape().isStatic()) throw new dev.gatun.ir.GraphException(call + ": the shape " + shape() + " must be static");
+        long[] sizes = shape().sizes();
+        long s = sizes[sizes.length - 1], n = 1;
+        for (int i = 0; i < sizes.length - 1; i++) n *= sizes[i];
+        if (s == 0) throw new dev.gatun.ir.GraphException(call + ": the last dimension is empty; there is no largest element");
+        Tensor rows = reshape(n, s);
+        Tensor local = rows.argmax(-1);                                                       // [n] i64, within the shard
+        // the value at it, read by position (exactly the element the argmax chose, a NaN included)
+        Tensor value = rows.reshape(n * s, 1).indexSelect(0, local.add(graph.arange(DType.INT64, n).mul(s)));   // [n, 1]
+        Tensor pairs = value.cast(DType.FLOAT64).cat(1, local.reshape(n, 1).cast(DType.FLOAT64)).allGather(group);   // [members * n, 2]
+        long members = pairs.shape().sizes()[0] / n;
+        Tensor values = pairs.slice(1, 0, 1).reshape(members, n).cast(dtype());               // exact: back to this dtype
+        Tensor winner = values.transpose(0, 1).argmax(-1);                                     // [n]: the member, first of equals
+        Tensor global = pairs.slice(1, 1, 2).reshape(members, n).cast(DType.INT64)
+                .add(graph.arange(DType.INT64, members).mul(s).reshape(members, 1));           // [members, n] positions in the whole
+        Tensor picked = global.reshape(members * n, 1).indexSelect(0, winner.mul(n).add(graph.arange(DType.INT64, n)));
+        return picked.reshape(java.util.Arrays.stream(sizes, 0, sizes.length - 1).boxed().toArray());
+    }
+
     /** What {@link #topk} gives: the values, in this tensor's dtype, and their i64 positions along the last dimension. */
     public record TopK(Tensor values, Tensor indices) {}
 

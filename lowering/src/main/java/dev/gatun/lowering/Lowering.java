@@ -424,9 +424,19 @@ public final class Lowering {
         return copy;
     }
 
-    /** Row-major strides (a view may start at an offset; a slice of a concatenation is addressed from its start). */
+    /**
+     * Row-major strides (a view may start at an offset; a slice of a concatenation is addressed from its start). A
+     * dimension of size 1 is never stepped, so its stride does not matter: a slice of whole heads of a one-sequence
+     * batch is packed.
+     */
     private static boolean packed(Buffer b) {
-        return b.layout().isFlexible() || b.layout().fix().strides().equals(b.type().shape().contiguousStrides());
+        if (b.layout().isFlexible()) return true;
+        Shape s = b.type().shape();
+        var want = s.contiguousStrides();
+        var have = b.layout().fix().strides();
+        for (int d = 0; d < s.rank(); d++)
+            if (!(s.dim(d).isStatic() && s.dim(d).size() == 1) && !have.get(d).equals(want.get(d))) return false;
+        return true;
     }
 
     // ---------------------------------------------------------------- concatenation

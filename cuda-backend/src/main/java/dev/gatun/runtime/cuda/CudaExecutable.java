@@ -87,6 +87,7 @@ final class CudaExecutable implements Executable {
     final CudaGatherScatter gatherScatter;
     final CudaArgmax argmax;
     final CudaSample sample;
+    final CudaFlashAttention flash;
     final CudaUpdateSlice updateSlice;
     final CudaAttention attention;
     /** By buffer id: an input a GEMV product reads (Step.Matmul.gemv), which is read in place only where it lies 16-byte aligned. */
@@ -169,6 +170,7 @@ final class CudaExecutable implements Executable {
             this.topk = calls(plan, dev.gatun.ir.ops.TopK.SPEC) ? new CudaTopK(this::module) : null;
             this.gatherScatter = calls(plan, dev.gatun.ir.ops.Gather.SPEC) || calls(plan, dev.gatun.ir.ops.ScatterAdd.SPEC) ? new CudaGatherScatter(this::module) : null;
             this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
+            this.flash = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> s instanceof Step.UpdateSlice || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;
@@ -229,6 +231,9 @@ final class CudaExecutable implements Executable {
         if (argmax != null) argmax.loadNow();
         if (sample != null) sample.loadNow();
         if (attention != null) attention.loadNow(plan);
+        if (flash != null)
+            for (Step s : plan.steps())
+                if (s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) flash.loadNow(o.input(0).dtype(), o.input(0).shape().sizes()[3]);
         if (matmul != null) {
             matmul.loadNow();
             new CudaRun(this, Map.of(), false).warmUpMatmuls();

@@ -363,7 +363,8 @@ final class CudaRun implements StepLoop.Steps {
             dev.gatun.ir.ops.IndexSelect.SPEC.name(), CudaRun::indexSelect,
             dev.gatun.ir.ops.TopK.SPEC.name(), CudaRun::topk,
             dev.gatun.ir.ops.Gather.SPEC.name(), CudaRun::gather,
-            dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd);
+            dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd,
+            dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention);
 
     /** A registered op by its spec ({@link #OPS}). */
     @Override public void op(Step.OpCall a) {
@@ -451,6 +452,12 @@ final class CudaRun implements StepLoop.Steps {
         long e = u.update().dtype().byteSize();
         return new CudaUpdateSlice.Update(addressOf(u.update()), addressOf(u.output()), r.count(), r.size(), r.len(), r.innerBytes(),
                 r.from().inner(), r.from().innerStride() * e, r.from().outerStride() * e);
+    }
+
+    /** flash_attention's inputs: q, k, v. */
+    private void flashAttention(Step.OpCall s) {
+        exe.flash.run(s.label(), s.input(0).dtype(), s.input(0).shape().sizes(env), s.input(1).shape().sizes(env), addressOf(s.input(0)),
+                addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.output()), s.attrs(), choice(s).programmatic(), exe.stream);
     }
 
     /** index_select's inputs: the table, the indices. */

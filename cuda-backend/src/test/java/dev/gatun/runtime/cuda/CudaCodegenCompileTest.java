@@ -89,6 +89,22 @@ class CudaCodegenCompileTest {
         assertThat(g.ptx()).doesNotContain("atom.global.add", "red.global.add", "fma.rn").contains("atom.global.cas");
     }
 
+    /** flash_attention's programs: both forms at every dtype and head size a plan can give them, no spills. */
+    @Test
+    void theFlashAttentionProgramsCompileWithoutSpills(@TempDir Path dir) throws Exception {
+        for (var t : List.of(dev.gatun.ir.DType.F32, dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F16))
+            for (int d : new int[]{16, 32, 64, 80, 128, 256}) {
+                String name = "flash_" + t + "_" + d, form = CudaFlashAttention.form(t, d);
+                var r = CudaCodegenFixtures.compile(nvcc, dir, name, CudaFlashAttention.source(t, d));
+                assertThat(r.ok()).as(name + "\n" + r.log()).isTrue();
+                assertThat(r.ptx()).contains(".entry flash_" + form + "(");
+                if (form.equals("mma")) assertThat(r.ptx()).contains("mma.sync.aligned.m16n8k16.row.col.f32");
+                var c = CudaCodegenFixtures.cubin(nvcc, dir, name + "_cubin", CudaFlashAttention.source(t, d));
+                assertThat(c.ok()).as(c.log()).isTrue();
+                assertThat(c.log()).as(name + " spills").contains("0 bytes spill stores");
+            }
+    }
+
     /** Row kernels that fold their per-row values after the rows (the last block's tail), at several row types. */
     @Test
     void kernelsWithFoldsCompile(@TempDir Path dir) throws Exception {

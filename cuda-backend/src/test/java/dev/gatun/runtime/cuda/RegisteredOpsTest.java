@@ -83,7 +83,7 @@ class RegisteredOpsTest {
     @ValueSource(strings = {"mixtral", "qwen2_moe", "qwen3_moe"})
     void theMixtureOfExpertsDecodersLoad(String name) throws java.io.IOException {
         dev.gatun.models.llama.LlamaConfig c;
-        try (var ckpt = dev.gatun.models.llama.LlamaCheckpoint.open(DecoderReferences.directory(name))) {
+        try (var ckpt = dev.gatun.models.llama.LlamaCheckpoint.open(DecoderReferencesGpuTest.Reference.decoders().resolve(name))) {
             c = ckpt.config();
         }
         for (var g : java.util.List.of(dev.gatun.models.llama.LlamaPrefill.graph(c, 12, 1, dev.gatun.ir.DType.F32),

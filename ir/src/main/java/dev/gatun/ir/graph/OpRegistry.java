@@ -22,7 +22,8 @@ public final class OpRegistry {
                 dev.gatun.ir.ops.IndexSelect.SPEC,
                 dev.gatun.ir.ops.Sample.SPEC,
                 dev.gatun.ir.ops.Gather.SPEC,
-                dev.gatun.ir.ops.ScatterAdd.SPEC)) {
+                dev.gatun.ir.ops.ScatterAdd.SPEC,
+                dev.gatun.ir.ops.FlashAttention.SPEC)) {
             if (BY_NAME.put(s.name(), s) != null) throw new IllegalStateException("two registered ops are named " + s.name());
         }
     }

@@ -6,9 +6,9 @@ import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.DType;
 
 /**
- * The additive masks of one graph's attention layers written with plain ops (scores, mask, softmax), one of each kind
- * made once for every layer that needs it: a prompt's causal mask [t, t] (an input) and, for Gemma 2's sliding layers,
- * the same with the keys {@code window} or more positions back masked too; a decode step's over the cache's slots
+ * The additive masks of one decode graph's attention layers written with plain ops (scores, mask, softmax), one of
+ * each kind made once for every layer that needs it (a prompt's attention is {@code flash_attention}, causal and
+ * windowed by itself): a decode step's over the cache's slots
  * [maxLen], made from the position (only for layers the fused {@code attention} step cannot compute: Gemma 2's
  * soft-capped or windowed ones), with or without the window; a ragged step's [batch, 1, 1, 1, maxLen] (an input and
  * the position). A ragged step with sliding layers is refused: its slots are not its positions (each sequence's gap),
@@ -24,8 +24,8 @@ final class AttentionMasks {
     private Tensor full, window;
 
     /**
-     * The masks of a graph: {@code mask} is the prefill's causal mask input or the ragged step's [batch, maxLen] (null
-     * for a plain step, which has {@code position} instead).
+     * The masks of a graph: {@code mask} is the ragged step's [batch, maxLen] (null for a plain step, which has
+     * {@code position} instead, and for a prefill, which needs none).
      */
     AttentionMasks(GraphBuilder g, LlamaConfig c, boolean decode, boolean ragged, Tensor mask, Tensor position, int t, int maxLen, DType dtype) {
         if (ragged && GemmaOps.anySliding(c))
@@ -46,11 +46,7 @@ final class AttentionMasks {
     Tensor forLayer(int l, int batch, int seen) {
         if (ragged) return mask.reshape(batch, 1, 1, 1, seen);
         boolean slides = GemmaOps.slides(c, l);
-        if (!decode) {
-            if (!slides) return mask;
-            if (window == null) window = GemmaOps.promptWindow(g, mask, t, c.gemma().slidingWindow(), dtype);
-            return window;
-        }
+        if (!decode) throw new IllegalStateException("a prompt's attention is flash_attention's: it takes no mask");
         if (slides) {
             if (window == null) window = GemmaOps.stepMask(g, position, maxLen, c.gemma().slidingWindow(), dtype);
             return window;

@@ -19,7 +19,7 @@ import dev.gatun.runtime.NDArray;
  *   ({@code gelu_pytorch_tanh}) instead of SiLU;</li>
  *   <li>{@link #softcap}: {@code cap * tanh(x / cap)}, for the attention scores (after the scaling, before the mask)
  *   and for the final logits;</li>
- *   <li>{@link #promptWindow} and {@link #stepMask}: the additive masks of a sliding-window layer (position {@code i}
+ *   <li>{@link #stepMask}: the additive mask of a decode step's sliding-window layer (position {@code i}
  *   sees positions {@code j} with {@code i - window < j <= i}, as transformers' sliding-window causal mask).</li>
  * </ul>
  */
@@ -55,15 +55,6 @@ final class GemmaOps {
 
     /** Whether layer {@code l} attends through a sliding window. */
     static boolean slides(LlamaConfig c, int l) { return c.gemma() != null && c.gemma().slides(l); }
-
-    /**
-     * A prompt's mask [t, t] for a sliding layer: the causal {@code mask} (a prompt starts at position 0) plus -inf where
-     * the key is {@code window} or more positions before the query.
-     */
-    static Tensor promptWindow(GraphBuilder g, Tensor mask, int t, int window, DType dtype) {
-        Tensor i = g.arange(DType.I32, t).reshape(t, 1), j = g.arange(DType.I32, t).reshape(1, t);
-        return mask.add(j.add(window).gt(i).where(0.0, Double.NEGATIVE_INFINITY).cast(dtype));
-    }
 
     /**
      * A decode step's mask [maxLen] over the cache's slots at {@code position} (i32 [1]): -inf after the position, and

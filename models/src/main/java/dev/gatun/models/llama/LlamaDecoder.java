@@ -125,10 +125,10 @@ public final class LlamaDecoder {
             sin = (af == 1 ? angle.sin() : angle.sin().mul(af)).cast(dtype);
             mask = ragged ? raggedMask(g, position, g.input(GAP, dtype, b, maxLen), maxLen, dtype) : null;   // else the attention step's own
         } else {
-            // the prompt's tables and causal mask [tokens, tokens] (bound once by LlamaGenerator: a prompt starts at 0)
+            // the prompt's tables (bound once by LlamaGenerator: a prompt starts at 0); its attention is causal by itself
             cos = g.input("cos", dtype, t, rd);
             sin = g.input("sin", dtype, t, rd);
-            mask = g.input("mask", dtype, t, t);
+            mask = null;
         }
         boolean padded = !decode && t < maxLen;
         Tensor padK = padded ? g.input("cache_padding", dtype, b, kl, d, maxLen - t) : null;
@@ -149,11 +149,15 @@ public final class LlamaDecoder {
                 : !decode && form.ragged() ? x.indexSelect(0, g.input(LAST_ROWS, DType.I32, b))
                 : t == 1 ? x : x.reshape(b, t, c.hiddenSize()).slice(1, t - 1, t).reshape(b, c.hiddenSize());
         Tensor h = GemmaOps.norm(g, c, last, "model.norm.weight", dtype);
-        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped
-        Tensor logits = GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
+        // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped. Under
+        // tensor parallelism each rank's share of the vocabulary (VocabParallel): the whole logits all-gathered, the
+        // greedy token from the shards' argmaxes
+        var head = tp > 1 ? VocabParallel.head(g, c, h, tp, dtype) : null;
+        Tensor logits = head != null ? head.logits() : GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
                 c.gemma() == null ? 0 : c.gemma().finalSoftcap());
         g.output("logits", logits);
-        Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype) : logits.argmax(-1);
+        Tensor next = form.sampling() && !allPositions ? drawn(g, logits, ids, b, t, maxLen, position, ragged ? positions : position, dtype)
+                : head != null ? head.greedy(g, dtype) : logits.argmax(-1);
         g.output("next", next);
         // every step's tokens kept on the device ([batch, maxLen], the token after position p at p), so a caller that
         // feeds each step the one before's token reads them once, at the end
@@ -293,14 +297,11 @@ public final class LlamaDecoder {
     }
 
     /**
-     * The prefill's inputs that depend only on the prompt's length (a prompt starts at position 0): the rotary tables,
-     * the causal mask and the caches' zero padding. {@link LlamaGenerator} binds them once.
+     * The prefill's inputs that depend only on the prompt's length (a prompt starts at position 0): the rotary tables
+     * and the caches' zero padding. {@link LlamaGenerator} binds them once.
      */
     public static Map<String, NDArray> promptTables(LlamaConfig c, int batch, int t, int maxLen, int tp, DType dtype) {
         var in = rotary(c, t, dtype);
-        var mask = NDArray.zeros(dtype, t, t);
-        for (int i = 0; i < t; i++) for (int j = i + 1; j < t; j++) mask.set((long) i * t + j, Double.NEGATIVE_INFINITY);
-        in.put("mask", mask);
         if (t < maxLen) {
             in.put("cache_padding", NDArray.zeros(dtype, batch, LlamaPrefill.localKvHeads(c, tp), c.headDim(), maxLen - t));
             in.put("cache_padding_v", NDArray.zeros(dtype, batch, LlamaPrefill.localKvHeads(c, tp), maxLen - t, c.headDim()));
@@ -378,7 +379,14 @@ public final class LlamaDecoder {
             Tensor kk = (decode ? keysT : kT).reshape(bkl, d, seen), vv = (decode ? values : v).reshape(bkl, seen, d);
             Tensor heads;                                             // [batch * kv heads, group * tokens, d]: head-major
             double scale = GemmaOps.attentionScale(c);
-            if (decode && !ragged && GemmaOps.plainAttention(c, l)) {
+            if (!decode) {
+                // a prompt (it starts at position 0): causal, Gemma 2's window and soft-cap where the layer has them;
+                // the scores never stored, the result token-major [batch, tokens, heads, d]
+                int window = GemmaOps.slides(c, l) ? c.gemma().slidingWindow() : 0;
+                Tensor out = q.flashAttention(k, v, scale, true, window, c.gemma() == null ? 0 : c.gemma().attnSoftcap());
+                return outputProjection(p, out.reshape(b * t, hl * d), hl, d);
+            }
+            if (!ragged && GemmaOps.plainAttention(c, l)) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
                 heads = qg.attention(kk, vv, position, scale);
             } else {
@@ -389,7 +397,11 @@ public final class LlamaDecoder {
                 Tensor e = scores.sub(scores.max(true, -1)).exp();
                 heads = e.div(e.sum(true, -1)).reshape(bkl, group * t, seen).matmul(vv);
             }
-            Tensor attn = t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d);
+            return outputProjection(p, t == 1 ? heads.reshape(b, hl * d) : heads.reshape(b, hl, t, d).transpose(1, 2).reshape(b * t, hl * d), hl, d);
+        }
+
+        /** The attention's output projection of the heads {@code attn} [rows, hl * d], its all-reduce and bias. */
+        private Tensor outputProjection(String p, Tensor attn, int hl, int d) {
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
             return bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
         }

@@ -22,8 +22,8 @@ import java.util.function.Consumer;
  *
  * <p>Inputs besides the weights: {@code tokens} [tokens] (i32 ids, looked up in the embedding with
  * {@code index_select}), {@code cos} and {@code sin} [tokens, rotary_dim] (the rotary tables of the positions; rotary_dim is head_dim but
- * for Phi-3's partial rotary embedding) and
- * {@code mask} [tokens, tokens] (0 where a token may attend, -inf where not). {@link #inputs} makes them all, with
+ * for Phi-3's partial rotary embedding); the attention is causal by itself ({@code flash_attention}). {@link #inputs}
+ * makes them all, with
  * each rank's shard of the weights, from a checkpoint. {@link LlamaDecoder} runs the same arithmetic with a KV cache,
  * token by token.
  */
@@ -62,7 +62,7 @@ public final class LlamaPrefill {
 
     /**
      * Rank {@code rank}'s inputs for the prompt {@code ids}: its shard of the weights ({@link #shard}) and the prompt's
-     * tokens, rotary tables and causal mask ({@link LlamaDecoder#prompt}).
+     * tokens and rotary tables ({@link LlamaDecoder#prompt}).
      */
     public static Map<String, NDArray> inputs(LlamaConfig c, TensorFiles weights, int[] ids, int tp, int rank, DType dtype) {
         var in = shard(c, weights, tp, rank, dtype);
@@ -76,8 +76,10 @@ public final class LlamaPrefill {
      * transposed as it lies ({@code x @ W.mT}), as PyTorch's linear layers do. The query, key and value projections
      * become one, {@code self_attn.qkv_proj.weight} (their rows stacked), as do the gate and up projections,
      * {@code mlp.gate_up_proj.weight}; a Phi-3 checkpoint's fused tensors of those names are split into the same parts
-     * ({@link ProjectionRows}), each rank's heads and columns taken from each. Where the embeddings are tied, {@code lm_head.weight} is the embedding itself (the
-     * same array).
+     * ({@link ProjectionRows}), each rank's heads and columns taken from each. At {@code tp} 1 {@code lm_head.weight} is
+     * the whole head (where the embeddings are tied, the embedding itself: the same array); above, this rank's rows of it
+     * ({@link VocabParallel#shard}: a view of the embedding's rows where tied and no padding is needed), while the
+     * embedding stays whole on every rank.
      */
     static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) { return shard(c, weights, tp, rank, dtype, null); }
 
@@ -110,7 +112,8 @@ public final class LlamaPrefill {
             biases(c, weights, reads, in, p, dtype, rank, hl, kl, kvFirst, fl);
         }
         in.put("model.norm.weight", reads.read(weights.get("model.norm.weight").to(dtype), "model.norm.weight"));
-        in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
+        if (tp == 1) in.put("lm_head.weight", c.tieWordEmbeddings() ? embed : reads.read(weights.get("lm_head.weight").to(dtype), "lm_head.weight"));
+        else VocabParallel.shard(c, weights, reads, in, embed, tp, rank, dtype);   // this rank's rows of the head
         return in;
     }
 

@@ -22,8 +22,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * The decoder against Hugging Face transformers (5.17, float32, eager attention) on the reference checkpoints of
  * {@code src/test/resources/references/decoders} (random perturbed weights, transformers 5's config spelling): read
  * with {@link LlamaCheckpoint#open}, the prefill's logits at every prompt position are transformers' within 1e-4 of
- * the largest logit, and the 16 greedy tokens of a generation are {@code generate()}'s, at tensor parallelism 1 and 2
- * on the host backend. Each reference stresses one thing: rope_theta 50000, tied embeddings, Llama 3 and linear rotary
+ * the largest logit, and the 16 greedy tokens of a generation are {@code generate()}'s, at tensor parallelism 1, 2 and
+ * 4 on the host backend (the vocabulary-parallel head: every rank's logits the same, within float32 rounding of one
+ * rank's). Each reference stresses one thing: rope_theta 50000, tied embeddings, Llama 3 and linear rotary
  * scaling, a head_dim other than hidden / heads, a sharded checkpoint, bf16 and f16 files (transformers computes in
  * float32 on the rounded weights, as this test does), biases, Qwen2, Qwen3, YaRN, Phi-3's fused tensors and partial
  * rotary embedding, dynamic NTK scaling (whose scaled steps {@link DynamicRopeTest} checks by their logits).
@@ -35,14 +36,17 @@ class TransformersReferenceTest {
     @ValueSource(strings = {"llama", "llama_tied", "llama_rope_llama3", "llama_rope_linear", "llama_head_dim", "llama_sharded", "llama_bf16", "llama_f16",
             "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "gemma", "gemma2", "phi3", "phi3_partial_rotary", "llama_rope_dynamic",
             "mixtral", "qwen2_moe", "qwen3_moe"})
-    void logitsAndGreedyTokensAreTransformersAtTensorParallelOneAndTwo(String name) throws IOException {
+    void logitsAndGreedyTokensAreTransformersAtTensorParallelOneTwoAndFour(String name) throws IOException {
         var ref = TransformersReference.load(name);
         // every greedy choice is clear by far more than float32's error: the comparison tests the model, not rounding
         for (double m : ref.margins()) assertThat(m).as("%s: a margin of transformers' greedy choice", name).isGreaterThan(1e-3);
         try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
             LlamaConfig c = ckpt.config();
-            for (int tp : new int[]{1, 2}) {
-                assertLogits(ref, ckpt, tp, ref.prompt().length);
+            float[][] single = null;
+            for (int tp : new int[]{1, 2, 4}) {
+                float[][] logits = assertLogits(ref, ckpt, tp, ref.prompt().length);
+                if (tp == 1) single = logits;
+                else assertSameAsSingleRank(ref, tp, logits, single);
                 var shards = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, ckpt.weights(), tp, r, DType.F32));
                 int maxLen = ref.prompt().length + NEW_TOKENS;
@@ -53,8 +57,23 @@ class TransformersReferenceTest {
         }
     }
 
-    /** The prefill's logits of the first {@code positions} prompt tokens against transformers' rows for them. */
-    static void assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
+    /**
+     * The logits at {@code tp} ranks against one rank's: the vocabulary-parallel head's gathered shards are the single
+     * rank's within float32 rounding (the ranks' partial sums of the row-parallel products add in another order), 1e-5 of
+     * the largest logit.
+     */
+    static void assertSameAsSingleRank(TransformersReference ref, int tp, float[][] logits, float[][] single) {
+        double worst = 0;
+        for (int t = 0; t < single.length; t++)
+            for (int v = 0; v < single[t].length; v++) worst = Math.max(worst, Math.abs(logits[t][v] - single[t][v]));
+        assertThat(worst / ref.scale()).as("%s tp %d: largest difference from tp 1, relative to the largest logit", ref.name(), tp).isLessThan(1e-5);
+    }
+
+    /**
+     * The prefill's logits of the first {@code positions} prompt tokens against transformers' rows for them; every
+     * rank's the same, bit for bit; the first rank's returned.
+     */
+    static float[][] assertLogits(TransformersReference ref, LlamaCheckpoint.Loaded ckpt, int tp, int positions) {
         LlamaConfig c = ckpt.config();
         int[] ids = java.util.Arrays.copyOf(ref.prompt(), positions);
         var inputs = new ArrayList<Map<String, NDArray>>();
@@ -68,7 +87,13 @@ class TransformersReferenceTest {
                     for (int v = 0; v < c.vocabSize(); v++) worst = Math.max(worst, Math.abs(logits.get((long) t * c.vocabSize() + v) - ref.logits()[t][v]));
                 assertThat(worst / ref.scale()).as("%s tp %d rank %d: largest difference from transformers, relative to the largest logit", ref.name(), tp, r)
                         .isLessThan(1e-4);
+                assertThat(logits.toDoubleArray()).as("%s tp %d rank %d: the first rank's logits", ref.name(), tp, r)
+                        .containsExactly(out.getFirst().get("logits").toDoubleArray());
             }
+            float[][] first = new float[positions][c.vocabSize()];
+            for (int t = 0; t < positions; t++)
+                for (int v = 0; v < c.vocabSize(); v++) first[t][v] = (float) out.getFirst().get("logits").get((long) t * c.vocabSize() + v);
+            return first;
         }
     }
 
@@ -84,7 +109,7 @@ class TransformersReferenceTest {
         try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
             LlamaConfig c = ckpt.config();
             assertThat(c.slidingWindow()).isEqualTo(8);
-            for (int tp : new int[]{1, 2}) assertLogits(ref, ckpt, tp, 8);
+            for (int tp : new int[]{1, 2, 4}) assertLogits(ref, ckpt, tp, 8);
             var shards = List.of(LlamaDecoder.weights(c, ckpt.weights(), 1, 0, DType.F32));
             assertThatThrownBy(() -> new LlamaGenerator(c, shards, ref.prompt().length, ref.prompt().length + NEW_TOKENS, 1, DType.F32,
                     CompileOptions.world(1).backend("host"))).isInstanceOf(CompilationException.class)
