@@ -2,7 +2,7 @@
 # Runs Gatun's GPU checks and benchmarks from a built bundle on a GPU host (no JDK needed there).
 #   bundle/gpu-check.sh [stage...]   stages: tests backend multi vmm threads fault trap nccl-net bench-pointwise launch
 #                                    shared shared-processes
-#   trap: index_select, update_slice and attention stopping a call on one GPU (a process each): the message names the step and values.
+#   trap: index_select, update_slice, attention, gather and scatter_add stopping a call on one GPU (a process each): the message names the step and values.
 #   (default: tests multi bench-pointwise; on a single-GPU host, multi runs as shared). The benchmark suite against
 #   PyTorch is bundle/gpu-suite.sh.
 #   shared: the whole MultiGpuCheck with 2, 3 and 4 ranks as threads sharing GPU 0 (SHARED_RANKS="2 3 4").
@@ -33,7 +33,7 @@ for s in "${stages[@]}"; do
     bench-pointwise) timeout 80 $B --main dev.gatun.runtime.cuda.PointwiseBenchmark 24 200 2>&1 | tee "$OUT/pointwise.log" | tail -12 ;;
     fault) timeout 90 $B --main dev.gatun.runtime.distributed.Launcher --nproc 2 "${JOPT[@]}" --main dev.gatun.runtime.cuda.FaultCheck 2>&1 | tee "$OUT/fault.log" | grep -E "GATUN_BARRIER_TIMEOUT|FAULT|first call|stayed|stopped after|exited" | cut -c1-400 ;;
     nccl-net) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck 6 40 nccl-only 2>&1 | tee "$OUT/nccl-net.log" | tail -8 ;;
-    trap) for op in index_select update_slice attention; do timeout 60 $B --main dev.gatun.runtime.cuda.TrapCheck "$op" 2>&1 | tee -a "$OUT/trap.log" | grep -E "TRAP CHECK|failed with|closed|closing" | cut -c1-400; done ;;
+    trap) for op in index_select update_slice attention gather scatter_add; do timeout 60 $B --main dev.gatun.runtime.cuda.TrapCheck "$op" 2>&1 | tee -a "$OUT/trap.log" | grep -E "TRAP CHECK|failed with|closed|closing" | cut -c1-400; done ;;
     threads) timeout 120 $B --main dev.gatun.runtime.cuda.ThreadsCheck 2>&1 | tee "$OUT/threads.log" | tail -8 ;;
     vmm) GATUN_SYMMETRIC_HANDLES=vmm timeout 150 $B --main dev.gatun.runtime.distributed.Launcher --nproc "$NPROC" "${JOPT[@]}" --main dev.gatun.runtime.cuda.MultiGpuCheck 6 60 2>&1 | tee "$OUT/vmm.log" | tail -6 ;;
     launch) timeout 60 $B --main dev.gatun.cuda.LaunchOverhead 2000 2>&1 | tee "$OUT/launch.log" | tail -5 ;;

@@ -108,8 +108,8 @@ public final class Tensor {
     /**
      * The {@code k} largest elements along the last dimension, largest first, and their positions (i64), as
      * {@code torch.topk(x, k)} on a CPU: of equal elements the lower index first, a NaN above every number. The last
-     * dimension must be static and k 1 to its size. The host backend and the reference run it; the CUDA backend has no
-     * kernel for it yet and refuses a plan that calls it ({@link dev.gatun.ir.ops.TopK}).
+     * dimension must be static and k 1 to its size. Every backend gives the same values and positions
+     * ({@link dev.gatun.ir.ops.TopK}).
      */
     public TopK topk(int k) {
         var out = graph.apply("topk", java.util.Map.of("k", k), this);
@@ -218,8 +218,8 @@ public final class Tensor {
      * {@code torch.gather(this, dim, index)}: the elements of this tensor picked along {@code dim} by {@code index}
      * (i64 or i32, this tensor's rank, no larger than it in every other dimension); the result has the index's shape,
      * {@code out[i][j][k] = this[i][index[i][j][k]][k]} for dim 1. An index outside {@code [0, size(dim))} fails the
-     * call naming its value, position and the bound. The CUDA backend has no kernel for it yet and refuses a plan that
-     * calls it ({@link dev.gatun.ir.ops.Gather}).
+     * call naming its value, position and the bound, on every backend ({@link dev.gatun.ir.ops.Gather}; the CUDA backend
+     * takes tensors of up to 8 dimensions).
      */
     public Tensor gather(int dim, Tensor index) {
         return graph.apply("gather", java.util.Map.of("dim", dim), this, index).getFirst();
@@ -230,8 +230,8 @@ public final class Tensor {
      * {@code src} added where {@code index} (i64 or i32, this tensor's rank) points along {@code dim},
      * {@code out[index[i][j][k]][j][k] += src[i][j][k]} for dim 0. Repeated indices accumulate in the index's row-major
      * order, each sum rounded to the dtype, so the result is deterministic. An index outside {@code [0, size(dim))}
-     * fails the call. The CUDA backend has no kernel for it yet and refuses a plan that calls it
-     * ({@link dev.gatun.ir.ops.ScatterAdd}).
+     * fails the call. The CUDA backend adds in the same order, so its result is the host's bit for bit (tensors of up
+     * to 8 dimensions; {@link dev.gatun.ir.ops.ScatterAdd}).
      */
     public Tensor scatterAdd(int dim, Tensor index, Tensor src) {
         return graph.apply("scatter_add", java.util.Map.of("dim", dim), this, index, src).getFirst();

@@ -130,20 +130,21 @@ public final class CudaBackend implements Backend {
                             + " device; give each rank its own GPU, or run this graph on the host backend");
     }
 
-    /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for. */
-    static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = java.util.Set.of(dev.gatun.ir.ops.Argmax.SPEC.name(),
-            dev.gatun.ir.ops.IndexSelect.SPEC.name(), dev.gatun.ir.ops.Sample.SPEC.name(), dev.gatun.ir.ops.UpdateSlice.SPEC.name(),
-            dev.gatun.ir.ops.Attention.SPEC.name(), dev.gatun.ir.ops.FlashAttention.SPEC.name());
+    /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for: {@link CudaRun#OPS}' names. */
+    static final java.util.Set<String> REGISTERED_OPS_WITH_KERNELS = CudaRun.OPS.keySet();
 
     /**
-     * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or an all_to_all
-     * whose row counts are read at run time (NCCL's send and receive take their counts from the host).
+     * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or calls one with
+     * operands its kernel does not take ({@link CudaGatherScatter#refusal}), or an all_to_all whose row counts are read
+     * at run time (NCCL's send and receive take their counts from the host).
      */
     static void refuseOpsWithoutKernels(Plan plan) {
         for (var s : plan.steps())
             for (var part : s.parts()) {
-                if (part instanceof dev.gatun.planner.Step.OpCall o && !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()))
-                    throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + noKernel(o));
+                if (part instanceof dev.gatun.planner.Step.OpCall o) {
+                    String why = !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()) ? noKernel(o) : CudaGatherScatter.refusal(o);
+                    if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);
+                }
                 for (var c : part.collectives())
                     if (c.uneven())
                         throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.call().opName() + " with row counts read at run time ("

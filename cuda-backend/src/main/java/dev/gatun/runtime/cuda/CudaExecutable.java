@@ -83,6 +83,8 @@ final class CudaExecutable implements Executable {
 
     final CudaMatmul matmul;
     final CudaIndexSelect indexSelect;
+    final CudaTopK topk;
+    final CudaGatherScatter gatherScatter;
     final CudaArgmax argmax;
     final CudaSample sample;
     final CudaFlashAttention flash;
@@ -90,7 +92,7 @@ final class CudaExecutable implements Executable {
     final CudaAttention attention;
     /** By buffer id: an input a GEMV product reads (Step.Matmul.gemv), which is read in place only where it lies 16-byte aligned. */
     final boolean[] gemvOperand;
-    /** Where index_select, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
+    /** Where index_select, gather, scatter_add, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
     final DeviceFault fault;
     /** The captured partitions, per set of input addresses. */
     final CapturedGraphs graphs;
@@ -165,6 +167,8 @@ final class CudaExecutable implements Executable {
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
+            this.topk = calls(plan, dev.gatun.ir.ops.TopK.SPEC) ? new CudaTopK(this::module) : null;
+            this.gatherScatter = calls(plan, dev.gatun.ir.ops.Gather.SPEC) || calls(plan, dev.gatun.ir.ops.ScatterAdd.SPEC) ? new CudaGatherScatter(this::module) : null;
             this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
             this.flash = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> dev.gatun.planner.UpdateSliceCall.is(s) || s instanceof Step.UpdateSlices)
@@ -179,6 +183,11 @@ final class CudaExecutable implements Executable {
     }
 
     Plan plan() { return plan; }
+
+    /** Whether a step of {@code plan} calls the registered op {@code spec}. */
+    private static boolean calls(Plan plan, dev.gatun.ir.graph.OpSpec spec) {
+        return plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == spec);
+    }
 
     /**
      * Refuses a plan that asks for programmatic launches ({@link Plan#launches()}, made per step: {@code Plan.choice})

@@ -28,6 +28,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.BiConsumer;
 
 /**
  * One call of a {@link CudaExecutable}: stage inputs, run or replay the plan's steps through the shared
@@ -354,14 +355,29 @@ final class CudaRun implements StepLoop.Steps {
         }
     }
 
-    /** A registered op by its spec: argmax, sample, index_select, update_slice, attention and flash_attention have kernels; CudaBackend refuses a plan with any other when it loads it. */
+    /**
+     * The registered ops this backend has kernels for, by spec name, and each one's launch; {@link CudaBackend} refuses a
+     * plan that calls any other when it loads it.
+     */
+    static final Map<String, BiConsumer<CudaRun, Step.OpCall>> OPS = Map.of(
+            dev.gatun.ir.ops.Argmax.SPEC.name(), CudaRun::argmax,
+            dev.gatun.ir.ops.Sample.SPEC.name(), CudaRun::sample,
+            dev.gatun.ir.ops.IndexSelect.SPEC.name(), CudaRun::indexSelect,
+            dev.gatun.ir.ops.TopK.SPEC.name(), CudaRun::topk,
+            dev.gatun.ir.ops.Gather.SPEC.name(), CudaRun::gather,
+            dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd,
+            dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention,
+            dev.gatun.ir.ops.UpdateSlice.SPEC.name(), (run, call) -> run.updateSlice(UpdateSliceCall.of(call)),
+            dev.gatun.ir.ops.Attention.SPEC.name(), (run, call) -> run.attention(AttentionCall.of(call)));
+
+    /** A registered op by its spec ({@link #OPS}). */
     @Override public void op(Step.OpCall a) {
-        if (a.spec() == dev.gatun.ir.ops.UpdateSlice.SPEC) { updateSlice(UpdateSliceCall.of(a)); return; }
-        if (a.spec() == dev.gatun.ir.ops.Attention.SPEC) { attention(AttentionCall.of(a)); return; }
-        if (a.spec() == dev.gatun.ir.ops.Sample.SPEC) { sample(a); return; }
-        if (a.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) { indexSelect(a); return; }
-        if (a.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) { flashAttention(a); return; }
-        if (a.spec() != dev.gatun.ir.ops.Argmax.SPEC) throw new GatunRuntimeException(CudaBackend.noKernel(a));
+        var launch = OPS.get(a.spec().name());
+        if (launch == null) throw new GatunRuntimeException(CudaBackend.noKernel(a));
+        launch.accept(this, a);
+    }
+
+    private void argmax(Step.OpCall a) {
         long[] shape = a.input(0).shape().sizes(env);
         exe.argmax.run(addressOf(a.input(0)), a.input(0).dtype(), addressOf(a.output()), numel(a.output()), shape[shape.length - 1],
                 choice(a).programmatic(), exe.stream);
@@ -373,6 +389,38 @@ final class CudaRun implements StepLoop.Steps {
         exe.sample.run(s, addressOf(s.input(0)), addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.input(3)), addressOf(s.input(4)),
                 addressOf(s.output()), shape[0], shape[1], s.input(4).shape().sizes(env)[1], numel(s.input(3)), choice(s).programmatic(), exe.stream);
     }
+
+    /** topk's outputs: the values, the indices. */
+    private void topk(Step.OpCall t) {
+        long[] shape = t.input(0).shape().sizes(env);
+        long cols = shape[shape.length - 1];
+        exe.topk.run(addressOf(t.input(0)), t.input(0).dtype(), addressOf(t.outputs().get(0)), addressOf(t.outputs().get(1)), numel(t.input(0)) / cols,
+                cols, t.attrs().integer("k"), choice(t).programmatic(), exe.stream);
+    }
+
+    /** gather's inputs: x, the index. */
+    private void gather(Step.OpCall g) {
+        long[] x = g.input(0).shape().sizes(env);
+        exe.gatherScatter.run(CudaGatherScatter.gather(addressOf(g.input(0)), g.input(0).dtype(), x, addressOf(g.input(1)), g.input(1).dtype(),
+                g.input(1).shape().sizes(env), dim(g, x.length), addressOf(g.output()), fault(g)), choice(g).programmatic(), exe.stream);
+    }
+
+    /** scatter_add's inputs: x, the index, the source. */
+    private void scatterAdd(Step.OpCall s) {
+        long[] x = s.input(0).shape().sizes(env);
+        exe.gatherScatter.run(CudaGatherScatter.scatterAdd(addressOf(s.input(0)), s.input(0).dtype(), x, addressOf(s.input(1)), s.input(1).dtype(),
+                s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), fault(s)),
+                choice(s).programmatic(), exe.stream);
+    }
+
+    /** The dimension an op's {@code dim} attribute names in a tensor of rank {@code rank} (negative counts from the end). */
+    private static int dim(Step.OpCall o, int rank) {
+        long d = o.attrs().integer("dim");
+        return (int) (d < 0 ? d + rank : d);
+    }
+
+    /** Where a gather or scatter_add reports a bad index. */
+    private CudaGatherScatter.Fault fault(Step.OpCall o) { return new CudaGatherScatter.Fault(exe.fault.claim(), exe.fault.record(), exe.fault.step(o)); }
 
     private void attention(AttentionCall a) {
         exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),

@@ -22,7 +22,8 @@ import java.util.Map;
  * local memory for every thread the GPU can hold (67 MB on an H200, measured by {@code MemoryProbe}), which a model's
  * memory budget pays for a message that is never printed. These kernels need no stack at all.
  *
- * <p>One record per executable, made only where its plan has a step that can stop (index_select, update_slice, attention).
+ * <p>One record per executable, made only where its plan has a step that can stop (index_select, gather, scatter_add,
+ * update_slice, attention).
  */
 final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
@@ -46,7 +47,7 @@ final class DeviceFault implements AutoCloseable {
             """;
 
     /** The record's codes, as the kernels write them. */
-    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3;
+    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3, INDEX_ALONG = 4;
     static final long RECORD_BYTES = 48;
 
     private final PinnedHostBuffer record;
@@ -113,8 +114,24 @@ final class DeviceFault implements AutoCloseable {
             case UPDATE_SLICE -> where + " stopped the call: position " + a + " puts the update's " + b + " elements outside the " + c
                     + " of the target along its dimension (valid: 0 to " + (c - b) + ")";
             case ATTENTION -> where + " stopped the call: position " + a + " is outside the " + b + " positions of the cache (valid: 0 to " + (b - 1) + ")";
+            // gather and scatter_add, in the words of their host refusal (Gather.outOfRange)
+            case INDEX_ALONG -> where + " stopped the call: index " + a + " at position " + b + coordinates(s, b) + " of the index is outside the " + c
+                    + " elements of dimension " + member + " of x" + (c == 0 ? " (it has none)" : " (valid: 0 to " + (c - 1) + ")");
             default -> where + " stopped the call (fault code " + code + ")";
         };
+    }
+
+    /** " [i, j]": position {@code k}'s coordinates in the index (an op's second input) where its shape is static; else "". */
+    private static String coordinates(Step s, long k) {
+        if (!(s instanceof Step.OpCall o) || o.inputs().size() < 2 || !o.input(1).shape().isStatic()) return "";
+        long[] shape = o.input(1).shape().sizes();
+        long[] at = new long[shape.length];
+        for (int d = shape.length - 1; d >= 0; d--) {
+            if (shape[d] == 0) return "";
+            at[d] = k % shape[d];
+            k /= shape[d];
+        }
+        return " " + java.util.Arrays.toString(at);
     }
 
     @Override public void close() {

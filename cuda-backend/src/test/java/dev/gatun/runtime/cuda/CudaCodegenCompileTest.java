@@ -72,6 +72,23 @@ class CudaCodegenCompileTest {
                 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "ld.global.cs.v4");
     }
 
+    /** topk (every dtype but bool), gather (every element size) and scatter_add (every dtype but bool), with their traps. */
+    @Test
+    void theTopkGatherAndScatterAddKernelsCompile(@TempDir Path dir) throws Exception {
+        var t = CudaCodegenFixtures.compile(nvcc, dir, "topk", CudaTopK.SOURCE);
+        assertThat(t.ok()).as(t.log()).isTrue();
+        assertThat(CudaTopK.ENTRIES).hasSize(dev.gatun.ir.DType.values().length - 1);
+        for (String e : CudaTopK.ENTRIES.values()) assertThat(t.ptx()).contains(".entry " + e + "(");
+        var g = CudaCodegenFixtures.compile(nvcc, dir, "gather_scatter", CudaGatherScatter.SOURCE);
+        assertThat(g.ok()).as(g.log()).isTrue();
+        assertThat(CudaGatherScatter.SCATTER_ADD).hasSize(dev.gatun.ir.DType.values().length - 1);
+        for (String e : CudaGatherScatter.GATHER.values()) assertThat(g.ptx()).contains(".entry " + e + "(");
+        for (String e : CudaGatherScatter.SCATTER_ADD.values()) assertThat(g.ptx()).contains(".entry " + e + "(");
+        assertThat(g.ptx()).contains(".entry scatter_check(", "trap;");
+        // the sums are plain adds, each rounded: no fused multiply-add, no atomic add (the trap's claim is a compare-and-swap)
+        assertThat(g.ptx()).doesNotContain("atom.global.add", "red.global.add", "fma.rn").contains("atom.global.cas");
+    }
+
     /** flash_attention's programs: both forms at every dtype and head size a plan can give them, no spills. */
     @Test
     void theFlashAttentionProgramsCompileWithoutSpills(@TempDir Path dir) throws Exception {

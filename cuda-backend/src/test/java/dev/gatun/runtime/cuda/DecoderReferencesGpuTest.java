@@ -12,6 +12,7 @@ import dev.gatun.runtime.NDArray;
 import dev.gatun.runtime.Session;
 import dev.gatun.runtime.distributed.LocalWorld;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
@@ -31,7 +32,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * The decoder family on the CUDA backend against Hugging Face transformers: the reference checkpoints that
  * transformers 5.17 made ({@code models/src/test/resources/references/decoders}, float32 eager logits of every prompt
- * position and 16 greedy tokens) at tensor parallelism 1 and 2 (two ranks sharing the GPU). The prefill's logits are
+ * position and 16 greedy tokens) at tensor parallelism 1 and 2 (two ranks sharing the GPU), the mixtures of experts
+ * included. The prefill's logits are
  * transformers' within 1e-4 of the largest logit and the generation's tokens are {@code generate()}'s. The expected
  * values come from transformers, never from Gatun; the host backend's run of the same references is
  * {@code TransformersReferenceTest}.
@@ -44,21 +46,34 @@ class DecoderReferencesGpuTest {
     @ValueSource(strings = {"llama", "llama_tied", "llama_rope_llama3", "llama_rope_linear", "llama_head_dim", "llama_sharded", "llama_bf16",
             "llama_f16", "llama_bias", "qwen2", "qwen3", "llama_rope_yarn", "gemma", "gemma2", "phi3", "phi3_partial_rotary", "llama_rope_dynamic"})
     void logitsAndGreedyTokensAreTransformersOnTheGpuAtTensorParallelOneAndTwo(String name) throws Exception {
+        for (int tp : new int[]{1, 2}) assertTransformers(name, tp);
+    }
+
+    /**
+     * The mixtures of experts (Mixtral; Qwen2-MoE with its shared expert; Qwen3-MoE), their routers' {@code topk} a
+     * kernel of its own ({@link CudaTopK}): at TP 1, and at TP 2 as cases of their own.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixtral, 1", "qwen2_moe, 1", "qwen3_moe, 1", "mixtral, 2", "qwen2_moe, 2", "qwen3_moe, 2"})
+    void theMixturesOfExpertsAreTransformersOnTheGpu(String name, int tp) throws Exception {
+        assertTransformers(name, tp);
+    }
+
+    /** The prefill's logits of the whole prompt and the 16 greedy tokens of reference {@code name} at tensor parallelism {@code tp}. */
+    private static void assertTransformers(String name, int tp) throws Exception {
         Reference ref = Reference.load(name);
         try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
             LlamaConfig c = ckpt.config();
-            for (int tp : new int[]{1, 2}) {
-                int positions = ref.prompt().length;
-                var logits = perRank(tp, (rank, o) -> prefillLogits(ckpt, Arrays.copyOf(ref.prompt(), positions), tp, rank, o));
-                assertLogits(name, tp, logits, ref, positions, c.vocabSize());
-                var tokens = perRank(tp, (rank, o) -> {
-                    var shard = List.of(LlamaDecoder.weights(c, ckpt.weights(), tp, rank, DType.F32));
-                    try (var gen = new LlamaGenerator(c, shard, positions, positions + NEW_TOKENS, tp, DType.F32, o)) {
-                        return gen.generate(ref.prompt(), NEW_TOKENS, false).tokens();
-                    }
-                });
-                for (int r = 0; r < tp; r++) assertThat(tokens.get(r)).as("%s tp %d rank %d: greedy tokens", name, tp, r).containsExactly(ref.tokens());
-            }
+            int positions = ref.prompt().length;
+            var logits = perRank(tp, (rank, o) -> prefillLogits(ckpt, Arrays.copyOf(ref.prompt(), positions), tp, rank, o));
+            assertLogits(name, tp, logits, ref, positions, c.vocabSize());
+            var tokens = perRank(tp, (rank, o) -> {
+                var shard = List.of(LlamaDecoder.weights(c, ckpt.weights(), tp, rank, DType.F32));
+                try (var gen = new LlamaGenerator(c, shard, positions, positions + NEW_TOKENS, tp, DType.F32, o)) {
+                    return gen.generate(ref.prompt(), NEW_TOKENS, false).tokens();
+                }
+            });
+            for (int r = 0; r < tp; r++) assertThat(tokens.get(r)).as("%s tp %d rank %d: greedy tokens", name, tp, r).containsExactly(ref.tokens());
         }
     }
 

@@ -58,6 +58,37 @@ class FailureHintsTest {
         }
     }
 
+    /**
+     * gather and scatter_add name the value, its position and coordinates in the index, the bound and the dimension, in
+     * the words the host backend refuses the same index with.
+     */
+    @Test
+    void aBadGatherOrScatterIndexIsNamedAsTheHostNamesIt() {
+        var g = Gatun.graph("pick");
+        g.output("y", g.input("x", DType.F32, 4, 3).gather(1, g.input("ids", DType.I64, 2, 2)));
+        var gather = plan(g.build());
+        var s = Gatun.graph("combine");
+        s.output("y", s.input("x", DType.F32, 4, 3).scatterAdd(0, s.input("ids", DType.I32, 2, 3), s.input("src", DType.F32, 2, 3)));
+        var scatter = plan(s.build());
+        try (var arena = Arena.ofConfined()) {
+            int step = indexOf(gather, Step.OpCall.class);
+            MemorySegment r = record(arena, DeviceFault.INDEX_ALONG, step, 7, 3, 3);
+            r.set(ValueLayout.JAVA_LONG, 32, 1);   // the dimension, as the kernel records it
+            String want = "index 7 at position 3 [1, 1] of the index is outside the 3 elements of dimension 1 of x (valid: 0 to 2)";
+            assertThat(DeviceFault.describe(r, gather)).startsWith("step " + step + " (").contains("gather(x, ids, dim=1)").contains(want);
+            assertThat(dev.gatun.ir.ops.Gather.SPEC.refusal(java.util.List.of(dev.gatun.runtime.NDArray.zeros(DType.F32, 4, 3),
+                    dev.gatun.runtime.NDArray.of(DType.I64, new double[]{0, 1, 2, 7}, 2, 2)), gather.steps().get(step) instanceof Step.OpCall o ? o.attrs() : null))
+                    .as("the host's words").isEqualTo(want);
+
+            step = indexOf(scatter, Step.OpCall.class);
+            r = record(arena, DeviceFault.INDEX_ALONG, step, -1, 4, 4);
+            assertThat(DeviceFault.describe(r, scatter)).contains("scatter_add(").contains("of the index is outside")
+                    .contains("index -1 at position 4 [1, 1] of the index is outside the 4 elements of dimension 0 of x (valid: 0 to 3)");
+            r = record(arena, DeviceFault.INDEX_ALONG, step, 0, 0, 0);
+            assertThat(DeviceFault.describe(r, scatter)).contains("index 0 at position 0 [0, 0] of the index is outside the 0 elements of dimension 0 of x (it has none)");
+        }
+    }
+
     @Test
     void aBadPositionIsNamedWithItsStepAndTheValidRange() {
         var kv = Gatun.graph("kv");

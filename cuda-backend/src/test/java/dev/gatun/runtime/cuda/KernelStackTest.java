@@ -28,7 +28,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * No kernel a one-GPU Llama decoder loads needs a stack frame (ptxas's own report, {@code nvcc -cubin -Xptxas -v},
  * sm_90): loading one that does, as a kernel calling {@code printf}, makes the driver reserve local memory for every
  * thread the GPU can hold, 67 MB on an H200 (measured by {@code MemoryProbe}), which counts against the decoder's
- * memory budget. Covers the fixed kernels (index_select, update_slice, argmax, GEMV, the small products) and every kernel the planner
+ * memory budget. Covers the fixed kernels (index_select, update_slice, argmax, GEMV, the small products, topk, gather
+ * and scatter_add) and every kernel the planner
  * makes for the Llama-3.2-1B-shaped prefill (512 tokens) and decode (batch 1 and 8) plans. Skipped where nvcc is
  * absent.
  */
@@ -62,7 +63,7 @@ class KernelStackTest {
     @Test
     void theFixedKernelsNeedNoStack(@TempDir Path dir) throws Exception {
         var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "argmax", CudaArgmax.SOURCE,
-                "gemv", CudaGemv.SOURCE, "attention", CudaAttention.SOURCE);
+                "gemv", CudaGemv.SOURCE, "attention", CudaAttention.SOURCE, "topk", CudaTopK.SOURCE, "gather_scatter", CudaGatherScatter.SOURCE);
         for (var e : sources.entrySet())
             assertThat(stackFrames(dir, e.getKey(), e.getValue())).as(e.getKey()).allSatisfy((fn, bytes) -> assertThat(bytes).as(fn).isZero());
     }

@@ -77,16 +77,16 @@ class ProgrammaticLaunchTest {
 
     /**
      * In the PTX of every entry point of the fixed kernels launched that way (index_select, update_slice, the GEMV, the
-     * small products), the
+     * small products, argmax, attention, topk, gather and scatter_add), the
      * wait comes before the first load from global memory, but the GEMV's streamed loads of its weight.
      */
     @Test
     void everyFixedEntryWaitsBeforeItsFirstLoad(@TempDir Path dir) throws Exception {
         Path nvcc = CudaCodegenFixtures.nvcc().orElse(null);
         assumeTrue(nvcc != null, "nvcc is not on the PATH");
-        var entriesOf = Map.of("index_select", 1, "update_slice", 2, "gemv", 14, "argmax", 6, "attention", 11);
+        var entriesOf = Map.of("index_select", 1, "update_slice", 2, "gemv", 14, "argmax", 6, "attention", 11, "topk", 7, "gather_scatter", 12);
         var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "gemv", CudaGemv.SOURCE,
-                "argmax", CudaArgmax.SOURCE, "attention", CudaAttention.SOURCE);
+                "argmax", CudaArgmax.SOURCE, "attention", CudaAttention.SOURCE, "topk", CudaTopK.SOURCE, "gather_scatter", CudaGatherScatter.SOURCE);
         for (var e : sources.entrySet()) {
             var r = CudaCodegenFixtures.compile(nvcc, dir, e.getKey(), e.getValue());
             assertThat(r.ok()).as(r.log()).isTrue();

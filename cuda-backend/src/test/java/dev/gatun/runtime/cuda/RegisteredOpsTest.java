@@ -7,6 +7,8 @@ import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.planner.Planner;
 import dev.gatun.runtime.CompileOptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import static dev.gatun.ir.DType.F32;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -14,35 +16,82 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.assertThatCode;
 
 /**
- * Registered ops without a CUDA kernel, and an all_to_all with run-time counts, are refused when a plan is loaded,
- * before any GPU work: no GPU needed.
+ * Which registered ops the CUDA backend has kernels for, and what it refuses when a plan is loaded (an all_to_all with
+ * run-time counts among it), before any GPU work: no GPU needed.
  */
 class RegisteredOpsTest {
+    static dev.gatun.planner.Plan plan(dev.gatun.ir.graph.Graph g) { return Planner.plan(Lowering.lower(g, LoweringOptions.world(1))); }
+
+    /** Every registered op has a kernel: the dispatch table's names are the registry's. */
     @Test
-    void topkIsRefusedNamingTheOp() {
+    void everyRegisteredOpHasAKernel() {
+        assertThat(CudaBackend.REGISTERED_OPS_WITH_KERNELS)
+                .containsExactlyInAnyOrderElementsOf(dev.gatun.ir.graph.OpRegistry.all().stream().map(dev.gatun.ir.graph.OpSpec::name).toList());
+    }
+
+    /** topk, gather and scatter_add load; the two that index can stop a call on a bad index, topk cannot. */
+    @Test
+    void topkGatherAndScatterAddHaveKernelsAndTheIndexingOnesCanStopACall() {
         var g = Gatun.graph("top");
         var top = g.input("x", F32, 4, 8).topk(3);
         g.output("values", top.values());
         g.output("indices", top.indices());
-        var plan = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
-        assertThatThrownBy(() -> new CudaBackend().load(plan, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("topk has no CUDA kernel yet").hasMessageContaining("plan 'top'");
-    }
+        var topk = plan(g.build());
+        assertThat(topk.toString()).contains("topk(");
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(topk)).doesNotThrowAnyException();
+        assertThat(DeviceFault.needed(topk)).isFalse();
 
-    @Test
-    void gatherAndScatterAddAreRefusedNamingTheOp() {
-        var g = Gatun.graph("dispatch");
-        var ids = g.input("ids", dev.gatun.ir.DType.I64, 4, 2);
-        g.output("picked", g.input("x", F32, 4, 8).gather(1, ids));
-        var gather = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)));
-        assertThatThrownBy(() -> new CudaBackend().load(gather, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("gather has no CUDA kernel yet").hasMessageContaining("plan 'dispatch'");
+        var d = Gatun.graph("dispatch");
+        d.output("picked", d.input("x", F32, 4, 8).gather(1, d.input("ids", dev.gatun.ir.DType.I64, 4, 2)));
+        var gather = plan(d.build());
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(gather)).doesNotThrowAnyException();
+        assertThat(DeviceFault.needed(gather)).as("an index outside x traps through DeviceFault").isTrue();
 
         var c = Gatun.graph("combine");
         c.output("sums", c.input("x", F32, 4, 8).scatterAdd(0, c.input("ids", dev.gatun.ir.DType.I64, 2, 8), c.input("src", F32, 2, 8)));
-        var scatter = Planner.plan(Lowering.lower(c.build(), LoweringOptions.world(1)));
-        assertThatThrownBy(() -> new CudaBackend().load(scatter, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("scatter_add has no CUDA kernel yet").hasMessageContaining("plan 'combine'");
+        var scatter = plan(c.build());
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(scatter)).doesNotThrowAnyException();
+        assertThat(DeviceFault.needed(scatter)).isTrue();
+    }
+
+    /** The kernels take tensors of up to 8 dimensions: a gather or scatter_add of rank 9 is refused at load, naming the op and what to do. */
+    @Test
+    void gatherAndScatterAddOfMoreThanEightDimensionsAreRefusedNamingTheOp() {
+        Object[] nine = {2, 1, 1, 1, 1, 1, 1, 1, 3};
+        var g = Gatun.graph("deep");
+        g.output("y", g.input("x", F32, nine).gather(-1, g.input("ids", dev.gatun.ir.DType.I64, nine)));
+        var deep = plan(g.build());
+        assertThatThrownBy(() -> new CudaBackend().load(deep, CompileOptions.world(1))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("plan 'deep'").hasMessageContaining("gather of tensors of rank 9").hasMessageContaining("at most 8 dimensions")
+                .hasMessageContaining("reshape");
+        var c = Gatun.graph("deep_sum");
+        c.output("y", c.input("x", F32, nine).scatterAdd(0, c.input("ids", dev.gatun.ir.DType.I64, nine), c.input("src", F32, nine)));
+        var deepSum = plan(c.build());
+        assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(deepSum)).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("scatter_add of tensors of rank 9");
+        var ok = Gatun.graph("eight");
+        Object[] eight = {2, 1, 1, 1, 1, 1, 1, 3};
+        ok.output("y", ok.input("x", F32, eight).gather(-1, ok.input("ids", dev.gatun.ir.DType.I64, eight)));
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(plan(ok.build()))).doesNotThrowAnyException();
+    }
+
+    /**
+     * The mixture-of-experts decoders (their router's topk) load on the CUDA backend: the prefill and decode plans of the
+     * mixtral, qwen2_moe and qwen3_moe reference checkpoints call topk and nothing the backend refuses.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"mixtral", "qwen2_moe", "qwen3_moe"})
+    void theMixtureOfExpertsDecodersLoad(String name) throws java.io.IOException {
+        dev.gatun.models.llama.LlamaConfig c;
+        try (var ckpt = dev.gatun.models.llama.LlamaCheckpoint.open(DecoderReferencesGpuTest.Reference.decoders().resolve(name))) {
+            c = ckpt.config();
+        }
+        for (var g : java.util.List.of(dev.gatun.models.llama.LlamaPrefill.graph(c, 12, 1, dev.gatun.ir.DType.F32),
+                dev.gatun.models.llama.LlamaDecoder.prefill(c, 12, 28, 1, dev.gatun.ir.DType.F32), dev.gatun.models.llama.LlamaDecoder.decode(c, 28, 1, dev.gatun.ir.DType.F32))) {
+            var p = plan(g);
+            assertThat(p.steps()).as(name).anyMatch(s -> s instanceof dev.gatun.planner.Step.OpCall o && o.spec() == dev.gatun.ir.ops.TopK.SPEC);
+            assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).as(name).doesNotThrowAnyException();
+        }
     }
 
     /** NCCL's send and receive take their counts from the host: an all_to_all with run-time counts has no CUDA path yet. */

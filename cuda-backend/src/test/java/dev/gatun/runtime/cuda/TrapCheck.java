@@ -12,12 +12,15 @@ import java.util.Map;
 /**
  * A kernel that stops a call on purpose, on one GPU, in a process of its own (a trap leaves the process's CUDA
  * context unusable): {@code index_select} given an index outside its table, {@code update_slice} given a position
- * where the update does not fit, or {@code attention} given a position past its cache, after a good call. The call must fail with the library's exception naming the step
+ * where the update does not fit, {@code attention} given a position past its cache, or {@code gather} and
+ * {@code scatter_add} given an index outside x's dimension, after a good call. The call must fail with the library's exception naming the step
  * and the values the kernel recorded (the {@link DeviceFault} record); what closing the session after it does is
  * printed.
  * Prints {@code TRAP CHECK PASSED} and exits 0 when that happened.
  *
- * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice|attention</pre>
+ * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice|attention|gather|scatter_add</pre>
+ *
+ * {@link IndexTrapGpuTest} runs the gather and scatter_add checks from the GPU tests, each in a JVM of its own.
  */
 public final class TrapCheck {
     private TrapCheck() {}
@@ -49,8 +52,21 @@ public final class TrapCheck {
             bad = new java.util.HashMap<>(in);
             bad.put("at", NDArray.of(DType.I32, new double[]{100}, 1));
             want = "position 100 is outside the 100 positions of the cache (valid: 0 to 99)";
+        } else if (which.equals("gather")) {
+            g.output("y", g.input("x", DType.F32, 4, 3).gather(1, g.input("ids", DType.I64, 2, 2)));
+            var x = NDArray.random(DType.F32, 6, 4, 3);
+            good = Map.of("x", x, "ids", NDArray.of(DType.I64, new double[]{0, 2, 1, 2}, 2, 2));
+            bad = Map.of("x", x, "ids", NDArray.of(DType.I64, new double[]{0, 2, 1, 7}, 2, 2));
+            want = "index 7 at position 3 [1, 1] of the index is outside the 3 elements of dimension 1 of x (valid: 0 to 2)";
+        } else if (which.equals("scatter_add")) {
+            g.output("y", g.input("x", DType.F32, 4, 3).scatterAdd(0, g.input("ids", DType.I32, 2, 3), g.input("src", DType.F32, 2, 3)));
+            var x = NDArray.random(DType.F32, 7, 4, 3);
+            var src = NDArray.random(DType.F32, 8, 2, 3);
+            good = Map.of("x", x, "ids", NDArray.of(DType.I32, new double[]{0, 3, 3, 1, 1, 2}, 2, 3), "src", src);
+            bad = Map.of("x", x, "ids", NDArray.of(DType.I32, new double[]{0, 3, 3, 1, -1, 2}, 2, 3), "src", src);
+            want = "index -1 at position 4 [1, 1] of the index is outside the 4 elements of dimension 0 of x (valid: 0 to 3)";
         } else {
-            throw new IllegalArgumentException("TrapCheck takes index_select, update_slice or attention, got '" + which + "'");
+            throw new IllegalArgumentException("TrapCheck takes index_select, update_slice, attention, gather or scatter_add, got '" + which + "'");
         }
         boolean passed;
         var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"));

@@ -20,7 +20,8 @@ import java.util.List;
  *
  * <p>An index outside {@code [0, x.size(dim))} is an error at run time, never a read elsewhere (no wrapping of negative
  * indices, as in PyTorch): the op {@link #checksValues}, and {@link #refusal} names the value, its position in the index
- * and the bound. The CUDA backend has no kernel for it yet and refuses a plan that calls it when the plan is loaded.
+ * and the bound. The CUDA backend's kernel ({@code CudaGatherScatter}) checks on the device and stops the call with the
+ * same words.
  *
  * <p>The walk over an index tensor, its checks and its refusal are shared with {@link ScatterAdd}, the op's inverse for
  * mixture-of-experts dispatch and combine: they live here, as package-private statics, so each op stays one file.

@@ -23,8 +23,9 @@ import java.util.List;
  * as PyTorch computes it on a CPU (its atomics on a GPU add in no fixed order).
  *
  * <p>An index outside {@code [0, x.size(dim))} is an error at run time, never a write elsewhere: the op
- * {@link #checksValues}, and {@link #refusal} names the value, its position in the index and the bound. The CUDA backend
- * has no kernel for it yet and refuses a plan that calls it when the plan is loaded.
+ * {@link #checksValues}, and {@link #refusal} names the value, its position in the index and the bound. The CUDA
+ * backend's kernel ({@code CudaGatherScatter}) adds in this order too (one thread per result element, no atomics), so
+ * its result is this body's bit for bit; it checks the index on the device and stops the call with the same words.
  */
 public final class ScatterAdd implements OpSpec {
     public static final ScatterAdd SPEC = new ScatterAdd();

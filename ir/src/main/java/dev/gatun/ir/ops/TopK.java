@@ -22,7 +22,8 @@ import java.util.List;
  *
  * <p>This file is all of the op: its attribute, its type inference, its reference (a stable sort of each row's
  * positions, the obvious statement) and its host body (a selection of the k best in one pass, O(n log k) compares and
- * at most k moves a kept element). The CUDA backend has no kernel for it yet and refuses a plan that calls it.
+ * at most k moves a kept element). The CUDA backend's kernel ({@code CudaTopK}) picks the same elements in the same
+ * order.
  */
 public final class TopK implements OpSpec {
     public static final TopK SPEC = new TopK();

@@ -1,0 +1,33 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.cuda.testing.RequiresGpu;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * gather and scatter_add given an index outside x's dimension stop the call with the library's exception naming the
+ * step, the value, its position and coordinates in the index and the bound ({@link TrapCheck}). A trap leaves the
+ * process's CUDA context unusable, so each check runs in a JVM of its own, on this JVM's class path.
+ */
+@RequiresGpu
+class IndexTrapGpuTest {
+    @ParameterizedTest
+    @ValueSource(strings = {"gather", "scatter_add"})
+    void anIndexOutsideXStopsTheCallNamingTheStepAndTheValue(String op) throws Exception {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        var command = List.of(java, "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"), TrapCheck.class.getName(), op);
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+        byte[] out = p.getInputStream().readAllBytes();   // until the child exits (it halts itself)
+        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the check finished").isTrue();
+        String log = new String(out, StandardCharsets.UTF_8);
+        assertThat(log).as("the check's output").contains(op + ": TRAP CHECK PASSED").contains("stopped the call: index");
+        assertThat(p.exitValue()).as(log).isZero();
+    }
+}

@@ -1,0 +1,229 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.HostTensor;
+import dev.gatun.ir.graph.OpAttrs;
+import dev.gatun.ir.ops.Gather;
+import dev.gatun.ir.ops.ScatterAdd;
+import dev.gatun.ir.ops.TopK;
+import dev.gatun.runtime.NDArray;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * topk, gather and scatter_add's CUDA source run as host C++ (g++ and CUDA's own half-precision headers, through
+ * {@code emulation/emulate.h}: a block's threads as threads, barriers and warp shuffles emulated) with exactly the
+ * launches {@link CudaTopK#launches}, {@link CudaGatherScatter#gather} and {@link CudaGatherScatter#scatterAdd} make,
+ * against the ops' host bodies, byte for byte: what the kernels compute (indexing, ties, NaN and -0, the order and
+ * rounding of the sums, the traps' records) is checked without a GPU. Not checked here: the device's memory model and
+ * speed (the GPU tests). Skipped where g++ or CUDA's headers are absent.
+ */
+class KernelEmulationTest {
+    static final Path CUDA_INCLUDE = Path.of("/usr/local/cuda/include");
+
+    @TempDir static Path dir;
+    static Path emulator;
+
+    @BeforeAll
+    static void build() throws Exception {
+        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
+                .orElse(null);
+        assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
+        for (String f : List.of("emulate.h", "emulate.cpp"))
+            try (InputStream in = KernelEmulationTest.class.getResourceAsStream("/emulation/" + f)) {
+                Files.write(dir.resolve(f), in.readAllBytes());
+            }
+        Files.writeString(dir.resolve("kernels.inc"), CudaTopK.SOURCE + CudaGatherScatter.SOURCE);
+        Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + CUDA_INCLUDE, "-I" + dir, "emulate.cpp", "-o", "emulate")
+                .directory(dir.toFile()).redirectErrorStream(true).start();
+        String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
+        assertThat(p.exitValue()).as(log).isZero();
+        emulator = dir.resolve("emulate");
+    }
+
+    /** What one emulated run left: each slot's bytes, and whether a kernel trapped. */
+    record Result(Map<Long, byte[]> slots, boolean trapped) {}
+
+    /** Runs {@code launches} on buffers in slots 1, 2, ... (the "addresses" the launches were made with). */
+    static Result emulate(List<KernelLaunch> launches, Map<Long, byte[]> slots) throws IOException, InterruptedException {
+        Path run = Files.createTempDirectory(dir, "run");
+        for (var e : slots.entrySet()) Files.write(run.resolve("slot" + e.getKey() + ".bin"), e.getValue());
+        var text = new StringBuilder("slots " + slots.keySet().stream().map(String::valueOf).collect(Collectors.joining(" ")) + "\n");
+        for (KernelLaunch l : launches)
+            text.append(l.kernel()).append(' ').append(l.grid()).append(' ').append(l.block()).append(' ')
+                    .append(l.args().stream().map(String::valueOf).collect(Collectors.joining(" "))).append('\n');
+        Files.writeString(run.resolve("launches.txt"), text);
+        Process p = new ProcessBuilder(emulator.toString()).directory(run.toFile()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the emulation finished").isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        var back = new LinkedHashMap<Long, byte[]>();
+        for (long s : slots.keySet()) back.put(s, Files.readAllBytes(run.resolve("slot" + s + ".bin")));
+        return new Result(back, out.contains("TRAP"));
+    }
+
+    static byte[] bytes(NDArray a) { return a.segment().toArray(ValueLayout.JAVA_BYTE); }
+
+    static NDArray array(DType t, byte[] data, long... shape) {
+        var a = NDArray.zeros(t, shape);
+        MemorySegment.copy(MemorySegment.ofArray(data), 0, a.segment(), 0, a.byteSize());
+        return a;
+    }
+
+    static NDArray random(DType t, long[] shape, SplittableRandom rnd, boolean ties) {
+        var x = NDArray.zeros(t, shape);
+        double[] special = {-2, -1, -0.0, 0.0, 0.5, 1, 3, Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY};
+        for (long i = 0; i < x.numel(); i++)
+            switch (t) {
+                case BOOL -> x.setLong(i, rnd.nextInt(2));
+                case INT8 -> x.setLong(i, ties ? rnd.nextInt(5) - 2 : rnd.nextInt(256) - 128);
+                case INT32 -> x.setLong(i, ties ? rnd.nextInt(5) - 2 : rnd.nextInt());
+                case INT64 -> x.setLong(i, ties ? (rnd.nextBoolean() ? Long.MIN_VALUE + rnd.nextInt(2) : Long.MAX_VALUE - rnd.nextInt(2)) : rnd.nextLong());
+                default -> x.set(i, ties && rnd.nextBoolean() ? special[rnd.nextInt(special.length)]
+                        : rnd.nextGaussian() * (rnd.nextInt(4) == 0 ? (t == DType.F16 ? 300 : 1e4) : 1) * (rnd.nextInt(8) == 0 ? 1e-3 : 1));
+            }
+        return x;
+    }
+
+    static final List<DType> NUMBERS = List.of(DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I32, DType.I64);
+
+    /** Rows of ties, NaNs and both zeros, rows longer than a block (each thread several elements), k from 1 to the row. */
+    @Test
+    void topkPicksWhatTheHostBodyPicks() throws Exception {
+        var rnd = new SplittableRandom(41);
+        for (int trial = 0; trial < 42; trial++) {
+            DType t = NUMBERS.get(trial % NUMBERS.size());
+            long rows = 1 + rnd.nextInt(4), cols = switch (trial % 3) { case 0 -> 1 + rnd.nextInt(8); case 1 -> 30 + rnd.nextInt(100); default -> 257 + rnd.nextInt(300); };
+            // the whole row as k where it is short (a round costs three barriers of up to 256 emulated threads)
+            int k = trial % 3 == 0 && trial % 2 == 0 ? (int) cols : 1 + rnd.nextInt((int) Math.min(cols, 9));
+            NDArray x = random(t, new long[]{rows, cols}, rnd, true);
+            NDArray values = NDArray.zeros(t, rows, k), indices = NDArray.zeros(DType.I64, rows, k);
+            TopK.SPEC.host(List.<HostTensor>of(x), List.<HostTensor>of(values, indices), OpAttrs.of(TopK.SPEC, Map.of("k", k)));
+            var r = emulate(CudaTopK.launches(1, t, 2, 3, rows, cols, k), Map.of(1L, bytes(x), 2L, new byte[(int) values.byteSize()], 3L,
+                    new byte[(int) indices.byteSize()]));
+            String what = t + " [" + rows + ", " + cols + "] k=" + k;
+            assertThat(r.trapped()).isFalse();
+            assertThat(array(DType.I64, r.slots().get(3L), rows, k).toDoubleArray()).as(what + ": indices").containsExactly(indices.toDoubleArray());
+            assertThat(r.slots().get(2L)).as(what + ": values, byte for byte").isEqualTo(bytes(values));
+        }
+    }
+
+    static long[] shape(int rank, SplittableRandom rnd) {
+        long[] s = new long[rank];
+        for (int d = 0; d < rank; d++) s[d] = 1 + rnd.nextInt(d == rank - 1 && rnd.nextBoolean() ? 40 : 5);
+        return s;
+    }
+
+    static long[] within(long[] of, int free, SplittableRandom rnd) {
+        long[] s = of.clone();
+        for (int d = 0; d < s.length; d++) s[d] = d == free ? 1 + rnd.nextInt(7) : rnd.nextBoolean() ? of[d] : 1 + rnd.nextLong(of[d]);
+        return s;
+    }
+
+    static NDArray index(DType t, long[] shape, long bound, SplittableRandom rnd) {
+        var ids = NDArray.zeros(t, shape);
+        for (long i = 0; i < ids.numel(); i++) ids.setLong(i, rnd.nextLong(bound));
+        return ids;
+    }
+
+    static final long CLAIM = 90, RECORD = 91;
+
+    static Map<Long, byte[]> withFault(Map<Long, byte[]> slots) {
+        var m = new LinkedHashMap<>(slots);
+        m.put(CLAIM, new byte[4]);
+        m.put(RECORD, new byte[(int) DeviceFault.RECORD_BYTES]);
+        return m;
+    }
+
+    @Test
+    void gatherCopiesWhatTheHostBodyCopies() throws Exception {
+        var rnd = new SplittableRandom(43);
+        for (int trial = 0; trial < 64; trial++) {
+            DType t = DType.values()[trial % DType.values().length], idType = trial % 3 == 0 ? DType.I32 : DType.I64;
+            int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
+            long[] xs = shape(rank, rnd), is = within(xs, dim, rnd);
+            NDArray x = random(t, xs, rnd, false), ids = index(idType, is, xs[dim], rnd), want = NDArray.zeros(t, is);
+            Gather.SPEC.host(List.<HostTensor>of(x, ids), List.<HostTensor>of(want), OpAttrs.of(Gather.SPEC, Map.of("dim", dim)));
+            var r = emulate(CudaGatherScatter.gather(1, t, xs, 2, idType, is, dim, 3, new CudaGatherScatter.Fault(CLAIM, RECORD, 5)),
+                    withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, new byte[(int) want.byteSize()])));
+            assertThat(r.trapped()).isFalse();
+            assertThat(r.slots().get(3L)).as("gather %s x%s dim %d index %s%s", t, Arrays.toString(xs), dim, idType, Arrays.toString(is)).isEqualTo(bytes(want));
+        }
+    }
+
+    @Test
+    void scatterAddSumsWhatTheHostBodySumsInItsOrder() throws Exception {
+        var rnd = new SplittableRandom(47);
+        for (int trial = 0; trial < 70; trial++) {
+            DType t = NUMBERS.get(trial % NUMBERS.size()), idType = trial % 3 == 0 ? DType.I32 : DType.I64;
+            int rank = 1 + rnd.nextInt(4), dim = rnd.nextInt(rank);
+            long[] xs = shape(rank, rnd), is = within(xs, dim, rnd), ss = is.clone();
+            for (int d = 0; d < rank; d++) if (rnd.nextInt(3) == 0) ss[d] += 1 + rnd.nextInt(3);
+            long bound = Math.min(xs[dim], 1 + rnd.nextInt(3));   // few targets: many repeats
+            NDArray x = random(t, xs, rnd, false), ids = index(idType, is, bound, rnd), src = random(t, ss, rnd, false), want = NDArray.zeros(t, xs);
+            ScatterAdd.SPEC.host(List.<HostTensor>of(x, ids, src), List.<HostTensor>of(want), OpAttrs.of(ScatterAdd.SPEC, Map.of("dim", dim)));
+            var r = emulate(CudaGatherScatter.scatterAdd(1, t, xs, 2, idType, is, 3, ss, dim, 4, new CudaGatherScatter.Fault(CLAIM, RECORD, 5)),
+                    withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, bytes(src), 4L, new byte[(int) want.byteSize()])));
+            assertThat(r.trapped()).isFalse();
+            assertThat(r.slots().get(4L)).as("scatter_add %s x%s dim %d index %s%s src%s", t, Arrays.toString(xs), dim, idType, Arrays.toString(is),
+                    Arrays.toString(ss)).isEqualTo(bytes(want));
+        }
+    }
+
+    /** The sums' order matters here (1e8 + 1 - 1e8 in f32): the index's row-major order, not another, gives the host's value. */
+    @Test
+    void scatterAddsOrderIsTheIndexsRowMajorOrder() throws Exception {
+        NDArray x = NDArray.zeros(DType.F32, 1, 2), ids = NDArray.of(DType.I64, new double[]{0, 0, 0, 0, 0, 0}, 3, 2),
+                src = NDArray.of(DType.F32, new double[]{1e8, 1, 1, 1e8, -1e8, -1e8}, 3, 2), want = NDArray.zeros(DType.F32, 1, 2);
+        ScatterAdd.SPEC.host(List.<HostTensor>of(x, ids, src), List.<HostTensor>of(want), OpAttrs.of(ScatterAdd.SPEC, Map.of("dim", 0)));
+        assertThat(want.toDoubleArray()).as("the host's sums: (1e8 + 1) - 1e8 and (1 + 1e8) - 1e8 in float32").containsExactly(0, 0);
+        var r = emulate(CudaGatherScatter.scatterAdd(1, DType.F32, new long[]{1, 2}, 2, DType.I64, new long[]{3, 2}, 3, new long[]{3, 2}, 0, 4,
+                new CudaGatherScatter.Fault(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, bytes(src), 4L, new byte[8])));
+        assertThat(r.slots().get(4L)).isEqualTo(bytes(want));
+    }
+
+    /** An index outside x's dimension traps with the record DeviceFault reads: code, step, value, position, bound, dimension. */
+    @Test
+    void aBadIndexTrapsWithItsRecord() throws Exception {
+        NDArray x = NDArray.random(DType.F32, 1, 4, 3), ids = NDArray.of(DType.I64, new double[]{0, 2, 1, 3}, 2, 2);
+        var gather = emulate(CudaGatherScatter.gather(1, DType.F32, new long[]{4, 3}, 2, DType.I64, new long[]{2, 2}, 1, 3,
+                new CudaGatherScatter.Fault(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, new byte[16])));
+        assertThat(gather.trapped()).isTrue();
+        assertRecord(gather.slots().get(RECORD), 5, 3, 3, 3, 1);
+        NDArray bad = NDArray.of(DType.I32, new double[]{0, 3, 3, 1, -1, 2}, 2, 3), src = NDArray.random(DType.F32, 2, 2, 3);
+        var scatter = emulate(CudaGatherScatter.scatterAdd(1, DType.F32, new long[]{4, 3}, 2, DType.I32, new long[]{2, 3}, 3, new long[]{2, 3}, 0, 4,
+                new CudaGatherScatter.Fault(CLAIM, RECORD, 6)), withFault(Map.of(1L, bytes(x), 2L, bytes(bad), 3L, bytes(src), 4L, new byte[48])));
+        assertThat(scatter.trapped()).isTrue();
+        assertRecord(scatter.slots().get(RECORD), 6, -1, 4, 4, 0);
+        assertThat(scatter.slots().get(4L)).as("no sum was written: the check runs first").containsOnly(0);
+    }
+
+    static void assertRecord(byte[] record, int step, long value, long position, long bound, long dim) {
+        var r = MemorySegment.ofArray(record);
+        assertThat(r.get(ValueLayout.JAVA_INT_UNALIGNED, 0)).as("code").isEqualTo(DeviceFault.INDEX_ALONG);
+        assertThat(r.get(ValueLayout.JAVA_INT_UNALIGNED, 4)).as("step").isEqualTo(step);
+        assertThat(new long[]{r.get(ValueLayout.JAVA_LONG_UNALIGNED, 8), r.get(ValueLayout.JAVA_LONG_UNALIGNED, 16), r.get(ValueLayout.JAVA_LONG_UNALIGNED, 24),
+                r.get(ValueLayout.JAVA_LONG_UNALIGNED, 32)}).containsExactly(value, position, bound, dim);
+    }
+}

@@ -1,0 +1,88 @@
+// Runs the CUDA kernels' source as host C++ (g++, -std=c++20 -pthread) for KernelEmulationTest: blocks one after
+// another, a block's threads as std::threads where the kernel meets at barriers or shuffles (else one after another),
+// __shared__ arrays shared by them, a warp's shuffle through a slot per thread between two barriers. The half types
+// and their conversions are CUDA's own headers' host versions. Not a GPU: it checks what the kernels compute (their
+// indexing, order, rounding and ties), not their speed or memory model.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+struct emu_dim3 { unsigned x = 1, y = 1, z = 1; };
+inline emu_dim3 gridDim, blockDim, blockIdx;
+inline thread_local emu_dim3 threadIdx;
+
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __shared__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+
+struct emu_trap {};
+inline std::barrier<>* emu_block_barrier = nullptr;
+inline unsigned long long emu_slots[1024];
+inline std::mutex emu_atomic;
+
+inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+
+template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
+    static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
+    unsigned t = threadIdx.x;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_slots[t] = bits;
+    __syncthreads();
+    T r = v;
+    if ((t & 31) + d < 32) std::memcpy(&r, &emu_slots[t + d], sizeof(T));
+    __syncthreads();
+    return r;
+}
+
+inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
+inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
+inline int atomicCAS(int* p, int cmp, int val) {
+    std::lock_guard<std::mutex> l(emu_atomic);
+    int old = *p;
+    if (old == cmp) *p = val;
+    return old;
+}
+inline void __threadfence_system() {}
+inline void __nanosleep(unsigned) {}
+[[noreturn]] inline void __trap() { throw emu_trap{}; }
+
+// runs body on grid x block threads; with `together`, a block's threads run at once (barriers, shuffles); false where a trap stopped it
+inline bool emu_launch(unsigned grid, unsigned block, bool together, const std::function<void()>& body) {
+    gridDim.x = grid;
+    blockDim.x = block;
+    for (unsigned b = 0; b < grid; b++) {
+        blockIdx.x = b;
+        if (!together) {
+            try {
+                for (unsigned t = 0; t < block; t++) { threadIdx.x = t; body(); }
+            } catch (const emu_trap&) { return false; }
+            continue;
+        }
+        std::barrier<> barrier(block);
+        emu_block_barrier = &barrier;
+        std::atomic<bool> trapped = false;
+        std::vector<std::thread> threads;
+        for (unsigned t = 0; t < block; t++)
+            threads.emplace_back([&, t] {
+                threadIdx.x = t;
+                try { body(); } catch (const emu_trap&) { trapped = true; }
+            });
+        for (auto& th : threads) th.join();
+        if (trapped) return false;
+    }
+    return true;
+}
