@@ -1,0 +1,210 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.function.BiFunction;
+
+import static dev.gatun.ir.DType.F64;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.data.Offset.offset;
+
+/**
+ * Gradients through collectives with simulated ranks (world 2 and 4) on the host backend. The distributed loss is the
+ * sum over ranks of each rank's {@code loss_r = sum(c_r * f(y_r))}, y_r the collective's result on rank r; each rank's
+ * gradient of its x is checked against the same math done on one rank in plain loops: the collective written out over
+ * every rank's x, then the chain rule by hand.
+ */
+class GradientCollectivesTest {
+    static final int ROWS = 2, COLS = 3;
+
+    /** Per rank: x and c, random, with x's and c's shapes as given. */
+    record Data(double[][] x, double[][] c) {
+        static Data random(int world, int xn, int cn, long seed) {
+            var rnd = new Random(seed);
+            double[][] x = new double[world][xn], c = new double[world][cn];
+            for (int r = 0; r < world; r++) {
+                for (int i = 0; i < xn; i++) x[r][i] = rnd.nextGaussian();
+                for (int i = 0; i < cn; i++) c[r][i] = 0.5 + rnd.nextDouble();
+            }
+            return new Data(x, c);
+        }
+    }
+
+    /** Runs {@code body(x, c) -> loss_r} on every rank and returns each rank's gradient of x. */
+    static double[][] grads(int world, long[] xs, long[] cs, Data d, BiFunction<Tensor, Tensor, Tensor> body) {
+        var g = Gatun.graph("dist").world(world);
+        var x = g.input("x", F64, xs[0], xs[1]);
+        var c = g.input("c", F64, cs[0], cs[1]);
+        g.output("dx", g.grad(body.apply(x, c), x)[0]);
+        var in = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++) in.add(Map.of("x", NDArray.of(d.x()[r], xs), "c", NDArray.of(d.c()[r], cs)));
+        try (var s = Session.compile(g.build(), CompileOptions.world(world).backend("host"))) {
+            List<Map<String, NDArray>> out = s.runToHost(in);
+            double[][] dx = new double[world][];
+            for (int r = 0; r < world; r++) dx[r] = out.get(r).get("dx").toDoubleArray();
+            return dx;
+        }
+    }
+
+    static void assertClose(double[][] got, double[][] want) {
+        for (int r = 0; r < want.length; r++)
+            for (int i = 0; i < want[r].length; i++)
+                assertThat(got[r][i]).as("rank %d element %d", r, i).isCloseTo(want[r][i], offset(1e-12 * (1 + Math.abs(want[r][i]))));
+    }
+
+    /** loss_r = sum(c_r * sin(Y)), Y = sum_s x_s: d/dx_s = sum_r c_r * cos(Y) (avg: Y and the gradient over the world). */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void allReduce(int world) {
+        for (ReduceOp op : List.of(ReduceOp.SUM, ReduceOp.AVG)) {
+            int n = ROWS * COLS;
+            var d = Data.random(world, n, n, world * 10L + op.ordinal());
+            double scale = op == ReduceOp.AVG ? 1.0 / world : 1;
+            double[][] want = new double[world][n];
+            for (int i = 0; i < n; i++) {
+                double y = 0, c = 0;
+                for (int s = 0; s < world; s++) y += d.x()[s][i] * scale;
+                for (int r = 0; r < world; r++) c += d.c()[r][i];
+                for (int s = 0; s < world; s++) want[s][i] = c * Math.cos(y) * scale;
+            }
+            long[] shape = {ROWS, COLS};
+            assertClose(grads(world, shape, shape, d, (x, c) -> c.mul(x.allReduce(op).sin()).sum()), want);
+        }
+    }
+
+    /** Y = cat(x_0..x_{n-1}) [n*ROWS, COLS]; loss_r = sum(c_r * Y^2): d/dx_s[i] = sum_r c_r[s*ROWS + i] * 2 x_s[i]. */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void allGather(int world) {
+        int n = ROWS * COLS;
+        var d = Data.random(world, n, world * n, world);
+        double[][] want = new double[world][n];
+        for (int s = 0; s < world; s++)
+            for (int i = 0; i < n; i++) {
+                double c = 0;
+                for (int r = 0; r < world; r++) c += d.c()[r][s * n + i];
+                want[s][i] = c * 2 * d.x()[s][i];
+            }
+        assertClose(grads(world, new long[]{ROWS, COLS}, new long[]{(long) world * ROWS, COLS}, d, (x, c) -> c.mul(x.allGather().pow(2)).sum()), want);
+    }
+
+    /**
+     * Y = sum_s x_s [n*ROWS, COLS]; rank r keeps rows r*ROWS.. of it (avg: divided by n); loss_r = sum(c_r * y_r^3):
+     * d/dx_s[k] = c_{k / ROWS}[k % ROWS] * 3 y^2 (avg: / n).
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void reduceScatter(int world) {
+        for (ReduceOp op : List.of(ReduceOp.SUM, ReduceOp.AVG)) {
+            int n = ROWS * COLS, big = world * n;
+            var d = Data.random(world, big, n, world * 7L + op.ordinal());
+            double scale = op == ReduceOp.AVG ? 1.0 / world : 1;
+            double[][] want = new double[world][big];
+            for (int k = 0; k < big; k++) {
+                double y = 0;
+                for (int s = 0; s < world; s++) y += d.x()[s][k] * scale;
+                double c = d.c()[k / n][k % n];
+                for (int s = 0; s < world; s++) want[s][k] = c * 3 * y * y * scale;
+            }
+            assertClose(grads(world, new long[]{(long) world * ROWS, COLS}, new long[]{ROWS, COLS}, d,
+                    (x, c) -> c.mul(x.reduceScatter(op).pow(3)).sum()), want);
+        }
+    }
+
+    /**
+     * Tensor-parallel MLP on world 2 and 4: each rank holds a column block of W1 and the matching row block of W2;
+     * y = all_reduce(tanh(x W1_r) W2_r), loss_r = sum(c * y) with c the same on every rank. The gradient of W1_r
+     * by hand: the world sum of c (every rank's loss reads y), through W2_r and tanh.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void tensorParallelMlp(int world) {
+        int b = 2, in = 3, hid = 2, out = 2;
+        var rnd = new Random(world);
+        double[] x = gauss(rnd, b * in), c = gauss(rnd, b * out);
+        double[][] w1 = new double[world][], w2 = new double[world][];
+        for (int r = 0; r < world; r++) {
+            w1[r] = gauss(rnd, in * hid);
+            w2[r] = gauss(rnd, hid * out);
+        }
+        var g = Gatun.graph("tp").world(world);
+        var xt = g.input("x", F64, b, in);
+        var w1t = g.input("w1", F64, in, hid);
+        var w2t = g.input("w2", F64, hid, out);
+        var ct = g.input("c", F64, b, out);
+        var loss = xt.matmul(w1t).tanh().matmul(w2t).allReduce(ReduceOp.SUM).mul(ct).sum();
+        var d = g.grad(loss, w1t, w2t);
+        g.output("d1", d[0]).output("d2", d[1]);
+        var inputs = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++)
+            inputs.add(Map.of("x", NDArray.of(x, b, in), "w1", NDArray.of(w1[r], in, hid), "w2", NDArray.of(w2[r], hid, out), "c", NDArray.of(c, b, out)));
+        List<Map<String, NDArray>> res;
+        try (var s = Session.compile(g.build(), CompileOptions.world(world).backend("host"))) {
+            res = s.runToHost(inputs);
+        }
+        for (int r = 0; r < world; r++) {
+            // dL/dy = world * c (each rank's loss reads the same y); dL/dH = dy W2^T * (1 - tanh^2); dW1 = x^T dH; dW2 = tanh^T dy
+            double[] h = new double[b * hid], dh = new double[b * hid], d1 = new double[in * hid], d2 = new double[hid * out];
+            for (int i = 0; i < b; i++)
+                for (int j = 0; j < hid; j++) {
+                    double s = 0;
+                    for (int k = 0; k < in; k++) s += x[i * in + k] * w1[r][k * hid + j];
+                    h[i * hid + j] = Math.tanh(s);
+                    double up = 0;
+                    for (int o = 0; o < out; o++) up += world * c[i * out + o] * w2[r][j * out + o];
+                    dh[i * hid + j] = up * (1 - h[i * hid + j] * h[i * hid + j]);
+                }
+            for (int k = 0; k < in; k++) for (int j = 0; j < hid; j++) for (int i = 0; i < b; i++) d1[k * hid + j] += x[i * in + k] * dh[i * hid + j];
+            for (int j = 0; j < hid; j++) for (int o = 0; o < out; o++) for (int i = 0; i < b; i++) d2[j * out + o] += h[i * hid + j] * world * c[i * out + o];
+            assertClose(new double[][]{res.get(r).get("d1").toDoubleArray()}, new double[][]{d1});
+            assertClose(new double[][]{res.get(r).get("d2").toDoubleArray()}, new double[][]{d2});
+        }
+    }
+
+    /**
+     * A 2 x 2 mesh ("dp" x "tp"): all_gather along tp, then all_reduce(avg) along dp. Rank r = 2 dp + tp; y_r is the
+     * dp-average of the tp-gathered x; loss_r = sum(c_r * y_r^2), so d/dx_s[i] = sum over the ranks r that read x_s's
+     * block (same tp slice, either dp) of c_r[block of s] * 2 y_r / 2.
+     */
+    @org.junit.jupiter.api.Test
+    void meshAxes() {
+        int world = 4, n = ROWS * COLS;
+        var d = Data.random(world, n, 2 * n, 99);
+        var g = Gatun.graph("mesh").mesh("dp", 2, "tp", 2);
+        var x = g.input("x", F64, ROWS, COLS);
+        var c = g.input("c", F64, 2 * ROWS, COLS);
+        g.output("dx", g.grad(c.mul(x.allGather("tp").allReduce(ReduceOp.AVG, "dp").pow(2)).sum(), x)[0]);
+        var in = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++) in.add(Map.of("x", NDArray.of(d.x()[r], ROWS, COLS), "c", NDArray.of(d.c()[r], 2 * ROWS, COLS)));
+        List<Map<String, NDArray>> out;
+        try (var s = Session.compile(g.build(), CompileOptions.world(world).backend("host"))) {
+            out = s.runToHost(in);
+        }
+        // y for a dp-slice index: block b of y holds avg over dp of x[2 dp + b]; the same on both tp ranks of a dp row pair
+        for (int s = 0; s < world; s++) {
+            int block = s % 2;
+            for (int i = 0; i < n; i++) {
+                double y = (d.x()[block][i] + d.x()[2 + block][i]) / 2, want = 0;
+                for (int r = 0; r < world; r++) want += d.c()[r][block * n + i] * 2 * y / 2;   // every rank reads block "block" of its y
+                assertThat(out.get(s).get("dx").toDoubleArray()[i]).as("rank %d element %d", s, i).isCloseTo(want, offset(1e-12));
+            }
+        }
+    }
+
+    static double[] gauss(Random rnd, int n) {
+        double[] v = new double[n];
+        for (int i = 0; i < n; i++) v[i] = rnd.nextGaussian();
+        return v;
+    }
+}
