@@ -75,15 +75,44 @@ final class GradCheck {
 
     /** Builds, runs and compares; returns the gradients (by input name) for further checks. */
     Map<String, double[]> check(Function<Tensor[], Tensor> f) {
-        var g = Gatun.graph(name);
-        Tensor[] xs = new Tensor[inputs.size()];
-        var wrt = new ArrayList<Tensor>();
-        for (int k = 0; k < xs.length; k++) {
-            In in = inputs.get(k);
-            xs[k] = g.input(in.name(), in.dtype(), Arrays.stream(in.shape()).boxed().toArray());
-            if (in.dtype() == DType.F64) wrt.add(xs[k]);
+        return grow(more -> f.apply(more.declared()));
+    }
+
+    /** What a function that declares more f64 inputs as it goes sees: the graph, the inputs so far, a way to add one. */
+    final class Inputs {
+        private final GraphBuilder g;
+        private final List<Tensor> all = new ArrayList<>();
+
+        Inputs(GraphBuilder g) { this.g = g; }
+
+        Tensor[] declared() { return all.toArray(Tensor[]::new); }
+
+        GraphBuilder graph() { return g; }
+
+        Random random() { return rnd; }
+
+        /** A new f64 input of {@code shape}, values in [-2, 2]. */
+        Tensor f64(long... shape) {
+            GradCheck.this.f64("w" + inputs.size(), shape);
+            return declare(inputs.getLast());
         }
-        Tensor loss = scalarLoss(g, f.apply(xs));
+
+        private Tensor declare(In in) {
+            Tensor t = g.input(in.name(), in.dtype(), Arrays.stream(in.shape()).boxed().toArray());
+            all.add(t);
+            return t;
+        }
+    }
+
+    /** Like {@link #check}, for a function that may declare more inputs ({@link Inputs#f64}) as it builds the loss. */
+    Map<String, double[]> grow(Function<Inputs, Tensor> f) {
+        var g = Gatun.graph(name);
+        var more = new Inputs(g);
+        for (In in : List.copyOf(inputs)) more.declare(in);
+        Tensor out = f.apply(more);
+        var wrt = new ArrayList<Tensor>();
+        for (Tensor t : more.all) if (t.dtype() == DType.F64) wrt.add(t);
+        Tensor loss = scalarLoss(g, out);
         g.output("loss", loss);
         Tensor[] grads = g.grad(loss, wrt.toArray(Tensor[]::new));
         for (int k = 0; k < grads.length; k++) {
