@@ -19,24 +19,24 @@ final class PointwiseGradients {
     /** Writes into {@code out} the gradient of each input {@code want} asks for, given {@code g}, the gradient of {@code n}. */
     static void vjp(GraphBuilder graph, PointwiseFn fn, Node n, Tensor g, boolean[] want, Tensor[] out) {
         Tensor y = graph.wrap(n), a = graph.wrap(n.input(0)), b = n.inputs().size() > 1 ? graph.wrap(n.input(1)) : null;
-        Tensor zero = graph.scalar(0, g.dtype());
+        java.util.function.Supplier<Tensor> zeros = () -> graph.scalar(0, g.dtype());
         switch (fn) {
             case ADD -> { out[0] = g; if (want[1]) out[1] = g; }
             case SUB -> { out[0] = g; if (want[1]) out[1] = g.neg(); }
             case MUL -> { if (want[0]) out[0] = g.mul(b); if (want[1]) out[1] = g.mul(a); }
             case DIV -> { if (want[0]) out[0] = g.div(b); if (want[1]) out[1] = g.mul(y).div(b).neg(); }
             case POW -> {
-                if (want[0]) out[0] = b.eq(0).where(zero, g.mul(b).mul(a.pow(b.sub(1))));
-                if (want[1]) out[1] = a.eq(0).where(b.ge(0).where(zero, g.mul(y).mul(a.log())), g.mul(y).mul(a.log()));
+                if (want[0]) out[0] = b.eq(0).where(zeros.get(), g.mul(b).mul(a.pow(b.sub(1))));
+                if (want[1]) out[1] = a.eq(0).where(b.ge(0).where(zeros.get(), g.mul(y).mul(a.log())), g.mul(y).mul(a.log()));
             }
             case MAXIMUM, MINIMUM -> {
                 Tensor wins = fn == PointwiseFn.MAXIMUM ? a.gt(b) : a.lt(b);
-                Tensor share = wins.where(graph.scalar(1, g.dtype()), a.eq(b).where(graph.scalar(0.5, g.dtype()), zero));
+                Tensor share = wins.where(graph.scalar(1, g.dtype()), a.eq(b).where(graph.scalar(0.5, g.dtype()), zeros.get()));
                 if (want[0]) out[0] = g.mul(share);
                 if (want[1]) out[1] = g.mul(share.neg().add(1));
             }
             case NEG -> out[0] = g.neg();
-            case ABS -> out[0] = a.gt(0).where(g, a.lt(0).where(g.neg(), zero));
+            case ABS -> out[0] = a.gt(0).where(g, a.lt(0).where(g.neg(), zeros.get()));
             case EXP -> out[0] = g.mul(y);
             case LOG -> out[0] = g.div(a);
             case SQRT -> out[0] = g.div(y.mul(2));
@@ -45,7 +45,7 @@ final class PointwiseGradients {
             case COS -> out[0] = g.mul(a.sin()).neg();
             case TANH -> out[0] = g.mul(y.mul(y).neg().add(1));
             case SIGMOID -> out[0] = g.mul(y).mul(y.neg().add(1));
-            case RELU -> out[0] = a.gt(0).where(g, zero);
+            case RELU -> out[0] = a.gt(0).where(g, zeros.get());
             case GELU -> {
                 Tensor cdf = a.eq(0).where(graph.scalar(0.5, g.dtype()), y.div(a));
                 Tensor pdf = a.mul(a).mul(-0.5).exp().mul(INV_SQRT_2PI);
@@ -58,8 +58,8 @@ final class PointwiseGradients {
             case IDENTITY -> out[0] = g;
             case WHERE -> {
                 Tensor c = a;
-                if (want[1]) out[1] = c.where(g, zero);
-                if (want[2]) out[2] = c.where(zero, g);
+                if (want[1]) out[1] = c.where(g, zeros.get());
+                if (want[2]) out[2] = c.where(zeros.get(), g);
             }
             case EQ, NE, LT, LE, GT, GE -> { }   // bool results are never active
         }

@@ -21,7 +21,7 @@ class GradientPropertyTest {
     /** Tensors larger than this are not grown further (each element costs two runs of the graph). */
     static final long LIMIT = 48;
 
-    @Property(tries = 60)
+    @Property(tries = 100)
     void randomChainsMatchFiniteDifferences(@ForAll @IntRange(min = 0, max = 1_000_000) int seed) {
         var shape = new ArrayList<Long>();
         var rnd = new Random(seed);

@@ -189,4 +189,28 @@ class GradientRulesTest {
         g.output("d", g.grad(loss, x)[0]);
         assertThat(run(g, Map.of("x", f64(1, 2, 3))).get("d").toDoubleArray()).containsExactly(2, 4, 6);
     }
+
+    /** A symbolic batch: the gradient graph keeps the symbol, and a call binds it. d/dw sum(tanh(x w) * x0) by hand. */
+    @Test void symbolicBatch() {
+        var g = Gatun.graph("sym");
+        var x = g.input("x", F64, "B", 2);
+        var w = g.input("w", F64, 2, 2);
+        var y = x.matmul(w).tanh();
+        var d = g.grad(y.mul(x.slice(1, 0, 1)).sum(), w, x);
+        g.output("dw", d[0]).output("dx", d[1]);
+        double[] xs = {0.5, -1, 2, 0.25, -0.75, 1.5}, ws = {0.3, -0.2, 0.7, 0.1};
+        var out = run(g, Map.of("x", NDArray.of(xs, 3, 2), "w", NDArray.of(ws, 2, 2)));
+        double[] dw = new double[4], dx = new double[6];
+        for (int b = 0; b < 3; b++)
+            for (int j = 0; j < 2; j++) {
+                double h = Math.tanh(xs[b * 2] * ws[j] + xs[b * 2 + 1] * ws[2 + j]), up = xs[b * 2] * (1 - h * h);
+                for (int k = 0; k < 2; k++) {
+                    dw[k * 2 + j] += xs[b * 2 + k] * up;
+                    dx[b * 2 + k] += up * ws[k * 2 + j];
+                }
+                dx[b * 2] += h;   // through the slice x[:, 0:1]
+            }
+        for (int i = 0; i < 4; i++) assertThat(out.get("dw").toDoubleArray()[i]).isCloseTo(dw[i], offset(1e-12));
+        for (int i = 0; i < 6; i++) assertThat(out.get("dx").toDoubleArray()[i]).isCloseTo(dx[i], offset(1e-12));
+    }
 }
