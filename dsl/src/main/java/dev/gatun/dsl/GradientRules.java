@@ -18,8 +18,9 @@ import java.util.List;
  * mean's divided by the count, an amax or amin splits its gradient evenly among tied elements (as {@code torch.amax});
  * a matrix product's gradient is two products summed over broadcast batch dimensions; views map the gradient back
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
- * {@code topk} scatter theirs with {@code scatter_add}. Collectives transpose: all_reduce(sum) to all_reduce(sum),
- * all_gather to reduce_scatter(sum) and back. What has no rule is refused by name ({@link #refuse}).
+ * {@code topk} scatter theirs with {@code scatter_add}; the fused attention is recomputed as the ops it fuses and
+ * those differentiated. Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
+ * and back. What has no rule is refused by name ({@link #refuse}).
  */
 final class GradientRules {
     private GradientRules() {}
@@ -41,14 +42,33 @@ final class GradientRules {
             case Op.Registered r -> registered(graph, call, r, n, g, want, out);
             case Op.Input in -> { }
             case Op.Constant c -> { }
-            case Op.Attention a -> throw refuse(call, n, "the fused decode attention has no gradient yet; for training write the"
-                    + " attention with matmul, a causal mask (where) and softmax, which differentiate");
+            case Op.Attention a -> attention(graph, call, a, n, g, want, out);
             case Op.UpdateSlice u -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
                     + " build the tensor with cat instead");
             case Op.Custom c -> throw refuse(call, n, "user op '" + c.name() + "' declares no gradient");
             case Op.CustomOutput o -> throw refuse(call, n, "output " + o.index() + " of " + n.input(0).op().opName() + " has no gradient");
         }
         return out;
+    }
+
+    /**
+     * The fused attention's gradient: the attention recomputed from its inputs as the ops it fuses (the scaled scores'
+     * product, the positions after the one given masked with -inf by a {@code where}, softmax, the values' product) in
+     * the inputs' dtype, and that differentiated with {@code g} as its seed. A tensor passed twice (q as the values too)
+     * gets its whole gradient once.
+     */
+    private static void attention(GraphBuilder graph, String call, Op.Attention a, Node n, Tensor g, boolean[] want, Tensor[] out) {
+        Tensor q = graph.wrap(n.input(0)), kT = graph.wrap(n.input(1)), v = graph.wrap(n.input(2)), at = graph.wrap(n.input(3));
+        long positions = kT.shape().dim(2).size();
+        Tensor scores = q.matmul(kT).mul(a.scale());
+        Tensor seen = graph.arange(at.dtype(), positions).le(reshape(graph, at, Shape.of(1)));
+        Tensor y = seen.where(scores, graph.scalar(Double.NEGATIVE_INFINITY, scores.dtype())).softmax(-1).matmul(v);
+        var distinct = new java.util.LinkedHashMap<Node, Integer>();
+        for (int k = 0; k < 3; k++) if (want[k]) distinct.putIfAbsent(n.input(k), k);
+        Tensor[] wrt = distinct.keySet().stream().map(graph::wrap).toArray(Tensor[]::new);
+        Tensor[] grads = Gradients.of(graph, call, y, g, wrt);
+        int i = 0;
+        for (int k : distinct.values()) out[k] = grads[i++];
     }
 
     /** A {@link GraphException} naming the call, the op and the node, with why and what to do instead. */

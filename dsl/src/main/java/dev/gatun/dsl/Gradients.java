@@ -79,7 +79,7 @@ final class Gradients {
             for (int k = 0; k < want.length; k++) want[k] = active[n.input(k).id()];
             Tensor[] parts = GradientRules.vjp(graph, call, n, adjoint.get(i), want);
             for (int k = 0; k < want.length; k++) {
-                if (!want[k]) continue;
+                if (!want[k] || parts[k] == null) continue;   // null: no contribution (a tensor read twice, counted once)
                 Node in = n.input(k);
                 needed[in.id()] = true;
                 accumulate(in, parts[k]);

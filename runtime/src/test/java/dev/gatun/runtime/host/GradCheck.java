@@ -36,6 +36,8 @@ final class GradCheck {
     private final List<In> inputs = new ArrayList<>();
     private final Random rnd;
     private double h = 1e-6, tolerance = 1e-6;
+    /** Whether the finite differences come from the reference interpreter (float64 throughout) instead of the host backend. */
+    private boolean reference;
 
     GradCheck(String name, long seed) {
         this.name = name;
@@ -70,6 +72,17 @@ final class GradCheck {
     GradCheck tolerance(double tol) { this.tolerance = tol; return this; }
 
     GradCheck step(double step) { this.h = step; return this; }
+
+    /**
+     * Finite differences of the reference interpreter's forward pass, for an op the host backend computes in float32
+     * (the fused attention); the gradients still come from the host backend.
+     */
+    GradCheck referenceForward() { this.reference = true; return this; }
+
+    private double loss(Session s, Graph graph, Map<String, NDArray> in) {
+        if (reference) return dev.gatun.runtime.reference.ReferenceInterpreter.evaluate(graph, List.of(in)).getFirst().get("loss").get(0);
+        return s.runToHost(in).get("loss").get(0);
+    }
 
     static int numel(long[] shape) { return (int) Arrays.stream(shape).reduce(1, (a, b) -> a * b); }
 
@@ -140,8 +153,8 @@ final class GradCheck {
                 got.put(in.name(), analytic);
                 int k = inputs.indexOf(in);
                 for (int j = 0; j < in.values().length; j++) {
-                    double plus = s.runToHost(values(k, j, +h)).get("loss").get(0);
-                    double minus = s.runToHost(values(k, j, -h)).get("loss").get(0);
+                    double plus = loss(s, graph, values(k, j, +h));
+                    double minus = loss(s, graph, values(k, j, -h));
                     double fd = (plus - minus) / (2 * h);
                     assertThat(analytic[j]).as("%s: d loss / d %s[%d] (finite difference %s; graph%n%s)", name, in.name(), j, fd, graph)
                             .isCloseTo(fd, org.assertj.core.data.Offset.offset(tolerance * (1 + Math.abs(fd))));

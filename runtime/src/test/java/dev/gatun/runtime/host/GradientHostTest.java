@@ -158,4 +158,26 @@ class GradientHostTest {
                 .check(x -> x[0].scatterAdd(0, x[1], x[2]).sin());
         GradCheck.of("topk").f64("x", 3, 6).check(x -> x[0].topk(3).values().sin());
     }
+
+    /**
+     * The fused decode attention, recomputed as its ops for the gradient: q [2, 3, 4] over a cache of 5 positions, at
+     * positions 4 (all seen) and 2 (the last two masked: their keys and values get no gradient); q as the values too.
+     * The host backend computes the forward attention in float32, so the differences come from the reference
+     * interpreter's float64.
+     */
+    @Test void attention() {
+        for (long at : new long[]{4, 2}) {
+            var grads = GradCheck.of("attention" + at).referenceForward().f64("q", 2, 3, 4).f64("kT", 2, 4, 5).f64("v", 2, 5, 4)
+                    .ints("at", I64, new long[]{at}, 1).check(x -> x[0].attention(x[1], x[2], x[3], 0.5));
+            if (at == 2)
+                for (int b = 0; b < 2; b++)
+                    for (int s = 3; s < 5; s++)
+                        for (int e = 0; e < 4; e++) {
+                            org.assertj.core.api.Assertions.assertThat(grads.get("kT")[(b * 4 + e) * 5 + s]).isZero();
+                            org.assertj.core.api.Assertions.assertThat(grads.get("v")[(b * 5 + s) * 4 + e]).isZero();
+                        }
+        }
+        GradCheck.of("attentionSelf").referenceForward().f64("q", 1, 3, 2).f64("kT", 1, 2, 3).ints("at", I32, new long[]{2}, 1)
+                .check(x -> x[0].attention(x[1], x[0], x[2], 0.7));
+    }
 }
