@@ -20,7 +20,7 @@ import java.util.List;
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
  * {@code topk} scatter theirs with {@code scatter_add}; the fused attention is recomputed as the ops it fuses and
  * those differentiated. Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
- * and back. What has no rule is refused by name ({@link #refuse}).
+ * and back; with max or min the gradient goes to the ranks holding the result. What has no rule is refused by name ({@link #refuse}).
  */
 final class GradientRules {
     private GradientRules() {}
@@ -38,7 +38,7 @@ final class GradientRules {
             case Op.Slice s -> out[0] = unslice(graph, s, n.input(0).type().shape(), g);
             case Op.Cat c -> uncat(c, n, g, out);
             case Op.Expand e -> out[0] = unbroadcast(graph, g, n.input(0).type().shape());
-            case Op.Collective c -> out[0] = collective(call, c, n, g);
+            case Op.Collective c -> out[0] = collective(graph, call, c, n, g);
             case Op.Registered r -> registered(graph, call, r, n, g, want, out);
             case Op.Input in -> { }
             case Op.Constant c -> { }
@@ -195,11 +195,12 @@ final class GradientRules {
      * Collectives in an SPMD graph: the gradient is that of the sum over ranks of each rank's output, so each one's
      * transpose moves the gradients back to the ranks their inputs came from.
      */
-    private static Tensor collective(String call, Op.Collective c, Node n, Tensor g) {
+    private static Tensor collective(GraphBuilder graph, String call, Op.Collective c, Node n, Tensor g) {
+        Tensor x = graph.wrap(n.input(0)), y = graph.wrap(n);
         return switch (c.kind()) {
             case ALL_REDUCE -> switch (c.reduceOp()) {
                 case SUM, AVG -> g.allReduce(c.reduceOp(), c.group());
-                case MAX, MIN -> throw refuse(call, n, "all_reduce(" + c.reduceOp().opName() + ") has no gradient rule yet; use sum or avg");
+                case MAX, MIN -> extremum(x.eq(y), g.allReduce(ReduceOp.SUM, c.group()), c.group(), g);
             };
             case ALL_GATHER -> g.reduceScatter(ReduceOp.SUM, c.group());
             case REDUCE_SCATTER -> switch (c.reduceOp()) {
@@ -209,11 +210,21 @@ final class GradientRules {
                     long mine = g.shape().dim(0).size();
                     yield mine == 0 ? all : all.div((double) all.shape().dim(0).size() / mine);
                 }
-                case MAX, MIN -> throw refuse(call, n, "reduce_scatter(" + c.reduceOp().opName() + ") has no gradient rule yet; use sum or avg");
+                case MAX, MIN -> extremum(x.eq(y.allGather(c.group())), g.allGather(c.group()), c.group(), g);
             };
             case BROADCAST -> throw refuse(call, n, "the gradient of a broadcast is a reduce to the root, which Gatun has no op for; "
                     + "broadcast a value that needs no gradient, or use all_reduce(avg) where every rank holds the same value");
         };
+    }
+
+    /**
+     * An all_reduce or reduce_scatter with max or min: the world's gradient of each element ({@code total}) goes to the
+     * ranks whose element is the result ({@code hit}), split evenly among tied ranks (as {@code torch.amax} splits
+     * ties), so the gradient is {@code hit * total / (ranks hit)}.
+     */
+    private static Tensor extremum(Tensor hit, Tensor total, String group, Tensor g) {
+        Tensor mask = hit.cast(g.dtype());
+        return mask.mul(total).div(mask.allReduce(ReduceOp.SUM, group));
     }
 
     private static void registered(GraphBuilder graph, String call, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {

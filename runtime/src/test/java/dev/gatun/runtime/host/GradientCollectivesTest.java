@@ -63,20 +63,36 @@ class GradientCollectivesTest {
                 assertThat(got[r][i]).as("rank %d element %d", r, i).isCloseTo(want[r][i], offset(1e-12 * (1 + Math.abs(want[r][i]))));
     }
 
-    /** loss_r = sum(c_r * sin(Y)), Y = sum_s x_s: d/dx_s = sum_r c_r * cos(Y) (avg: Y and the gradient over the world). */
+    /** The collective's reduction of the ranks' values of one element. */
+    static double reduce(ReduceOp op, double[] values) {
+        double acc = switch (op) { case SUM, AVG -> 0; case MAX -> Double.NEGATIVE_INFINITY; case MIN -> Double.POSITIVE_INFINITY; };
+        for (double v : values) acc = switch (op) { case SUM, AVG -> acc + v; case MAX -> Math.max(acc, v); case MIN -> Math.min(acc, v); };
+        return op == ReduceOp.AVG ? acc / values.length : acc;
+    }
+
+    /** d Y / d x_s for one element: 1 (sum), 1/n (avg), 1 where x_s is the max or min (random values: no ties), else 0. */
+    static double partial(ReduceOp op, double xs, double y, int world) {
+        return switch (op) { case SUM -> 1; case AVG -> 1.0 / world; case MAX, MIN -> xs == y ? 1 : 0; };
+    }
+
+    /**
+     * loss_r = sum(c_r * sin(Y)), Y the reduction over ranks of x: d/dx_s = sum_r c_r * cos(Y) * dY/dx_s (sum: 1, avg:
+     * 1/n, max and min: 1 on the rank holding the result).
+     */
     @ParameterizedTest
     @ValueSource(ints = {2, 4})
     void allReduce(int world) {
-        for (ReduceOp op : List.of(ReduceOp.SUM, ReduceOp.AVG)) {
+        for (ReduceOp op : ReduceOp.values()) {
             int n = ROWS * COLS;
             var d = Data.random(world, n, n, world * 10L + op.ordinal());
-            double scale = op == ReduceOp.AVG ? 1.0 / world : 1;
             double[][] want = new double[world][n];
             for (int i = 0; i < n; i++) {
-                double y = 0, c = 0;
-                for (int s = 0; s < world; s++) y += d.x()[s][i] * scale;
+                double c = 0;
+                double[] xs = new double[world];
+                for (int s = 0; s < world; s++) xs[s] = d.x()[s][i];
+                double y = reduce(op, xs);
                 for (int r = 0; r < world; r++) c += d.c()[r][i];
-                for (int s = 0; s < world; s++) want[s][i] = c * Math.cos(y) * scale;
+                for (int s = 0; s < world; s++) want[s][i] = c * Math.cos(y) * partial(op, xs[s], y, world);
             }
             long[] shape = {ROWS, COLS};
             assertClose(grads(world, shape, shape, d, (x, c) -> c.mul(x.allReduce(op).sin()).sum()), want);
@@ -100,22 +116,21 @@ class GradientCollectivesTest {
     }
 
     /**
-     * Y = sum_s x_s [n*ROWS, COLS]; rank r keeps rows r*ROWS.. of it (avg: divided by n); loss_r = sum(c_r * y_r^3):
-     * d/dx_s[k] = c_{k / ROWS}[k % ROWS] * 3 y^2 (avg: / n).
+     * Y = the reduction over ranks of x [n*ROWS, COLS]; rank r keeps rows r*ROWS.. of it; loss_r = sum(c_r * y_r^3):
+     * d/dx_s[k] = c_{k / ROWS}[k % ROWS] * 3 y^2 * dY/dx_s.
      */
     @ParameterizedTest
     @ValueSource(ints = {2, 4})
     void reduceScatter(int world) {
-        for (ReduceOp op : List.of(ReduceOp.SUM, ReduceOp.AVG)) {
+        for (ReduceOp op : ReduceOp.values()) {
             int n = ROWS * COLS, big = world * n;
             var d = Data.random(world, big, n, world * 7L + op.ordinal());
-            double scale = op == ReduceOp.AVG ? 1.0 / world : 1;
             double[][] want = new double[world][big];
             for (int k = 0; k < big; k++) {
-                double y = 0;
-                for (int s = 0; s < world; s++) y += d.x()[s][k] * scale;
-                double c = d.c()[k / n][k % n];
-                for (int s = 0; s < world; s++) want[s][k] = c * 3 * y * y * scale;
+                double[] xs = new double[world];
+                for (int s = 0; s < world; s++) xs[s] = d.x()[s][k];
+                double y = reduce(op, xs), c = d.c()[k / n][k % n];
+                for (int s = 0; s < world; s++) want[s][k] = c * 3 * y * y * partial(op, xs[s], y, world);
             }
             assertClose(grads(world, new long[]{(long) world * ROWS, COLS}, new long[]{ROWS, COLS}, d,
                     (x, c) -> c.mul(x.reduceScatter(op).pow(3)).sum()), want);
@@ -199,6 +214,19 @@ class GradientCollectivesTest {
                 for (int r = 0; r < world; r++) want += d.c()[r][block * n + i] * 2 * y / 2;   // every rank reads block "block" of its y
                 assertThat(out.get(s).get("dx").toDoubleArray()[i]).as("rank %d element %d", s, i).isCloseTo(want, offset(1e-12));
             }
+        }
+    }
+
+    /** Ties of all_reduce(max) share the gradient evenly: x_0 = [1, 3], x_1 = [1, 2], loss_r = sum(y) on both ranks. */
+    @org.junit.jupiter.api.Test
+    void maxTiesSplitAcrossRanks() {
+        var g = Gatun.graph("ties").world(2);
+        var x = g.input("x", F64, 2);
+        g.output("dx", g.grad(x.allReduce(ReduceOp.MAX).sum(), x)[0]);
+        try (var s = Session.compile(g.build(), CompileOptions.world(2).backend("host"))) {
+            var out = s.runToHost(List.of(Map.of("x", NDArray.of(new double[]{1, 3}, 2)), Map.of("x", NDArray.of(new double[]{1, 2}, 2))));
+            assertThat(out.get(0).get("dx").toDoubleArray()).containsExactly(1, 2);   // the world's gradient is 2 per element
+            assertThat(out.get(1).get("dx").toDoubleArray()).containsExactly(1, 0);
         }
     }
 
