@@ -180,4 +180,33 @@ class GradientHostTest {
         GradCheck.of("attentionSelf").referenceForward().f64("q", 1, 3, 2).f64("kT", 1, 2, 3).ints("at", I32, new long[]{2}, 1)
                 .check(x -> x[0].attention(x[1], x[0], x[2], 0.7));
     }
+
+    /**
+     * A tiny decoder block as a training step computes it: an embedding, RMSNorm, causal multi-head attention over the
+     * whole sequence (two heads; the mask a where on two aranges), a SwiGLU MLP, residuals, the logits and the
+     * cross-entropy with the next tokens; every weight's gradient against finite differences.
+     */
+    @Test void tinyDecoderBlock() {
+        int vocab = 5, d = 4, seq = 3, heads = 2, hd = d / heads, hidden = 6;
+        GradCheck.of("block").tolerance(1e-5)
+                .f64("emb", vocab, d).f64("norm", 0.5, 1.5, false, d).f64("wq", d, d).f64("wk", d, d).f64("wv", d, d).f64("wo", d, d)
+                .f64("w1", d, hidden).f64("w3", d, hidden).f64("w2", hidden, d).f64("out", d, vocab)
+                .ints("tokens", I64, new long[]{3, 0, 4}, seq).ints("next", I64, new long[]{0, 4, 1}, seq)
+                .check(x -> {
+                    var g = x[0].graph();
+                    Tensor h = x[0].indexSelect(0, x[10]);                                           // [seq, d]
+                    Function<Tensor, Tensor> rms = t -> t.mul(t.mul(t).mean(true, -1).add(1e-5).rsqrt()).mul(x[1]);
+                    Tensor n = rms.apply(h);
+                    Tensor q = n.matmul(x[2]).reshape(seq, heads, hd).permute(1, 0, 2);              // [heads, seq, hd]
+                    Tensor k = n.matmul(x[3]).reshape(seq, heads, hd).permute(1, 2, 0);              // [heads, hd, seq]
+                    Tensor v = n.matmul(x[4]).reshape(seq, heads, hd).permute(1, 0, 2);
+                    Tensor causal = g.arange(I64, seq).reshape(seq, 1).ge(g.arange(I64, seq).reshape(1, seq));
+                    Tensor p = causal.where(q.matmul(k).mul(1 / Math.sqrt(hd)), g.scalar(Double.NEGATIVE_INFINITY, F64)).softmax(-1);
+                    Tensor att = p.matmul(v).permute(1, 0, 2).reshape(seq, d).matmul(x[5]);
+                    h = h.add(att);
+                    Tensor m = rms.apply(h);
+                    h = h.add(m.matmul(x[6]).silu().mul(m.matmul(x[7])).matmul(x[8]));
+                    return h.matmul(x[9]).crossEntropy(x[11]);
+                });
+    }
 }

@@ -207,4 +207,21 @@ class GradientRulesTest {
         for (int i = 0; i < 4; i++) assertThat(out.get("dw").toDoubleArray()[i]).isCloseTo(dw[i], offset(1e-12));
         for (int i = 0; i < 6; i++) assertThat(out.get("dx").toDoubleArray()[i]).isCloseTo(dx[i], offset(1e-12));
     }
+
+    /** The backward nodes are ordinary nodes: the graph goes to JSON and back and computes the same gradients. */
+    @Test void gradientGraphsGoToJsonAndBack() {
+        var g = Gatun.graph("json");
+        var x = g.input("x", F64, 2, 3);
+        var t = g.input("t", I64, 2);
+        var loss = x.slice(1, 0, 3, 2).cat(1, x).crossEntropy(t);
+        g.output("d", g.grad(loss, x)[0]);
+        var graph = g.build();
+        var back = dev.gatun.ir.graph.GraphJson.fromJson(dev.gatun.ir.graph.GraphJson.toJson(graph));
+        assertThat(back.toString()).isEqualTo(graph.toString());
+        var in = Map.of("x", NDArray.of(new double[]{0.1, -0.2, 0.3, 0.4, 0.5, -0.6}, 2, 3), "t", NDArray.of(new long[]{4, 0}, 2));
+        try (var a = Session.compile(graph, CompileOptions.world(1).backend("host"));
+             var b = Session.compile(back, CompileOptions.world(1).backend("host"))) {
+            assertThat(b.runToHost(in).get("d").toDoubleArray()).containsExactly(a.runToHost(in).get("d").toDoubleArray());
+        }
+    }
 }
