@@ -618,8 +618,11 @@ final class Fusion {
         var readers = new ArrayList<ComputedBuffer>(g.members);
         readers.add(c);
         for (ComputedBuffer m : h.members) {
+            // in the kernel's coordinates: a reader or a member joined with its loop reordered is not where its own
+            // loop index says, so a load that is row-major in the reader's own loop may still miss the element
             for (ComputedBuffer r : readers)
-                for (Expr.Load l : allLoadsOf(r.body(), m)) if (!aligned(l, m, g.ranges)) return false;
+                for (Expr.Load l : allLoadsOf(r.body(), m))
+                    if (!aligned(l, m, g.ranges) || !alignedIn(l, g.dimsOf.get(r), m, g.ranges, h.dimsOf.get(m))) return false;
             for (Buffer u : consumers.getOrDefault(m, List.of())) {
                 if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
                 if (absorbed.contains(u)) return false;
