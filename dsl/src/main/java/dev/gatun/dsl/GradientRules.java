@@ -20,7 +20,8 @@ import java.util.List;
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
  * {@code topk} scatter theirs with {@code scatter_add}; the fused attention is recomputed as the ops it fuses and
  * those differentiated. Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
- * and back; with max or min the gradient goes to the ranks holding the result. What has no rule is refused by name ({@link #refuse}).
+ * and back; with max or min the gradient goes to the ranks holding the result. What has no rule is refused by name
+ * ({@link #refuse}).
  */
 final class GradientRules {
     private GradientRules() {}
