@@ -230,6 +230,41 @@ class GradientCollectivesTest {
         }
     }
 
+    /**
+     * Data parallelism: each of 2 or 4 ranks holds a slice of the batch and the same weights, takes the gradient of its
+     * own mean squared error of tanh(x w) and averages the gradients with all_reduce(avg); that is the full batch's
+     * gradient on one rank, worked out in plain loops.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void dataParallelGradientsAreTheFullBatchs(int world) {
+        int batch = 8, in = 3, out = 2, per = batch / world;
+        var rnd = new Random(5 + world);
+        double[] x = gauss(rnd, batch * in), y = gauss(rnd, batch * out), w = gauss(rnd, in * out);
+        var g = Gatun.graph("dp").world(world);
+        var xs = g.input("x", F64, per, in);
+        var ys = g.input("y", F64, per, out);
+        var ws = g.input("w", F64, in, out);
+        var err = xs.matmul(ws).tanh().sub(ys);
+        g.output("dw", g.grad(err.mul(err).mean(), ws)[0].allReduce(ReduceOp.AVG));
+        var inputs = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < world; r++)
+            inputs.add(Map.of("x", NDArray.of(java.util.Arrays.copyOfRange(x, r * per * in, (r + 1) * per * in), per, in),
+                    "y", NDArray.of(java.util.Arrays.copyOfRange(y, r * per * out, (r + 1) * per * out), per, out), "w", NDArray.of(w, in, out)));
+        double[] want = new double[in * out];   // d/dw of mean over the whole batch of (tanh(x w) - y)^2
+        for (int b = 0; b < batch; b++)
+            for (int o = 0; o < out; o++) {
+                double s = 0;
+                for (int k = 0; k < in; k++) s += x[b * in + k] * w[k * out + o];
+                double t = Math.tanh(s), up = 2 * (t - y[b * out + o]) * (1 - t * t) / (batch * out);
+                for (int k = 0; k < in; k++) want[k * out + o] += x[b * in + k] * up;
+            }
+        try (var s = Session.compile(g.build(), CompileOptions.world(world).backend("host"))) {
+            var res = s.runToHost(inputs);
+            for (int r = 0; r < world; r++) assertClose(new double[][]{res.get(r).get("dw").toDoubleArray()}, new double[][]{want});
+        }
+    }
+
     static double[] gauss(Random rnd, int n) {
         double[] v = new double[n];
         for (int i = 0; i < n; i++) v[i] = rnd.nextGaussian();
