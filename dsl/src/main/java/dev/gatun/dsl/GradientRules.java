@@ -20,8 +20,8 @@ import java.util.List;
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
  * {@code topk} scatter theirs with {@code scatter_add}; the fused attention is recomputed as the ops it fuses and
  * those differentiated. Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
- * and back; with max or min the gradient goes to the ranks holding the result. What has no rule is refused by name
- * ({@link #refuse}).
+ * and back; with max or min the gradient goes to the ranks holding the result; a broadcast's is a reduce to its root.
+ * What has no rule is refused by name ({@link #refuse}).
  */
 final class GradientRules {
     private GradientRules() {}
@@ -213,9 +213,26 @@ final class GradientRules {
                 }
                 case MAX, MIN -> extremum(x.eq(y.allGather(c.group())), g.allGather(c.group()), c.group(), g);
             };
-            case BROADCAST -> throw refuse(call, n, "the gradient of a broadcast is a reduce to the root, which Gatun has no op for; "
-                    + "broadcast a value that needs no gradient, or use all_reduce(avg) where every rank holds the same value");
+            case BROADCAST -> broadcast(graph, call, c, n, g);
         };
+    }
+
+    /**
+     * A broadcast's gradient is a reduce to the root: the world's sum of {@code g} on the root, zeros elsewhere. Which
+     * rank of the group this is comes from a reduce_scatter(sum) of {@code 0, 1, ..., n - 1}: group rank i receives
+     * {@code n * i}. That needs the group's size and every rank in it (the world declared, or a mesh axis).
+     */
+    private static Tensor broadcast(GraphBuilder graph, String call, Op.Collective c, Node n, Tensor g) {
+        var group = graph.group(c.group());
+        Integer world = graph.worldSize();
+        if (world == null || !group.coversEveryRank(world))
+            throw refuse(call, n, world == null ? "its gradient needs the group's size; declare the world size (g.world(n)) or a mesh"
+                    : "group '" + c.group() + "' leaves out ranks, so no reduce_scatter can tell its ranks apart; broadcast along a mesh axis"
+                    + " or the world");
+        int size = group.size(world);
+        Tensor me = graph.arange(dev.gatun.ir.DType.FLOAT32, size).reduceScatter(ReduceOp.SUM, c.group());
+        Tensor root = reshape(graph, me.eq((double) size * c.root()), Shape.SCALAR);
+        return root.where(g.allReduce(ReduceOp.SUM, c.group()), graph.scalar(0, g.dtype()));
     }
 
     /**

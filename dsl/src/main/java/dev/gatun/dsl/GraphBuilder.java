@@ -236,6 +236,12 @@ public final class GraphBuilder {
                     + "', not to graph '" + name() + "'");
     }
 
+    /** The process group {@code name} declared so far, or null (for {@link GradientRules}). */
+    ProcessGroup group(String name) { return b.group(name); }
+
+    /** The declared world size, or null. */
+    Integer worldSize() { return b.worldSize(); }
+
     /** Node {@code id} of the graph being built (for {@link Gradients}). */
     Node node(int id) { return b.node(id); }
 

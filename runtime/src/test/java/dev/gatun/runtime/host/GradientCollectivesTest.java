@@ -265,6 +265,46 @@ class GradientCollectivesTest {
         }
     }
 
+    /** y_r = x_root for every r; loss_r = sum(c_r * sin(y)): d/dx_s = [s == root] sum_r c_r cos(x_root), zeros elsewhere. */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void broadcast(int world) {
+        int n = ROWS * COLS;
+        for (int root : new int[]{0, world - 1}) {
+            var d = Data.random(world, n, n, world * 3L + root);
+            double[][] want = new double[world][n];
+            for (int i = 0; i < n; i++) {
+                double c = 0;
+                for (int r = 0; r < world; r++) c += d.c()[r][i];
+                want[root][i] = c * Math.cos(d.x()[root][i]);
+            }
+            long[] shape = {ROWS, COLS};
+            assertClose(grads(world, shape, shape, d, (x, c) -> c.mul(x.broadcast(root).sin()).sum()), want);
+        }
+    }
+
+    /** A broadcast along the tp axis of a 2 x 2 mesh from group rank 1: each tp slice's rank 1 gets its slice's sum. */
+    @org.junit.jupiter.api.Test
+    void broadcastAlongAMeshAxis() {
+        var g = Gatun.graph("mesh").mesh("dp", 2, "tp", 2);
+        var x = g.input("x", F64, 3);
+        var c = g.input("c", F64, 3);
+        g.output("dx", g.grad(c.mul(x.broadcast(1, "tp").mul(x.broadcast(1, "tp"))).sum(), x)[0]);
+        var d = Data.random(4, 3, 3, 11);
+        var in = new ArrayList<Map<String, NDArray>>();
+        for (int r = 0; r < 4; r++) in.add(Map.of("x", NDArray.of(d.x()[r], 3), "c", NDArray.of(d.c()[r], 3)));
+        try (var s = Session.compile(g.build(), CompileOptions.world(4).backend("host"))) {
+            var out = s.runToHost(in);
+            for (int r = 0; r < 4; r++) {
+                int slice = r / 2, root = slice * 2 + 1;   // tp slices {0, 1} and {2, 3}; group rank 1 is rank 1 or 3
+                for (int i = 0; i < 3; i++) {
+                    double want = r != root ? 0 : (d.c()[slice * 2][i] + d.c()[slice * 2 + 1][i]) * 2 * d.x()[root][i];
+                    assertThat(out.get(r).get("dx").toDoubleArray()[i]).as("rank %d element %d", r, i).isCloseTo(want, offset(1e-12));
+                }
+            }
+        }
+    }
+
     static double[] gauss(Random rnd, int n) {
         double[] v = new double[n];
         for (int i = 0; i < n; i++) v[i] = rnd.nextGaussian();

@@ -163,8 +163,14 @@ class GradientRulesTest {
         var pos = g.input("pos", I64, 1);
         assertThatThrownBy(() -> g.grad(x.updateSlice(0, x.slice(0, 0, 2), pos).sum(), x))
                 .isInstanceOf(GraphException.class).hasMessageContaining("update_slice").hasMessageContaining("cat");
-        assertThatThrownBy(() -> g.grad(x.broadcast(1).sum(), x))
-                .isInstanceOf(GraphException.class).hasMessageContaining("broadcast").hasMessageContaining("%");
+        var anyWorld = Gatun.graph("anyWorld");
+        var y = anyWorld.input("y", F64, 4);
+        assertThatThrownBy(() -> anyWorld.grad(y.broadcast(1).sum(), y))
+                .isInstanceOf(GraphException.class).hasMessageContaining("broadcast %").hasMessageContaining("declare the world size");
+        var pair = Gatun.graph("pair").world(4).group("pair", 0, 1);
+        var z = pair.input("z", F64, 4);
+        assertThatThrownBy(() -> pair.grad(z.broadcast(0, "pair").sum(), z))
+                .isInstanceOf(GraphException.class).hasMessageContaining("group 'pair' leaves out ranks");
         assertThatThrownBy(() -> g.grad(x, x)).isInstanceOf(GraphException.class).hasMessageContaining("not a scalar").hasMessageContaining("vjp");
         assertThatThrownBy(() -> g.grad(x.sum(), pos)).isInstanceOf(GraphException.class).hasMessageContaining("only floating tensors");
         assertThatThrownBy(() -> g.grad(x.sum())).isInstanceOf(GraphException.class).hasMessageContaining("no tensors");
