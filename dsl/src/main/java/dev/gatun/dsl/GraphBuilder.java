@@ -180,6 +180,41 @@ public final class GraphBuilder {
         }
     }
 
+    /**
+     * Reverse-mode gradients, as {@code torch.autograd.grad(loss, [w1, w2])} or {@code jax.grad}: the gradient of the
+     * scalar {@code loss} (one element, of any rank) with respect to each of {@code wrt}, one tensor each, of its type.
+     * The backward nodes are added to this graph, so they compile with the forward pass into one plan; output them
+     * like any tensor: {@code var dw = g.grad(loss, w)[0]; g.output("dw", dw);}. A tensor the loss does not depend
+     * on gets zeros; integer and bool tensors carry no gradient. In a graph with collectives the gradient is that of the
+     * sum over ranks of each rank's {@code loss}. An op without a gradient rule on the way from {@code wrt} to the loss
+     * (docs/DESIGN.md lists them) is refused, naming it. Call it again (on a gradient) for higher derivatives.
+     */
+    public Tensor[] grad(Tensor loss, Tensor... wrt) {
+        check(loss, "grad");
+        if (loss.shape().rank() > 0 && !(loss.shape().isStatic() && loss.shape().numel() == 1))
+            throw new GraphException("grad: the loss " + loss.describe() + " is not a scalar; reduce it first (sum(), mean()), or give the"
+                    + " gradient of each element with vjp(output, seed, wrt...)");
+        Tensor seed = loss.rank() == 0 ? scalar(1, loss.dtype()) : op(new Op.Expand(loss.shape()), scalar(1, loss.dtype()));
+        return Gradients.of(this, "grad(" + loss.describe() + ")", loss, seed, wrt);
+    }
+
+    /** Like {@link #grad(Tensor, Tensor...)} for a list of tensors. */
+    public List<Tensor> grad(Tensor loss, List<Tensor> wrt) {
+        if (wrt == null) throw new GraphException("grad: the list of tensors to differentiate with respect to is null");
+        return List.of(grad(loss, wrt.toArray(Tensor[]::new)));
+    }
+
+    /**
+     * The vector-Jacobian product ({@code jax.vjp}, {@code torch.autograd.grad(output, wrt, grad_outputs=seed)}): the
+     * gradient of {@code sum(output * seed)} with respect to each of {@code wrt}, where {@code seed} has the output's
+     * type. {@link #grad(Tensor, Tensor...)} is this with a seed of one for a scalar loss.
+     */
+    public Tensor[] vjp(Tensor output, Tensor seed, Tensor... wrt) {
+        check(output, "vjp");
+        check(seed, "vjp");
+        return Gradients.of(this, "vjp(" + output.describe() + ")", output, seed, wrt);
+    }
+
     public GraphBuilder output(String name, Tensor t) {
         check(t, "output");
         b.output(name, t.node());
@@ -201,7 +236,16 @@ public final class GraphBuilder {
                     + "', not to graph '" + name() + "'");
     }
 
-    private Tensor wrap(Node n) {
+    /** The process group {@code name} declared so far, or null (for {@link GradientRules}). */
+    ProcessGroup group(String name) { return b.group(name); }
+
+    /** The declared world size, or null. */
+    Integer worldSize() { return b.worldSize(); }
+
+    /** Node {@code id} of the graph being built (for {@link Gradients}). */
+    Node node(int id) { return b.node(id); }
+
+    Tensor wrap(Node n) {
         nodeCount = Math.max(nodeCount, n.id() + 1);
         return new Tensor(this, n);
     }

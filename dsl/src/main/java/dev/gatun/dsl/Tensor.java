@@ -97,6 +97,44 @@ public final class Tensor {
     public Tensor min(int... dims) { return reduce(ReduceFn.MIN, false, dims); }
     public Tensor min(boolean keepdim, int... dims) { return reduce(ReduceFn.MIN, keepdim, dims); }
 
+    /**
+     * {@code torch.softmax(x, dim)}, written as the DSL's ops (the row's max subtracted, exp, divided by the row's
+     * sum), which the planner fuses into one kernel per row and {@link GraphBuilder#grad} differentiates.
+     */
+    public Tensor softmax(int dim) {
+        Tensor e = sub(max(true, dim)).exp();
+        return e.div(e.sum(true, dim));
+    }
+
+    /** {@code torch.log_softmax(x, dim)}: {@code x - max - log(sum(exp(x - max)))}, without the overflow of log(softmax). */
+    public Tensor logSoftmax(int dim) {
+        Tensor shifted = sub(max(true, dim));
+        return shifted.sub(shifted.exp().sum(true, dim).log());
+    }
+
+    /**
+     * {@code torch.nn.functional.cross_entropy(logits, targets)} with the default mean reduction: these logits
+     * {@code [..., C]} (floating) and integer class {@code targets} (i32 or i64) of the logits' shape without the last
+     * dimension; the mean over the targets of {@code -log_softmax(logits)[target]}, a scalar. A target outside
+     * {@code [0, C)} fails the call (no ignore_index, no label smoothing, no class weights).
+     */
+    public Tensor crossEntropy(Tensor targets) {
+        String call = "crossEntropy(" + describe() + ", " + (targets == null ? "null" : targets.describe()) + ")";
+        if (targets == null) throw new dev.gatun.ir.GraphException(call + ": the targets are null");
+        if (!dtype().isFloating()) throw new dev.gatun.ir.GraphException(call + ": the logits are " + dtype() + "; they must be floating");
+        if (targets.dtype() != DType.INT32 && targets.dtype() != DType.INT64)
+            throw new dev.gatun.ir.GraphException(call + ": the targets are " + targets.dtype() + "; they must be class indices, i64 (or i32)");
+        if (rank() < 1) throw new dev.gatun.ir.GraphException(call + ": the logits are a scalar; they need a last dimension of classes");
+        var want = new Shape(shape().dims().subList(0, rank() - 1));
+        if (!targets.shape().equals(want))
+            throw new dev.gatun.ir.GraphException(call + ": the targets have shape " + targets.shape() + " but must have the logits' shape without"
+                    + " the last (class) dimension, " + want);
+        var withOne = new ArrayList<>(targets.shape().dims());
+        withOne.add(dev.gatun.ir.Dim.of(1));
+        Tensor index = graph.op(new Op.Reshape(new Shape(withOne)), targets);
+        return logSoftmax(-1).gather(-1, index).mean().neg();
+    }
+
     public Tensor matmul(Tensor o) { return graph.op(new Op.Matmul(), this, o); }
 
     /**

@@ -451,10 +451,14 @@ final class Fusion {
         if (!c.isReduction() || g.isRow() || g.extern != null || nonOneCount(c.reductionRanges()) == 0 || !spreads(c.ranges(), c.reductionRanges()))
             return null;
         var dims = concat(c.ranges(), c.reductionRanges());
+        // g's loop onto the row kernel's dimensions, then each member through its own map into g's loop: a member joined
+        // with its loop reordered keeps its order (matching its own ranges in order would undo the reordering)
+        int[] loop = match(g.ranges, dims);
+        if (loop == null) return null;
         var out = new IdentityHashMap<ComputedBuffer, int[]>();
         for (ComputedBuffer m : g.members) {
-            int[] d = match(m.ranges(), dims);
-            if (d == null) return null;
+            int[] own = g.dimsOf.get(m), d = new int[own.length];
+            for (int k = 0; k < own.length; k++) d[k] = own[k] < 0 ? -1 : loop[own[k]];
             out.put(m, d);
         }
         return out;
@@ -614,8 +618,11 @@ final class Fusion {
         var readers = new ArrayList<ComputedBuffer>(g.members);
         readers.add(c);
         for (ComputedBuffer m : h.members) {
+            // in the kernel's coordinates: a reader or a member joined with its loop reordered is not where its own
+            // loop index says, so a load that is row-major in the reader's own loop may still miss the element
             for (ComputedBuffer r : readers)
-                for (Expr.Load l : allLoadsOf(r.body(), m)) if (!aligned(l, m, g.ranges)) return false;
+                for (Expr.Load l : allLoadsOf(r.body(), m))
+                    if (!aligned(l, m, g.ranges) || !alignedIn(l, g.dimsOf.get(r), m, g.ranges, h.dimsOf.get(m))) return false;
             for (Buffer u : consumers.getOrDefault(m, List.of())) {
                 if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
                 if (absorbed.contains(u)) return false;
