@@ -43,9 +43,6 @@ final class GradientRules {
             case Op.Registered r -> registered(graph, call, r, n, g, want, out);
             case Op.Input in -> { }
             case Op.Constant c -> { }
-            case Op.Attention a -> attention(graph, call, a, n, g, want, out);
-            case Op.UpdateSlice u -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
-                    + " build the tensor with cat instead");
             case Op.Custom c -> throw refuse(call, n, "user op '" + c.name() + "' declares no gradient");
             case Op.CustomOutput o -> throw refuse(call, n, "output " + o.index() + " of " + n.input(0).op().opName() + " has no gradient");
         }
@@ -58,10 +55,10 @@ final class GradientRules {
      * the inputs' dtype, and that differentiated with {@code g} as its seed. A tensor passed twice (q as the values too)
      * gets its whole gradient once.
      */
-    private static void attention(GraphBuilder graph, String call, Op.Attention a, Node n, Tensor g, boolean[] want, Tensor[] out) {
+    private static void attention(GraphBuilder graph, String call, double scale, Node n, Tensor g, boolean[] want, Tensor[] out) {
         Tensor q = graph.wrap(n.input(0)), kT = graph.wrap(n.input(1)), v = graph.wrap(n.input(2)), at = graph.wrap(n.input(3));
         long positions = kT.shape().dim(2).size();
-        Tensor scores = q.matmul(kT).mul(a.scale());
+        Tensor scores = q.matmul(kT).mul(scale);
         Tensor seen = graph.arange(at.dtype(), positions).le(reshape(graph, at, Shape.of(1)));
         Tensor y = seen.where(scores, graph.scalar(Double.NEGATIVE_INFINITY, scores.dtype())).softmax(-1).matmul(v);
         var distinct = new java.util.LinkedHashMap<Node, Integer>();
@@ -214,6 +211,7 @@ final class GradientRules {
                 case MAX, MIN -> extremum(x.eq(y.allGather(c.group())), g.allGather(c.group()), c.group(), g);
             };
             case BROADCAST -> broadcast(graph, call, c, n, g);
+            case ALL_TO_ALL -> throw refuse(call, n, "all_to_all has no gradient rule yet");
         };
     }
 
@@ -259,6 +257,9 @@ final class GradientRules {
                 if (want[2]) out[2] = pad(graph, g.gather(dim, graph.wrap(n.input(1))), n.input(2).type().shape());
             }
             case "topk" -> out[0] = Gradients.zeros(graph, x.shape(), g).scatterAdd(-1, graph.wrap(secondOutput(graph, call, n)), g);
+            case "attention" -> attention(graph, call, r.attrs().real("scale"), n, g, want, out);
+            case "update_slice" -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
+                    + " build the tensor with cat instead");
             default -> throw refuse(call, n, "op '" + r.opName() + "' has no gradient rule");
         }
     }
