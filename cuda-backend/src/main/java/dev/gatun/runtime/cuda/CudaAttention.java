@@ -55,6 +55,19 @@ final class CudaAttention implements AutoCloseable {
     static final int WARPS = 4, ROWS = 4, POSITIONS = 32;
     static final int[] HEAD_SIZES = {16, 32, 64, 128};
 
+    /**
+     * Float32 views of the three floating dtypes the attention kernels take: {@code at_f} reads an element as float32,
+     * {@code at_store} writes a float32 rounded to the element's dtype (after {@code cuda_fp16.h} and {@code cuda_bf16.h}).
+     */
+    static final String FLOATS = """
+            __device__ __forceinline__ float at_f(float x) { return x; }
+            __device__ __forceinline__ float at_f(__half x) { return __half2float(x); }
+            __device__ __forceinline__ float at_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+            __device__ __forceinline__ void at_store(float* p, float v) { *p = v; }
+            __device__ __forceinline__ void at_store(__half* p, float v) { *p = __float2half_rn(v); }
+            __device__ __forceinline__ void at_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+            """;
+
     static final String SOURCE = Programmatic.SOURCE + DeviceFault.SOURCE + """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
@@ -62,12 +75,7 @@ final class CudaAttention implements AutoCloseable {
             #define AT_ROWS 4
             #define AT_NEG_INF __int_as_float(0xff800000)
 
-            __device__ __forceinline__ float at_f(float x) { return x; }
-            __device__ __forceinline__ float at_f(__half x) { return __half2float(x); }
-            __device__ __forceinline__ float at_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-            __device__ __forceinline__ void at_store(float* p, float v) { *p = v; }
-            __device__ __forceinline__ void at_store(__half* p, float v) { *p = __float2half_rn(v); }
-            __device__ __forceinline__ void at_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+            """ + FLOATS + """
 
             // N consecutive elements of T in one load of N * sizeof(T) bytes (2 to 16), as floats
             template <int B> struct AtWord;

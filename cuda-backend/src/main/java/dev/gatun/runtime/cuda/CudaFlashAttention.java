@@ -37,12 +37,7 @@ final class CudaFlashAttention {
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
             #define FA_NEG_INF __int_as_float(0xff800000)
-            __device__ __forceinline__ float fa_f(float x) { return x; }
-            __device__ __forceinline__ float fa_f(__half x) { return __half2float(x); }
-            __device__ __forceinline__ float fa_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-            __device__ __forceinline__ void fa_store(float* p, float v) { *p = v; }
-            __device__ __forceinline__ void fa_store(__half* p, float v) { *p = __float2half_rn(v); }
-            __device__ __forceinline__ void fa_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+            """ + CudaAttention.FLOATS + """
             // whether query i of T (at position S - T + i) sees key j
             __device__ __forceinline__ bool fa_sees(int i, int j, int T, int S, int causal, int window) {
                 if (j >= S) return false;
@@ -73,7 +68,7 @@ final class CudaFlashAttention {
                 const FT* vb = v + ((long long) b * Hkv + kvh) * S * FD;
                 for (int e = threadIdx.x; e < FR * FD; e += blockDim.x) {
                     int r = e / FD, c = e % FD, i = i0 + r;
-                    qs[r][c] = i < T ? fa_f(q[(((long long) b * Hq + h) * T + i) * FD + c]) : 0.f;
+                    qs[r][c] = i < T ? at_f(q[(((long long) b * Hq + h) * T + i) * FD + c]) : 0.f;
                 }
                 float m[FR / FW], l[FR / FW], o[FR / FW][FU];
                 for (int r = 0; r < FR / FW; r++) { m[r] = FA_NEG_INF; l[r] = 0.f; for (int u = 0; u < FU; u++) o[r][u] = 0.f; }
@@ -86,8 +81,8 @@ final class CudaFlashAttention {
                     __syncthreads();
                     for (int e = threadIdx.x; e < FK * FD; e += blockDim.x) {
                         int r = e / FD, c = e % FD, j = j0 + r;
-                        ks[r][c] = j < S ? fa_f(kb[(long long) j * FD + c]) : 0.f;
-                        vs[r][c] = j < S ? fa_f(vb[(long long) j * FD + c]) : 0.f;
+                        ks[r][c] = j < S ? at_f(kb[(long long) j * FD + c]) : 0.f;
+                        vs[r][c] = j < S ? at_f(vb[(long long) j * FD + c]) : 0.f;
                     }
                     __syncthreads();
                     for (int r = 0; r < FR / FW; r++) {
@@ -120,7 +115,7 @@ final class CudaFlashAttention {
                     int i = i0 + warp + r * FW;
                     if (i >= T) continue;
                     FT* dst = out + (((long long) b * T + i) * Hq + h) * FD;
-                    for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) fa_store(dst + c, o[r][u] / l[r]); }
+                    for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) at_store(dst + c, o[r][u] / l[r]); }
                 }
             }
             """;
