@@ -143,42 +143,40 @@ class AllToAllHostTest {
 
     static Object[] boxed(long[] s) { return Arrays.stream(s).boxed().toArray(); }
 
-    /** Rank d's expected rows, by plain loops: part d of every rank's rows in rank order, packed; zero after them. */
-    static double[] expectedDoubles(Case c, long[][] counts, List<Map<String, NDArray>> in, int d) {
-        long e = c.rowElems(), skip = c.path == 2 ? e : 0, outRows = c.uneven ? c.capacity : c.rows;
-        double[] want = new double[Math.toIntExact(outRows * e)];
-        int at = 0;
+    /**
+     * Where rank d's received elements come from, by plain loops: part d of every rank's rows in rank order, packed, as
+     * {sending rank, element of its x} pairs (the rows after them are zero).
+     */
+    static List<long[]> received(Case c, long[][] counts, int d) {
+        long e = c.rowElems(), skip = c.path == 2 ? e : 0;
+        var from = new java.util.ArrayList<long[]>();
         for (int s = 0; s < c.world; s++) {
-            double[] x = in.get(s).get("x").toDoubleArray();
-            long from = 0, n;
+            long first = 0, n;
             if (c.uneven) {
-                for (int k = 0; k < d; k++) from += counts[s][k];
+                for (int k = 0; k < d; k++) first += counts[s][k];
                 n = counts[s][d];
             } else {
-                from = d * (c.rows / c.world);
+                first = d * (c.rows / c.world);
                 n = c.rows / c.world;
             }
-            for (long i = from * e; i < (from + n) * e; i++) want[at++] = x[(int) (skip + i) ] * (c.path == 0 ? 2 : 1);
+            for (long i = first * e; i < (first + n) * e; i++) from.add(new long[]{s, skip + i});
         }
+        return from;
+    }
+
+    /** Rank d's expected rows as doubles (computed inputs, path 0, are twice the input). */
+    static double[] expectedDoubles(Case c, long[][] counts, List<Map<String, NDArray>> in, int d) {
+        double[] want = new double[Math.toIntExact((c.uneven ? c.capacity : c.rows) * c.rowElems())];
+        int at = 0;
+        for (long[] f : received(c, counts, d)) want[at++] = in.get((int) f[0]).get("x").get(f[1]) * (c.path == 0 ? 2 : 1);
         return want;
     }
 
+    /** Rank d's expected rows as longs, exact. */
     static long[] expectedLongs(Case c, long[][] counts, List<Map<String, NDArray>> in, int d) {
-        long e = c.rowElems(), skip = c.path == 2 ? e : 0, outRows = c.uneven ? c.capacity : c.rows;
-        long[] want = new long[Math.toIntExact(outRows * e)];
+        long[] want = new long[Math.toIntExact((c.uneven ? c.capacity : c.rows) * c.rowElems())];
         int at = 0;
-        for (int s = 0; s < c.world; s++) {
-            long[] x = in.get(s).get("x").toLongArray();
-            long from = 0, n;
-            if (c.uneven) {
-                for (int k = 0; k < d; k++) from += counts[s][k];
-                n = counts[s][d];
-            } else {
-                from = d * (c.rows / c.world);
-                n = c.rows / c.world;
-            }
-            for (long i = from * e; i < (from + n) * e; i++) want[at++] = x[(int) (skip + i)] * (c.path == 0 ? 2 : 1);
-        }
+        for (long[] f : received(c, counts, d)) want[at++] = in.get((int) f[0]).get("x").getLong(f[1]) * (c.path == 0 ? 2 : 1);
         return want;
     }
 
