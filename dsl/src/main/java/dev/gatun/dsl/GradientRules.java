@@ -211,7 +211,12 @@ final class GradientRules {
                 case MAX, MIN -> extremum(x.eq(y.allGather(c.group())), g.allGather(c.group()), c.group(), g);
             };
             case BROADCAST -> broadcast(graph, call, c, n, g);
-            case ALL_TO_ALL -> throw refuse(call, n, "all_to_all has no gradient rule yet");
+            // an even all_to_all is a permutation of the ranks' parts whose inverse is itself: part j of rank i went to
+            // rank j as its part i, and the same collective sends that part's gradient back
+            case ALL_TO_ALL -> {
+                if (c.uneven()) throw refuse(call, n, "an all_to_all with row counts read at run time has no gradient rule yet");
+                yield g.allToAll(c.group());
+            }
         };
     }
 

@@ -116,6 +116,23 @@ class GradientCollectivesTest {
     }
 
     /**
+     * y_r = all_to_all(x)_r: part s of y_r is part r of x_s (a part ROWS rows of [n*ROWS, COLS]); loss_r = sum(c_r *
+     * y_r^2): d/dx_s[part r, j] = c_r[part s, j] * 2 x_s[part r, j].
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 4})
+    void allToAll(int world) {
+        int n = ROWS * COLS;
+        var d = Data.random(world, world * n, world * n, 7L * world);
+        double[][] want = new double[world][world * n];
+        for (int s = 0; s < world; s++)
+            for (int r = 0; r < world; r++)
+                for (int j = 0; j < n; j++) want[s][r * n + j] = d.c()[r][s * n + j] * 2 * d.x()[s][r * n + j];
+        long[] shape = {(long) world * ROWS, COLS};
+        assertClose(grads(world, shape, shape, d, (x, c) -> c.mul(x.allToAll().pow(2)).sum()), want);
+    }
+
+    /**
      * Y = the reduction over ranks of x [n*ROWS, COLS]; rank r keeps rows r*ROWS.. of it; loss_r = sum(c_r * y_r^3):
      * d/dx_s[k] = c_{k / ROWS}[k % ROWS] * 3 y^2 * dY/dx_s.
      */
