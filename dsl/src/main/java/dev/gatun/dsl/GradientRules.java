@@ -1,5 +1,6 @@
 package dev.gatun.dsl;
 
+import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Shape;
@@ -67,6 +68,36 @@ final class GradientRules {
         Tensor[] grads = Gradients.of(graph, call, y, g, wrt);
         int i = 0;
         for (int k : distinct.values()) out[k] = grads[i++];
+    }
+
+    /**
+     * flash_attention's gradient: the attention recomputed as the ops it fuses (grouped query heads as [B, Hkv, G * T, d]
+     * rows over their shared key-value head, the scaled scores, the soft-cap, the causal and window mask as a
+     * {@code where} with -inf, softmax, the values' product, the result transposed token-major) in the inputs' dtype,
+     * and that differentiated with {@code g} as its seed. A tensor passed twice gets its whole gradient once.
+     */
+    private static void flashAttention(GraphBuilder graph, String call, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {
+        Tensor q = graph.wrap(n.input(0)), k = graph.wrap(n.input(1)), v = graph.wrap(n.input(2));
+        long[] qs = q.shape().sizes(), ks = k.shape().sizes();
+        long b = qs[0], hq = qs[1], t = qs[2], d = qs[3], hkv = ks[1], s = ks[2], group = hq / hkv;
+        double scale = r.attrs().real("scale"), cap = r.attrs().real("softcap");
+        long window = r.attrs().integer("window");
+        Tensor scores = q.reshape(b, hkv, group * t, d).matmul(k.transpose(2, 3)).mul(scale);
+        if (cap > 0) scores = scores.div(cap).tanh().mul(cap);
+        scores = scores.reshape(b, hkv, group, t, s);
+        if (r.attrs().integer("causal") == 1) {
+            Tensor pos = graph.arange(DType.INT64, t).add(s - t).reshape(t, 1), key = graph.arange(DType.INT64, s).reshape(1, s);
+            Tensor minus = graph.scalar(Double.NEGATIVE_INFINITY, scores.dtype());
+            scores = key.le(pos).where(scores, minus);
+            if (window > 0) scores = key.gt(pos.sub(window)).where(scores, minus);
+        }
+        Tensor y = scores.softmax(-1).reshape(b, hkv, group * t, s).matmul(v).reshape(b, hq, t, d).transpose(1, 2);
+        var distinct = new java.util.LinkedHashMap<Node, Integer>();
+        for (int i = 0; i < 3; i++) if (want[i]) distinct.putIfAbsent(n.input(i), i);
+        Tensor[] wrt = distinct.keySet().stream().map(graph::wrap).toArray(Tensor[]::new);
+        Tensor[] grads = Gradients.of(graph, call, y, g, wrt);
+        int i = 0;
+        for (int at : distinct.values()) out[at] = grads[i++];
     }
 
     /** A {@link GraphException} naming the call, the op and the node, with why and what to do instead. */
@@ -263,6 +294,7 @@ final class GradientRules {
             }
             case "topk" -> out[0] = Gradients.zeros(graph, x.shape(), g).scatterAdd(-1, graph.wrap(secondOutput(graph, call, n)), g);
             case "attention" -> attention(graph, call, r.attrs().real("scale"), n, g, want, out);
+            case "flash_attention" -> flashAttention(graph, call, r, n, g, want, out);
             case "update_slice" -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
                     + " build the tensor with cat instead");
             default -> throw refuse(call, n, "op '" + r.opName() + "' has no gradient rule");

@@ -15,7 +15,7 @@ import java.util.List;
  * {@code flash_attention}: scaled dot-product attention of a whole sequence in one op, never holding the scores:
  * {@code softmax(mask(cap(scale * q kT))) v} per head. Inputs are head-major, as PyTorch's
  * {@code scaled_dot_product_attention} takes them: the queries {@code q} [B, Hq, T, d], the keys {@code k} [B, Hkv, S, d]
- * and the values {@code v} [B, Hkv, S, d], one dtype (f32, bf16 or f16), Hq a multiple of Hkv (grouped-query attention:
+ * and the values {@code v} [B, Hkv, S, d], one dtype (f32, bf16, f16, or f64 on the host), Hq a multiple of Hkv (grouped-query attention:
  * query head h reads key-value head {@code h / (Hq / Hkv)}, with no copy). The result is token-major, [B, T, Hq, d], the
  * layout an output projection reads as [B * T, Hq * d] without a transposition.
  *
@@ -53,7 +53,8 @@ public final class FlashAttention implements OpSpec {
                 if (!d.isStatic()) throw new GraphException(call + ": " + o.label() + " has a symbolic size (" + d + "); flash_attention takes static shapes");
         }
         DType t = q.type().dtype();
-        if (t != DType.F32 && t != DType.BF16 && t != DType.F16) throw new GraphException(call + ": dtype " + t + "; flash_attention takes f32, bf16 or f16");
+        if (t != DType.F32 && t != DType.BF16 && t != DType.F16 && t != DType.F64)
+            throw new GraphException(call + ": dtype " + t + "; flash_attention takes f32, bf16, f16 or f64");
         long[] qs = q.type().shape().sizes(), ks = k.type().shape().sizes(), vs = v.type().shape().sizes();
         if (!java.util.Arrays.equals(ks, vs)) throw new GraphException(call + ": k and v differ in shape; they must be the same [batch, kv heads, positions, head_dim]");
         if (qs[0] != ks[0]) throw new GraphException(call + ": q's batch is " + qs[0] + " and k's " + ks[0]);

@@ -160,6 +160,19 @@ class GradientHostTest {
     }
 
     /**
+     * flash_attention, recomputed as its ops for the gradient: grouped heads (4 query heads over 2 key-value heads),
+     * causal with fewer queries than positions, a window and a soft-cap, and not causal; k passed as v too.
+     */
+    @Test void flashAttention() {
+        GradCheck.of("flashCausal").f64("q", 1, 4, 3, 2).f64("k", 1, 2, 5, 2).f64("v", 1, 2, 5, 2)
+                .check(x -> x[0].flashAttention(x[1], x[2], 0.6, true, 0, 0));
+        GradCheck.of("flashWindow").f64("q", 2, 2, 4, 3).f64("k", 2, 1, 4, 3).f64("v", 2, 1, 4, 3)
+                .check(x -> x[0].flashAttention(x[1], x[2], 0.5, true, 2, 1.5));
+        GradCheck.of("flashFull").f64("q", 1, 2, 3, 2).f64("k", 1, 2, 4, 2)
+                .check(x -> x[0].flashAttention(x[1], x[1], 0.8, false, 0, 0));
+    }
+
+    /**
      * The fused decode attention, recomputed as its ops for the gradient: q [2, 3, 4] over a cache of 5 positions, at
      * positions 4 (all seen) and 2 (the last two masked: their keys and values get no gradient); q as the values too.
      * The host backend computes the forward attention in float32, so the differences come from the reference
