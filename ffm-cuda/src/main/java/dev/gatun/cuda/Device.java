@@ -215,6 +215,14 @@ public final class Device extends Resource {
         return PinnedHostBuffer.allocate(this, bytes);
     }
 
+    /**
+     * Page-locks {@code memory} in place until the result is closed ({@link RegisteredHostMemory}): the caller keeps the
+     * memory allocated until then.
+     */
+    public RegisteredHostMemory register(java.lang.foreign.MemorySegment memory) {
+        return RegisteredHostMemory.register(this, memory);
+    }
+
     /** A new non-blocking stream. */
     public Stream createStream() {
         return Stream.create(this, 0);

@@ -179,7 +179,7 @@ public final class DeviceArray implements ArrayLike, AutoCloseable {
                     + describe(dst.dtype(), dst.shape()));
         if (numel == 0) return;
         if (isContiguous()) {
-            memory.read(offset * dtype.byteSize(), dst.segment(), byteSize());
+            memory.read(offset * dtype.byteSize(), dst, byteSize());
             return;
         }
         long extent = extentElements(shape, strides, offset);

@@ -47,8 +47,11 @@ public final class NDArray implements HostTensor, ArrayLike {
     private final long[] shape;
     private final long numel;
     private final MemorySegment data;
+    /** Whether {@code data} was allocated by {@link #zeros} in an automatic arena (see {@link #ownsMemory}). */
+    private final boolean owned;
 
-    private NDArray(DType dtype, long[] shape, MemorySegment data) {
+    private NDArray(DType dtype, long[] shape, MemorySegment data, boolean owned) {
+        this.owned = owned;
         this.dtype = Objects.requireNonNull(dtype, "dtype");
         this.shape = shape.clone();
         this.numel = numel(this.shape);
@@ -62,11 +65,11 @@ public final class NDArray implements HostTensor, ArrayLike {
 
     public static NDArray zeros(DType dtype, long... shape) {
         long bytes = Math.max(1, numel(shape) * dtype.byteSize());
-        return new NDArray(dtype, shape, Arena.ofAuto().allocate(bytes, Math.max(8, dtype.byteSize())));
+        return new NDArray(dtype, shape, Arena.ofAuto().allocate(bytes, Math.max(8, dtype.byteSize())), true);
     }
 
     /** Views an existing segment (not copied): the caller keeps it alive and must not free it while in use. */
-    public static NDArray wrap(DType dtype, MemorySegment segment, long... shape) { return new NDArray(dtype, shape, segment); }
+    public static NDArray wrap(DType dtype, MemorySegment segment, long... shape) { return new NDArray(dtype, shape, segment, false); }
 
     public static NDArray full(DType dtype, double value, long... shape) {
         var a = zeros(dtype, shape);
@@ -185,6 +188,14 @@ public final class NDArray implements HostTensor, ArrayLike {
 
     /** The elements' memory (row-major, native byte order). */
     public MemorySegment segment() { return data.asSlice(0, byteSize()); }
+
+    /**
+     * Whether this array's memory is its own: made by one of this class's factories (not {@link #wrap}), it is freed
+     * only by the garbage collector, once nothing refers to this array or its {@link #segment()}. A GPU backend may
+     * keep such memory page-locked for fast copies while it holds a reference to the array; it cannot do so with
+     * wrapped memory, which its owner may free at any time.
+     */
+    public boolean ownsMemory() { return owned; }
 
     /**
      * A row-major copy of the strided view {@code offset + sum(strides[k] * i_k)} (in elements) of {@code src}: how

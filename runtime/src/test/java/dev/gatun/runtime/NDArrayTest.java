@@ -8,6 +8,17 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 class NDArrayTest {
 
+    /** Memory a factory made is the array's own (a GPU backend may page-lock it); wrapped memory never is. */
+    @Test
+    void ownsTheMemoryOfItsFactoriesNotWrappedMemory() {
+        assertThat(NDArray.zeros(DType.FLOAT32, 4, 4).ownsMemory()).isTrue();
+        assertThat(NDArray.of(new float[]{1, 2}, 2).ownsMemory()).isTrue();
+        assertThat(NDArray.randn(DType.FLOAT32, 1, 8).to(DType.FLOAT64).ownsMemory()).isTrue();
+        try (var arena = java.lang.foreign.Arena.ofConfined()) {
+            assertThat(NDArray.wrap(DType.FLOAT32, arena.allocate(64), 4, 4).ownsMemory()).isFalse();
+        }
+    }
+
     @Test
     void factoriesFromJavaArraysKeepValuesAndShape() {
         var f = NDArray.of(new float[]{1, 2, 3, 4, 5, 6}, 2, 3);

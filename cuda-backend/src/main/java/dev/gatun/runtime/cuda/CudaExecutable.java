@@ -538,6 +538,15 @@ final class CudaExecutable implements Executable {
         }
     }
 
+    /** {@link #readToHost(long, MemorySegment, long)} into a host array ({@link HostStaging#read(long, NDArray, long, boolean)}). */
+    void readToHost(long src, NDArray dst, long bytes) {
+        try {
+            hostStaging.read(src, dst, bytes, sharesGpu());
+        } catch (CudaException e) {
+            throw failed(" (reading its memory back)", e);
+        }
+    }
+
     /** Host to device on this executable's stream; waits for it (the caller may reuse its memory at once). */
     void writeFromHost(long dst, MemorySegment src, long bytes) { hostStaging.write(dst, src, bytes); }
 

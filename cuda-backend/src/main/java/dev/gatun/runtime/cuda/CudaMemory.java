@@ -64,6 +64,11 @@ final class CudaMemory implements DeviceMemory {
         owner.readToHost(address + offset, dst, n);
     }
 
+    @Override public void read(long offset, dev.gatun.runtime.NDArray dst, long n) {
+        check("read", offset, n);
+        owner.readToHost(address + offset, dst, n);
+    }
+
     @Override public void write(long offset, MemorySegment src, long n) {
         check("write", offset, n);
         owner.writeFromHost(address + offset, src, n);

@@ -212,7 +212,9 @@ final class CudaRun implements StepLoop.Steps {
                         hostCopies = true;
                         MemorySegment from = HostStaging.native_(n);
                         // where ranks share the GPU no page-locked memory is made mid-session: pageable is copied as it is
-                        if (!exe.hostStaging.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
+                        if (!exe.hostStaging.isPinned(from) && !exe.sharesGpu() && exe.hostStaging.writeDirect(n, dst)) {
+                            // page-locked in place (an array used again and again): copied straight, and waited for
+                        } else if (!exe.hostStaging.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
                             if (!stagedOnHost) exe.hostStaging.awaitCopiesOut(); // the last call's copies out of the staging are done
                             exe.hostStaging.stageIn(in, from, dst);
                             stagedOnHost = true;

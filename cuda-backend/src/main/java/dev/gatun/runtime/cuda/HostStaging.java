@@ -41,6 +41,10 @@ final class HostStaging {
     private Event[] partRead;
     /** Recorded after a call's copies out of the page-locked staging: the next call's bulk copies into it wait for them. */
     private final Event copiedIn;
+    /** Ordinary arrays used again and again, page-locked in place (at most {@link #LOCKED_BYTES}). */
+    final HostRegistrations registrations;
+    /** The most bytes of ordinary arrays a session keeps page-locked ({@link HostRegistrations}). */
+    static final long LOCKED_BYTES = 1L << 30;
 
     /** Staging for a plan of {@code buffers} buffers, whose copies run on {@code stream}. */
     HostStaging(Device device, Stream stream, int buffers) {
@@ -48,6 +52,7 @@ final class HostStaging {
         this.stream = stream;
         this.copiedIn = device.createEvent(Event.Flag.DISABLE_TIMING);
         this.hostIn = new PinnedHostBuffer[buffers];
+        this.registrations = new HostRegistrations(device, LOCKED_BYTES);
     }
 
     /** Makes the reads' buffer hold {@code bytes} now (before ranks that share a GPU first meet). */
@@ -114,6 +119,31 @@ final class HostStaging {
         }
     }
 
+    /**
+     * {@link #read} into a host array: straight into its memory where it is page-locked in place ({@link
+     * HostRegistrations}; never where ranks share the GPU, which makes no page-locked memory mid-session).
+     */
+    void read(long src, NDArray dst, long bytes, boolean sharesGpu) {
+        if (bytes == 0) return;
+        MemorySegment to = dst.segment();
+        if (!sharesGpu && !isPinned(to) && registrations.copyDirect(dst, () -> {
+            DeviceBuffer.wrap(device, src, bytes).copyToAsync(to.asSlice(0, bytes), 0, stream);
+            stream.synchronize();
+        })) return;
+        read(src, to, bytes, sharesGpu);
+    }
+
+    /**
+     * Copies an ordinary host array into {@code dst} on the stream and waits for it, if its memory is page-locked in
+     * place ({@link HostRegistrations}); false where it is not (the caller stages it).
+     */
+    boolean writeDirect(NDArray src, DeviceBuffer dst) {
+        return registrations.copyDirect(src, () -> {
+            dst.copyFromAsync(src.segment(), 0, stream);
+            stream.synchronize(); // the caller may change its array once the call returns
+        });
+    }
+
     /** Whether host memory is page-locked memory of this staging ({@link #allocate}). */
     boolean isPinned(MemorySegment seg) {
         if (!seg.isNative()) return false;
@@ -156,6 +186,7 @@ final class HostStaging {
 
     /** Frees everything, each release's failure kept in {@code failed} instead of stopping the others. */
     void close(List<RuntimeException> failed) {
+        registrations.close(failed);
         CudaExecutable.quietly(failed, hostArena::close);
         synchronized (pinned) {
             for (PinnedHostBuffer b : pinned) CudaExecutable.quietly(failed, b::close);

@@ -19,6 +19,12 @@ public interface DeviceMemory {
     /** Copies {@code bytes} bytes from {@code offset} into {@code dst} once the work that writes this memory is done. */
     void read(long offset, MemorySegment dst, long bytes);
 
+    /**
+     * {@link #read} into a host array's memory: a backend may use what it knows of the array ({@link
+     * dev.gatun.runtime.NDArray#ownsMemory}) to copy faster.
+     */
+    default void read(long offset, dev.gatun.runtime.NDArray dst, long bytes) { read(offset, dst.segment(), bytes); }
+
     /** Copies {@code bytes} bytes of host memory into this memory at {@code offset}, in order with the work on it. */
     void write(long offset, MemorySegment src, long bytes);
 
