@@ -386,8 +386,7 @@ final class CudaAttention implements AutoCloseable {
     static void check(AttentionCall a) {
         DType t = a.q().dtype();
         int d = d(a);
-        // float32 to 64: at 128 a lane's key column and value elements do not fit its registers
-        boolean size = java.util.Arrays.stream(HEAD_SIZES).anyMatch(h -> h == d) && (t != DType.FLOAT32 || d <= 64);
+        boolean size = dev.gatun.ir.ops.Attention.fusedKernelTakes(t, d);
         if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16)
             throw new GatunRuntimeException(a.format().strip() + ": attention on the GPU takes float32, float16 or bfloat16, not " + t);
         if (!size)

@@ -26,6 +26,23 @@ public final class Attention implements OpSpec {
 
     private Attention() {}
 
+    /** The head sizes the fused kernels take ({@link #fusedKernelTakes}). */
+    private static final long[] KERNEL_HEADS = {16, 32, 64, 128};
+
+    /**
+     * Whether the fused kernels of the backends that have one (the CUDA backend's decode attention) take heads of
+     * {@code d} elements of {@code dtype}: 16, 32, 64 or 128 of float16 and bfloat16, up to 64 of float32 (a lane holds
+     * a key column and its share of 32 value rows in registers). A graph builder writes the attention from matmul and
+     * softmax for other heads (Gemma's 256, a float32 head of 128), so the plan holds the same form on every backend;
+     * the host backend's body would take any.
+     */
+    public static boolean fusedKernelTakes(dev.gatun.ir.DType dtype, long d) {
+        boolean half = dtype == dev.gatun.ir.DType.FLOAT16 || dtype == dev.gatun.ir.DType.BFLOAT16;
+        if (!half && dtype != dev.gatun.ir.DType.FLOAT32) return false;
+        for (long h : KERNEL_HEADS) if (h == d) return half || d <= 64;
+        return false;
+    }
+
     @Override public String name() { return "attention"; }
 
     @Override public List<Attribute> attributes() { return List.of(new Attribute("scale", Attribute.Kind.REAL)); }

@@ -7,6 +7,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.ir.GraphException;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.ReduceOp;
+import dev.gatun.ir.ops.Attention;
 import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.runtime.LoadProgress;
 import dev.gatun.runtime.NDArray;
@@ -386,8 +387,9 @@ public final class LlamaDecoder {
                 Tensor out = q.flashAttention(k, v, scale, true, window, c.gemma() == null ? 0 : c.gemma().attnSoftcap());
                 return outputProjection(p, out.reshape(b * t, hl * d), hl, d);
             }
-            if (!ragged && GemmaOps.plainAttention(c, l)) {
+            if (!ragged && GemmaOps.plainAttention(c, l) && Attention.fusedKernelTakes(dtype, d)) {
                 // one step: the scores, the mask (the positions after this one), the softmax and the weighted values
+                // (heads the fused kernels do not take, as Gemma's 256, are written out below)
                 heads = qg.attention(kk, vv, position, scale);
             } else {
                 // a prompt's causal mask [t, t], a step's [maxLen] (Gemma 2's soft-capped or windowed layers), or a ragged

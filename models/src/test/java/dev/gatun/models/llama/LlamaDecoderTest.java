@@ -140,7 +140,29 @@ class LlamaDecoderTest {
 
     @Test
     void prefillThenEightStepsGiveTheFloat64PassesTokensAndLogits(@TempDir Path dir) throws IOException {
-        LlamaConfig c = LlamaCheckpointTest.TINY;
+        prefillThenEightSteps(LlamaCheckpointTest.TINY, dir, 1, 2, 4);
+    }
+
+    /**
+     * A head the fused attention kernels do not take (float32 heads of 128; Gemma's 256) is written from matmul and
+     * softmax in the decode step, on every backend, and decodes as the float64 pass does.
+     */
+    @Test
+    void headsTheFusedKernelsDoNotTakeAreWrittenOutAndDecodeRight(@TempDir Path dir) throws IOException {
+        var wide = new LlamaConfig(64, 2, 2, 1, 128, 256, 10000, 1e-5, false, null, 128, 0);
+        for (DType t : List.of(DType.F32, DType.BF16)) {
+            boolean fused = dev.gatun.ir.ops.Attention.fusedKernelTakes(t, 128);
+            assertThat(fused).as("%s heads of 128", t).isEqualTo(t == DType.BF16);
+            try (var s = dev.gatun.runtime.Session.compile(LlamaDecoder.decode(wide, MAX, 1, t), CompileOptions.world(1).backend("host"))) {
+                assertThat(s.plan().steps()).filteredOn(st -> st instanceof dev.gatun.planner.Step.UpdateAttention
+                        || st instanceof dev.gatun.planner.Step.OpCall o && o.spec().name().equals("attention")).hasSize(fused ? wide.layers() : 0);
+            }
+        }
+        assertThat(dev.gatun.ir.ops.Attention.fusedKernelTakes(DType.BF16, 256)).isFalse();
+        prefillThenEightSteps(wide, dir, 1, 2);
+    }
+
+    private static void prefillThenEightSteps(LlamaConfig c, Path dir, int... tps) throws IOException {
         LlamaCheckpoint.writeRandom(c, DType.F32, 12, dir);
         int[] prompt = LlamaPrefillTest.PROMPT;
         try (var weights = SafeTensors.open(dir.resolve(LlamaCheckpoint.WEIGHTS))) {
@@ -155,7 +177,7 @@ class LlamaDecoderTest {
                 System.arraycopy(want, 0, seq, prompt.length, k);
                 ref.add(LlamaPrefillTest.Reference.logits(c, weights, seq)[seq.length - 1]);
             }
-            for (int tp : new int[]{1, 2, 4}) {
+            for (int tp : tps) {
                 var shards = new ArrayList<Map<String, NDArray>>();
                 for (int r = 0; r < tp; r++) shards.add(LlamaDecoder.weights(c, weights, tp, r, DType.F32));
                 try (var gen = new LlamaGenerator(c, shards, prompt.length, MAX, tp, DType.F32, CompileOptions.world(tp).backend("host"))) {
