@@ -31,6 +31,7 @@ import java.util.concurrent.Future;
  * --arch NAME --dir DIR         measure the checkpoint in DIR (its config.json says the shape; NAME labels the row)
  * --prompt N (128) --new N (32) --runs N (6: the first a warm-up) --warmup N (2: generations before the timed ones,
  *                               the first of --runs among them) --backend cuda|host --out FILE (gatun-arch-NAME.json)
+ * --profile N                   after timing, profile a prefill and a decode step and print each one's N slowest steps
  * </pre>
  *
  * The JSON holds the shape, the weight reads of a step ({@link ArchShapes.StepReads}: {@code step_weight_bytes} what
@@ -59,7 +60,7 @@ public final class ArchBench {
         if (runs < 2 || warmup < 1 || prompt < 1 || n < 2)
             throw new IllegalArgumentException("ArchBench: --runs at least 2, --warmup at least 1, --prompt at least 1 and --new at least 2, not "
                     + runs + ", " + warmup + ", " + prompt + " and " + n);
-        String json = measure(arch, dir, prompt, n, runs, warmup, opts.getOrDefault("backend", "cuda"));
+        String json = measure(arch, dir, prompt, n, runs, warmup, opts.getOrDefault("backend", "cuda"), Integer.parseInt(opts.getOrDefault("profile", "0")));
         Files.writeString(Path.of(opts.getOrDefault("out", "gatun-arch-" + arch + ".json")), json);
     }
 
@@ -106,7 +107,7 @@ public final class ArchBench {
     }
 
     /** Measures the checkpoint in {@code dir}; the JSON of the row (see the class comment). */
-    static String measure(String arch, Path dir, int prompt, int n, int runs, int warmup, String backend) throws IOException {
+    static String measure(String arch, Path dir, int prompt, int n, int runs, int warmup, String backend, int profile) throws IOException {
         try (var ckpt = LlamaCheckpoint.open(dir)) {
             LlamaConfig c = ckpt.config();
             var reads = ArchShapes.reads(c).times(2);
@@ -129,7 +130,9 @@ public final class ArchBench {
             try (gen) {
                 try {
                     first = gen.generate(new int[][]{ids}, n, false, true);
-                    return timed(arch, head, gen, ids, first, n, runs, warmup);
+                    String row = timed(arch, head, gen, ids, first, n, runs, warmup);
+                    if (profile > 0) for (var p : gen.profile(new int[][]{ids})) System.out.println(p.top(profile));
+                    return row;
                 } catch (RuntimeException e) {
                     return ended(arch, head, e);
                 }

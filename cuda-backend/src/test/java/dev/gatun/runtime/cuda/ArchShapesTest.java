@@ -79,7 +79,7 @@ class ArchShapesTest {
                 .withMoe(new MoeConfig(MoeConfig.Naming.QWEN, 4, 2, 16, true, 0, 1, Set.of()));
         Path ckpt = dir.resolve("tiny");
         LlamaCheckpoint.writeRandom(c, DType.BF16, 5, ckpt);
-        String json = ArchBench.measure("qwen3_moe", ckpt, 5, 3, 2, 1, "host");
+        String json = ArchBench.measure("qwen3_moe", ckpt, 5, 3, 2, 1, "host", 0);
         assertThat(json).doesNotContain("refused").contains("\"arch\": \"qwen3_moe\"");
         // embedding 96*32 (one row read) + head 96*32 + final norm 32 + 2 layers of: norms 64, q 32*32, k and v 2*32*16,
         // o 32*32, QK-norm 16, router 4*32, experts 4*3*32*16 (2 of them read): 2*(64 + 3072 + 16 + 128) = 6560
@@ -108,12 +108,12 @@ class ArchShapesTest {
         LlamaConfig c = new LlamaConfig(32, 1, 4, 2, 64, 96, 10000, 1e-6, false, null, 8, 4);
         Path ckpt = dir.resolve("windowed");
         LlamaCheckpoint.writeRandom(c, DType.BF16, 6, ckpt);
-        String json = ArchBench.measure("mistral", ckpt, 5, 3, 2, 1, "host");
+        String json = ArchBench.measure("mistral", ckpt, 5, 3, 2, 1, "host", 0);
         assertThat(field(json, "refused")).startsWith("\"CompilationException: ").contains("sliding_window = 4");
         assertThat(json).doesNotContain("decode_ms");
         assertThat(field(json, "step_weight_bytes")).isNotNull();
         // any other error is a "failed" row with its words (here: a backend that does not exist)
-        String failed = ArchBench.measure("mistral", ckpt, 1, 2, 2, 1, "no-such-backend");
+        String failed = ArchBench.measure("mistral", ckpt, 1, 2, 2, 1, "no-such-backend", 0);
         assertThat(field(failed, "failed")).startsWith("\"GatunRuntimeException: unknown backend 'no-such-backend'");
         assertThat(failed).doesNotContain("refused", "decode_ms");
     }
