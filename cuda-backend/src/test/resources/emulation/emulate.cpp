@@ -1,5 +1,5 @@
 // KernelEmulationTest's driver: loads the buffers slot<N>.bin named on launches.txt's first line ("slots N..."), makes
-// each following launch ("entry grid block arg..."; a pointer argument is a slot number), writes the buffers back, and
+// each following launch ("entry grid block arg...", the grid "G" or "GxY"; a pointer argument is a slot number), writes the buffers back, and
 // prints TRAP where a kernel trapped (the launches after it are not made, as on a GPU).
 #include "emulate.h"
 #include "kernels.inc"
@@ -25,6 +25,8 @@ struct Entry { bool together; std::function<void(const Args&)> run; };
 #define TK(name, T) m[#name] = {true, [](const Args& a) { name((const T*) P(a[0]), (T*) P(a[1]), (long long*) P(a[2]), a[3], (int) a[4], (int) a[5]); }};
 #define GA(name, U) m[#name] = {false, [](const Args& a) { name((const U*) P(a[0]), P(a[1]), (int) a[2], (U*) P(a[3]), a[4], a[5], (int) a[6], (int) a[7], \
         S8(8), S8(16), (int*) P(a[24]), (gatun_fault*) P(a[25]), (int) a[26]); }};
+#define RT(name, T) m[#name] = {true, [](const Args& a) { name((const T*) P(a[0]), (const T*) P(a[1]), (const long long*) P(a[2]), (T*) P(a[3]), \
+        (int) a[4], (int) a[5], (int) a[6], (int) a[7], (int) a[8], (int) a[9], (int*) P(a[10]), (gatun_fault*) P(a[11]), (int) a[12]); }};
 #define SA(name, T) m[#name] = {false, [](const Args& a) { name((const T*) P(a[0]), P(a[1]), (int) a[2], (const T*) P(a[3]), (T*) P(a[4]), a[5], a[6], \
         (int) a[7], (int) a[8], S8(9), S8(17), S8(25)); }};
 
@@ -36,6 +38,7 @@ static std::map<std::string, Entry> entries() {
     m["scatter_check"] = {false, [](const Args& a) { scatter_check(P(a[0]), (int) a[1], a[2], a[3], (int) a[4], (int*) P(a[5]), (gatun_fault*) P(a[6]), (int) a[7]); }};
     SA(scatter_add_f32, float) SA(scatter_add_f64, double) SA(scatter_add_f16, __half) SA(scatter_add_bf16, __nv_bfloat16)
     SA(scatter_add_i8, signed char) SA(scatter_add_i32, int) SA(scatter_add_i64, long long)
+    RT(gemv_routed_f32, float) RT(gemv_routed_f16, __half) RT(gemv_routed_bf16, __nv_bfloat16)
     return m;
 }
 
@@ -58,14 +61,18 @@ int main() {
     bool trapped = false;
     while (!trapped && std::getline(in, line)) {
         std::istringstream l(line);
-        std::string name;
-        unsigned grid, block;
-        if (!(l >> name >> grid >> block)) continue;
+        std::string name, grids;
+        unsigned grid, gridY = 1, block;
+        if (!(l >> name >> grids >> block)) continue;
+        // "G" or "GxY": the grid's blocks along x, and along y
+        size_t x = grids.find('x');
+        grid = (unsigned) std::stoul(grids.substr(0, x));
+        if (x != std::string::npos) gridY = (unsigned) std::stoul(grids.substr(x + 1));
         Args args;
         for (long long v; l >> v;) args.push_back(v);
         auto it = table.find(name);
         if (it == table.end()) { std::fprintf(stderr, "no entry point %s\n", name.c_str()); return 2; }
-        trapped = !emu_launch(grid, block, it->second.together, [&] { it->second.run(args); });
+        trapped = !emu_launch(grid, gridY, block, it->second.together, [&] { it->second.run(args); });
     }
     if (trapped) std::printf("TRAP\n");
     for (long long s : slots) {

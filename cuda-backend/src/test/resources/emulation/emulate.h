@@ -6,7 +6,10 @@
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <vector_types.h>
+#include <vector_functions.h>
 #include <atomic>
+#include <cmath>
 #include <barrier>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +20,8 @@
 
 struct emu_dim3 { unsigned x = 1, y = 1, z = 1; };
 inline emu_dim3 gridDim, blockDim, blockIdx;
+// a kernel's dynamic shared memory (the CUDA source's "extern __shared__" array, which KernelEmulationTest points here)
+inline float emu_dynamic_shared[16384];
 inline thread_local emu_dim3 threadIdx;
 
 #undef __global__
@@ -27,6 +32,7 @@ inline thread_local emu_dim3 threadIdx;
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(n)
 
 struct emu_trap {};
 inline std::barrier<>* emu_block_barrier = nullptr;
@@ -48,6 +54,25 @@ template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
     return r;
 }
 
+template <typename T> T __shfl_xor_sync(unsigned, T v, int d) {
+    static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
+    unsigned t = threadIdx.x;
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    emu_slots[t] = bits;
+    __syncthreads();
+    T r = v;
+    std::memcpy(&r, &emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned) d)], sizeof(T));
+    __syncthreads();
+    return r;
+}
+
+// loads: through the caches or past them, the same to a host
+using std::fmaf;
+template <typename T> T __ldcs(const T* p) { return *p; }
+template <typename T> T __ldg(const T* p) { return *p; }
+inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+
 inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
 inline int atomicCAS(int* p, int cmp, int val) {
@@ -60,12 +85,15 @@ inline void __threadfence_system() {}
 inline void __nanosleep(unsigned) {}
 [[noreturn]] inline void __trap() { throw emu_trap{}; }
 
-// runs body on grid x block threads; with `together`, a block's threads run at once (barriers, shuffles); false where a trap stopped it
-inline bool emu_launch(unsigned grid, unsigned block, bool together, const std::function<void()>& body) {
+// runs body on (grid x gridY) x block threads; with `together`, a block's threads run at once (barriers, shuffles); false where a
+// trap stopped it
+inline bool emu_launch(unsigned grid, unsigned gridY, unsigned block, bool together, const std::function<void()>& body) {
     gridDim.x = grid;
+    gridDim.y = gridY;
     blockDim.x = block;
-    for (unsigned b = 0; b < grid; b++) {
-        blockIdx.x = b;
+    for (unsigned long long b = 0; b < (unsigned long long) grid * gridY; b++) {
+        blockIdx.x = (unsigned) (b % grid);
+        blockIdx.y = (unsigned) (b / grid);
         if (!together) {
             try {
                 for (unsigned t = 0; t < block; t++) { threadIdx.x = t; body(); }

@@ -297,6 +297,8 @@ final class GradientRules {
             case "flash_attention" -> flashAttention(graph, call, r, n, g, want, out);
             case "update_slice" -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
                     + " build the tensor with cat instead");
+            case "expert_matmul" -> throw refuse(call, n, "expert_matmul has no gradient rule yet; for training, write the layer densely"
+                    + " (every expert's product weighted by the routing, as MixtureOfExperts' prefill form does)");
             default -> throw refuse(call, n, "op '" + r.opName() + "' has no gradient rule");
         }
     }

@@ -275,6 +275,18 @@ public final class Tensor {
         return graph.apply("scatter_add", java.util.Map.of("dim", dim), this, index, src).getFirst();
     }
 
+    /**
+     * The routed product of a mixture-of-experts layer, this tensor the activations: {@code y[n, j, :] =
+     * w[ids[n, j]] @ x[n, j, :]} for x [N, k, In], or {@code @ x[n, :]} for x [N, In] or [N, 1, In] (one row a token,
+     * used for each of its k choices); w [E, Out, In] the experts' nn.Linear weights stacked; ids [N, k] i64 (the
+     * router's top-k). The result is [N, k, Out]. Each (token, choice) reads its one expert's weights and no other's:
+     * a decode step of N tokens reads N * k experts' bytes where a dense product reads all E. An id outside
+     * {@code [0, E)} fails the call naming it, on every backend ({@link dev.gatun.ir.ops.ExpertMatmul}).
+     */
+    public Tensor expertMatmul(Tensor w, Tensor ids) {
+        return graph.apply("expert_matmul", java.util.Map.of(), this, w, ids).getFirst();
+    }
+
     // ---- collectives (group "world" unless named)
     public Tensor allReduce(ReduceOp op) { return allReduce(op, ProcessGroup.WORLD_NAME); }
     public Tensor allReduce(ReduceOp op, String group) { return collective(CollectiveKind.ALL_REDUCE, op, group, 0); }

@@ -135,7 +135,7 @@ public final class CudaBackend implements Backend {
 
     /**
      * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or calls one with
-     * operands its kernel does not take ({@link CudaGatherScatter#refusal}), or an all_to_all whose row counts are read
+     * operands its kernel does not take ({@link CudaGatherScatter#refusal}, {@link CudaExpertMatmul#refusal}), or an all_to_all whose row counts are read
      * at run time (NCCL's send and receive take their counts from the host).
      */
     static void refuseOpsWithoutKernels(Plan plan) {
@@ -143,6 +143,7 @@ public final class CudaBackend implements Backend {
             for (var part : s.parts()) {
                 if (part instanceof dev.gatun.planner.Step.OpCall o) {
                     String why = !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()) ? noKernel(o) : CudaGatherScatter.refusal(o);
+                    if (why == null) why = CudaExpertMatmul.refusal(o);
                     if (why == null && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC && o.input(0).dtype() == dev.gatun.ir.DType.F64)
                         why = "flash_attention on the GPU takes f32, bf16 or f16, not f64 (" + o.format().strip() + "); run it in f32, or on the host backend";
                     if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);

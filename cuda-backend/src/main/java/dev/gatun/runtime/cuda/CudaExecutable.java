@@ -85,12 +85,13 @@ final class CudaExecutable implements Executable {
     final CudaIndexSelect indexSelect;
     final CudaTopK topk;
     final CudaGatherScatter gatherScatter;
+    final CudaExpertMatmul expertMatmul;
     final CudaArgmax argmax;
     final CudaSample sample;
     final CudaFlashAttention flash;
     final CudaUpdateSlice updateSlice;
     final CudaAttention attention;
-    /** By buffer id: an input a GEMV product reads (Step.Matmul.gemv), which is read in place only where it lies 16-byte aligned. */
+    /** By buffer id: an input a GEMV product (Step.Matmul.gemv) or expert_matmul reads, which is read in place only where it lies 16-byte aligned. */
     final boolean[] gemvOperand;
     /** Where index_select, gather, scatter_add, update_slice and attention kernels say why they stopped a call (null: the plan has none). */
     final DeviceFault fault;
@@ -163,12 +164,19 @@ final class CudaExecutable implements Executable {
                         gemvOperand[m.a().storage().id()] = true;
                         gemvOperand[m.b().storage().id()] = true;
                     }
+                    // expert_matmul reads x and w by the GEMV's 16-byte vectors too
+                    else if (part instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.ExpertMatmul.SPEC) {
+                        gemvOperand[o.input(0).storage().id()] = true;
+                        gemvOperand[o.input(1).storage().id()] = true;
+                    }
             this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
             this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) ? new CudaIndexSelect(this::module) : null;
             this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
             this.topk = calls(plan, dev.gatun.ir.ops.TopK.SPEC) ? new CudaTopK(this::module) : null;
             this.gatherScatter = calls(plan, dev.gatun.ir.ops.Gather.SPEC) || calls(plan, dev.gatun.ir.ops.ScatterAdd.SPEC) ? new CudaGatherScatter(this::module) : null;
+            this.expertMatmul = calls(plan, dev.gatun.ir.ops.ExpertMatmul.SPEC)
+                    ? new CudaExpertMatmul(this::module, multiprocessors) : null;
             this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
             this.flash = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> dev.gatun.planner.UpdateSliceCall.is(s) || s instanceof Step.UpdateSlices)

@@ -382,7 +382,14 @@ final class CudaGemv {
      * tiles of {@link #MMA_COLS} or {@link #FMA_COLS} columns; k-slices doubled while there are fewer than
      * {@value #WARPS_PER_SM} warps an SM and each slice keeps at least one unrolled loop of steps.
      */
-    static Launch launch(DType t, Path path, int m, int n, int k, int sms) {
+    static Launch launch(DType t, Path path, int m, int n, int k, int sms) { return launch(t, path, m, n, k, sms, 1); }
+
+    /**
+     * As {@link #launch(DType, Path, int, int, int, int)} for {@code matrices} products of that shape in one launch
+     * (a routed product's pairs, {@link CudaExpertMatmul}: one grid row each): the k-slices fill the GPU with all of
+     * their tiles; the launch's blocks are one matrix's.
+     */
+    static Launch launch(DType t, Path path, int m, int n, int k, int sms, long matrices) {
         // the planner takes a product by GEMV only for the shapes and dtypes it serves: these checks fail on a Gatun bug only
         if (m < 1 || m > MAX_ROWS) throw new IllegalStateException("gemv of " + m + " rows: it takes 1 to " + MAX_ROWS);
         if (n < 1 || k < 1) throw new IllegalStateException("gemv of " + n + " columns of length " + k + ": both must be positive");
@@ -390,7 +397,7 @@ final class CudaGemv {
         if (path == Path.TENSOR_CORES && t == DType.FLOAT32) throw new IllegalStateException("gemv on tensor cores of float32: it takes float16 or bfloat16");
         int vectors = k / (16 / t.byteSize());
         boolean mma = path == Path.TENSOR_CORES;
-        long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS);
+        long tiles = Math.ceilDiv((long) n, mma ? MMA_COLS : FMA_COLS) * matrices;
         int steps = Math.ceilDiv(vectors, mma ? MMA_STEP : FMA_STEP), unroll = mma ? MMA_UNROLL : FMA_UNROLL;
         int slices = 1;
         while (slices < MAX_SLICES && tiles * slices < (long) WARPS_PER_SM * sms && steps / (2 * slices) >= unroll) slices *= 2;

@@ -368,6 +368,7 @@ final class CudaRun implements StepLoop.Steps {
             dev.gatun.ir.ops.TopK.SPEC.name(), CudaRun::topk,
             dev.gatun.ir.ops.Gather.SPEC.name(), CudaRun::gather,
             dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd,
+            dev.gatun.ir.ops.ExpertMatmul.SPEC.name(), CudaRun::expertMatmul,
             dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention,
             dev.gatun.ir.ops.UpdateSlice.SPEC.name(), (run, call) -> run.updateSlice(UpdateSliceCall.of(call)),
             dev.gatun.ir.ops.Attention.SPEC.name(), (run, call) -> run.attention(AttentionCall.of(call)));
@@ -413,6 +414,16 @@ final class CudaRun implements StepLoop.Steps {
         exe.gatherScatter.run(CudaGatherScatter.scatterAdd(addressOf(s.input(0)), s.input(0).dtype(), x, addressOf(s.input(1)), s.input(1).dtype(),
                 s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), fault(s)),
                 choice(s).programmatic(), exe.stream);
+    }
+
+    /** expert_matmul's inputs: x, w [E, Out, In], ids [N, k]. */
+    private void expertMatmul(Step.OpCall m) {
+        long[] x = m.input(0).shape().sizes(env), w = m.input(1).shape().sizes(), ids = m.input(2).shape().sizes(env);
+        boolean rowPerChoice = x.length == 3 && x[1] == ids[1] && ids[1] > 1;
+        var f = new CudaExpertMatmul.Fault(exe.fault.claim(), exe.fault.record(), exe.fault.step(m));
+        exe.expertMatmul.run(CudaExpertMatmul.launches(m.input(0).dtype(), addressOf(m.input(0)), addressOf(m.input(1)), addressOf(m.input(2)),
+                addressOf(m.output()), ids[0] * ids[1], (int) ids[1], rowPerChoice, (int) w[0], (int) w[1], (int) w[2], exe.expertMatmul.sms, f),
+                choice(m).programmatic(), exe.stream);
     }
 
     /** The dimension an op's {@code dim} attribute names in a tensor of rank {@code rank} (negative counts from the end). */

@@ -23,11 +23,13 @@ import java.util.Map;
  * memory budget pays for a message that is never printed. These kernels need no stack at all.
  *
  * <p>One record per executable, made only where its plan has a step that can stop (index_select, gather, scatter_add,
- * update_slice, attention).
+ * expert_matmul, update_slice, attention).
  */
 final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
     static final String SOURCE = """
+            #ifndef GATUN_FAULT_DEFINED
+            #define GATUN_FAULT_DEFINED
             struct gatun_fault { int code; int step; long long v[4]; };
             // the first caller on the GPU writes the record (host memory, mapped), fences it out and traps; the others wait
             // (at most about 0.1 s) until the record is out before they trap: a trap ends the whole grid at once, so a thread
@@ -44,10 +46,11 @@ final class DeviceFault implements AutoCloseable {
                 }
                 __trap();
             }
+            #endif
             """;
 
     /** The record's codes, as the kernels write them. */
-    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3, INDEX_ALONG = 4;
+    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3, INDEX_ALONG = 4, EXPERT = 5;
     static final long RECORD_BYTES = 48;
 
     private final PinnedHostBuffer record;
@@ -117,6 +120,8 @@ final class DeviceFault implements AutoCloseable {
             // gather and scatter_add, in the words of their host refusal (Gather.outOfRange)
             case INDEX_ALONG -> where + " stopped the call: index " + a + " at position " + b + coordinates(s, b) + " of the index is outside the " + c
                     + " elements of dimension " + member + " of x" + (c == 0 ? " (it has none)" : " (valid: 0 to " + (c - 1) + ")");
+            // expert_matmul: the id, its position in the ids, the experts, the choices a token (k), in its host refusal's words
+            case EXPERT -> where + " stopped the call: " + dev.gatun.ir.ops.ExpertMatmul.outOfRange(a, b, member, c);
             default -> where + " stopped the call (fault code " + code + ")";
         };
     }

@@ -35,7 +35,8 @@ import java.util.concurrent.Future;
  * </pre>
  *
  * The JSON holds the shape, the weight reads of a step ({@link ArchShapes.StepReads}: {@code step_weight_bytes} what
- * a step must read, {@code dense_weight_bytes} what Gatun's every-expert mixture reads), the greedy tokens and the
+ * a step must read, and what the routed decode step reads, {@code dense_weight_bytes} what the dense every-expert form
+ * reads), the greedy tokens and the
  * medians of the prefill and of the decode step (each timed generation's steps queued, their time over their number;
  * the median over the timed generations). Where the backend refuses the model (a {@link CompilationException} while
  * it is compiled or first run: an op it has no kernel for, say), the JSON says {@code "refused"} with the refusal's

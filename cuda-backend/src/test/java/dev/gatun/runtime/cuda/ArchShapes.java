@@ -72,9 +72,10 @@ final class ArchShapes {
      *               (where the output projection is tied to it, the projection reads it whole and it counts once), and
      *               each mixture's experts, of which the one token is routed to {@code topK} (k distinct experts of E a
      *               layer: k/E of the layer's expert weights; the router and a shared expert are read whole)
-     * @param dense  what a step that computes every expert reads (Gatun's mixtures today: {@code MixtureOfExperts} runs
-     *               every expert and weights it by its routing weight, zero for the experts not chosen): {@code step}
-     *               with every expert whole
+     * @param dense  what a step that computes every expert reads ({@code MixtureOfExperts}' dense form, a prefill's:
+     *               every expert weighted by its routing weight, zero for the experts not chosen): {@code step} with every
+     *               expert whole. A decode step at batch 1 takes the routed form ({@code expert_matmul}), which reads
+     *               {@code step}: k experts' gate, up and down a layer (ArchShapesTest checks it against the graph)
      */
     record StepReads(long total, long step, long dense) {
         /** The reads in bytes at {@code bytesPerElement}. */

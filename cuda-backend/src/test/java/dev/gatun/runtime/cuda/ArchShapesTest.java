@@ -72,6 +72,29 @@ class ArchShapesTest {
         assertThat(bytes.step()).isEqualTo(2 * 301_369_344L);
     }
 
+    /**
+     * The mixtures' decode step at batch 1 reads the experts' bytes {@link ArchShapes.StepReads#step} counts: the routed
+     * form's products ({@code expert_matmul}: each of its N * k pairs reads one [out, in] expert matrix), summed over the
+     * decode graph, are k/E of every expert's weights, which is {@code (dense - step) * k / (E - k)}; and no other node
+     * reads an expert's weights.
+     */
+    @Test
+    void theRoutedDecodeStepReadsWhatStepReadsCounts() {
+        for (String name : java.util.List.of("mixtral", "qwen2_moe", "qwen3_moe")) {
+            LlamaConfig c = ArchShapes.shape(name);
+            var graph = dev.gatun.models.llama.LlamaDecoder.decode(c, 64, 1, DType.BF16);
+            long routed = 0;
+            for (var n : graph.nodes())
+                if (n.op() instanceof dev.gatun.ir.graph.Op.Registered r && r.spec() == dev.gatun.ir.ops.ExpertMatmul.SPEC) {
+                    long[] ids = n.input(2).type().shape().sizes(), w = n.input(1).type().shape().sizes();
+                    routed += ids[0] * ids[1] * w[1] * w[2];
+                }
+            var reads = ArchShapes.reads(c);
+            int e = c.moe().experts(), k = c.moe().topK();
+            assertThat(routed).as(name).isPositive().isEqualTo((reads.dense() - reads.step()) * k / (e - k));
+        }
+    }
+
     /** A tiny Qwen3-MoE checkpoint measured on the host backend: the row's JSON holds the reads, the tokens and the times. */
     @Test
     void aTinyMixtureIsMeasuredOnTheHostBackend() throws Exception {

@@ -89,6 +89,22 @@ class CudaCodegenCompileTest {
         assertThat(g.ptx()).doesNotContain("atom.global.add", "red.global.add", "fma.rn").contains("atom.global.cas");
     }
 
+    /**
+     * expert_matmul's program: the one-row GEMV's entry with an indexed weight base at f32, f16 and bf16; its weight
+     * streamed by 16-byte loads past the caches, the id's trap, no stack frame and no spills.
+     */
+    @Test
+    void theExpertMatmulKernelsCompileWithoutSpills(@TempDir Path dir) throws Exception {
+        var r = CudaCodegenFixtures.compile(nvcc, dir, "expert_matmul", CudaExpertMatmul.SOURCE);
+        assertThat(r.ok()).as(r.log()).isTrue();
+        for (String e : CudaExpertMatmul.ENTRIES.values()) assertThat(r.ptx()).contains(".entry " + e + "(");
+        assertThat(r.ptx()).contains("ld.global.cs.v4", "trap;", "atom.global.cas");
+        var c = CudaCodegenFixtures.cubin(nvcc, dir, "expert_matmul_cubin", CudaExpertMatmul.SOURCE);
+        assertThat(c.ok()).as(c.log()).isTrue();
+        for (String e : CudaExpertMatmul.ENTRIES.values()) assertThat(c.log()).contains(e);
+        assertThat(c.log()).as("spills").doesNotContainPattern("[1-9][0-9]* bytes spill").doesNotContainPattern("[1-9][0-9]* bytes stack frame");
+    }
+
     /** flash_attention's programs: both forms at every dtype and head size a plan can give them, no spills. */
     @Test
     void theFlashAttentionProgramsCompileWithoutSpills(@TempDir Path dir) throws Exception {

@@ -89,6 +89,24 @@ class FailureHintsTest {
         }
     }
 
+    /** expert_matmul's bad id is named by its value, position, coordinates and the experts, in the host refusal's words. */
+    @Test
+    void aBadExpertIdIsNamedAsTheHostNamesIt() {
+        var g = Gatun.graph("routed");
+        g.output("y", g.input("x", DType.F32, 2, 8).expertMatmul(g.input("w", DType.F32, 3, 4, 8), g.input("ids", DType.I64, 2, 2)));
+        var p = plan(g.build());
+        int step = indexOf(p, Step.OpCall.class);
+        try (var arena = Arena.ofConfined()) {
+            MemorySegment r = record(arena, DeviceFault.EXPERT, step, 3, 2, 3);
+            r.set(ValueLayout.JAVA_LONG, 32, 2);   // k, as the kernel records it
+            String want = "expert id 3 at position 2 [1, 0] of the ids is outside the 3 experts of w (valid: 0 to 2)";
+            assertThat(DeviceFault.describe(r, p)).startsWith("step " + step + " (").contains("expert_matmul(").contains(want);
+            assertThat(dev.gatun.ir.ops.ExpertMatmul.SPEC.refusal(java.util.List.of(dev.gatun.runtime.NDArray.zeros(DType.F32, 2, 8),
+                    dev.gatun.runtime.NDArray.zeros(DType.F32, 3, 4, 8), dev.gatun.runtime.NDArray.of(new long[]{0, 1, 3, 0}, 2, 2)), null))
+                    .as("the host's words").isEqualTo(want);
+        }
+    }
+
     @Test
     void aBadPositionIsNamedWithItsStepAndTheValidRange() {
         var kv = Gatun.graph("kv");

@@ -31,10 +31,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * topk, gather and scatter_add's CUDA source run as host C++ (g++ and CUDA's own half-precision headers, through
+ * topk, gather, scatter_add and expert_matmul's CUDA source run as host C++ (g++ and CUDA's own half-precision headers, through
  * {@code emulation/emulate.h}: a block's threads as threads, barriers and warp shuffles emulated) with exactly the
- * launches {@link CudaTopK#launches}, {@link CudaGatherScatter#gather} and {@link CudaGatherScatter#scatterAdd} make,
- * against the ops' host bodies, byte for byte: what the kernels compute (indexing, ties, NaN and -0, the order and
+ * launches {@link CudaTopK#launches}, {@link CudaGatherScatter#gather}, {@link CudaGatherScatter#scatterAdd} and
+ * {@link CudaExpertMatmul#launches} make, against the ops' host bodies, byte for byte (expert_matmul, which sums in
+ * float32 as the GEMV does, against plain float64 loops within float32's sums and one rounding to the dtype): what the kernels compute (indexing, ties, NaN and -0, the order and
  * rounding of the sums, the traps' records) is checked without a GPU. Not checked here: the device's memory model and
  * speed (the GPU tests). Skipped where g++ or CUDA's headers are absent.
  */
@@ -53,7 +54,10 @@ class KernelEmulationTest {
             try (InputStream in = KernelEmulationTest.class.getResourceAsStream("/emulation/" + f)) {
                 Files.write(dir.resolve(f), in.readAllBytes());
             }
-        Files.writeString(dir.resolve("kernels.inc"), CudaTopK.SOURCE + CudaGatherScatter.SOURCE);
+        // the one line a host cannot compile as it stands: the GEMV's dynamic shared memory, pointed at the emulation's array
+        String routed = CudaExpertMatmul.SOURCE.replace("extern __shared__ float gv_part[];", "float* gv_part = emu_dynamic_shared;");
+        assertThat(routed).isNotEqualTo(CudaExpertMatmul.SOURCE);
+        Files.writeString(dir.resolve("kernels.inc"), CudaTopK.SOURCE + CudaGatherScatter.SOURCE + routed);
         Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + CUDA_INCLUDE, "-I" + dir, "emulate.cpp", "-o", "emulate")
                 .directory(dir.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
@@ -71,7 +75,7 @@ class KernelEmulationTest {
         for (var e : slots.entrySet()) Files.write(run.resolve("slot" + e.getKey() + ".bin"), e.getValue());
         var text = new StringBuilder("slots " + slots.keySet().stream().map(String::valueOf).collect(Collectors.joining(" ")) + "\n");
         for (KernelLaunch l : launches)
-            text.append(l.kernel()).append(' ').append(l.grid()).append(' ').append(l.block()).append(' ')
+            text.append(l.kernel()).append(' ').append(l.grid()).append(l.gridY() > 1 ? "x" + l.gridY() : "").append(' ').append(l.block()).append(' ')
                     .append(l.args().stream().map(String::valueOf).collect(Collectors.joining(" "))).append('\n');
         Files.writeString(run.resolve("launches.txt"), text);
         Process p = new ProcessBuilder(emulator.toString()).directory(run.toFile()).redirectErrorStream(true).start();
@@ -217,6 +221,64 @@ class KernelEmulationTest {
         assertThat(scatter.trapped()).isTrue();
         assertRecord(scatter.slots().get(RECORD), 6, -1, 4, 4, 0);
         assertThat(scatter.slots().get(4L)).as("no sum was written: the check runs first").containsOnly(0);
+    }
+
+    /**
+     * expert_matmul's routed GEMV: random pairs (1 to 4 choices a token, x one row a choice or a token, ids repeated),
+     * f32, f16 and bf16, rows long enough that the launch cuts them into k-slices, against plain float64 loops: within
+     * float32's sums (1e-5 of the sum of |x w|) and one rounding to the dtype. Every launch is CudaExpertMatmul's own.
+     */
+    @Test
+    void expertMatmulIsThePlainLoopsProduct() throws Exception {
+        var rnd = new SplittableRandom(53);
+        boolean sliced = false;
+        for (int trial = 0; trial < 12; trial++) {
+            DType t = List.of(DType.F32, DType.F16, DType.BF16).get(trial % 3);
+            int perVector = 16 / t.byteSize(), tokens = 1 + rnd.nextInt(3), k = 1 + rnd.nextInt(4), experts = 1 + rnd.nextInt(5);
+            int out = 1 + rnd.nextInt(12), in = perVector * (trial % 4 == 3 ? 128 + rnd.nextInt(8) : 1 + rnd.nextInt(24));
+            boolean perChoice = k > 1 && rnd.nextBoolean();
+            int xRows = tokens * (perChoice ? k : 1);
+            NDArray x = NDArray.zeros(t, xRows, in), w = NDArray.zeros(t, experts, out, in), ids = NDArray.zeros(DType.I64, tokens, k);
+            for (long i = 0; i < x.numel(); i++) x.set(i, rnd.nextGaussian());
+            for (long i = 0; i < w.numel(); i++) w.set(i, rnd.nextGaussian() * 0.1);
+            for (long i = 0; i < ids.numel(); i++) ids.setLong(i, rnd.nextInt(Math.min(experts, 2)));
+            var launches = CudaExpertMatmul.launches(t, 1, 2, 3, 4, (long) tokens * k, k, perChoice, experts, out, in, 132, new CudaExpertMatmul.Fault(CLAIM, RECORD, 7));
+            sliced |= (int) launches.getFirst().args().get(9) > 1;
+            var r = emulate(launches, withFault(Map.of(1L, bytes(x), 2L, bytes(w), 3L, bytes(ids), 4L, new byte[tokens * k * out * t.byteSize()])));
+            assertThat(r.trapped()).isFalse();
+            NDArray y = array(t, r.slots().get(4L), tokens, k, out);
+            double unit = t == DType.F32 ? 0x1p-24 : t == DType.F16 ? 0x1p-11 : 0x1p-8;
+            for (int p = 0; p < tokens * k; p++)
+                for (int o = 0; o < out; o++) {
+                    long e = ids.getLong(p), row = perChoice ? p : p / k;
+                    double dot = 0, size = 0;
+                    for (int i = 0; i < in; i++) {
+                        double term = x.get(row * in + i) * w.get((e * out + o) * in + i);
+                        dot += term;
+                        size += Math.abs(term);
+                    }
+                    assertThat(y.get((long) p * out + o)).as("%s tokens %d k %d experts %d out %d in %d per choice %s: pair %d column %d", t, tokens, k,
+                            experts, out, in, perChoice, p, o).isCloseTo(dot, org.assertj.core.data.Offset.offset(1e-5 * size + Math.abs(dot) * unit + 1e-30));
+                }
+        }
+        assertThat(sliced).as("some launch cut its rows into k-slices").isTrue();
+    }
+
+    /** An id outside the experts traps before any product, with the record DeviceFault reads in the host refusal's words. */
+    @Test
+    void aBadExpertIdTrapsWithItsRecord() throws Exception {
+        NDArray x = NDArray.random(DType.F32, 1, 2, 8), w = NDArray.random(DType.F32, 2, 3, 3, 8), ids = NDArray.of(new long[]{1, 0, 3, -1}, 2, 2);
+        var r = emulate(CudaExpertMatmul.launches(DType.F32, 1, 2, 3, 4, 4, 2, false, 3, 3, 8, 132, new CudaExpertMatmul.Fault(CLAIM, RECORD, 9)),
+                withFault(Map.of(1L, bytes(x), 2L, bytes(w), 3L, bytes(ids), 4L, new byte[4 * 3 * 4])));
+        assertThat(r.trapped()).isTrue();
+        var rec = MemorySegment.ofArray(r.slots().get(RECORD));
+        assertThat(rec.get(ValueLayout.JAVA_INT_UNALIGNED, 0)).as("code").isEqualTo(DeviceFault.EXPERT);
+        assertThat(rec.get(ValueLayout.JAVA_INT_UNALIGNED, 4)).as("step").isEqualTo(9);
+        long[] v = {rec.get(ValueLayout.JAVA_LONG_UNALIGNED, 8), rec.get(ValueLayout.JAVA_LONG_UNALIGNED, 16), rec.get(ValueLayout.JAVA_LONG_UNALIGNED, 24),
+                rec.get(ValueLayout.JAVA_LONG_UNALIGNED, 32)};
+        assertThat(v).containsExactly(3, 2, 3, 2);
+        String host = dev.gatun.ir.ops.ExpertMatmul.SPEC.refusal(List.<HostTensor>of(x, w, ids), OpAttrs.of(dev.gatun.ir.ops.ExpertMatmul.SPEC, Map.of()));
+        assertThat(dev.gatun.ir.ops.ExpertMatmul.outOfRange(v[0], v[1], v[3], v[2])).isEqualTo(host).contains("expert id 3 at position 2 [1, 0]");
     }
 
     static void assertRecord(byte[] record, int step, long value, long position, long bound, long dim) {

@@ -63,7 +63,8 @@ class KernelStackTest {
     @Test
     void theFixedKernelsNeedNoStack(@TempDir Path dir) throws Exception {
         var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "argmax", CudaArgmax.SOURCE,
-                "gemv", CudaGemv.SOURCE, "attention", CudaAttention.SOURCE, "topk", CudaTopK.SOURCE, "gather_scatter", CudaGatherScatter.SOURCE);
+                "gemv", CudaGemv.SOURCE, "attention", CudaAttention.SOURCE, "topk", CudaTopK.SOURCE, "gather_scatter", CudaGatherScatter.SOURCE,
+                "expert_matmul", CudaExpertMatmul.SOURCE);
         for (var e : sources.entrySet())
             assertThat(stackFrames(dir, e.getKey(), e.getValue())).as(e.getKey()).allSatisfy((fn, bytes) -> assertThat(bytes).as(fn).isZero());
     }

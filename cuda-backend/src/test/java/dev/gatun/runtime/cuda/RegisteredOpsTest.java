@@ -77,7 +77,8 @@ class RegisteredOpsTest {
 
     /**
      * The mixture-of-experts decoders (their router's topk) load on the CUDA backend: the prefill and decode plans of the
-     * mixtral, qwen2_moe and qwen3_moe reference checkpoints call topk and nothing the backend refuses.
+     * mixtral, qwen2_moe and qwen3_moe reference checkpoints call topk and nothing the backend refuses; the decode
+     * step's experts are expert_matmul's.
      */
     @ParameterizedTest
     @ValueSource(strings = {"mixtral", "qwen2_moe", "qwen3_moe"})
@@ -90,6 +91,10 @@ class RegisteredOpsTest {
                 dev.gatun.models.llama.LlamaDecoder.prefill(c, 12, 28, 1, dev.gatun.ir.DType.F32), dev.gatun.models.llama.LlamaDecoder.decode(c, 28, 1, dev.gatun.ir.DType.F32))) {
             var p = plan(g);
             assertThat(p.steps()).as(name).anyMatch(s -> s instanceof dev.gatun.planner.Step.OpCall o && o.spec() == dev.gatun.ir.ops.TopK.SPEC);
+            // the decode step (one token: 1 * k < experts) routes; the prompt's prefill is dense
+            boolean decode = g.name().contains("decode");
+            assertThat(p.steps().stream().anyMatch(s -> s instanceof dev.gatun.planner.Step.OpCall o && o.spec() == dev.gatun.ir.ops.ExpertMatmul.SPEC))
+                    .as(name + " " + g.name()).isEqualTo(decode);
             assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).as(name).doesNotThrowAnyException();
         }
     }
@@ -151,5 +156,33 @@ class RegisteredOpsTest {
                         .hasMessageContaining("flash_attention on the GPU takes f32, bf16 or f16, not f64");
             else assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
         }
+    }
+
+    /**
+     * expert_matmul loads in f32, f16 and bf16 (its bad id can stop a call); f64, rows that are not whole 16-byte
+     * vectors, and more pairs than a grid's y are refused at load naming the op and what to do.
+     */
+    @Test
+    void expertMatmulHasAKernelAndItsLimitsAreRefusedAtLoad() {
+        for (var t : java.util.List.of(dev.gatun.ir.DType.F32, dev.gatun.ir.DType.F16, dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F64)) {
+            var p = plan(routed(t, 2, 2, 16));
+            if (t == dev.gatun.ir.DType.F64)
+                assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(p)).isInstanceOf(CompilationException.class)
+                        .hasMessageContaining("expert_matmul").hasMessageContaining("takes f32, f16 or bf16");
+            else {
+                assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
+                assertThat(DeviceFault.needed(p)).isTrue();
+            }
+        }
+        assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(plan(routed(dev.gatun.ir.DType.BF16, 2, 2, 12)))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("rows of 12 bf16 elements are not a whole number of 16-byte vectors").hasMessageContaining("multiple of 8");
+        assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(plan(routed(F32, 40_000, 2, 16)))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("80000 (token, choice) pairs").hasMessageContaining("densely");
+    }
+
+    private static dev.gatun.ir.graph.Graph routed(dev.gatun.ir.DType t, int tokens, int k, int in) {
+        var g = Gatun.graph("routed");
+        g.output("y", g.input("x", t, tokens, in).expertMatmul(g.input("w", t, 4, 8, in), g.input("ids", dev.gatun.ir.DType.I64, tokens, k)));
+        return g.build();
     }
 }

@@ -25,7 +25,8 @@ public final class OpRegistry {
                 dev.gatun.ir.ops.ScatterAdd.SPEC,
                 dev.gatun.ir.ops.UpdateSlice.SPEC,
                 dev.gatun.ir.ops.Attention.SPEC,
-                dev.gatun.ir.ops.FlashAttention.SPEC)) {
+                dev.gatun.ir.ops.FlashAttention.SPEC,
+                dev.gatun.ir.ops.ExpertMatmul.SPEC)) {
             if (BY_NAME.put(s.name(), s) != null) throw new IllegalStateException("two registered ops are named " + s.name());
         }
     }

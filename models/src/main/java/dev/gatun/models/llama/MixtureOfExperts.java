@@ -12,18 +12,31 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * A decoder layer's mixture-of-experts MLP ({@link MoeConfig}), computed densely: every expert runs on every token and
- * its output is weighted by the token's routing weight for it, which is zero where the token was not routed to it. That
- * is the arithmetic of transformers' sparse dispatch (each expert on its tokens, weighted, summed), without gathering
- * tokens by expert: correct at any batch, though each token costs all experts' products rather than top-k's.
+ * A decoder layer's mixture-of-experts MLP ({@link MoeConfig}), in one of two forms chosen by the step's shape, each
+ * the arithmetic of transformers' sparse dispatch (each expert on its tokens, weighted, summed):
+ * <ul>
+ *   <li><b>Routed</b>, where the step has few tokens: {@code rows * k < experts} (a decode step: Mixtral's top-2 of 8
+ *   at 1 to 3 tokens, Qwen3-MoE's top-8 of 128 at up to 15). Each token's k chosen experts only, by
+ *   {@code expert_matmul} ({@link dev.gatun.ir.ops.ExpertMatmul}), which reads, for each (token, choice), that expert's
+ *   weights and no other's: gate and up as one routed product over the stacked [experts, 2 * width, hidden] weights,
+ *   SwiGLU, down as a routed product over the stacked [experts, hidden, width] weights, each choice's output
+ *   multiplied by its router weight (in the model's dtype, as transformers multiplies) and the k summed. A step reads
+ *   {@code rows * k} experts' bytes, fewer than all of them by the rule; the plan shows the two
+ *   {@code expert_matmul} calls and no product over all experts.</li>
+ *   <li><b>Dense</b>, otherwise (a prefill): every expert on every token, its output weighted by the token's routing
+ *   weight for it, zero where the token was not routed to it; correct at any batch, and the whole weights read once
+ *   as products of many rows (where routed pairs would read each expert again and again). The experts' gate and up
+ *   projections are one product ([experts * 2 * width, hidden]); SwiGLU, the weights multiplied in; the down
+ *   projection one batched product over the experts ([experts, rows, width] by [experts, width, hidden]) summed over
+ *   the experts.</li>
+ * </ul>
  *
  * <p>The router, as transformers computes it: the logits {@code x @ gate^T} [tokens, experts], their softmax in
- * float32, {@code topk}, the top-k probabilities divided by their sum where {@link MoeConfig#normTopK}; the top-k
- * indices compared with the expert ids ({@code arange}) give each token's weight for each expert, the sum over k of
- * its probability where the index is that expert's. The experts' gate and up projections are one product (per expert,
- * its gate rows then its up rows: [experts * 2 * width, hidden]); SwiGLU, the weights multiplied in; and one down
- * product over all experts' columns side by side ([hidden, experts * width]), which sums the weighted experts. Qwen2-MoE's
- * shared expert is a SwiGLU MLP beside them whose output is multiplied by {@code sigmoid(x @ shared_expert_gate^T)}.
+ * float32, {@code topk}, the top-k probabilities divided by their sum where {@link MoeConfig#normTopK}. The dense form
+ * compares the top-k indices with the expert ids ({@code arange}) to give each token's weight for each expert, the
+ * sum over k of its probability where the index is that expert's; the routed form takes the indices as they are.
+ * Qwen2-MoE's shared expert is a SwiGLU MLP beside them, in both forms, whose output is multiplied by
+ * {@code sigmoid(x @ shared_expert_gate^T)}.
  *
  * <p>Under tensor parallelism each rank holds a slice of every expert's width (and of the shared expert's), as of a
  * dense MLP: column-parallel gate and up, row-parallel down, one all-reduce of the block's sum. The router and the
@@ -101,8 +114,9 @@ final class MixtureOfExperts {
     /**
      * Rank {@code rank}'s shard of a sparse layer's block into {@code in}: the router whole; rows
      * {@code [rank * w, (rank + 1) * w)} of every expert's gate and up projections (w: the expert's width over
-     * {@code tp}), expert after expert, gate before up; the same columns of every expert's down projection, side by
-     * side; the shared expert's likewise, and its gate whole.
+     * {@code tp}), expert after expert, gate before up ([experts * 2 * w, hidden], which is [experts, 2 * w, hidden]);
+     * the same columns of every expert's down projection, stacked ([experts, hidden, w]); the shared expert's likewise,
+     * and its gate whole.
      */
     static void shard(LlamaConfig c, TensorFiles weights, WeightReads reads, Map<String, NDArray> in, String p, int tp, int rank, DType dtype) {
         MoeConfig m = c.moe();
@@ -120,26 +134,26 @@ final class MixtureOfExperts {
             System.arraycopy(t, 0, names, 3 * e, 3);
         }
         in.put(p + GATE_UP, LlamaPrefill.rows(dtype, gateUp));
-        in.put(p + DOWN, reads.read(sideBySide(down, (long) rank * fl, fl, dtype), names));
+        in.put(p + DOWN, reads.read(columns(down, (long) rank * fl, fl, dtype, n, c.hiddenSize(), fl), names));
         if (m.sharedSize() > 0) {
             int sl = m.sharedSize() / tp;
             String[] s = shared(p);
             in.put(p + SHARED_GATE_UP, LlamaPrefill.rows(dtype, new LlamaPrefill.Rows(weights.get(s[0]), (long) rank * sl, sl),
                     new LlamaPrefill.Rows(weights.get(s[1]), (long) rank * sl, sl)));
-            in.put(p + SHARED_DOWN, reads.read(sideBySide(new NDArray[]{weights.get(s[2])}, (long) rank * sl, sl, dtype), s[0], s[1], s[2]));
+            in.put(p + SHARED_DOWN, reads.read(columns(new NDArray[]{weights.get(s[2])}, (long) rank * sl, sl, dtype, c.hiddenSize(), sl), s[0], s[1], s[2]));
             in.put(p + SHARED_GATE, reads.read(weights.get(s[3]).to(dtype), s[3]));
         }
     }
 
-    /** Columns {@code [first, first + n)} of each [out, in] matrix, side by side: [out, matrices * n]. */
-    private static NDArray sideBySide(NDArray[] matrices, long first, long n, DType dtype) {
-        long out = matrices[0].shape()[0], width = matrices.length * n, e = dtype.byteSize();
-        var result = NDArray.zeros(dtype, out, width);
+    /** Columns {@code [first, first + n)} of each [out, in] matrix, stacked: [matrices, out, n], shaped {@code shape}. */
+    private static NDArray columns(NDArray[] matrices, long first, long n, DType dtype, long... shape) {
+        long out = matrices[0].shape()[0], e = dtype.byteSize();
+        var result = NDArray.zeros(dtype, shape);
         for (int i = 0; i < matrices.length; i++) {
             NDArray a = matrices[i];
             long cols = a.shape()[1];
             for (long r = 0; r < out; r++) {
-                long to = r * width + i * n;
+                long to = (i * out + r) * n;
                 if (a.dtype() == dtype) MemorySegment.copy(a.segment(), (r * cols + first) * e, result.segment(), to * e, n * e);
                 else for (long j = 0; j < n; j++) result.set(to + j, a.get(r * cols + first + j));
             }
@@ -147,20 +161,20 @@ final class MixtureOfExperts {
         return result;
     }
 
+    /** Whether a step of {@code rows} tokens takes the routed form: its {@code rows * k} expert reads are fewer than the experts. */
+    static boolean routed(MoeConfig m, long rows) { return rows * m.topK() < m.experts(); }
+
     /**
      * The block's output for the normalized hidden states {@code xn} [rows, hidden] of the layer with prefix {@code p},
-     * summed over the ranks (to be added to the residual stream).
+     * summed over the ranks (to be added to the residual stream): the routed form where {@link #routed}, else the dense.
      */
     static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, int tp, DType dtype) {
         MoeConfig m = c.moe();
         int h = c.hiddenSize(), n = m.experts(), fl = m.expertSize() / tp;
-        Tensor routing = routing(g, m, linear(xn, g.input(p + ROUTER, dtype, n, h)), rows);
-        if (dtype != DType.F32) routing = routing.cast(dtype);
-        // every expert on every token: gate | up of each expert side by side, [rows, experts, 2 * width]
-        Tensor gateUp = linear(xn, g.input(p + GATE_UP, dtype, 2 * n * fl, h)).reshape(rows, n, 2 * fl);
-        Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl)).mul(routing.reshape(rows, n, 1));
-        // one product over all experts' down columns: the weighted sum of the experts' outputs
-        Tensor out = linear(act.reshape(rows, n * fl), g.input(p + DOWN, dtype, h, n * fl));
+        var top = router(m, linear(xn, g.input(p + ROUTER, dtype, n, h)));
+        Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
+        Tensor out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype)
+                : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
         if (m.sharedSize() > 0) {
             int sl = m.sharedSize() / tp;
             Tensor sgu = linear(xn, g.input(p + SHARED_GATE_UP, dtype, 2 * sl, h));
@@ -171,18 +185,46 @@ final class MixtureOfExperts {
     }
 
     /**
-     * Each token's weight for each expert [rows, experts], float32, from the router logits [rows, experts]: softmax,
-     * top-k, renormalised where the configuration says so; zero for the experts a token is not routed to.
+     * Each token's k chosen experts only: gate | up of expert ids[r, j] on token r ([rows, k, 2 * width]), SwiGLU, its
+     * down projection ([rows, k, hidden]), weighted by the router and summed over k.
      */
-    static Tensor routing(GraphBuilder g, MoeConfig m, Tensor logits, int rows) {
-        int n = m.experts(), k = m.topK();
+    private static Tensor routedExperts(MoeConfig m, Tensor xn, Tensor gateUpW, Tensor downW, Tensor.TopK top, int rows, int fl, DType dtype) {
+        int k = m.topK(), h = (int) xn.shape().sizes()[1];
+        Tensor gateUp = xn.expertMatmul(gateUpW.reshape(m.experts(), 2 * fl, h), top.indices());
+        Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl));
+        Tensor weights = top.values().dtype() == dtype ? top.values() : top.values().cast(dtype);
+        return act.expertMatmul(downW, top.indices()).mul(weights.reshape(rows, k, 1)).sum(1);
+    }
+
+    /** Every expert on every token, weighted by the token's routing weight for it (zero where not routed), summed. */
+    private static Tensor denseExperts(GraphBuilder g, MoeConfig m, Tensor xn, Tensor gateUpW, Tensor downW, Tensor.TopK top, int rows, int fl, DType dtype) {
+        int n = m.experts();
+        Tensor routing = routing(g, m, top, rows);
+        if (dtype != DType.F32) routing = routing.cast(dtype);
+        // gate | up of each expert side by side, [rows, experts, 2 * width]
+        Tensor gateUp = linear(xn, gateUpW).reshape(rows, n, 2 * fl);
+        Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl)).mul(routing.reshape(rows, n, 1));
+        // [experts, rows, width] by each expert's down^T [experts, width, hidden]: the weighted experts' outputs, summed over the experts
+        return act.transpose(0, 1).matmul(downW.transpose(1, 2)).sum(0);
+    }
+
+    /**
+     * The router's choice from its logits [rows, experts]: the softmax in float32, top-k, the k probabilities
+     * renormalised where the configuration says so; the values [rows, k] (float32) and the experts [rows, k] (i64).
+     */
+    static Tensor.TopK router(MoeConfig m, Tensor logits) {
         Tensor l = logits.dtype() == DType.F32 ? logits : logits.cast(DType.F32);
         Tensor e = l.sub(l.max(true, -1)).exp();
-        var top = e.div(e.sum(true, -1)).topk(k);
-        Tensor w = m.normTopK() ? top.values().div(top.values().sum(true, -1)) : top.values();
+        var top = e.div(e.sum(true, -1)).topk(m.topK());
+        return m.normTopK() ? new Tensor.TopK(top.values().div(top.values().sum(true, -1)), top.indices()) : top;
+    }
+
+    /** Each token's weight for each expert [rows, experts], float32: the router's k weights, zero for the other experts. */
+    static Tensor routing(GraphBuilder g, MoeConfig m, Tensor.TopK top, int rows) {
+        int n = m.experts(), k = m.topK();
         // [rows, k, experts]: whether the token's j-th choice is expert e
         Tensor chosen = top.indices().reshape(rows, k, 1).eq(g.arange(DType.I64, n).reshape(1, 1, n));
-        return chosen.where(w.reshape(rows, k, 1), g.scalar(0, DType.F32)).sum(1);
+        return chosen.where(top.values().reshape(rows, k, 1), g.scalar(0, DType.F32)).sum(1);
     }
 
     /** {@code x @ w.mT} for a weight in the checkpoints' [out, in] layout. */

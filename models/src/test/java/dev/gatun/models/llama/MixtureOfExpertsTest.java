@@ -47,10 +47,12 @@ class MixtureOfExpertsTest {
                 : new String[]{P + "mlp.experts." + e + ".gate_proj.weight", P + "mlp.experts." + e + ".up_proj.weight", P + "mlp.experts." + e + ".down_proj.weight"};
     }
 
-    @ParameterizedTest(name = "{0}, renormalised {1}, shared {2}, tp {3}")
-    @CsvSource({"MIXTRAL,true,0,1", "MIXTRAL,true,0,2", "QWEN,false,0,1", "QWEN,false,6,1", "QWEN,false,6,2", "QWEN,true,6,2", "QWEN,true,0,2"})
-    void theBlockIsTheWeightedSumOfTheRoutedExpertsAsPlainLoopsComputeIt(MoeConfig.Naming naming, boolean norm, int shared, int tp) throws IOException {
-        int h = 8, experts = 5, k = 2, width = 6, rows = 7;
+    /** Rows 7 take the dense form (7 * 2 >= 5 experts), rows 1 and 2 the routed one. */
+    @ParameterizedTest(name = "{0}, renormalised {1}, shared {2}, tp {3}, rows {4}")
+    @CsvSource({"MIXTRAL,true,0,1,7", "MIXTRAL,true,0,2,7", "QWEN,false,0,1,7", "QWEN,false,6,1,7", "QWEN,false,6,2,7", "QWEN,true,6,2,7", "QWEN,true,0,2,7",
+            "MIXTRAL,true,0,1,1", "MIXTRAL,true,0,2,2", "QWEN,false,6,1,2", "QWEN,true,6,2,1", "QWEN,false,0,2,1"})
+    void theBlockIsTheWeightedSumOfTheRoutedExpertsAsPlainLoopsComputeIt(MoeConfig.Naming naming, boolean norm, int shared, int tp, int rows) throws IOException {
+        int h = 8, experts = 5, k = 2, width = 6;
         var moe = new MoeConfig(naming, experts, k, width, norm, shared, 1, Set.of());
         var c = new LlamaConfig(h, 1, 2, 2, width, 16, 10000, 1e-5, false).withMoe(moe);
         var rnd = new SplittableRandom(17 + shared + (norm ? 1 : 0));
@@ -77,8 +79,10 @@ class MixtureOfExpertsTest {
 
         GraphBuilder g = Gatun.graph("moe").world(tp);
         g.output("y", MixtureOfExperts.block(g, c, P, g.input("x", DType.F32, rows, h), rows, tp, DType.F32));
+        var graph = g.build();
         List<Map<String, NDArray>> out;
-        try (var files = SafeTensors.open(dir.resolve("w.safetensors")); var session = Session.compile(g.build(), CompileOptions.world(tp).backend("host"))) {
+        try (var files = SafeTensors.open(dir.resolve("w.safetensors")); var session = Session.compile(graph, CompileOptions.world(tp).backend("host"))) {
+            assertForm(graph, session.plan().toString(), rows * k < experts);
             var inputs = new ArrayList<Map<String, NDArray>>();
             for (int r = 0; r < tp; r++) {
                 var in = new LinkedHashMap<String, NDArray>();
@@ -122,6 +126,30 @@ class MixtureOfExpertsTest {
         }
     }
 
+    /** The ops that read the experts' stacked weights (through reshapes and transpositions, which are views), by name. */
+    static Set<String> expertWeightReaders(dev.gatun.ir.graph.Graph graph) {
+        var readers = new java.util.TreeSet<String>();
+        var todo = new java.util.ArrayDeque<dev.gatun.ir.graph.Node>();
+        graph.inputs().forEach((name, n) -> {
+            if (name.endsWith(MixtureOfExperts.GATE_UP) || name.endsWith(MixtureOfExperts.DOWN)) todo.add(n);
+        });
+        while (!todo.isEmpty())
+            for (var user : graph.users(todo.poll())) {
+                if (user.op() instanceof dev.gatun.ir.graph.Op.Reshape || user.op() instanceof dev.gatun.ir.graph.Op.Permute) todo.add(user);
+                else readers.add(user.op().opName());
+            }
+        return readers;
+    }
+
+    /**
+     * The plan runs the form the rule picks: routed, two expert_matmul steps and nothing else reading the experts'
+     * weights; dense, no expert_matmul and products over every expert.
+     */
+    static void assertForm(dev.gatun.ir.graph.Graph graph, String plan, boolean routed) {
+        assertThat(plan.lines().filter(l -> l.contains("= expert_matmul(")).count()).as(plan).isEqualTo(routed ? 2 : 0);
+        assertThat(expertWeightReaders(graph)).containsOnly(routed ? "expert_matmul" : "matmul");
+    }
+
     private static NDArray random(SplittableRandom rnd, double scale, long... shape) {
         var a = NDArray.zeros(DType.F32, shape);
         for (long i = 0; i < a.numel(); i++) a.set(i, scale * rnd.nextGaussian());
@@ -146,6 +174,38 @@ class MixtureOfExpertsTest {
         double[] o = new double[h];
         for (int d = 0; d < h; d++) o[d] = dot(down, d, act);
         return o;
+    }
+
+    /**
+     * The transformers references through the routed form: a one-token prefill (1 * k < experts) gives transformers'
+     * logits of the first position at tensor parallelism 1 and 2 (the full prompt's prefill is dense and the greedy
+     * decode routed, both checked in {@link TransformersReferenceTest}); and the decode step's plan reads only the routed
+     * experts (expert_matmul twice a layer, no product over every expert), the prompt's prefill every expert densely.
+     */
+    @ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"mixtral", "qwen2_moe", "qwen3_moe"})
+    void theReferencesMatchTransformersThroughTheRoutedFormAndTheDecodePlanShowsIt(String name) throws IOException {
+        var ref = TransformersReference.load(name);
+        try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
+            LlamaConfig c = ckpt.config();
+            MoeConfig m = c.moe();
+            assertThat(MixtureOfExperts.routed(m, 1)).as("one token routed").isTrue();
+            assertThat(MixtureOfExperts.routed(m, ref.prompt().length)).as("the prompt dense").isFalse();
+            for (int tp : new int[]{1, 2}) {
+                TransformersReferenceTest.assertLogits(ref, ckpt, tp, 1);
+                var decodeGraph = LlamaDecoder.decode(c, ref.prompt().length + 4, tp, DType.F32);
+                assertThat(expertWeightReaders(decodeGraph)).as("what reads the experts' weights in the decode step").containsOnly("expert_matmul");
+                assertThat(expertWeightReaders(LlamaDecoder.prefill(c, ref.prompt().length, ref.prompt().length + 4, tp, DType.F32)))
+                        .as("what reads them in the prefill").containsOnly("matmul");
+                try (var decode = Session.compile(decodeGraph, CompileOptions.world(tp).backend("host"));
+                     var prefill = Session.compile(LlamaDecoder.prefill(c, ref.prompt().length, ref.prompt().length + 4, tp, DType.F32),
+                             CompileOptions.world(tp).backend("host"))) {
+                    String plan = decode.plan().toString();
+                    assertThat(plan.lines().filter(l -> l.contains("= expert_matmul(")).count()).as(plan).isEqualTo(2L * java.util.stream.IntStream.range(0, c.layers()).filter(l -> MixtureOfExperts.sparse(c, l)).count());
+                    assertThat(prefill.plan().toString()).doesNotContain("expert_matmul");
+                }
+            }
+        }
     }
 
     /**
