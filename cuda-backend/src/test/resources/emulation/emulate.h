@@ -41,7 +41,8 @@ inline std::mutex emu_atomic;
 
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
 
-template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
+/* A warp shuffle: every thread of the block posts its value, then reads thread source(t)'s (itself where negative). */
+template <typename T, typename F> T emu_shuffle(T v, F source) {
     static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
     unsigned t = threadIdx.x;
     unsigned long long bits = 0;
@@ -49,22 +50,18 @@ template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
     emu_slots[t] = bits;
     __syncthreads();
     T r = v;
-    if ((t & 31) + d < 32) std::memcpy(&r, &emu_slots[t + d], sizeof(T));
+    int from = source(t);
+    if (from >= 0) std::memcpy(&r, &emu_slots[from], sizeof(T));
     __syncthreads();
     return r;
 }
 
+template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
+    return emu_shuffle(v, [d](unsigned t) { return (t & 31) + d < 32 ? (int) (t + d) : -1; });
+}
+
 template <typename T> T __shfl_xor_sync(unsigned, T v, int d) {
-    static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
-    unsigned t = threadIdx.x;
-    unsigned long long bits = 0;
-    std::memcpy(&bits, &v, sizeof(T));
-    emu_slots[t] = bits;
-    __syncthreads();
-    T r = v;
-    std::memcpy(&r, &emu_slots[(t & ~31u) | ((t & 31u) ^ (unsigned) d)], sizeof(T));
-    __syncthreads();
-    return r;
+    return emu_shuffle(v, [d](unsigned t) { return (int) ((t & ~31u) | ((t & 31u) ^ (unsigned) d)); });
 }
 
 // loads: through the caches or past them, the same to a host
