@@ -335,12 +335,13 @@ final class CudaFlashAttention {
     void run(String what, DType t, long[] qShape, long[] kShape, long q, long k, long v, long out, OpAttrs attrs, boolean programmatic, Stream stream) {
         long b = qShape[0], hq = qShape[1], tq = qShape[2], d = qShape[3], hkv = kShape[1], s = kShape[2];
         if (b * hq * tq == 0) return;
-        long rows = form(t, d).equals("mma") ? 64 : rowsPerBlock(d);
+        boolean mma = form(t, d).equals("mma");
+        long rows = mma ? 64 : rowsPerBlock(d);
         long tiles = Math.ceilDiv(tq, rows);
         if (tiles > Integer.MAX_VALUE || hq > 65_535 || b > 65_535 || s > Integer.MAX_VALUE)
             throw new GatunRuntimeException(what + ": " + b + " x " + hq + " heads of " + tq + " queries over " + s
                     + " positions do not fit the GPU kernel's grid (at most 65535 batch entries and heads)");
-        var config = new LaunchConfig(new Dim3((int) tiles, (int) hq, (int) b), Dim3.of(form(t, d).equals("mma") ? 256 : 128), 0, stream);
+        var config = new LaunchConfig(new Dim3((int) tiles, (int) hq, (int) b), Dim3.of(mma ? 256 : 128), 0, stream);
         Programmatic.launch(kernel(t, (int) d), programmatic, config, q, k, v, out, (int) hq, (int) hkv, (int) tq, (int) s,
                 (float) attrs.real("scale"), (int) attrs.integer("causal"), (int) attrs.integer("window"), (float) attrs.real("softcap"));
     }
