@@ -364,14 +364,15 @@ public final class Lowering {
      * strides of its size-1 dimensions (a run of heads sliced from a product of batch 1, a key transposed to
      * [.., head_dim, 1]): then it is packed memory from its offset on.
      */
+    /**
+     * Whether {@code strides} lay out shape {@code s} row-major, ignoring the strides of dimensions of size 1 (which
+     * step nowhere): such a view reads the same bytes as a packed array of its shape. Symbolic sizes compare as
+     * polynomials.
+     */
     private static boolean rowMajorIgnoringOnes(Shape s, List<SymInt> strides) {
-        if (!s.isStatic()) return false;
-        long want = 1;
-        for (int d = s.rank() - 1; d >= 0; d--) {
-            long size = s.dim(d).size();
-            if (size != 1 && !strides.get(d).equals(SymInt.of(want))) return false;
-            want *= size;
-        }
+        var want = s.contiguousStrides();
+        for (int d = 0; d < s.rank(); d++)
+            if (!(s.dim(d).isStatic() && s.dim(d).size() == 1) && !strides.get(d).equals(want.get(d))) return false;
         return true;
     }
 
@@ -424,13 +425,7 @@ public final class Lowering {
      * batch is packed.
      */
     private static boolean packed(Buffer b) {
-        if (b.layout().isFlexible()) return true;
-        Shape s = b.type().shape();
-        var want = s.contiguousStrides();
-        var have = b.layout().fix().strides();
-        for (int d = 0; d < s.rank(); d++)
-            if (!(s.dim(d).isStatic() && s.dim(d).size() == 1) && !have.get(d).equals(want.get(d))) return false;
-        return true;
+        return b.layout().isFlexible() || rowMajorIgnoringOnes(b.type().shape(), b.layout().fix().strides());
     }
 
     // ---------------------------------------------------------------- concatenation
