@@ -1,0 +1,73 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+
+import java.util.function.BiFunction;
+
+/**
+ * Expert parallelism: a mixture-of-experts layer whose experts are split evenly over the members of a process group
+ * (a mesh axis), each token's (token, choice) pairs sent to the members that hold their experts and the results sent
+ * back, with two uneven all-to-alls whose row counts are computed on the device, so nothing waits for the host and a
+ * captured graph holds the whole layer.
+ *
+ * <p>For this rank's tokens x [N, H] and the router's choice (weights [N, k], global expert ids [N, k] i64), with
+ * {@code E} experts of which member j of the group holds {@code [j * E / m, (j + 1) * E / m)} (m members):
+ * <ol>
+ *   <li>each pair's destination, {@code id / (E / m)} (counted as how many member boundaries the id reaches), and its
+ *       expert's local id on that member, {@code id - destination * E / m};</li>
+ *   <li>the pairs ordered by destination, stably (a top-k of the negated destinations over all P = N * k pairs, which
+ *       keeps equal keys in index order), and the rows for each destination counted (a comparison with each member's
+ *       number, summed);</li>
+ *   <li>dispatch: the pairs' token rows and local ids sent by those counts ({@link Tensor#allToAll(String, Tensor,
+ *       long)}): each member receives up to {@code capacity} rows (the rest zero: expert 0 on zeros, computed and
+ *       dropped);</li>
+ *   <li>the local experts on the received rows ({@code expert}: rows [capacity, H] and local ids [capacity] to
+ *       results [capacity, H]);</li>
+ *   <li>combine: the results sent back by the counts received, which puts them in the order the pairs were sent;
+ *       unsorted by the inverse order (a second top-k); weighted by the router and summed over each token's k
+ *       choices.</li>
+ * </ol>
+ * A member that would receive more than {@code capacity} rows fails the call at run time, on every member, naming the
+ * counts (never truncated); {@code N * k * m} rows always suffice. Under a mesh whose other axis splits each expert's
+ * width (tensor parallelism), {@code expert} sums its partial results over that axis itself.
+ */
+public final class ExpertParallel {
+    private ExpertParallel() {}
+
+    /**
+     * The layer's output [N, H] for this rank's tokens {@code x} [N, H]: {@code sum_j weights[n, j] * expert_{ids[n,
+     * j]}(x[n])}, the experts split over {@code group} ({@code members} of them; {@code experts} in all, a multiple of
+     * {@code members}).
+     */
+    public static Tensor layer(GraphBuilder g, Tensor x, Tensor weights, Tensor ids, int experts, String group, int members, long capacity,
+                               BiFunction<Tensor, Tensor, Tensor> expert) {
+        long[] xs = x.shape().sizes(), is = ids.shape().sizes();
+        if (xs.length != 2 || is.length != 2 || is[0] != xs[0] || !java.util.Arrays.equals(weights.shape().sizes(), is) || ids.dtype() != DType.I64)
+            throw new GraphException("expert parallelism: tokens [N, H], router weights [N, k] and i64 expert ids [N, k], not "
+                    + x.shape() + ", " + weights.shape() + " and " + ids.dtype().shortName() + ids.shape());
+        if (members < 1 || experts % members != 0)
+            throw new GraphException("expert parallelism over '" + group + "': " + experts + " experts do not split evenly over " + members + " members");
+        if (capacity < 1) throw new GraphException("expert parallelism over '" + group + "': the capacity must be at least 1, not " + capacity);
+        int n = (int) xs[0], h = (int) xs[1], k = (int) is[1], p = n * k, local = experts / members;
+        Tensor id = ids.reshape(p);
+        Tensor dest = g.scalar(0, DType.I64);
+        for (int j = 1; j < members; j++) dest = dest.add(id.ge(g.scalar((double) j * local, DType.I64)).cast(DType.I64));
+        dest = dest.expand(p);
+        Tensor localId = id.sub(dest.mul(g.scalar(local, DType.I64)));
+        // the pairs by destination, equal destinations in pair order; and the rows for each member
+        Tensor order = dest.cast(DType.F64).neg().topk(p).indices();
+        Tensor counts = dest.reshape(1, p).eq(g.arange(DType.I64, members).reshape(members, 1)).cast(DType.I64).sum(false, 1);
+        Tensor rows = x.reshape(n, 1, h).expand(n, k, h).reshape(p, h).indexSelect(0, order);
+        var sent = rows.allToAll(group, counts, capacity);
+        var sentIds = localId.indexSelect(0, order).reshape(p, 1).allToAll(group, counts, capacity);
+        Tensor done = expert.apply(sent.values(), sentIds.values().reshape(capacity));
+        // back to the senders, in the order they sent; then each pair to its place, weighted, summed over the choices
+        Tensor back = done.allToAll(group, sent.counts(), p).values();
+        Tensor inverse = order.cast(DType.F64).neg().topk(p).indices();
+        Tensor w = weights.dtype() == x.dtype() ? weights : weights.cast(x.dtype());
+        return back.indexSelect(0, inverse).reshape(n, k, h).mul(w.reshape(n, k, 1)).sum(false, 1);
+    }
+}
