@@ -46,7 +46,8 @@ import java.util.Map;
  * --tp N           tensor-parallel ranks (default 1); with the CUDA backend, N processes started by Gatun's launcher,
  *                  one rank and one GPU each ({@code Launcher --nproc N ... --main LlamaBench --tp N}); the host
  *                  backend simulates the N ranks in one process
- * --profile N      after timing, profile a prefill and a decode step and print each one's N slowest steps
+ * --profile N      after timing, profile a prefill and a decode step and print each one's N slowest steps, each
+ *                  with its GB/s and its share of --peak-gbs (default 4800, an H200)
  * --barrier-free-max B  all-reduces of at most B bytes a rank run barrier-free (default 0: by the usual rule);
  *                  "measured" takes LoweringOptions.measuredBarrierFreeMax (4 KiB at TP 2, 1 KiB at more)
  * </pre>
@@ -216,7 +217,7 @@ public final class LlamaBench {
                 if (leader) Files.writeString(Path.of(opts.getOrDefault("out", "gatun-llama.json")), json);
                 if (opts.containsKey("profile")) {
                     var profiles = gen.profile(ids);   // every rank takes part; rank 0 prints
-                    if (leader) for (var p : profiles) System.out.println(p.top(Integer.parseInt(opts.get("profile"))));
+                    if (leader) for (var p : profiles) System.out.println(p.top(Integer.parseInt(opts.get("profile")), Double.parseDouble(opts.getOrDefault("peak-gbs", "4800"))));
                 }
                 if (device != null) device.close();
                 if (leader)

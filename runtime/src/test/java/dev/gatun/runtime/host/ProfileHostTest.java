@@ -44,6 +44,28 @@ class ProfileHostTest {
         }
     }
 
+    /** Each step's bytes are its operands' and results' sizes, each buffer once (counted by hand here), and its GB/s. */
+    @Test
+    void eachStepCountsTheBytesOfWhatItReadsAndWritesOnce() {
+        var g = Gatun.graph("bytes");
+        var a = g.input("a", DType.F32, 64, 32);
+        var w = g.input("w", DType.F32, 32, 16);
+        g.output("y", a.matmul(w));
+        g.output("z", a.mul(a));
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            Profile p = s.profile(Map.of("a", NDArray.full(DType.F32, 1, 64, 32), "w", NDArray.full(DType.F32, 1, 32, 16)));
+            var steps = s.plan().steps();
+            var product = p.entries().stream().filter(e -> steps.get(e.step()) instanceof Step.Matmul).findFirst().orElseThrow();
+            assertThat(product.bytes()).isEqualTo(4.0 * (64 * 32 + 32 * 16 + 64 * 16));
+            var square = p.entries().stream().filter(e -> steps.get(e.step()) instanceof Step.Launch l && l.kernel().ops().contains("mul")).findFirst().orElseThrow();
+            assertThat(square.bytes()).as("a read once, the square written").isEqualTo(4.0 * (64 * 32 + 64 * 32));
+            assertThat(product.gigabytesPerSecond()).isCloseTo(product.bytes() / (product.micros() * 1e3), org.assertj.core.data.Offset.offset(1e-9));
+            assertThat(p.top(5, 4800)).contains("GB/s").contains("%  ");
+            int place = IntStream.range(0, steps.size()).filter(i -> steps.get(i) instanceof Step.Place).findFirst().orElseThrow();
+            assertThat(p.bytes(place)).isNaN();
+        }
+    }
+
     @Test
     void simulatedRanksProfileTheFirst() {
         var g = Gatun.graph("ranks");
