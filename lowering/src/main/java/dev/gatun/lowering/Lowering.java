@@ -59,6 +59,13 @@ public final class Lowering {
 
     private record ScalarValue(double value, DType dtype) implements Value {}
 
+    /**
+     * A concatenation not made: every reader is a pointwise loop of its shape, and each computes the parts' slices of its
+     * own result instead ({@link #throughCat}). Part {@code k} has shape {@code shapes[k]} and begins at {@code starts[k]}
+     * along {@code dim}; {@code node} is the op whose result this is (the cat, or a pointwise op computed through one).
+     */
+    private record CatValue(Node node, int dim, List<Value> parts, long[] starts, List<Shape> shapes) implements Value {}
+
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
@@ -142,8 +149,9 @@ public final class Lowering {
             case Op.Constant c -> n.type().rank() == 0
                     ? new ScalarValue(c.value(0), n.type().dtype())
                     : new BufferValue(register(new ConstantBuffer(next(), c.values(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id())));
-            case Op.Pointwise p -> new BufferValue(pointwise(n, p.fn()));
-            case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
+            case Op.Pointwise p -> catRead(n) instanceof CatValue cat ? throughCat(n, cat) : new BufferValue(pointwise(n, p.fn()));
+            case Op.Cast c -> catRead(n) instanceof CatValue cat ? throughCat(n, cat)
+                    : new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
             case Op.Registered r -> new BufferValue(registered(n, r));
@@ -155,22 +163,29 @@ public final class Lowering {
             case Op.Cat c -> cat(n, c);
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
-                var call = (ExternBuffer) ((BufferValue) values[n.input(0).id()]).buffer();
+                var call = (ExternBuffer) ((BufferValue) arg(n, 0)).buffer();
                 yield new BufferValue(call.extraOutputs().get(o.index() - 1));
             }
         };
     }
 
     private Buffer pointwise(Node n, PointwiseFn fn) {
+        var loads = new ArrayList<Expr>();
+        for (int i = 0; i < n.inputs().size(); i++) loads.add(load(arg(n, i), n.type().shape()));
+        return computed(n, label(fn), pointwiseBody(n, fn, loads));
+    }
+
+    private static String label(PointwiseFn fn) { return fn == PointwiseFn.IDENTITY ? "copy" : fn.opName(); }
+
+    /** {@code fn} of {@code loads} (one per input of {@code n}), each cast to the type the arithmetic happens in. */
+    private static Expr pointwiseBody(Node n, PointwiseFn fn, List<Expr> loads) {
         DType compute = computeType(n, fn);
-        var args = new ArrayList<Expr>();
-        for (int i = 0; i < n.inputs().size(); i++) {
-            Expr e = load(arg(n, i), n.type().shape());
+        var args = new ArrayList<Expr>(loads.size());
+        for (int i = 0; i < loads.size(); i++) {
             boolean isCondition = fn == PointwiseFn.WHERE && i == 0;
-            args.add(isCondition ? e : castTo(e, compute));
+            args.add(isCondition ? loads.get(i) : castTo(loads.get(i), compute));
         }
-        String label = fn == PointwiseFn.IDENTITY ? "copy" : fn.opName();
-        return computed(n, label, new Expr.Apply(fn, args, n.type().dtype()));
+        return new Expr.Apply(fn, args, n.type().dtype());
     }
 
     /** The type arithmetic happens in: promoted inputs (float for transcendental functions), as TypeInference decides. */
@@ -188,7 +203,7 @@ public final class Lowering {
     private Buffer reduction(Node n, Op.Reduce r) {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
-        Strided src = strided(values[x.id()]);
+        Strided src = strided(arg(n, 0));
         var strides = new ArrayList<SymInt>();
         for (int d = 0; d < x.type().rank(); d++) {
             if (dims.contains(d)) {
@@ -300,7 +315,7 @@ public final class Lowering {
 
     /** The value as a buffer; a scalar constant becomes a one-element loop. */
     private Buffer asBuffer(Node n) {
-        Value v = values[n.id()];
+        Value v = made(values[n.id()]);
         if (v instanceof BufferValue(Buffer b)) return b;
         var s = (ScalarValue) v;
         Buffer b = register(new ComputedBuffer(next(), "scalar", Layout.flexible(s.dtype(), Shape.SCALAR), new Expr.Constant(s.value(), s.dtype()),
@@ -309,7 +324,10 @@ public final class Lowering {
         return b;
     }
 
-    private Value arg(Node n, int i) { return values[n.input(i).id()]; }
+    /** Input {@code i}'s value; a concatenation not made is made now (only pointwise readers go through one, {@link #throughCat}). */
+    private Value arg(Node n, int i) { return made(values[n.input(i).id()]); }
+
+    private Value made(Value v) { return v instanceof CatValue c ? new BufferValue(materialize(c)) : v; }
 
     /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
     private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
@@ -446,18 +464,103 @@ public final class Lowering {
             decisions.add(n.label() + " cat: of one tensor, which is the result itself");
             return arg(n, 0);
         }
+        int d = dev.gatun.ir.graph.TypeInference.catDim("cat", c.dim(), n.type().rank());
+        var parts = new ArrayList<Value>(n.inputs().size());
+        var shapes = new ArrayList<Shape>(n.inputs().size());
+        long[] starts = new long[n.inputs().size()];
+        long start = 0;
+        for (int k = 0; k < starts.length; k++) {
+            parts.add(arg(n, k));
+            shapes.add(n.input(k).type().shape());
+            starts[k] = start;
+            start += n.input(k).type().shape().dim(d).size();
+        }
+        var cat = new CatValue(n, d, parts, starts, shapes);
+        // a matrix product (any extern call) writes its slice itself and its readers read the made concatenation in one pass:
+        // computing them part by part would only take the product out of its slice into a buffer of its own
+        boolean externPart = parts.stream().anyMatch(v -> v instanceof BufferValue(Buffer b) && (b instanceof ExternBuffer || b instanceof ExternOutputBuffer));
+        if (externPart || !readOnlyPointwise(n)) return new BufferValue(materialize(cat));
+        decisions.add(n.label() + " cat: not made; its readers are pointwise loops of its shape, which compute each part's slice of their results");
+        return cat;
+    }
+
+    /**
+     * Whether every reader of {@code n} is a pointwise loop (or cast) of {@code n}'s shape outside symmetric regions, and
+     * {@code n} no graph output: such readers go through a concatenation part by part ({@link #throughCat}).
+     */
+    private boolean readOnlyPointwise(Node n) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null || n.inputs().size() < 2) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast) || u.symmetricGroup() != null
+                    || !u.type().shape().equals(n.type().shape())) return false;
+        return true;
+    }
+
+    /** The first input of {@code n} that is a concatenation not made, of {@code n}'s shape; null if none. */
+    private CatValue catRead(Node n) {
+        for (Node x : n.inputs())
+            if (values[x.id()] instanceof CatValue c && x.type().shape().equals(n.type().shape())) return c;
+        return null;
+    }
+
+    /**
+     * Pointwise {@code n} of a concatenation not made, {@code cat}: one loop per part, over the part's slice of {@code n}'s
+     * result, reading the part itself (or, for another such concatenation with the same parts' bounds, its part) and the
+     * same slice of every other operand (the whole operand where it is broadcast along the joined dimension). The loops
+     * make a concatenation again (not made either, when {@code n}'s readers are pointwise too): {@code cat(a + 1, b + 2) * 3}
+     * is {@code cat((a + 1) * 3, (b + 2) * 3)}, each part a loop that fusion joins to the part's producer.
+     */
+    private Value throughCat(Node n, CatValue cat) {
+        var pieces = new ArrayList<Value>(cat.parts().size());
+        for (int k = 0; k < cat.parts().size(); k++) {
+            Shape shape = cat.shapes().get(k);
+            var loads = new ArrayList<Expr>(n.inputs().size());
+            for (Node x : n.inputs()) loads.add(sliceLoad(values[x.id()], cat, k, shape));
+            Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+            String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
+            pieces.add(new BufferValue(register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()))));
+        }
+        var out = new CatValue(n, cat.dim(), pieces, cat.starts(), cat.shapes());
+        decisions.add("%" + n.id() + " " + n.op().opName() + ": computed part by part through " + cat.node().label() + " cat ("
+                + String.join(", ", pieces.stream().map(v -> ((BufferValue) v).buffer().name()).toList()) + ")");
+        return readOnlyPointwise(n) ? out : new BufferValue(materialize(out));
+    }
+
+    /** Operand {@code v} loaded over part {@code k} of {@code cat}, whose shape is {@code shape}. */
+    private Expr sliceLoad(Value v, CatValue cat, int k, Shape shape) {
+        if (v instanceof CatValue c && c.dim() == cat.dim() && java.util.Arrays.equals(c.starts(), cat.starts())
+                && c.node().type().shape().equals(cat.node().type().shape()))
+            return load(made(((CatValue) v).parts().get(k)), shape);
+        Expr e = load(made(v), shape);
+        if (!(e instanceof Expr.Load l)) return e;   // a scalar
+        SymInt step = l.strides().get(cat.dim());   // the operand broadcast into the concatenation's rank: zero where broadcast along it
+        return step.equals(SymInt.ZERO) ? l : new Expr.Load(l.storage(), l.offset().plus(step.times(cat.starts()[k])), l.strides(), l.dtype());
+    }
+
+    /** {@code cat} made: one storage its parts write (see {@link #concat}); its node's value from now on. */
+    private Buffer materialize(CatValue cat) {
+        var parts = new ArrayList<Buffer>(cat.parts().size());
+        for (Value v : cat.parts()) parts.add(v instanceof BufferValue(Buffer b) ? b : materialize((CatValue) v));
+        Buffer made = concat(cat.node(), cat.dim(), parts);
+        values[cat.node().id()] = new BufferValue(made);
+        return made;
+    }
+
+    /**
+     * The concatenation {@code n} of {@code parts} along {@code d}, each part written straight into its slice where its
+     * producer can ({@link #inPlaceBlocker}), by a copy otherwise.
+     */
+    private Buffer concat(Node n, int d, List<Buffer> parts) {
         Shape shape = n.type().shape();
         DType dtype = n.type().dtype();
-        int d = dev.gatun.ir.graph.TypeInference.catDim("cat", c.dim(), shape.rank());
         Layout.Fixed layout = Layout.contiguous(dtype, shape);
         boolean contiguousSlices = true;
         for (int k = 0; k < d; k++) contiguousSlices &= shape.dim(k).isStatic() && shape.dim(k).size() == 1;
         var pending = new ArrayList<ConcatBuffer.Pending>();
         var taken = java.util.Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
         long start = 0;
-        for (Node x : n.inputs()) {
-            Buffer b = asBuffer(x);
-            Shape part = x.type().shape();
+        for (Buffer b : parts) {
+            Shape part = b.type().shape();
             long size = part.dim(d).size();
             SymInt offset = layout.strides().get(d).times(start);
             var at = new Layout.Fixed(dtype, part, contiguousSlices ? part.contiguousStrides() : layout.strides(), SymInt.ZERO, AllocatorType.DEFAULT);
@@ -479,7 +582,7 @@ public final class Lowering {
             decisions.add(p.inPlace()
                     ? p.writer().name() + ": written straight into its slice " + p.range() + " of " + n.label() + " cat"
                     : p.writer().name() + ": copy of " + p.source().name() + " into " + p.range() + " of " + n.label() + " cat because " + p.copied());
-        return new BufferValue(cat);
+        return cat;
     }
 
     /**
