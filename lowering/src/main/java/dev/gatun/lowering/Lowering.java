@@ -66,6 +66,13 @@ public final class Lowering {
      */
     private record CatValue(Node node, int dim, List<Value> parts, long[] starts, List<Shape> shapes) implements Value {}
 
+    /**
+     * A reshape not made: every reader is a pointwise loop of its shape, and each runs over the shape of {@code source}
+     * instead, reading it as it lies, its result reshaped back ({@link #throughReshape}); {@code node} is the op whose
+     * result this is (the reshape, or a pointwise op computed through one).
+     */
+    private record ReshapeValue(Node node, Value source, Shape shape) implements Value {}
+
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
@@ -149,14 +156,13 @@ public final class Lowering {
             case Op.Constant c -> n.type().rank() == 0
                     ? new ScalarValue(c.value(0), n.type().dtype())
                     : new BufferValue(register(new ConstantBuffer(next(), c.values(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id())));
-            case Op.Pointwise p -> catRead(n) instanceof CatValue cat ? throughCat(n, cat) : new BufferValue(pointwise(n, p.fn()));
-            case Op.Cast c -> catRead(n) instanceof CatValue cat ? throughCat(n, cat)
-                    : new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
+            case Op.Pointwise p -> elementwise(n);
+            case Op.Cast c -> elementwise(n);
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
             case Op.Registered r -> new BufferValue(registered(n, r));
             case Op.Collective c -> oneRank(c) && !c.uneven() ? identity(n, c) : new BufferValue(collective(n, c));
-            case Op.Reshape r -> new BufferValue(reshape(n, r));
+            case Op.Reshape r -> reshapeValue(n, r);
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
             case Op.Expand e -> new BufferValue(expand(n, e));
@@ -167,6 +173,18 @@ public final class Lowering {
                 yield new BufferValue(call.extraOutputs().get(o.index() - 1));
             }
         };
+    }
+
+    /** A pointwise op or a cast: through a concatenation or a reshape it reads that is not made, else one loop. */
+    private Value elementwise(Node n) {
+        if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
+        if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
+        return new BufferValue(plainElementwise(n));
+    }
+
+    private Buffer plainElementwise(Node n) {
+        return n.op() instanceof Op.Pointwise p ? pointwise(n, p.fn())
+                : computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype()));
     }
 
     private Buffer pointwise(Node n, PointwiseFn fn) {
@@ -266,8 +284,86 @@ public final class Lowering {
         return register(new ViewBuffer(next(), layout, b.storage(), n.op().opName(), n.id()));
     }
 
-    private Buffer reshape(Node n, Op.Reshape r) {
-        Buffer b = asBuffer(n.input(0));
+    /**
+     * A reshape whose readers are all pointwise loops of its shape is not made ({@link ReshapeValue}): where its source is
+     * a strided view this saves the copy a reshape of it needs, and a contiguous one the second loop shape, which keeps
+     * its reader from joining the source's producer ({@code x.mul(2).permute(0, 2, 1, 3).reshape(8, 6, 8).exp()} is one
+     * kernel). Static shapes only.
+     */
+    private Value reshapeValue(Node n, Op.Reshape r) {
+        Value src = arg(n, 0);
+        if (src instanceof BufferValue(Buffer b) && n.type().shape().isStatic() && b.type().shape().isStatic()
+                && !b.type().shape().equals(r.shape()) && readOnlyPointwise(n)) {
+            decisions.add("%" + n.id() + " reshape: not made; its readers are pointwise loops of its shape, which run over "
+                    + b.name() + "'s shape " + b.type().shape() + " instead");
+            return new ReshapeValue(n, src, r.shape());
+        }
+        return new BufferValue(reshape(n, asBuffer(n.input(0)), r.shape()));
+    }
+
+    /** {@code r} made: a view of its source where that is contiguous, of a copy otherwise; its node's value from now on. */
+    private Buffer materialize(ReshapeValue r) {
+        Buffer made = reshape(r.node(), ((BufferValue) made(r.source())).buffer(), r.shape());
+        values[r.node().id()] = new BufferValue(made);
+        return made;
+    }
+
+    /** The first input of {@code n} that is a reshape not made, of {@code n}'s shape; null if none. */
+    private ReshapeValue reshapeRead(Node n) {
+        for (Node x : n.inputs())
+            if (values[x.id()] instanceof ReshapeValue r && x.type().shape().equals(n.type().shape())) return r;
+        return null;
+    }
+
+    /**
+     * Pointwise {@code n} of a reshape not made, {@code r}: one loop over the shape of {@code r}'s source, reading the
+     * source as it lies (strided or not) and every other operand, which has {@code n}'s whole shape and is packed, at the
+     * same row-major position (a reshape of packed memory is its row-major order). The loop's result is reshaped back
+     * (not made either, when {@code n}'s readers are pointwise too). Any other operand (broadcast, strided) makes the
+     * reshape after all, and {@code n} is one loop of its own shape as without this rule.
+     */
+    private Value throughReshape(Node n, ReshapeValue r) {
+        Buffer source = ((BufferValue) r.source()).buffer();
+        Shape shape = source.type().shape();
+        for (Node x : n.inputs()) if (!(values[x.id()] instanceof ReshapeValue o && sameSource(o, r))) made(values[x.id()]);   // as in throughCat
+        var loads = new ArrayList<Expr>(n.inputs().size());
+        for (Node x : n.inputs()) {
+            Expr e = reshapedLoad(values[x.id()], r, shape);
+            if (e == null) {
+                decisions.add("%" + n.id() + " " + n.op().opName() + ": " + x.label() + " is broadcast or strided, so the reshape "
+                        + r.node().label() + " it reads is made after all");
+                materialize(r);
+                return new BufferValue(plainElementwise(n));
+            }
+            loads.add(e);
+        }
+        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+        String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
+        Buffer loop = register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
+        decisions.add("%" + n.id() + " " + n.op().opName() + ": computed over " + source.name() + "'s shape " + shape + " (" + loop.name()
+                + ") through the reshape " + r.node().label() + ", and reshaped back");
+        var out = new ReshapeValue(n, new BufferValue(loop), r.shape());
+        return readOnlyPointwise(n) ? out : new BufferValue(materialize(out));
+    }
+
+    /** Operand {@code v} of a pointwise op through reshape {@code r}, loaded over the source's shape; null when it cannot be. */
+    private Expr reshapedLoad(Value v, ReshapeValue r, Shape shape) {
+        if (v instanceof ReshapeValue o && sameSource(o, r)) return load(o.source(), shape);
+        if (v instanceof ScalarValue) return load(v, shape);
+        Buffer b = ((BufferValue) v).buffer();
+        if (!b.type().shape().equals(r.shape()) || !packed(b)) return null;
+        Strided s = strided(v);
+        var strides = new ArrayList<>(shape.contiguousStrides());
+        for (int d = 0; d < shape.rank(); d++) if (shape.dim(d).size() == 1) strides.set(d, SymInt.ZERO);   // as load() writes a size-1 dimension
+        return new Expr.Load(s.storage(), s.offset(), strides, b.type().dtype());
+    }
+
+    /** Whether two reshapes not made reshape sources of one shape to one shape (their sources are buffers). */
+    private static boolean sameSource(ReshapeValue a, ReshapeValue b) {
+        return a.shape().equals(b.shape()) && ((BufferValue) a.source()).buffer().type().shape().equals(((BufferValue) b.source()).buffer().type().shape());
+    }
+
+    private Buffer reshape(Node n, Buffer b, Shape shape) {
         Layout.Fixed src = viewSource(n, b);
         if (!src.strides().equals(src.shape().contiguousStrides()) && !rowMajorIgnoringOnes(src.shape(), src.strides())) {
             decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
@@ -275,7 +371,7 @@ public final class Lowering {
                     load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
             src = viewSource(n, b);
         }
-        return view(n, b, new Layout.Fixed(src.dtype(), r.shape(), r.shape().contiguousStrides(), src.offset(), src.allocator()));
+        return view(n, b, new Layout.Fixed(src.dtype(), shape, shape.contiguousStrides(), src.offset(), src.allocator()));
     }
 
     private Buffer permute(Node n, Op.Permute p) {
@@ -327,7 +423,13 @@ public final class Lowering {
     /** Input {@code i}'s value; a concatenation not made is made now (only pointwise readers go through one, {@link #throughCat}). */
     private Value arg(Node n, int i) { return made(values[n.input(i).id()]); }
 
-    private Value made(Value v) { return v instanceof CatValue c ? new BufferValue(materialize(c)) : v; }
+    private Value made(Value v) {
+        return switch (v) {
+            case CatValue c -> new BufferValue(materialize(c));
+            case ReshapeValue r -> new BufferValue(materialize(r));
+            default -> v;
+        };
+    }
 
     /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
     private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
@@ -489,7 +591,7 @@ public final class Lowering {
      * {@code n} no graph output: such readers go through a concatenation part by part ({@link #throughCat}).
      */
     private boolean readOnlyPointwise(Node n) {
-        if (graph.isOutput(n) || n.symmetricGroup() != null || n.inputs().size() < 2) return false;
+        if (graph.isOutput(n) || n.symmetricGroup() != null) return false;
         for (Node u : graph.users(n))
             if (!(u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast) || u.symmetricGroup() != null
                     || !u.type().shape().equals(n.type().shape())) return false;
@@ -511,6 +613,9 @@ public final class Lowering {
      * is {@code cat((a + 1) * 3, (b + 2) * 3)}, each part a loop that fusion joins to the part's producer.
      */
     private Value throughCat(Node n, CatValue cat) {
+        // whatever is made is made before any load is built: making a concatenation gives its parts the layout of their
+        // slices, which a load of one built earlier would not see
+        for (Node x : n.inputs()) if (!(values[x.id()] instanceof CatValue c && sameBounds(c, cat))) made(values[x.id()]);
         var pieces = new ArrayList<Value>(cat.parts().size());
         for (int k = 0; k < cat.parts().size(); k++) {
             Shape shape = cat.shapes().get(k);
@@ -528,13 +633,15 @@ public final class Lowering {
 
     /** Operand {@code v} loaded over part {@code k} of {@code cat}, whose shape is {@code shape}. */
     private Expr sliceLoad(Value v, CatValue cat, int k, Shape shape) {
-        if (v instanceof CatValue c && c.dim() == cat.dim() && java.util.Arrays.equals(c.starts(), cat.starts())
-                && c.node().type().shape().equals(cat.node().type().shape()))
-            return load(made(((CatValue) v).parts().get(k)), shape);
-        Expr e = load(made(v), shape);
+        if (v instanceof CatValue c && sameBounds(c, cat)) return load(c.parts().get(k), shape);
+        Expr e = load(v, shape);
         if (!(e instanceof Expr.Load l)) return e;   // a scalar
         SymInt step = l.strides().get(cat.dim());   // the operand broadcast into the concatenation's rank: zero where broadcast along it
         return step.equals(SymInt.ZERO) ? l : new Expr.Load(l.storage(), l.offset().plus(step.times(cat.starts()[k])), l.strides(), l.dtype());
+    }
+
+    private static boolean sameBounds(CatValue a, CatValue b) {
+        return a.dim() == b.dim() && java.util.Arrays.equals(a.starts(), b.starts()) && a.node().type().shape().equals(b.node().type().shape());
     }
 
     /** {@code cat} made: one storage its parts write (see {@link #concat}); its node's value from now on. */
