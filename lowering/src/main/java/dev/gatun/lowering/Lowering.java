@@ -293,12 +293,51 @@ public final class Lowering {
     private Value reshapeValue(Node n, Op.Reshape r) {
         Value src = arg(n, 0);
         if (src instanceof BufferValue(Buffer b) && n.type().shape().isStatic() && b.type().shape().isStatic()
-                && !b.type().shape().equals(r.shape()) && readOnlyPointwise(n)) {
+                && (!packed(b) || !sameIgnoringOnes(b.type().shape(), r.shape())) && readOnlyPointwise(n) && chainPays(n, true)) {
             decisions.add("%" + n.id() + " reshape: not made; its readers are pointwise loops of its shape, which run over "
                     + b.name() + "'s shape " + b.type().shape() + " instead");
             return new ReshapeValue(n, src, r.shape());
         }
         return new BufferValue(reshape(n, asBuffer(n.input(0)), r.shape()));
+    }
+
+    /** How many ops {@link #chainPays} looks at before it gives up (keeps lowering linear on long chains). */
+    private static final int CHAIN_LIMIT = 64;
+
+    /**
+     * Whether computing the pointwise readers of {@code n} (a concatenation or a reshape) through it pays. They, and their
+     * readers while they stay unmade, are computed through it; where that chain ends its result is made, and there no
+     * pointwise op, collective or user op may read it: the first would read it in a pass of its own (where without this
+     * rule it would have joined the chain's kernel), the others need a buffer of their own layout (symmetric memory, a
+     * buffer a user op writes), which a concatenation is not. Through a reshape, every other operand must also have the
+     * reshape's whole shape or be a scalar ({@link #reshapedLoad}; a broadcast one would make the reshape after all).
+     */
+    private boolean chainPays(Node n, boolean reshape) {
+        var work = new ArrayDeque<Node>(List.of(n));
+        int seen = 0;
+        while (!work.isEmpty()) {
+            Node v = work.pop();
+            if (++seen > CHAIN_LIMIT) return false;
+            for (Node u : graph.users(v)) {
+                if (reshape)
+                    for (Node x : u.inputs())
+                        if (x != v && x.type().rank() > 0 && !x.type().shape().equals(n.type().shape())) return false;
+                if (readOnlyPointwise(u)) work.push(u);
+                else for (Node w : graph.users(u))
+                    if (w.op() instanceof Op.Pointwise || w.op() instanceof Op.Cast || w.op() instanceof Op.Collective
+                            || w.op() instanceof Op.Custom || w.symmetricGroup() != null) return false;
+            }
+        }
+        return true;
+    }
+
+    /** Whether two shapes are the same but for dimensions of size 1 (loops fusion matches anyway). */
+    private static boolean sameIgnoringOnes(Shape a, Shape b) {
+        var x = new ArrayList<Dim>();
+        var y = new ArrayList<Dim>();
+        for (Dim d : a.dims()) if (!(d.isStatic() && d.size() == 1)) x.add(d);
+        for (Dim d : b.dims()) if (!(d.isStatic() && d.size() == 1)) y.add(d);
+        return x.equals(y);
     }
 
     /** {@code r} made: a view of its source where that is contiguous, of a copy otherwise; its node's value from now on. */
@@ -581,7 +620,7 @@ public final class Lowering {
         // a matrix product (any extern call) writes its slice itself and its readers read the made concatenation in one pass:
         // computing them part by part would only take the product out of its slice into a buffer of its own
         boolean externPart = parts.stream().anyMatch(v -> v instanceof BufferValue(Buffer b) && (b instanceof ExternBuffer || b instanceof ExternOutputBuffer));
-        if (externPart || !readOnlyPointwise(n)) return new BufferValue(materialize(cat));
+        if (externPart || !readOnlyPointwise(n) || !chainPays(n, false)) return new BufferValue(materialize(cat));
         decisions.add(n.label() + " cat: not made; its readers are pointwise loops of its shape, which compute each part's slice of their results");
         return cat;
     }

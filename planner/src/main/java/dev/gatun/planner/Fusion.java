@@ -272,7 +272,7 @@ final class Fusion {
      * A kernel to join, and where the joining loop's dimensions go in it; {@code rows}: a reduction turns a pointwise
      * kernel into a row kernel, and these are its members' new dimensions.
      */
-    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes) {}
+    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes, boolean sibling) {}
 
     /** Why the last loop looked at was kept out of a kernel it shares an input with (for its own kernel's notes). */
     private final List<String> refusals = new ArrayList<>();
@@ -283,6 +283,7 @@ final class Fusion {
         var loads = effectiveLoads(c);
         int ready = -1;
         for (Expr.Load l : loads) ready = Math.max(ready, producedAt(l.storage(), -1));
+        Join sibling = null;   // a join only for writing the same concatenation: taken when no kernel c reads from or with is
         for (int i = groups.size() - 1; i >= 0 && i >= groups.size() - WINDOW; i--) {
             Group g = groups.get(i);
             if (g.position < ready) break;            // something c reads is produced after this kernel
@@ -295,13 +296,16 @@ final class Fusion {
                 Join again = tryJoin(c, g, loads, other, true);
                 if (again != null) join = again;
             }
-            if (join != null && join != REFUSED) return join;
+            if (join != null && join != REFUSED) {
+                if (!join.sibling()) return join;
+                if (sibling == null) sibling = join;
+            }
         }
-        return null;
+        return sibling;
     }
 
     /** A join refused for memory (its note is kept in {@link #refusals}). */
-    private static final Join REFUSED = new Join(null, null, null, List.of());
+    private static final Join REFUSED = new Join(null, null, null, List.of(), false);
 
     /**
      * {@code c} joining {@code g} with its loop dimensions at {@code dims} (null: as the reduction that makes {@code g} a
@@ -336,7 +340,7 @@ final class Fusion {
         if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads "
                 + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
         if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
-        return new Join(g, dims, rows, notes);
+        return new Join(g, dims, rows, notes, sibling);
     }
 
     /**
