@@ -95,7 +95,14 @@ class CatThroughPointwiseTest {
 
     /** The other operand of a pointwise op of the concatenation: a scalar, a full tensor, one broadcast along the joined dimension, another concatenation. */
     private static Object operand(dev.gatun.dsl.GraphBuilder g, String name, Random rnd, long[] catShape, int dim, long[] sizes, List<Tensor> parts) {
-        switch (rnd.nextInt(5)) {
+        switch (rnd.nextInt(6)) {
+            case 5: {   // a reshape of a permuted result (not made where only pointwise ops read it)
+                long[] rev = catShape.clone();
+                for (int i = 0; i < rev.length / 2; i++) { long t = rev[i]; rev[i] = rev[rev.length - 1 - i]; rev[rev.length - 1 - i] = t; }
+                int[] perm = new int[rev.length];
+                for (int i = 0; i < perm.length; i++) perm[i] = perm.length - 1 - i;
+                return g.input(name, F64, dims(rev)).sin().permute(perm).reshape(dims(catShape));
+            }
             case 0: return 0.5 + rnd.nextInt(3);
             case 1: return g.input(name, F64, dims(catShape));
             case 2: {

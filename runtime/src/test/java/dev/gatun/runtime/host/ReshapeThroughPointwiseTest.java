@@ -104,7 +104,14 @@ class ReshapeThroughPointwiseTest {
 
     /** A scalar, a whole tensor of the reshape's shape, one broadcast into it, or another reshape of the same source shape. */
     private static Object operand(GraphBuilder g, String name, Random rnd, long[] target, Tensor src) {
-        switch (rnd.nextInt(5)) {
+        switch (rnd.nextInt(6)) {
+            case 5: {   // a concatenation of the reshape's shape along its first dimension, where that splits
+                if (target[0] < 2) return 0.5;
+                long[] a = target.clone(), b = target.clone();
+                a[0] = target[0] / 2;
+                b[0] = target[0] - a[0];
+                return g.cat(0, g.input(name + "_a", F64, dims(a)).exp(), g.input(name + "_b", F64, dims(b)));
+            }
             case 0: return 0.5 + rnd.nextInt(3);
             case 1: return g.input(name, F64, dims(target));
             case 2: {
