@@ -59,6 +59,20 @@ public final class Lowering {
 
     private record ScalarValue(double value, DType dtype) implements Value {}
 
+    /**
+     * A concatenation not made: every reader is a pointwise loop of its shape, and each computes the parts' slices of its
+     * own result instead ({@link #throughCat}). Part {@code k} has shape {@code shapes[k]} and begins at {@code starts[k]}
+     * along {@code dim}; {@code node} is the op whose result this is (the cat, or a pointwise op computed through one).
+     */
+    private record CatValue(Node node, int dim, List<Value> parts, long[] starts, List<Shape> shapes) implements Value {}
+
+    /**
+     * A reshape not made: every reader is a pointwise loop of its shape, and each runs over the shape of {@code source}
+     * instead, reading it as it lies, its result reshaped back ({@link #throughReshape}); {@code node} is the op whose
+     * result this is (the reshape, or a pointwise op computed through one).
+     */
+    private record ReshapeValue(Node node, Value source, Shape shape) implements Value {}
+
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
@@ -142,35 +156,54 @@ public final class Lowering {
             case Op.Constant c -> n.type().rank() == 0
                     ? new ScalarValue(c.value(0), n.type().dtype())
                     : new BufferValue(register(new ConstantBuffer(next(), c.values(), Layout.contiguous(n.type().dtype(), n.type().shape()), n.id())));
-            case Op.Pointwise p -> new BufferValue(pointwise(n, p.fn()));
-            case Op.Cast c -> new BufferValue(computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype())));
+            case Op.Pointwise p -> elementwise(n);
+            case Op.Cast c -> elementwise(n);
             case Op.Reduce r -> new BufferValue(reduction(n, r));
             case Op.Matmul m -> matmul(n);
             case Op.Registered r -> new BufferValue(registered(n, r));
             case Op.Collective c -> oneRank(c) && !c.uneven() ? identity(n, c) : new BufferValue(collective(n, c));
-            case Op.Reshape r -> new BufferValue(reshape(n, r));
+            case Op.Reshape r -> reshapeValue(n, r);
             case Op.Permute p -> new BufferValue(permute(n, p));
             case Op.Slice s -> new BufferValue(slice(n, s));
             case Op.Expand e -> new BufferValue(expand(n, e));
             case Op.Cat c -> cat(n, c);
             case Op.Custom c -> new BufferValue(userOp(n, c));
             case Op.CustomOutput o -> {
-                var call = (ExternBuffer) ((BufferValue) values[n.input(0).id()]).buffer();
+                var call = (ExternBuffer) ((BufferValue) arg(n, 0)).buffer();
                 yield new BufferValue(call.extraOutputs().get(o.index() - 1));
             }
         };
     }
 
+    /** A pointwise op or a cast: through a concatenation or a reshape it reads that is not made, else one loop. */
+    private Value elementwise(Node n) {
+        if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
+        if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
+        return new BufferValue(plainElementwise(n));
+    }
+
+    private Buffer plainElementwise(Node n) {
+        return n.op() instanceof Op.Pointwise p ? pointwise(n, p.fn())
+                : computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype()));
+    }
+
     private Buffer pointwise(Node n, PointwiseFn fn) {
+        var loads = new ArrayList<Expr>();
+        for (int i = 0; i < n.inputs().size(); i++) loads.add(load(arg(n, i), n.type().shape()));
+        return computed(n, label(fn), pointwiseBody(n, fn, loads));
+    }
+
+    private static String label(PointwiseFn fn) { return fn == PointwiseFn.IDENTITY ? "copy" : fn.opName(); }
+
+    /** {@code fn} of {@code loads} (one per input of {@code n}), each cast to the type the arithmetic happens in. */
+    private static Expr pointwiseBody(Node n, PointwiseFn fn, List<Expr> loads) {
         DType compute = computeType(n, fn);
-        var args = new ArrayList<Expr>();
-        for (int i = 0; i < n.inputs().size(); i++) {
-            Expr e = load(arg(n, i), n.type().shape());
+        var args = new ArrayList<Expr>(loads.size());
+        for (int i = 0; i < loads.size(); i++) {
             boolean isCondition = fn == PointwiseFn.WHERE && i == 0;
-            args.add(isCondition ? e : castTo(e, compute));
+            args.add(isCondition ? loads.get(i) : castTo(loads.get(i), compute));
         }
-        String label = fn == PointwiseFn.IDENTITY ? "copy" : fn.opName();
-        return computed(n, label, new Expr.Apply(fn, args, n.type().dtype()));
+        return new Expr.Apply(fn, args, n.type().dtype());
     }
 
     /** The type arithmetic happens in: promoted inputs (float for transcendental functions), as TypeInference decides. */
@@ -188,7 +221,7 @@ public final class Lowering {
     private Buffer reduction(Node n, Op.Reduce r) {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
-        Strided src = strided(values[x.id()]);
+        Strided src = strided(arg(n, 0));
         var strides = new ArrayList<SymInt>();
         for (int d = 0; d < x.type().rank(); d++) {
             if (dims.contains(d)) {
@@ -251,8 +284,125 @@ public final class Lowering {
         return register(new ViewBuffer(next(), layout, b.storage(), n.op().opName(), n.id()));
     }
 
-    private Buffer reshape(Node n, Op.Reshape r) {
-        Buffer b = asBuffer(n.input(0));
+    /**
+     * A reshape whose readers are all pointwise loops of its shape is not made ({@link ReshapeValue}): where its source is
+     * a strided view this saves the copy a reshape of it needs, and a contiguous one the second loop shape, which keeps
+     * its reader from joining the source's producer ({@code x.mul(2).permute(0, 2, 1, 3).reshape(8, 6, 8).exp()} is one
+     * kernel). Static shapes only.
+     */
+    private Value reshapeValue(Node n, Op.Reshape r) {
+        Value src = arg(n, 0);
+        if (src instanceof BufferValue(Buffer b) && n.type().shape().isStatic() && b.type().shape().isStatic()
+                && (!packed(b) || !sameIgnoringOnes(b.type().shape(), r.shape())) && readOnlyPointwise(n) && chainPays(n, true)) {
+            decisions.add("%" + n.id() + " reshape: not made; its readers are pointwise loops of its shape, which run over "
+                    + b.name() + "'s shape " + b.type().shape() + " instead");
+            return new ReshapeValue(n, src, r.shape());
+        }
+        return new BufferValue(reshape(n, asBuffer(n.input(0)), r.shape()));
+    }
+
+    /** How many ops {@link #chainPays} looks at before it gives up (keeps lowering linear on long chains). */
+    private static final int CHAIN_LIMIT = 64;
+
+    /**
+     * Whether computing the pointwise readers of {@code n} (a concatenation or a reshape) through it pays. They, and their
+     * readers while they stay unmade, are computed through it; where that chain ends its result is made, and there no
+     * pointwise op, collective or user op may read it: the first would read it in a pass of its own (where without this
+     * rule it would have joined the chain's kernel), the others need a buffer of their own layout (symmetric memory, a
+     * buffer a user op writes), which a concatenation is not. Through a reshape, every other operand must also have the
+     * reshape's whole shape or be a scalar ({@link #reshapedLoad}; a broadcast one would make the reshape after all).
+     */
+    private boolean chainPays(Node n, boolean reshape) {
+        var work = new ArrayDeque<Node>(List.of(n));
+        int seen = 0;
+        while (!work.isEmpty()) {
+            Node v = work.pop();
+            if (++seen > CHAIN_LIMIT) return false;
+            for (Node u : graph.users(v)) {
+                if (reshape)
+                    for (Node x : u.inputs())
+                        if (x != v && x.type().rank() > 0 && !x.type().shape().equals(n.type().shape())) return false;
+                if (readOnlyPointwise(u)) work.push(u);
+                else for (Node w : graph.users(u))
+                    if (w.op() instanceof Op.Pointwise || w.op() instanceof Op.Cast || w.op() instanceof Op.Collective
+                            || w.op() instanceof Op.Custom || w.symmetricGroup() != null) return false;
+            }
+        }
+        return true;
+    }
+
+    /** Whether two shapes are the same but for dimensions of size 1 (loops fusion matches anyway). */
+    private static boolean sameIgnoringOnes(Shape a, Shape b) {
+        var x = new ArrayList<Dim>();
+        var y = new ArrayList<Dim>();
+        for (Dim d : a.dims()) if (!(d.isStatic() && d.size() == 1)) x.add(d);
+        for (Dim d : b.dims()) if (!(d.isStatic() && d.size() == 1)) y.add(d);
+        return x.equals(y);
+    }
+
+    /** {@code r} made: a view of its source where that is contiguous, of a copy otherwise; its node's value from now on. */
+    private Buffer materialize(ReshapeValue r) {
+        Buffer made = reshape(r.node(), ((BufferValue) made(r.source())).buffer(), r.shape());
+        values[r.node().id()] = new BufferValue(made);
+        return made;
+    }
+
+    /** The first input of {@code n} that is a reshape not made, of {@code n}'s shape; null if none. */
+    private ReshapeValue reshapeRead(Node n) {
+        for (Node x : n.inputs())
+            if (values[x.id()] instanceof ReshapeValue r && x.type().shape().equals(n.type().shape())) return r;
+        return null;
+    }
+
+    /**
+     * Pointwise {@code n} of a reshape not made, {@code r}: one loop over the shape of {@code r}'s source, reading the
+     * source as it lies (strided or not) and every other operand, which has {@code n}'s whole shape and is packed, at the
+     * same row-major position (a reshape of packed memory is its row-major order). The loop's result is reshaped back
+     * (not made either, when {@code n}'s readers are pointwise too). Any other operand (broadcast, strided) makes the
+     * reshape after all, and {@code n} is one loop of its own shape as without this rule.
+     */
+    private Value throughReshape(Node n, ReshapeValue r) {
+        Buffer source = ((BufferValue) r.source()).buffer();
+        Shape shape = source.type().shape();
+        for (Node x : n.inputs()) if (!(values[x.id()] instanceof ReshapeValue o && sameSource(o, r))) made(values[x.id()]);   // as in throughCat
+        var loads = new ArrayList<Expr>(n.inputs().size());
+        for (Node x : n.inputs()) {
+            Expr e = reshapedLoad(values[x.id()], r, shape);
+            if (e == null) {
+                decisions.add("%" + n.id() + " " + n.op().opName() + ": " + x.label() + " is broadcast or strided, so the reshape "
+                        + r.node().label() + " it reads is made after all");
+                materialize(r);
+                return new BufferValue(plainElementwise(n));
+            }
+            loads.add(e);
+        }
+        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+        String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
+        Buffer loop = register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
+        decisions.add("%" + n.id() + " " + n.op().opName() + ": computed over " + source.name() + "'s shape " + shape + " (" + loop.name()
+                + ") through the reshape " + r.node().label() + ", and reshaped back");
+        var out = new ReshapeValue(n, new BufferValue(loop), r.shape());
+        return readOnlyPointwise(n) ? out : new BufferValue(materialize(out));
+    }
+
+    /** Operand {@code v} of a pointwise op through reshape {@code r}, loaded over the source's shape; null when it cannot be. */
+    private Expr reshapedLoad(Value v, ReshapeValue r, Shape shape) {
+        if (v instanceof ReshapeValue o && sameSource(o, r)) return load(o.source(), shape);
+        if (v instanceof ScalarValue) return load(v, shape);
+        Buffer b = ((BufferValue) v).buffer();
+        if (!b.type().shape().equals(r.shape()) || !packed(b)) return null;
+        Strided s = strided(v);
+        var strides = new ArrayList<>(shape.contiguousStrides());
+        for (int d = 0; d < shape.rank(); d++) if (shape.dim(d).size() == 1) strides.set(d, SymInt.ZERO);   // as load() writes a size-1 dimension
+        return new Expr.Load(s.storage(), s.offset(), strides, b.type().dtype());
+    }
+
+    /** Whether two reshapes not made reshape sources of one shape to one shape (their sources are buffers). */
+    private static boolean sameSource(ReshapeValue a, ReshapeValue b) {
+        return a.shape().equals(b.shape()) && ((BufferValue) a.source()).buffer().type().shape().equals(((BufferValue) b.source()).buffer().type().shape());
+    }
+
+    private Buffer reshape(Node n, Buffer b, Shape shape) {
         Layout.Fixed src = viewSource(n, b);
         if (!src.strides().equals(src.shape().contiguousStrides()) && !rowMajorIgnoringOnes(src.shape(), src.strides())) {
             decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
@@ -260,7 +410,7 @@ public final class Lowering {
                     load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
             src = viewSource(n, b);
         }
-        return view(n, b, new Layout.Fixed(src.dtype(), r.shape(), r.shape().contiguousStrides(), src.offset(), src.allocator()));
+        return view(n, b, new Layout.Fixed(src.dtype(), shape, shape.contiguousStrides(), src.offset(), src.allocator()));
     }
 
     private Buffer permute(Node n, Op.Permute p) {
@@ -300,7 +450,7 @@ public final class Lowering {
 
     /** The value as a buffer; a scalar constant becomes a one-element loop. */
     private Buffer asBuffer(Node n) {
-        Value v = values[n.id()];
+        Value v = made(values[n.id()]);
         if (v instanceof BufferValue(Buffer b)) return b;
         var s = (ScalarValue) v;
         Buffer b = register(new ComputedBuffer(next(), "scalar", Layout.flexible(s.dtype(), Shape.SCALAR), new Expr.Constant(s.value(), s.dtype()),
@@ -309,7 +459,16 @@ public final class Lowering {
         return b;
     }
 
-    private Value arg(Node n, int i) { return values[n.input(i).id()]; }
+    /** Input {@code i}'s value; a concatenation not made is made now (only pointwise readers go through one, {@link #throughCat}). */
+    private Value arg(Node n, int i) { return made(values[n.input(i).id()]); }
+
+    private Value made(Value v) {
+        return switch (v) {
+            case CatValue c -> new BufferValue(materialize(c));
+            case ReshapeValue r -> new BufferValue(materialize(r));
+            default -> v;
+        };
+    }
 
     /** {@code call} of {@code operands} into a contiguous result of {@code n}'s type. */
     private Value externCall(Node n, ExternCall call, List<Buffer> operands) {
@@ -441,18 +600,108 @@ public final class Lowering {
             decisions.add(n.label() + " cat: of one tensor, which is the result itself");
             return arg(n, 0);
         }
+        int d = dev.gatun.ir.graph.TypeInference.catDim("cat", c.dim(), n.type().rank());
+        var parts = new ArrayList<Value>(n.inputs().size());
+        var shapes = new ArrayList<Shape>(n.inputs().size());
+        long[] starts = new long[n.inputs().size()];
+        long start = 0;
+        for (int k = 0; k < starts.length; k++) {
+            parts.add(arg(n, k));
+            shapes.add(n.input(k).type().shape());
+            starts[k] = start;
+            start += n.input(k).type().shape().dim(d).size();
+        }
+        var cat = new CatValue(n, d, parts, starts, shapes);
+        // a matrix product (any extern call) writes its slice itself and its readers read the made concatenation in one pass:
+        // computing them part by part would only take the product out of its slice into a buffer of its own
+        boolean externPart = parts.stream().anyMatch(v -> v instanceof BufferValue(Buffer b) && (b instanceof ExternBuffer || b instanceof ExternOutputBuffer));
+        if (externPart || !readOnlyPointwise(n) || !chainPays(n, false)) return new BufferValue(materialize(cat));
+        decisions.add(n.label() + " cat: not made; its readers are pointwise loops of its shape, which compute each part's slice of their results");
+        return cat;
+    }
+
+    /**
+     * Whether every reader of {@code n} is a pointwise loop (or cast) of {@code n}'s shape outside symmetric regions, and
+     * {@code n} no graph output: such readers go through a concatenation part by part ({@link #throughCat}).
+     */
+    private boolean readOnlyPointwise(Node n) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast) || u.symmetricGroup() != null
+                    || !u.type().shape().equals(n.type().shape())) return false;
+        return true;
+    }
+
+    /** The first input of {@code n} that is a concatenation not made, of {@code n}'s shape; null if none. */
+    private CatValue catRead(Node n) {
+        for (Node x : n.inputs())
+            if (values[x.id()] instanceof CatValue c && x.type().shape().equals(n.type().shape())) return c;
+        return null;
+    }
+
+    /**
+     * Pointwise {@code n} of a concatenation not made, {@code cat}: one loop per part, over the part's slice of {@code n}'s
+     * result, reading the part itself (or, for another such concatenation with the same parts' bounds, its part) and the
+     * same slice of every other operand (the whole operand where it is broadcast along the joined dimension). The loops
+     * make a concatenation again (not made either, when {@code n}'s readers are pointwise too): {@code cat(a + 1, b + 2) * 3}
+     * is {@code cat((a + 1) * 3, (b + 2) * 3)}, each part a loop that fusion joins to the part's producer.
+     */
+    private Value throughCat(Node n, CatValue cat) {
+        // whatever is made is made before any load is built: making a concatenation gives its parts the layout of their
+        // slices, which a load of one built earlier would not see
+        for (Node x : n.inputs()) if (!(values[x.id()] instanceof CatValue c && sameBounds(c, cat))) made(values[x.id()]);
+        var pieces = new ArrayList<Value>(cat.parts().size());
+        for (int k = 0; k < cat.parts().size(); k++) {
+            Shape shape = cat.shapes().get(k);
+            var loads = new ArrayList<Expr>(n.inputs().size());
+            for (Node x : n.inputs()) loads.add(sliceLoad(values[x.id()], cat, k, shape));
+            Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+            String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
+            pieces.add(new BufferValue(register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()))));
+        }
+        var out = new CatValue(n, cat.dim(), pieces, cat.starts(), cat.shapes());
+        decisions.add("%" + n.id() + " " + n.op().opName() + ": computed part by part through " + cat.node().label() + " cat ("
+                + String.join(", ", pieces.stream().map(v -> ((BufferValue) v).buffer().name()).toList()) + ")");
+        return readOnlyPointwise(n) ? out : new BufferValue(materialize(out));
+    }
+
+    /** Operand {@code v} loaded over part {@code k} of {@code cat}, whose shape is {@code shape}. */
+    private Expr sliceLoad(Value v, CatValue cat, int k, Shape shape) {
+        if (v instanceof CatValue c && sameBounds(c, cat)) return load(c.parts().get(k), shape);
+        Expr e = load(v, shape);
+        if (!(e instanceof Expr.Load l)) return e;   // a scalar
+        SymInt step = l.strides().get(cat.dim());   // the operand broadcast into the concatenation's rank: zero where broadcast along it
+        return step.equals(SymInt.ZERO) ? l : new Expr.Load(l.storage(), l.offset().plus(step.times(cat.starts()[k])), l.strides(), l.dtype());
+    }
+
+    private static boolean sameBounds(CatValue a, CatValue b) {
+        return a.dim() == b.dim() && java.util.Arrays.equals(a.starts(), b.starts()) && a.node().type().shape().equals(b.node().type().shape());
+    }
+
+    /** {@code cat} made: one storage its parts write (see {@link #concat}); its node's value from now on. */
+    private Buffer materialize(CatValue cat) {
+        var parts = new ArrayList<Buffer>(cat.parts().size());
+        for (Value v : cat.parts()) parts.add(v instanceof BufferValue(Buffer b) ? b : materialize((CatValue) v));
+        Buffer made = concat(cat.node(), cat.dim(), parts);
+        values[cat.node().id()] = new BufferValue(made);
+        return made;
+    }
+
+    /**
+     * The concatenation {@code n} of {@code parts} along {@code d}, each part written straight into its slice where its
+     * producer can ({@link #inPlaceBlocker}), by a copy otherwise.
+     */
+    private Buffer concat(Node n, int d, List<Buffer> parts) {
         Shape shape = n.type().shape();
         DType dtype = n.type().dtype();
-        int d = dev.gatun.ir.graph.TypeInference.catDim("cat", c.dim(), shape.rank());
         Layout.Fixed layout = Layout.contiguous(dtype, shape);
         boolean contiguousSlices = true;
         for (int k = 0; k < d; k++) contiguousSlices &= shape.dim(k).isStatic() && shape.dim(k).size() == 1;
         var pending = new ArrayList<ConcatBuffer.Pending>();
         var taken = java.util.Collections.newSetFromMap(new IdentityHashMap<Buffer, Boolean>());
         long start = 0;
-        for (Node x : n.inputs()) {
-            Buffer b = asBuffer(x);
-            Shape part = x.type().shape();
+        for (Buffer b : parts) {
+            Shape part = b.type().shape();
             long size = part.dim(d).size();
             SymInt offset = layout.strides().get(d).times(start);
             var at = new Layout.Fixed(dtype, part, contiguousSlices ? part.contiguousStrides() : layout.strides(), SymInt.ZERO, AllocatorType.DEFAULT);
@@ -474,7 +723,7 @@ public final class Lowering {
             decisions.add(p.inPlace()
                     ? p.writer().name() + ": written straight into its slice " + p.range() + " of " + n.label() + " cat"
                     : p.writer().name() + ": copy of " + p.source().name() + " into " + p.range() + " of " + n.label() + " cat because " + p.copied());
-        return new BufferValue(cat);
+        return cat;
     }
 
     /**

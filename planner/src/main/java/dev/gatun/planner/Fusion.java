@@ -272,7 +272,7 @@ final class Fusion {
      * A kernel to join, and where the joining loop's dimensions go in it; {@code rows}: a reduction turns a pointwise
      * kernel into a row kernel, and these are its members' new dimensions.
      */
-    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes) {}
+    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes, boolean sibling) {}
 
     /** Why the last loop looked at was kept out of a kernel it shares an input with (for its own kernel's notes). */
     private final List<String> refusals = new ArrayList<>();
@@ -283,6 +283,7 @@ final class Fusion {
         var loads = effectiveLoads(c);
         int ready = -1;
         for (Expr.Load l : loads) ready = Math.max(ready, producedAt(l.storage(), -1));
+        Join sibling = null;   // a join only for writing the same concatenation: taken when no kernel c reads from or with is
         for (int i = groups.size() - 1; i >= 0 && i >= groups.size() - WINDOW; i--) {
             Group g = groups.get(i);
             if (g.position < ready) break;            // something c reads is produced after this kernel
@@ -295,13 +296,16 @@ final class Fusion {
                 Join again = tryJoin(c, g, loads, other, true);
                 if (again != null) join = again;
             }
-            if (join != null && join != REFUSED) return join;
+            if (join != null && join != REFUSED) {
+                if (!join.sibling()) return join;
+                if (sibling == null) sibling = join;
+            }
         }
-        return null;
+        return sibling;
     }
 
     /** A join refused for memory (its note is kept in {@link #refusals}). */
-    private static final Join REFUSED = new Join(null, null, null, List.of());
+    private static final Join REFUSED = new Join(null, null, null, List.of(), false);
 
     /**
      * {@code c} joining {@code g} with its loop dimensions at {@code dims} (null: as the reduction that makes {@code g} a
@@ -325,8 +329,9 @@ final class Fusion {
             } else if (g.reads.contains(s)) shares = true;
             else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) ok = false;
         }
-        if (!ok || !shares) return null;
-        if (!vertical && raisesPeak(c, g)) {
+        boolean sibling = !shares && writesSameConcat(c, g);
+        if (!ok || !(shares || sibling)) return null;
+        if (!vertical && !sibling && raisesPeak(c, g)) {
             refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the kernel making " + firstKept(g)
                     + ": both wait for a later extern call, and made together they would be alive together");
             return REFUSED;
@@ -335,7 +340,19 @@ final class Fusion {
         if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads "
                 + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
         if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
-        return new Join(g, dims, rows, notes);
+        return new Join(g, dims, rows, notes, sibling);
+    }
+
+    /**
+     * Whether {@code c} writes a part of a concatenation that a member of {@code g} writes another part of: parts of one
+     * loop shape are one kernel with a store per part ({@code cat(a.sin(), b.sin())}, and the parts of a pointwise loop
+     * lowering computed through a concatenation), as Inductor makes a pointwise concatenation one kernel. Their results
+     * share one storage, alive from the first part's write anyway, so joining them keeps nothing more alive.
+     */
+    private static boolean writesSameConcat(ComputedBuffer c, Group g) {
+        if (c.slice() == null) return false;
+        for (ComputedBuffer m : g.members) if (m.slice() != null && m.slice().cat() == c.slice().cat()) return true;
+        return false;
     }
 
     /**
@@ -567,17 +584,38 @@ final class Fusion {
                     if (readOnlyBy(m, h, c)) g.notes.add(m.label() + " (" + table.of(m).name() + ") made in this kernel, after "
                             + past + ": only this kernel reads it, so it is never stored, and what it reads is no larger");
             }
-            for (ComputedBuffer m : h.members) {
-                groupOf.put(m, g);
-                producedAt[m.id()] = g.position;
-                g.dimsOf.put(m, h.dimsOf.get(m));
-            }
-            g.members.addAll(0, h.members);
-            g.notes.addAll(0, h.notes);
-            g.reads.addAll(h.reads);
-            h.members.clear();
-            h.reads.clear();
-            h.merged = true;
+            mergeInto(h, g);
+        }
+        pullInSiblings(c, g);
+    }
+
+    /** Moves every member of earlier kernel {@code h} to the front of {@code g}; {@code h} emits nothing. */
+    private void mergeInto(Group h, Group g) {
+        for (ComputedBuffer m : h.members) {
+            groupOf.put(m, g);
+            producedAt[m.id()] = g.position;
+            g.dimsOf.put(m, h.dimsOf.get(m));
+        }
+        g.members.addAll(0, h.members);
+        g.notes.addAll(0, h.notes);
+        g.reads.addAll(h.reads);
+        h.members.clear();
+        h.reads.clear();
+        h.merged = true;
+    }
+
+    /**
+     * Pulls into {@code g} the earlier pointwise kernels of its loop that write other parts of the concatenation {@code c}
+     * writes a part of ({@link #writesSameConcat}): {@code cat(a + 1, b + 2) + 10}, computed part by part, is one kernel.
+     * Not past an extern call (what the earlier kernel reads would stay alive across it), nor past a reader of its results.
+     */
+    private void pullInSiblings(ComputedBuffer c, Group g) {
+        if (c.slice() == null) return;
+        for (int i = g.position - 1; i >= 0 && i >= g.position - WINDOW; i--) {
+            Group h = groups.get(i);
+            if (h.extern != null) break;
+            if (h.merged || h.isRow() || !h.ranges.equals(g.ranges) || !writesSameConcat(c, h) || !movable(h, g, c)) continue;
+            mergeInto(h, g);
         }
     }
 

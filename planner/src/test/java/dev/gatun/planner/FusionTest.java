@@ -158,10 +158,18 @@ class FusionTest {
         Plan p = plan("shapes", 1, g -> {
             var x = g.input("x", F32, 4, 4);
             g.output("a", x.sum(1));                  // a row kernel over [4] rows of [4]
-            g.output("b", x.reshape(16).add(1));      // [16]: neither the rows nor the whole [4,4]
+            // [16], neither the rows nor the whole [4,4]: the broadcast operand keeps the loop over [16]
+            g.output("b", x.reshape(16).add(g.input("z", F32, 1)));
         });
         assertThat(p.kernels().stream().map(Kernel::ranges).distinct()).hasSizeGreaterThanOrEqualTo(2);
         for (Kernel k : p.kernels()) if (!k.isReduction()) assertThat(k.locals()).hasSize(1);
+        // with a scalar instead, the add runs over x's own shape through the reshape (not made) and joins the row kernel
+        Plan q = plan("through_reshape", 1, g -> {
+            var x = g.input("x", F32, 4, 4);
+            g.output("a", x.sum(1));
+            g.output("b", x.reshape(16).add(1));
+        });
+        assertThat(q.kernels()).as(q.toString()).singleElement().satisfies(k -> assertThat(k.ops()).containsExactly("sum", "add"));
     }
 
     @Test

@@ -49,12 +49,13 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class CodegenGoldenTest {
     /**
-     * The digest of the corpus's sources (update deliberately; last: the two-GPU decoder's vocabulary-parallel head, whose
-     * greedy choice adds 56 results, every earlier result unchanged, 2026-11-29).
+     * The digest of the corpus's sources (update deliberately; last: pointwise ops computed through concatenations and
+     * reshapes, and the parts of one concatenation one kernel: the kernels of the plans that changed (23 of the golden
+     * plans, each with fewer launches or fewer bytes, none with more) join, 8574 results to 8466, 2026-11-29).
      */
-    static final String DIGEST = "3e8ca5352007f4660f5167d683b42a956a409a8c0c3592eb76b6ccadb1f448f5";
+    static final String DIGEST = "a0a36a5cb5b187cbdca2505e635948b83bfae0975f46630bbd84e350ab9136f9";
     /** How many results the corpus gives. */
-    static final int COUNT = 8574;
+    static final int COUNT = 8466;
 
     @Test
     void theCorpusGivesTheRecordedSources() throws Exception {

@@ -190,6 +190,33 @@ class CudaCodegenCompileTest {
         compileSources(dir, "row programs", sources);
     }
 
+    /**
+     * Kernels of pointwise ops computed through a concatenation (one kernel storing every part at its slice) and through a
+     * reshape (a loop over the source's shape reading it through its strides, or reordered to its producer's), at f32
+     * and bf16: the plan shapes the two fusion rules make generate and compile.
+     */
+    @Test
+    void kernelsThroughConcatenationsAndReshapesCompile(@TempDir Path dir) throws Exception {
+        var sources = new ArrayList<KernelSource>();
+        for (var t : List.of(dev.gatun.ir.DType.FLOAT32, dev.gatun.ir.DType.BFLOAT16)) {
+            var graphs = new ArrayList<dev.gatun.ir.graph.Graph>();
+            var g = dev.gatun.dsl.Gatun.graph("cat_plus");
+            g.output("y", g.cat(0, g.input("a", t, 16, 64).add(1), g.input("b", t, 16, 64).sin(), g.input("c", t, 16, 64)).mul(3).add(10));
+            graphs.add(g.build());
+            var h = dev.gatun.dsl.Gatun.graph("heads");
+            h.output("y", h.input("x", t, 2, 6, 4, 64).mul(2).permute(0, 2, 1, 3).reshape(8, 6, 64).exp().add(1));
+            graphs.add(h.build());
+            var v = dev.gatun.dsl.Gatun.graph("view");
+            v.output("y", v.input("x", t, 6, 64).mul(2).t().reshape(8, 8, 6).exp());
+            graphs.add(v.build());
+            for (var graph : graphs)
+                for (var k : dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(graph, dev.gatun.lowering.LoweringOptions.world(1))).kernels())
+                    sources.add(CudaCodegen.generate(k));
+        }
+        assertThat(sources).as("one kernel a graph").hasSize(6);
+        compileSources(dir, "through", sources);
+    }
+
     @Test
     void sourcesCompileOnTheirOwn(@TempDir Path dir) throws Exception {
         var all = new ArrayList<Case>(CudaCodegenFixtures.special());
