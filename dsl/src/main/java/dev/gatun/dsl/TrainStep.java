@@ -1,0 +1,15 @@
+package dev.gatun.dsl;
+
+import java.util.Map;
+
+/**
+ * What {@link Optimizer#step} added: the gradients as the update used them (averaged and clipped), the global norm
+ * before clipping ({@code clip_grad_norm_}'s return value; null without clipping), and each parameter's new value (the
+ * update written over its state: output it to read the weights after the step), all by parameter name.
+ */
+public record TrainStep(Map<String, Tensor> gradients, Tensor gradNorm, Map<String, Tensor> updated) {
+    public TrainStep {
+        gradients = java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(gradients));
+        updated = java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(updated));
+    }
+}
