@@ -25,6 +25,7 @@ final class OptimizerStep {
 
     private final GraphBuilder g;
     private final Tensor zero;
+    private final Map<String, Tensor> written = new LinkedHashMap<>();
 
     private OptimizerStep(GraphBuilder g) {
         this.g = g;
@@ -32,7 +33,7 @@ final class OptimizerStep {
     }
 
     /** A state read through a snapshot's copy, with the version its new value is written over. */
-    private record Rewritten(Tensor version, Tensor value) {}
+    private record Rewritten(String name, Tensor version, Tensor value) {}
 
     static TrainStep add(Optimizer opt, Tensor loss, Parameters params) {
         if (loss == null || params == null) throw new GraphException("Optimizer.step: the loss and the parameters are required");
@@ -50,7 +51,7 @@ final class OptimizerStep {
         if (group != null) for (int i = 0; i < grads.length; i++) grads[i] = grads[i].allReduce(ReduceOp.AVG, group);
         DType countType = ps.stream().anyMatch(p -> p.master().dtype() == DType.F64) ? DType.F64 : DType.F32;
         Tensor norm = maxNorm > 0 ? clip(grads, ps, maxNorm, countType) : null;
-        Rewritten count = rewritten(g.state(STEP, countType, 1L));
+        Rewritten count = rewritten(STEP, g.state(STEP, countType, 1L));
         Tensor t = count.value(), t1 = t.add(1);
         write(count, t1);
         var gradients = new LinkedHashMap<String, Tensor>();
@@ -62,9 +63,9 @@ final class OptimizerStep {
                 case Optimizer.AdamW a -> adamW(a, p, grads[i], t1);
                 case Optimizer.Sgd s -> sgd(s, p, grads[i], t);
             };
-            updated.put(p.name(), write(new Rewritten(p.version(), p.master()), next));
+            updated.put(p.name(), write(new Rewritten(p.name(), p.version(), p.master()), next));
         }
-        return new TrainStep(gradients, norm, updated);
+        return new TrainStep(gradients, norm, updated, written);
     }
 
     /**
@@ -122,16 +123,18 @@ final class OptimizerStep {
     /** A moment of {@code p}: a state {@code <p>.<kind>} of p's shape and master dtype, zeros at first. */
     private Rewritten moment(Parameters.Parameter p, String kind) {
         Object[] dims = java.util.Arrays.stream(p.master().shape().sizes()).boxed().toArray();
-        return rewritten(g.state(p.name() + "." + kind, p.master().dtype(), dims));
+        return rewritten(p.name() + "." + kind, g.state(p.name() + "." + kind, p.master().dtype(), dims));
     }
 
-    private Rewritten rewritten(Tensor state) {
+    private Rewritten rewritten(String name, Tensor state) {
         List<Tensor> snap = g.apply("snapshot", Map.of(), state);
-        return new Rewritten(snap.get(0), snap.get(1));
+        return new Rewritten(name, snap.get(0), snap.get(1));
     }
 
     /** {@code value} written over the whole of {@code r}'s state in place; returns the written version. */
     private Tensor write(Rewritten r, Tensor value) {
-        return r.version().updateSlice(0, value.cast(r.version().dtype()), zero);
+        Tensor out = r.version().updateSlice(0, value.cast(r.version().dtype()), zero);
+        written.put(r.name(), out);
+        return out;
     }
 }
