@@ -76,7 +76,9 @@ final class Gradients {
             Node n = graph.node(i);
             if (n.inputs().isEmpty()) continue;
             boolean[] want = new boolean[n.inputs().size()];
-            for (int k = 0; k < want.length; k++) want[k] = active[n.input(k).id()];
+            boolean any = false;
+            for (int k = 0; k < want.length; k++) any |= want[k] = active[n.input(k).id()];
+            if (!any) continue;   // a wrt no active input reaches (snapshot's copy of a parameter): nothing to pass down, no rule needed
             Tensor[] parts = GradientRules.vjp(graph, call, n, adjoint.get(i), want);
             for (int k = 0; k < want.length; k++) {
                 if (!want[k] || parts[k] == null) continue;   // null: no contribution (a tensor read twice, counted once)

@@ -31,7 +31,7 @@ class SingleFileExamplesTest {
     @Test
     void theIssuesExamplesAreThere() {
         assertThat(examples().toList()).contains("Seeds.java", "TensorParallelMlp.java", "SymmetricUserOp.java",
-                "GraphInputPath2.java", "DynamicShapeNccl.java", "LlamaGreedy.java", "AnyDecoder.java", "LinearRegression.java");
+                "GraphInputPath2.java", "DynamicShapeNccl.java", "LlamaGreedy.java", "AnyDecoder.java", "LinearRegression.java", "FineTune.java");
     }
 
     @Test

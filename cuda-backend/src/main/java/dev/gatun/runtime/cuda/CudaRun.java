@@ -361,23 +361,29 @@ final class CudaRun implements StepLoop.Steps {
      * The registered ops this backend has kernels for, by spec name, and each one's launch; {@link CudaBackend} refuses a
      * plan that calls any other when it loads it.
      */
-    static final Map<String, BiConsumer<CudaRun, Step.OpCall>> OPS = Map.of(
-            dev.gatun.ir.ops.Argmax.SPEC.name(), CudaRun::argmax,
-            dev.gatun.ir.ops.Sample.SPEC.name(), CudaRun::sample,
-            dev.gatun.ir.ops.IndexSelect.SPEC.name(), CudaRun::indexSelect,
-            dev.gatun.ir.ops.TopK.SPEC.name(), CudaRun::topk,
-            dev.gatun.ir.ops.Gather.SPEC.name(), CudaRun::gather,
-            dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd,
-            dev.gatun.ir.ops.ExpertMatmul.SPEC.name(), CudaRun::expertMatmul,
-            dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention,
-            dev.gatun.ir.ops.UpdateSlice.SPEC.name(), (run, call) -> run.updateSlice(UpdateSliceCall.of(call)),
-            dev.gatun.ir.ops.Attention.SPEC.name(), (run, call) -> run.attention(AttentionCall.of(call)));
+    static final Map<String, BiConsumer<CudaRun, Step.OpCall>> OPS = Map.ofEntries(
+            Map.entry(dev.gatun.ir.ops.Argmax.SPEC.name(), CudaRun::argmax),
+            Map.entry(dev.gatun.ir.ops.Sample.SPEC.name(), CudaRun::sample),
+            Map.entry(dev.gatun.ir.ops.IndexSelect.SPEC.name(), CudaRun::indexSelect),
+            Map.entry(dev.gatun.ir.ops.TopK.SPEC.name(), CudaRun::topk),
+            Map.entry(dev.gatun.ir.ops.Gather.SPEC.name(), CudaRun::gather),
+            Map.entry(dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd),
+            Map.entry(dev.gatun.ir.ops.ExpertMatmul.SPEC.name(), CudaRun::expertMatmul),
+            Map.entry(dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention),
+            Map.entry(dev.gatun.ir.ops.UpdateSlice.SPEC.name(), (run, call) -> run.updateSlice(UpdateSliceCall.of(call))),
+            Map.entry(dev.gatun.ir.ops.Snapshot.SPEC.name(), CudaRun::snapshot),
+            Map.entry(dev.gatun.ir.ops.Attention.SPEC.name(), (run, call) -> run.attention(AttentionCall.of(call))));
 
     /** A registered op by its spec ({@link #OPS}). */
     @Override public void op(Step.OpCall a) {
         var launch = OPS.get(a.spec().name());
         if (launch == null) throw new GatunRuntimeException(CudaBackend.noKernel(a));
         launch.accept(this, a);
+    }
+
+    /** snapshot: output 0 is input 0 in place; output 1 a device-to-device copy of it. */
+    private void snapshot(Step.OpCall s) {
+        copy(addressOf(s.input(0)), addressOf(s.outputs().get(1)), bytes(s.input(0)));
     }
 
     private void argmax(Step.OpCall a) {

@@ -53,14 +53,16 @@ public final class Graph {
 
     /**
      * A version of a state that an op writes over in place ({@link OpSpec#inPlace}: {@code update_slice}) is read by
-     * nothing else and is no output:
+     * nothing else and is no output (the further outputs of the call that made it, {@code snapshot}'s copy, are other
+     * buffers and read nothing of it):
      * once the update has run its old contents are gone. (Read the update's result instead.)
      */
     private void checkStates() {
         for (Node n : nodes) {
             String state = stateOf(n);
             if (state == null) continue;
-            var readers = users(n);
+            // another output of the call that makes this version (snapshot's copy) is no read of its contents
+            var readers = users(n).stream().filter(r -> !(r.op() instanceof Op.CustomOutput)).toList();
             Node writer = null;
             for (Node r : readers) if (writesInPlace(r) && r.input(0) == n) writer = r;
             if (writer == null) continue;

@@ -24,6 +24,7 @@ public final class OpRegistry {
                 dev.gatun.ir.ops.Gather.SPEC,
                 dev.gatun.ir.ops.ScatterAdd.SPEC,
                 dev.gatun.ir.ops.UpdateSlice.SPEC,
+                dev.gatun.ir.ops.Snapshot.SPEC,
                 dev.gatun.ir.ops.Attention.SPEC,
                 dev.gatun.ir.ops.FlashAttention.SPEC,
                 dev.gatun.ir.ops.ExpertMatmul.SPEC)) {

@@ -1,0 +1,83 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.GraphException;
+
+/**
+ * An optimizer step written into the graph, with {@code torch.optim}'s update formulas and defaults
+ * ({@link Optimizers} makes them): {@link #step} adds the backward pass of a loss, the gradients' average over a
+ * data-parallel group, clipping by global norm ({@code torch.nn.utils.clip_grad_norm_}) and the update of every
+ * parameter, whose new value, like each moment and the step count, is written in place over its state. One call of the
+ * compiled graph is one training step.
+ *
+ * <p>Options shared by both: {@code maxGradNorm} (0: no clipping) and {@code gradGroup} (null: the gradients are used as
+ * they are; a group name: each is {@code all_reduce(avg)}-ed over that group first, data parallelism where each rank
+ * computes its loss on its own part of the batch).
+ */
+public sealed interface Optimizer {
+
+    /**
+     * {@code torch.optim.AdamW} (amsgrad off): {@code p *= 1 - lr * wd; m = lerp(m, g, 1 - beta1);
+     * v = beta2 v + (1 - beta2) g^2; p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)}.
+     */
+    record AdamW(double lr, double beta1, double beta2, double eps, double weightDecay, double maxGradNorm, String gradGroup) implements Optimizer {
+        public AdamW {
+            Checks.positive("AdamW", "lr", lr, true);
+            if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+                throw new GraphException("AdamW: betas (" + beta1 + ", " + beta2 + ") must each be in [0, 1)");
+            Checks.positive("AdamW", "eps", eps, true);
+            Checks.positive("AdamW", "weightDecay", weightDecay, true);
+            Checks.positive("AdamW", "maxGradNorm", maxGradNorm, true);
+        }
+        @Override public AdamW clipGradNorm(double maxNorm) { return new AdamW(lr, beta1, beta2, eps, weightDecay, Checks.clip(maxNorm), gradGroup); }
+        @Override public AdamW averageGradients(String group) { return new AdamW(lr, beta1, beta2, eps, weightDecay, maxGradNorm, Checks.group(group)); }
+    }
+
+    /**
+     * {@code torch.optim.SGD}: {@code d = g + wd p}; with momentum {@code b = d} at the first step, then
+     * {@code b = momentum b + (1 - dampening) d}, and {@code d = b} (Nesterov: {@code d + momentum b}); {@code p -= lr d}.
+     */
+    record Sgd(double lr, double momentum, double dampening, double weightDecay, boolean nesterov, double maxGradNorm, String gradGroup) implements Optimizer {
+        public Sgd {
+            Checks.positive("SGD", "lr", lr, true);
+            Checks.positive("SGD", "momentum", momentum, true);
+            Checks.positive("SGD", "dampening", dampening, true);
+            Checks.positive("SGD", "weightDecay", weightDecay, true);
+            Checks.positive("SGD", "maxGradNorm", maxGradNorm, true);
+            if (nesterov && (momentum <= 0 || dampening != 0))
+                throw new GraphException("SGD: Nesterov momentum requires a momentum above 0 and zero dampening (momentum " + momentum + ", dampening " + dampening + ")");
+        }
+        @Override public Sgd clipGradNorm(double maxNorm) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, Checks.clip(maxNorm), gradGroup); }
+        @Override public Sgd averageGradients(String group) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, maxGradNorm, Checks.group(group)); }
+    }
+
+    /** This optimizer with the gradients clipped to a global 2-norm of at most {@code maxNorm} before the update. */
+    Optimizer clipGradNorm(double maxNorm);
+
+    /** This optimizer with each gradient averaged over {@code group} ({@code all_reduce(avg)}) before clipping and update. */
+    Optimizer averageGradients(String group);
+
+    /**
+     * Adds one training step to the graph {@code loss} belongs to: the gradients of {@code loss} with respect to every
+     * parameter's master copy, then the average, clipping and update, each state written in place. The parameters' new
+     * values, the moments and the step count are states: they are kept from call to call.
+     */
+    default TrainStep step(Tensor loss, Parameters params) { return OptimizerStep.add(this, loss, params); }
+
+    /** Argument checks shared by the records. */
+    final class Checks {
+        private Checks() {}
+        static void positive(String opt, String what, double v, boolean zeroOk) {
+            if (!Double.isFinite(v) || v < 0 || (!zeroOk && v == 0))
+                throw new GraphException(opt + ": " + what + " is " + v + "; it must be a finite number of at least 0");
+        }
+        static double clip(double maxNorm) {
+            if (!Double.isFinite(maxNorm) || maxNorm <= 0)
+                throw new GraphException("clipGradNorm: the maximum norm is " + maxNorm + "; it must be a finite number above 0");
+            return maxNorm;
+        }
+        static String group(String group) {
+            if (group == null || group.isBlank()) throw new GraphException("averageGradients: give the name of the data-parallel group ('world' for every rank)");
+            return group;
+        }
+    }
+}

@@ -1,0 +1,140 @@
+package dev.gatun.dsl;
+
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.graph.ReduceOp;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The nodes of one {@link Optimizer#step}: the backward pass ({@link GraphBuilder#grad}), the data-parallel average,
+ * the global-norm clipping and each parameter's update, written over the states in place. Every state the step
+ * rewrites (a parameter, a moment, the step count) is read through {@code snapshot}'s copy and written by an
+ * {@code update_slice} of its whole extent at position 0 over {@code snapshot}'s in-place output, so the graph's rule
+ * that an overwritten state version has no other reader holds and no schedule can read a half-updated state.
+ *
+ * <p>The update's arithmetic is PyTorch's, op for op, in the master dtype; the step count is a state
+ * {@value #STEP} of shape [1] (f64 when a master is f64, else f32, as {@code torch.optim} keeps {@code state['step']}),
+ * the moments states named {@code <param>.exp_avg}, {@code <param>.exp_avg_sq} and {@code <param>.momentum_buffer}.
+ */
+final class OptimizerStep {
+    /** The state holding how many steps have run. */
+    static final String STEP = "optimizer.step";
+
+    private final GraphBuilder g;
+    private final Tensor zero;
+    private final Map<String, Tensor> written = new LinkedHashMap<>();
+
+    private OptimizerStep(GraphBuilder g) {
+        this.g = g;
+        this.zero = g.constant(DType.I64, new long[]{1}, 0);
+    }
+
+    /** A state read through a snapshot's copy, with the version its new value is written over. */
+    private record Rewritten(String name, Tensor version, Tensor value) {}
+
+    static TrainStep add(Optimizer opt, Tensor loss, Parameters params) {
+        if (loss == null || params == null) throw new GraphException("Optimizer.step: the loss and the parameters are required");
+        if (loss.graph() != params.graph())
+            throw new GraphException("Optimizer.step: the loss " + loss.describe() + " and the parameters belong to different graphs");
+        List<Parameters.Parameter> ps = params.list();
+        if (ps.isEmpty()) throw new GraphException("Optimizer.step: no parameters; declare them with Parameters.parameter before the forward pass");
+        return new OptimizerStep(loss.graph()).step(opt, loss, ps);
+    }
+
+    private TrainStep step(Optimizer opt, Tensor loss, List<Parameters.Parameter> ps) {
+        Tensor[] grads = g.grad(loss, ps.stream().map(Parameters.Parameter::master).toArray(Tensor[]::new));
+        String group = switch (opt) { case Optimizer.AdamW a -> a.gradGroup(); case Optimizer.Sgd s -> s.gradGroup(); };
+        double maxNorm = switch (opt) { case Optimizer.AdamW a -> a.maxGradNorm(); case Optimizer.Sgd s -> s.maxGradNorm(); };
+        if (group != null) for (int i = 0; i < grads.length; i++) grads[i] = grads[i].allReduce(ReduceOp.AVG, group);
+        DType countType = ps.stream().anyMatch(p -> p.master().dtype() == DType.F64) ? DType.F64 : DType.F32;
+        Tensor norm = maxNorm > 0 ? clip(grads, ps, maxNorm, countType) : null;
+        Rewritten count = rewritten(STEP, g.state(STEP, countType, 1L));
+        Tensor t = count.value(), t1 = t.add(1);
+        write(count, t1);
+        var gradients = new LinkedHashMap<String, Tensor>();
+        var updated = new LinkedHashMap<String, Tensor>();
+        for (int i = 0; i < ps.size(); i++) {
+            var p = ps.get(i);
+            gradients.put(p.name(), grads[i]);
+            Tensor next = switch (opt) {
+                case Optimizer.AdamW a -> adamW(a, p, grads[i], t1);
+                case Optimizer.Sgd s -> sgd(s, p, grads[i], t);
+            };
+            updated.put(p.name(), write(new Rewritten(p.name(), p.version(), p.master()), next));
+        }
+        return new TrainStep(gradients, norm, updated, written);
+    }
+
+    /**
+     * {@code clip_grad_norm_}: the 2-norm of all gradients together (the squares of a group's sharded parameters summed
+     * over that group too), each gradient scaled by {@code min(max / (norm + 1e-6), 1)}; returns the norm.
+     */
+    private Tensor clip(Tensor[] grads, List<Parameters.Parameter> ps, double maxNorm, DType dt) {
+        var perGroup = new LinkedHashMap<String, Tensor>();
+        Tensor local = null;
+        for (int i = 0; i < grads.length; i++) {
+            Tensor sq = grads[i].mul(grads[i]).sum().cast(dt);
+            String shard = ps.get(i).shardGroup();
+            if (shard == null) local = local == null ? sq : local.add(sq);
+            else perGroup.merge(shard, sq, Tensor::add);
+        }
+        Tensor total = local;
+        for (var e : perGroup.entrySet()) {
+            Tensor summed = e.getValue().allReduce(ReduceOp.SUM, e.getKey());
+            total = total == null ? summed : total.add(summed);
+        }
+        Tensor norm = total.sqrt();
+        Tensor coef = g.scalar(maxNorm, dt).div(norm.add(1e-6)).minimum(1.0);
+        for (int i = 0; i < grads.length; i++) grads[i] = grads[i].mul(coef.cast(grads[i].dtype()));
+        return norm;
+    }
+
+    private Tensor adamW(Optimizer.AdamW a, Parameters.Parameter p, Tensor grad, Tensor t1) {
+        DType dt = p.master().dtype();
+        Rewritten m = moment(p, "exp_avg"), v = moment(p, "exp_avg_sq");
+        Tensor decayed = a.weightDecay() == 0 ? p.master() : p.master().mul(1 - a.lr() * a.weightDecay());
+        Tensor m1 = m.value().add(grad.sub(m.value()).mul(1 - a.beta1()));
+        Tensor v1 = v.value().mul(a.beta2()).add(grad.mul(grad).mul(1 - a.beta2()));
+        write(m, m1);
+        write(v, v1);
+        Tensor bc1 = g.scalar(1, t1.dtype()).sub(g.scalar(a.beta1(), t1.dtype()).pow(t1));
+        Tensor bc2 = g.scalar(1, t1.dtype()).sub(g.scalar(a.beta2(), t1.dtype()).pow(t1));
+        Tensor stepSize = g.scalar(a.lr(), t1.dtype()).div(bc1).cast(dt);
+        Tensor denom = v1.sqrt().div(bc2.sqrt().cast(dt)).add(a.eps());
+        return decayed.sub(stepSize.mul(m1.div(denom)));
+    }
+
+    private Tensor sgd(Optimizer.Sgd s, Parameters.Parameter p, Tensor grad, Tensor t) {
+        Tensor d = s.weightDecay() == 0 ? grad : grad.add(p.master().mul(s.weightDecay()));
+        if (s.momentum() != 0) {
+            Rewritten b = moment(p, "momentum_buffer");
+            // torch.optim.SGD: the buffer is a clone of d at the first step, then momentum * b + (1 - dampening) * d
+            Tensor later = b.value().mul(s.momentum()).add(d.mul(1 - s.dampening()));
+            Tensor b1 = t.eq(0).where(d, later);
+            write(b, b1);
+            d = s.nesterov() ? d.add(b1.mul(s.momentum())) : b1;
+        }
+        return p.master().sub(d.mul(s.lr()));
+    }
+
+    /** A moment of {@code p}: a state {@code <p>.<kind>} of p's shape and master dtype, zeros at first. */
+    private Rewritten moment(Parameters.Parameter p, String kind) {
+        Object[] dims = java.util.Arrays.stream(p.master().shape().sizes()).boxed().toArray();
+        return rewritten(p.name() + "." + kind, g.state(p.name() + "." + kind, p.master().dtype(), dims));
+    }
+
+    private Rewritten rewritten(String name, Tensor state) {
+        List<Tensor> snap = g.apply("snapshot", Map.of(), state);
+        return new Rewritten(name, snap.get(0), snap.get(1));
+    }
+
+    /** {@code value} written over the whole of {@code r}'s state in place; returns the written version. */
+    private Tensor write(Rewritten r, Tensor value) {
+        Tensor out = r.version().updateSlice(0, value.cast(r.version().dtype()), zero);
+        written.put(r.name(), out);
+        return out;
+    }
+}

@@ -1,0 +1,132 @@
+package dev.gatun.models.llama;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
+import dev.gatun.dsl.Optimizer;
+import dev.gatun.dsl.Parameters;
+import dev.gatun.dsl.Tensor;
+import dev.gatun.dsl.TrainStep;
+import dev.gatun.ir.DType;
+import dev.gatun.ir.GraphException;
+import dev.gatun.ir.graph.Graph;
+import dev.gatun.runtime.NDArray;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Random;
+
+/**
+ * One training step of the Llama architecture as one graph: the full-sequence forward pass (RMSNorm, rotary embeddings,
+ * grouped-query causal attention by {@code flash_attention}, the gated SiLU MLP), the cross-entropy of each position's
+ * next token, its backward pass and an {@link Optimizer} step over every weight, the weights and the optimizer's moments
+ * states of the session. Data parallelism over {@code dp} ranks: each rank computes the loss of its own sequences and
+ * the gradients are averaged over the world ({@code all_reduce(avg)}) before clipping and update, so every rank's
+ * weights stay equal.
+ *
+ * <p>Why a graph of its own: {@link LlamaDecoder}'s graphs read the weights as inputs, fused ({@code qkv_proj}) and
+ * sharded for tensor-parallel inference; a training step needs them as {@link Parameters}. What it reuses:
+ * {@link LlamaPrefill#rmsNorm}, {@link LlamaPrefill#rope} and the prompt's rotary tables ({@link LlamaDecoder#promptTables}),
+ * and the weights' names are the checkpoint's. The plain Llama architecture only: Gemma's features, mixtures of experts,
+ * biases, q/k norms and sliding windows are refused by name.
+ *
+ * <p>Inputs: {@code tokens} [batch * tokens] (i32), {@code targets} [batch * tokens] (i64, the token after each),
+ * {@code cos} and {@code sin} [tokens, rotary_dim] ({@link #tables}). Output: {@code loss}, this rank's mean
+ * cross-entropy before the step; with {@code outputStates}, every state after the step under its own name.
+ */
+public final class LlamaTraining {
+    private LlamaTraining() {}
+
+    /**
+     * The step for {@code batch} sequences of {@code tokens} tokens on each of {@code dp} ranks, weights kept in
+     * {@code master} and computed in {@code compute} (bf16 over f32 for mixed precision; the loss in {@code master}).
+     */
+    public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, DType master, DType compute, Optimizer opt, boolean outputStates) {
+        refuseUnsupported(c);
+        if (batch < 1 || tokens < 1 || dp < 1)
+            throw new GraphException("LlamaTraining: batch " + batch + ", tokens " + tokens + " and dp " + dp + " must each be at least 1");
+        GraphBuilder g = Gatun.graph("llama_train").world(dp);
+        var params = Parameters.of(g);
+        int h = c.hiddenSize(), d = c.headDim(), rd = c.rotaryDim(), nh = c.heads(), kv = c.kvHeads(), b = batch, t = tokens;
+        Tensor ids = g.input("tokens", DType.I32, b * t), targets = g.input("targets", DType.I64, b * t);
+        Tensor cos = g.input("cos", compute, t, rd).reshape(1, t, 1, rd), sin = g.input("sin", compute, t, rd).reshape(1, t, 1, rd);
+        Tensor embed = params.parameter("model.embed_tokens.weight", master, compute, c.vocabSize(), h);
+        Tensor x = embed.indexSelect(0, ids);
+        for (int l = 0; l < c.layers(); l++) {
+            String p = "model.layers." + l + ".";
+            Tensor xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "input_layernorm.weight", master, compute, h), c.rmsNormEps());
+            Tensor q = LlamaPrefill.rope(linear(xn, params.parameter(p + "self_attn.q_proj.weight", master, compute, nh * d, h)).reshape(b, t, nh, d), cos, sin, d);
+            Tensor k = LlamaPrefill.rope(linear(xn, params.parameter(p + "self_attn.k_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d), cos, sin, d);
+            Tensor v = linear(xn, params.parameter(p + "self_attn.v_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d);
+            Tensor att = q.transpose(1, 2).flashAttention(k.transpose(1, 2), v.transpose(1, 2), 1 / Math.sqrt(d), true, 0, 0).reshape(b * t, nh * d);
+            x = x.add(linear(att, params.parameter(p + "self_attn.o_proj.weight", master, compute, h, nh * d)));
+            xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "post_attention_layernorm.weight", master, compute, h), c.rmsNormEps());
+            Tensor gate = linear(xn, params.parameter(p + "mlp.gate_proj.weight", master, compute, c.intermediateSize(), h));
+            Tensor up = linear(xn, params.parameter(p + "mlp.up_proj.weight", master, compute, c.intermediateSize(), h));
+            x = x.add(linear(gate.silu().mul(up), params.parameter(p + "mlp.down_proj.weight", master, compute, h, c.intermediateSize())));
+        }
+        Tensor hn = LlamaPrefill.rmsNorm(x, params.parameter("model.norm.weight", master, compute, h), c.rmsNormEps());
+        Tensor head = c.tieWordEmbeddings() ? embed : params.parameter("lm_head.weight", master, compute, c.vocabSize(), h);
+        Tensor loss = linear(hn, head).cast(master).crossEntropy(targets);
+        TrainStep step = (dp > 1 ? opt.averageGradients("world") : opt).step(loss, params);
+        g.output("loss", loss);
+        if (outputStates) step.states().forEach(g::output);
+        return g.build();
+    }
+
+    private static Tensor linear(Tensor x, Tensor w) { return x.matmul(w.transpose(0, 1)); }
+
+    private static void refuseUnsupported(LlamaConfig c) {
+        String why = c.gemma() != null ? "Gemma's features" : c.moe() != null ? "a mixture of experts" : c.qkNorm() ? "q/k norms"
+                : c.biases().qkv() || c.biases().output() || c.biases().mlp() ? "biases" : c.slidingWindow() > 0 ? "a sliding window"
+                : c.fused() ? "fused projections" : null;
+        if (why != null)
+            throw new GraphException("LlamaTraining: the configuration has " + why + ", which the training graph does not build yet; train the plain Llama architecture");
+    }
+
+    /** The rotary tables {@code cos} and {@code sin} of positions 0 to {@code tokens - 1}, in {@code dtype}. */
+    public static Map<String, NDArray> tables(LlamaConfig c, int tokens, DType dtype) {
+        return LlamaDecoder.promptTables(c, 1, tokens, tokens, 1, dtype);
+    }
+
+    /**
+     * Random initial weights by name, in {@code dtype}: the norms ones, every matrix normal with standard deviation
+     * {@code std} (transformers' {@code initializer_range}), drawn from {@code seed} in the order the graph declares them.
+     */
+    public static Map<String, NDArray> initialWeights(Graph graph, long seed, double std, DType dtype) {
+        var rnd = new Random(seed);
+        var out = new LinkedHashMap<String, NDArray>();
+        for (String name : graph.states()) {
+            if (name.equals("optimizer.step") || name.endsWith(".exp_avg") || name.endsWith(".exp_avg_sq") || name.endsWith(".momentum_buffer")) continue;
+            long[] shape = graph.inputs().get(name).type().shape().sizes();
+            double[] v = new double[(int) java.util.Arrays.stream(shape).reduce(1, (a, e) -> a * e)];
+            for (int i = 0; i < v.length; i++) v[i] = name.endsWith("norm.weight") ? 1 : rnd.nextGaussian() * std;
+            out.put(name, NDArray.of(dtype, v, shape));
+        }
+        return out;
+    }
+
+    /**
+     * A fixed batch of {@code sequences} random token sequences ({@code seed}) of {@code tokens + 1} tokens, split over
+     * {@code dp} ranks: rank r's {@code tokens} (the first {@code tokens} of each of its sequences) and {@code targets}
+     * (the last {@code tokens}).
+     */
+    public static java.util.List<Map<String, NDArray>> batch(LlamaConfig c, int sequences, int tokens, int dp, long seed) {
+        if (sequences % dp != 0) throw new GraphException("LlamaTraining.batch: " + sequences + " sequences do not split evenly over " + dp + " ranks");
+        var rnd = new Random(seed);
+        int[][] all = new int[sequences][tokens + 1];
+        for (int[] s : all) for (int i = 0; i <= tokens; i++) s[i] = rnd.nextInt(c.vocabSize());
+        var out = new java.util.ArrayList<Map<String, NDArray>>();
+        int per = sequences / dp;
+        for (int r = 0; r < dp; r++) {
+            int[] ids = new int[per * tokens];
+            long[] next = new long[per * tokens];
+            for (int s = 0; s < per; s++)
+                for (int i = 0; i < tokens; i++) {
+                    ids[s * tokens + i] = all[r * per + s][i];
+                    next[s * tokens + i] = all[r * per + s][i + 1];
+                }
+            out.add(Map.of("tokens", NDArray.of(ids, ids.length), "targets", NDArray.of(next, next.length)));
+        }
+        return out;
+    }
+}
