@@ -5,21 +5,16 @@ import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.Algorithm;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
-import dev.gatun.ir.GraphException;
 import dev.gatun.ir.Layout;
-import dev.gatun.ir.CommBufferType;
 import dev.gatun.ir.AllocatorType;
-import dev.gatun.ir.ByteSize;
 import dev.gatun.ir.Shape;
 import dev.gatun.ir.SymInt;
 import dev.gatun.ir.TensorType;
-import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.graph.Node;
 import dev.gatun.ir.graph.Op;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ProcessGroup;
-import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.ir.graph.UserOp;
 
 import java.util.ArrayDeque;
@@ -51,6 +46,8 @@ public final class Lowering {
     /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name; by {@link Buffer#id()}. */
     private final List<String> firstReader = new ArrayList<>();
     private int counter;
+    /** The three paths to a communication buffer, and the symmetric regions' placements. */
+    private final SymmetricPaths paths;
 
     /** A lowered node: a buffer, or a scalar constant that loops inline. */
     private sealed interface Value {}
@@ -78,6 +75,8 @@ public final class Lowering {
         this.options = options;
         this.values = new Value[graph.nodes().size()];
         this.names = HashSet.newHashSet(graph.nodes().size() + 16);   // about a name a node: no rehashing as it grows
+        this.paths = new SymmetricPaths(graph, options, realizations, decisions, fixedBecause, (in, layout) ->
+                register(new ComputedBuffer(next(), "copy", layout, load(new BufferValue(in), in.type().shape()), null, List.of(), -1)));
     }
 
     public static LoweredGraph lower(Graph graph, LoweringOptions options) {
@@ -85,8 +84,8 @@ public final class Lowering {
     }
 
     private LoweredGraph run() {
-        checkWorld();
-        boolean[] live = liveNodes();
+        LoweringChecks.checkWorld(graph, options);
+        boolean[] live = LoweringChecks.liveNodes(graph);
         for (Node n : graph.nodes()) {
             if (!live[n.id()]) {
                 decisions.add("%" + n.id() + " " + n.op().opName() + ": dropped, no output depends on it");
@@ -94,53 +93,11 @@ public final class Lowering {
             }
             Value v = lowerNode(n);
             values[n.id()] = v;
-            if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) placeInRegion(n, b);
+            if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) paths.placeInRegion(n, b);
         }
         var outputs = new LinkedHashMap<String, Buffer>();
         graph.outputs().forEach((name, node) -> outputs.put(name, outputBuffer(name, node)));
         return new LoweredGraph(graph, options, buffers, inputs, outputs, realizations, decisions);
-    }
-
-    // ---------------------------------------------------------------- checks and dead code
-
-    private void checkWorld() {
-        Integer declared = graph.worldSize();
-        if (declared != null && declared != options.worldSize()) {
-            var axes = graph.groups().values().stream().filter(ProcessGroup::isMeshAxis).map(ProcessGroup::name).toList();
-            throw new CompilationException("graph '" + graph.name() + "' was built for a world of " + declared + " ranks"
-                    + (axes.isEmpty() ? "" : " (its mesh of axes " + axes + ")") + " but is compiled for " + options.worldSize());
-        }
-        for (ProcessGroup g : graph.groups().values())
-            for (int r : g.ranks())
-                if (r >= options.worldSize())
-                    throw new CompilationException("group '" + g.name() + "' has rank " + r + ", outside a world of " + options.worldSize());
-        // what the graph could not check before the world size was known
-        for (Node n : graph.nodes()) {
-            if (!(n.op() instanceof Op.Collective c)) continue;
-            ProcessGroup g = graph.groups().get(c.group());
-            if (!g.coversEveryRank(options.worldSize()))   // describing the operand is only for the error: not per collective
-                dev.gatun.ir.graph.TypeInference.checkCoversEveryRank(c, n.input(0).describe(), g, options.worldSize());
-            int size = g.size(options.worldSize());
-            if (c.kind() == CollectiveKind.BROADCAST && c.root() >= size)
-                throw new CompilationException(n.format() + ": broadcast root " + c.root() + " is not a rank of group '" + g.name() + "', which has "
-                        + size + " rank" + (size == 1 ? "" : "s") + " in a world of " + options.worldSize());
-        }
-    }
-
-    /** Whether each node (by id) is needed: an output depends on it, or it updates a state. */
-    private boolean[] liveNodes() {
-        var live = new boolean[graph.nodes().size()];
-        var work = new ArrayDeque<>(graph.outputs().values());
-        // an update of a state is kept whether or not an output reads it: the state holds it after the call
-        for (Node n : graph.nodes()) if (Graph.writesInPlace(n) && graph.stateOf(n) != null) work.add(n);
-        while (!work.isEmpty()) {
-            Node n = work.pop();
-            if (!live[n.id()]) {
-                live[n.id()] = true;
-                work.addAll(n.inputs());
-            }
-        }
-        return live;
     }
 
     // ---------------------------------------------------------------- nodes
@@ -293,7 +250,7 @@ public final class Lowering {
     private Value reshapeValue(Node n, Op.Reshape r) {
         Value src = arg(n, 0);
         if (src instanceof BufferValue(Buffer b) && n.type().shape().isStatic() && b.type().shape().isStatic()
-                && (!packed(b) || !sameIgnoringOnes(b.type().shape(), r.shape())) && readOnlyPointwise(n) && chainPays(n, true)) {
+                && (!Strides.packed(b) || !Strides.sameIgnoringOnes(b.type().shape(), r.shape())) && readOnlyPointwise(n) && chainPays(n, true)) {
             decisions.add("%" + n.id() + " reshape: not made; its readers are pointwise loops of its shape, which run over "
                     + b.name() + "'s shape " + b.type().shape() + " instead");
             return new ReshapeValue(n, src, r.shape());
@@ -329,15 +286,6 @@ public final class Lowering {
             }
         }
         return true;
-    }
-
-    /** Whether two shapes are the same but for dimensions of size 1 (loops fusion matches anyway). */
-    private static boolean sameIgnoringOnes(Shape a, Shape b) {
-        var x = new ArrayList<Dim>();
-        var y = new ArrayList<Dim>();
-        for (Dim d : a.dims()) if (!(d.isStatic() && d.size() == 1)) x.add(d);
-        for (Dim d : b.dims()) if (!(d.isStatic() && d.size() == 1)) y.add(d);
-        return x.equals(y);
     }
 
     /** {@code r} made: a view of its source where that is contiguous, of a copy otherwise; its node's value from now on. */
@@ -390,7 +338,7 @@ public final class Lowering {
         if (v instanceof ReshapeValue o && sameSource(o, r)) return load(o.source(), shape);
         if (v instanceof ScalarValue) return load(v, shape);
         Buffer b = ((BufferValue) v).buffer();
-        if (!b.type().shape().equals(r.shape()) || !packed(b)) return null;
+        if (!b.type().shape().equals(r.shape()) || !Strides.packed(b)) return null;
         Strided s = strided(v);
         var strides = new ArrayList<>(shape.contiguousStrides());
         for (int d = 0; d < shape.rank(); d++) if (shape.dim(d).size() == 1) strides.set(d, SymInt.ZERO);   // as load() writes a size-1 dimension
@@ -404,7 +352,7 @@ public final class Lowering {
 
     private Buffer reshape(Node n, Buffer b, Shape shape) {
         Layout.Fixed src = viewSource(n, b);
-        if (!src.strides().equals(src.shape().contiguousStrides()) && !rowMajorIgnoringOnes(src.shape(), src.strides())) {
+        if (!src.strides().equals(src.shape().contiguousStrides()) && !Strides.rowMajorIgnoringOnes(src.shape(), src.strides())) {
             decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
             b = register(new ComputedBuffer(next(), "copy", Layout.flexible(b.type().dtype(), b.type().shape()),
                     load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
@@ -501,38 +449,8 @@ public final class Lowering {
      */
     private Buffer operand(Node n, Op.Registered r, int i) {
         Value v = arg(n, i);
-        if (v instanceof BufferValue(Buffer b) && readsStrided(b, r, i)) return b;
+        if (v instanceof BufferValue(Buffer b) && Strides.readsStrided(b, r, i)) return b;
         return contiguous(v, r.opName());
-    }
-
-    private static boolean readsStrided(Buffer b, Op.Registered r, int input) {
-        if (b.layout().isFlexible()) return false;   // packed as it is (contiguous() keeps it)
-        Shape s = b.type().shape();
-        var strides = b.layout().fix().strides();
-        if (!s.isStatic() || !strides.stream().allMatch(SymInt::isConstant)) return false;
-        long[] sizes = new long[s.rank()], st = new long[s.rank()];
-        for (int d = 0; d < sizes.length; d++) {
-            sizes[d] = s.dim(d).size();
-            st[d] = strides.get(d).eval(java.util.Map.of());
-        }
-        return r.spec().readsStrided(input, sizes, st, r.attrs());
-    }
-
-    /**
-     * Whether a static shape's elements lie one after the other in row-major order at these strides, whatever the
-     * strides of its size-1 dimensions (a run of heads sliced from a product of batch 1, a key transposed to
-     * [.., head_dim, 1]): then it is packed memory from its offset on.
-     */
-    /**
-     * Whether {@code strides} lay out shape {@code s} row-major, ignoring the strides of dimensions of size 1 (which
-     * step nowhere): such a view reads the same bytes as a packed array of its shape. Symbolic sizes compare as
-     * polynomials.
-     */
-    private static boolean rowMajorIgnoringOnes(Shape s, List<SymInt> strides) {
-        var want = s.contiguousStrides();
-        for (int d = 0; d < s.rank(); d++)
-            if (!(s.dim(d).isStatic() && s.dim(d).size() == 1) && !strides.get(d).equals(want.get(d))) return false;
-        return true;
     }
 
     /**
@@ -545,7 +463,7 @@ public final class Lowering {
         boolean[] trans = new boolean[2];
         for (int i = 0; i < 2; i++) {
             Value v = arg(n, i);
-            if (v instanceof BufferValue(Buffer b) && !packed(b) && transposedPacked(b)) {
+            if (v instanceof BufferValue(Buffer b) && !Strides.packed(b) && Strides.transposedPacked(b)) {
                 trans[i] = true;
                 operands.add(b);
                 decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
@@ -556,35 +474,14 @@ public final class Lowering {
         return externCall(n, new ExternCall.Matmul(trans[0], trans[1]), operands);
     }
 
-    /** Whether {@code b}'s strides are the packed strides of its shape with the last two dimensions swapped. */
-    private static boolean transposedPacked(Buffer b) {
-        if (b.layout().isFlexible() || b.type().shape().rank() < 2) return false;
-        Shape s = b.type().shape();
-        int r = s.rank();
-        var dims = new ArrayList<>(s.dims());
-        java.util.Collections.swap(dims, r - 2, r - 1);
-        var strides = new ArrayList<>(new Shape(dims).contiguousStrides());
-        java.util.Collections.swap(strides, r - 2, r - 1);
-        return b.layout().fix().strides().equals(strides);
-    }
-
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */
     private Buffer contiguous(Value v, String why) {
         Buffer b = v instanceof BufferValue(Buffer x) ? x : null;
-        if (b != null && packed(b)) return b;
+        if (b != null && Strides.packed(b)) return b;
         TensorType t = b != null ? b.type() : new TensorType(((ScalarValue) v).dtype(), Shape.SCALAR);
         Buffer copy = register(new ComputedBuffer(next(), "copy", Layout.flexible(t.dtype(), t.shape()), load(v, t.shape()), null, List.of(), -1));
         decisions.add(copy.name() + ": copy of " + (b == null ? "a scalar" : b.name()) + " because " + why + " reads packed row-major memory");
         return copy;
-    }
-
-    /**
-     * Row-major strides (a view may start at an offset; a slice of a concatenation is addressed from its start). A
-     * dimension of size 1 is never stepped, so its stride does not matter: a slice of whole heads of a one-sequence
-     * batch is packed.
-     */
-    private static boolean packed(Buffer b) {
-        return b.layout().isFlexible() || rowMajorIgnoringOnes(b.type().shape(), b.layout().fix().strides());
     }
 
     // ---------------------------------------------------------------- concatenation
@@ -744,7 +641,7 @@ public final class Lowering {
             return b.name() + " is the result of " + e.call().opName() + ", which writes a buffer of its own";
         if (b.isSymmetric() || b.layout() instanceof Layout.CommBuffer)
             return b.name() + " lives in symmetric memory of group '" + b.layout().allocator().group() + "', where a collective reads it";
-        if (!b.layout().isFlexible() && !packed(b)) return b.name() + " has a strided layout of its own";
+        if (!b.layout().isFlexible() && !Strides.packed(b)) return b.name() + " has a strided layout of its own";
         if (b instanceof ConcatBuffer && !contiguousSlice)
             return b.name() + " is a concatenation itself, which goes inside another only where its slice is contiguous";
         if (!contiguousSlice && firstReader.get(b.id()) != null)
@@ -756,32 +653,32 @@ public final class Lowering {
 
     private Buffer collective(Node n, Op.Collective c) {
         TensorType t = n.input(0).type();
-        var choice = oneRank(c) ? new Choice(Algorithm.NCCL, "over \"" + c.group() + "\", a group of one rank: the rows are copied through, no peer")
-                : chooseAlgorithm(n, c, t);
+        var choice = oneRank(c) ? new CollectiveChoice(Algorithm.NCCL, "over \"" + c.group() + "\", a group of one rank: the rows are copied through, no peer")
+                : CollectiveChoice.of(n, c, t, options);
         String out = next();
-        String op = c.kind().opName() + "." + choice.algorithm.opName();
+        String op = c.kind().opName() + "." + choice.algorithm().opName();
         // an uneven all_to_all's peers read its row counts as they read its rows: both take the same path
         var operands = new ArrayList<Buffer>();
         for (int i = 0; i < n.inputs().size(); i++) operands.add(operand(n, i, c, choice, out, op));
-        decisions.add(out + ": " + op + " (" + choice.why + ")");
-        var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm);
+        decisions.add(out + ": " + op + " (" + choice.why() + ")");
+        var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm());
         return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, operands, n.id()));
     }
 
     /** Input {@code i} of collective {@code n} made what its algorithm reads: a communication buffer, or packed memory. */
-    private Buffer operand(Node n, int i, Op.Collective c, Choice choice, String out, String op) {
+    private Buffer operand(Node n, int i, Op.Collective c, CollectiveChoice choice, String out, String op) {
         Buffer in = asBuffer(n.input(i));
-        if (choice.algorithm.isSymmetric()) {
+        if (choice.algorithm().isSymmetric()) {
             // two-shot reduces into its input's slot, so that input must be private to the collective
-            String shared = choice.algorithm == Algorithm.TWO_SHOT ? sharedInput(n.input(i)) : null;
-            return realize(in, c.group(), out, op, choice.algorithm, choice.why, shared);
+            String shared = choice.algorithm() == Algorithm.TWO_SHOT ? paths.sharedInput(n.input(i)) : null;
+            return paths.realize(in, c.group(), out, op, choice.algorithm(), choice.why(), shared);
         }
-        if (choice.algorithm == Algorithm.BARRIER_FREE) {
-            realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.PUSHED, null, List.of()));
+        if (choice.algorithm() == Algorithm.BARRIER_FREE) {
+            realizations.add(new Realization(out, op, choice.algorithm(), choice.why(), in.name(), Realization.Path.PUSHED, null, List.of()));
             return contiguous(new BufferValue(in), "the barrier-free push");
         }
-        realizations.add(new Realization(out, op, choice.algorithm, choice.why, in.name(), Realization.Path.NONE, null,
-                List.of("no communication buffer: " + choice.algorithm.opName() + " runs through NCCL's own buffers")));
+        realizations.add(new Realization(out, op, choice.algorithm(), choice.why(), in.name(), Realization.Path.NONE, null,
+                List.of("no communication buffer: " + choice.algorithm().opName() + " runs through NCCL's own buffers")));
         return contiguous(new BufferValue(in), "NCCL");
     }
 
@@ -800,120 +697,6 @@ public final class Lowering {
         return in;
     }
 
-    private record Choice(Algorithm algorithm, String why) {}
-
-    private Choice chooseAlgorithm(Node n, Op.Collective c, TensorType t) {
-        Choice choice = preferredAlgorithm(c, t);
-        String noNccl = options.ncclUnavailable();
-        if (choice.algorithm != Algorithm.NCCL || noNccl == null) return choice;
-        // NCCL cannot run here: a symmetric algorithm serves the collective where one can, else a clear refusal
-        // all-gather and broadcast only move data: any dtype; the reductions have f32, f16 and bf16 kernels
-        boolean movesOnly = c.kind().movesOnly();
-        boolean symmetricPossible = options.symmetricMemory() && t.shape().isStatic()
-                && (movesOnly || t.dtype() == DType.FLOAT32 || t.dtype().isHalf())
-                && (c.kind() != CollectiveKind.ALL_REDUCE || options.forceAllReduce() != Algorithm.NCCL);
-        if (!symmetricPossible)
-            throw new CompilationException(n.format() + ": " + c.kind().opName() + " would run through NCCL (" + choice.why + "), but NCCL cannot run here: "
-                    + noNccl + ". Give it a static shape and an f32, f16 or bf16 dtype (the symmetric kernels' cases), or run one rank per GPU");
-        Algorithm a = c.kind() == CollectiveKind.ALL_REDUCE ? Algorithm.TWO_SHOT : Algorithm.SYMM_MEM;
-        return new Choice(a, choice.why + ", but NCCL cannot run here (" + noNccl + "): " + a.opName() + " instead");
-    }
-
-    private Choice preferredAlgorithm(Op.Collective c, TensorType t) {
-        if (!options.symmetricMemory()) return new Choice(Algorithm.NCCL, "symmetric memory is switched off");
-        if (!t.shape().isStatic()) return new Choice(Algorithm.NCCL, "shape " + t.shape() + " is symbolic");
-        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()) && c.kind() != CollectiveKind.ALL_TO_ALL)
-            return new Choice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
-        long bytes = t.byteSize();
-        String size = ByteSize.format(bytes);
-        return switch (c.kind()) {
-            case BROADCAST -> new Choice(Algorithm.NCCL, "broadcast runs through NCCL");
-            case REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL -> bytes <= options.twoShotMaxBytes()
-                    ? new Choice(Algorithm.SYMM_MEM, size + " <= " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold")
-                    : new Choice(Algorithm.NCCL, size + " > " + ByteSize.format(options.twoShotMaxBytes()) + " symmetric threshold");
-            case ALL_REDUCE -> {
-                if (options.forceAllReduce() != null) yield new Choice(options.forceAllReduce(), "forced by options");
-                if (bytes <= options.barrierFreeMaxBytes())
-                    yield new Choice(Algorithm.BARRIER_FREE, size + " <= barrier-free threshold " + ByteSize.format(options.barrierFreeMaxBytes()));
-                if (bytes <= options.oneShotMaxBytes())
-                    yield new Choice(Algorithm.ONE_SHOT, size + " <= one-shot threshold " + ByteSize.format(options.oneShotMaxBytes()));
-                if (bytes <= options.twoShotMaxBytes())
-                    yield new Choice(Algorithm.TWO_SHOT, size + " <= two-shot threshold " + ByteSize.format(options.twoShotMaxBytes()));
-                yield new Choice(Algorithm.NCCL, size + " > two-shot threshold " + ByteSize.format(options.twoShotMaxBytes()));
-            }
-        };
-    }
-
-    /**
-     * Makes {@code in} available as a communication buffer of {@code group} by the first path that applies:
-     * (1) a computed buffer with a flexible layout and static shape takes a communication-buffer layout;
-     * (2) a graph input with a static shape gets the SYMM_MEM allocator; (3) otherwise an identity copy.
-     */
-    private Buffer realize(Buffer in, String group, String consumer, String op, Algorithm algorithm, String why) {
-        return realize(in, group, consumer, op, algorithm, why, null);
-    }
-
-    /** {@code shared} (when set) says why the input may not be modified in place: paths 1 and 2 are then closed. */
-    private Buffer realize(Buffer in, String group, String consumer, String op, Algorithm algorithm, String why, String shared) {
-        var notTaken = new ArrayList<String>();
-        String p1 = shared != null ? shared : pathOneBlocker(in, group);
-        if (p1 == null) {
-            if (!(in.layout() instanceof Layout.CommBuffer)) in.setLayout(Layout.CommBuffer.of(in.layout(), CommBufferType.SYMM_MEM, group));
-            realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.ZERO_COPY, in.name(), notTaken));
-            return in;
-        }
-        notTaken.add("path 1 not taken: " + p1);
-        String p2 = shared != null ? shared : pathTwoBlocker(in, group);
-        if (p2 == null) {
-            in.setLayout(in.layout().withAllocator(AllocatorType.symmMem(group)));
-            realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.SYMMETRIC_INPUT, in.name(), notTaken));
-            return in;
-        }
-        notTaken.add("path 2 not taken: " + p2);
-        var layout = Layout.CommBuffer.of(Layout.contiguous(in.type().dtype(), in.type().shape()), CommBufferType.SYMM_MEM, group);
-        Buffer copy = register(new ComputedBuffer(next(), "copy", layout, load(new BufferValue(in), in.type().shape()), null, List.of(), -1));
-        realizations.add(new Realization(consumer, op, algorithm, why, in.name(), Realization.Path.IDENTITY_COPY, copy.name(), notTaken));
-        return copy;
-    }
-
-    /** Null when only the collective reads {@code x}'s value; else a reason naming another reader. */
-    private String sharedInput(Node x) {
-        if (graph.isOutput(x)) return "two-shot reduces in place and " + x.label() + " is also a graph output";
-        if (graph.users(x).size() > 1)
-            return "two-shot reduces in place and " + x.label() + " is also read by " + graph.users(x).stream().map(Node::label).toList();
-        return null;
-    }
-
-    private String pathOneBlocker(Buffer in, String group) {
-        if (in instanceof ViewBuffer v) return in.name() + " is a view (" + v.viewOp() + ") of " + v.base().name();
-        if (in instanceof InputBuffer) return in.name() + " is a graph input, not a computed buffer";
-        if (in instanceof ExternBuffer || in instanceof ExternOutputBuffer) return in.name() + " is the output of an extern kernel";
-        if (in instanceof ConstantBuffer) return in.name() + " is a constant";
-        if (in instanceof ConcatBuffer) return in.name() + " is a concatenation, which its parts write in regular memory";
-        if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
-        if (in.layout() instanceof Layout.CommBuffer cb)
-            return cb.group().equals(group) ? null : in.name() + " is already a communication buffer of group '" + cb.group() + "'";
-        if (!in.layout().isFlexible())
-            return in.name() + " has a fixed layout" + (fixedBecause.containsKey(in) ? " because " + fixedBecause.get(in) : "");
-        if (isGraphOutput(in)) return in.name() + " must also stay a graph output (a regular buffer)";
-        return null;
-    }
-
-    /** Graph outputs are known before lowering reaches them, so a buffer is matched by the node it came from. */
-    private boolean isGraphOutput(Buffer b) {
-        return b.origin() >= 0 && graph.outputs().values().stream().anyMatch(n -> n.id() == b.origin());
-    }
-
-    private String pathTwoBlocker(Buffer in, String group) {
-        if (!(in instanceof InputBuffer)) return in.name() + " is not a graph input";
-        if (!options.symmetricInputs()) return "symmetric graph inputs are switched off by the lowering options";
-        if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
-        AllocatorType a = in.layout().allocator();
-        if (a.isSymmetric() && !a.group().equals(group))
-            return in.name() + " is already symmetric memory of group '" + a.group() + "'";
-        return null;
-    }
-
     private Buffer userOp(Node n, Op.Custom c) {
         UserOp u = graph.userOps().get(c.name());
         String group = n.symmetricGroup() != null ? n.symmetricGroup() : ProcessGroup.WORLD_NAME;
@@ -925,7 +708,7 @@ public final class Lowering {
                 if (!in.type().shape().isStatic())
                     throw new CompilationException("user op '" + u.name() + "': input " + i + " (" + n.input(i).describe()
                             + ") must be in symmetric memory, which needs a static shape");
-                operands.add(realize(in, group, out, u.name() + " input " + i, null, null));
+                operands.add(paths.realize(in, group, out, u.name() + " input " + i, null, null, null));
             } else {
                 operands.add(contiguous(new BufferValue(in), "user op '" + u.name() + "'"));
             }
@@ -959,24 +742,6 @@ public final class Lowering {
             register(extra);
         }
         return call;
-    }
-
-    /** A node made inside a symmetric region: its result goes to that group's pool where possible. */
-    private void placeInRegion(Node n, Buffer b) {
-        String group = n.symmetricGroup();
-        String why = null;
-        if (b instanceof ViewBuffer) why = "it is a view";
-        else if (b instanceof InputBuffer || b instanceof ConstantBuffer) why = "it is not computed by the graph";
-        else if (b instanceof ConcatBuffer) why = "it is a concatenation, which its parts write in regular memory";
-        else if (!b.type().shape().isStatic()) why = "its shape " + b.type().shape() + " is symbolic";
-        else if (b.layout() instanceof Layout.CommBuffer cb && !cb.group().equals(group)) why = "it is already in group '" + cb.group() + "'";
-        else if (b instanceof ComputedBuffer && !b.layout().isFlexible() && !(b.layout() instanceof Layout.CommBuffer)) why = "its layout is fixed";
-        if (why != null) {
-            decisions.add(b.name() + ": symmetric region \"" + group + "\" cannot place it in symmetric memory: " + why);
-            return;
-        }
-        if (!(b.layout() instanceof Layout.CommBuffer)) b.setLayout(Layout.CommBuffer.of(b.layout(), CommBufferType.SYMM_MEM, group));
-        realizations.add(new Realization(b.name(), "symmetric region \"" + group + "\"", null, null, b.name(), Realization.Path.ZERO_COPY, b.name(), List.of()));
     }
 
     /** Outputs never live in a communication pool (it is released before the call returns): copy them out. */
