@@ -20,6 +20,9 @@ import java.util.Map;
 import java.util.Random;
 
 import static dev.gatun.ir.DType.F64;
+import static dev.gatun.runtime.host.RandomPointwiseGraphs.check;
+import static dev.gatun.runtime.host.RandomPointwiseGraphs.dims;
+import static dev.gatun.runtime.host.RandomPointwiseGraphs.pointwise;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.data.Offset.offset;
 
@@ -128,39 +131,6 @@ class ReshapeThroughPointwiseTest {
                 return g.input(name, F64, dims(swapped)).transpose(r - 2, r - 1);
             }
             default: return src.cos().reshape(dims(target));
-        }
-    }
-
-    private static Object[] dims(long[] shape) {
-        var out = new Object[shape.length];
-        for (int i = 0; i < shape.length; i++) out[i] = shape[i];
-        return out;
-    }
-
-    private static Tensor pointwise(Tensor y, Object o, Random rnd) {
-        if (o instanceof Double s) return rnd.nextBoolean() ? y.mul(s) : y.add(s);
-        Tensor t = (Tensor) o;
-        return switch (rnd.nextInt(3)) {
-            case 0 -> y.add(t);
-            case 1 -> y.mul(t).sin();
-            default -> t.sub(y).tanh();
-        };
-    }
-
-    private static void check(Graph g, long seed) {
-        var rnd = new Random(seed * 31 + 7);
-        var in = new HashMap<String, NDArray>();
-        g.inputs().forEach((name, node) -> {
-            long[] shape = node.type().shape().dims().stream().mapToLong(d -> d.size()).toArray();
-            double[] v = new double[(int) numel(shape)];
-            for (int i = 0; i < v.length; i++) v[i] = rnd.nextDouble() * 2 - 1;
-            in.put(name, NDArray.of(v, shape));
-        });
-        var want = ReferenceInterpreter.evaluate(g, List.of(in)).getFirst();
-        try (var s = Session.compile(g, CompileOptions.world(1).backend("host"))) {
-            var got = s.runToHost(in);
-            for (var e : want.entrySet())
-                assertThat(e.getValue().mismatch(got.get(e.getKey()), 1e-12, 1e-12)).as("output %s of\n%s\n%s", e.getKey(), g, s.plan()).isNull();
         }
     }
 }
