@@ -21,15 +21,15 @@ public sealed interface Optimizer {
      */
     record AdamW(double lr, double beta1, double beta2, double eps, double weightDecay, double maxGradNorm, String gradGroup) implements Optimizer {
         public AdamW {
-            Checks.positive("AdamW", "lr", lr, true);
+            OptimizerChecks.positive("AdamW", "lr", lr, true);
             if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
                 throw new GraphException("AdamW: betas (" + beta1 + ", " + beta2 + ") must each be in [0, 1)");
-            Checks.positive("AdamW", "eps", eps, true);
-            Checks.positive("AdamW", "weightDecay", weightDecay, true);
-            Checks.positive("AdamW", "maxGradNorm", maxGradNorm, true);
+            OptimizerChecks.positive("AdamW", "eps", eps, true);
+            OptimizerChecks.positive("AdamW", "weightDecay", weightDecay, true);
+            OptimizerChecks.positive("AdamW", "maxGradNorm", maxGradNorm, true);
         }
-        @Override public AdamW clipGradNorm(double maxNorm) { return new AdamW(lr, beta1, beta2, eps, weightDecay, Checks.clip(maxNorm), gradGroup); }
-        @Override public AdamW averageGradients(String group) { return new AdamW(lr, beta1, beta2, eps, weightDecay, maxGradNorm, Checks.group(group)); }
+        @Override public AdamW clipGradNorm(double maxNorm) { return new AdamW(lr, beta1, beta2, eps, weightDecay, OptimizerChecks.clip(maxNorm), gradGroup); }
+        @Override public AdamW averageGradients(String group) { return new AdamW(lr, beta1, beta2, eps, weightDecay, maxGradNorm, OptimizerChecks.group(group)); }
     }
 
     /**
@@ -38,16 +38,16 @@ public sealed interface Optimizer {
      */
     record Sgd(double lr, double momentum, double dampening, double weightDecay, boolean nesterov, double maxGradNorm, String gradGroup) implements Optimizer {
         public Sgd {
-            Checks.positive("SGD", "lr", lr, true);
-            Checks.positive("SGD", "momentum", momentum, true);
-            Checks.positive("SGD", "dampening", dampening, true);
-            Checks.positive("SGD", "weightDecay", weightDecay, true);
-            Checks.positive("SGD", "maxGradNorm", maxGradNorm, true);
+            OptimizerChecks.positive("SGD", "lr", lr, true);
+            OptimizerChecks.positive("SGD", "momentum", momentum, true);
+            OptimizerChecks.positive("SGD", "dampening", dampening, true);
+            OptimizerChecks.positive("SGD", "weightDecay", weightDecay, true);
+            OptimizerChecks.positive("SGD", "maxGradNorm", maxGradNorm, true);
             if (nesterov && (momentum <= 0 || dampening != 0))
                 throw new GraphException("SGD: Nesterov momentum requires a momentum above 0 and zero dampening (momentum " + momentum + ", dampening " + dampening + ")");
         }
-        @Override public Sgd clipGradNorm(double maxNorm) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, Checks.clip(maxNorm), gradGroup); }
-        @Override public Sgd averageGradients(String group) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, maxGradNorm, Checks.group(group)); }
+        @Override public Sgd clipGradNorm(double maxNorm) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, OptimizerChecks.clip(maxNorm), gradGroup); }
+        @Override public Sgd averageGradients(String group) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, maxGradNorm, OptimizerChecks.group(group)); }
     }
 
     /** This optimizer with the gradients clipped to a global 2-norm of at most {@code maxNorm} before the update. */
@@ -62,22 +62,4 @@ public sealed interface Optimizer {
      * values, the moments and the step count are states: they are kept from call to call.
      */
     default TrainStep step(Tensor loss, Parameters params) { return OptimizerStep.add(this, loss, params); }
-
-    /** Argument checks shared by the records. */
-    final class Checks {
-        private Checks() {}
-        static void positive(String opt, String what, double v, boolean zeroOk) {
-            if (!Double.isFinite(v) || v < 0 || (!zeroOk && v == 0))
-                throw new GraphException(opt + ": " + what + " is " + v + "; it must be a finite number of at least 0");
-        }
-        static double clip(double maxNorm) {
-            if (!Double.isFinite(maxNorm) || maxNorm <= 0)
-                throw new GraphException("clipGradNorm: the maximum norm is " + maxNorm + "; it must be a finite number above 0");
-            return maxNorm;
-        }
-        static String group(String group) {
-            if (group == null || group.isBlank()) throw new GraphException("averageGradients: give the name of the data-parallel group ('world' for every rank)");
-            return group;
-        }
-    }
 }
