@@ -21,7 +21,10 @@ import java.util.Random;
  * next token, its backward pass and an {@link Optimizer} step over every weight, the weights and the optimizer's moments
  * states of the session. Data parallelism over {@code dp} ranks: each rank computes the loss of its own sequences and
  * the gradients are averaged over the world ({@code all_reduce(avg)}) before clipping and update, so every rank's
- * weights stay equal.
+ * weights stay equal. Fully sharded ({@link DataParallel#FULLY_SHARDED}, ZeRO-3 / FSDP2): each rank stores block r of
+ * dimension 0 of every weight and of its moments ({@link Parameters#fullyShardedOver}), all-gathers each weight where
+ * the forward pass first reads it (the layer that uses it), reduce-scatters its gradient with avg and updates its own
+ * block; {@link #shard} cuts the whole weights into a rank's blocks to bind.
  *
  * <p>Why a graph of its own: {@link LlamaDecoder}'s graphs read the weights as inputs, fused ({@code qkv_proj}) and
  * sharded for tensor-parallel inference; a training step needs them as {@link Parameters}. What it reuses:
@@ -36,16 +39,32 @@ import java.util.Random;
 public final class LlamaTraining {
     private LlamaTraining() {}
 
+    /** How the {@code dp} ranks hold the weights: each all of them, or each its block of dimension 0 (FSDP). */
+    public enum DataParallel { REPLICATED, FULLY_SHARDED }
+
+    /** The group the data-parallel ranks form: every rank of the world. */
+    public static final String DP_GROUP = "world";
+
     /**
      * The step for {@code batch} sequences of {@code tokens} tokens on each of {@code dp} ranks, weights kept in
-     * {@code master} and computed in {@code compute} (bf16 over f32 for mixed precision; the loss in {@code master}).
+     * {@code master} and computed in {@code compute} (bf16 over f32 for mixed precision; the loss in {@code master}),
+     * each rank holding all weights (plain data parallelism).
      */
     public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, DType master, DType compute, Optimizer opt, boolean outputStates) {
+        return graph(c, batch, tokens, dp, DataParallel.REPLICATED, master, compute, opt, outputStates);
+    }
+
+    /**
+     * The step as {@link #graph(LlamaConfig, int, int, int, DType, DType, Optimizer, boolean)}, the weights held as
+     * {@code mode} says. Fully sharded, every weight's dimension 0 must divide by {@code dp} (refused by name otherwise).
+     */
+    public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, DataParallel mode, DType master, DType compute, Optimizer opt, boolean outputStates) {
         refuseUnsupported(c);
         if (batch < 1 || tokens < 1 || dp < 1)
             throw new GraphException("LlamaTraining: batch " + batch + ", tokens " + tokens + " and dp " + dp + " must each be at least 1");
+        if (mode == null) throw new GraphException("LlamaTraining: the data-parallel mode is null; give REPLICATED or FULLY_SHARDED");
         GraphBuilder g = Gatun.graph("llama_train").world(dp);
-        var params = Parameters.of(g);
+        var params = mode == DataParallel.FULLY_SHARDED ? Parameters.of(g).fullyShardedOver(DP_GROUP) : Parameters.of(g);
         int h = c.hiddenSize(), d = c.headDim(), rd = c.rotaryDim(), nh = c.heads(), kv = c.kvHeads(), b = batch, t = tokens;
         Tensor ids = g.input("tokens", DType.I32, b * t), targets = g.input("targets", DType.I64, b * t);
         Tensor cos = g.input("cos", compute, t, rd).reshape(1, t, 1, rd), sin = g.input("sin", compute, t, rd).reshape(1, t, 1, rd);
@@ -67,7 +86,7 @@ public final class LlamaTraining {
         Tensor hn = LlamaPrefill.rmsNorm(x, params.parameter("model.norm.weight", master, compute, h), c.rmsNormEps());
         Tensor head = c.tieWordEmbeddings() ? embed : params.parameter("lm_head.weight", master, compute, c.vocabSize(), h);
         Tensor loss = linear(hn, head).cast(master).crossEntropy(targets);
-        TrainStep step = (dp > 1 ? opt.averageGradients("world") : opt).step(loss, params);
+        TrainStep step = (dp > 1 ? opt.averageGradients(DP_GROUP) : opt).step(loss, params);
         g.output("loss", loss);
         if (outputStates) step.states().forEach(g::output);
         return g.build();
@@ -81,6 +100,31 @@ public final class LlamaTraining {
                 : c.fused() ? "fused projections" : null;
         if (why != null)
             throw new GraphException("LlamaTraining: the configuration has " + why + ", which the training graph does not build yet; train the plain Llama architecture");
+    }
+
+    /**
+     * Rank {@code rank}'s states of {@code graph} from the whole weights by name: a weight the graph stores whole is
+     * passed as it is, one it stores sharded over {@code group} (FSDP) is cut to the rank's block of dimension 0 (the
+     * block of its index in the group).
+     */
+    public static Map<String, NDArray> shard(Graph graph, Map<String, NDArray> whole, String group, int rank) {
+        Integer world = graph.worldSize();
+        var pg = group.equals(dev.gatun.ir.graph.ProcessGroup.WORLD_NAME) ? dev.gatun.ir.graph.ProcessGroup.WORLD : graph.groups().get(group);
+        if (world == null || pg == null || rank < 0 || rank >= world)
+            throw new GraphException("LlamaTraining.shard: rank " + rank + " of group '" + group + "' is not in the graph's world of " + world + " ranks");
+        var members = pg.members(world, rank);
+        int index = members.indexOf(rank), n = members.size();
+        var out = new LinkedHashMap<String, NDArray>();
+        for (var e : whole.entrySet()) {
+            var in = graph.inputs().get(e.getKey());
+            if (in == null) throw new GraphException("LlamaTraining.shard: '" + e.getKey() + "' is not a state of graph " + graph.name());
+            long rows = in.type().shape().dim(0).size(), all = e.getValue().shape()[0];
+            if (rows == all) out.put(e.getKey(), e.getValue());
+            else if (rows * n == all) out.put(e.getKey(), e.getValue().slice(0, index * rows, (index + 1) * rows));
+            else throw new GraphException("LlamaTraining.shard: '" + e.getKey() + "' has " + all + " rows, the graph's state " + rows
+                    + ", which is neither all of it nor 1/" + n + " of it (group '" + group + "')");
+        }
+        return out;
     }
 
     /** The rotary tables {@code cos} and {@code sin} of positions 0 to {@code tokens - 1}, in {@code dtype}. */
