@@ -70,13 +70,14 @@ final class OptimizerStep {
     }
 
     /**
-     * A gradient as the update uses it: a replicated parameter's {@code all_reduce(avg)}-ed over the data-parallel
+     * A gradient as the update uses it, a tied parameter's first summed over its copies ({@code all_reduce(sum)}); a replicated parameter's {@code all_reduce(avg)}-ed over the data-parallel
      * {@code group} (as it is without one); an FSDP parameter's (of the whole, gathered tensor) {@code reduce_scatter}-ed
      * over its group to this rank's shard, with avg where that is the data-parallel group (PyTorch FSDP's averaged
      * gradient) and sum without one (the gradient of the ranks' losses' sum, as all_gather's rule gives), then cast to
      * the master dtype.
      */
     private static Tensor reduce(Parameters.Parameter p, Tensor grad, String group) {
+        if (p.tiedGroup() != null) grad = grad.allReduce(ReduceOp.SUM, p.tiedGroup());
         if (p.fsdpGroup() == null) return group == null ? grad : grad.allReduce(ReduceOp.AVG, group);
         if (group != null && !group.equals(p.fsdpGroup()))
             throw new GraphException("Optimizer.step: parameter '" + p.name() + "' is fully sharded over '" + p.fsdpGroup() + "' but the gradients are averaged over '"

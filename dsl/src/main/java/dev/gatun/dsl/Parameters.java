@@ -24,6 +24,7 @@ import java.util.List;
  * Tensor e = params.parameter("emb", DType.F32, DType.BF16, 16, 4); // f32 master, bf16 compute
  * Tensor o = params.shardedOver("tp").parameter("o", DType.F32, 2, 4); // each rank holds its own part of o
  * Tensor f = params.fullyShardedOver("dp").parameter("f", DType.F32, 8, 4); // FSDP: each rank stores [8 / |dp|, 4]
+ * Tensor n = params.tiedOver("tp").parameter("n", DType.F32, 4);  // one weight copied on the tp ranks (a norm under TP)
  * }</pre>
  *
  * <p>Fully sharded data parallelism ({@link #fullyShardedOver}, ZeRO-3 / PyTorch's FSDP2): the state holds only this
@@ -39,9 +40,10 @@ public final class Parameters {
      * the master's copy read this step ({@code snapshot}'s output 1), what the forward pass reads (the copy, cast for mixed
      * precision), the group its value is sharded over by the model itself (tensor parallelism; null: none), and the
      * group it is fully sharded over (FSDP; null: none): then {@code master} is this rank's block of dimension 0 and
-     * {@code compute} the whole parameter, gathered over that group.
+     * {@code compute} the whole parameter, gathered over that group; and the group whose ranks hold copies of one
+     * parameter that feed different parts of the computation (null: none), whose gradients are summed over it.
      */
-    public record Parameter(String name, Tensor version, Tensor master, Tensor compute, String shardGroup, String fsdpGroup) {
+    public record Parameter(String name, Tensor version, Tensor master, Tensor compute, String shardGroup, String fsdpGroup, String tiedGroup) {
         /** The groups over which the ranks hold different parts of this parameter (to sum its squares over, for clipping). */
         public List<String> partGroups() {
             var out = new ArrayList<String>(2);
@@ -55,18 +57,20 @@ public final class Parameters {
     private final List<Parameter> list;
     private final String shardGroup;
     private final String fsdpGroup;
+    private final String tiedGroup;
 
-    private Parameters(GraphBuilder g, List<Parameter> list, String shardGroup, String fsdpGroup) {
+    private Parameters(GraphBuilder g, List<Parameter> list, String shardGroup, String fsdpGroup, String tiedGroup) {
         this.g = g;
         this.list = list;
         this.shardGroup = shardGroup;
         this.fsdpGroup = fsdpGroup;
+        this.tiedGroup = tiedGroup;
     }
 
     /** An empty set of parameters of graph {@code g}. */
     public static Parameters of(GraphBuilder g) {
         if (g == null) throw new GraphException("Parameters.of: the graph builder is null");
-        return new Parameters(g, new ArrayList<>(), null, null);
+        return new Parameters(g, new ArrayList<>(), null, null, null);
     }
 
     /**
@@ -75,7 +79,23 @@ public final class Parameters {
      */
     public Parameters shardedOver(String group) {
         if (group == null || group.isBlank()) throw new GraphException("Parameters.shardedOver: give the name of the group the parameters are sharded over");
-        return new Parameters(g, list, group, fsdpGroup);
+        if (group.equals(tiedGroup)) throw new GraphException("Parameters.shardedOver: the parameters are tied over '" + group + "' (tiedOver); a parameter is either sharded or copied over a group");
+        return new Parameters(g, list, group, fsdpGroup, tiedGroup);
+    }
+
+    /**
+     * The same set, where each parameter made through the result is one weight the ranks of {@code group} each hold a
+     * copy of, and whose copies feed different parts of the computation: tensor parallelism's replicated weights (the
+     * norms and embeddings beside heads sharded over "tp"). Its gradient is the sum of the copies' gradients
+     * ({@code all_reduce(sum)} over the group), the gradient of the one tied weight, so the copies stay equal. Under
+     * the graph's gradient (of the sum of every rank's loss), differentiate each tp group's loss once: pass
+     * {@code loss / |group|} to the step where every rank of the group computes the same loss.
+     */
+    public Parameters tiedOver(String group) {
+        if (group == null || group.isBlank()) throw new GraphException("Parameters.tiedOver: give the name of the group whose ranks hold copies of the parameters");
+        if (group.equals(shardGroup) || group.equals(fsdpGroup))
+            throw new GraphException("Parameters.tiedOver: the parameters are already sharded over '" + group + "'; a parameter is either sharded or copied over a group");
+        return new Parameters(g, list, null, fsdpGroup, group);
     }
 
     /**
@@ -88,8 +108,9 @@ public final class Parameters {
     public Parameters fullyShardedOver(String group) {
         if (group == null || group.isBlank()) throw new GraphException("Parameters.fullyShardedOver: give the name of the data-parallel group to shard the parameters over");
         if (group.equals(shardGroup)) throw new GraphException("Parameters.fullyShardedOver: '" + group + "' is already the group the parameters are sharded over (shardedOver); FSDP shards over the data-parallel group");
+        if (group.equals(tiedGroup)) throw new GraphException("Parameters.fullyShardedOver: the parameters are tied over '" + group + "' (tiedOver); FSDP shards over the data-parallel group");
         groupSize("Parameters.fullyShardedOver", group);
-        return new Parameters(g, list, shardGroup, group);
+        return new Parameters(g, list, shardGroup, group, tiedGroup);
     }
 
     private int groupSize(String call, String group) {
@@ -123,7 +144,7 @@ public final class Parameters {
         Tensor master0 = snap.get(1);
         Tensor read = compute == master ? master0 : master0.cast(compute);
         if (fsdpGroup != null) read = read.allGather(fsdpGroup);
-        list.add(new Parameter(name, snap.get(0), master0, read, shardGroup, fsdpGroup));
+        list.add(new Parameter(name, snap.get(0), master0, read, shardGroup, fsdpGroup, tiedGroup));
         return read;
     }
 

@@ -33,31 +33,37 @@ class LlamaFsdpTest {
     static final LlamaConfig TINY = LlamaTrainingTest.TINY;
     static final int SEQUENCES = LlamaTrainingTest.SEQUENCES, TOKENS = LlamaTrainingTest.TOKENS, STEPS = LlamaTrainingTest.STEPS;
 
-    static Graph graph(int dp, DataParallel mode) {
-        return LlamaTraining.graph(TINY, SEQUENCES / dp, TOKENS, dp, mode, DType.F64, DType.F64, Optimizers.adamW(1e-2).clipGradNorm(1.0), true);
+    static Graph graph(int dp, DataParallel mode) { return graph(dp, 1, mode); }
+
+    static Graph graph(int dp, int tp, DataParallel mode) {
+        return LlamaTraining.graph(TINY, SEQUENCES / dp, TOKENS, dp, tp, mode, DType.F64, DType.F64, Optimizers.adamW(1e-2).clipGradNorm(1.0), true);
     }
 
     /** The world's mean loss of each step and each rank's states after the last step. */
     record Run(double[] losses, List<Map<String, NDArray>> finalStates) {}
 
-    static Run train(int dp, DataParallel mode) {
-        Graph g = graph(dp, mode);
+    static Run train(int dp, DataParallel mode) { return train(dp, 1, mode); }
+
+    /** {@code dp} x {@code tp} ranks; rank r is data-parallel rank r / tp and takes that rank's sequences. */
+    static Run train(int dp, int tp, DataParallel mode) {
+        Graph g = graph(dp, tp, mode);
+        int world = dp * tp;
         var whole = LlamaTraining.initialWeights(graph(1, DataParallel.REPLICATED), 7, 0.02, DType.F64);
         var tables = LlamaTraining.tables(TINY, TOKENS, DType.F64);
         var batch = LlamaTraining.batch(TINY, SEQUENCES, TOKENS, dp, 11);
         double[] losses = new double[STEPS];
         List<Map<String, NDArray>> out = List.of();
-        try (var s = Session.compile(g, CompileOptions.world(dp).backend("host"))) {
+        try (var s = Session.compile(g, CompileOptions.world(world).backend("host"))) {
             var perRank = new ArrayList<Map<String, NDArray>>();
-            for (int r = 0; r < dp; r++) {
-                s.bind(r, LlamaTraining.shard(g, whole, LlamaTraining.DP_GROUP, r));
-                var in = new HashMap<>(batch.get(r));
+            for (int r = 0; r < world; r++) {
+                s.bind(r, LlamaTraining.rankWeights(TINY, g, whole, tp, r));
+                var in = new HashMap<>(batch.get(r / tp));
                 in.putAll(tables);
                 perRank.add(in);
             }
             for (int step = 0; step < STEPS; step++) {
                 out = s.runToHost(perRank);
-                for (var rank : out) losses[step] += rank.get("loss").get(0) / dp;
+                for (var rank : out) losses[step] += rank.get("loss").get(0) / world;
             }
         }
         return new Run(losses, out);
@@ -85,6 +91,63 @@ class LlamaFsdpTest {
                     assertThat(Math.abs(got[i] - want[i])).as("%s[%d] at world %d", e.getKey(), i, dp).isLessThanOrEqualTo(1e-11 * Math.max(1e-3, Math.abs(want[i])));
             }
         }
+    }
+
+    /**
+     * TP x DP and TP x FSDP on a 2 x 2 mesh: each rank holds its heads' part of every projection (tensor parallel over
+     * "tp"), and of that, and of every tied weight, all or (FSDP) its half along "dp"; the losses are world 1's, and
+     * each rank's final states (weights and moments) are its cut of world 1's final states.
+     */
+    @Test
+    void tensorParallelTimesDataParallelTrainsAsOneRank() {
+        Run one = train(1, DataParallel.REPLICATED);
+        var wholeFinal = new HashMap<>(one.finalStates().getFirst());
+        wholeFinal.remove("loss");
+        for (DataParallel mode : DataParallel.values()) {
+            Graph g = graph(2, 2, mode);
+            Run mesh = train(2, 2, mode);
+            for (int i = 0; i < STEPS; i++)
+                assertThat(Math.abs(mesh.losses()[i] - one.losses()[i])).as("step %d: 2x2 %s %s vs world 1 %s", i, mode, mesh.losses()[i], one.losses()[i])
+                        .isLessThanOrEqualTo(1e-11 * Math.abs(one.losses()[i]));
+            assertThat(g.inputs().get("model.layers.0.self_attn.o_proj.weight").type().shape().sizes()).as("o_proj [16, 16]: half the columns (tp), of those all or half the rows (dp)")
+                    .containsExactly(mode == DataParallel.FULLY_SHARDED ? 8L : 16L, 8L);
+            for (int r = 0; r < 4; r++) {
+                var want = LlamaTraining.rankWeights(TINY, g, wholeFinal, 2, r);
+                for (var e : want.entrySet()) {
+                    double[] w = e.getValue().toDoubleArray(), got = mesh.finalStates().get(r).get(e.getKey()).toDoubleArray();
+                    assertThat(got.length).isEqualTo(w.length);
+                    for (int i = 0; i < w.length; i++)
+                        assertThat(Math.abs(got[i] - w[i])).as("%s rank %d: %s[%d]", mode, r, e.getKey(), i).isLessThanOrEqualTo(1e-11 * Math.max(1e-3, Math.abs(w[i])));
+                }
+            }
+        }
+    }
+
+    @Test
+    void mixedPrecisionGathersBf16CopiesOfF32Shards() {
+        Graph g = LlamaTraining.graph(TINY, 1, TOKENS, 2, 1, DataParallel.FULLY_SHARDED, DType.F32, DType.BF16, Optimizers.adamW(1e-2), false);
+        assertThat(g.inputs().get("model.norm.weight").type().dtype()).isEqualTo(DType.F32);
+        assertThat(g.inputs().get("model.norm.weight").type().shape().sizes()).containsExactly(8L);
+        var whole = LlamaTraining.initialWeights(graph(1, DataParallel.REPLICATED), 5, 0.02, DType.F32);
+        var batch = LlamaTraining.batch(TINY, 2, TOKENS, 2, 3);
+        try (var s = Session.compile(g, CompileOptions.world(2).backend("host"))) {
+            var perRank = new ArrayList<Map<String, NDArray>>();
+            for (int r = 0; r < 2; r++) {
+                s.bind(r, LlamaTraining.rankWeights(TINY, g, whole, 1, r));
+                var in = new HashMap<>(batch.get(r));
+                in.putAll(LlamaTraining.tables(TINY, TOKENS, DType.BF16));
+                perRank.add(in);
+            }
+            double first = s.runToHost(perRank).getFirst().get("loss").get(0), last = first;
+            for (int i = 0; i < 30; i++) last = s.runToHost(perRank).getFirst().get("loss").get(0);
+            assertThat(last).isLessThan(first * 0.7);
+        }
+    }
+
+    @Test
+    void aTensorParallelDegreeThatSplitsAHeadIsRefused() {
+        assertThatThrownBy(() -> graph(1, 3, DataParallel.FULLY_SHARDED)).isInstanceOf(GraphException.class)
+                .hasMessageContaining("tensor-parallel degree of 3").hasMessageContaining("num_attention_heads (4)");
     }
 
     @Test

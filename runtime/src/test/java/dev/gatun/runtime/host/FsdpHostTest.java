@@ -87,6 +87,10 @@ class FsdpHostTest {
                 .isInstanceOf(GraphException.class).hasMessageContaining("fullyShardedOver").hasMessageContaining("world size is not declared");
         assertThatThrownBy(() -> Parameters.of(Gatun.graph("same").mesh("dp", 2, "tp", 2)).shardedOver("tp").fullyShardedOver("tp"))
                 .isInstanceOf(GraphException.class).hasMessageContaining("'tp' is already the group");
+        assertThatThrownBy(() -> Parameters.of(Gatun.graph("tied").mesh("dp", 2, "tp", 2)).tiedOver("tp").shardedOver("tp"))
+                .isInstanceOf(GraphException.class).hasMessageContaining("shardedOver").hasMessageContaining("tied over 'tp'");
+        assertThatThrownBy(() -> Parameters.of(Gatun.graph("tied2").mesh("dp", 2, "tp", 2)).fullyShardedOver("dp").tiedOver("dp"))
+                .isInstanceOf(GraphException.class).hasMessageContaining("tiedOver").hasMessageContaining("already sharded over 'dp'");
         var g = Gatun.graph("odd").world(2);
         assertThatThrownBy(() -> Parameters.of(g).fullyShardedOver("world").parameter("w", DType.F32, 3, 2))
                 .isInstanceOf(GraphException.class).hasMessageContaining("parameter 'w'").hasMessageContaining("(3) does not divide by the 2 ranks");
