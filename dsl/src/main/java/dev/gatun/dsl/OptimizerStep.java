@@ -70,8 +70,8 @@ final class OptimizerStep {
     }
 
     /**
-     * A gradient as the update uses it, a tied parameter's first summed over its copies ({@code all_reduce(sum)}); a replicated parameter's {@code all_reduce(avg)}-ed over the data-parallel
-     * {@code group} (as it is without one); an FSDP parameter's (of the whole, gathered tensor) {@code reduce_scatter}-ed
+     * A gradient as the update uses it, a tied parameter's first summed over its copies ({@code all_reduce(sum)}): a
+     * replicated parameter's {@code all_reduce(avg)}-ed over the data-parallel {@code group} (as it is without one); an FSDP parameter's (of the whole, gathered tensor) {@code reduce_scatter}-ed
      * over its group to this rank's shard, with avg where that is the data-parallel group (PyTorch FSDP's averaged
      * gradient) and sum without one (the gradient of the ranks' losses' sum, as all_gather's rule gives), then cast to
      * the master dtype.
@@ -87,7 +87,8 @@ final class OptimizerStep {
 
     /**
      * {@code clip_grad_norm_}: the 2-norm of all gradients together (the squares of a parameter whose ranks hold
-     * different parts, tensor-parallel or FSDP, summed over those groups too), each gradient scaled by {@code min(max / (norm + 1e-6), 1)}; returns the norm.
+     * different parts, tensor-parallel or FSDP, summed over those groups too), each gradient scaled by
+     * {@code min(max / (norm + 1e-6), 1)}; returns the norm.
      */
     private Tensor clip(Tensor[] grads, List<Parameters.Parameter> ps, double maxNorm, DType dt) {
         var perGroups = new LinkedHashMap<List<String>, Tensor>();
