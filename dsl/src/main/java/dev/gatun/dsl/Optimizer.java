@@ -11,7 +11,9 @@ import dev.gatun.ir.GraphException;
  *
  * <p>Options shared by both: {@code maxGradNorm} (0: no clipping) and {@code gradGroup} (null: the gradients are used as
  * they are; a group name: each is {@code all_reduce(avg)}-ed over that group first, data parallelism where each rank
- * computes its loss on its own part of the batch).
+ * computes its loss on its own part of the batch). A parameter declared {@link Parameters#fullyShardedOver} (FSDP) is
+ * reduce-scattered over its group instead ({@code reduce_scatter(avg)} where that group is {@code gradGroup}, sum
+ * without one; another group is refused), one {@link Parameters#tiedOver} has its copies' gradients summed first.
  */
 public sealed interface Optimizer {
 

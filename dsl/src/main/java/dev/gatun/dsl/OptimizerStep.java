@@ -45,10 +45,11 @@ final class OptimizerStep {
     }
 
     private TrainStep step(Optimizer opt, Tensor loss, List<Parameters.Parameter> ps) {
-        Tensor[] grads = g.grad(loss, ps.stream().map(Parameters.Parameter::master).toArray(Tensor[]::new));
         String group = switch (opt) { case Optimizer.AdamW a -> a.gradGroup(); case Optimizer.Sgd s -> s.gradGroup(); };
         double maxNorm = switch (opt) { case Optimizer.AdamW a -> a.maxGradNorm(); case Optimizer.Sgd s -> s.maxGradNorm(); };
-        if (group != null) for (int i = 0; i < grads.length; i++) grads[i] = grads[i].allReduce(ReduceOp.AVG, group);
+        // an FSDP parameter's gradient is taken of the gathered tensor the forward pass read, then reduce-scattered
+        Tensor[] grads = g.grad(loss, ps.stream().map(p -> p.fsdpGroup() == null ? p.master() : p.compute()).toArray(Tensor[]::new));
+        for (int i = 0; i < grads.length; i++) grads[i] = reduce(ps.get(i), grads[i], group);
         DType countType = ps.stream().anyMatch(p -> p.master().dtype() == DType.F64) ? DType.F64 : DType.F32;
         Tensor norm = maxNorm > 0 ? clip(grads, ps, maxNorm, countType) : null;
         Rewritten count = rewritten(STEP, g.state(STEP, countType, 1L));
@@ -69,21 +70,36 @@ final class OptimizerStep {
     }
 
     /**
-     * {@code clip_grad_norm_}: the 2-norm of all gradients together (the squares of a group's sharded parameters summed
-     * over that group too), each gradient scaled by {@code min(max / (norm + 1e-6), 1)}; returns the norm.
+     * A gradient as the update uses it, a tied parameter's first summed over its copies ({@code all_reduce(sum)}): a
+     * replicated parameter's {@code all_reduce(avg)}-ed over the data-parallel {@code group} (as it is without one); an FSDP parameter's (of the whole, gathered tensor) {@code reduce_scatter}-ed
+     * over its group to this rank's shard, with avg where that is the data-parallel group (PyTorch FSDP's averaged
+     * gradient) and sum without one (the gradient of the ranks' losses' sum, as all_gather's rule gives), then cast to
+     * the master dtype.
+     */
+    private static Tensor reduce(Parameters.Parameter p, Tensor grad, String group) {
+        if (p.tiedGroup() != null) grad = grad.allReduce(ReduceOp.SUM, p.tiedGroup());
+        if (p.fsdpGroup() == null) return group == null ? grad : grad.allReduce(ReduceOp.AVG, group);
+        if (group != null && !group.equals(p.fsdpGroup()))
+            throw new GraphException("Optimizer.step: parameter '" + p.name() + "' is fully sharded over '" + p.fsdpGroup() + "' but the gradients are averaged over '"
+                    + group + "'; average them over the group the parameters are sharded over (averageGradients(\"" + p.fsdpGroup() + "\"))");
+        return grad.reduceScatter(group == null ? ReduceOp.SUM : ReduceOp.AVG, p.fsdpGroup()).cast(p.master().dtype());
+    }
+
+    /**
+     * {@code clip_grad_norm_}: the 2-norm of all gradients together (the squares of a parameter whose ranks hold
+     * different parts, tensor-parallel or FSDP, summed over those groups too), each gradient scaled by
+     * {@code min(max / (norm + 1e-6), 1)}; returns the norm.
      */
     private Tensor clip(Tensor[] grads, List<Parameters.Parameter> ps, double maxNorm, DType dt) {
-        var perGroup = new LinkedHashMap<String, Tensor>();
-        Tensor local = null;
-        for (int i = 0; i < grads.length; i++) {
-            Tensor sq = grads[i].mul(grads[i]).sum().cast(dt);
-            String shard = ps.get(i).shardGroup();
-            if (shard == null) local = local == null ? sq : local.add(sq);
-            else perGroup.merge(shard, sq, Tensor::add);
-        }
-        Tensor total = local;
-        for (var e : perGroup.entrySet()) {
-            Tensor summed = e.getValue().allReduce(ReduceOp.SUM, e.getKey());
+        var perGroups = new LinkedHashMap<List<String>, Tensor>();
+        perGroups.put(List.of(), null);   // the replicated parameters' squares first, as before sharding
+        for (int i = 0; i < grads.length; i++)
+            perGroups.merge(ps.get(i).partGroups(), grads[i].mul(grads[i]).sum().cast(dt), Tensor::add);
+        Tensor total = null;
+        for (var e : perGroups.entrySet()) {
+            Tensor summed = e.getValue();
+            if (summed == null) continue;
+            for (String group : e.getKey()) summed = summed.allReduce(ReduceOp.SUM, group);
             total = total == null ? summed : total.add(summed);
         }
         Tensor norm = total.sqrt();
