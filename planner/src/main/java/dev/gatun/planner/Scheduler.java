@@ -6,7 +6,6 @@ import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.TreeSet;
 
 /**
@@ -30,7 +29,7 @@ final class Scheduler {
     private final int[] distinctReaders;
     private final int[][] readIds, writeIds;   // per work, its reads and writes as buffer ids, repeats kept
 
-    private Scheduler(List<Work> works, Set<Buffer> outputs, int graphBuffers) {
+    private Scheduler(List<Work> works, ByBuffer.Set outputs, int graphBuffers) {
         this.works = works;
         int n = works.size();
         int[] ids = new int[graphBuffers];   // by Buffer.id(): the buffer's id here plus one, 0 until it has one
@@ -99,7 +98,7 @@ final class Scheduler {
     }
 
     /** {@code graphBuffers}: how many buffers the lowered graph of the works has (their {@link Buffer#id()}s are below it). */
-    static Choice choose(List<Work> works, Set<Buffer> outputs, boolean reorder, int graphBuffers) {
+    static Choice choose(List<Work> works, ByBuffer.Set outputs, boolean reorder, int graphBuffers) {
         var s = new Scheduler(works, outputs, graphBuffers);
         int[] plain = new int[works.size()];
         for (int i = 0; i < plain.length; i++) plain[i] = i;
