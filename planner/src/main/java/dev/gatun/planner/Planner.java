@@ -82,7 +82,7 @@ public final class Planner {
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         steps = ProductKernels.choose(steps);
-        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.all().stream().anyMatch(PlanBuffer::isDynamic)), pools.history.slots(steps, live, table),
+        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.anyDynamic()), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
 
