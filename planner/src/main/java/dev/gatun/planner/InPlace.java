@@ -56,13 +56,14 @@ final class InPlace {
             if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
             for (int w = 0; w < k.writes().size(); w++) {
                 Buffer out = k.writes().get(w);
-                if (!candidate(out) || viewed.contains(out)) continue;   // a graph output may take a dead input's slot
                 if (w >= k.kernel().stores().size()) continue;   // a fold (Kernel.Fold): one value, never in place
-                if (!k.kernel().stores().get(w).isRowMajor() || k.kernel().stores().get(w).perRow()) continue;
+                var store = k.kernel().stores().get(w);
+                // the tests by buffer id first: the others follow each buffer's layout and type
+                if (!store.isRowMajor() || store.perRow() || viewed.contains(out) || !candidate(out)) continue;   // a graph output may take a dead input's slot
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);
-                    if (taken.contains(in) || outputs.contains(in) || !candidate(in) || viewed.contains(in) || !live.isWritten(in)
-                            || !live.lastReadAt(in, i) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)
+                    if (!live.lastReadAt(in, i) || taken.contains(in) || outputs.contains(in) || viewed.contains(in) || !live.isWritten(in)
+                            || !candidate(in) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)
                             || readsAPartOf(k, in)) continue;
                     pairs.put(out, in);
                     taken.add(in);
