@@ -3,6 +3,7 @@ package dev.gatun.lowering;
 import dev.gatun.ir.graph.Graph;
 
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,8 +16,11 @@ public final class LoweredGraph {
     private final Graph graph;
     private final LoweringOptions options;
     private final List<Buffer> buffers;
-    /** Buffers by name: backends look buffers up per step and element, so a scan made large graphs quadratic. */
-    private final Map<String, Buffer> byName;
+    /**
+     * Buffers by name: backends look buffers up per step and element, so a scan made large graphs quadratic. Made on
+     * the first lookup: planning never asks, and a 100k-buffer map was 2 % of a large compile.
+     */
+    private volatile Map<String, Buffer> byName;
     private final Map<String, InputBuffer> inputs;
     private final Map<String, Buffer> outputs;
     private final List<Realization> realizations;
@@ -27,12 +31,7 @@ public final class LoweredGraph {
         this.graph = graph;
         this.options = options;
         this.buffers = List.copyOf(buffers);
-        this.byName = new java.util.HashMap<>(this.buffers.size() * 2);
-        for (int i = 0; i < this.buffers.size(); i++) {
-            Buffer b = this.buffers.get(i);
-            b.setId(i);
-            byName.put(b.name(), b);
-        }
+        for (int i = 0; i < this.buffers.size(); i++) this.buffers.get(i).setId(i);
         this.inputs = Collections.unmodifiableMap(new LinkedHashMap<>(inputs));
         this.outputs = Collections.unmodifiableMap(new LinkedHashMap<>(outputs));
         this.realizations = List.copyOf(realizations);
@@ -51,9 +50,19 @@ public final class LoweredGraph {
     public List<String> decisions() { return decisions; }
 
     public Buffer buffer(String name) {
-        Buffer b = byName.get(name);
+        Buffer b = byName().get(name);
         if (b != null) return b;
         throw new dev.gatun.ir.CompilationException("no buffer named '" + name + "' in lowered graph '" + graph.name() + "'");
+    }
+
+    private Map<String, Buffer> byName() {
+        var m = byName;
+        if (m == null) {   // two threads asking first each make the same map: harmless
+            m = HashMap.newHashMap(buffers.size());
+            for (Buffer b : buffers) m.put(b.name(), b);
+            byName = m;
+        }
+        return m;
     }
 
     /** The realization recorded for a consumer buffer (e.g. a collective's output), or null. */

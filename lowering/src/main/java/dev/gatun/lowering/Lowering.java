@@ -42,7 +42,7 @@ public final class Lowering {
     private final Map<Buffer, String> fixedBecause = new IdentityHashMap<>();
     private final List<Realization> realizations = new ArrayList<>();
     private final List<String> decisions = new ArrayList<>();
-    private final Set<String> names;
+    private final Set<String> inputNames = new HashSet<>();
     /** The first buffer (a loop, a view, a call, a copy) that read each buffer read so far, by name; by {@link Buffer#id()}. */
     private final List<String> firstReader = new ArrayList<>();
     private int counter;
@@ -74,7 +74,6 @@ public final class Lowering {
         this.graph = graph;
         this.options = options;
         this.values = new Value[graph.nodes().size()];
-        this.names = HashSet.newHashSet(graph.nodes().size() + 16);   // about a name a node: no rehashing as it grows
         this.paths = new SymmetricPaths(graph, options, realizations, decisions, fixedBecause, (in, layout) ->
                 register(new ComputedBuffer(next(), "copy", layout, load(new BufferValue(in), in.type().shape()), null, List.of(), -1)));
     }
@@ -778,15 +777,12 @@ public final class Lowering {
         }
     }
 
-    private String next() {
-        String n;
-        do n = "buf" + counter++; while (!names.add(n));
-        return n;
-    }
+    /** A new buffer's name: unique without a lookup, since {@link #inputName} never makes one of the form {@code bufN}. */
+    private String next() { return "buf" + counter++; }
 
     private String inputName(String name) {
         String n = name.matches("[A-Za-z_][A-Za-z0-9_]*") && !name.matches("buf[0-9]+") ? name : "in_" + name.replaceAll("[^A-Za-z0-9_]", "_");
-        while (!names.add(n)) n = n + "_";
+        while (!inputNames.add(n)) n = n + "_";
         return n;
     }
 }

@@ -22,11 +22,13 @@ import java.util.List;
 final class BufferTable {
     private final List<PlanBuffer> all;
     private final List<Buffer> lowered;
+    private final boolean anyDynamic;
 
     private BufferTable(LoweredGraph graph) {
         this.lowered = graph.buffers();
         int n = lowered.size();
         var made = new PlanBuffer[n];   // by Buffer.id(), which is the buffer's position in the lowered graph
+        boolean dynamic = false;
         // storages first: a view or a part of a concatenation refers to its storage, which may come later (a
         // concatenation comes after the parts that write into it)
         for (int pass = 0; pass < 2; pass++) {
@@ -49,9 +51,11 @@ final class BufferTable {
                 made[i] = new PlanBuffer(i, b.name(), b.type(), kind, base, at == null ? SymInt.ZERO : at.offset, l == null ? null : l.strides(),
                         group, input, b.slice() == null ? null : part(b.slice()),
                         b instanceof ConcatBuffer c ? c.parts().stream().map(BufferTable::part).toList() : List.of());
+                dynamic |= made[i].isDynamic();
             }
         }
         all = java.util.Arrays.asList(made);
+        anyDynamic = dynamic;
     }
 
     /** A buffer's storage and its element offset there: a view's base, a concatenation's part's concatenation (nested ones too). */
@@ -94,4 +98,7 @@ final class BufferTable {
     Buffer lowered(PlanBuffer b) { return lowered.get(b.id()); }
 
     List<PlanBuffer> all() { return all; }
+
+    /** Whether any buffer has a symbolic shape (found while the table is made: a walk of every buffer less). */
+    boolean anyDynamic() { return anyDynamic; }
 }

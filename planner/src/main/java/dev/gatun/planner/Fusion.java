@@ -54,6 +54,11 @@ final class Fusion {
     private final ByBuffer<List<Buffer>> loads;
     private final ByBuffer<List<SymInt>> contiguous;
     private final ByBuffer<List<Expr.Load>> effective;
+    /**
+     * For each member of a kernel, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped): set
+     * as it joins, kept when its kernel is pulled into another, rewritten when a reduction makes its kernel a row kernel.
+     */
+    private final ByBuffer<int[]> dimsOf;
 
     private static final class Group {
         final int position;
@@ -64,8 +69,6 @@ final class Fusion {
         List<SymInt> ranges;
         /** The elements of each row, for a row kernel; null for a pointwise kernel (until a reduction joins it). */
         List<SymInt> rowRanges;
-        /** For each member, which kernel dimension each of its own loop dimensions is (-1: size 1, dropped). */
-        final Map<ComputedBuffer, int[]> dimsOf = new IdentityHashMap<>(4);
         /** Fusion's decisions about this kernel worth explaining (by loop, until the kernel is named). */
         final List<String> notes = new ArrayList<>();
         /** Merged into a later group: emits nothing. */
@@ -104,6 +107,7 @@ final class Fusion {
         loads = new ByBuffer<>(graph);
         contiguous = new ByBuffer<>(graph);
         effective = new ByBuffer<>(graph);
+        dimsOf = new ByBuffer<>(graph);
     }
 
     /** Where {@code b} is ready, or {@code otherwise} when nothing produces it (a view). */
@@ -139,7 +143,7 @@ final class Fusion {
                     Group g;
                     if (join == null) {
                         g = new Group(groups.size(), null, c.ranges(), c.isReduction() ? c.reductionRanges() : null);
-                        g.dimsOf.put(c, identity(g.dims().size()));
+                        dimsOf.put(c, identity(g.dims().size()));
                         g.notes.addAll(refusals);
                         groups.add(g);
                         if (!g.isRow()) pullIn(c, g);
@@ -150,9 +154,9 @@ final class Fusion {
                         if (join.rows() != null) {
                             g.ranges = c.ranges();
                             g.rowRanges = c.reductionRanges();
-                            g.dimsOf.putAll(join.rows());
+                            join.rows().forEach(dimsOf::put);
                         }
-                        g.dimsOf.put(c, join.dims());
+                        dimsOf.put(c, join.dims());
                         if (!g.isRow()) pullIn(c, g);
                     }
                     g.members.add(c);
@@ -319,13 +323,12 @@ final class Fusion {
             dims = identity(c.ranges().size() + c.reductionRanges().size());
         }
         List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
-        Map<ComputedBuffer, int[]> dimsOf = rows == null ? g.dimsOf : rows;
         boolean shares = false, vertical = false, ok = true;
         for (Expr.Load l : loads) {
             Buffer s = l.storage();
             if (groupOf.get(s) == g) {
                 shares = vertical = true;
-                ok &= alignedIn(l, dims, s, kernelDims, dimsOf.get(s));
+                ok &= alignedIn(l, dims, s, kernelDims, rows == null ? dimsOf.get(s) : rows.get(s));
             } else if (g.reads.contains(s)) shares = true;
             else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) ok = false;
         }
@@ -434,7 +437,7 @@ final class Fusion {
         for (Expr.Load l : effectiveLoads(c)) {
             Buffer s = l.storage();
             if (groupOf.get(s) != g || !l.offset().equals(SymInt.ZERO)) continue;
-            int[] own = g.dimsOf.get(s);
+            int[] own = dimsOf.get(s);
             var want = new ArrayList<SymInt>();
             for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
             var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
@@ -464,7 +467,7 @@ final class Fusion {
      * A reduction {@code c} joining pointwise kernel {@code g} (a sum beside a cos of the same input) makes it a row
      * kernel when {@code g}'s loop is {@code c}'s rows and elements: the members' dimensions in it, or null.
      */
-    private static Map<ComputedBuffer, int[]> asRows(Group g, ComputedBuffer c) {
+    private Map<ComputedBuffer, int[]> asRows(Group g, ComputedBuffer c) {
         if (!c.isReduction() || g.isRow() || g.extern != null || nonOneCount(c.reductionRanges()) == 0 || !spreads(c.ranges(), c.reductionRanges()))
             return null;
         var dims = concat(c.ranges(), c.reductionRanges());
@@ -474,7 +477,7 @@ final class Fusion {
         if (loop == null) return null;
         var out = new IdentityHashMap<ComputedBuffer, int[]>();
         for (ComputedBuffer m : g.members) {
-            int[] own = g.dimsOf.get(m), d = new int[own.length];
+            int[] own = dimsOf.get(m), d = new int[own.length];
             for (int k = 0; k < own.length; k++) d[k] = own[k] < 0 ? -1 : loop[own[k]];
             out.put(m, d);
         }
@@ -594,7 +597,6 @@ final class Fusion {
         for (ComputedBuffer m : h.members) {
             groupOf.put(m, g);
             producedAt[m.id()] = g.position;
-            g.dimsOf.put(m, h.dimsOf.get(m));
         }
         g.members.addAll(0, h.members);
         g.notes.addAll(0, h.notes);
@@ -660,7 +662,7 @@ final class Fusion {
             // loop index says, so a load that is row-major in the reader's own loop may still miss the element
             for (ComputedBuffer r : readers)
                 for (Expr.Load l : allLoadsOf(r.body(), m))
-                    if (!aligned(l, m, g.ranges) || !alignedIn(l, g.dimsOf.get(r), m, g.ranges, h.dimsOf.get(m))) return false;
+                    if (!aligned(l, m, g.ranges) || !alignedIn(l, dimsOf.get(r), m, g.ranges, dimsOf.get(m))) return false;
             for (Buffer u : consumers.getOrDefault(m, List.of())) {
                 if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
                 if (absorbed.contains(u)) return false;
@@ -701,7 +703,7 @@ final class Fusion {
         var reductions = new ArrayList<Kernel.Reduction>();
         int rank = g.dims().size();
         for (ComputedBuffer m : g.members) {
-            int[] dims = g.dimsOf.get(m);
+            int[] dims = dimsOf.get(m);
             Remap own = isIdentity(dims, rank) ? null : new Remap(dims, rank);
             locals.add(convert(m.body(), g, inputs, valueOf, own));
             int local = locals.size() - 1;
@@ -725,7 +727,7 @@ final class Fusion {
                 stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             } else {
                 int local = ((KExpr.Local) v).index();
-                int[] dims = g.dimsOf.get(m);
+                int[] dims = dimsOf.get(m);
                 boolean perRow = g.isRow() && !touchesRow(dims, g);
                 var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
                 var strides = placeStrides(table.of(m).strides(), dims, perRow ? g.ranges : g.dims());

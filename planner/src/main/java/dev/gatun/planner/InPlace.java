@@ -16,7 +16,6 @@ import dev.gatun.ir.SymInt;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * Which elementwise kernels may write an output over one of their inputs (the output takes the input's slot):
@@ -48,7 +47,7 @@ final class InPlace {
     }
 
     /** Output to the input whose slot it takes. */
-    static Map<Buffer, Buffer> pairs(LoweredGraph graph, Liveness live, Set<Buffer> outputs) {
+    static Map<Buffer, Buffer> pairs(LoweredGraph graph, Liveness live, ByBuffer.Set outputs) {
         var pairs = new IdentityHashMap<Buffer, Buffer>();
         var taken = new ByBuffer.Set(graph);   // flags by buffer id: asked of every read of every elementwise kernel
         var viewed = new ByBuffer.Set(graph);
@@ -57,13 +56,14 @@ final class InPlace {
             if (!(live.order.get(i) instanceof Work.KernelWork k) || !k.elementwise()) continue;
             for (int w = 0; w < k.writes().size(); w++) {
                 Buffer out = k.writes().get(w);
-                if (!candidate(out, Set.of()) || viewed.contains(out)) continue;   // a graph output may take a dead input's slot
                 if (w >= k.kernel().stores().size()) continue;   // a fold (Kernel.Fold): one value, never in place
-                if (!k.kernel().stores().get(w).isRowMajor() || k.kernel().stores().get(w).perRow()) continue;
+                var store = k.kernel().stores().get(w);
+                // the tests by buffer id first: the others follow each buffer's layout and type
+                if (!store.isRowMajor() || store.perRow() || viewed.contains(out) || !candidate(out)) continue;   // a graph output may take a dead input's slot
                 for (int inIdx = 0; inIdx < k.reads().size(); inIdx++) {
                     Buffer in = k.reads().get(inIdx);
-                    if (taken.contains(in) || !candidate(in, outputs) || viewed.contains(in) || !live.isWritten(in)
-                            || !live.lastReadAt(in, i) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)
+                    if (!live.lastReadAt(in, i) || taken.contains(in) || outputs.contains(in) || viewed.contains(in) || !live.isWritten(in)
+                            || !candidate(in) || !in.type().equals(out.type()) || !readsAligned(k.kernel(), inIdx, in)
                             || readsAPartOf(k, in)) continue;
                     pairs.put(out, in);
                     taken.add(in);
@@ -76,10 +76,11 @@ final class InPlace {
 
     /**
      * A part of a concatenation takes no part: it has no slot of its own. A concatenation's storage may be written
-     * over once it dies, like any other buffer (it is never an output of a kernel).
+     * over once it dies, like any other buffer (it is never an output of a kernel). A graph output may take a slot; the
+     * caller keeps outputs from giving theirs.
      */
-    private static boolean candidate(Buffer b, Set<Buffer> outputs) {
-        return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !outputs.contains(b) && !b.isSymmetric()
+    private static boolean candidate(Buffer b) {
+        return !(b instanceof InputBuffer) && !(b instanceof ConstantBuffer) && !b.isSymmetric()
                 && !(b instanceof ExternBuffer e && e.call().inPlace())
                 && b.type().shape().isStatic() && !Slices.isPart(b);
     }

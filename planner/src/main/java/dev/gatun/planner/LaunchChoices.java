@@ -35,6 +35,7 @@ final class LaunchChoices {
         boolean programmatic = launches.programmatic();
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
+            if (!s.isDeviceWork()) continue;   // placements and other bookkeeping (half the steps): nothing launched, plain
             for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, target));
             put(out, s, choice(s, programmatic, early(steps, i), target));
         }

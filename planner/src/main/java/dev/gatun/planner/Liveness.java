@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -32,13 +31,13 @@ final class Liveness {
     /** By {@link Buffer#id()}: the work that writes it, the last that reads it here, the last a peer reads it in; {@link #NONE}. */
     private final int[] writer, lastRead, lastPeerRead;
     private static final int NONE = -1;
-    private final Set<Buffer> outputs;
+    private final ByBuffer.Set outputs;
     /** By work index: the inputs whose slots are free on every rank once its trailing barrier passes ("x, y"), or null. */
     private final String[] freedAt;
     /** Group to why the call must end with a barrier of it. */
     final Map<String, String> finalBarriers = new TreeMap<>();
 
-    Liveness(LoweredGraph graph, List<Work> order, Set<Buffer> outputs) {
+    Liveness(LoweredGraph graph, List<Work> order, ByBuffer.Set outputs) {
         this.order = order;
         this.n = order.size();
         this.outputs = outputs;

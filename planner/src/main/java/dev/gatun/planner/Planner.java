@@ -46,18 +46,18 @@ public final class Planner {
     public static Plan plan(LoweredGraph graph) { return plan(graph, PlanOptions.DEFAULT); }
 
     public static Plan plan(LoweredGraph graph, PlanOptions options) {
-        Set<Buffer> outputs = Collections.newSetFromMap(new IdentityHashMap<>());
+        var outputs = new ByBuffer.Set(graph);   // asked once per buffer by the scheduler, liveness and in place
         for (Buffer o : graph.outputs().values()) {
             outputs.add(o.storage());
             // an output written into a concatenation lives as long as the concatenation's storage, and a concatenation
             // that is an output keeps its parts' writers (in the scheduler's estimate) to the end
             Buffer s = Slices.storage(o.storage());
             outputs.add(s);
-            outputs.addAll(Slices.writers(s));
+            for (Buffer w : Slices.writers(s)) outputs.add(w);
         }
         var table = BufferTable.of(graph);
         List<Work> fused = Fusion.fuse(graph, table);
-        if (!options.roundEachOp()) fused = fused.stream().map(Planner::floatIntermediates).toList();
+        if (!options.roundEachOp()) fused.replaceAll(Planner::floatIntermediates);
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());
         var order = options.productEpilogues() ? ProductEpilogues.join(choice.order(), table) : choice.order();
@@ -82,7 +82,7 @@ public final class Planner {
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         steps = ProductKernels.choose(steps);
-        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.all().stream().anyMatch(PlanBuffer::isDynamic)), pools.history.slots(steps, live, table),
+        return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.anyDynamic()), pools.history.slots(steps, live, table),
                 choice.name(), choice.plainPeak(), choice.peak(), options);
     }
 
@@ -122,7 +122,9 @@ public final class Planner {
 
     /** A kernel work whose kernel holds its f16/bf16 intermediates in float32 (see {@link PlanOptions#roundEachOp}). */
     private static Work floatIntermediates(Work w) {
-        return w instanceof Work.KernelWork k ? new Work.KernelWork(k.kernel().withFloatIntermediates(), k.writes(), k.reads(), k.elementwise(), k.notes()) : w;
+        if (!(w instanceof Work.KernelWork k)) return w;
+        Kernel held = k.kernel().withFloatIntermediates();
+        return held == k.kernel() ? w : new Work.KernelWork(held, k.writes(), k.reads(), k.elementwise(), k.notes());   // most kernels have no half values
     }
 
     private static Step place(Buffer b, BufferTable table, Pools pools) {

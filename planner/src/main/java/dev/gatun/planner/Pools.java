@@ -84,8 +84,8 @@ final class Pools {
      */
     void symmetricInputs(LoweredGraph graph, Liveness live) {
         var groups = new TreeMap<String, List<Buffer>>();
-        for (Buffer b : graph.buffers())
-            if (b instanceof InputBuffer in && in.isSymmetric()) groups.computeIfAbsent(in.layout().allocator().group(), g -> new ArrayList<>()).add(b);
+        for (InputBuffer in : graph.inputs().values())   // in buffer order, like every input buffer: not a walk of all buffers
+            if (in.isSymmetric()) groups.computeIfAbsent(in.layout().allocator().group(), g -> new ArrayList<>()).add(in);
         for (var e : groups.entrySet()) {
             String pool = nextName();
             long size = sequential(pool, e.getValue());

@@ -5,9 +5,8 @@ import dev.gatun.lowering.Buffer;
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.List;
-import java.util.Set;
-import java.util.TreeSet;
 
 /**
  * Chooses a topological order of the fused works that keeps peak memory low: it estimates the peak of a
@@ -30,7 +29,7 @@ final class Scheduler {
     private final int[] distinctReaders;
     private final int[][] readIds, writeIds;   // per work, its reads and writes as buffer ids, repeats kept
 
-    private Scheduler(List<Work> works, Set<Buffer> outputs, int graphBuffers) {
+    private Scheduler(List<Work> works, ByBuffer.Set outputs, int graphBuffers) {
         this.works = works;
         int n = works.size();
         int[] ids = new int[graphBuffers];   // by Buffer.id(): the buffer's id here plus one, 0 until it has one
@@ -99,7 +98,7 @@ final class Scheduler {
     }
 
     /** {@code graphBuffers}: how many buffers the lowered graph of the works has (their {@link Buffer#id()}s are below it). */
-    static Choice choose(List<Work> works, Set<Buffer> outputs, boolean reorder, int graphBuffers) {
+    static Choice choose(List<Work> works, ByBuffer.Set outputs, boolean reorder, int graphBuffers) {
         var s = new Scheduler(works, outputs, graphBuffers);
         int[] plain = new int[works.size()];
         for (int i = 0; i < plain.length; i++) plain[i] = i;
@@ -153,24 +152,25 @@ final class Scheduler {
         int[] remainingReaders = distinctReaders.clone();
         long[] writeBytes = new long[n];
         for (int i = 0; i < n; i++) for (int b : writeIds[i]) writeBytes[i] += bytes[b];
-        var ready = new TreeSet<Integer>();
-        for (int i = 0; i < n; i++) if (missing[i] == 0) ready.add(i);
+        var ready = new BitSet(n);   // looked at in ascending order from the lowest, as a sorted set of boxed ints was
+        for (int i = 0; i < n; i++) if (missing[i] == 0) ready.set(i);
+        int lowest = ready.nextSetBit(0);
         int[] order = new int[n];
         for (int k = 0; k < n; k++) {
             int pick = -1;
             long bestDelta = Long.MAX_VALUE;
             int seen = 0;
-            for (int i : ready) {
-                if (seen++ >= GREEDY_WINDOW) break;
+            for (int i = lowest; i >= 0 && seen++ < GREEDY_WINDOW; i = ready.nextSetBit(i + 1)) {
                 long d = writeBytes[i];
                 for (int b : readIds[i])
                     if (writerOf[b] >= 0 && !isOutput[b] && remainingReaders[b] == 1) d -= bytes[b];
                 if (d < bestDelta) { bestDelta = d; pick = i; }
             }
-            ready.remove(pick);
             order[k] = pick;
             for (int b : readIds[pick]) remainingReaders[b]--;
-            for (int u : users[pick]) if (--missing[u] == 0) ready.add(u);
+            for (int u : users[pick]) if (--missing[u] == 0) { ready.set(u); lowest = Math.min(lowest, u); }
+            ready.clear(pick);   // after its users are set: a BitSet that loses its highest bit looks down for the next one
+            if (pick == lowest) lowest = ready.nextSetBit(lowest);
         }
         return order;
     }
@@ -179,15 +179,11 @@ final class Scheduler {
         int n = works.size();
         int[] missing = new int[n];
         for (int i = 0; i < n; i++) missing[i] = deps[i].length;
-        var queue = new ArrayDeque<Integer>();
-        for (int i = 0; i < n; i++) if (missing[i] == 0) queue.add(i);
-        int[] order = new int[n];
-        int k = 0;
-        while (!queue.isEmpty()) {
-            int i = queue.poll();
-            order[k++] = i;
-            for (int u : users[i]) if (--missing[u] == 0) queue.add(u);
-        }
+        int[] order = new int[n];   // also the queue: the works before head are placed, those from head to tail wait
+        int tail = 0;
+        for (int i = 0; i < n; i++) if (missing[i] == 0) order[tail++] = i;
+        for (int head = 0; head < tail; head++)
+            for (int u : users[order[head]]) if (--missing[u] == 0) order[tail++] = u;
         return order;
     }
 

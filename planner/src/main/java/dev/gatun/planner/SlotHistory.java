@@ -18,16 +18,28 @@ final class SlotHistory {
     // by lowered buffer (see ByBuffer)
     private final ByBuffer<String> reuses;
     private final ByBuffer.Set inPlace;
-    /** def, local end, cross-rank end (-1: none), in work indices. */
-    private final ByBuffer<int[]> intervals;
+    /**
+     * Def ({@link #NONE}: no interval, a persistent buffer), local end, cross-rank end (-1: none), in work indices, by
+     * buffer id: three int arrays, not an {@code int[3]} per buffer to chase.
+     */
+    private final int[] defAt, localEndAt, crossEndAt;
+    private static final int NONE = Integer.MIN_VALUE;
 
     SlotHistory(LoweredGraph graph) {
         reuses = new ByBuffer<>(graph);
         inPlace = new ByBuffer.Set(graph);
-        intervals = new ByBuffer<>(graph);
+        int n = graph.buffers().size();
+        defAt = new int[n];
+        localEndAt = new int[n];
+        crossEndAt = new int[n];
+        Arrays.fill(defAt, NONE);
     }
 
-    void interval(Buffer b, int def, int localEnd, int crossEnd) { intervals.put(b, new int[]{def, localEnd, crossEnd}); }
+    void interval(Buffer b, int def, int localEnd, int crossEnd) {
+        defAt[b.id()] = def;
+        localEndAt[b.id()] = localEnd;
+        crossEndAt[b.id()] = crossEnd;
+    }
 
     void inPlace(Buffer out, Buffer in) {
         reuses.put(out, in.name());
@@ -108,15 +120,16 @@ final class SlotHistory {
         for (Step s : steps) {
             if (!(s instanceof Step.Place p)) continue;
             PlanBuffer b = p.buffer();
-            int[] iv = intervals.get(table.lowered(b));
+            int id = b.id();   // a plan buffer's id is its lowered buffer's
             int first, localEnd, cross = -1;
-            if (iv == null) { // persistent: from its copy in (or the start) to the end
+            if (defAt[id] == NONE) { // persistent: from its copy in (or the start) to the end
                 first = copiedAt.getOrDefault(b, 0);
                 localEnd = last;
             } else {
-                first = stepOfWork[iv[0]];
-                localEnd = iv[1] >= live.n ? last : stepOfWork[iv[1]];
-                if (iv[2] >= 0) cross = iv[2] >= live.n ? finalBarrier.getOrDefault(b.group(), last) : stepOfWork[iv[2]];
+                first = stepOfWork[defAt[id]];
+                localEnd = localEndAt[id] >= live.n ? last : stepOfWork[localEndAt[id]];
+                int crossEnd = crossEndAt[id];
+                if (crossEnd >= 0) cross = crossEnd >= live.n ? finalBarrier.getOrDefault(b.group(), last) : stepOfWork[crossEnd];
             }
             out.add(new Plan.Slot(b, p.pool(), p.offset(), p.bytes(), first, Math.max(localEnd, cross), localEnd, cross, p.reuses(), p.inPlace()));
         }
