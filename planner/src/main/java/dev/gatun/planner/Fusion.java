@@ -143,7 +143,7 @@ final class Fusion {
                     Group g;
                     if (join == null) {
                         g = new Group(groups.size(), null, c.ranges(), c.isReduction() ? c.reductionRanges() : null);
-                        dimsOf.put(c, identity(g.dims().size()));
+                        dimsOf.put(c, LoopIndex.identity(g.dims().size()));
                         g.notes.addAll(refusals);
                         groups.add(g);
                         if (!g.isRow()) pullIn(c, g);
@@ -205,19 +205,9 @@ final class Fusion {
     private List<Buffer> loadsOf(ComputedBuffer c) {
         return loads.computeIfAbsent(c, k -> {
             var s = new ArrayList<Buffer>(4);
-            collectLoads(c.body(), s);
+            LoopIndex.collectLoads(c.body(), s);
             return s;
         });
-    }
-
-    /** Adds the storages {@code e} loads that {@code out} does not hold yet (a body loads a few: a list, not a set). */
-    private static void collectLoads(Expr e, List<Buffer> out) {
-        switch (e) {
-            case Expr.Load l -> { if (!out.contains(l.storage())) out.add(l.storage()); }
-            case Expr.Apply a -> { for (Expr x : a.args()) collectLoads(x, out); }
-            case Expr.Cast c -> collectLoads(c.x(), out);
-            case Expr.Constant c -> { }
-        }
     }
 
     /**
@@ -228,48 +218,11 @@ final class Fusion {
         if (p.isReduction() || !p.layout().isFlexible() || outputs.contains(p) || viewed.contains(p)) return false;
         var users = consumers.getOrDefault(p, List.of());
         if (users.size() != 1 || !(users.getFirst() instanceof ComputedBuffer r) || !(r.isReduction() || absorbed.contains(r))) return false;
-        var loads = allLoadsOf(r.body(), p);
+        var loads = LoopIndex.allLoadsOf(r.body(), p);
         // into an absorbed link, only what it reads once: each link is inlined where it is read, so a chain that
         // read each link twice would grow the reduction's body exponentially
         if (!r.isReduction() && loads.size() != 1) return false;
-        return loads.stream().allMatch(l -> remap(l, p) != null);
-    }
-
-    private static List<Expr.Load> allLoadsOf(Expr e, Buffer target) {
-        var out = new ArrayList<Expr.Load>();
-        walk(e, target, out);
-        return out;
-    }
-
-    private static void walk(Expr e, Buffer target, List<Expr.Load> out) {
-        switch (e) {
-            case Expr.Load l -> { if (l.storage() == target) out.add(l); }
-            case Expr.Apply a -> a.args().forEach(x -> walk(x, target, out));
-            case Expr.Cast c -> walk(c.x(), target, out);
-            case Expr.Constant c -> { }
-        }
-    }
-
-    /**
-     * For a load of row-major buffer {@code p}, which iteration dimension of the loading loop drives each of
-     * p's dimensions (-1 for a dimension of size 1); null when the load is not such a plain remap.
-     */
-    static int[] remap(Expr.Load l, Buffer p) {
-        if (!l.offset().equals(SymInt.ZERO)) return null;
-        var shape = p.type().shape();
-        List<SymInt> cs = shape.contiguousStrides();
-        int[] map = new int[shape.rank()];
-        boolean[] used = new boolean[l.strides().size()];
-        for (int m = 0; m < shape.rank(); m++) {
-            var d = shape.dim(m);
-            if (d.isStatic() && d.size() == 1) { map[m] = -1; continue; }
-            map[m] = -1;
-            for (int k = 0; k < l.strides().size(); k++)
-                if (!used[k] && l.strides().get(k).equals(cs.get(m))) { map[m] = k; used[k] = true; break; }
-            if (map[m] < 0) return null;
-        }
-        for (int k = 0; k < used.length; k++) if (!used[k] && !l.strides().get(k).equals(SymInt.ZERO)) return null;
-        return map;
+        return loads.stream().allMatch(l -> LoopIndex.remap(l, p) != null);
     }
 
     /**
@@ -320,9 +273,9 @@ final class Fusion {
         if (dims == null) {
             rows = asRows(g, c);
             if (rows == null) return null;
-            dims = identity(c.ranges().size() + c.reductionRanges().size());
+            dims = LoopIndex.identity(c.ranges().size() + c.reductionRanges().size());
         }
-        List<SymInt> kernelDims = rows == null ? g.dims() : concat(c.ranges(), c.reductionRanges());
+        List<SymInt> kernelDims = rows == null ? g.dims() : LoopIndex.concat(c.ranges(), c.reductionRanges());
         boolean shares = false, vertical = false, ok = true;
         for (Expr.Load l : loads) {
             Buffer s = l.storage();
@@ -403,11 +356,11 @@ final class Fusion {
      * dimensions of size 1 are matched to nothing.
      */
     private static int[] fit(ComputedBuffer m, Group g) {
-        if (!g.isRow()) return !m.isReduction() && m.ranges().equals(g.ranges) ? identity(g.ranges.size()) : null;
+        if (!g.isRow()) return !m.isReduction() && m.ranges().equals(g.ranges) ? LoopIndex.identity(g.ranges.size()) : null;
         if (m.isReduction())
-            return m.ranges().equals(g.ranges) && m.reductionRanges().equals(g.rowRanges) ? identity(g.ranges.size() + g.rowRanges.size()) : null;
-        int[] element = nonOneCount(g.rowRanges) > 0 && spreads(g.ranges, g.rowRanges) ? match(m.ranges(), g.dims()) : null;
-        return element != null ? element : match(m.ranges(), g.ranges);
+            return m.ranges().equals(g.ranges) && m.reductionRanges().equals(g.rowRanges) ? LoopIndex.identity(g.ranges.size() + g.rowRanges.size()) : null;
+        int[] element = LoopIndex.nonOneCount(g.rowRanges) > 0 && spreads(g.ranges, g.rowRanges) ? LoopIndex.match(m.ranges(), g.dims()) : null;
+        return element != null ? element : LoopIndex.match(m.ranges(), g.ranges);
     }
 
     /** Rows at which a row kernel is wide enough to take the whole tensor's pointwise work (a backend runs rows apart). */
@@ -456,7 +409,7 @@ final class Fusion {
                 if (map[d] < 0) return null;
             }
             for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
-            if (g.isRow() && !touchesRow(map, g) && nonOneCount(g.rowRanges) > 0) return null;
+            if (g.isRow() && !touchesRow(map, g) && LoopIndex.nonOneCount(g.rowRanges) > 0) return null;
             if (g.isRow() && touchesRow(map, g) && !spreads(g.ranges, g.rowRanges)) return null;
             return map;
         }
@@ -468,12 +421,12 @@ final class Fusion {
      * kernel when {@code g}'s loop is {@code c}'s rows and elements: the members' dimensions in it, or null.
      */
     private Map<ComputedBuffer, int[]> asRows(Group g, ComputedBuffer c) {
-        if (!c.isReduction() || g.isRow() || g.extern != null || nonOneCount(c.reductionRanges()) == 0 || !spreads(c.ranges(), c.reductionRanges()))
+        if (!c.isReduction() || g.isRow() || g.extern != null || LoopIndex.nonOneCount(c.reductionRanges()) == 0 || !spreads(c.ranges(), c.reductionRanges()))
             return null;
-        var dims = concat(c.ranges(), c.reductionRanges());
+        var dims = LoopIndex.concat(c.ranges(), c.reductionRanges());
         // g's loop onto the row kernel's dimensions, then each member through its own map into g's loop: a member joined
         // with its loop reordered keeps its order (matching its own ranges in order would undo the reordering)
-        int[] loop = match(g.ranges, dims);
+        int[] loop = LoopIndex.match(g.ranges, dims);
         if (loop == null) return null;
         var out = new IdentityHashMap<ComputedBuffer, int[]>();
         for (ComputedBuffer m : g.members) {
@@ -484,39 +437,6 @@ final class Fusion {
         return out;
     }
 
-    private static List<SymInt> concat(List<SymInt> a, List<SymInt> b) {
-        var out = new ArrayList<SymInt>(a);
-        out.addAll(b);
-        return out;
-    }
-
-    /** Maps the dimensions of {@code own} other than size 1, in order, onto those of {@code target}; null if they differ. */
-    private static int[] match(List<SymInt> own, List<SymInt> target) {
-        int[] map = new int[own.size()];
-        int t = 0;
-        for (int d = 0; d < own.size(); d++) {
-            map[d] = -1;
-            if (own.get(d).equals(SymInt.ONE)) continue;
-            while (t < target.size() && target.get(t).equals(SymInt.ONE)) t++;
-            if (t == target.size() || !target.get(t).equals(own.get(d))) return null;
-            map[d] = t++;
-        }
-        while (t < target.size() && target.get(t).equals(SymInt.ONE)) t++;
-        return t == target.size() ? map : null;
-    }
-
-    private static int nonOneCount(List<SymInt> xs) {
-        int n = 0;
-        for (SymInt x : xs) if (!x.equals(SymInt.ONE)) n++;
-        return n;
-    }
-
-    private static int[] identity(int n) {
-        int[] map = new int[n];
-        for (int i = 0; i < n; i++) map[i] = i;
-        return map;
-    }
-
     /**
      * Whether a load (in the loading loop's own dimensions, which go to {@code loaderDims} of {@code g}'s kernel) reads
      * member {@code s} of {@code g} where the kernel holds it: an element member at the current element, a reduction
@@ -524,20 +444,13 @@ final class Fusion {
      */
     private boolean alignedIn(Expr.Load l, int[] loaderDims, Buffer s, List<SymInt> dims, int[] own) {
         if (!l.offset().equals(SymInt.ZERO)) return false;
-        var got = toKernel(l.strides(), loaderDims, dims.size());
+        var got = LoopIndex.toKernel(l.strides(), loaderDims, dims.size());
         var want = new ArrayList<SymInt>();
         for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
         var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
         for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
         for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !got.get(k).equals(want.get(k))) return false;
         return true;
-    }
-
-    private static List<SymInt> toKernel(List<SymInt> strides, int[] dims, int rank) {
-        var out = new ArrayList<SymInt>(rank);
-        for (int k = 0; k < rank; k++) out.add(SymInt.ZERO);
-        for (int d = 0; d < strides.size() && d < dims.length; d++) if (dims[d] >= 0) out.set(dims[d], out.get(dims[d]).plus(strides.get(d)));
-        return out;
     }
 
     /** c's loads with absorbed producers expanded into their own loads, all in c's loop dimensions (cached). */
@@ -555,7 +468,7 @@ final class Fusion {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 if (absorbed.contains(l.storage())) {
                     ComputedBuffer p = (ComputedBuffer) l.storage();
-                    expand(p.body(), new Remap(remap(l, p), rank), rank, out);
+                    expand(p.body(), new Remap(LoopIndex.remap(l, p), rank), rank, out);
                 } else out.add(l);
             }
             case Expr.Apply a -> { for (Expr x : a.args()) expand(x, remap, rank, out); }
@@ -661,7 +574,7 @@ final class Fusion {
             // in the kernel's coordinates: a reader or a member joined with its loop reordered is not where its own
             // loop index says, so a load that is row-major in the reader's own loop may still miss the element
             for (ComputedBuffer r : readers)
-                for (Expr.Load l : allLoadsOf(r.body(), m))
+                for (Expr.Load l : LoopIndex.allLoadsOf(r.body(), m))
                     if (!aligned(l, m, g.ranges) || !alignedIn(l, dimsOf.get(r), m, g.ranges, dimsOf.get(m))) return false;
             for (Buffer u : consumers.getOrDefault(m, List.of())) {
                 if (u == c || groupOf.get(u) == h || groupOf.get(u) == g) continue;
@@ -704,7 +617,7 @@ final class Fusion {
         int rank = g.dims().size();
         for (ComputedBuffer m : g.members) {
             int[] dims = dimsOf.get(m);
-            Remap own = isIdentity(dims, rank) ? null : new Remap(dims, rank);
+            Remap own = LoopIndex.isIdentity(dims, rank) ? null : new Remap(dims, rank);
             locals.add(convert(m.body(), g, inputs, valueOf, own));
             int local = locals.size() - 1;
             if (m.isReduction()) {
@@ -722,7 +635,7 @@ final class Fusion {
             KExpr v = valueOf.get(m);
             if (v instanceof KExpr.Reduced) {
                 locals.add(v);
-                var strides = placeStrides(table.of(m).strides(), identity(g.ranges.size()), g.ranges);
+                var strides = LoopIndex.placeStrides(table.of(m).strides(), LoopIndex.identity(g.ranges.size()), g.ranges);
                 var store = Kernel.Store.perRow(table.of(m), locals.size() - 1);
                 stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             } else {
@@ -730,7 +643,7 @@ final class Fusion {
                 int[] dims = dimsOf.get(m);
                 boolean perRow = g.isRow() && !touchesRow(dims, g);
                 var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
-                var strides = placeStrides(table.of(m).strides(), dims, perRow ? g.ranges : g.dims());
+                var strides = LoopIndex.placeStrides(table.of(m).strides(), dims, perRow ? g.ranges : g.dims());
                 stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             }
             writes.add(m);
@@ -742,36 +655,10 @@ final class Fusion {
         return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true, g.notes);
     }
 
-    /**
-     * Strides over the kernel's dimensions ({@code dims}) that put each element of a member at its place in its buffer
-     * ({@code bufferStrides}: row-major, or its slice of a concatenation), or null when that is the kernel's own
-     * row-major order (every member but a reordered one or a strided slice).
-     */
-    private static List<SymInt> placeStrides(List<SymInt> bufferStrides, int[] own, List<SymInt> dims) {
-        var rowMajor = bufferStrides;
-        var out = new ArrayList<SymInt>(dims.size());
-        for (int k = 0; k < dims.size(); k++) out.add(SymInt.ZERO);
-        for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) out.set(own[d], rowMajor.get(d));
-        var kernelRowMajor = new SymInt[dims.size()];
-        SymInt step = SymInt.ONE;
-        for (int k = dims.size() - 1; k >= 0; k--) {
-            kernelRowMajor[k] = step;
-            step = step.times(dims.get(k));
-        }
-        for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !out.get(k).equals(kernelRowMajor[k])) return out;
-        return null;
-    }
-
     /** Whether a member's loop runs along the row's elements (an element member), not only over the rows. */
     private static boolean touchesRow(int[] dims, Group g) {
         for (int d : dims) if (d >= g.ranges.size()) return true;
         return false;
-    }
-
-    private static boolean isIdentity(int[] dims, int rank) {
-        if (dims.length != rank) return false;
-        for (int i = 0; i < rank; i++) if (dims[i] != i) return false;
-        return true;
     }
 
     private boolean needsStorage(ComputedBuffer m, Group g) {
@@ -807,7 +694,7 @@ final class Fusion {
                 if (v != null) yield v.dtype() == l.dtype() ? v : new KExpr.Cast(v, l.dtype());
                 if (absorbed.contains(s)) {
                     ComputedBuffer p = (ComputedBuffer) s;
-                    yield convert(p.body(), g, inputs, valueOf, new Remap(remap(l, p), l.strides().size()));
+                    yield convert(p.body(), g, inputs, valueOf, new Remap(LoopIndex.remap(l, p), l.strides().size()));
                 }
                 int idx = inputs.indexOf(s);
                 if (idx < 0) { inputs.add(s); idx = inputs.size() - 1; }
