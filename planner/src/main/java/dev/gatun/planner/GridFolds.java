@@ -20,27 +20,37 @@ final class GridFolds {
 
     static List<Work> apply(List<Work> works) {
         var out = new ArrayList<>(works);
+        // the last kernel so far that stores each buffer, by position in out: one lookup per whole reduction
+        var maker = new java.util.IdentityHashMap<PlanBuffer, Integer>();
         for (int j = 0; j < out.size(); j++) {
-            if (!(out.get(j) instanceof Work.KernelWork whole) || !isWholeReduction(whole.kernel())) continue;
-            PlanBuffer rows = whole.kernel().inputs().getFirst();
-            for (int i = j - 1; i >= 0; i--) {
-                if (!(out.get(i) instanceof Work.KernelWork maker) || !maker.kernel().outputs().contains(rows)) continue;
-                int store = perRowStore(maker.kernel(), rows, whole.kernel());
-                if (store < 0) break;
-                Kernel k2 = whole.kernel();
-                var r = k2.reductions().getFirst();
-                var fold = new Kernel.Fold(k2.stores().getFirst().buffer(), r.fn(), store, k2.held(r.dtype()));
-                var writes = new ArrayList<>(maker.writes());
-                writes.addAll(whole.writes());
-                var notes = new ArrayList<>(maker.notes());
-                notes.add("takes in " + k2.name() + ": " + fold.buffer().name() + " = " + r.fn().opName() + " of " + rows.name()
-                        + " over the rows, by the last block to finish (one launch, not two)");
-                out.set(i, new Work.KernelWork(maker.kernel().withFolds(List.of(fold)), writes, maker.reads(), maker.elementwise(), notes));
+            if (!(out.get(j) instanceof Work.KernelWork whole)) continue;
+            Integer i = isWholeReduction(whole.kernel()) ? maker.get(whole.kernel().inputs().getFirst()) : null;
+            if (i != null && fold(out, i, whole)) {
                 out.remove(j--);
-                break;
+                for (PlanBuffer b : ((Work.KernelWork) out.get(i)).kernel().outputs()) maker.put(b, i);
+                continue;
             }
+            for (PlanBuffer b : whole.kernel().outputs()) maker.put(b, j);
         }
         return out;
+    }
+
+    /** Folds whole reduction {@code whole} into the kernel at {@code i} that stores its rows, where that one can take it. */
+    private static boolean fold(List<Work> out, int i, Work.KernelWork whole) {
+        var made = (Work.KernelWork) out.get(i);
+        PlanBuffer rows = whole.kernel().inputs().getFirst();
+        int store = perRowStore(made.kernel(), rows, whole.kernel());
+        if (store < 0) return false;
+        Kernel k2 = whole.kernel();
+        var r = k2.reductions().getFirst();
+        var fold = new Kernel.Fold(k2.stores().getFirst().buffer(), r.fn(), store, k2.held(r.dtype()));
+        var writes = new ArrayList<>(made.writes());
+        writes.addAll(whole.writes());
+        var notes = new ArrayList<>(made.notes());
+        notes.add("takes in " + k2.name() + ": " + fold.buffer().name() + " = " + r.fn().opName() + " of " + rows.name()
+                + " over the rows, by the last block to finish (one launch, not two)");
+        out.set(i, new Work.KernelWork(made.kernel().withFolds(List.of(fold)), writes, made.reads(), made.elementwise(), notes));
+        return true;
     }
 
     /** A kernel that only reduces its one input, whole and in row-major order, into one stored value. */
