@@ -4,7 +4,6 @@ import dev.gatun.ir.TensorType;
 import dev.gatun.ir.graph.Graph;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -56,7 +55,7 @@ public final class StateCheckpoint {
             Files.createDirectories(dir);
             SafeTensors.write(file, tensors, Map.of("graph", graph.name(), "world", Integer.toString(world), "rank", Integer.toString(rank)));
         } catch (IOException e) {
-            throw new UncheckedIOException("StateCheckpoint.save: " + file + ": " + e.getMessage(), e);
+            throw new GatunRuntimeException("StateCheckpoint.save: " + file + ": " + e.getMessage(), e);
         }
         return file;
     }
@@ -91,7 +90,7 @@ public final class StateCheckpoint {
             }
             return out;
         } catch (IOException e) {
-            throw new UncheckedIOException("StateCheckpoint.load: " + file + ": " + e.getMessage(), e);
+            throw new GatunRuntimeException("StateCheckpoint.load: " + file + ": " + e.getMessage(), e);
         }
     }
 
