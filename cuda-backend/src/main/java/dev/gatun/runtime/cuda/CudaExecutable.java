@@ -171,14 +171,14 @@ final class CudaExecutable implements Executable {
                     }
             this.matmul = plan.steps().stream().anyMatch(s -> productOf(s) != null) ? new CudaMatmul(device, this::module) : null;
             this.fault = DeviceFault.needed(plan) ? new DeviceFault(device, plan, stream) : null;
-            this.indexSelect = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC) ? new CudaIndexSelect(this::module) : null;
-            this.argmax = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
+            this.indexSelect = calls(plan, dev.gatun.ir.ops.IndexSelect.SPEC) ? new CudaIndexSelect(this::module) : null;
+            this.argmax = calls(plan, dev.gatun.ir.ops.Argmax.SPEC) ? new CudaArgmax(this::module) : null;
             this.topk = calls(plan, dev.gatun.ir.ops.TopK.SPEC) ? new CudaTopK(this::module) : null;
             this.gatherScatter = calls(plan, dev.gatun.ir.ops.Gather.SPEC) || calls(plan, dev.gatun.ir.ops.ScatterAdd.SPEC) ? new CudaGatherScatter(this::module) : null;
             this.expertMatmul = calls(plan, dev.gatun.ir.ops.ExpertMatmul.SPEC)
                     ? new CudaExpertMatmul(this::module, multiprocessors) : null;
-            this.sample = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
-            this.flash = plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
+            this.sample = calls(plan, dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
+            this.flash = calls(plan, dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> dev.gatun.planner.UpdateSliceCall.is(s) || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;

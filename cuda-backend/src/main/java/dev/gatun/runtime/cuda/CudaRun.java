@@ -212,9 +212,10 @@ final class CudaRun implements StepLoop.Steps {
                         hostCopies = true;
                         MemorySegment from = HostStaging.native_(n);
                         // where ranks share the GPU no page-locked memory is made mid-session: pageable is copied as it is
-                        if (!exe.hostStaging.isPinned(from) && !exe.sharesGpu() && exe.hostStaging.writeDirect(n, dst)) {
+                        boolean pageable = !exe.sharesGpu() && !exe.hostStaging.isPinned(from);
+                        if (pageable && exe.hostStaging.writeDirect(n, dst)) {
                             // page-locked in place (an array used again and again): copied straight, and waited for
-                        } else if (!exe.hostStaging.isPinned(from) && !in.isDynamic() && !exe.sharesGpu()) {
+                        } else if (pageable && !in.isDynamic()) {
                             if (!stagedOnHost) exe.hostStaging.awaitCopiesOut(); // the last call's copies out of the staging are done
                             exe.hostStaging.stageIn(in, from, dst);
                             stagedOnHost = true;

@@ -94,11 +94,29 @@ final class HostStaging {
      */
     void read(long src, MemorySegment dst, long bytes, boolean sharesGpu) {
         if (bytes == 0) return;
-        if (isPinned(dst)) {
-            DeviceBuffer.wrap(device, src, bytes).copyToAsync(dst.asSlice(0, bytes), 0, stream);
-            stream.synchronize();
-            return;
-        }
+        if (isPinned(dst)) readDirect(src, dst, bytes);
+        else readPageable(src, dst, bytes, sharesGpu);
+    }
+
+    /**
+     * {@link #read} into a host array: straight into its memory where it is page-locked in place ({@link
+     * HostRegistrations}; never where ranks share the GPU, which makes no page-locked memory mid-session).
+     */
+    void read(long src, NDArray dst, long bytes, boolean sharesGpu) {
+        if (bytes == 0) return;
+        MemorySegment to = dst.segment();
+        if (isPinned(to)) readDirect(src, to, bytes);
+        else if (sharesGpu || !registrations.copyDirect(dst, () -> readDirect(src, to, bytes))) readPageable(src, to, bytes, sharesGpu);
+    }
+
+    /** Device to host into memory the copy engine reaches (page-locked), waited for. */
+    private void readDirect(long src, MemorySegment dst, long bytes) {
+        DeviceBuffer.wrap(device, src, bytes).copyToAsync(dst.asSlice(0, bytes), 0, stream);
+        stream.synchronize();
+    }
+
+    /** Device to host into pageable memory: through the reads' page-locked staging, or as it is where ranks share the GPU. */
+    private void readPageable(long src, MemorySegment dst, long bytes, boolean sharesGpu) {
         synchronized (hostIn) {
             if (sharesGpu && (hostOut == null || hostOut.size() < bytes)) {
                 // no page-locked allocation once ranks sharing the GPU may spin (see prepareForSharedGpu): pageable memory
@@ -117,20 +135,6 @@ final class HostStaging {
             if (partRead == null) partRead = StagedCopies.events(device);
             StagedCopies.out(device, src, hostOut.segment(), dst, bytes, stream, partRead);
         }
-    }
-
-    /**
-     * {@link #read} into a host array: straight into its memory where it is page-locked in place ({@link
-     * HostRegistrations}; never where ranks share the GPU, which makes no page-locked memory mid-session).
-     */
-    void read(long src, NDArray dst, long bytes, boolean sharesGpu) {
-        if (bytes == 0) return;
-        MemorySegment to = dst.segment();
-        if (!sharesGpu && !isPinned(to) && registrations.copyDirect(dst, () -> {
-            DeviceBuffer.wrap(device, src, bytes).copyToAsync(to.asSlice(0, bytes), 0, stream);
-            stream.synchronize();
-        })) return;
-        read(src, to, bytes, sharesGpu);
     }
 
     /**
