@@ -139,17 +139,17 @@ public final class Lowering {
     }
 
     private Buffer plainElementwise(Node n) {
-        return n.op() instanceof Op.Pointwise p ? pointwise(n, p.fn())
-                : computed(n, "cast", castTo(load(arg(n, 0), n.type().shape()), n.type().dtype()));
-    }
-
-    private Buffer pointwise(Node n, PointwiseFn fn) {
         var loads = new ArrayList<Expr>();
-        for (int i = 0; i < n.inputs().size(); i++) loads.add(load(arg(n, i), n.type().shape()));
-        return computed(n, label(fn), pointwiseBody(n, fn, loads));
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) loads.add(load(arg(n, i), n.type().shape()));
+        return elementwiseLoop(n, n.type().shape(), loads);
     }
 
-    private static String label(PointwiseFn fn) { return fn == PointwiseFn.IDENTITY ? "copy" : fn.opName(); }
+    /** Elementwise {@code n} (a pointwise op, or a cast of {@code loads}' one) as one loop over {@code shape}. */
+    private Buffer elementwiseLoop(Node n, Shape shape, List<Expr> loads) {
+        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+        String label = n.op() instanceof Op.Pointwise p ? (p.fn() == PointwiseFn.IDENTITY ? "copy" : p.fn().opName()) : "cast";
+        return register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
+    }
 
     /** {@code fn} of {@code loads} (one per input of {@code n}), each cast to the type the arithmetic happens in. */
     private static Expr pointwiseBody(Node n, PointwiseFn fn, List<Expr> loads) {
@@ -168,10 +168,6 @@ public final class Lowering {
         DType t = dev.gatun.ir.graph.TypeInference.resultType(n.inputs());
         if (fn.needsFloat() && !t.isFloating()) t = DType.FLOAT32;
         return t;
-    }
-
-    private Buffer computed(Node n, String label, Expr body) {
-        return register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), n.type().shape()), body, null, List.of(), n.id()));
     }
 
     private Buffer reduction(Node n, Op.Reduce r) {
@@ -323,9 +319,7 @@ public final class Lowering {
             }
             loads.add(e);
         }
-        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
-        String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
-        Buffer loop = register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
+        Buffer loop = elementwiseLoop(n, shape, loads);
         decisions.add("%" + n.id() + " " + n.op().opName() + ": computed over " + source.name() + "'s shape " + shape + " (" + loop.name()
                 + ") through the reshape " + r.node().label() + ", and reshaped back");
         var out = new ReshapeValue(n, new BufferValue(loop), r.shape());
@@ -351,7 +345,7 @@ public final class Lowering {
 
     private Buffer reshape(Node n, Buffer b, Shape shape) {
         Layout.Fixed src = viewSource(n, b);
-        if (!src.strides().equals(src.shape().contiguousStrides()) && !Strides.rowMajorIgnoringOnes(src.shape(), src.strides())) {
+        if (!Strides.rowMajorIgnoringOnes(src.shape(), src.strides())) {
             decisions.add("%" + n.id() + " reshape: " + b.name() + " is not contiguous, so it is copied first");
             b = register(new ComputedBuffer(next(), "copy", Layout.flexible(b.type().dtype(), b.type().shape()),
                     load(new BufferValue(b), b.type().shape()), null, List.of(), -1));
@@ -551,9 +545,7 @@ public final class Lowering {
             Shape shape = cat.shapes().get(k);
             var loads = new ArrayList<Expr>(n.inputs().size());
             for (Node x : n.inputs()) loads.add(sliceLoad(values[x.id()], cat, k, shape));
-            Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
-            String label = n.op() instanceof Op.Pointwise p ? label(p.fn()) : "cast";
-            pieces.add(new BufferValue(register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()))));
+            pieces.add(new BufferValue(elementwiseLoop(n, shape, loads)));
         }
         var out = new CatValue(n, cat.dim(), pieces, cat.starts(), cat.shapes());
         decisions.add("%" + n.id() + " " + n.op().opName() + ": computed part by part through " + cat.node().label() + " cat ("
