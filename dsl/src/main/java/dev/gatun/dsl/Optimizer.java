@@ -52,6 +52,12 @@ public sealed interface Optimizer {
         @Override public Sgd averageGradients(String group) { return new Sgd(lr, momentum, dampening, weightDecay, nesterov, maxGradNorm, OptimizerChecks.group(group)); }
     }
 
+    /** The global 2-norm the gradients are clipped to (0: no clipping). */
+    double maxGradNorm();
+
+    /** The group each gradient is averaged over before the update, or null. */
+    String gradGroup();
+
     /** This optimizer with the gradients clipped to a global 2-norm of at most {@code maxNorm} before the update. */
     Optimizer clipGradNorm(double maxNorm);
 

@@ -45,8 +45,8 @@ final class OptimizerStep {
     }
 
     private TrainStep step(Optimizer opt, Tensor loss, List<Parameters.Parameter> ps) {
-        String group = switch (opt) { case Optimizer.AdamW a -> a.gradGroup(); case Optimizer.Sgd s -> s.gradGroup(); };
-        double maxNorm = switch (opt) { case Optimizer.AdamW a -> a.maxGradNorm(); case Optimizer.Sgd s -> s.maxGradNorm(); };
+        String group = opt.gradGroup();
+        double maxNorm = opt.maxGradNorm();
         // an FSDP parameter's gradient is taken of the gathered tensor the forward pass read, then reduce-scattered
         Tensor[] grads = g.grad(loss, ps.stream().map(p -> p.fsdpGroup() == null ? p.master() : p.compute()).toArray(Tensor[]::new));
         for (int i = 0; i < grads.length; i++) grads[i] = reduce(ps.get(i), grads[i], group);
