@@ -92,16 +92,13 @@ final class CudaExpertMatmul {
         return null;
     }
 
-    /** Where a bad id is reported: the fault record's claim word and record ({@link DeviceFault}), and the plan step. */
-    record Fault(long claim, long record, int step) {}
-
     /**
      * The launch of {@code y = expert_matmul(x, w, ids)}: {@code pairs} (token, choice) pairs of {@code choices} a token,
      * x with one row a pair ({@code rowPerChoice}) or a token, w {@code experts} matrices of {@code out} rows of
      * {@code in} elements of {@code t}, on a GPU of {@code sms} multiprocessors; none for no pairs.
      */
     static List<KernelLaunch> launches(DType t, long x, long w, long ids, long y, long pairs, int choices, boolean rowPerChoice, int experts, int out,
-                                       int in, int sms, Fault f) {
+                                       int in, int sms, DeviceFault.Site f) {
         if (pairs == 0 || out == 0) return List.of();
         if (pairs > MAX_PAIRS)
             throw new dev.gatun.runtime.GatunRuntimeException("expert_matmul of " + pairs + " (token, choice) pairs: the CUDA kernel takes at most "

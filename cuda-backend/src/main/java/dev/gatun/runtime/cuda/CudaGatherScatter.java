@@ -194,14 +194,11 @@ final class CudaGatherScatter {
                 + " dimensions; merge dimensions outside dim with reshape first, or run this graph on the host backend";
     }
 
-    /** Where a bad index is reported: the fault record's claim word and record ({@link DeviceFault}), and the plan step. */
-    record Fault(long claim, long record, int step) {}
-
     /**
      * The launch of {@code out = gather(x, dim, index)}: x of dtype {@code t} and shape {@code xShape}, the index (i32 or
      * i64) of shape {@code indexShape}, out of the index's shape.
      */
-    static List<KernelLaunch> gather(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, int dim, long out, Fault f) {
+    static List<KernelLaunch> gather(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, int dim, long out, DeviceFault.Site f) {
         long n = numel(indexShape);
         if (n == 0) return List.of();
         // the sizes along dim as arguments of their own: read from the arrays by a runtime index, they would need a stack frame
@@ -217,7 +214,7 @@ final class CudaGatherScatter {
      * check of the index first, then the sums (x's elements alone, for an empty index).
      */
     static List<KernelLaunch> scatterAdd(long x, DType t, long[] xShape, long index, DType indexType, long[] indexShape, long src, long[] srcShape,
-                                         int dim, long out, Fault f) {
+                                         int dim, long out, DeviceFault.Site f) {
         long n = numel(xShape), indices = numel(indexShape);
         int index64 = indexType == DType.INT64 ? 1 : 0;
         var launches = new ArrayList<KernelLaunch>();

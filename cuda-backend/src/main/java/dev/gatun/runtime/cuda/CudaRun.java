@@ -412,14 +412,14 @@ final class CudaRun implements StepLoop.Steps {
     private void gather(Step.OpCall g) {
         long[] x = g.input(0).shape().sizes(env);
         exe.gatherScatter.run(CudaGatherScatter.gather(addressOf(g.input(0)), g.input(0).dtype(), x, addressOf(g.input(1)), g.input(1).dtype(),
-                g.input(1).shape().sizes(env), dim(g, x.length), addressOf(g.output()), fault(g)), choice(g).programmatic(), exe.stream);
+                g.input(1).shape().sizes(env), dim(g, x.length), addressOf(g.output()), exe.fault.site(g)), choice(g).programmatic(), exe.stream);
     }
 
     /** scatter_add's inputs: x, the index, the source. */
     private void scatterAdd(Step.OpCall s) {
         long[] x = s.input(0).shape().sizes(env);
         exe.gatherScatter.run(CudaGatherScatter.scatterAdd(addressOf(s.input(0)), s.input(0).dtype(), x, addressOf(s.input(1)), s.input(1).dtype(),
-                s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), fault(s)),
+                s.input(1).shape().sizes(env), addressOf(s.input(2)), s.input(2).shape().sizes(env), dim(s, x.length), addressOf(s.output()), exe.fault.site(s)),
                 choice(s).programmatic(), exe.stream);
     }
 
@@ -427,9 +427,8 @@ final class CudaRun implements StepLoop.Steps {
     private void expertMatmul(Step.OpCall m) {
         long[] x = m.input(0).shape().sizes(env), w = m.input(1).shape().sizes(), ids = m.input(2).shape().sizes(env);
         boolean rowPerChoice = x.length == 3 && x[1] == ids[1] && ids[1] > 1;
-        var f = new CudaExpertMatmul.Fault(exe.fault.claim(), exe.fault.record(), exe.fault.step(m));
         exe.expertMatmul.run(CudaExpertMatmul.launches(m.input(0).dtype(), addressOf(m.input(0)), addressOf(m.input(1)), addressOf(m.input(2)),
-                addressOf(m.output()), ids[0] * ids[1], (int) ids[1], rowPerChoice, (int) w[0], (int) w[1], (int) w[2], exe.expertMatmul.sms, f),
+                addressOf(m.output()), ids[0] * ids[1], (int) ids[1], rowPerChoice, (int) w[0], (int) w[1], (int) w[2], exe.expertMatmul.sms, exe.fault.site(m)),
                 choice(m).programmatic(), exe.stream);
     }
 
@@ -438,9 +437,6 @@ final class CudaRun implements StepLoop.Steps {
         long d = o.attrs().integer("dim");
         return (int) (d < 0 ? d + rank : d);
     }
-
-    /** Where a gather or scatter_add reports a bad index. */
-    private CudaGatherScatter.Fault fault(Step.OpCall o) { return new CudaGatherScatter.Fault(exe.fault.claim(), exe.fault.record(), exe.fault.step(o)); }
 
     private void attention(AttentionCall a) {
         exe.attention.run(a, addressOf(a.q()), addressOf(a.keysT()), addressOf(a.values()), addressOf(a.output()), addressOf(a.position()),

@@ -90,6 +90,12 @@ final class DeviceFault implements AutoCloseable {
     long record() { return record.address(); }
 
     /** The step's index in the plan, the third. */
+    /** Where a kernel reports a bad index or id: this record's claim word and record, and plan step {@code s}'s number. */
+    record Site(long claim, long record, int step) {}
+
+    /** The {@link Site} of step {@code s}. */
+    Site site(Step s) { return new Site(claim(), record(), step(s)); }
+
     int step(Step s) {
         Integer i = index.get(s);
         if (i == null) throw new IllegalStateException("step " + s.format() + " is not one that can stop a call");

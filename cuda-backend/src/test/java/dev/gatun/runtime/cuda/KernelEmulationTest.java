@@ -169,7 +169,7 @@ class KernelEmulationTest {
             long[] xs = shape(rank, rnd), is = within(xs, dim, rnd);
             NDArray x = random(t, xs, rnd, false), ids = index(idType, is, xs[dim], rnd), want = NDArray.zeros(t, is);
             Gather.SPEC.host(List.<HostTensor>of(x, ids), List.<HostTensor>of(want), OpAttrs.of(Gather.SPEC, Map.of("dim", dim)));
-            var r = emulate(CudaGatherScatter.gather(1, t, xs, 2, idType, is, dim, 3, new CudaGatherScatter.Fault(CLAIM, RECORD, 5)),
+            var r = emulate(CudaGatherScatter.gather(1, t, xs, 2, idType, is, dim, 3, new DeviceFault.Site(CLAIM, RECORD, 5)),
                     withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, new byte[(int) want.byteSize()])));
             assertThat(r.trapped()).isFalse();
             assertThat(r.slots().get(3L)).as("gather %s x%s dim %d index %s%s", t, Arrays.toString(xs), dim, idType, Arrays.toString(is)).isEqualTo(bytes(want));
@@ -187,7 +187,7 @@ class KernelEmulationTest {
             long bound = Math.min(xs[dim], 1 + rnd.nextInt(3));   // few targets: many repeats
             NDArray x = random(t, xs, rnd, false), ids = index(idType, is, bound, rnd), src = random(t, ss, rnd, false), want = NDArray.zeros(t, xs);
             ScatterAdd.SPEC.host(List.<HostTensor>of(x, ids, src), List.<HostTensor>of(want), OpAttrs.of(ScatterAdd.SPEC, Map.of("dim", dim)));
-            var r = emulate(CudaGatherScatter.scatterAdd(1, t, xs, 2, idType, is, 3, ss, dim, 4, new CudaGatherScatter.Fault(CLAIM, RECORD, 5)),
+            var r = emulate(CudaGatherScatter.scatterAdd(1, t, xs, 2, idType, is, 3, ss, dim, 4, new DeviceFault.Site(CLAIM, RECORD, 5)),
                     withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, bytes(src), 4L, new byte[(int) want.byteSize()])));
             assertThat(r.trapped()).isFalse();
             assertThat(r.slots().get(4L)).as("scatter_add %s x%s dim %d index %s%s src%s", t, Arrays.toString(xs), dim, idType, Arrays.toString(is),
@@ -203,7 +203,7 @@ class KernelEmulationTest {
         ScatterAdd.SPEC.host(List.<HostTensor>of(x, ids, src), List.<HostTensor>of(want), OpAttrs.of(ScatterAdd.SPEC, Map.of("dim", 0)));
         assertThat(want.toDoubleArray()).as("the host's sums: (1e8 + 1) - 1e8 and (1 + 1e8) - 1e8 in float32").containsExactly(0, 0);
         var r = emulate(CudaGatherScatter.scatterAdd(1, DType.F32, new long[]{1, 2}, 2, DType.I64, new long[]{3, 2}, 3, new long[]{3, 2}, 0, 4,
-                new CudaGatherScatter.Fault(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, bytes(src), 4L, new byte[8])));
+                new DeviceFault.Site(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, bytes(src), 4L, new byte[8])));
         assertThat(r.slots().get(4L)).isEqualTo(bytes(want));
     }
 
@@ -212,12 +212,12 @@ class KernelEmulationTest {
     void aBadIndexTrapsWithItsRecord() throws Exception {
         NDArray x = NDArray.random(DType.F32, 1, 4, 3), ids = NDArray.of(DType.I64, new double[]{0, 2, 1, 3}, 2, 2);
         var gather = emulate(CudaGatherScatter.gather(1, DType.F32, new long[]{4, 3}, 2, DType.I64, new long[]{2, 2}, 1, 3,
-                new CudaGatherScatter.Fault(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, new byte[16])));
+                new DeviceFault.Site(CLAIM, RECORD, 5)), withFault(Map.of(1L, bytes(x), 2L, bytes(ids), 3L, new byte[16])));
         assertThat(gather.trapped()).isTrue();
         assertRecord(gather.slots().get(RECORD), 5, 3, 3, 3, 1);
         NDArray bad = NDArray.of(DType.I32, new double[]{0, 3, 3, 1, -1, 2}, 2, 3), src = NDArray.random(DType.F32, 2, 2, 3);
         var scatter = emulate(CudaGatherScatter.scatterAdd(1, DType.F32, new long[]{4, 3}, 2, DType.I32, new long[]{2, 3}, 3, new long[]{2, 3}, 0, 4,
-                new CudaGatherScatter.Fault(CLAIM, RECORD, 6)), withFault(Map.of(1L, bytes(x), 2L, bytes(bad), 3L, bytes(src), 4L, new byte[48])));
+                new DeviceFault.Site(CLAIM, RECORD, 6)), withFault(Map.of(1L, bytes(x), 2L, bytes(bad), 3L, bytes(src), 4L, new byte[48])));
         assertThat(scatter.trapped()).isTrue();
         assertRecord(scatter.slots().get(RECORD), 6, -1, 4, 4, 0);
         assertThat(scatter.slots().get(4L)).as("no sum was written: the check runs first").containsOnly(0);
@@ -242,7 +242,7 @@ class KernelEmulationTest {
             for (long i = 0; i < x.numel(); i++) x.set(i, rnd.nextGaussian());
             for (long i = 0; i < w.numel(); i++) w.set(i, rnd.nextGaussian() * 0.1);
             for (long i = 0; i < ids.numel(); i++) ids.setLong(i, rnd.nextInt(Math.min(experts, 2)));
-            var launches = CudaExpertMatmul.launches(t, 1, 2, 3, 4, (long) tokens * k, k, perChoice, experts, out, in, 132, new CudaExpertMatmul.Fault(CLAIM, RECORD, 7));
+            var launches = CudaExpertMatmul.launches(t, 1, 2, 3, 4, (long) tokens * k, k, perChoice, experts, out, in, 132, new DeviceFault.Site(CLAIM, RECORD, 7));
             sliced |= (int) launches.getFirst().args().get(9) > 1;
             var r = emulate(launches, withFault(Map.of(1L, bytes(x), 2L, bytes(w), 3L, bytes(ids), 4L, new byte[tokens * k * out * t.byteSize()])));
             assertThat(r.trapped()).isFalse();
@@ -268,7 +268,7 @@ class KernelEmulationTest {
     @Test
     void aBadExpertIdTrapsWithItsRecord() throws Exception {
         NDArray x = NDArray.random(DType.F32, 1, 2, 8), w = NDArray.random(DType.F32, 2, 3, 3, 8), ids = NDArray.of(new long[]{1, 0, 3, -1}, 2, 2);
-        var r = emulate(CudaExpertMatmul.launches(DType.F32, 1, 2, 3, 4, 4, 2, false, 3, 3, 8, 132, new CudaExpertMatmul.Fault(CLAIM, RECORD, 9)),
+        var r = emulate(CudaExpertMatmul.launches(DType.F32, 1, 2, 3, 4, 4, 2, false, 3, 3, 8, 132, new DeviceFault.Site(CLAIM, RECORD, 9)),
                 withFault(Map.of(1L, bytes(x), 2L, bytes(w), 3L, bytes(ids), 4L, new byte[4 * 3 * 4])));
         assertThat(r.trapped()).isTrue();
         var rec = MemorySegment.ofArray(r.slots().get(RECORD));
