@@ -5,7 +5,8 @@
 #   test-classes/<module> every module's compiled tests (scanned by the launcher)
 #   run-gpu-tests.sh      runs the "gpu"-tagged tests (or all tests with --all) with --enable-native-access
 # Usage: bundle/build.sh [-pl module[,module]]  (default: the whole reactor; -pl cuda-backend builds it and what it needs)
-# Env: JAVA_HOME (a JDK 25), BUNDLE_OUT (default <repo>/.bundle), BUNDLE_TAR=0 to leave java/lib/test-classes unpacked
+# Env: JAVA_HOME (a JDK 25), BUNDLE_OUT (default <repo>/.bundle), BUNDLE_MAVEN_ARGS (more Maven arguments, e.g. -Pjmh
+#      for the planner's JMH benchmarks: org.openjdk.jmh.Main through run-gpu-tests.sh --main), BUNDLE_TAR=0 to leave java/lib/test-classes unpacked
 #      (default: packed into payload.tar.gz, which run-gpu-tests.sh unpacks to /tmp/gatun-bundle).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,8 +23,11 @@ mkdir -p "$STAGE/lib" "$STAGE/deps" "$STAGE/test-classes"
 
 cd "$ROOT"
 # JUnit's own jars come with the console launcher; leave them out of the copied dependencies.
-EXCLUDE=junit-jupiter,junit-jupiter-api,junit-jupiter-engine,junit-jupiter-params,junit-platform-commons,junit-platform-engine,junit-platform-launcher,opentest4j,apiguardian-api
-./mvnw -q -B "${PL[@]}" -DskipTests package dependency:copy-dependencies \
+# AssertJ's byte-buddy (8 MB) serves only its soft assertions and assumptions, which no test uses: left out too, so
+# the bundle and the working tree stay within what a device call carries.
+EXCLUDE=byte-buddy,junit-jupiter,junit-jupiter-api,junit-jupiter-engine,junit-jupiter-params,junit-platform-commons,junit-platform-engine,junit-platform-launcher,opentest4j,apiguardian-api
+# shellcheck disable=SC2086
+./mvnw -q -B "${PL[@]}" ${BUNDLE_MAVEN_ARGS:-} -DskipTests package dependency:copy-dependencies \
     -DincludeScope=test -DexcludeGroupIds=dev.gatun -DexcludeArtifactIds=$EXCLUDE -DoutputDirectory="$STAGE/deps"
 ./mvnw -q -B -N dependency:copy -Dartifact=org.junit.platform:junit-platform-console-standalone:$JUNIT_PLATFORM_VERSION \
     -DoutputDirectory="$STAGE/lib"
