@@ -22,14 +22,16 @@ import java.util.Map;
  * L2), at the Llama-3.2-1B decode shapes (8 key-value heads a sequence, 4 query heads each, head size 64, bf16, a cache
  * of 544 positions). Two graphs: the {@code attention} step, and the ops it replaces (the scores' product, scale and
  * mask, softmax, the values' product), replayed as CUDA graphs; µs a layer, medians of timed calls (not a test).
- * Arguments: [batch, default 1] [position, default 520] [calls, default 200].
+ * Arguments: [batch, default 1] [position, default 520] [calls, default 200] [head size, default 64] [key-value heads,
+ * default 8] [cache length, default 544].
  *
  * <p>Run on a GPU machine with {@code bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.AttentionBench 1}.
  */
 public final class AttentionBench {
     private AttentionBench() {}
 
-    static final int LAYERS = 64, KV = 8, ROWS = 4, D = 64, LEN = 544;
+    static final int LAYERS = 64, ROWS = 4;
+    static int KV = 8, D = 64, LEN = 544;
 
     static Graph chain(int batch, boolean fused) {
         GraphBuilder g = Gatun.graph(fused ? "attention_chain" : "composed_chain");
@@ -55,6 +57,9 @@ public final class AttentionBench {
         int batch = args.length > 0 ? Integer.parseInt(args[0]) : 1;
         int position = args.length > 1 ? Integer.parseInt(args[1]) : 520;
         int calls = args.length > 2 ? Integer.parseInt(args[2]) : 200;
+        if (args.length > 3) D = Integer.parseInt(args[3]);
+        if (args.length > 4) KV = Integer.parseInt(args[4]);
+        if (args.length > 5) LEN = Integer.parseInt(args[5]);
         int b = batch * KV;
         var results = new ArrayList<String>();
         NDArray first = null;
