@@ -55,8 +55,9 @@ public record ExecutionOptions(String backend, Duration timeout, boolean cudaGra
      * @param cudaHome       where NVRTC finds the CUDA headers (CUDA_HOME, default /usr/local/cuda)
      * @param vmmHandles     share symmetric memory between processes by VMM file descriptors instead of IPC handles
      *                       (GATUN_SYMMETRIC_HANDLES=vmm)
-     * @param fenceSc        a full system fence before every signal of the symmetric kernels, only to measure what the
-     *                       release store saves (GATUN_FENCE_SC=1)
+     * @param fenceSc        a full system fence before every signal of the symmetric kernels, and after a barrier-free
+     *                       all-reduce's pushes, only to measure what the release store saves and whether unfenced
+     *                       pushes reach a peer late (GATUN_FENCE_SC=1)
      * @param hardwareQueues the hardware queues streams feed the GPU through (CUDA_DEVICE_MAX_CONNECTIONS, default 8)
      * @param barrierFreeBackoffNs a barrier-free all-reduce's thread that has polled an element 64 times sleeps this many
      *                       nanoseconds between later polls (0: it spins), only to measure whether the polling slows

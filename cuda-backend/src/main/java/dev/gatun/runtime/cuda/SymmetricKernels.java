@@ -303,6 +303,9 @@ final class SymmetricKernels {
                         dst[i] = v == sentinel ? (U) Raw<T>::NAN_BITS : v;
                     }
                 }
+            #ifdef GATUN_FENCE_SC
+                __threadfence_system();   // only to measure: whether the pushes' stores, unfenced, reach a peer late
+            #endif
                 // reduce: each element of each slot once it has arrived, in member order
                 const char* rounds = mine + header + round * round_bytes;
                 for (long long i = b + threadIdx.x; i < e; i += blockDim.x) {
