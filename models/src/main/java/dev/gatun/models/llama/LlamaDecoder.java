@@ -160,7 +160,9 @@ public final class LlamaDecoder {
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
         Tensor x = GemmaOps.embed(c, embed.indexSelect(0, ids), dtype);   // [batch * tokens, hidden] (Gemma's scaled)
         var masks = new AttentionMasks(g, c, decode, ragged, mask, position, t, maxLen, dtype);
-        var layer = new Layer(g, c, b, t, maxLen, parallel, tp, dtype, decode, ragged, cos, sin, position, padK, padV, masks);
+        // under expert parallelism this rank's number along "ep", for every layer's share of the rows
+        Tensor member = parallel.ep() > 1 ? MixtureOfExperts.member(g, parallel.ep()) : null;
+        var layer = new Layer(g, c, b, t, maxLen, parallel, member, tp, dtype, decode, ragged, cos, sin, position, padK, padV, masks);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = GemmaOps.norm(g, c, x, p + "input_layernorm.weight", dtype);
@@ -380,7 +382,7 @@ public final class LlamaDecoder {
      * One decoder layer's two blocks, for the graph {@link #graph} builds: what every layer shares (the phase, the
      * rotary tables, the position, the caches' padding, the masks) held once.
      */
-    private record Layer(GraphBuilder g, LlamaConfig c, int b, int t, int maxLen, Parallelism parallel, int tp, DType dtype, boolean decode, boolean ragged,
+    private record Layer(GraphBuilder g, LlamaConfig c, int b, int t, int maxLen, Parallelism parallel, Tensor member, int tp, DType dtype, boolean decode, boolean ragged,
                          Tensor cos, Tensor sin, Tensor position, Tensor padK, Tensor padV, AttentionMasks masks) {
         /** The attention block of layer {@code l} on its normed input {@code xn}: its output, before the residual add. */
         Tensor attention(int l, String p, Tensor xn) {
@@ -460,7 +462,7 @@ public final class LlamaDecoder {
 
         /** The MLP block of layer {@code l} on its normed input {@code xn} (a mixture of experts where the layer is one). */
         Tensor mlp(int l, String p, Tensor xn) {
-            if (MixtureOfExperts.sparse(c, l)) return MixtureOfExperts.block(g, c, p, xn, b * t, parallel, dtype);
+            if (MixtureOfExperts.sparse(c, l)) return MixtureOfExperts.block(g, c, p, xn, b * t, parallel, member, dtype);
             int fl = c.intermediateSize() / tp;
             // one product for the gate and up projections (gate | up side by side)
             Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),

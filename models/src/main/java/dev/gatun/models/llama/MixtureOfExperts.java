@@ -198,20 +198,20 @@ final class MixtureOfExperts {
      * summed over the ranks (to be added to the residual stream): the routed form where {@link #routed}, else the dense.
      */
     static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, int tp, DType dtype) {
-        return block(g, c, p, xn, rows, Parallelism.tensor(tp), dtype);
+        return block(g, c, p, xn, rows, Parallelism.tensor(tp), null, dtype);
     }
 
     /**
      * {@link #block(GraphBuilder, LlamaConfig, String, Tensor, int, int, DType)} on one rank of {@code parallel}'s
      * mesh: where {@code ep} is above 1 the experts by {@link #expertParallel} (whatever the step's rows), the sum over
-     * the "tp" axis after it.
+     * the "tp" axis after it; {@code member} this rank's number along "ep" ({@link #member}, made once a graph).
      */
-    static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, Parallelism parallel, DType dtype) {
+    static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, Parallelism parallel, Tensor member, DType dtype) {
         MoeConfig m = c.moe();
         int tp = parallel.tp(), h = c.hiddenSize(), n = m.experts(), fl = m.expertSize() / tp;
         var top = router(m, linear(xn, g.input(p + ROUTER, dtype, n, h)));
         Tensor out;
-        if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, dtype);
+        if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, member, dtype);
         else {
             Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
             out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype) : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
@@ -231,14 +231,13 @@ final class MixtureOfExperts {
      * {@code ceil(rows / ep)} consecutive rows (the last share padded with copies of the last row, computed and
      * dropped), sends its (row, choice) pairs to the members holding their experts and gets the weighted sums back, and
      * the shares are all-gathered along "ep" into every row's sum, [rows, hidden] (this rank's part of the experts'
-     * width: partial sums where {@code tp} is above 1). A member's number along the axis comes from the device: the even
-     * {@code all_to_all} of {@code 0 .. ep - 1} gives member j its j from every sender, so every rank runs the same graph.
-     * Each member receives at most {@code share * k * ep} rows, the capacity: never refused.
+     * width: partial sums where {@code tp} is above 1); {@code member} is this rank's number along the axis
+     * ({@link #member}). Each member receives at most {@code share * k * ep} rows, the capacity: never refused.
      */
-    private static Tensor expertParallel(GraphBuilder g, MoeConfig m, String p, Tensor xn, Tensor.TopK top, int rows, Parallelism parallel, DType dtype) {
+    private static Tensor expertParallel(GraphBuilder g, MoeConfig m, String p, Tensor xn, Tensor.TopK top, int rows, Parallelism parallel, Tensor member,
+                                         DType dtype) {
         int ep = parallel.ep(), local = m.experts() / ep, fl = m.expertSize() / parallel.tp(), k = m.topK(), h = (int) xn.shape().sizes()[1];
         int share = (rows + ep - 1) / ep;
-        Tensor member = g.arange(DType.I64, ep).reshape(ep, 1).allToAll(Parallelism.EXPERT_AXIS).slice(0, 0, 1).reshape(1);
         Tensor mine = g.arange(DType.I64, share).add(member.mul(g.scalar(share, DType.I64)).expand(share));
         if ((long) share * ep != rows) mine = mine.minimum(g.scalar(rows - 1, DType.I64));
         Tensor gateUpW = g.input(p + GATE_UP, dtype, local * 2 * fl, h).reshape(local, 2 * fl, h), downW = g.input(p + DOWN, dtype, local, h, fl);
@@ -251,6 +250,14 @@ final class MixtureOfExperts {
                 });
         Tensor all = y.allGather(Parallelism.EXPERT_AXIS);   // [share * ep, hidden]: the members' shares in order
         return (long) share * ep == rows ? all : all.slice(0, 0, rows);
+    }
+
+    /**
+     * This rank's number along the "ep" axis of {@code ep} members, [1] i64, from the device, so every rank runs the
+     * same graph: the even {@code all_to_all} of {@code 0 .. ep - 1} gives member j its j from every sender.
+     */
+    static Tensor member(GraphBuilder g, int ep) {
+        return g.arange(DType.I64, ep).reshape(ep, 1).allToAll(Parallelism.EXPERT_AXIS).slice(0, 0, 1).reshape(1);
     }
 
     /**

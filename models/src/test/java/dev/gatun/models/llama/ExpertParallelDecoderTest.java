@@ -73,6 +73,30 @@ class ExpertParallelDecoderTest {
         }
     }
 
+    /**
+     * The prefill and decode plans at every mesh pass the planner's independent checks (PlanChecks: receive buffers in
+     * the communication pool of "ep" at the capacity's rows, never sharing a slot a peer may still find in use), and
+     * each MoE layer dispatches (the rows and their experts' ids) and combines by three uneven all_to_alls whose senders
+     * write into the receivers' buffers.
+     */
+    @Test
+    void theExpertParallelPlansPassThePlannersIndependentChecks() throws IOException {
+        var ref = TransformersReference.load("qwen2_moe");
+        try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
+            LlamaConfig c = ckpt.config();
+            for (int[] mesh : MESHES) {
+                var parallel = Parallelism.experts(mesh[0], mesh[1]);
+                for (var g : List.of(LlamaDecoder.decode(c, 2, 16, parallel, DType.F32, LlamaDecoder.Form.GREEDY),
+                        LlamaDecoder.prefill(c, 1, 12, 16, parallel, DType.F32, new LlamaDecoder.Form(false, true)))) {
+                    var options = CompileOptions.world(parallel.world()).backend("host");
+                    var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()), options.planning());
+                    assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(plan)).as(g.name() + " " + parallel + ":\n" + plan).isEmpty();
+                    assertThat(plan.toString().split("senders write into receive buffer", -1)).as(g.name() + " " + parallel).hasSize(3 * c.layers() + 1);
+                }
+            }
+        }
+    }
+
     @Test
     void refusesADegreeThatDoesNotDivideTheExpertsAndADenseModelByName() throws IOException {
         var ref = TransformersReference.load("mixtral");
