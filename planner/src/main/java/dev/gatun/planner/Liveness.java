@@ -132,9 +132,14 @@ final class Liveness {
         return 0;
     }
 
-    /** Whether peers write {@code e}'s result directly: a collective's result in symmetric memory (an uneven all_to_all's receive buffer). */
+    /**
+     * Whether peers write {@code e}'s result directly: an uneven all_to_all's receive buffer in symmetric memory (its
+     * second input the row counts). Another collective's result in symmetric memory (one made in a symmetric region)
+     * is written by its own rank.
+     */
     static boolean peerWritten(ExternBuffer e) {
-        return e.call() instanceof ExternCall.Collective && e.layout() instanceof dev.gatun.ir.Layout.CommBuffer;
+        return e.call() instanceof ExternCall.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL && e.inputs().size() == 2
+                && e.layout() instanceof dev.gatun.ir.Layout.CommBuffer;
     }
 
     /** Storages peers read directly: symmetric collectives' inputs and user-op inputs declared symmetric. */

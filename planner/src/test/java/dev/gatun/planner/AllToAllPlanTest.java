@@ -42,6 +42,16 @@ class AllToAllPlanTest {
         g.output("even", g.input("wide", DType.BF16, 4 * world + 1, 4).slice(0, 1, 4 * world + 1).allToAll("world"));
     }
 
+    static Plan.Slot slot(Plan p, String buffer) {
+        return p.slots().stream().filter(s -> s.buffer().name().equals(buffer)).findFirst().orElseThrow();
+    }
+
+    /** The index in {@link Plan#steps()} of the step that runs {@code c}. */
+    static int stepOf(Plan p, Step.Collective c) {
+        for (int i = 0; i < p.steps().size(); i++) if (p.steps().get(i).collectives().contains(c)) return i;
+        throw new AssertionError(c.format() + " is no step of the plan");
+    }
+
     static Step.Collective collective(Plan p, String output) {
         return p.steps().stream().flatMap(s -> s.collectives().stream()).filter(c -> c.output().name().equals(output)).findFirst().orElseThrow();
     }
@@ -134,6 +144,8 @@ class AllToAllPlanTest {
         // x dies here before the dispatch, with no barrier of "world" in between: only the peers' writes keep them apart
         assertThat(lives.get(x.name()).end()).as(p.toString()).isLessThan(dispatch);
         assertThat(lives.get(out).start()).isEqualTo(0);
+        // the planner's own slot history: the receive buffer's slot is held while x is still in use here
+        assertThat(slot(p, out).first()).as(p.toString()).isLessThanOrEqualTo(slot(p, x.name()).localLast()).isLessThan(stepOf(p, a2a));
         assertThat(a2a.output().placement().pool()).isEqualTo(x.placement().pool());
         assertThat(a2a.output().placement().offset()).as(p.toString()).isNotEqualTo(x.placement().offset());
         Plan bad = AdversarialPlanTest.moved(p, out, x.placement().offset());
@@ -155,6 +167,27 @@ class AllToAllPlanTest {
         Plan bad = new Plan(p.lowered(), buffers, p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
                 p.estimatedPeak(), p.options());
         assertThat(PlanChecks.receiveBuffers(bad)).singleElement().asString().contains("receive buffer " + old.name()).contains("not in the communication pool");
+    }
+
+    /**
+     * Only an uneven all_to_all's receive buffer is written by peers: an even one's result made in a symmetric region
+     * lies in the communication pool too, but its own rank writes it, so it holds its slot from its own step only.
+     */
+    @Test
+    void aSymmetricRegionsCollectiveResultIsHeldFromItsOwnStep() {
+        Plan p = plan(2, LoweringOptions.world(2), g -> {
+            var x = g.input("x", DType.F32, 8, 4);
+            var y = x.mul(2).allReduce(dev.gatun.ir.graph.ReduceOp.SUM);
+            var z = g.symmetric("world", () -> y.add(1).allToAll("world"));
+            g.output("z", z.mul(3));
+        });
+        var even = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(c -> c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL)
+                .findFirst().orElseThrow();
+        assertThat(even.output().isSymmetric()).as(p.toString()).isTrue();
+        assertThat(PlanChecks.lifetimes(p).get(even.output().name()).start()).isEqualTo(PlanChecks.steps(p).indexOf(even));
+        // the planner's own slot history: held from the collective's step
+        assertThat(slot(p, even.output().name()).first()).isEqualTo(stepOf(p, even));
+        assertThat(p.toString()).doesNotContain("senders write into");
     }
 
     /** Where the result is a graph output it stays a regular buffer (the members read the senders' rows), and the plan is fine. */

@@ -41,6 +41,12 @@ import java.util.Map;
  * <p>Under tensor parallelism each rank holds a slice of every expert's width (and of the shared expert's), as of a
  * dense MLP: column-parallel gate and up, row-parallel down, one all-reduce of the block's sum. The router and the
  * shared expert's gate are replicated: every rank sees the same normalized hidden state, so the same routing.
+ *
+ * <p>Under expert parallelism ({@link Parallelism}, ep above 1) each rank of the "ep" axis holds {@code experts / ep}
+ * whole experts (TP-sliced over "tp" as above), and every step, prompt or decode, takes a third form: each ep member
+ * routes a share of the rows through {@link ExpertParallel} (the pairs dispatched to their experts' owners by an
+ * uneven all_to_all, computed there by {@code expert_matmul}, combined back) and the shares are all-gathered; the
+ * router, the shared expert and the all-reduce over "tp" as above.
  */
 final class MixtureOfExperts {
     private MixtureOfExperts() {}
@@ -211,7 +217,7 @@ final class MixtureOfExperts {
         int tp = parallel.tp(), h = c.hiddenSize(), n = m.experts(), fl = m.expertSize() / tp;
         var top = router(m, linear(xn, g.input(p + ROUTER, dtype, n, h)));
         Tensor out;
-        if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, member, dtype);
+        if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, member != null ? member : member(g, parallel.ep()), dtype);
         else {
             Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
             out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype) : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
