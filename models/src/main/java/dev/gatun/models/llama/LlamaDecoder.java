@@ -251,6 +251,15 @@ public final class LlamaDecoder {
         return LlamaPrefill.shard(c, weights, Parallelism.tensor(tp), rank, dtype, progress);
     }
 
+    /**
+     * {@link #weights(LlamaConfig, TensorFiles, Parallelism, int, DType)}, telling {@code progress} how far reading has
+     * got: up to the tensors this rank reads (under expert parallelism, its "ep" member's experts and no other's).
+     */
+    public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, Parallelism parallel, int rank, DType dtype,
+                                               Consumer<LoadProgress> progress) {
+        return LlamaPrefill.shard(c, weights, parallel, rank, dtype, progress);
+    }
+
     /** The prefill's inputs for a prompt: its tokens and {@link #promptTables}. */
     public static Map<String, NDArray> prompt(LlamaConfig c, int[] ids, int maxLen, int tp, DType dtype) {
         var in = promptTables(c, 1, ids.length, maxLen, tp, dtype);

@@ -97,6 +97,21 @@ class ExpertParallelDecoderTest {
         }
     }
 
+    /** A rank's progress line counts the tensors it reads, its member's experts only, and ends done. */
+    @Test
+    void aRanksProgressEndsDoneAtItsOwnExperts() throws IOException {
+        var ref = TransformersReference.load("mixtral");
+        try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
+            LlamaConfig c = ckpt.config();
+            var seen = new ArrayList<dev.gatun.runtime.LoadProgress>();
+            ckpt.shard(Parallelism.experts(2, 1), 1, DType.F32, seen::add);
+            int all = LlamaCheckpoint.shapes(c).size(), others = c.layers() * 3 * c.moe().experts() / 2;   // the other member's experts
+            assertThat(seen.getLast().done()).isTrue();
+            assertThat(seen.getLast().totalTensors()).isEqualTo(all - others);
+            assertThat(seen).noneMatch(p -> p.tensor() != null && p.tensor().matches(".*experts\\.[01]\\..*"));
+        }
+    }
+
     @Test
     void refusesADegreeThatDoesNotDivideTheExpertsAndADenseModelByName() throws IOException {
         var ref = TransformersReference.load("mixtral");
