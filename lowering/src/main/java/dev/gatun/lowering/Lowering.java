@@ -3,6 +3,7 @@ package dev.gatun.lowering;
 import dev.gatun.ir.CompilationException;
 
 import dev.gatun.ir.Algorithm;
+import dev.gatun.ir.CommBufferType;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.Dim;
 import dev.gatun.ir.Layout;
@@ -653,7 +654,24 @@ public final class Lowering {
         for (int i = 0; i < n.inputs().size(); i++) operands.add(operand(n, i, c, choice, out, op));
         decisions.add(out + ": " + op + " (" + choice.why() + ")");
         var call = new ExternCall.Collective(c.kind(), c.reduceOp(), c.group(), c.root(), choice.algorithm());
-        return register(new ExternBuffer(out, Layout.contiguous(n.type().dtype(), n.type().shape()), call, operands, n.id()));
+        return register(new ExternBuffer(out, receiveLayout(n, c, choice, out), call, operands, n.id()));
+    }
+
+    /**
+     * The layout of a collective's result: row-major in regular memory, but for an uneven all_to_all on symmetric memory
+     * a communication buffer of its group, the receive buffer of {@code capacity} rows the senders write their rows
+     * into (docs/DESIGN.md, "all-to-all"); a graph output stays regular, the members then reading the senders' rows.
+     */
+    private Layout receiveLayout(Node n, Op.Collective c, CollectiveChoice choice, String out) {
+        Layout plain = Layout.contiguous(n.type().dtype(), n.type().shape());
+        if (!c.uneven() || !choice.algorithm().isSymmetric() || !n.type().shape().isStatic()) return plain;
+        String rows = n.type().shape().dim(0).size() + " rows (the capacity)";
+        if (graph.isOutput(n)) {
+            decisions.add(out + ": receive buffer of " + rows + " in regular memory because it is a graph output; each member reads the senders' rows");
+            return plain;
+        }
+        decisions.add(out + ": receive buffer of " + rows + " in symmetric memory of group '" + c.group() + "': the senders write their rows into it");
+        return Layout.CommBuffer.of(plain, CommBufferType.SYMM_MEM, c.group());
     }
 
     /** Input {@code i} of collective {@code n} made what its algorithm reads: a communication buffer, or packed memory. */

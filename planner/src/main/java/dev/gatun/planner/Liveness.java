@@ -115,6 +115,33 @@ final class Liveness {
         return n;
     }
 
+    /**
+     * The first work at which {@code b}'s slot may be written: its writer's, but for a receive buffer the senders write
+     * into (an uneven all_to_all's result in symmetric memory, {@link #peerWritten}) the work after the last one before
+     * its writer that ends with a barrier of its group (0 where none does). A sender may run ahead of this rank up to
+     * there, so from there on no other buffer may share the slot: never aliased, across layers, with a buffer this rank
+     * may still be using when a peer writes.
+     */
+    int firstWrite(Buffer b) {
+        int d = def(b);
+        if (!(b instanceof ExternBuffer e) || !peerWritten(e)) return d;
+        String group = ((ExternCall.Collective) e.call()).group();
+        for (int i = d - 1; i >= 0; i--)
+            if (order.get(i) instanceof Work.ExternWork w && w.call().call() instanceof ExternCall.Collective c
+                    && c.group().equals(group) && c.algorithm().endsWithBarrier()) return i + 1;
+        return 0;
+    }
+
+    /**
+     * Whether peers write {@code e}'s result directly: an uneven all_to_all's receive buffer in symmetric memory (its
+     * second input the row counts). Another collective's result in symmetric memory (one made in a symmetric region)
+     * is written by its own rank.
+     */
+    static boolean peerWritten(ExternBuffer e) {
+        return e.call() instanceof ExternCall.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL && e.inputs().size() == 2
+                && e.layout() instanceof dev.gatun.ir.Layout.CommBuffer;
+    }
+
     /** Storages peers read directly: symmetric collectives' inputs and user-op inputs declared symmetric. */
     static List<Buffer> peerReads(ExternBuffer e) {
         var out = new ArrayList<Buffer>();

@@ -52,7 +52,8 @@ public final class Plan {
     /**
      * The planner's history of one pool slot (one per {@link Step.Place}), in indices into {@link #steps()}: the
      * buffer holds bytes {@code [offset, offset + bytes)} of {@code pool} from step {@code first} (its writer; for a
-     * path-2 input its copy, for a constant the start) to step {@code last}. {@code localLast} is its last use on
+     * path-2 input its copy, for a constant the start; for a receive buffer peers write, the step after its group's last
+     * barrier before the writing collective) to step {@code last}. {@code localLast} is its last use on
      * this rank; {@code crossRankLast}, for a slot peers read, the step whose barrier tells that every rank has
      * finished reading it (-1: no peer reads it). {@code reuses} names the earlier occupant of the slot.
      */

@@ -20,7 +20,8 @@ import java.util.TreeMap;
  * <ol>
  *   <li>{@link #communication}: one pool per group for the buffers lowering put in symmetric memory, planned in
  *   isolation from everything else, each slot live until every rank has finished reading it
- *   ({@link Liveness#crossRankEnd}); same offsets on every rank, released before the call returns;</li>
+ *   ({@link Liveness#crossRankEnd}), a receive buffer the senders write into from where a sender may first write it
+ *   ({@link Liveness#firstWrite}); same offsets on every rank, released before the call returns;</li>
  *   <li>{@link #symmetricInputs}: one persistent pool per group for path-2 graph inputs, a slot each;</li>
  *   <li>{@link #states}: the graph's states, a slot each for the session, which their in-place updates share;</li>
  *   <li>{@link #regular}: the rank's arena for every other buffer, an in-place chain sharing one slot;</li>
@@ -65,9 +66,11 @@ final class Pools {
             if (!b.type().shape().isStatic() || !(b.layout() instanceof Layout.CommBuffer cb)) continue;
             int cross = live.crossRankEnd(b, cb.group());
             int end = Math.max(live.localEnd(b), cross);
-            history.interval(b, live.def(b), live.localEnd(b), cross);
+            // a receive buffer holds its slot from where a sender may first write it (Liveness.firstWrite)
+            int start = live.firstWrite(b);
+            history.interval(b, start, live.localEnd(b), cross);
             bufs.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(b);
-            items.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(item(b, live.def(b), end));
+            items.computeIfAbsent(cb.group(), g -> new ArrayList<>()).add(item(b, start, end));
         }
         for (var e : items.entrySet()) {
             var r = OffsetAssigner.assign(e.getValue());

@@ -190,7 +190,15 @@ public sealed interface Step {
             String note = slots != null ? "no barrier: pushes into the members' rotating slots " + slots.describe() + "; round = call mod 3"
                     : (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused); " : "") + barrierNote(call, freed);
             String args = input.name() + (counts == null ? "" : ", " + counts.name() + ", capacity=" + output.shape().dim(0).size());
-            return output.name() + " = " + call.opName() + "(" + args + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note;
+            return output.name() + " = " + call.opName() + "(" + args + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note + receiveNote();
+        }
+
+        /** Where an uneven all_to_all's senders write: its receive buffer in symmetric memory, or nothing to say. */
+        private String receiveNote() {
+            if (counts == null || !output.isSymmetric() || output.placement() == null) return "";
+            var at = output.placement();
+            return "; senders write into receive buffer " + output.name() + " (" + output.shape().dim(0).size() + " rows, the capacity) at "
+                    + at.pool() + "+" + at.offset() + ", " + at.bytes() + " B, its slot no other buffer's from the group's barrier before";
         }
 
         Collective withCopiesIn() { return new Collective(output, input, counts, call, freed, true, slots); }

@@ -17,8 +17,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * How all_to_all is planned: its inputs (an uneven one's rows and its row counts alike) become communication buffers
  * by the three paths of every symmetric collective and are placed by the same rules (the communication pool of the
- * group, the persistent pool of path-2 inputs, freed on every rank at its trailing barrier), its result in the regular
- * arena; through NCCL nothing is symmetric. {@link PlanChecks} passes on these plans and on random graphs with
+ * group, the persistent pool of path-2 inputs, freed on every rank at its trailing barrier); an uneven one's result is
+ * its receive buffer, the capacity's rows in the communication pool of its group, which the senders write into and
+ * which no other buffer shares from the group's barrier before it on (a regular buffer where it is a graph output);
+ * the even one's result lies in the regular arena; through NCCL nothing is symmetric. {@link PlanChecks} passes on these plans and on random graphs with
  * all_to_alls (even, uneven, along mesh axes; worlds 1 to 4; every lowering variant).
  */
 class AllToAllPlanTest {
@@ -40,12 +42,22 @@ class AllToAllPlanTest {
         g.output("even", g.input("wide", DType.BF16, 4 * world + 1, 4).slice(0, 1, 4 * world + 1).allToAll("world"));
     }
 
+    static Plan.Slot slot(Plan p, String buffer) {
+        return p.slots().stream().filter(s -> s.buffer().name().equals(buffer)).findFirst().orElseThrow();
+    }
+
+    /** The index in {@link Plan#steps()} of the step that runs {@code c}. */
+    static int stepOf(Plan p, Step.Collective c) {
+        for (int i = 0; i < p.steps().size(); i++) if (p.steps().get(i).collectives().contains(c)) return i;
+        throw new AssertionError(c.format() + " is no step of the plan");
+    }
+
     static Step.Collective collective(Plan p, String output) {
         return p.steps().stream().flatMap(s -> s.collectives().stream()).filter(c -> c.output().name().equals(output)).findFirst().orElseThrow();
     }
 
     @Test
-    void anUnevenAllToAllsRowsAndCountsLieInSymmetricMemoryAndItsResultInTheArena() {
+    void anUnevenAllToAllsRowsCountsAndReceiveBufferLieInSymmetricMemory() {
         Plan p = plan(2, LoweringOptions.world(2), g -> moe(g, 2));
         String text = p.toString();
         var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
@@ -56,11 +68,16 @@ class AllToAllPlanTest {
         assertThat(rowsPool.isSymmetric()).isTrue();
         assertThat(countsPool.isSymmetric()).isTrue();                     // path 2: the counts' persistent symmetric slot
         assertThat(countsPool.kind()).isNotEqualTo(Pool.Kind.COMM);
-        assertThat(outPool.kind()).isEqualTo(Pool.Kind.REGULAR);
+        assertThat(outPool.kind()).isEqualTo(Pool.Kind.COMM);               // the receive buffer the senders write into
+        assertThat(outPool).isSameAs(rowsPool);
         assertThat(a2a.output().shape().dim(0).size()).isEqualTo(12);
-        String rows = a2a.input().name();
-        assertThat(text).contains(a2a.output().name() + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # ends with a barrier: "
-                + rows + " free on all ranks");
+        assertThat(a2a.output().placement().bytes()).isEqualTo(12 * 4 * 4);   // the capacity's rows of 4 f32
+        String rows = a2a.input().name(), out = a2a.output().name();
+        var at = a2a.output().placement();
+        assertThat(text).contains(out + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # ends with a barrier: "
+                + rows + " free on all ranks; senders write into receive buffer " + out + " (12 rows, the capacity) at " + at.pool() + "+" + at.offset()
+                + ", 192 B");
+        assertThat(p.lowered().decisions()).contains(out + ": receive buffer of 12 rows (the capacity) in symmetric memory of group 'world': the senders write their rows into it");
         assertThat(p.explain()).contains("input " + rows + ": path 1 (zero copy").contains("input counts: path 2 (graph input")
                 .contains("path 3 (identity copy into a new communication buffer)");
         // the received counts are the even all_to_all of the counts: another step over the same symmetric slot
@@ -99,6 +116,87 @@ class AllToAllPlanTest {
         });
         assertThat(p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven)).hasSize(6);
         assertThat(p.toString()).contains("reuse of");
+    }
+
+    /**
+     * A buffer x of the communication pool (made in a symmetric region) read only here, last by the kernel that writes
+     * the rows, just before the dispatch: by this rank's lifetimes alone the receive buffer, written at the dispatch,
+     * could take x's slot; but a sender may reach the dispatch, and write, while this rank still reads x (no barrier of
+     * the group comes between). The planner keeps them apart, and the checks catch a plan moved onto x's slot by hand.
+     */
+    static void receiveAfterALocalCommunicationBuffer(GraphBuilder g) {
+        var h = g.input("h", DType.F32, 8, 4);
+        var x = g.symmetric("world", () -> h.add(3));
+        var r = x.mul(5).add(h).allToAll("world", g.input("counts", DType.I64, 2), 8);
+        g.output("y", r.values().mul(2));
+        g.output("received", r.counts());
+    }
+
+    @Test
+    void aReceiveBufferNeverTakesASlotAPeerMayStillFindInUse() {
+        Plan p = plan(2, LoweringOptions.world(2), AllToAllPlanTest::receiveAfterALocalCommunicationBuffer);
+        var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
+        String out = a2a.output().name();
+        var x = p.buffers().stream().filter(b -> b.placement() != null && b.isSymmetric() && !b.name().equals(out)
+                && !b.name().equals(a2a.input().name()) && p.pool(b.placement().pool()).kind() == Pool.Kind.COMM).findFirst().orElseThrow();
+        var lives = PlanChecks.lifetimes(p);
+        int dispatch = PlanChecks.steps(p).indexOf(a2a);
+        // x dies here before the dispatch, with no barrier of "world" in between: only the peers' writes keep them apart
+        assertThat(lives.get(x.name()).end()).as(p.toString()).isLessThan(dispatch);
+        assertThat(lives.get(out).start()).isEqualTo(0);
+        // the planner's own slot history: the receive buffer's slot is held while x is still in use here
+        assertThat(slot(p, out).first()).as(p.toString()).isLessThanOrEqualTo(slot(p, x.name()).localLast()).isLessThan(stepOf(p, a2a));
+        assertThat(a2a.output().placement().pool()).isEqualTo(x.placement().pool());
+        assertThat(a2a.output().placement().offset()).as(p.toString()).isNotEqualTo(x.placement().offset());
+        Plan bad = AdversarialPlanTest.moved(p, out, x.placement().offset());
+        assertThat(PlanChecks.overlaps(bad)).as(bad.toString()).singleElement().asString().contains(out).contains(x.name());
+    }
+
+    @Test
+    void theChecksRefuseAReceiveBufferOutsideItsGroupsCommunicationPool() {
+        Plan p = plan(2, LoweringOptions.world(2), g -> moe(g, 2));
+        var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
+        PlanBuffer old = a2a.output();
+        Pool regular = p.pools().stream().filter(x -> x.kind() == Pool.Kind.REGULAR).findFirst().orElseThrow();
+        PlanBuffer moved = old.withPlacement(new PlanBuffer.Placement(regular.name(), 0, old.placement().bytes()));
+        var buffers = new ArrayList<>(p.buffers());
+        buffers.set(old.id(), moved);
+        var steps = new ArrayList<Step>();
+        for (Step s : p.steps())
+            steps.add(s == a2a ? new Step.Collective(moved, a2a.input(), a2a.counts(), a2a.call(), a2a.freed(), a2a.copiesIn(), a2a.slots()) : s);
+        Plan bad = new Plan(p.lowered(), buffers, p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
+                p.estimatedPeak(), p.options());
+        assertThat(PlanChecks.receiveBuffers(bad)).singleElement().asString().contains("receive buffer " + old.name()).contains("not in the communication pool");
+    }
+
+    /**
+     * Only an uneven all_to_all's receive buffer is written by peers: an even one's result made in a symmetric region
+     * lies in the communication pool too, but its own rank writes it, so it holds its slot from its own step only.
+     */
+    @Test
+    void aSymmetricRegionsCollectiveResultIsHeldFromItsOwnStep() {
+        Plan p = plan(2, LoweringOptions.world(2), g -> {
+            var x = g.input("x", DType.F32, 8, 4);
+            var y = x.mul(2).allReduce(dev.gatun.ir.graph.ReduceOp.SUM);
+            var z = g.symmetric("world", () -> y.add(1).allToAll("world"));
+            g.output("z", z.mul(3));
+        });
+        var even = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(c -> c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL)
+                .findFirst().orElseThrow();
+        assertThat(even.output().isSymmetric()).as(p.toString()).isTrue();
+        assertThat(PlanChecks.lifetimes(p).get(even.output().name()).start()).isEqualTo(PlanChecks.steps(p).indexOf(even));
+        // the planner's own slot history: held from the collective's step
+        assertThat(slot(p, even.output().name()).first()).isEqualTo(stepOf(p, even));
+        assertThat(p.toString()).doesNotContain("senders write into");
+    }
+
+    /** Where the result is a graph output it stays a regular buffer (the members read the senders' rows), and the plan is fine. */
+    @Test
+    void anUnevenAllToAllThatIsAGraphOutputReceivesIntoTheArena() {
+        Plan p = plan(2, LoweringOptions.world(2), g -> g.output("r", g.input("x", DType.F32, 8, 4).mul(2).allToAll("world", g.input("counts", DType.I64, 2), 12).values()));
+        var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
+        assertThat(a2a.output().isSymmetric()).isFalse();
+        assertThat(p.lowered().decisions()).anySatisfy(d -> assertThat(d).contains("in regular memory because it is a graph output"));
     }
 
     @Test

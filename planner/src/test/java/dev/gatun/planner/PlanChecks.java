@@ -83,6 +83,24 @@ public final class PlanChecks {
         };
     }
 
+    /**
+     * Storages peers write directly at a step: an uneven all_to_all's receive buffer in symmetric memory (the senders
+     * write their rows into it).
+     */
+    static List<String> peerWrites(Plan p, Step s) {
+        return s instanceof Step.Collective c && c.uneven() && c.output().isSymmetric() ? List.of(c.output().storage().name()) : List.of();
+    }
+
+    /**
+     * The first step at which a peer may write into a buffer it writes at step {@code i} (of {@link #steps}): the
+     * step after the last one before {@code i} that is a barrier of {@code group} (0 where none is). Until then every
+     * rank is known to have passed that barrier only: a sender may be at step i while this rank is anywhere after it.
+     */
+    static int firstPeerWrite(List<Step> steps, int i, String group) {
+        for (int j = i - 1; j >= 0; j--) if (isBarrier(steps.get(j), group)) return j + 1;
+        return 0;
+    }
+
     /** Whether every rank of {@code group} has finished all earlier peer reads once this step completes. */
     static boolean isBarrier(Step s, String group) {
         return switch (s) {
@@ -97,7 +115,8 @@ public final class PlanChecks {
      * Lifetimes of every placed storage: from the step that writes it to its last reader, outputs to the end,
      * persistent buffers (constants, path-2 inputs, states and what updates write in their place, rotating slots) the
      * whole plan; communication buffers until the first
-     * barrier of their group at or after the last peer read (or the end).
+     * barrier of their group at or after the last peer read (or the end); a receive buffer peers write
+     * ({@link #peerWrites}) from the first step a peer may write it ({@link #firstPeerWrite}).
      */
     static Map<String, Life> lifetimes(Plan p) {
         var steps = steps(p);
@@ -105,8 +124,10 @@ public final class PlanChecks {
         var start = new HashMap<String, Integer>();
         var lastRead = new HashMap<String, Integer>();
         var lastPeer = new HashMap<String, Integer>();
+        var peerWritten = new HashMap<String, Integer>();
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
+            for (String b : peerWrites(p, s)) peerWritten.putIfAbsent(b, firstPeerWrite(steps, i, ((Step.Collective) s).call().group()));
             for (String b : writes(p, s)) start.putIfAbsent(b, i);
             for (String b : reads(p, s)) lastRead.put(b, i);
             for (String b : peerReads(p, s)) lastPeer.put(b, i);
@@ -128,6 +149,7 @@ public final class PlanChecks {
             int s = start.getOrDefault(b, -1);
             if (s < 0) throw new AssertionError("placed buffer " + b + " is never written by a step");
             int e2 = Math.max(s, lastRead.getOrDefault(b, s));
+            if (peerWritten.containsKey(b)) s = Math.min(s, peerWritten.get(b));
             if (outputs.contains(b)) e2 = end;
             if (pool.kind() == Pool.Kind.COMM && lastPeer.containsKey(b)) {
                 int free = end;
@@ -296,6 +318,38 @@ public final class PlanChecks {
                 boolean symPool = p.pool(pl.pool()).isSymmetric();
                 if (symBuf != symPool) bad.add("buffer and pool disagree on symmetry: " + pl.format());
             }
+        }
+        return bad;
+    }
+
+    /**
+     * (i) Receive buffers: an uneven all_to_all on symmetric memory receives into a communication buffer of its own
+     * group (the pool its senders write into), of exactly the capacity's rows, unless its result is a graph output
+     * (then a regular buffer the members fill by reading the senders' rows); its senders' rows and counts lie in
+     * symmetric memory of that group too.
+     */
+    static List<String> receiveBuffers(Plan p) {
+        var bad = new ArrayList<String>();
+        var outputs = new HashSet<String>();
+        p.outputs().values().forEach(o -> outputs.add(o.storage().name()));
+        for (Step s : steps(p)) {
+            if (!(s instanceof Step.Collective c) || !c.uneven() || !c.call().algorithm().isSymmetric()) continue;
+            PlanBuffer out = c.output();
+            String group = c.call().group();
+            if (!out.isSymmetric()) {
+                if (!outputs.contains(out.storage().name())) bad.add(c.format() + ": its receive buffer " + out.name() + " is not in symmetric memory");
+                continue;
+            }
+            var at = out.placement();
+            long[] in = c.input().shape().sizes(), sizes = out.shape().sizes();
+            long row = c.input().dtype().byteSize();
+            for (int d = 1; d < in.length; d++) row *= in[d];
+            if (at == null || p.pool(at.pool()).kind() != Pool.Kind.COMM || !group.equals(p.pool(at.pool()).group()))
+                bad.add(c.format() + ": receive buffer " + out.name() + " at " + at + " is not in the communication pool of \"" + group + "\"");
+            else if (at.bytes() != sizes[0] * row)
+                bad.add(c.format() + ": receive buffer " + out.name() + " takes " + at.bytes() + " B, not the capacity's " + sizes[0] + " rows of " + row + " B");
+            for (PlanBuffer b : c.reads())
+                if (!group.equals(b.storage().group())) bad.add(c.format() + ": " + b.name() + ", which peers read, is not in symmetric memory of \"" + group + "\"");
         }
         return bad;
     }
@@ -622,6 +676,7 @@ public final class PlanChecks {
         bad.addAll(updatesAfterReads(p));
         bad.addAll(joinedLaunches(p));
         bad.addAll(tiledProducts(p));
+        bad.addAll(receiveBuffers(p));
         if (p.estimatedPeak() > p.plainOrderPeak()) bad.add("estimated peak " + p.estimatedPeak() + " > plain order's " + p.plainOrderPeak());
         return bad;
     }

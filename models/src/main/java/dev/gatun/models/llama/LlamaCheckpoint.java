@@ -159,6 +159,11 @@ public final class LlamaCheckpoint {
             return LlamaDecoder.weights(config, weights, tp, rank, dtype, progress);
         }
 
+        /** {@link #shard(int, int, DType, java.util.function.Consumer)} for rank {@code rank} of {@code parallel}'s mesh (expert parallelism). */
+        public java.util.Map<String, NDArray> shard(Parallelism parallel, int rank, DType dtype, java.util.function.Consumer<dev.gatun.runtime.LoadProgress> progress) {
+            return LlamaDecoder.weights(config, weights, parallel, rank, dtype, progress);
+        }
+
         @Override public void close() { weights.close(); }
     }
 

@@ -80,9 +80,17 @@ public final class LlamaDecoder {
 
     /** The prefill phase of {@code form}: with {@code ragged}, prompts of up to {@code tokens} tokens, padded to it. */
     public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, Form form) {
+        return prefill(c, batch, tokens, maxLen, Parallelism.tensor(tp), dtype, form);
+    }
+
+    /**
+     * The prefill phase of {@code form} for one rank of {@code parallel}'s mesh: with expert parallelism the mixtures of
+     * experts split over the "ep" axis ({@link MixtureOfExperts}), the rest as tensor parallelism over "tp".
+     */
+    public static Graph prefill(LlamaConfig c, int batch, int tokens, int maxLen, Parallelism parallel, DType dtype, Form form) {
         if (tokens < 1 || tokens > maxLen)
             throw new GraphException("LlamaDecoder.prefill: tokens " + tokens + ": a prompt takes 1 to maxLen (" + maxLen + ") positions of the cache");
-        return graph(c, batch, tokens, maxLen, tp, dtype, false, false, form);
+        return graph(c, batch, tokens, maxLen, parallel, dtype, false, false, form);
     }
 
     /** The decode phase: one token, the caches read and updated. */
@@ -93,26 +101,41 @@ public final class LlamaDecoder {
 
     /** The decode phase of {@code form}: with {@code ragged}, each sequence at a position of its own. */
     public static Graph decode(LlamaConfig c, int batch, int maxLen, int tp, DType dtype, Form form) {
-        return graph(c, batch, 1, maxLen, tp, dtype, true, false, form);
+        return decode(c, batch, maxLen, Parallelism.tensor(tp), dtype, form);
+    }
+
+    /** The decode phase of {@code form} for one rank of {@code parallel}'s mesh (see {@link #prefill(LlamaConfig, int, int, int, Parallelism, DType, Form)}). */
+    public static Graph decode(LlamaConfig c, int batch, int maxLen, Parallelism parallel, DType dtype, Form form) {
+        return graph(c, batch, 1, maxLen, parallel, dtype, true, false, form);
     }
 
     /**
      * Either phase for {@code batch} sequences: a prompt of {@code tokens} each ({@code decode} false) or one token each;
      * {@code allPositions} gives the logits of every position instead of the last's.
      */
-    static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions) {
-        return graph(c, batch, tokens, maxLen, tp, dtype, decode, allPositions, Form.GREEDY);
+    static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, Parallelism parallel, DType dtype, boolean decode, boolean allPositions) {
+        return graph(c, batch, tokens, maxLen, parallel, dtype, decode, allPositions, Form.GREEDY);
     }
 
-    private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, int tp, DType dtype, boolean decode, boolean allPositions, Form form) {
-        c.checkTensorParallel(tp);
+    /** The builder of one rank's graph: a world of {@code tp} ranks, or the mesh ("ep", ep) x ("tp", tp). */
+    private static GraphBuilder builder(String name, Parallelism parallel) {
+        GraphBuilder g = Gatun.graph(name);
+        if (parallel.ep() == 1) return g.world(parallel.tp());
+        return parallel.tp() == 1 ? g.mesh(Parallelism.EXPERT_AXIS, parallel.ep())
+                : g.mesh(Parallelism.EXPERT_AXIS, parallel.ep(), Parallelism.TENSOR_AXIS, parallel.tp());
+    }
+
+    private static Graph graph(LlamaConfig c, int batch, int tokens, int maxLen, Parallelism parallel, DType dtype, boolean decode, boolean allPositions,
+                               Form form) {
+        parallel.check(c);
+        int tp = parallel.tp();
         c.checkPositions(maxLen);   // Mistral's sliding window: only where it covers every position
         if (!decode && form.ragged()) DynamicRope.checkPaddedPrompts(c, tokens);
         if (batch < 1) throw new GraphException("LlamaDecoder: batch " + batch + ": a batch holds at least 1 sequence");
         int d = c.headDim(), rd = c.rotaryDim(), kl = LlamaPrefill.localKvHeads(c, tp);
         int b = batch, t = tokens;
         boolean ragged = decode && form.ragged();
-        GraphBuilder g = Gatun.graph(decode ? "llama_decode" : "llama_prefill").world(tp);
+        GraphBuilder g = builder(decode ? "llama_decode" : "llama_prefill", parallel);
         // a decode step's tokens are i64, the type of the greedy token it outputs: a step may read the one before's
         Tensor ids = g.input("tokens", decode ? DType.I64 : DType.I32, b * t);
         Tensor cos, sin, mask, position = null, positions = null;
@@ -137,7 +160,9 @@ public final class LlamaDecoder {
         Tensor embed = g.input("model.embed_tokens.weight", dtype, c.vocabSize(), c.hiddenSize());
         Tensor x = GemmaOps.embed(c, embed.indexSelect(0, ids), dtype);   // [batch * tokens, hidden] (Gemma's scaled)
         var masks = new AttentionMasks(g, c, decode, ragged, mask, position, t, maxLen, dtype);
-        var layer = new Layer(g, c, b, t, maxLen, tp, dtype, decode, ragged, cos, sin, position, padK, padV, masks);
+        // under expert parallelism this rank's number along "ep", for every layer's share of the rows
+        Tensor member = parallel.ep() > 1 ? MixtureOfExperts.member(g, parallel.ep()) : null;
+        var layer = new Layer(g, c, b, t, maxLen, parallel, member, tp, dtype, decode, ragged, cos, sin, position, padK, padV, masks);
         for (int l = 0; l < c.layers(); l++) {
             String p = "model.layers." + l + ".";
             Tensor xn = GemmaOps.norm(g, c, x, p + "input_layernorm.weight", dtype);
@@ -153,7 +178,7 @@ public final class LlamaDecoder {
         // the output projection [vocab, hidden] (the embedding itself where they are tied); Gemma 2's soft-capped. Under
         // tensor parallelism each rank's share of the vocabulary (VocabParallel): the whole logits all-gathered, the
         // greedy token from the shards' argmaxes
-        var head = tp > 1 ? VocabParallel.head(g, c, h, tp, dtype) : null;
+        var head = tp > 1 ? VocabParallel.head(g, c, h, tp, parallel.tensorGroup(), dtype) : null;
         Tensor logits = head != null ? head.logits() : GemmaOps.softcap(linear(h, g.input("lm_head.weight", dtype, c.vocabSize(), c.hiddenSize())),
                 c.gemma() == null ? 0 : c.gemma().finalSoftcap());
         g.output("logits", logits);
@@ -206,7 +231,15 @@ public final class LlamaDecoder {
 
     /** Rank {@code rank}'s shard of the weights, for either phase (see {@link LlamaPrefill#inputs}). */
     public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
-        return LlamaPrefill.shard(c, weights, tp, rank, dtype);
+        return LlamaPrefill.shard(c, weights, Parallelism.tensor(tp), rank, dtype, null);
+    }
+
+    /**
+     * Rank {@code rank}'s shard of the weights under {@code parallel} (rank r: the "tp" shard {@code r % tp}, and where
+     * {@code ep} is above 1 the experts of "ep" member {@code r / tp} only), for either phase.
+     */
+    public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, Parallelism parallel, int rank, DType dtype) {
+        return LlamaPrefill.shard(c, weights, parallel, rank, dtype, null);
     }
 
     /**
@@ -215,7 +248,16 @@ public final class LlamaDecoder {
      * model uses), e.g. {@code p -> System.err.print("\r" + p.line())}; null tells nobody.
      */
     public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype, Consumer<LoadProgress> progress) {
-        return LlamaPrefill.shard(c, weights, tp, rank, dtype, progress);
+        return LlamaPrefill.shard(c, weights, Parallelism.tensor(tp), rank, dtype, progress);
+    }
+
+    /**
+     * {@link #weights(LlamaConfig, TensorFiles, Parallelism, int, DType)}, telling {@code progress} how far reading has
+     * got: up to the tensors this rank reads (under expert parallelism, its "ep" member's experts and no other's).
+     */
+    public static Map<String, NDArray> weights(LlamaConfig c, TensorFiles weights, Parallelism parallel, int rank, DType dtype,
+                                               Consumer<LoadProgress> progress) {
+        return LlamaPrefill.shard(c, weights, parallel, rank, dtype, progress);
     }
 
     /** The prefill's inputs for a prompt: its tokens and {@link #promptTables}. */
@@ -349,7 +391,7 @@ public final class LlamaDecoder {
      * One decoder layer's two blocks, for the graph {@link #graph} builds: what every layer shares (the phase, the
      * rotary tables, the position, the caches' padding, the masks) held once.
      */
-    private record Layer(GraphBuilder g, LlamaConfig c, int b, int t, int maxLen, int tp, DType dtype, boolean decode, boolean ragged,
+    private record Layer(GraphBuilder g, LlamaConfig c, int b, int t, int maxLen, Parallelism parallel, Tensor member, int tp, DType dtype, boolean decode, boolean ragged,
                          Tensor cos, Tensor sin, Tensor position, Tensor padK, Tensor padV, AttentionMasks masks) {
         /** The attention block of layer {@code l} on its normed input {@code xn}: its output, before the residual add. */
         Tensor attention(int l, String p, Tensor xn) {
@@ -405,7 +447,8 @@ public final class LlamaDecoder {
         /** The attention's output projection of the heads {@code attn} [rows, hl * d], its all-reduce and bias. */
         private Tensor outputProjection(String p, Tensor attn, int hl, int d) {
             Tensor out = linear(attn, g.input(p + "self_attn.o_proj.weight", dtype, c.hiddenSize(), hl * d));
-            return bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM) : out, p + "self_attn.o_proj.bias", dtype, c.hiddenSize());
+            return bias(g, c.biases().output(), tp > 1 ? out.allReduce(ReduceOp.SUM, parallel.tensorGroup()) : out, p + "self_attn.o_proj.bias", dtype,
+                    c.hiddenSize());
         }
 
         /** The query and key heads of {@code qkv}, rotated ([batch, heads, tokens, head_dim] each; Qwen3's normed first). */
@@ -428,14 +471,15 @@ public final class LlamaDecoder {
 
         /** The MLP block of layer {@code l} on its normed input {@code xn} (a mixture of experts where the layer is one). */
         Tensor mlp(int l, String p, Tensor xn) {
-            if (MixtureOfExperts.sparse(c, l)) return MixtureOfExperts.block(g, c, p, xn, b * t, tp, dtype);
+            if (MixtureOfExperts.sparse(c, l)) return MixtureOfExperts.block(g, c, p, xn, b * t, parallel, member, dtype);
             int fl = c.intermediateSize() / tp;
             // one product for the gate and up projections (gate | up side by side)
             Tensor gateUp = bias(g, c.biases().mlp(), linear(xn, g.input(p + "mlp.gate_up_proj.weight", dtype, 2 * fl, c.hiddenSize())),
                     p + "mlp.gate_up_proj.bias", dtype, 2 * fl);
             Tensor down = linear(GemmaOps.activation(c, gateUp.slice(1, 0, fl)).mul(gateUp.slice(1, fl, 2 * fl)),
                     g.input(p + "mlp.down_proj.weight", dtype, c.hiddenSize(), fl));
-            return bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM) : down, p + "mlp.down_proj.bias", dtype, c.hiddenSize());
+            return bias(g, c.biases().mlp(), tp > 1 ? down.allReduce(ReduceOp.SUM, parallel.tensorGroup()) : down, p + "mlp.down_proj.bias", dtype,
+                    c.hiddenSize());
         }
     }
 }

@@ -54,7 +54,8 @@ public final class LlamaGenerator implements AutoCloseable {
 
     private final LlamaConfig config;
     private final int localRanks;
-    private final int batch, promptLength, maxLen, tp;
+    private final int batch, promptLength, maxLen;
+    private final Parallelism parallel;
     private final DType dtype;
     private final boolean sampling;
     private final CompileOptions options;
@@ -88,18 +89,29 @@ public final class LlamaGenerator implements AutoCloseable {
      */
     public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int batch, int promptLength, int maxLen, int tp, DType dtype,
                           CompileOptions options, boolean sampling) {
+        this(config, shards, batch, promptLength, maxLen, Parallelism.tensor(tp), dtype, options, sampling);
+    }
+
+    /**
+     * {@link #LlamaGenerator(LlamaConfig, List, int, int, int, int, DType, CompileOptions, boolean)} over
+     * {@code parallel}'s mesh: {@code shards} the weights of the ranks this process runs
+     * ({@link LlamaDecoder#weights(LlamaConfig, dev.gatun.runtime.TensorFiles, Parallelism, int, DType)}), a world of
+     * {@code parallel.world()} ranks; with expert parallelism each mixture of experts split over the "ep" axis.
+     */
+    public LlamaGenerator(LlamaConfig config, List<Map<String, NDArray>> shards, int batch, int promptLength, int maxLen, Parallelism parallel, DType dtype,
+                          CompileOptions options, boolean sampling) {
         this.config = config;
         this.batch = batch;
         this.promptLength = promptLength;
         this.maxLen = maxLen;
-        this.tp = tp;
+        this.parallel = parallel;
         this.dtype = dtype;
         this.sampling = sampling;
         this.options = options;
-        this.prefill = Session.compile(LlamaDecoder.prefill(config, batch, promptLength, maxLen, tp, dtype, new LlamaDecoder.Form(sampling, true)), options);
+        this.prefill = Session.compile(LlamaDecoder.prefill(config, batch, promptLength, maxLen, parallel, dtype, new LlamaDecoder.Form(sampling, true)), options);
         Session d;
         try {
-            d = Session.compile(LlamaDecoder.decode(config, batch, maxLen, tp, dtype, new LlamaDecoder.Form(sampling, false)), options);
+            d = Session.compile(LlamaDecoder.decode(config, batch, maxLen, parallel, dtype, new LlamaDecoder.Form(sampling, false)), options);
         } catch (Throwable e) {
             closeAfter(e, prefill);
             throw e;
@@ -117,7 +129,7 @@ public final class LlamaGenerator implements AutoCloseable {
                 bindWeights(decode, i);
             }
             // the prompt's rotary tables, mask and padding depend on its length only: bound once, a call passes its tokens
-            var tables = LlamaDecoder.promptTables(config, batch, promptLength, maxLen, tp, dtype);
+            var tables = LlamaDecoder.promptTables(config, batch, promptLength, maxLen, parallel.tp(), dtype);
             for (int rank : prefill.ranks()) for (var t : tables.entrySet()) prefill.bind(rank, t.getKey(), t.getValue());
         } catch (Throwable e) {
             closeAfter(e, this);
@@ -137,7 +149,7 @@ public final class LlamaGenerator implements AutoCloseable {
     /** The decode of prompts of different lengths, compiled and given the weights the first time a batch needs it. */
     private Session raggedDecode() {
         if (raggedDecode == null) {
-            Session s = Session.compile(LlamaDecoder.decode(config, batch, maxLen, tp, dtype, new LlamaDecoder.Form(sampling, true)), options);
+            Session s = Session.compile(LlamaDecoder.decode(config, batch, maxLen, parallel, dtype, new LlamaDecoder.Form(sampling, true)), options);
             try {
                 for (int i = 0; i < onDevice.size(); i++) bindWeights(s, i);
             } catch (Throwable e) {

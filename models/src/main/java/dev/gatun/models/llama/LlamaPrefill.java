@@ -1,6 +1,7 @@
 package dev.gatun.models.llama;
 
 import dev.gatun.dsl.Tensor;
+import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.runtime.LoadProgress;
@@ -34,8 +35,11 @@ public final class LlamaPrefill {
      * The graph of rank {@code rank}'s share (every rank's graph is the same but for the shards it is given): the
      * decoder's prefill ({@link LlamaDecoder}) over exactly the prompt, with every position's logits.
      */
-    public static Graph graph(LlamaConfig c, int tokens, int tp, DType dtype) {
-        return LlamaDecoder.graph(c, 1, tokens, tokens, tp, dtype, false, true);
+    public static Graph graph(LlamaConfig c, int tokens, int tp, DType dtype) { return graph(c, tokens, Parallelism.tensor(tp), dtype); }
+
+    /** The graph of one rank of {@code parallel}'s mesh (expert parallelism over "ep" by tensor parallelism over "tp"). */
+    public static Graph graph(LlamaConfig c, int tokens, Parallelism parallel, DType dtype) {
+        return LlamaDecoder.graph(c, 1, tokens, tokens, parallel, dtype, false, true);
     }
 
     /** Key-value heads on one rank: a share of them, or one replica where there are fewer than ranks. */
@@ -65,8 +69,13 @@ public final class LlamaPrefill {
      * tokens and rotary tables ({@link LlamaDecoder#prompt}).
      */
     public static Map<String, NDArray> inputs(LlamaConfig c, TensorFiles weights, int[] ids, int tp, int rank, DType dtype) {
-        var in = shard(c, weights, tp, rank, dtype);
-        in.putAll(LlamaDecoder.prompt(c, ids, ids.length, tp, dtype));
+        return inputs(c, weights, ids, Parallelism.tensor(tp), rank, dtype);
+    }
+
+    /** {@link #inputs(LlamaConfig, TensorFiles, int[], int, int, DType)} for rank {@code rank} of {@code parallel}'s mesh. */
+    public static Map<String, NDArray> inputs(LlamaConfig c, TensorFiles weights, int[] ids, Parallelism parallel, int rank, DType dtype) {
+        var in = shard(c, weights, parallel, rank, dtype, null);
+        in.putAll(LlamaDecoder.prompt(c, ids, ids.length, parallel.tp(), dtype));
         return in;
     }
 
@@ -81,15 +90,24 @@ public final class LlamaPrefill {
      * ({@link VocabParallel#shard}: a view of the embedding's rows where tied and no padding is needed), while the
      * embedding stays whole on every rank.
      */
-    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) { return shard(c, weights, tp, rank, dtype, null); }
+    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype) {
+        return shard(c, weights, Parallelism.tensor(tp), rank, dtype, null);
+    }
 
-    /** {@link #shard(LlamaConfig, TensorFiles, int, int, DType)}, telling {@code progress} (null: nobody) how far it has got. */
-    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, int tp, int rank, DType dtype, Consumer<LoadProgress> progress) {
-        c.checkTensorParallel(tp);
+    /**
+     * Global rank {@code globalRank}'s shard under {@code parallel}: the "tp" shard {@code globalRank % tp} of every
+     * weight, the experts only of its "ep" member ({@link MixtureOfExperts#shard}); telling {@code progress} (null:
+     * nobody) how far it has got.
+     */
+    static Map<String, NDArray> shard(LlamaConfig c, TensorFiles weights, Parallelism parallel, int globalRank, DType dtype, Consumer<LoadProgress> progress) {
+        parallel.check(c);
+        if (globalRank < 0 || globalRank >= parallel.world())
+            throw new CompilationException("LlamaDecoder.weights: rank " + globalRank + " is outside the " + parallel.world() + " ranks of " + parallel);
+        int tp = parallel.tp(), rank = parallel.tensorRank(globalRank);
         int d = c.headDim(), hl = c.heads() / tp, kl = localKvHeads(c, tp), fl = c.intermediateSize() / tp;
         // the key-value heads of this rank: a share, or the one its query heads use
         int kvFirst = c.kvHeads() >= tp ? rank * kl : rank * hl / c.groupSize();
-        var reads = new WeightReads(weights, LlamaCheckpoint.shapes(c).keySet(), progress);
+        var reads = new WeightReads(weights, MixtureOfExperts.held(c, LlamaCheckpoint.shapes(c).keySet(), parallel, globalRank), progress);
         var in = new LinkedHashMap<String, NDArray>();
         NDArray embed = reads.read(weights.get("model.embed_tokens.weight").to(dtype), "model.embed_tokens.weight");
         in.put("model.embed_tokens.weight", embed);
@@ -103,7 +121,7 @@ public final class LlamaPrefill {
             in.put(p + "post_attention_layernorm.weight", reads.read(weights.get(p + "post_attention_layernorm.weight").to(dtype),
                     p + "post_attention_layernorm.weight"));
             for (String n : GemmaOps.extraNorms(c)) in.put(p + n, reads.read(weights.get(p + n).to(dtype), p + n));
-            if (MixtureOfExperts.sparse(c, l)) MixtureOfExperts.shard(c, weights, reads, in, p, tp, rank, dtype);
+            if (MixtureOfExperts.sparse(c, l)) MixtureOfExperts.shard(c, weights, reads, in, p, parallel, globalRank, dtype);
             else {
                 var gateUp = ProjectionRows.gateUp(c, p, rank, fl);   // from gate/up_proj, or split from Phi-3's gate_up_proj
                 in.put(p + "mlp.gate_up_proj.weight", reads.read(rows(dtype, gateUp.rows(weights)), gateUp.names()));

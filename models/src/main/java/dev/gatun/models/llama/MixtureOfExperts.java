@@ -41,6 +41,12 @@ import java.util.Map;
  * <p>Under tensor parallelism each rank holds a slice of every expert's width (and of the shared expert's), as of a
  * dense MLP: column-parallel gate and up, row-parallel down, one all-reduce of the block's sum. The router and the
  * shared expert's gate are replicated: every rank sees the same normalized hidden state, so the same routing.
+ *
+ * <p>Under expert parallelism ({@link Parallelism}, ep above 1) each rank of the "ep" axis holds {@code experts / ep}
+ * whole experts (TP-sliced over "tp" as above), and every step, prompt or decode, takes a third form: each ep member
+ * routes a share of the rows through {@link ExpertParallel} (the pairs dispatched to their experts' owners by an
+ * uneven all_to_all, computed there by {@code expert_matmul}, combined back) and the shares are all-gathered; the
+ * router, the shared expert and the all-reduce over "tp" as above.
  */
 final class MixtureOfExperts {
     private MixtureOfExperts() {}
@@ -119,15 +125,27 @@ final class MixtureOfExperts {
      * and its gate whole.
      */
     static void shard(LlamaConfig c, TensorFiles weights, WeightReads reads, Map<String, NDArray> in, String p, int tp, int rank, DType dtype) {
+        shard(c, weights, reads, in, p, Parallelism.tensor(tp), rank, dtype);
+    }
+
+    /**
+     * Global rank {@code globalRank}'s shard of a sparse layer's block under {@code parallel}: as
+     * {@link #shard(LlamaConfig, TensorFiles, WeightReads, Map, String, int, int, DType)} at its "tp" member, of its
+     * "ep" member's experts only ({@code [m * E / ep, (m + 1) * E / ep)}, stacked in order: local expert i is global
+     * expert {@code m * E / ep + i}); the router and the shared expert as at {@code ep} 1.
+     */
+    static void shard(LlamaConfig c, TensorFiles weights, WeightReads reads, Map<String, NDArray> in, String p, Parallelism parallel, int globalRank,
+                      DType dtype) {
         MoeConfig m = c.moe();
-        int fl = m.expertSize() / tp, n = m.experts();
+        int tp = parallel.tp(), rank = parallel.tensorRank(globalRank), first = parallel.firstExpert(m.experts(), globalRank);
+        int fl = m.expertSize() / tp, n = m.experts() / parallel.ep();
         String router = router(m, p);
         in.put(p + ROUTER, reads.read(weights.get(router).to(dtype), router));
         var gateUp = new LlamaPrefill.Rows[2 * n];
         var down = new NDArray[n];
         var names = new String[3 * n];
         for (int e = 0; e < n; e++) {
-            String[] t = expert(m, p, e);
+            String[] t = expert(m, p, first + e);
             gateUp[2 * e] = new LlamaPrefill.Rows(weights.get(t[0]), (long) rank * fl, fl);
             gateUp[2 * e + 1] = new LlamaPrefill.Rows(weights.get(t[1]), (long) rank * fl, fl);
             down[e] = weights.get(t[2]);
@@ -143,6 +161,23 @@ final class MixtureOfExperts {
             in.put(p + SHARED_DOWN, reads.read(columns(new NDArray[]{weights.get(s[2])}, (long) rank * sl, sl, dtype, c.hiddenSize(), sl), s[0], s[1], s[2]));
             in.put(p + SHARED_GATE, reads.read(weights.get(s[3]).to(dtype), s[3]));
         }
+    }
+
+    /**
+     * Of {@code names} (the checkpoint's tensors the model uses), those global rank {@code globalRank} reads under
+     * {@code parallel}: all of them but the experts of other "ep" members.
+     */
+    static java.util.Set<String> held(LlamaConfig c, java.util.Collection<String> names, Parallelism parallel, int globalRank) {
+        var out = new java.util.LinkedHashSet<>(names);
+        if (parallel.ep() == 1) return out;
+        MoeConfig m = c.moe();
+        int first = parallel.firstExpert(m.experts(), globalRank), local = m.experts() / parallel.ep();
+        for (int l = 0; l < c.layers(); l++) {
+            if (!sparse(c, l)) continue;
+            for (int e = 0; e < m.experts(); e++)
+                if (e < first || e >= first + local) for (String t : expert(m, "model.layers." + l + ".", e)) out.remove(t);
+        }
+        return out;
     }
 
     /** Columns {@code [first, first + n)} of each [out, in] matrix, stacked: [matrices, out, n], shaped {@code shape}. */
@@ -169,19 +204,66 @@ final class MixtureOfExperts {
      * summed over the ranks (to be added to the residual stream): the routed form where {@link #routed}, else the dense.
      */
     static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, int tp, DType dtype) {
+        return block(g, c, p, xn, rows, Parallelism.tensor(tp), null, dtype);
+    }
+
+    /**
+     * {@link #block(GraphBuilder, LlamaConfig, String, Tensor, int, int, DType)} on one rank of {@code parallel}'s
+     * mesh: where {@code ep} is above 1 the experts by {@link #expertParallel} (whatever the step's rows), the sum over
+     * the "tp" axis after it; {@code member} this rank's number along "ep" ({@link #member}, made once a graph).
+     */
+    static Tensor block(GraphBuilder g, LlamaConfig c, String p, Tensor xn, int rows, Parallelism parallel, Tensor member, DType dtype) {
         MoeConfig m = c.moe();
-        int h = c.hiddenSize(), n = m.experts(), fl = m.expertSize() / tp;
+        int tp = parallel.tp(), h = c.hiddenSize(), n = m.experts(), fl = m.expertSize() / tp;
         var top = router(m, linear(xn, g.input(p + ROUTER, dtype, n, h)));
-        Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
-        Tensor out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype)
-                : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
+        Tensor out;
+        if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, member != null ? member : member(g, parallel.ep()), dtype);
+        else {
+            Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
+            out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype) : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
+        }
         if (m.sharedSize() > 0) {
             int sl = m.sharedSize() / tp;
             Tensor sgu = linear(xn, g.input(p + SHARED_GATE_UP, dtype, 2 * sl, h));
             Tensor shared = linear(sgu.slice(1, 0, sl).silu().mul(sgu.slice(1, sl, 2 * sl)), g.input(p + SHARED_DOWN, dtype, h, sl));
             out = out.add(shared.mul(linear(xn, g.input(p + SHARED_GATE, dtype, 1, h)).sigmoid()));
         }
-        return tp > 1 ? out.allReduce(ReduceOp.SUM) : out;
+        return tp > 1 ? out.allReduce(ReduceOp.SUM, parallel.tensorGroup()) : out;
+    }
+
+    /**
+     * The routed experts under expert parallelism ({@link ExpertParallel#layer} over the "ep" axis), for the rows
+     * {@code xn} [rows, hidden] every member of the axis holds alike: each member takes a share of
+     * {@code ceil(rows / ep)} consecutive rows (the last share padded with copies of the last row, computed and
+     * dropped), sends its (row, choice) pairs to the members holding their experts and gets the weighted sums back, and
+     * the shares are all-gathered along "ep" into every row's sum, [rows, hidden] (this rank's part of the experts'
+     * width: partial sums where {@code tp} is above 1); {@code member} is this rank's number along the axis
+     * ({@link #member}). Each member receives at most {@code share * k * ep} rows, the capacity: never refused.
+     */
+    private static Tensor expertParallel(GraphBuilder g, MoeConfig m, String p, Tensor xn, Tensor.TopK top, int rows, Parallelism parallel, Tensor member,
+                                         DType dtype) {
+        int ep = parallel.ep(), local = m.experts() / ep, fl = m.expertSize() / parallel.tp(), k = m.topK(), h = (int) xn.shape().sizes()[1];
+        int share = (rows + ep - 1) / ep;
+        Tensor mine = g.arange(DType.I64, share).add(member.mul(g.scalar(share, DType.I64)).expand(share));
+        if ((long) share * ep != rows) mine = mine.minimum(g.scalar(rows - 1, DType.I64));
+        Tensor gateUpW = g.input(p + GATE_UP, dtype, local * 2 * fl, h).reshape(local, 2 * fl, h), downW = g.input(p + DOWN, dtype, local, h, fl);
+        Tensor y = ExpertParallel.layer(g, xn.indexSelect(0, mine), top.values().indexSelect(0, mine), top.indices().indexSelect(0, mine),
+                m.experts(), Parallelism.EXPERT_AXIS, ep, (long) share * k * ep, (received, ids) -> {
+                    long cap = received.shape().sizes()[0];
+                    Tensor gateUp = received.expertMatmul(gateUpW, ids.reshape(cap, 1));   // [cap, 1, 2 * width]
+                    Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl));
+                    return act.expertMatmul(downW, ids.reshape(cap, 1)).reshape(cap, h);
+                });
+        Tensor all = y.allGather(Parallelism.EXPERT_AXIS);   // [share * ep, hidden]: the members' shares in order
+        return (long) share * ep == rows ? all : all.slice(0, 0, rows);
+    }
+
+    /**
+     * This rank's number along the "ep" axis of {@code ep} members, [1] i64, from the device, so every rank runs the
+     * same graph: the even {@code all_to_all} of {@code 0 .. ep - 1} gives member j its j from every sender.
+     */
+    static Tensor member(GraphBuilder g, int ep) {
+        return g.arange(DType.I64, ep).reshape(ep, 1).allToAll(Parallelism.EXPERT_AXIS).slice(0, 0, 1).reshape(1);
     }
 
     /**

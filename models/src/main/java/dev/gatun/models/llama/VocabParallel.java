@@ -39,26 +39,31 @@ final class VocabParallel {
     static boolean padded(LlamaConfig c, int tp) { return tp > 1 && c.vocabSize() % tp != 0; }
 
     /** A rank's shard of the logits of {@code h} [n, hidden] (Gemma 2's soft-capped), and what the whole takes. */
-    record Head(Tensor shard, LlamaConfig c, int tp) {
+    record Head(Tensor shard, LlamaConfig c, int tp, String group) {
         /** Every logit, [n, vocab]: the shards all-gathered and laid side by side in the ranks' order. */
         Tensor logits() {
             long n = shard.shape().sizes()[0], s = rows(c, tp);
-            Tensor whole = shard.allGather().reshape(tp, n, s).permute(1, 0, 2).reshape(n, tp * s);
+            Tensor whole = shard.allGather(group).reshape(tp, n, s).permute(1, 0, 2).reshape(n, tp * s);
             return padded(c, tp) ? whole.slice(1, 0, c.vocabSize()) : whole;
         }
 
         /** The greedy tokens, [n] i64: the argmax over the whole vocabulary, the padding masked. */
         Tensor greedy(GraphBuilder g, DType dtype) {
             Tensor masked = padded(c, tp) ? shard.add(g.input(PADDING, dtype, rows(c, tp))) : shard;
-            return masked.argmaxAcrossRanks();
+            return masked.argmaxAcrossRanks(group);
         }
     }
 
-    /** The head's product on this rank's rows: [n, vocab / tp] logits (Gemma 2's soft-capped). */
+    /** {@link #head(GraphBuilder, LlamaConfig, Tensor, int, String, DType)} over the world. */
     static Head head(GraphBuilder g, LlamaConfig c, Tensor h, int tp, DType dtype) {
+        return head(g, c, h, tp, dev.gatun.ir.graph.ProcessGroup.WORLD_NAME, dtype);
+    }
+
+    /** The head's product on this rank's rows: [n, vocab / tp] logits (Gemma 2's soft-capped); {@code group} the tp ranks'. */
+    static Head head(GraphBuilder g, LlamaConfig c, Tensor h, int tp, String group, DType dtype) {
         Tensor w = g.input("lm_head.weight", dtype, rows(c, tp), c.hiddenSize());
         Tensor shard = GemmaOps.softcap(h.matmul(w.transpose(0, 1)), c.gemma() == null ? 0 : c.gemma().finalSoftcap());
-        return new Head(shard, c, tp);
+        return new Head(shard, c, tp, group);
     }
 
     /**

@@ -47,6 +47,32 @@ final class HostAllToAll {
         out.asSlice(at, capacity * rowBytes - at).fill((byte) 0);
     }
 
+    /**
+     * An uneven all_to_all into symmetric receive buffers ({@code receivers[k]}: member k's result, in symmetric memory,
+     * which the plan keeps from every other buffer from the group's barrier before the step on): this rank writes its
+     * rows for each member straight into that member's receive buffer, after the rows of the senders before it, and
+     * zeroes its own after the rows it receives. The counts are checked first, on every rank alike.
+     */
+    static void push(HostExecutable.RankRun r, Step.Collective c, List<Integer> members, long[][] counts, MemorySegment[] receivers) {
+        int me = members.indexOf(r.rank()), size = members.size();
+        long[] sizes = c.input().shape().sizes(r.env());
+        long rowBytes = c.input().dtype().byteSize();
+        for (int d = 1; d < sizes.length; d++) rowBytes *= sizes[d];
+        long capacity = c.output().shape().dim(0).size();
+        String why = AllToAllCounts.refusal(RankCollectives.describe(c), counts, members, sizes[0], capacity);
+        if (why != null) throw new GatunRuntimeException(why);
+        MemorySegment mine = r.segment(c.input());
+        for (int d = 0; d < size; d++) {
+            long at = 0;
+            for (int s = 0; s < me; s++) at += counts[s][d];
+            MemorySegment.copy(mine, AllToAllCounts.offset(counts[me], d) * rowBytes, receivers[d], at * rowBytes, counts[me][d] * rowBytes);
+            r.world().maybeDelay(r.rank());
+        }
+        long got = 0;
+        for (int s = 0; s < size; s++) got += counts[s][me];
+        receivers[me].asSlice(got * rowBytes, (capacity - got) * rowBytes).fill((byte) 0);
+    }
+
     /** The row counts of each member, read from {@code segments[k]} ({@code size} i64 values from its start). */
     static long[][] counts(MemorySegment[] segments, int size) {
         long[][] out = new long[segments.length][size];

@@ -82,7 +82,12 @@ final class HostCollectives {
                             sources[k] = r.peer(members.get(k), c.input());
                             if (counts != null) counts[k] = r.peer(members.get(k), c.counts());
                         }
-                        HostAllToAll.run(r, c, members, sources, counts == null ? null : HostAllToAll.counts(counts, size), out);
+                        if (c.uneven() && outB.isSymmetric()) {
+                            // the receive buffers are symmetric: each rank writes its rows into the owners' buffers
+                            var receivers = new MemorySegment[size];
+                            for (int k = 0; k < size; k++) receivers[k] = r.peer(members.get(k), outB);
+                            HostAllToAll.push(r, c, members, HostAllToAll.counts(counts, size), receivers);
+                        } else HostAllToAll.run(r, c, members, sources, counts == null ? null : HostAllToAll.counts(counts, size), out);
                     }
                     default -> throw new IllegalStateException(call.kind() + " has no symmetric-memory algorithm");
                 }
