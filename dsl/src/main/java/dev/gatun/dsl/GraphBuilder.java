@@ -303,7 +303,7 @@ public final class GraphBuilder {
 
     /** The graph once built; while open, the nodes and outputs so far, in the graph's own format. */
     @Override public String toString() {
-        if (b.isBuilt()) return b.build().toString();
+        if (b.isBuilt()) return build().toString();
         var sb = new StringBuilder("graph \"").append(name()).append("\"  (open: being built)\n");
         for (int i = 0; i < nodeCount; i++) sb.append("  ").append(b.node(i).format()).append('\n');
         var parts = new ArrayList<String>();

@@ -42,8 +42,7 @@ public final class StateCheckpoint {
 
     /** The file of rank {@code rank} of {@code world} in {@code dir}. */
     public static Path file(Path dir, int rank, int world) {
-        if (world < 1 || rank < 0 || rank >= world)
-            throw new GatunRuntimeException("StateCheckpoint: rank " + rank + " is not a rank of a world of " + world);
+        checkRank(rank, world);
         return dir.resolve(String.format(java.util.Locale.ROOT, "states-rank%05d-of-%05d.safetensors", rank, world));
     }
 
@@ -170,7 +169,7 @@ public final class StateCheckpoint {
      * graph with process groups (a mesh axis's blocks are not the world's).
      */
     public static Map<String, NDArray> shard(Graph graph, Map<String, NDArray> whole, int rank, int world) {
-        file(Path.of("."), rank, world);   // the rank and world checks
+        checkRank(rank, world);
         if (graph.worldSize() != null && graph.worldSize() != world)
             throw new GatunRuntimeException("StateCheckpoint.shard: graph '" + graph.name() + "' is declared for " + graph.worldSize() + " ranks, not " + world);
         if (!meshGroups(graph).isEmpty())
@@ -192,6 +191,11 @@ public final class StateCheckpoint {
                         + " of " + world + ", neither the whole value " + describe(v) + " nor a block of 1/" + world + " of its dimension 0");
         }
         return out;
+    }
+
+    private static void checkRank(int rank, int world) {
+        if (world < 1 || rank < 0 || rank >= world)
+            throw new GatunRuntimeException("StateCheckpoint: rank " + rank + " is not a rank of a world of " + world);
     }
 
     /** The graph's process groups other than the whole world: mesh axes and named groups. */

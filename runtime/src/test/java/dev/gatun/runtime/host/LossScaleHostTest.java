@@ -152,6 +152,39 @@ class LossScaleHostTest {
         }
     }
 
+    /**
+     * What the scale is for: f32 master weights computed in f16, a loss of {@code 1e-8 * sum(x * w)}. Unscaled, the
+     * f16 gradient {@code 1e-8 * x} is below f16's smallest subnormal (6e-8) and the step changes nothing; scaled by
+     * 2^16 it is an f16 normal number, unscaled in f32, and the weights move as a plain loop computes it.
+     */
+    @Test
+    void anF16GradientThatUnderflowsIsKeptByTheScale() {
+        float[] xs = {0.5f, 1, 1.5f, 2};
+        for (boolean scaled : new boolean[]{false, true}) {
+            var g = Gatun.graph("f16");
+            var params = Parameters.of(g);
+            Tensor w = params.parameter("w", DType.F32, DType.F16, 4);
+            Tensor x = g.input("x", DType.F16, 4);
+            Optimizer opt = Optimizers.sgd(1.0);
+            TrainStep step = (scaled ? opt.scaleLoss(LossScale.dynamic()) : opt).step(x.mul(w).cast(DType.F32).sum().mul(1e-8), params);
+            g.output("w", step.updated().get("w"));
+            try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+                s.bind("w", NDArray.of(DType.F32, new double[]{0, 0, 0, 0}, 4));   // from 0, so a step of 1e-8 shows in f32
+                double[] got = s.runToHost(Map.of("x", NDArray.of(DType.F16, new double[]{xs[0], xs[1], xs[2], xs[3]}, 4))).get("w").toDoubleArray();
+                for (int i = 0; i < 4; i++) {
+                    if (!scaled) {
+                        assertThat(got[i]).as("unscaled: the f16 gradient of w[%d] underflows to 0", i).isEqualTo(0.0);
+                        continue;
+                    }
+                    // the seed 2^16 times 1e-8 in f32, to f16, times x in f16, to f32, times float32(2^-16); w -= 1.0 * that
+                    float seed = Float.float16ToFloat(Float.floatToFloat16(65536f * (float) 1e-8));
+                    float grad = Float.float16ToFloat(Float.floatToFloat16(seed * xs[i])) * (float) (1.0 / 65536);
+                    assertThat(got[i]).as("scaled: w[%d]", i).isCloseTo(-grad, org.assertj.core.data.Offset.offset(1e-3 * grad)).isLessThan(-4e-9);
+                }
+            }
+        }
+    }
+
     @Test
     void badSettingsAreRefusedByName() {
         assertThatThrownBy(() -> new LossScale(0, 2, 0.5, 10)).isInstanceOf(GraphException.class).hasMessageContaining("initScale");
