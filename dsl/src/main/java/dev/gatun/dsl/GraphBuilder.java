@@ -234,7 +234,8 @@ public final class GraphBuilder {
      * (the region's results read after it, a layer's output, are kept). A graph transformation made by {@link #build}
      * ({@code Recompute}), before planning: the losses and gradients are bit for bit those without it, the planned peak
      * lower by the region's activations, at the cost of computing them twice; the graph and its plan print the choice
-     * ({@code # recompute layer.0: ...}). The weights a region reads are kept (an FSDP all_gather is not repeated).
+     * ({@code # recompute layer.0: ...}). The weights a region reads are kept, except what it gathers (an FSDP
+     * parameter's all_gather), which is gathered again in the backward pass.
      * Regions do not nest; {@code grad} is called after them.
      */
     public <T> T recompute(String name, Supplier<T> body) {

@@ -26,7 +26,9 @@ import java.util.Map;
  * through a gate, {@code where(c, x, x)} with {@code c = s == s} for {@code s} an element of a gradient the backward
  * pass has just computed: the gate is {@code x} bit for bit (both branches are x, whatever c is, a NaN included), and
  * reading {@code s} orders every clone after that gradient. The weights (values computed from states only, a
- * parameter's cast or gather) are read as they are. The clones compute the same ops on the same values, so the
+ * parameter's snapshot or cast) are read as they are, except what a region gathers (an FSDP parameter's
+ * {@code all_gather} and the views of it): that is gathered again in the backward pass from its gated shard, as FSDP2's
+ * {@code reshard_after_forward}, so the gathered weight lives only while its layer runs. The clones compute the same ops on the same values, so the
  * losses and gradients are bit for bit those without recomputation. A region whose clones would include a user op or
  * an in-place update is refused by name: running those twice may not be the same.
  */
@@ -36,7 +38,7 @@ final class Recompute {
 
     private final Graph g;
     private final Graph.Builder b;
-    private final boolean[] backward, activation, cloneable;
+    private final boolean[] backward, activation, regather, cloneable;
     private final int[] region;
     private final Node[] mapped;
     private final List<Region> regions;
@@ -54,9 +56,17 @@ final class Recompute {
             activation[x.id()] = x.op() instanceof Op.Input in ? !g.states().contains(in.name()) : x.inputs().stream().anyMatch(i -> activation[i.id()]);
         region = new int[n];
         java.util.Arrays.fill(region, -1);
+        regather = new boolean[n];
         for (int r = 0; r < regions.size(); r++)
-            for (int i = regions.get(r).first(); i < regions.get(r).end(); i++)
-                if (activation[i] && !backward[i] && !(g.node(i).op() instanceof Op.Input)) region[i] = r;
+            for (int i = regions.get(r).first(); i < regions.get(r).end(); i++) {
+                Node x = g.node(i);
+                if (backward[i] || x.op() instanceof Op.Input || x.op() instanceof Op.Constant) continue;
+                // a weight's gather and what is made of it (a view, a cast) is gathered again, not kept
+                boolean fromGather = false;
+                for (Node in : x.inputs()) fromGather |= regather[in.id()] && inRange(r, in);
+                regather[i] = !activation[i] && (x.op() instanceof Op.Collective || fromGather);
+                if (activation[i] || regather[i]) region[i] = r;
+            }
         cloneable = new boolean[n];
         for (Node x : g.nodes()) cloneable[x.id()] = region[x.id()] >= 0 && !readAfter(x);
         mapped = new Node[n];
@@ -69,6 +79,8 @@ final class Recompute {
     static Graph apply(Graph g, List<Region> regions, List<int[]> backwardRanges) {
         return new Recompute(g, regions, backwardRanges).rebuild();
     }
+
+    private boolean inRange(int r, Node x) { return x.id() >= regions.get(r).first() && x.id() < regions.get(r).end(); }
 
     /** Whether the forward pass reads {@code x} after its region (or it is an output): the region hands it on, it is kept. */
     private boolean readAfter(Node x) {
@@ -110,7 +122,7 @@ final class Recompute {
         var args = new ArrayList<Node>();
         for (Node in : x.inputs()) {
             if (cloneable[in.id()] && region[in.id()] == r) args.add(clone(in, user));
-            else if (activation[in.id()] && !(in.op() instanceof Op.Input)) args.add(gate(in, r, user));
+            else if ((activation[in.id()] || regather[x.id()]) && !(in.op() instanceof Op.Input || in.op() instanceof Op.Constant)) args.add(gate(in, r, user));
             else args.add(mapped[in.id()]);
         }
         Node c = b.add(x.op(), args, x.symmetricGroup());

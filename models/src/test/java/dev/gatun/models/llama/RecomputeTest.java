@@ -77,7 +77,19 @@ class RecomputeTest {
         assertThat(g.notes()).singleElement().asString().startsWith("recompute layer.1: ");
         Plan p = Planner.plan(Lowering.lower(g, LoweringOptions.world(1)));
         assertThat(p.toString()).contains("# recompute layer.1: ");
+        assertThat(p.explain()).contains("# recompute layer.1: ");
         assertThat(graph(TINY, 4, 8, 1, DataParallel.REPLICATED, Set.of()).notes()).isEmpty();
+    }
+
+    /** Under FSDP a recomputed layer gathers its 9 weights again in the backward pass (FSDP2's reshard_after_forward). */
+    @Test
+    void aRecomputedFsdpLayerGathersItsWeightsAgain() {
+        long kept = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of())), again = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(1)));
+        assertThat(again - kept).isEqualTo(9);
+    }
+
+    private static long gathers(Graph g) {
+        return g.nodes().stream().filter(n -> n.op() instanceof dev.gatun.ir.graph.Op.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_GATHER).count();
     }
 
     /** The planned regular arena with every layer recomputed against all kept, on the wider shape; each near its max-live. */
@@ -87,7 +99,6 @@ class RecomputeTest {
         for (int dp : new int[]{1, 2}) {
             var mode = dp == 1 ? DataParallel.REPLICATED : DataParallel.FULLY_SHARDED;
             long kept = arena(graph(wider, 8 / dp, 32, dp, mode, Set.of()), dp), again = arena(graph(wider, 8 / dp, 32, dp, mode, Set.of(0, 1, 2, 3)), dp);
-            System.out.println("dp " + dp + ": kept " + kept + ", recomputed " + again);
             assertThat(again).as("dp %d: recomputed %d bytes against %d kept", dp, again, kept).isLessThan(kept);
         }
     }
