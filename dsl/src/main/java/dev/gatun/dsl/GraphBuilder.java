@@ -232,7 +232,8 @@ public final class GraphBuilder {
      * Activation recomputation ({@code torch.utils.checkpoint}): what {@code body} computes from the activations is not
      * kept for the backward pass but computed again there, from the region's inputs, when the backward pass reaches it
      * (the region's results read after it, a layer's output, are kept). A graph transformation made by {@link #build}
-     * ({@code Recompute}), before planning: the losses and gradients are bit for bit those without it, the planned peak
+     * ({@code Recompute}), before planning: the losses and gradients are bit for bit those without it (in f16/bf16 with
+     * {@code roundEachOp}: otherwise a clone may fuse otherwise and round its half intermediates elsewhere), the planned peak
      * lower by the region's activations, at the cost of computing them twice; the graph and its plan print the choice
      * ({@code # recompute layer.0: ...}). The weights a region reads are kept, except what it gathers (an FSDP
      * parameter's all_gather), which is gathered again in the backward pass.

@@ -30,7 +30,9 @@ import java.util.Map;
  * {@code all_gather} and the views of it): that is gathered again in the backward pass from its gated shard, as FSDP2's
  * {@code reshard_after_forward}, so the gathered weight lives only while its layer runs. The clones compute the same ops on the same values, so the
  * losses and gradients are bit for bit those without recomputation. A region whose clones would include a user op or
- * an in-place update is refused by name: running those twice may not be the same.
+ * an in-place update is refused by name: running those twice may not be the same. (In f16 and bf16 a clone may be
+ * fused otherwise than the op it repeats, and the default plan rounds half values only where a kernel stores them: the
+ * values then agree to the half type's rounding; with {@code roundEachOp} they are bit for bit too.)
  */
 final class Recompute {
     /** A region: nodes {@code [first, end)} of the graph, as {@code recompute(name, body)} made them. */

@@ -74,7 +74,8 @@ public final class LlamaTraining {
      * Like {@link #graph(LlamaConfig, int, int, int, int, DataParallel, DType, DType, Optimizer, boolean)}, with the
      * activations of the decoder layers in {@code recomputeLayers} computed again in the backward pass instead of kept
      * ({@link GraphBuilder#recompute}, a region {@code layer.<l>} each; only the layer's input, the residual stream, is
-     * kept): the same losses and gradients bit for bit, a lower planned peak.
+     * kept): the same losses and gradients bit for bit (in f64 and f32; with half compute, with {@code roundEachOp}), a
+     * lower planned peak.
      */
     public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, int tp, DataParallel mode, DType master, DType compute, Optimizer opt,
                               boolean outputStates, java.util.Set<Integer> recomputeLayers) {
