@@ -30,6 +30,11 @@ public final class GraphBuilder {
     private final Graph.Builder b;
     /** For toString while open: how many nodes exist (ids 0..nodeCount-1) and the outputs named so far. */
     private int nodeCount;
+    /** The {@link #recompute} regions, the node ranges of each grad or vjp call, and the graph rebuilt with them. */
+    private final List<Recompute.Region> regions = new ArrayList<>();
+    private final List<int[]> backward = new ArrayList<>();
+    private String openRegion;
+    private Graph recomputed;
     private final java.util.Map<String, Integer> outputs = new java.util.LinkedHashMap<>();
 
     GraphBuilder(String name) { this.b = Graph.builder(name); }
@@ -191,11 +196,15 @@ public final class GraphBuilder {
      */
     public Tensor[] grad(Tensor loss, Tensor... wrt) {
         check(loss, "grad");
+        refuseInRecompute("grad");
         if (loss.shape().rank() > 0 && !(loss.shape().isStatic() && loss.shape().numel() == 1))
             throw new GraphException("grad: the loss " + loss.describe() + " is not a scalar; reduce it first (sum(), mean()), or give the"
                     + " gradient of each element with vjp(output, seed, wrt...)");
         Tensor seed = loss.rank() == 0 ? scalar(1, loss.dtype()) : op(new Op.Expand(loss.shape()), scalar(1, loss.dtype()));
-        return Gradients.of(this, "grad(" + loss.describe() + ")", loss, seed, wrt);
+        int start = b.size();
+        Tensor[] out = Gradients.of(this, "grad(" + loss.describe() + ")", loss, seed, wrt);
+        backward.add(new int[]{start, b.size()});
+        return out;
     }
 
     /** Like {@link #grad(Tensor, Tensor...)} for a list of tensors. */
@@ -212,7 +221,42 @@ public final class GraphBuilder {
     public Tensor[] vjp(Tensor output, Tensor seed, Tensor... wrt) {
         check(output, "vjp");
         check(seed, "vjp");
-        return Gradients.of(this, "vjp(" + output.describe() + ")", output, seed, wrt);
+        refuseInRecompute("vjp");
+        int start = b.size();
+        Tensor[] out = Gradients.of(this, "vjp(" + output.describe() + ")", output, seed, wrt);
+        backward.add(new int[]{start, b.size()});
+        return out;
+    }
+
+    /**
+     * Activation recomputation ({@code torch.utils.checkpoint}): what {@code body} computes from the activations is not
+     * kept for the backward pass but computed again there, from the region's inputs, when the backward pass reaches it
+     * (the region's results read after it, a layer's output, are kept). A graph transformation made by {@link #build}
+     * ({@code Recompute}), before planning: the losses and gradients are bit for bit those without it (in f16/bf16 with
+     * {@code roundEachOp}: otherwise a clone may fuse otherwise and round its half intermediates elsewhere), the planned peak
+     * lower by the region's activations, at the cost of computing them twice; the graph and its plan print the choice
+     * ({@code # recompute layer.0: ...}). The weights a region reads are kept, except what it gathers (an FSDP
+     * parameter's all_gather), which is gathered again in the backward pass.
+     * Regions do not nest; {@code grad} is called after them.
+     */
+    public <T> T recompute(String name, Supplier<T> body) {
+        if (name == null || name.isBlank()) throw new GraphException("recompute: give the region a name (\"layer.0\")");
+        if (body == null) throw new GraphException("recompute(\"" + name + "\"): the body is null");
+        refuseInRecompute("recompute(\"" + name + "\")");
+        for (var r : regions) if (r.name().equals(name)) throw new GraphException("recompute: a region named '" + name + "' exists already; name each region once");
+        openRegion = name;
+        int start = b.size();
+        try {
+            return body.get();
+        } finally {
+            openRegion = null;
+            regions.add(new Recompute.Region(name, start, b.size()));
+        }
+    }
+
+    private void refuseInRecompute(String what) {
+        if (openRegion != null)
+            throw new GraphException(what + " inside recompute(\"" + openRegion + "\"): regions do not nest and the backward pass comes after them; close the region first");
     }
 
     public GraphBuilder output(String name, Tensor t) {
@@ -222,7 +266,16 @@ public final class GraphBuilder {
         return this;
     }
 
-    public Graph build() { return b.build(); }
+    /**
+     * The graph: with {@link #recompute} regions and a backward pass, the graph with the regions' values recomputed for
+     * the backward pass ({@code Recompute}), made once.
+     */
+    public Graph build() {
+        Graph g = b.build();
+        if (regions.isEmpty() || backward.isEmpty()) return g;
+        if (recomputed == null) recomputed = Recompute.apply(g, regions, backward);
+        return recomputed;
+    }
 
     Tensor op(Op op, Tensor... args) {
         for (Tensor t : args) check(t, op.opName());
@@ -252,7 +305,7 @@ public final class GraphBuilder {
 
     /** The graph once built; while open, the nodes and outputs so far, in the graph's own format. */
     @Override public String toString() {
-        if (b.isBuilt()) return b.build().toString();
+        if (b.isBuilt()) return build().toString();
         var sb = new StringBuilder("graph \"").append(name()).append("\"  (open: being built)\n");
         for (int i = 0; i < nodeCount; i++) sb.append("  ").append(b.node(i).format()).append('\n');
         var parts = new ArrayList<String>();

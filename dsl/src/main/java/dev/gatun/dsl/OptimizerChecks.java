@@ -19,4 +19,8 @@ final class OptimizerChecks {
         if (group == null || group.isBlank()) throw new GraphException("averageGradients: give the name of the data-parallel group ('world' for every rank)");
         return group;
     }
+    static LossScale scale(LossScale scale) {
+        if (scale == null) throw new GraphException("scaleLoss: give a LossScale (LossScale.dynamic() for torch.amp.GradScaler's defaults)");
+        return scale;
+    }
 }

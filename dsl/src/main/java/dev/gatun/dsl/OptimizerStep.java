@@ -26,6 +26,8 @@ final class OptimizerStep {
     private final GraphBuilder g;
     private final Tensor zero;
     private final Map<String, Tensor> written = new LinkedHashMap<>();
+    /** With a loss scale: true where this step's gradients hold an inf or a NaN, and every update keeps the old value. */
+    private Tensor skip;
 
     private OptimizerStep(GraphBuilder g) {
         this.g = g;
@@ -34,6 +36,9 @@ final class OptimizerStep {
 
     /** A state read through a snapshot's copy, with the version its new value is written over. */
     private record Rewritten(String name, Tensor version, Tensor value) {}
+
+    /** A loss scale's states, the scale in use (f32 [1]: {@code initScale} where the state is still 0) and the scaled loss. */
+    private record Scaled(LossScale settings, Rewritten scale, Rewritten tracker, Tensor current, Tensor loss) {}
 
     static TrainStep add(Optimizer opt, Tensor loss, Parameters params) {
         if (loss == null || params == null) throw new GraphException("Optimizer.step: the loss and the parameters are required");
@@ -47,9 +52,11 @@ final class OptimizerStep {
     private TrainStep step(Optimizer opt, Tensor loss, List<Parameters.Parameter> ps) {
         String group = opt.gradGroup();
         double maxNorm = opt.maxGradNorm();
+        Scaled scaled = opt.lossScale() == null ? null : scaled(opt.lossScale(), loss);
         // an FSDP parameter's gradient is taken of the gathered tensor the forward pass read, then reduce-scattered
-        Tensor[] grads = g.grad(loss, ps.stream().map(p -> p.fsdpGroup() == null ? p.master() : p.compute()).toArray(Tensor[]::new));
+        Tensor[] grads = g.grad(scaled == null ? loss : scaled.loss(), ps.stream().map(p -> p.fsdpGroup() == null ? p.master() : p.compute()).toArray(Tensor[]::new));
         for (int i = 0; i < grads.length; i++) grads[i] = reduce(ps.get(i), grads[i], group);
+        if (scaled != null) skip = unscale(grads, ps, scaled);
         DType countType = ps.stream().anyMatch(p -> p.master().dtype() == DType.F64) ? DType.F64 : DType.F32;
         Tensor norm = maxNorm > 0 ? clip(grads, ps, maxNorm, countType) : null;
         Rewritten count = rewritten(STEP, g.state(STEP, countType, 1L));
@@ -66,7 +73,53 @@ final class OptimizerStep {
             };
             updated.put(p.name(), write(new Rewritten(p.name(), p.version(), p.master()), next));
         }
+        if (scaled != null) updateScale(scaled);
         return new TrainStep(gradients, norm, updated, written);
+    }
+
+    /** The loss scale's states read, the scale in use, and the loss times it (in the loss's dtype, as GradScaler.scale). */
+    private Scaled scaled(LossScale ls, Tensor loss) {
+        Rewritten scale = rewritten(LossScale.SCALE, g.state(LossScale.SCALE, DType.F32, 1L));
+        Rewritten tracker = rewritten(LossScale.TRACKER, g.state(LossScale.TRACKER, DType.I32, 1L));
+        Tensor current = scale.value().eq(0).where(g.scalar(ls.initScale(), DType.F32), scale.value());
+        return new Scaled(ls, scale, tracker, current, loss.mul(current.cast(loss.dtype())));
+    }
+
+    /**
+     * GradScaler.unscale_: whether any gradient holds an inf or a NaN, checked before unscaling ({@code g * 0} summed
+     * is 0 for finite gradients, NaN otherwise; a gradient whose ranks hold different parts has its check summed over
+     * those groups, so every rank skips together), then each gradient times {@code 1 / scale} (float64, rounded to
+     * float32). Returns the skip flag.
+     */
+    private Tensor unscale(Tensor[] grads, List<Parameters.Parameter> ps, Scaled scaled) {
+        var perGroups = new LinkedHashMap<List<String>, Tensor>();
+        for (int i = 0; i < grads.length; i++)
+            perGroups.merge(ps.get(i).partGroups(), grads[i].mul(0.0).sum().cast(DType.F32), Tensor::add);
+        Tensor total = null;
+        for (var e : perGroups.entrySet()) {
+            Tensor summed = e.getValue();
+            for (String grp : e.getKey()) summed = summed.allReduce(ReduceOp.SUM, grp);
+            total = total == null ? summed : total.add(summed);
+        }
+        Tensor inv = g.scalar(1, DType.F64).div(scaled.current().cast(DType.F64)).cast(DType.F32);
+        for (int i = 0; i < grads.length; i++) grads[i] = grads[i].mul(inv.cast(grads[i].dtype()));
+        return total.ne(total);
+    }
+
+    /**
+     * GradScaler.update ({@code _amp_update_scale_}): after a skipped step the scale times {@code backoffFactor} and the
+     * tracker 0; else the tracker plus one, and where that reaches {@code growthInterval} the scale times
+     * {@code growthFactor} (kept where that is not finite) and the tracker 0. Written whether or not the step was skipped.
+     */
+    private void updateScale(Scaled s) {
+        Tensor found = skip, scale = s.current(), successful = s.tracker().value().add(1);
+        Tensor zero = g.scalar(0, DType.I32);
+        Tensor grow = successful.eq(s.settings().growthInterval());
+        Tensor grown = scale.mul(s.settings().growthFactor());
+        Tensor kept = grown.sub(grown).eq(0).where(grown, scale);
+        skip = null;
+        write(s.scale(), found.where(scale.mul(s.settings().backoffFactor()), grow.where(kept, scale)));
+        write(s.tracker(), found.where(zero, grow.where(zero, successful)));
     }
 
     /**
@@ -147,9 +200,14 @@ final class OptimizerStep {
         return new Rewritten(name, snap.get(0), snap.get(1));
     }
 
-    /** {@code value} written over the whole of {@code r}'s state in place; returns the written version. */
+    /**
+     * {@code value} written over the whole of {@code r}'s state in place (with a loss scale, the old value kept where the
+     * step is skipped); returns the written version.
+     */
     private Tensor write(Rewritten r, Tensor value) {
-        Tensor out = r.version().updateSlice(0, value.cast(r.version().dtype()), zero);
+        Tensor v = value.cast(r.version().dtype());
+        if (skip != null) v = skip.where(r.value(), v);
+        Tensor out = r.version().updateSlice(0, v, zero);
         written.put(r.name(), out);
         return out;
     }

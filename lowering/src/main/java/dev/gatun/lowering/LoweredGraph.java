@@ -76,6 +76,7 @@ public final class LoweredGraph {
         var sb = new StringBuilder("realizations of \"" + graph.name() + "\" (world=" + worldSize() + ")");
         if (realizations.isEmpty()) sb.append("\n  (none: no op needs symmetric memory)");
         for (Realization r : realizations) sb.append("\n  ").append(r.explain());
+        for (String note : graph.notes()) sb.append("\n  # ").append(note);   // choices made in the graph (recomputation)
         return sb.toString();
     }
 

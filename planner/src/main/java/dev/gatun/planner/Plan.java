@@ -229,6 +229,7 @@ public final class Plan {
             if (p.kind() != Pool.Kind.COMM && p.kind() != Pool.Kind.SYMM_INPUTS) sb.append(", ").append(p.kind().name().toLowerCase());
             sb.append("\n");
         }
+        for (String note : lowered.graph().notes()) sb.append("  # ").append(note).append("\n");   // choices made in the graph (recomputation)
         if (launches.programmatic()) sb.append("  # ").append(launches.describe()).append("\n");
         if (!choices.isEmpty() && !options.target().equals(PlanOptions.Target.H200)) sb.append("  # ").append(options.target().describe()).append("\n");
         // partitions are disjoint and in step order: walk them alongside the steps

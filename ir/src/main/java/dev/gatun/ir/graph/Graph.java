@@ -28,6 +28,8 @@ public final class Graph {
     private final Integer worldSize;
     /** Users of each node, by node id. */
     private final List<List<Node>> users;
+    /** Choices made while building the graph (activation recomputation), one line each: printed with it and its plan. */
+    private final List<String> notes;
 
     private Graph(Builder b) {
         this.name = b.name;
@@ -38,6 +40,7 @@ public final class Graph {
         this.userOps = Collections.unmodifiableMap(new LinkedHashMap<>(b.userOps));
         this.groups = Collections.unmodifiableMap(new LinkedHashMap<>(b.groups));
         this.worldSize = b.worldSize;
+        this.notes = List.copyOf(b.notes);
         var u = new ArrayList<List<Node>>(nodes.size());
         for (int i = 0; i < nodes.size(); i++) u.add(new ArrayList<>(2));
         // each user once, even when it reads a node twice: n can only be the last user recorded so far (nodes come in
@@ -116,6 +119,13 @@ public final class Graph {
 
     public boolean isOutput(Node n) { return outputs.containsValue(n); }
 
+    /**
+     * Choices made while building the graph, one line each ("recompute layer.0: 23 nodes again in the backward pass"):
+     * printed under the graph and in its plan. Not kept by {@link GraphJson} (the graph it writes already holds the
+     * choices' nodes).
+     */
+    public List<String> notes() { return notes; }
+
     @Override public String toString() {
         var sb = new StringBuilder("graph \"").append(name).append('"');
         if (worldSize != null) sb.append("  world=").append(worldSize);
@@ -124,6 +134,7 @@ public final class Graph {
         sb.append('\n');
         for (Node n : nodes)
             sb.append("  ").append(n.op() instanceof Op.Input in && states.contains(in.name()) ? n.format().replaceFirst("= input\\(", "= state(") : n.format()).append('\n');
+        for (String note : notes) sb.append("  # ").append(note).append('\n');
         sb.append("  return ");
         var parts = new ArrayList<String>();
         outputs.forEach((k, v) -> parts.add(k + "=%" + v.id()));
@@ -141,6 +152,7 @@ public final class Graph {
         private final Map<String, ProcessGroup> groups = new LinkedHashMap<>();
         private Integer worldSize;
         private final List<String> symmetricScopes = new ArrayList<>();
+        private final List<String> notes = new ArrayList<>();
         private Graph built;
 
         private Builder(String name) {
@@ -319,6 +331,16 @@ public final class Graph {
             checkName("graph '" + name + "': an output name", outputName);
             if (outputs.containsKey(outputName)) throw new GraphException("graph '" + name + "' already has an output named '" + outputName + "'");
             outputs.put(outputName, n);
+            return this;
+        }
+
+        /** How many nodes the graph has so far: the next node's id. */
+        public int size() { return nodes.size(); }
+
+        /** Records a choice made while building ({@link Graph#notes()}). */
+        public Builder note(String note) {
+            checkOpen();
+            notes.add(note);
             return this;
         }
 

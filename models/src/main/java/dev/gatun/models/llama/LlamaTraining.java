@@ -67,7 +67,21 @@ public final class LlamaTraining {
      * {@code dp} (refused by name otherwise).
      */
     public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, int tp, DataParallel mode, DType master, DType compute, Optimizer opt, boolean outputStates) {
+        return graph(c, batch, tokens, dp, tp, mode, master, compute, opt, outputStates, java.util.Set.of());
+    }
+
+    /**
+     * Like {@link #graph(LlamaConfig, int, int, int, int, DataParallel, DType, DType, Optimizer, boolean)}, with the
+     * activations of the decoder layers in {@code recomputeLayers} computed again in the backward pass instead of kept
+     * ({@link GraphBuilder#recompute}, a region {@code layer.<l>} each; only the layer's input, the residual stream, is
+     * kept): the same losses and gradients bit for bit (in f64 and f32; with half compute, with {@code roundEachOp}), a
+     * lower planned peak.
+     */
+    public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, int tp, DataParallel mode, DType master, DType compute, Optimizer opt,
+                              boolean outputStates, java.util.Set<Integer> recomputeLayers) {
         refuseUnsupported(c, tp);
+        for (int l : recomputeLayers)
+            if (l < 0 || l >= c.layers()) throw new GraphException("LlamaTraining: recompute layer " + l + " is not a layer of the model's " + c.layers());
         if (batch < 1 || tokens < 1 || dp < 1)
             throw new GraphException("LlamaTraining: batch " + batch + ", tokens " + tokens + " and dp " + dp + " must each be at least 1");
         if (mode == null) throw new GraphException("LlamaTraining: the data-parallel mode is null; give REPLICATED or FULLY_SHARDED");
@@ -77,23 +91,15 @@ public final class LlamaTraining {
         var held = mode == DataParallel.FULLY_SHARDED ? all.fullyShardedOver(dpGroup) : all;
         var params = tp == 1 ? held : held.tiedOver(TP_AXIS);
         var split = tp == 1 ? held : held.shardedOver(TP_AXIS);
-        int h = c.hiddenSize(), d = c.headDim(), rd = c.rotaryDim(), nh = c.heads() / tp, kv = c.kvHeads() / tp, ff = c.intermediateSize() / tp, b = batch, t = tokens;
+        int h = c.hiddenSize(), rd = c.rotaryDim(), b = batch, t = tokens;
         Tensor ids = g.input("tokens", DType.I32, b * t), targets = g.input("targets", DType.I64, b * t);
         Tensor cos = g.input("cos", compute, t, rd).reshape(1, t, 1, rd), sin = g.input("sin", compute, t, rd).reshape(1, t, 1, rd);
         Tensor embed = params.parameter("model.embed_tokens.weight", master, compute, c.vocabSize(), h);
         Tensor x = embed.indexSelect(0, ids);
         for (int l = 0; l < c.layers(); l++) {
-            String p = "model.layers." + l + ".";
-            Tensor xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "input_layernorm.weight", master, compute, h), c.rmsNormEps());
-            Tensor q = LlamaPrefill.rope(linear(xn, split.parameter(p + "self_attn.q_proj.weight", master, compute, nh * d, h)).reshape(b, t, nh, d), cos, sin, d);
-            Tensor k = LlamaPrefill.rope(linear(xn, split.parameter(p + "self_attn.k_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d), cos, sin, d);
-            Tensor v = linear(xn, split.parameter(p + "self_attn.v_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d);
-            Tensor att = q.transpose(1, 2).flashAttention(k.transpose(1, 2), v.transpose(1, 2), 1 / Math.sqrt(d), true, 0, 0).reshape(b * t, nh * d);
-            x = x.add(rowParallel(linear(att, split.parameter(p + "self_attn.o_proj.weight", master, compute, h, nh * d)), tp));
-            xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "post_attention_layernorm.weight", master, compute, h), c.rmsNormEps());
-            Tensor gate = linear(xn, split.parameter(p + "mlp.gate_proj.weight", master, compute, ff, h));
-            Tensor up = linear(xn, split.parameter(p + "mlp.up_proj.weight", master, compute, ff, h));
-            x = x.add(rowParallel(linear(gate.silu().mul(up), split.parameter(p + "mlp.down_proj.weight", master, compute, h, ff)), tp));
+            Layer layer = new Layer(c, params, split, "model.layers." + l + ".", master, compute, b, t, tp, cos, sin);
+            Tensor in = x;
+            x = recomputeLayers.contains(l) ? g.recompute("layer." + l, () -> layer.apply(in)) : layer.apply(in);
         }
         Tensor hn = LlamaPrefill.rmsNorm(x, params.parameter("model.norm.weight", master, compute, h), c.rmsNormEps());
         Tensor head = c.tieWordEmbeddings() ? embed : params.parameter("lm_head.weight", master, compute, c.vocabSize(), h);
@@ -104,6 +110,25 @@ public final class LlamaTraining {
         g.output("loss", loss);
         if (outputStates) step.states().forEach(g::output);
         return g.build();
+    }
+
+    /** One decoder layer's step: its parameters declared and its forward pass from the residual stream {@code x}. */
+    private record Layer(LlamaConfig c, Parameters params, Parameters split, String p, DType master, DType compute, int b, int t, int tp,
+                         Tensor cos, Tensor sin) {
+        Tensor apply(Tensor x) {
+            int h = c.hiddenSize(), d = c.headDim(), nh = c.heads() / tp, kv = c.kvHeads() / tp, ff = c.intermediateSize() / tp;
+            Tensor xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "input_layernorm.weight", master, compute, h), c.rmsNormEps());
+            Tensor q = LlamaPrefill.rope(linear(xn, split.parameter(p + "self_attn.q_proj.weight", master, compute, nh * d, h)).reshape(b, t, nh, d), cos, sin, d);
+            Tensor k = LlamaPrefill.rope(linear(xn, split.parameter(p + "self_attn.k_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d), cos, sin, d);
+            Tensor v = linear(xn, split.parameter(p + "self_attn.v_proj.weight", master, compute, kv * d, h)).reshape(b, t, kv, d);
+            Tensor att = q.transpose(1, 2).flashAttention(k.transpose(1, 2), v.transpose(1, 2), 1 / Math.sqrt(d), true, 0, 0).reshape(b * t, nh * d);
+            x = x.add(rowParallel(linear(att, split.parameter(p + "self_attn.o_proj.weight", master, compute, h, nh * d)), tp));
+            xn = LlamaPrefill.rmsNorm(x, params.parameter(p + "post_attention_layernorm.weight", master, compute, h), c.rmsNormEps());
+            Tensor gate = linear(xn, split.parameter(p + "mlp.gate_proj.weight", master, compute, ff, h));
+            Tensor up = linear(xn, split.parameter(p + "mlp.up_proj.weight", master, compute, ff, h));
+            x = x.add(rowParallel(linear(gate.silu().mul(up), split.parameter(p + "mlp.down_proj.weight", master, compute, h, ff)), tp));
+            return x;
+        }
     }
 
     /** A row-parallel layer's partial sums added over the tensor-parallel ranks. */
