@@ -60,7 +60,7 @@ final class RowColumns {
             if (!m.isReduction()) continue;
             ReduceFn fn = m.reduceFn();
             if (fn != ReduceFn.SUM && fn != ReduceFn.MEAN)
-                return "its " + fn.opName() + " would have to be folded " + copies + " columns at a time (only a sum or a mean is)";
+                return "its " + fn.opName() + " would have to be folded " + copies + " blocks at a time (only a sum or a mean is)";
             if (!m.body().dtype().isFloating()) return "its " + fn.opName() + " of " + m.body().dtype() + " values is not a floating sum";
             if (fn == ReduceFn.MEAN && Integer.bitCount(copies) != 1)
                 return "its mean over " + copies + " column blocks would divide by " + copies + " inexactly";
