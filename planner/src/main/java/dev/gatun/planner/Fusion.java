@@ -320,30 +320,49 @@ final class Fusion {
      */
     private Join narrowJoin(ComputedBuffer c, Group g, List<Expr.Load> loads) {
         var narrowDims = RowColumns.narrowDims(c.ranges(), g.ranges, g.rowRanges);
-        if (narrowDims == null || (g.narrow != 0 && g.narrow != narrowDims.getLast().constant())) return null;
-        int[] dims = LoopIndex.match(c.ranges(), narrowDims);
-        if (dims == null) return null;
+        if (narrowDims == null || (g.narrow != 0 && g.narrow != narrowDims.getLast().constant()) || !spreads(g.ranges, g.rowRanges)) return null;
         int w = (int) narrowDims.getLast().constant(), copies = (int) (g.rowRanges.getFirst().constant() / w);
-        boolean vertical = false;
-        for (Expr.Load l : loads) {
-            Buffer s = l.storage();
-            if (groupOf.get(s) == g) {
-                var got = LoopIndex.toKernel(l.strides(), dims, narrowDims.size());
-                int k = RowColumns.block(l.offset(), got, wantIn(s, dimsOf.get(s), narrowDims.size()), narrowDims, copies);
-                if (k < 0 || (k > 0 && g.narrowed.contains(s))) return null;
-                vertical = true;
-            } else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) return null;
-        }
-        if (!vertical) return null;
+        // c's loop in order, else in the kernel's order as a member it reads lies (heads rotated as [b, h, t, d] of [b, t, h, d])
+        int[] dims = LoopIndex.match(c.ranges(), narrowDims);
+        boolean reordered = false;
+        if (dims != null && !readsBlocks(c, g, loads, dims, narrowDims, copies)) dims = null;
+        for (int i = 0; dims == null && i < loads.size(); i++)
+            if (groupOf.get(loads.get(i).storage()) == g && (dims = orderOnto(c, loads.get(i), narrowDims)) != null) {
+                reordered = true;
+                if (!readsBlocks(c, g, loads, dims, narrowDims, copies)) dims = null;
+            }
+        if (dims == null) return null;
         String why = RowColumns.unfoldable(g.members, copies);
         if (why != null) {
             refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the row kernel making " + table.of(g.members.getLast()).name()
                     + ": it reads the row at " + copies + " blocks of " + w + " columns, and " + why);
             return REFUSED;
         }
-        List<String> notes = g.narrow != 0 ? List.of() : List.of(c.label() + " (" + table.of(c).name() + ") joined this row kernel with its element loop narrowed to "
+        var notes = new ArrayList<String>();
+        if (g.narrow == 0) notes.add(c.label() + " (" + table.of(c).name() + ") joined this row kernel with its element loop narrowed to "
                 + w + " of " + (copies * w) + " columns: it reads the row at " + copies + " column blocks, each computed where it is read");
+        if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads " + firstMemberRead(c, g)
+                + " in another order, so it stores through strides instead");
         return new Join(g, dims, null, notes, false, w);
+    }
+
+    /**
+     * Whether {@code c}, its loop at {@code dims} of narrowed kernel dimensions {@code narrowDims}, reads {@code g}'s
+     * members only at whole blocks of columns of their own elements (its narrowed ones at its own), reads one at
+     * least, and reads nothing made beside {@code g} (after it, in its place).
+     */
+    private boolean readsBlocks(ComputedBuffer c, Group g, List<Expr.Load> loads, int[] dims, List<SymInt> narrowDims, int copies) {
+        boolean vertical = false;
+        for (Expr.Load l : loads) {
+            Buffer s = l.storage();
+            if (groupOf.get(s) == g) {
+                var got = LoopIndex.toKernel(l.strides(), dims, narrowDims.size());
+                int k = RowColumns.block(l.offset(), got, wantIn(s, dimsOf.get(s), narrowDims.size()), narrowDims, copies);
+                if (k < 0 || (k > 0 && g.narrowed.contains(s))) return false;
+                vertical = true;
+            } else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) return false;
+        }
+        return vertical;
     }
 
     /**
@@ -435,34 +454,39 @@ final class Fusion {
      */
     private int[] reordered(ComputedBuffer c, Group g) {
         if (g.narrow != 0) return null;
-        var dims = g.dims();
         for (Expr.Load l : effectiveLoads(c)) {
             Buffer s = l.storage();
             if (groupOf.get(s) != g || !l.offset().equals(SymInt.ZERO)) continue;
-            int[] own = dimsOf.get(s);
-            var want = new ArrayList<SymInt>();
-            for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
-            var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
-            for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
-            var ranges = c.ranges();
-            int[] map = new int[ranges.size()];
-            boolean[] used = new boolean[dims.size()];
-            for (int d = 0; d < ranges.size(); d++) {
-                map[d] = -1;
-                if (ranges.get(d).equals(SymInt.ONE)) continue;
-                for (int k = 0; k < dims.size() && map[d] < 0; k++)
-                    if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(l.strides().get(d))) {
-                        map[d] = k;
-                        used[k] = true;
-                    }
-                if (map[d] < 0) return null;
-            }
-            for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
+            int[] map = orderOnto(c, l, g.dims());
+            if (map == null) return null;
             if (g.isRow() && !touchesRow(map, g) && LoopIndex.nonOneCount(g.rowRanges) > 0) return null;
             if (g.isRow() && touchesRow(map, g) && !spreads(g.ranges, g.rowRanges)) return null;
             return map;
         }
         return null;
+    }
+
+    /**
+     * {@code c}'s loop dimensions onto kernel dimensions {@code dims} (those of size 1 to none) so that its load
+     * {@code l} of a member strides as the member lies there, one to one; null when there is no such order.
+     */
+    private int[] orderOnto(ComputedBuffer c, Expr.Load l, List<SymInt> dims) {
+        var want = wantIn(l.storage(), dimsOf.get(l.storage()), dims.size());
+        var ranges = c.ranges();
+        int[] map = new int[ranges.size()];
+        boolean[] used = new boolean[dims.size()];
+        for (int d = 0; d < ranges.size(); d++) {
+            map[d] = -1;
+            if (ranges.get(d).equals(SymInt.ONE)) continue;
+            for (int k = 0; k < dims.size() && map[d] < 0; k++)
+                if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(l.strides().get(d))) {
+                    map[d] = k;
+                    used[k] = true;
+                }
+            if (map[d] < 0) return null;
+        }
+        for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
+        return map;
     }
 
     /**

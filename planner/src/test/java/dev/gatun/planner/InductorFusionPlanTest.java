@@ -230,6 +230,16 @@ class InductorFusionPlanTest {
         atMostInductor(p, 1, 2 * 320 + 8 + 2 * 40);
         assertThat(p.toString()).contains("element loop narrowed to 4 of 8 columns");
         atMostInductor(rmsNormThenRope("rms_rope_decode", 1, 1, 16, 128), 1, 2 * 2048 + 128 + 2 * 128);
+        // as the decoder has Qwen3's: the heads out of a projection, normed, rotated as [b, h, t, d]: the product, then one kernel
+        Plan prefill = plan("qk_norm_rope", g -> {
+            long b = 2, t = 6, h = 4;
+            int d = 16;
+            var x = g.input("x", F32, b, t, 32).matmul(g.input("wq", F32, 32, h * d)).reshape(b, t, h, d);
+            var n = x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("w", F32, d)).transpose(1, 2);
+            g.output("q", rope(n, g.input("cos", F32, 1, t, d), g.input("sin", F32, 1, t, d), d));
+        });
+        atMostInductor(prefill, 2, (384 + 2048 + 768) + (768 + 16 + 2 * 96 + 768));
+        assertThat(prefill.toString()).contains("loop reordered to the kernel's");
     }
 
     /** Random heads, positions and head sizes (square ones too): one kernel, no more bytes than Inductor moves. */

@@ -73,8 +73,12 @@ class NormThenRotaryTest {
         int blocks = quarters ? 4 : 2, d = blocks * halfBlock;
         int seq = rnd.nextBoolean() ? heads : 1 + rnd.nextInt(3);   // square [seq, heads] too
         var g = Gatun.graph("norm_rotate");
-        // the heads as a projection gives them ([b, s, h, d]), or transposed from [b, h, s, d]
-        Tensor x = rnd.nextBoolean() ? g.input("x", F64, batch, seq, heads, d) : g.input("x", F64, batch, heads, seq, d).transpose(1, 2);
+        // the heads as a projection gives them ([b, s, h, d]: an input or a product's result), or transposed from [b, h, s, d]
+        Tensor x = switch (rnd.nextInt(3)) {
+            case 0 -> g.input("x", F64, batch, seq, heads, d);
+            case 1 -> g.input("x", F64, batch, heads, seq, d).transpose(1, 2);
+            default -> g.input("x", F64, batch, seq, 5).matmul(g.input("wqk", F64, 5, heads * d)).reshape(batch, seq, heads, d);
+        };
         if (rnd.nextBoolean()) x = x.mul(1.5);
         Tensor n = switch (norm) {
             case 0 -> rmsNorm(x, g.input("w", F64, d), 1e-6);
@@ -88,11 +92,18 @@ class NormThenRotaryTest {
         boolean cosTransposed = rnd.nextBoolean();
         Tensor cos = !cosTransposed ? g.input("cos", F64, seq, 1, d) : g.input("cosT", F64, d, seq).t().reshape(seq, 1, d);
         Tensor sin = g.input("sin", F64, seq, 1, d);
+        boolean headsFirst = rnd.nextBoolean();   // rotated as [b, h, s, d], as the decoder reads Qwen3's normed heads
+        if (headsFirst) {
+            n = n.transpose(1, 2);
+            cos = cos.transpose(0, 1);
+            sin = sin.transpose(0, 1);
+        }
         g.output("y", quarters ? rotateBlocks(n, cos, sin, d, blocks) : rope(n, cos, sin, d));
         var graph = g.build();
         try (var session = Session.compile(graph, CompileOptions.world(1).backend("host"))) {
             // a transposed table is copied first (its copy is made after the norm's kernel, which the rotation then cannot join)
             if (halfBlock > 1 && !cosTransposed) assertThat(session.plan().kernels()).as("%s", session.plan()).hasSize(1);
+            if (halfBlock > 1 && !cosTransposed) assertThat(session.plan().toString()).contains("element loop narrowed");
         }
         check(graph, seed);
     }
