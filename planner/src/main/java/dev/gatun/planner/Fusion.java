@@ -339,8 +339,7 @@ final class Fusion {
             return REFUSED;
         }
         var notes = new ArrayList<String>();
-        if (g.narrow == 0) notes.add(c.label() + " (" + table.of(c).name() + ") joined this row kernel with its element loop narrowed to "
-                + w + " of " + (copies * w) + " columns: it reads the row at " + copies + " column blocks, each computed where it is read");
+        if (g.narrow == 0) notes.add(c.label() + " (" + table.of(c).name() + ") " + RowColumns.note(w, copies));
         if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads " + firstMemberRead(c, g)
                 + " in another order, so it stores through strides instead");
         return new Join(g, dims, null, notes, false, w);
@@ -466,27 +465,9 @@ final class Fusion {
         return null;
     }
 
-    /**
-     * {@code c}'s loop dimensions onto kernel dimensions {@code dims} (those of size 1 to none) so that its load
-     * {@code l} of a member strides as the member lies there, one to one; null when there is no such order.
-     */
+    /** {@code c}'s loop onto kernel dimensions {@code dims} as its load {@code l} of a member strides (see {@link LoopIndex#order}). */
     private int[] orderOnto(ComputedBuffer c, Expr.Load l, List<SymInt> dims) {
-        var want = wantIn(l.storage(), dimsOf.get(l.storage()), dims.size());
-        var ranges = c.ranges();
-        int[] map = new int[ranges.size()];
-        boolean[] used = new boolean[dims.size()];
-        for (int d = 0; d < ranges.size(); d++) {
-            map[d] = -1;
-            if (ranges.get(d).equals(SymInt.ONE)) continue;
-            for (int k = 0; k < dims.size() && map[d] < 0; k++)
-                if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(l.strides().get(d))) {
-                    map[d] = k;
-                    used[k] = true;
-                }
-            if (map[d] < 0) return null;
-        }
-        for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
-        return map;
+        return LoopIndex.order(c.ranges(), l.strides(), wantIn(l.storage(), dimsOf.get(l.storage()), dims.size()), dims);
     }
 
     /**

@@ -37,6 +37,12 @@ final class RowColumns {
         return LoopIndex.concat(rows, List.of(last));
     }
 
+    /** The plan note of a kernel narrowed to {@code w} columns for a loop reading its row at {@code copies} blocks. */
+    static String note(int w, int copies) {
+        return "joined this row kernel with its element loop narrowed to " + w + " of " + (copies * w) + " columns: it reads the row at "
+                + copies + " column blocks, each computed where it is read";
+    }
+
     /**
      * Which block of {@code w} columns a load reads (0: the loader's own column, k: column {@code c + k w}), given its
      * offset and its strides over the narrowed kernel dimensions {@code dims} ({@code got}) and where the loaded

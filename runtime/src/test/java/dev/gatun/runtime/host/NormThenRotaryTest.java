@@ -109,6 +109,36 @@ class NormThenRotaryTest {
     }
 
     /**
+     * Half types: the fold of each element's two columns is held in float32 (as the row's accumulator is), so the
+     * result is the reference's within bf16's and f16's rounding, with f32 intermediates and rounding each op alike.
+     */
+    @Test
+    void halfTypesMatchTheReferenceWithinTheirRounding() {
+        for (var t : java.util.List.of(dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F16))
+            for (boolean roundEachOp : new boolean[]{false, true}) {
+                var g = Gatun.graph("rms_rope_" + t.shortName());
+                int d = 16;
+                var x = g.input("x", t, 2, 3, 4, d);
+                g.output("y", rope(rmsNorm(x, g.input("w", t, d), 1e-6), g.input("cos", t, 3, 1, d), g.input("sin", t, 3, 1, d), d));
+                var graph = g.build();
+                var rnd = new Random(11);
+                var in = new java.util.HashMap<String, NDArray>();
+                graph.inputs().forEach((name, node) -> {
+                    long[] shape = node.type().shape().dims().stream().mapToLong(dim -> dim.size()).toArray();
+                    double[] v = new double[(int) java.util.Arrays.stream(shape).reduce(1, (a, b) -> a * b)];
+                    for (int i = 0; i < v.length; i++) v[i] = rnd.nextDouble() * 2 - 1;
+                    in.put(name, NDArray.of(t, v, shape));
+                });
+                var want = dev.gatun.runtime.reference.ReferenceInterpreter.evaluate(graph, java.util.List.of(in)).getFirst().get("y");
+                var options = CompileOptions.world(1).backend("host");
+                try (var s = Session.compile(graph, roundEachOp ? options.roundEachOp() : options)) {
+                    assertThat(s.plan().kernels()).hasSize(1);
+                    assertThat(want.mismatch(s.runToHost(in).get("y"), 2e-2, 2e-2)).as("%s round each op %s", t, roundEachOp).isNull();
+                }
+            }
+    }
+
+    /**
      * Where the row's reductions cannot be folded a block at a time, the rotation is its own kernel, with a note: a
      * softmax's max, and a mean over three blocks (its division by three would round). A sum over three blocks is taken.
      */
