@@ -73,6 +73,12 @@ final class Fusion {
         final List<String> notes = new ArrayList<>();
         /** Merged into a later group: emits nothing. */
         boolean merged;
+        /**
+         * A row kernel's element loop narrowed to this many columns (0: not narrowed) for the members in
+         * {@link #narrowed}, which read its row at several columns (see {@link RowColumns}).
+         */
+        int narrow;
+        final Set<ComputedBuffer> narrowed = newSet(2);
 
         Group(int position, ExternBuffer extern, List<SymInt> ranges, List<SymInt> rowRanges) {
             this.position = position;
@@ -157,6 +163,10 @@ final class Fusion {
                             join.rows().forEach(dimsOf::put);
                         }
                         dimsOf.put(c, join.dims());
+                        if (join.narrow() > 0) {
+                            g.narrow = join.narrow();
+                            g.narrowed.add(c);
+                        }
                         if (!g.isRow()) pullIn(c, g);
                     }
                     g.members.add(c);
@@ -229,7 +239,9 @@ final class Fusion {
      * A kernel to join, and where the joining loop's dimensions go in it; {@code rows}: a reduction turns a pointwise
      * kernel into a row kernel, and these are its members' new dimensions.
      */
-    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes, boolean sibling) {}
+    private record Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes, boolean sibling, int narrow) {
+        Join(Group group, int[] dims, Map<ComputedBuffer, int[]> rows, List<String> notes, boolean sibling) { this(group, dims, rows, notes, sibling, 0); }
+    }
 
     /** Why the last loop looked at was kept out of a kernel it shares an input with (for its own kernel's notes). */
     private final List<String> refusals = new ArrayList<>();
@@ -253,6 +265,7 @@ final class Fusion {
                 Join again = tryJoin(c, g, loads, other, true);
                 if (again != null) join = again;
             }
+            if (join == null && g.isRow() && !c.isReduction()) join = narrowJoin(c, g, loads);
             if (join != null && join != REFUSED) {
                 if (!join.sibling()) return join;
                 if (sibling == null) sibling = join;
@@ -297,6 +310,58 @@ final class Fusion {
                 + firstMemberRead(c, g) + " in another order, so it stores through strides instead");
         if (rows != null) notes.add(c.reduceFn().opName() + " (" + table.of(c).name() + ") made this a row kernel: it reduces the rows the kernel's loop already walks");
         return new Join(g, dims, rows, notes, sibling);
+    }
+
+    /**
+     * Class 4 ({@link RowColumns}): a pointwise loop over row kernel {@code g}'s rows and a divisor {@code w} of its row's
+     * columns that reads {@code g}'s members at columns {@code c + k w} joins it with the kernel's element loop narrowed
+     * to {@code w} columns. Null where it does not fit; refused with a note where {@code g}'s reductions cannot be folded
+     * {@code K} columns at a time.
+     */
+    private Join narrowJoin(ComputedBuffer c, Group g, List<Expr.Load> loads) {
+        var narrowDims = RowColumns.narrowDims(c.ranges(), g.ranges, g.rowRanges);
+        if (narrowDims == null || (g.narrow != 0 && g.narrow != narrowDims.getLast().constant()) || !spreads(g.ranges, g.rowRanges)) return null;
+        int w = (int) narrowDims.getLast().constant(), copies = (int) (g.rowRanges.getFirst().constant() / w);
+        // c's loop in order, else in the kernel's order as a member it reads lies (heads rotated as [b, h, t, d] of [b, t, h, d])
+        int[] dims = LoopIndex.match(c.ranges(), narrowDims);
+        boolean reordered = false;
+        if (dims != null && !readsBlocks(c, g, loads, dims, narrowDims, copies)) dims = null;
+        for (int i = 0; dims == null && i < loads.size(); i++)
+            if (groupOf.get(loads.get(i).storage()) == g && (dims = orderOnto(c, loads.get(i), narrowDims)) != null) {
+                reordered = true;
+                if (!readsBlocks(c, g, loads, dims, narrowDims, copies)) dims = null;
+            }
+        if (dims == null) return null;
+        String why = RowColumns.unfoldable(g.members, copies);
+        if (why != null) {
+            refusals.add(c.label() + " (" + table.of(c).name() + ") kept out of the row kernel making " + table.of(g.members.getLast()).name()
+                    + ": it reads the row at " + copies + " blocks of " + w + " columns, and " + why);
+            return REFUSED;
+        }
+        var notes = new ArrayList<String>();
+        if (g.narrow == 0) notes.add(c.label() + " (" + table.of(c).name() + ") " + RowColumns.note(w, copies));
+        if (reordered) notes.add(c.label() + " (" + table.of(c).name() + ") loop reordered to the kernel's: it reads " + firstMemberRead(c, g)
+                + " in another order, so it stores through strides instead");
+        return new Join(g, dims, null, notes, false, w);
+    }
+
+    /**
+     * Whether {@code c}, its loop at {@code dims} of narrowed kernel dimensions {@code narrowDims}, reads {@code g}'s
+     * members only at whole blocks of columns of their own elements (its narrowed ones at its own), reads one at
+     * least, and reads nothing made beside {@code g} (after it, in its place).
+     */
+    private boolean readsBlocks(ComputedBuffer c, Group g, List<Expr.Load> loads, int[] dims, List<SymInt> narrowDims, int copies) {
+        boolean vertical = false;
+        for (Expr.Load l : loads) {
+            Buffer s = l.storage();
+            if (groupOf.get(s) == g) {
+                var got = LoopIndex.toKernel(l.strides(), dims, narrowDims.size());
+                int k = RowColumns.block(l.offset(), got, wantIn(s, dimsOf.get(s), narrowDims.size()), narrowDims, copies);
+                if (k < 0 || (k > 0 && g.narrowed.contains(s))) return false;
+                vertical = true;
+            } else if ((groupOf.get(s) != null || s instanceof ConcatBuffer) && producedAt[s.id()] == g.position) return false;
+        }
+        return vertical;
     }
 
     /**
@@ -356,6 +421,7 @@ final class Fusion {
      * dimensions of size 1 are matched to nothing.
      */
     private static int[] fit(ComputedBuffer m, Group g) {
+        if (g.narrow != 0) return null;   // a narrowed row kernel takes only loops of its narrowed columns (narrowJoin)
         if (!g.isRow()) return !m.isReduction() && m.ranges().equals(g.ranges) ? LoopIndex.identity(g.ranges.size()) : null;
         if (m.isReduction())
             return m.ranges().equals(g.ranges) && m.reductionRanges().equals(g.rowRanges) ? LoopIndex.identity(g.ranges.size() + g.rowRanges.size()) : null;
@@ -386,34 +452,22 @@ final class Fusion {
      * comes from the strides of its first load of a member; null when that does not give one.
      */
     private int[] reordered(ComputedBuffer c, Group g) {
-        var dims = g.dims();
+        if (g.narrow != 0) return null;
         for (Expr.Load l : effectiveLoads(c)) {
             Buffer s = l.storage();
             if (groupOf.get(s) != g || !l.offset().equals(SymInt.ZERO)) continue;
-            int[] own = dimsOf.get(s);
-            var want = new ArrayList<SymInt>();
-            for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
-            var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
-            for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
-            var ranges = c.ranges();
-            int[] map = new int[ranges.size()];
-            boolean[] used = new boolean[dims.size()];
-            for (int d = 0; d < ranges.size(); d++) {
-                map[d] = -1;
-                if (ranges.get(d).equals(SymInt.ONE)) continue;
-                for (int k = 0; k < dims.size() && map[d] < 0; k++)
-                    if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(l.strides().get(d))) {
-                        map[d] = k;
-                        used[k] = true;
-                    }
-                if (map[d] < 0) return null;
-            }
-            for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
+            int[] map = orderOnto(c, l, g.dims());
+            if (map == null) return null;
             if (g.isRow() && !touchesRow(map, g) && LoopIndex.nonOneCount(g.rowRanges) > 0) return null;
             if (g.isRow() && touchesRow(map, g) && !spreads(g.ranges, g.rowRanges)) return null;
             return map;
         }
         return null;
+    }
+
+    /** {@code c}'s loop onto kernel dimensions {@code dims} as its load {@code l} of a member strides (see {@link LoopIndex#order}). */
+    private int[] orderOnto(ComputedBuffer c, Expr.Load l, List<SymInt> dims) {
+        return LoopIndex.order(c.ranges(), l.strides(), wantIn(l.storage(), dimsOf.get(l.storage()), dims.size()), dims);
     }
 
     /**
@@ -445,12 +499,14 @@ final class Fusion {
     private boolean alignedIn(Expr.Load l, int[] loaderDims, Buffer s, List<SymInt> dims, int[] own) {
         if (!l.offset().equals(SymInt.ZERO)) return false;
         var got = LoopIndex.toKernel(l.strides(), loaderDims, dims.size());
-        var want = new ArrayList<SymInt>();
-        for (int k = 0; k < dims.size(); k++) want.add(SymInt.ZERO);
-        var rowMajor = contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides());
-        for (int d = 0; d < rowMajor.size(); d++) if (own[d] >= 0) want.set(own[d], want.get(own[d]).plus(rowMajor.get(d)));
+        var want = wantIn(s, own, dims.size());
         for (int k = 0; k < dims.size(); k++) if (!dims.get(k).equals(SymInt.ONE) && !got.get(k).equals(want.get(k))) return false;
         return true;
+    }
+
+    /** Member {@code s}'s row-major strides over a kernel's {@code rank} dimensions, its own dimensions at {@code own}. */
+    private List<SymInt> wantIn(Buffer s, int[] own, int rank) {
+        return LoopIndex.toKernel(contiguous.computeIfAbsent(s, b -> b.type().shape().contiguousStrides()), own, rank);
     }
 
     /** c's loads with absorbed producers expanded into their own loads, all in c's loop dimensions (cached). */
@@ -612,46 +668,64 @@ final class Fusion {
         var inputs = new ArrayList<Buffer>();
         var locals = new ArrayList<KExpr>();
         var ops = new ArrayList<String>();
-        var valueOf = new IdentityHashMap<Buffer, KExpr>(g.members.size());
+        var valueOf = new IdentityHashMap<Buffer, KExpr[]>(g.members.size());   // a member's value at each column block (one but in a narrowed kernel)
         var reductions = new ArrayList<Kernel.Reduction>();
         int rank = g.dims().size();
+        int copies = g.narrow == 0 ? 1 : (int) (g.rowRanges.getFirst().constant() / g.narrow);
+        List<SymInt> dims = g.narrow == 0 ? g.dims() : LoopIndex.concat(g.ranges, List.of(SymInt.of(g.narrow)));
         for (ComputedBuffer m : g.members) {
-            int[] dims = dimsOf.get(m);
-            Remap own = LoopIndex.isIdentity(dims, rank) ? null : new Remap(dims, rank);
-            locals.add(convert(m.body(), g, inputs, valueOf, own));
-            int local = locals.size() - 1;
+            int[] md = dimsOf.get(m);
+            Remap own = LoopIndex.isIdentity(md, rank) ? null : new Remap(md, rank);
+            boolean narrowed = g.narrowed.contains(m);
+            int n = narrowed || !touchesRow(md, g) ? 1 : copies;   // a wide element member or reduction: at each column block
+            var at = new ArrayList<KExpr>(n);
+            for (int k = 0; k < n; k++)
+                at.add(convert(m.body(), g, inputs, valueOf, own, g.narrow == 0 ? RowColumns.Shift.NONE : new RowColumns.Shift(k, g.narrow, g.ranges.size(), narrowed)));
+            var values = new KExpr[copies];
             if (m.isReduction()) {
-                reductions.add(new Kernel.Reduction(m.reduceFn(), local, m.type().dtype()));
-                valueOf.put(m, new KExpr.Reduced(reductions.size() - 1, m.type().dtype()));
+                locals.add(n == 1 ? at.getFirst() : RowColumns.fold(m.reduceFn(), at));
+                reductions.add(new Kernel.Reduction(m.reduceFn(), locals.size() - 1, m.type().dtype()));
+                java.util.Arrays.fill(values, new KExpr.Reduced(reductions.size() - 1, m.type().dtype()));
             } else {
-                valueOf.put(m, new KExpr.Local(local, m.type().dtype()));
+                for (int k = 0; k < copies; k++) {
+                    if (k < n) locals.add(at.get(k));
+                    values[k] = new KExpr.Local(locals.size() - 1, m.type().dtype());
+                }
             }
+            valueOf.put(m, values);
             ops.add(m.label());
         }
         var stores = new ArrayList<Kernel.Store>();
         var writes = new ArrayList<Buffer>();
         for (ComputedBuffer m : g.members) {
             if (!needsStorage(m, g)) continue;
-            KExpr v = valueOf.get(m);
-            if (v instanceof KExpr.Reduced) {
-                locals.add(v);
+            KExpr[] values = valueOf.get(m);
+            if (values[0] instanceof KExpr.Reduced r) {
+                locals.add(r);
                 var strides = LoopIndex.placeStrides(table.of(m).strides(), LoopIndex.identity(g.ranges.size()), g.ranges);
                 var store = Kernel.Store.perRow(table.of(m), locals.size() - 1);
                 stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
             } else {
-                int local = ((KExpr.Local) v).index();
-                int[] dims = dimsOf.get(m);
-                boolean perRow = g.isRow() && !touchesRow(dims, g);
-                var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
-                var strides = LoopIndex.placeStrides(table.of(m).strides(), dims, perRow ? g.ranges : g.dims());
-                stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
+                int[] md = dimsOf.get(m);
+                boolean perRow = g.isRow() && !touchesRow(md, g);
+                if (!perRow && copies > 1 && !g.narrowed.contains(m)) {   // a wide element member: each column block at its place
+                    var strides = LoopIndex.toKernel(table.of(m).strides(), md, rank);
+                    for (int k = 0; k < copies; k++)
+                        stores.add(new Kernel.Store(table.of(m), ((KExpr.Local) values[k]).index()).at(strides.get(rank - 1).times((long) k * g.narrow), strides));
+                } else {
+                    int local = ((KExpr.Local) values[0]).index();
+                    var store = perRow ? Kernel.Store.perRow(table.of(m), local) : new Kernel.Store(table.of(m), local);
+                    var strides = LoopIndex.placeStrides(table.of(m).strides(), md, perRow ? g.ranges : dims);
+                    stores.add(strides == null ? store : store.at(SymInt.ZERO, strides));
+                }
             }
             writes.add(m);
         }
         String base = String.join("_", ops);
         if (base.length() > 48) base = base.substring(0, 48);
         String name = (g.members.size() > 1 ? "fused_" : "") + base + "_" + counter[0]++;
-        var kernel = new Kernel(name, g.ranges, g.isRow() ? g.rowRanges : List.of(), table.of(inputs), locals, reductions, stores, ops);
+        var row = g.isRow() ? dims.subList(g.ranges.size(), dims.size()) : List.<SymInt>of();
+        var kernel = new Kernel(name, g.ranges, row, table.of(inputs), locals, reductions, stores, ops);
         return new Work.KernelWork(kernel, writes, List.copyOf(inputs), true, g.notes);
     }
 
@@ -677,28 +751,29 @@ final class Fusion {
      * Lowered expression to kernel expression; {@code remap} re-indexes a member's or an absorbed producer's loads onto
      * the kernel's dimensions. Loads of earlier members read their value in the kernel ({@code valueOf}).
      */
-    private KExpr convert(Expr e, Group g, List<Buffer> inputs, Map<Buffer, KExpr> valueOf, Remap remap) {
+    private KExpr convert(Expr e, Group g, List<Buffer> inputs, Map<Buffer, KExpr[]> valueOf, Remap remap, RowColumns.Shift shift) {
         return switch (e) {
             case Expr.Constant c -> new KExpr.Const(c.value(), c.dtype());
-            case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, valueOf, remap), c.dtype());
+            case Expr.Cast c -> new KExpr.Cast(convert(c.x(), g, inputs, valueOf, remap, shift), c.dtype());
             case Expr.Apply a -> {
                 var args = new ArrayList<KExpr>(a.args().size());
-                for (Expr x : a.args()) args.add(convert(x, g, inputs, valueOf, remap));
+                for (Expr x : a.args()) args.add(convert(x, g, inputs, valueOf, remap, shift));
                 yield new KExpr.Apply(a.fn(), List.copyOf(args), a.dtype());
             }
             case Expr.Load l0 -> {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 Buffer s = l.storage();
-                KExpr v = valueOf.get(s);
+                KExpr[] values = valueOf.get(s);
+                KExpr v = values == null ? null : values[shift.copyOf(l.offset(), l.strides())];
                 if (v instanceof KExpr.Local local) yield new KExpr.Local(local.index(), l.dtype());
                 if (v != null) yield v.dtype() == l.dtype() ? v : new KExpr.Cast(v, l.dtype());
                 if (absorbed.contains(s)) {
                     ComputedBuffer p = (ComputedBuffer) s;
-                    yield convert(p.body(), g, inputs, valueOf, new Remap(LoopIndex.remap(l, p), l.strides().size()));
+                    yield convert(p.body(), g, inputs, valueOf, new Remap(LoopIndex.remap(l, p), l.strides().size()), shift);
                 }
                 int idx = inputs.indexOf(s);
                 if (idx < 0) { inputs.add(s); idx = inputs.size() - 1; }
-                yield new KExpr.Load(idx, l.offset(), l.strides(), l.dtype());
+                yield new KExpr.Load(idx, l.offset().plus(shift.offsetOf(l.strides())), l.strides(), l.dtype());
             }
         };
     }

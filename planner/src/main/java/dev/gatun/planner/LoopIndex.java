@@ -84,6 +84,28 @@ final class LoopIndex {
         return t == target.size() ? map : null;
     }
 
+    /**
+     * A loop over {@code ranges} onto kernel dimensions {@code dims} (its dimensions of size 1 to none, -1) so that a
+     * load with {@code strides} reads a buffer lying in the kernel as {@code want} says, one dimension to one; null when
+     * no such order exists (loop ordering after fusion: a reader of a member in another order joins in the kernel's).
+     */
+    static int[] order(List<SymInt> ranges, List<SymInt> strides, List<SymInt> want, List<SymInt> dims) {
+        int[] map = new int[ranges.size()];
+        boolean[] used = new boolean[dims.size()];
+        for (int d = 0; d < ranges.size(); d++) {
+            map[d] = -1;
+            if (ranges.get(d).equals(SymInt.ONE)) continue;
+            for (int k = 0; k < dims.size() && map[d] < 0; k++)
+                if (!used[k] && !dims.get(k).equals(SymInt.ONE) && dims.get(k).equals(ranges.get(d)) && want.get(k).equals(strides.get(d))) {
+                    map[d] = k;
+                    used[k] = true;
+                }
+            if (map[d] < 0) return null;
+        }
+        for (int k = 0; k < dims.size(); k++) if (!used[k] && !dims.get(k).equals(SymInt.ONE)) return null;
+        return map;
+    }
+
     static int nonOneCount(List<SymInt> xs) {
         int n = 0;
         for (SymInt x : xs) if (!x.equals(SymInt.ONE)) n++;

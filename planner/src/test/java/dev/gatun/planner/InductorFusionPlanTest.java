@@ -19,12 +19,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Inductor's fusion and kernel-traffic cases (PyTorch's {@code test/inductor/test_perf.py}, float32, its figures in
- * elements times 4 bytes) for the two fusion classes of pointwise concatenations and of views and reshapes, planned
+ * elements times 4 bytes) for the fusion classes of pointwise concatenations, of views and reshapes, and of a norm followed by RoPE, planned
  * here with their launches and the bytes they move at least (every buffer a launch reads or writes counted once, whole,
  * as Inductor counts): one launch where Inductor has one, and no more bytes than Inductor moves. The figures not in
  * that file (marked) are what Inductor's lowering makes of the case: views and reshapes of an unmade value are index
  * arithmetic in the reading kernel. Random shapes check the same bounds; {@code CatThroughPointwiseTest} and
- * {@code ReshapeThroughPointwiseTest} (runtime) check the values against the reference interpreter.
+ * {@code ReshapeThroughPointwiseTest} and {@code NormThenRotaryTest} (runtime) check the values against the reference interpreter.
  */
 class InductorFusionPlanTest {
 
@@ -200,6 +200,57 @@ class InductorFusionPlanTest {
         long[] target = merge ? mergeFirstTwo(permuted) : new long[]{numel(shape)};
         Plan p = plan("reshape_random", g -> g.output("y", g.input("x", F32, dims(shape)).mul(2).permute(perm).reshape(dims(target)).exp().add(1)));
         atMostInductor(p, 1, 2 * numel(shape));
+    }
+
+    // ------------------------------------------------------------ class 4: a norm, then RoPE of the same heads
+
+    /** RoPE as the models write it, per half: {@code (x1 c1 - x2 s1, x2 c2 + x1 s2)}. */
+    static Tensor rope(Tensor x, Tensor cos, Tensor sin, int d) {
+        Tensor x1 = x.slice(-1, 0, d / 2), x2 = x.slice(-1, d / 2, d);
+        Tensor c1 = cos.slice(-1, 0, d / 2), c2 = cos.slice(-1, d / 2, d), s1 = sin.slice(-1, 0, d / 2), s2 = sin.slice(-1, d / 2, d);
+        return x1.mul(c1).sub(x2.mul(s1)).cat(-1, x2.mul(c2).add(x1.mul(s2)));
+    }
+
+    private static Plan rmsNormThenRope(String name, long b, long s, long h, int d) {
+        return plan(name, g -> {
+            var x = g.input("x", F32, b, s, h, d);
+            var n = x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("w", F32, d));
+            g.output("y", rope(n, g.input("cos", F32, s, 1, d), g.input("sin", F32, s, 1, d), d));
+        });
+    }
+
+    /**
+     * RMSNorm of each head, then RoPE (Qwen3's QK-norm): was two launches and 5472 B at [2, 5, 4, 8] (the norm's row
+     * kernel storing the normalised heads, then the rotation reading them back); Inductor (marked, its lowering): one
+     * kernel reading the heads, the weight and the tables, writing the result. The decode shape too: one token.
+     */
+    @Test
+    void anRmsNormThenRopeOfTheSameHeadsIsOneKernel() {
+        Plan p = rmsNormThenRope("rms_rope", 2, 5, 4, 8);
+        atMostInductor(p, 1, 2 * 320 + 8 + 2 * 40);
+        assertThat(p.toString()).contains("element loop narrowed to 4 of 8 columns");
+        atMostInductor(rmsNormThenRope("rms_rope_decode", 1, 1, 16, 128), 1, 2 * 2048 + 128 + 2 * 128);
+        // as the decoder has Qwen3's: the heads out of a projection, normed, rotated as [b, h, t, d]: the product, then one kernel
+        Plan prefill = plan("qk_norm_rope", g -> {
+            long b = 2, t = 6, h = 4;
+            int d = 16;
+            var x = g.input("x", F32, b, t, 32).matmul(g.input("wq", F32, 32, h * d)).reshape(b, t, h, d);
+            var n = x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("w", F32, d)).transpose(1, 2);
+            g.output("q", rope(n, g.input("cos", F32, 1, t, d), g.input("sin", F32, 1, t, d), d));
+        });
+        atMostInductor(prefill, 2, (384 + 2048 + 768) + (768 + 16 + 2 * 96 + 768));
+        assertThat(prefill.toString()).contains("loop reordered to the kernel's");
+    }
+
+    /** Random heads, positions and head sizes (square ones too): one kernel, no more bytes than Inductor moves. */
+    @Property(tries = 60)
+    void randomRmsNormsThenRopeAreOneKernel(@ForAll @IntRange(min = 1, max = 3) int b, @ForAll @IntRange(min = 1, max = 6) int s,
+                                            @ForAll @IntRange(min = 1, max = 6) int h, @ForAll @IntRange(min = 2, max = 8) int half, @ForAll boolean square) {
+        int d = 2 * half;
+        long heads = square ? s : h;
+        Plan p = rmsNormThenRope("rms_rope_random", b, s, heads, d);
+        long numel = b * s * heads * d;
+        atMostInductor(p, 1, 2 * numel + d + 2L * s * d);
     }
 
     private static int[] permutation(int rank, int pick) {

@@ -217,6 +217,33 @@ class CudaCodegenCompileTest {
         compileSources(dir, "through", sources);
     }
 
+    /**
+     * Row kernels narrowed to a block of their columns (fusion class 4: an RMSNorm, then the RoPE of the same heads, at
+     * prefill and decode shapes, with a row held in registers and one looped over) in float32 and bf16 compile.
+     */
+    @Test
+    void narrowedRowKernelsCompile(@TempDir Path dir) throws Exception {
+        var sources = new ArrayList<KernelSource>();
+        for (var t : List.of(dev.gatun.ir.DType.FLOAT32, dev.gatun.ir.DType.BFLOAT16))
+            for (long[] shape : List.of(new long[]{2, 5, 4, 64}, new long[]{1, 1, 16, 128}, new long[]{1, 128, 1, 131072})) {
+                var g = dev.gatun.dsl.Gatun.graph("rms_rope");
+                int d = (int) shape[3];
+                var x = g.input("x", t, shape[0], shape[1], shape[2], d);
+                var n = x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("w", t, d));
+                var cos = g.input("cos", t, shape[1], 1, d);
+                var sin = g.input("sin", t, shape[1], 1, d);
+                g.output("normed", n.mul(2));   // a wide member stored at each block
+                var x1 = n.slice(-1, 0, d / 2);
+                var x2 = n.slice(-1, d / 2, d);
+                g.output("y", x1.mul(cos.slice(-1, 0, d / 2)).sub(x2.mul(sin.slice(-1, 0, d / 2)))
+                        .cat(-1, x2.mul(cos.slice(-1, d / 2, d)).add(x1.mul(sin.slice(-1, d / 2, d)))));
+                for (var k : dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g.build(), dev.gatun.lowering.LoweringOptions.world(1))).kernels())
+                    sources.add(CudaCodegen.generate(k));
+            }
+        assertThat(sources).as("one kernel a graph").hasSize(6);
+        compileSources(dir, "narrowed", sources);
+    }
+
     @Test
     void sourcesCompileOnTheirOwn(@TempDir Path dir) throws Exception {
         var all = new ArrayList<Case>(CudaCodegenFixtures.special());

@@ -58,6 +58,16 @@ class ProductEpiloguesGpuTest {
                 var h = y.reshape(m, HEADS, D);
                 var w = g.input("norm", y.dtype(), D);
                 return h.mul(h.mul(h).mean(true, -1).add(1e-6).rsqrt()).mul(w);
+            }),
+            new Spelling("qk-norm-rope", (g, y, m) -> {   // the norm's row kernel narrowed to half a head (fusion class 4)
+                var h = y.reshape(m, HEADS, D);
+                var n = h.mul(h.mul(h).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("norm", y.dtype(), D));
+                var cos = g.input("cos", y.dtype(), 1, D);
+                var sin = g.input("sin", y.dtype(), 1, D);
+                var x1 = n.slice(-1, 0, D / 2);
+                var x2 = n.slice(-1, D / 2, D);
+                return x1.mul(cos.slice(-1, 0, D / 2)).sub(x2.mul(sin.slice(-1, 0, D / 2)))
+                        .cat(-1, x2.mul(cos.slice(-1, D / 2, D)).add(x1.mul(sin.slice(-1, D / 2, D))));
             }));
 
     @Test
