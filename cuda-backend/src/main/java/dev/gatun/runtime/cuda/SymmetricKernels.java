@@ -30,6 +30,17 @@ final class SymmetricKernels {
     static final int BARRIER_FREE_ELEMENTS_PER_THREAD = 4;
 
     /**
+     * The most blocks of a barrier-free launch, plain or fused. With more, on two H200s, most calls of an all-reduce of
+     * 1 MiB or more took 1-2.4 ms where the rest took 20-50 µs ({@code BarrierFreeStallBench}, 1,000 calls a cell, a GPU
+     * a rank): at 128 blocks every cell at 1 and 4 MiB, f32 and bf16, stalled (pipelined 740-1,190 µs a call), at 64 two
+     * of the four, at 32 none (median within 1.3x of p10; pipelined 12-36 µs). Two ranks sharing one GPU, with at most
+     * 66 blocks, never stalled. What stalls is the polling beside the peer's pushes: tens of thousands of threads
+     * reading their own memory while the pushes arrive over NVLink (a fence after the pushes, or a backoff between
+     * polls, each removed part of the stalls; pushing and polling 16-byte vectors did not).
+     */
+    static final int BARRIER_FREE_MAX_BLOCKS = 32;
+
+    /**
      * The grid of a symmetric launch: a block for every {@code threads * perThread} of {@code items} (elements,
      * 16-byte vectors' worth, bytes), at least one, at most {@code most} (every block of every rank resident at once).
      */
