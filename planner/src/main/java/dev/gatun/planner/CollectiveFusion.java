@@ -54,14 +54,14 @@ final class CollectiveFusion {
             while (before >= 0 && out.get(before) instanceof Step.Place) before--;
             boolean copiesIn = members.stream().anyMatch(Step.Collective::copiesIn);
             Step.Launch prologue = null, epilogue = null;
-            if (!copiesIn && before >= 0 && out.get(before) instanceof Step.Launch l) {
+            if (!copiesIn && before >= 0 && out.get(before) instanceof Step.Launch l && !l.kernel().gathers()) {   // a gather's reads are not element for element
                 String why = prologueMisfit(l.kernel(), members);
                 if (why == null) prologue = l;
                 else if (!why.isEmpty()) out.set(before, noted(l, s, "prologue", why));
             }
             int after = i + 1;
             while (after < steps.size() && steps.get(after) instanceof Step.Place) after++;
-            if (after < steps.size() && steps.get(after) instanceof Step.Launch l) {
+            if (after < steps.size() && steps.get(after) instanceof Step.Launch l && !l.kernel().gathers()) {
                 String why = epilogueMisfit(l.kernel(), members, prologue == null ? null : prologue.kernel());
                 if (why == null) epilogue = l;
                 else if (!why.isEmpty()) steps.set(after, noted(l, s, "epilogue", why));

@@ -22,6 +22,8 @@ import java.util.Set;
  *   passes below consult;</li>
  *   <li>{@link Fusion}: loops into kernels (holding f16/bf16 intermediates in float unless
  *   {@link PlanOptions#roundEachOp});</li>
+ *   <li>{@link GatherFusion} (an option, off by default): an index_select read through its indices by the kernels that
+ *   read its result;</li>
  *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link ProductEpilogues}: a product of a few rows with the kernels after it that read it, on the tiles they
@@ -57,6 +59,7 @@ public final class Planner {
         }
         var table = BufferTable.of(graph);
         List<Work> fused = Fusion.fuse(graph, table);
+        if (options.gatherFusion()) fused = GatherFusion.apply(fused, table, outputs);
         if (!options.roundEachOp()) fused.replaceAll(Planner::floatIntermediates);
         fused = GridFolds.apply(fused);
         var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());

@@ -41,7 +41,7 @@ final class ProductEpilogues {
             PlanBuffer y = table.of(e.call());
             var readers = new ArrayList<Work.KernelWork>();
             for (int j = i + 1; j < order.size() && readers.size() < MAX_EPILOGUES && order.get(j) instanceof Work.KernelWork k
-                    && k.reads().contains(e.call()); j++)
+                    && k.reads().contains(e.call()) && !k.kernel().gathers(); j++)   // a gather reads no tile of its own
                 readers.add(k);
             int n = readers.size();
             ColumnTiles.Analysis a = null;

@@ -253,6 +253,67 @@ class InductorFusionPlanTest {
         atMostInductor(p, 1, 2 * numel + d + 2L * s * d);
     }
 
+    // ------------------------------------------------------------ class 3: across a gather (PlanOptions.withGatherFusion)
+
+    static Plan gathering(String name, Consumer<GraphBuilder> body) {
+        var g = Gatun.graph(name);
+        body.accept(g);
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)), PlanOptions.DEFAULT.withGatherFusion(true));
+        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+        return p;
+    }
+
+    /**
+     * {@code x[idx] + 1} over a 10x10 table and 10 i64 indices: two launches and 1,680 B without the option (the picked
+     * rows written, then read back); with it one kernel reading {@code x[idx[i], j]}, 880 B, as Inductor.
+     */
+    @Test
+    void aPointwiseOpOfAnIndexSelectReadsTheTableThroughTheIndices() {
+        Consumer<GraphBuilder> body = g -> g.output("y", g.input("x", F32, 10, 10).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 10)).add(1));
+        Plan apart = plan("gather_add", body);
+        assertThat(launches(apart)).isEqualTo(2);
+        assertThat(bytes(apart)).isEqualTo(1680);
+        assertThat(apart.toString()).doesNotContain("gather fusion");
+        Plan p = gathering("gather_add", body);
+        atMostInductor(p, 1, 220);
+        assertThat(p.steps()).noneMatch(s -> s instanceof Step.OpCall);
+        assertThat(p.kernels()).hasSize(1);
+        assertThat(p.kernels().getFirst().gathers()).isTrue();
+        assertThat(p.toString()).contains("gather fusion: on").contains("through its indices");
+    }
+
+    /** Random tables, index shapes and chains: one launch, each of table, indices and result moved once at most. */
+    @Property(tries = 60)
+    void randomGathersThroughPointwiseOpsAreOneKernel(
+            @ForAll @IntRange(min = 1, max = 3) int tableRank, @ForAll @IntRange(min = 1, max = 2) int idsRank,
+            @ForAll @IntRange(min = 1, max = 5) int side, @ForAll boolean i32) {
+        long[] table = new long[tableRank], ids = new long[idsRank];
+        java.util.Arrays.fill(table, side + 1);
+        java.util.Arrays.fill(ids, side);
+        var it = i32 ? dev.gatun.ir.DType.INT32 : dev.gatun.ir.DType.INT64;
+        Plan p = gathering("gather_random", g -> g.output("y", g.input("x", F32, dims(table)).indexSelect(0, g.input("idx", it, dims(ids))).mul(2).sin()));
+        long row = numel(table) / table[0], picked = numel(ids) * row;
+        long bytes = numel(table) * 4 + numel(ids) * it.byteSize() + picked * 4;
+        assertThat(launches(p)).as("%s", p).isEqualTo(1);
+        assertThat(bytes(p)).as("%s", p).isLessThanOrEqualTo(bytes);
+    }
+
+    /** Where the result is a graph output or a product reads it, the op stays a launch of its own. */
+    @Test
+    void anIndexSelectWhoseResultIsAnOutputOrAProductsIsMade() {
+        Plan out = gathering("gather_out", g -> {
+            var y = g.input("x", F32, 10, 10).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 10));
+            g.output("y", y);
+            g.output("z", y.add(1));
+        });
+        assertThat(out.steps()).anyMatch(s -> s instanceof Step.OpCall);
+        Plan mm = gathering("gather_mm", g -> {
+            var y = g.input("x", F32, 10, 10).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 10));
+            g.output("z", y.matmul(g.input("w", F32, 10, 10)));
+        });
+        assertThat(mm.steps()).anyMatch(s -> s instanceof Step.OpCall);
+    }
+
     private static int[] permutation(int rank, int pick) {
         var left = new ArrayList<Integer>();
         for (int i = 0; i < rank; i++) left.add(i);

@@ -118,6 +118,7 @@ final class CudaExecutable implements Executable {
     final List<Output> outputs = new ArrayList<>();
 
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
+        refuseGathers(plan);
         this.plan = plan;
         this.options = options;
         if (ordinal < 0 || ordinal >= Device.count())
@@ -195,6 +196,18 @@ final class CudaExecutable implements Executable {
     /** Whether a step of {@code plan} calls the registered op {@code spec}. */
     private static boolean calls(Plan plan, dev.gatun.ir.graph.OpSpec spec) {
         return plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == spec);
+    }
+
+    /**
+     * Refuses a plan whose kernels read an {@code index_select}'s table through its indices ({@code
+     * PlanOptions.withGatherFusion}): this backend does not generate such kernels yet, and runs nothing rather than a
+     * kernel that reads rows without checking the indices.
+     */
+    static void refuseGathers(Plan plan) {
+        for (var k : plan.kernels())
+            if (k.gathers())
+                throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': kernel " + k.name() + " reads an index_select's table through its indices"
+                        + " (PlanOptions.withGatherFusion(true)), which the CUDA backend does not generate yet; plan it with withGatherFusion(false), the default");
     }
 
     /**

@@ -109,6 +109,8 @@ final class CudaExpressions {
             }
             case KExpr.Cast c -> convert(expr(c.x(), load), c.x().dtype(), c.dtype());
             case KExpr.Apply a -> apply(a, load);
+            case KExpr.Gather g -> throw new dev.gatun.ir.CompilationException("kernel " + k.name() + " reads " + g.op()
+                    + " through its indices (PlanOptions.withGatherFusion(true)), which the CUDA backend does not generate yet; plan it with withGatherFusion(false), the default");
         };
     }
 

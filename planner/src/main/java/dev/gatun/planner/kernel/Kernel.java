@@ -130,6 +130,12 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
 
     public boolean isReduction() { return !reductions.isEmpty(); }
 
+    /**
+     * Whether a local reads a table row picked by data ({@link KExpr.Gather}): such a kernel reads that input neither
+     * aligned nor element for element, so no pass may write over it in place or split it into tiles.
+     */
+    public boolean gathers() { return locals.stream().anyMatch(KExpr::gathers); }
+
     /** This kernel with {@code more} folds of its per-row stores after its rows (see {@link Fold}). */
     public Kernel withFolds(List<Fold> more) {
         var all = new ArrayList<>(folds);
@@ -243,6 +249,7 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
             }
             case KExpr.Cast c -> phase(c.x(), phases);
             case KExpr.Load l -> 0;
+            case KExpr.Gather g -> 0;
             case KExpr.Const c -> 0;
         };
     }
@@ -264,6 +271,10 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
             case KExpr.Load l -> {
                 for (int d = rank; d < l.strides().size(); d++) if (!l.strides().get(d).equals(SymInt.ZERO)) yield true;
                 yield false;
+            }
+            case KExpr.Gather g -> {
+                for (int d = rank; d < g.strides().size(); d++) if (!g.strides().get(d).equals(SymInt.ZERO)) yield true;
+                yield perElement(g.index(), known, rank);
             }
             case KExpr.Local l -> known[l.index()];
             case KExpr.Apply a -> {
@@ -343,6 +354,7 @@ public record Kernel(String name, List<SymInt> ranges, List<SymInt> reductionRan
     public String format(KExpr e) {
         return switch (e) {
             case KExpr.Load l -> inputs.get(l.input()).name() + "[" + Expr.index(l.offset(), l.strides()) + "]";
+            case KExpr.Gather g -> inputs.get(g.input()).name() + "[" + Expr.index(g.offset(), g.strides()) + " + " + g.rowStride() + "*" + format(g.index()) + "]";
             case KExpr.Const c -> Double.toString(c.value());
             case KExpr.Local l -> "t" + l.index();
             case KExpr.Reduced r -> "r" + r.reduction();

@@ -4,6 +4,7 @@ import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ScalarMath;
 import dev.gatun.planner.kernel.KExpr;
+import dev.gatun.runtime.GatunRuntimeException;
 import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.runtime.DTypes;
 import dev.gatun.runtime.Elements;
@@ -108,6 +109,7 @@ final class KernelExpressions {
             }
             case KExpr.Cast c -> cast(compile(c.x()), c.dtype());
             case KExpr.Load ld -> load(ld);
+            case KExpr.Gather g -> gather(g);
             case KExpr.Apply a -> apply(a);
         };
     }
@@ -129,6 +131,29 @@ final class KernelExpressions {
         long[] strides = KernelInterpreter.eval(ld.strides(), env);
         if (DTypes.isExact(t)) return (L) (idx, f) -> Elements.getLong(seg, t, at(off, strides, idx));
         return (F) (idx, f) -> Elements.get(seg, t, at(off, strides, idx));
+    }
+
+    /**
+     * A row picked by an index ({@link KExpr.Gather}): every index is checked against the table's rows before the read,
+     * and one outside them fails the launch naming the kernel and the fused {@code index_select}, with the op's refusal.
+     */
+    private Eval gather(KExpr.Gather g) {
+        MemorySegment seg = b.inputs()[g.input()], ids = b.inputs()[g.index().input()];
+        DType t = b.inputTypes()[g.input()], it = b.inputTypes()[g.index().input()];
+        long off = g.offset().eval(env), row = g.rowStride().eval(env), rows = g.rows();
+        long[] strides = KernelInterpreter.eval(g.strides(), env);
+        long idOff = g.index().offset().eval(env);
+        long[] idStrides = KernelInterpreter.eval(g.index().strides(), env);
+        L place = (idx, f) -> {
+            long position = at(idOff, idStrides, idx);
+            long id = Elements.getLong(ids, it, position);
+            if (id < 0 || id >= rows) throw new GatunRuntimeException("kernel " + k.name() + ", which reads " + g.op() + " through its indices: index " + id
+                    + " at position " + position + " of the indices is outside the " + rows + " rows of the table"
+                    + (rows == 0 ? " (it has none)" : " (valid: 0 to " + (rows - 1) + ")"));
+            return at(off, strides, idx) + row * id;
+        };
+        if (DTypes.isExact(t)) return (L) (idx, f) -> Elements.getLong(seg, t, place.at(idx, f));
+        return (F) (idx, f) -> Elements.get(seg, t, place.at(idx, f));
     }
 
     private static long at(long offset, long[] strides, long[] idx) {
