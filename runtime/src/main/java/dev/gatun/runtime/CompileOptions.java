@@ -90,6 +90,13 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
      */
     public CompileOptions productEpilogues(boolean on) { return planning(planning.withProductEpilogues(on)); }
 
+    /**
+     * Whether the kernels that read an {@code index_select}'s result read the table through the indices themselves
+     * ({@link PlanOptions#gatherFusion}): off by default; the host backend runs such plans, the CUDA backend refuses them
+     * by name for now.
+     */
+    public CompileOptions gatherFusion(boolean on) { return planning(planning.withGatherFusion(on)); }
+
     /** "auto" (CUDA where a GPU is present, else host), "host" or "cuda". */
     public CompileOptions backend(String name) { return execution(execution.withBackend(name)); }
 

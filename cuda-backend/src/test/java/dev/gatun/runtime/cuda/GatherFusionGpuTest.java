@@ -30,7 +30,7 @@ class GatherFusionGpuTest {
         g.output("y", g.input("x", DType.F32, 37, 5).indexSelect(0, g.input("idx", DType.I32, 3, 7)).add(1));
         var graph = g.build();
         var cuda = CompileOptions.world(1).backend("cuda");
-        assertThatThrownBy(() -> Session.compile(graph, cuda.planning(cuda.planning().withGatherFusion(true))).close())
+        assertThatThrownBy(() -> Session.compile(graph, cuda.gatherFusion(true)).close())
                 .isInstanceOf(GatunException.class).hasMessageContaining("withGatherFusion(false)");
         double[] ids = new double[21];
         for (int k = 0; k < ids.length; k++) ids[k] = (k * 11) % 37;

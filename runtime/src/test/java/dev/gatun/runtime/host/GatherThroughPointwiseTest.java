@@ -34,8 +34,7 @@ import static org.assertj.core.data.Offset.offset;
 class GatherThroughPointwiseTest {
 
     private static CompileOptions gathering() {
-        var o = CompileOptions.world(1).backend("host");
-        return o.planning(o.planning().withGatherFusion(true));
+        return CompileOptions.world(1).backend("host").gatherFusion(true);
     }
 
     /** {@code x[idx] * 2 + 1} against plain loops, with the table's first and last rows and a repeated index. */
