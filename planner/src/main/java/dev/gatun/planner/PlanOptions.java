@@ -81,20 +81,20 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
     public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
     public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
     public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
-    /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
     public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
     public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
     public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
     public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch, target, gatherFusion); }
-    /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (true), or keep them launches of their own (false, the default). */
+    /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (true), or keep them launches of their own (false). On by default. */
     public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion); }
-    /** When the plan's own kernels are programmatic dependent launches. */
     /** The GPU the launch choices are made for. */
     public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion); }
     /** Let the readers of an {@code index_select} read the table through its indices (true), or keep the op a launch of its own (false, the default). */
     public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on); }
+    /** When the plan's own kernels are programmatic dependent launches. */
     public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion); }
 }
