@@ -49,8 +49,8 @@ final class CollectiveCodegen {
         /**
          * One block per tile, at most {@code most} (all resident): a row each for a row epilogue; else as many as about
          * one 16-byte vector a thread needs for a one-shot, and {@link SymmetricKernels#BARRIER_FREE_ELEMENTS_PER_THREAD}
-         * elements a thread for a barrier-free all-reduce, whose loops are scalar whatever the dtype; a barrier-free one at
-         * most {@link SymmetricKernels#BARRIER_FREE_MAX_BLOCKS} blocks.
+         * elements a thread for a barrier-free all-reduce, whatever the dtype ({@link Distributed#barrierFreeGrid}); a
+         * barrier-free one at most {@link SymmetricKernels#BARRIER_FREE_MAX_BLOCKS} blocks.
          */
         long grid(int most) {
             if (barrierFree) most = Math.min(most, SymmetricKernels.BARRIER_FREE_MAX_BLOCKS);   // more stalled on two GPUs

@@ -254,9 +254,8 @@ final class Distributed implements AutoCloseable {
     int blocks() { return blocks; }
 
     /**
-     * A barrier-free all-reduce's grid: {@code barrier_free_tile} moves one element per thread and loop iteration (a
-     * scalar push, a scalar wait on the data, whatever the dtype), and every element a thread takes costs it a
-     * round trip per member in turn, so the grid follows the element count, not the bytes: at most
+     * A barrier-free all-reduce's grid: every element (or 16-byte vector) a thread of {@code barrier_free_tile} takes
+     * costs it a round trip per member in turn, so the grid follows the element count, not the bytes: at most
      * {@link SymmetricKernels#BARRIER_FREE_ELEMENTS_PER_THREAD} elements a thread before the cap, the resident one or
      * {@link SymmetricKernels#BARRIER_FREE_MAX_BLOCKS}, whichever is lower (more blocks stalled on two GPUs). Sized by 16-byte
      * vectors as the one-shot is, a bf16 or f16 all-reduce got half the blocks of an f32 one of as many elements (twice
