@@ -205,9 +205,7 @@ final class CudaExecutable implements Executable {
      */
     static void refuseGathers(Plan plan) {
         for (var k : plan.kernels())
-            if (k.gathers())
-                throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': kernel " + k.name() + " reads an index_select's table through its indices"
-                        + " (PlanOptions.withGatherFusion(true)), which the CUDA backend does not generate yet; plan it with withGatherFusion(false), the default");
+            if (k.gathers()) throw CudaExpressions.gatherNotGenerated("plan '" + plan.name() + "': kernel " + k.name() + " reads an index_select's table");
     }
 
     /**

@@ -109,8 +109,7 @@ final class CudaExpressions {
             }
             case KExpr.Cast c -> convert(expr(c.x(), load), c.x().dtype(), c.dtype());
             case KExpr.Apply a -> apply(a, load);
-            case KExpr.Gather g -> throw new dev.gatun.ir.CompilationException("kernel " + k.name() + " reads " + g.op()
-                    + " through its indices (PlanOptions.withGatherFusion(true)), which the CUDA backend does not generate yet; plan it with withGatherFusion(false), the default");
+            case KExpr.Gather g -> throw gatherNotGenerated("kernel " + k.name() + " reads " + g.op());
         };
     }
 
@@ -255,6 +254,15 @@ final class CudaExpressions {
         return v < 0 ? "(" + s + ")" : s;
     }
 
+
+    /**
+     * The refusal of a kernel that reads an {@code index_select}'s table through its indices ({@code
+     * PlanOptions.withGatherFusion}), which this backend does not generate yet; {@code what} names the kernel and the op.
+     */
+    static dev.gatun.ir.CompilationException gatherNotGenerated(String what) {
+        return new dev.gatun.ir.CompilationException(what + " through its indices (PlanOptions.withGatherFusion(true)), which the CUDA backend"
+                + " does not generate yet; plan it with withGatherFusion(false), the default");
+    }
 
     static String nan(Domain d) {
         return d == Domain.DOUBLE ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fc00000)";
