@@ -35,6 +35,23 @@ public final class Kernel {
         return function;
     }
 
+    /**
+     * How many blocks of {@code blockSize} threads (and {@code dynamicSharedBytes} of dynamic shared memory) can be
+     * resident on one multiprocessor at once, given this kernel's registers and shared memory
+     * ({@code cuOccupancyMaxActiveBlocksPerMultiprocessor}): what a grid that loops over its work should be sized by.
+     */
+    public int residentBlocksPerMultiprocessor(int blockSize, long dynamicSharedBytes) {
+        module.ensureOpen();
+        Device device = module.device();
+        device.enter();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment n = arena.allocate(java.lang.foreign.ValueLayout.JAVA_INT);
+            Errors.driver(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(n, function, blockSize, dynamicSharedBytes),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor(" + name + ", " + blockSize + " threads)");
+            return n.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+        }
+    }
+
     /** Launches with {@code cuLaunchKernel}. */
     public void launch(LaunchConfig config, Object... args) { launch(config, false, args); }
 

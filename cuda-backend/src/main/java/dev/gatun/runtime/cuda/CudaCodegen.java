@@ -173,7 +173,7 @@ final class CudaCodegen {
         // a standalone kernel may be launched programmatically (see Programmatic): it waits for the one before first
         src.append("{\n").append(scope.tile ? "" : "    GATUN_DEPENDENT_START();\n").append(scope.body).append("}\n");
         return new KernelSource(k.name(), src.toString(), List.copyOf(scope.symbolNames.keySet()), k.isReduction(), layout.vectorWidth(),
-                k.ranges(), k.reductionRanges(), layout.fixedBlock(), layout.rowsPerBlock(), !k.folds().isEmpty());
+                k.ranges(), k.reductionRanges(), layout.fixedBlock(), layout.rowsPerBlock(), !k.folds().isEmpty(), layout.prefetch());
     }
 
     /** The parameter list (the ABI above), each parameter with a comment naming what it is. */

@@ -609,7 +609,7 @@ final class CudaRun implements StepLoop.Steps {
 
     private void launch(PlanKernels.Compiled c, boolean programmatic) {
         KernelSource src = c.source();
-        var k = src.geometry(env, exe.multiprocessors);
+        var k = src.geometry(env, exe.multiprocessors, c.resident());
         if (k.elements() == 0 && c.counter() == null) return; // a fold of no rows still writes its value (one block)
         var args = new ArrayList<Object>();
         var kernel = c.kernel();

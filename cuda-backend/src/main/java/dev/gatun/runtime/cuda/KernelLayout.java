@@ -12,13 +12,18 @@ package dev.gatun.runtime.cuda;
  * @param keptValues  element values such a row kernel keeps in registers for later phases
  * @param tileRows    rows per block of a transposing row kernel
  * @param tileColumns columns of its tiles; 0 where the row kernel is not transposing
+ * @param prefetch    each block loops over rows, loading the next while it works on one: a grid of the blocks resident
+ *                    at once ({@link KernelSource#persistent})
  */
-record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChunks, int rowVector, int keptValues, int tileRows, int tileColumns) {
-    static KernelLayout pointwise(int vectorWidth) { return new KernelLayout(false, vectorWidth, 0, 0, 1, 0, 0, 0); }
+record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChunks, int rowVector, int keptValues, int tileRows, int tileColumns,
+                    boolean prefetch) {
+    static KernelLayout pointwise(int vectorWidth) { return new KernelLayout(false, vectorWidth, 0, 0, 1, 0, 0, 0, false); }
 
-    static KernelLayout rows(int block, int chunks, int vector, int keptValues) { return new KernelLayout(true, 1, block, chunks, vector, keptValues, 0, 0); }
+    static KernelLayout rows(int block, int chunks, int vector, int keptValues, boolean prefetch) {
+        return new KernelLayout(true, 1, block, chunks, vector, keptValues, 0, 0, prefetch);
+    }
 
-    static KernelLayout transposing(int rows, int columns) { return new KernelLayout(true, 1, 0, 0, 1, 0, rows, columns); }
+    static KernelLayout transposing(int rows, int columns) { return new KernelLayout(true, 1, 0, 0, 1, 0, rows, columns, false); }
 
     /** Whether the code uses {@code gt_vec}. */
     boolean vectors() { return vectorWidth > 1 || rowVector > 1; }
@@ -26,7 +31,8 @@ record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChu
     /** How a row kernel goes over its rows, for the source's header. */
     String describe() {
         return tileColumns > 0 ? "; transposing: " + tileRows + " rows per block, tiles of " + tileRows + " x " + tileColumns
-                : rowBlock > 0 ? "; rows held in registers, " + rowBlock + " threads x " + rowChunks + " x " + rowVector : "; rows looped";
+                : rowBlock > 0 ? "; rows held in registers, " + rowBlock + " threads x " + rowChunks + " x " + rowVector
+                        + (prefetch ? ", the next row loaded while one is worked on" : "") : "; rows looped";
     }
 
     /** The block size of the kernel's {@code __launch_bounds__}. */

@@ -20,9 +20,11 @@ import java.util.Map;
  * @param rowsPerBlock    rows a row kernel's block takes together (1, or the tile's rows of a transposing row kernel)
  * @param counter         the kernel takes one more argument after its symbols: a zeroed {@code unsigned int} its
  *                        blocks count themselves done on (the folds' last block, which sets it back to 0)
+ * @param persistent      a row kernel whose blocks loop over the rows, each loading its next row while it works on one:
+ *                        its grid is the blocks resident at once ({@link #geometry(Map, int, int)}), not a block a row
  */
 record KernelSource(String name, String source, List<String> symbols, boolean reduction, int vectorWidth,
-                    List<SymInt> ranges, List<SymInt> reductionRanges, int block, int rowsPerBlock, boolean counter) {
+                    List<SymInt> ranges, List<SymInt> reductionRanges, int block, int rowsPerBlock, boolean counter, boolean persistent) {
 
     /** Threads per block of a pointwise kernel. */
     static final int POINTWISE_BLOCK = 256;
@@ -44,7 +46,14 @@ record KernelSource(String name, String source, List<String> symbols, boolean re
     record Geometry(long grid, int block, int sharedBytes, long elements) {}
 
     /** grid, block, dynamic shared memory for the given symbol values and multiprocessor count. */
-    Geometry geometry(Map<String, Long> env, int multiprocessors) {
+    Geometry geometry(Map<String, Long> env, int multiprocessors) { return geometry(env, multiprocessors, 0); }
+
+    /**
+     * The same, for a kernel of which {@code resident} blocks fit a multiprocessor at once (0: not known): a
+     * {@link #persistent} kernel's grid is at most that many blocks a multiprocessor, so no block waits for a slot
+     * while another loads ahead.
+     */
+    Geometry geometry(Map<String, Long> env, int multiprocessors, int resident) {
         long elements = product(ranges, env);
         int sms = Math.max(1, multiprocessors);
         if (!reduction) {
@@ -53,7 +62,11 @@ record KernelSource(String name, String source, List<String> symbols, boolean re
             return new Geometry(grid, POINTWISE_BLOCK, 0, elements);
         }
         long count = product(reductionRanges, env);
-        if (block > 0) return new Geometry(Math.clamp(ceilDiv(elements, rowsPerBlock), 1L, Integer.MAX_VALUE), block, 0, elements);
+        if (block > 0) {
+            long grid = Math.clamp(ceilDiv(elements, rowsPerBlock), 1L, Integer.MAX_VALUE);
+            if (persistent && resident > 0) grid = Math.min(grid, (long) sms * resident);
+            return new Geometry(grid, block, 0, elements);
+        }
         // a whole number of warps (the tree reduction shuffles full warps), at most MAX_REDUCTION_BLOCK
         int block = 32;
         while (block < MAX_REDUCTION_BLOCK && block < count) block *= 2;

@@ -19,8 +19,11 @@ import java.util.Map;
  * launches up here by the plan's own objects (kernel, step, op name) and compiles nothing.
  */
 final class PlanKernels {
-    /** A plan kernel, its CUDA source and function, and (for folds) the zeroed word its blocks count themselves done on. */
-    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function, DeviceBuffer counter) {}
+    /**
+     * A plan kernel, its CUDA source and function, (for folds) the zeroed word its blocks count themselves done on, and
+     * (for a {@link KernelSource#persistent} kernel) how many of its blocks fit a multiprocessor at once, else 0.
+     */
+    record Compiled(dev.gatun.planner.kernel.Kernel kernel, KernelSource source, Kernel function, DeviceBuffer counter, int resident) {}
 
     /** A fused collective launch's source and its function. */
     record Fused(CollectiveCodegen.FusedSource source, Kernel function) {}
@@ -79,7 +82,9 @@ final class PlanKernels {
                 counter = allocator.allocate("kernel " + k.name() + "'s block counter", 4);
                 counter.memsetAsync(0, stream); // before the first launch on this stream; the last block sets it back to 0
             }
-            kernels.put(k, new Compiled(k, src, compiler.compile(src.name(), src.source(), src.name()), counter));
+            Kernel function = compiler.compile(src.name(), src.source(), src.name());
+            int resident = src.persistent() ? function.residentBlocksPerMultiprocessor(src.block(), 0) : 0;
+            kernels.put(k, new Compiled(k, src, function, counter, resident));
             // progress for plans with many kernels (NVRTC takes up to a second each when the disk cache misses)
             long ms = (System.nanoTime() - t0) / 1_000_000;
             done++;

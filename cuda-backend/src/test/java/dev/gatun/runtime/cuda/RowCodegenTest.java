@@ -65,6 +65,40 @@ class RowCodegenTest {
         assertThat(CudaCodegenTest.code(s)).contains("gt_vec<__nv_bfloat16, 8> gt_c0[2];", "gt_c0[j].e[l]");
     }
 
+    /**
+     * A short row held as vectors with no value kept for a later phase (RMSNorm over 1024 bf16: 2 KB) is loaded ahead:
+     * the block loops over its rows, the next row's vectors come in while this one is reduced, and the grid is the
+     * blocks resident at once. A longer row (f32: 4 KB) and a row with a kept value (softmax's exponentials) are not.
+     */
+    @Test
+    void shortRowsAreLoadedAheadByAGridOfResidentBlocks() {
+        var rms = CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.BF16, 32768, 1024);
+            g.output("y", x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()).mul(g.input("w", DType.BF16, 1024)));
+        }));
+        String code = CudaCodegenTest.code(rms);
+        assertThat(rms.persistent()).isTrue();
+        assertThat(code).contains("gt_vec<__nv_bfloat16, 8> gt_n0[2];", "if (o + gridDim.x < total) {", "gt_c0[j] = gt_n0[j];");
+        // x is read from memory twice in the source: the block's first row, then each next one
+        assertThat(count(code, "*reinterpret_cast<const gt_vec<__nv_bfloat16, 8>*>(in0 + 1024 * i0 + r0)")).isEqualTo(2);
+        assertThat(rms.geometry(Map.of(), 132, 0).grid()).isEqualTo(32768);
+        assertThat(rms.geometry(Map.of(), 132, 12).grid()).isEqualTo(132 * 12);
+        assertThat(rms.geometry(Map.of(), 132, 1000).grid()).isEqualTo(32768);
+        var f32 = CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.F32, 32768, 1024);
+            g.output("y", x.mul(x.mul(x).mean(true, -1).add(1e-6).rsqrt()));
+        }));
+        assertThat(f32.persistent()).isFalse();
+        assertThat(f32.geometry(Map.of(), 132, 12).grid()).isEqualTo(32768);
+        var softmax = CudaCodegen.generate(kernel(g -> {
+            var x = g.input("x", DType.BF16, 32768, 1024);
+            var e = x.sub(x.max(true, -1)).exp();
+            g.output("y", e.div(e.sum(true, -1)));
+        }));
+        assertThat(softmax.persistent()).isFalse();
+        assertThat(CudaCodegenTest.code(softmax)).doesNotContain("gt_n0");
+    }
+
     @Test
     void symbolicOrVeryLongRowsAreLooped() {
         var s = CudaCodegen.generate(kernel(g -> {

@@ -40,6 +40,16 @@ class RowKernelsGpuTest {
         check(RowPrograms.cases(12, 33, List.of(DType.F32, DType.BF16), shapes));
     }
 
+    /**
+     * Short rows held as vectors (at most 2 KB), many more than the blocks resident at once: each block loops over its
+     * rows and loads the next while it works on one; odd row counts leave some blocks a row more than others.
+     */
+    @Test
+    void rowsLoadedAheadMatchTheReference() {
+        long[][] shapes = {{20_003, 1024}, {50_001, 128}, {4_099, 512}};
+        check(RowPrograms.cases(14, 16, List.of(DType.F32, DType.BF16), shapes));
+    }
+
     /** Transposing row kernels (32 rows per block through a shared tile): partial tiles of rows and of elements, every dtype. */
     @Test
     void transposedStoresMatchTheReference() {
