@@ -11,6 +11,8 @@
 # --steps --warmup --lr --seed --peak-tflops. Gatun's own (--mode, --recompute, --ranks-per-gpu, --plan): GATUN_ARGS.
 # Needs the bundle (bundle/build.sh), python3 with PyTorch and torchrun; no network. NVLink multicast stays off: the
 # script refuses to run unless it is switched off.
+# The first Gatun run compiles the plan's kernels with NVRTC (about 1,300 for the 1b shape: minutes; cached on disk in
+# later runs on the same machine): try --layers 2 first.
 # Env: OUT (default ./train-bench-out), TORCH_MODES (eager,compile), GATUN (1: run Gatun), TORCH (1: run PyTorch).
 set -uo pipefail
 cd "$(dirname "$0")/.."

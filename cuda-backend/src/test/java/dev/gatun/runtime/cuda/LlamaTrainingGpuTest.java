@@ -84,7 +84,9 @@ class LlamaTrainingGpuTest {
         LocalWorld.run(dp, rv -> {
             int r = rv.rank();
             var options = dp == 1 ? CompileOptions.world(1).backend("cuda")
-                    : CompileOptions.world(dp).rank(rv).ranksPerGpu(dp).timeout(Duration.ofSeconds(60)).backend("cuda");
+                    // the ranks meet after each has compiled its kernels (a few hundred, NVRTC, a cold disk cache): a
+                    // generous timeout, so that the slower compile is not taken for a peer that never came
+                    : CompileOptions.world(dp).rank(rv).ranksPerGpu(dp).timeout(Duration.ofMinutes(5)).backend("cuda");
             try (var s = Session.compile(g, options)) {
                 assertThat(s.backendName()).isEqualTo("cuda");
                 s.bind(s.ranks().getFirst(), weights(g, r));
