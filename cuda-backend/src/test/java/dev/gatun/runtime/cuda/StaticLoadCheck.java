@@ -50,7 +50,7 @@ final class StaticLoadCheck {
                 }
                 if (part instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) {
                     DType t = o.input(0).dtype();
-                    if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16) out.add(o.format().strip() + ": flash_attention of " + t);
+                    if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16 && t != DType.FLOAT64) out.add(o.format().strip() + ": flash_attention of " + t);
                 }
             }
         return out;

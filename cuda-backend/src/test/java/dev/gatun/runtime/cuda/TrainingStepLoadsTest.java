@@ -1,5 +1,6 @@
 package dev.gatun.runtime.cuda;
 
+import dev.gatun.ir.CompilationException;
 import dev.gatun.ir.DType;
 import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.models.llama.LlamaTraining.DataParallel;
@@ -14,23 +15,28 @@ import java.util.LinkedHashMap;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The Llama training step ({@link TrainingPlans}: forward, reverse-mode gradients, AdamW clipped by global norm) as
  * the CUDA backend would load it, without a device: at world 1 and fully sharded over 2 ranks sharing one GPU, in
- * float32 and in bf16 compute over float32 master weights. Every check the backend makes before touching the GPU
- * ({@link StaticLoadCheck#refusals}) passes, and every CUDA source it would compile for these plans compiles with nvcc
- * (warnings as errors). The float64 step is refused by name: flash_attention has no f64 kernel on the GPU.
+ * float32 and in bf16 compute over float32 master weights, and in float64 at world 1. Every check the backend makes
+ * before touching the GPU ({@link StaticLoadCheck#refusals}) passes, and every CUDA source it would compile for these
+ * plans compiles with nvcc (warnings as errors). The float64 step fully sharded over ranks that share a GPU is refused
+ * by name (its reduce_scatter has no f64 symmetric-memory kernel, and NCCL takes one rank a GPU).
+ *
+ * <p>Before flash_attention had an f64 kernel on the GPU the world-1 float64 case failed here, naming it.
  */
 class TrainingStepLoadsTest {
-    record Case(int world, DType compute) {
+    record Case(int world, DType master, DType compute) {
         DataParallel mode() { return world == 1 ? DataParallel.REPLICATED : DataParallel.FULLY_SHARDED; }
-        Plan plan() { return TrainingPlans.cudaPlan(TrainingPlans.graph(world, mode(), DType.F32, compute, true), TrainingPlans.options(world)); }
-        @Override public String toString() { return "world " + world + " " + mode() + " f32 master, " + compute.shortName() + " compute"; }
+        Plan plan() { return TrainingPlans.cudaPlan(TrainingPlans.graph(world, mode(), master, compute, true), TrainingPlans.options(world)); }
+        @Override public String toString() { return "world " + world + " " + mode() + " " + master.shortName() + " master, " + compute.shortName() + " compute"; }
     }
 
-    static final List<Case> CASES = List.of(new Case(1, DType.F32), new Case(1, DType.BF16), new Case(2, DType.F32), new Case(2, DType.BF16));
+    static final List<Case> CASES = List.of(new Case(1, DType.F32, DType.F32), new Case(1, DType.F32, DType.BF16), new Case(2, DType.F32, DType.F32),
+            new Case(2, DType.F32, DType.BF16), new Case(1, DType.F64, DType.F64));
 
     static boolean calls(Plan p, String op) {
         return p.steps().stream().flatMap(s -> s.parts().stream()).anyMatch(s -> s instanceof Step.OpCall o && o.spec().name().equals(op));
@@ -52,11 +58,15 @@ class TrainingStepLoadsTest {
         }
     }
 
-    /** The check can fail: in float64 the step's flash_attention is refused by name (the GPU's kernels take f32, bf16 and f16). */
+    /**
+     * The check can fail: fully sharded in float64 over ranks sharing a GPU, the gradients' reduce_scatter would need
+     * NCCL (the symmetric-memory kernels take f32, f16 and bf16), which refuses two ranks on one device: refused by name.
+     */
     @Test
-    void theFloat64StepIsRefusedNamingFlashAttention() {
-        Plan p = TrainingPlans.cudaPlan(TrainingPlans.graph(1, DataParallel.REPLICATED, DType.F64, DType.F64, true), TrainingPlans.options(1));
-        assertThat(StaticLoadCheck.refusals(p, 1)).anyMatch(r -> r.contains("flash_attention on the GPU takes f32, bf16 or f16, not f64"));
+    void theFloat64FsdpStepOnOneSharedGpuIsRefusedNamingTheReduceScatter() {
+        var g = TrainingPlans.graph(2, DataParallel.FULLY_SHARDED, DType.F64, DType.F64, true);
+        assertThatThrownBy(() -> TrainingPlans.cudaPlan(g, TrainingPlans.options(2))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("reduce_scatter").hasMessageContaining("f64 has no symmetric-memory kernel").hasMessageContaining("NCCL refuses two ranks on one device");
     }
 
     /** Each distinct source once: plan kernels in batches of one nvcc run each (a failing batch recompiled one by one to name it), the others alone. */
