@@ -144,8 +144,6 @@ public final class CudaBackend implements Backend {
                 if (part instanceof dev.gatun.planner.Step.OpCall o) {
                     String why = !REGISTERED_OPS_WITH_KERNELS.contains(o.spec().name()) ? noKernel(o) : CudaGatherScatter.refusal(o);
                     if (why == null) why = CudaExpertMatmul.refusal(o);
-                    if (why == null && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC && o.input(0).dtype() == dev.gatun.ir.DType.F64)
-                        why = "flash_attention on the GPU takes f32, bf16 or f16, not f64 (" + o.format().strip() + "); run it in f32, or on the host backend";
                     if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);
                 }
                 for (var c : part.collectives())

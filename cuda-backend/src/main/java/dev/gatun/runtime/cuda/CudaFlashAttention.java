@@ -22,8 +22,9 @@ import java.util.Map;
  *   the keys and the transposed values with {@code ldmatrix}, computes the scores with {@code mma.sync m16n8k16}
  *   (float32 sums), keeps each row's running maximum and sum, and feeds the probabilities, rounded to the dtype, back
  *   as the next product's operand straight from the registers that hold them.</li>
- *   <li><b>rows</b>, for every other case (float32, other head sizes to 256): a warp a query row, a lane a key of the
- *   tile for the scores and a group of the head's elements for the weighted values, all in float32.</li>
+ *   <li><b>rows</b>, for every other case (float32, float64, other head sizes to 256): a warp a query row, a lane a key
+ *   of the tile for the scores and a group of the head's elements for the weighted values, all in float32 (in double
+ *   for float64, the scale and soft cap passed as doubles: an f64 graph, a training step's say, keeps its precision).</li>
  * </ul>
  * Each (dtype, head size, form) is one small NVRTC program, compiled once when a plan first needs it.
  */
@@ -49,18 +50,28 @@ final class CudaFlashAttention {
                 float s = dot * scale;
                 return softcap > 0.f ? softcap * tanhf(s / softcap) : s;
             }
+            // float64 (the rows kernel's f64 form, which holds everything in double)
+            __device__ __forceinline__ double fa_score(double dot, double scale, double softcap) {
+                double s = dot * scale;
+                return softcap > 0.0 ? softcap * tanh(s / softcap) : s;
+            }
+            __device__ __forceinline__ double at_f(double x) { return x; }
+            __device__ __forceinline__ void at_store(double* p, double v) { *p = v; }
             """;
 
-    /** The rows kernel: FT the element type, FD the head size, FR query rows a block (a warp each, in turns), FK keys a tile. */
+    /**
+     * The rows kernel: FT the element type, FD the head size, FR query rows a block (a warp each, in turns), FK keys a
+     * tile; FA the type it computes in (float, or double for f64) and FA_FMA, FA_MAX, FA_EXP its functions.
+     */
     private static final String ROWS = """
             #define FW 4
             #define FU ((FD + 31) / 32)
             extern "C" __global__ void __launch_bounds__(32 * FW) flash_rows(const FT* q, const FT* k, const FT* v, FT* out, int Hq, int Hkv,
-                    int T, int S, float scale, int causal, int window, float softcap) {
+                    int T, int S, FA scale, int causal, int window, FA softcap) {
                 GATUN_DEPENDENT_START();
-                __shared__ float qs[FR][FD];
-                __shared__ float ks[FK][FD + 1];
-                __shared__ float vs[FK][FD];
+                __shared__ FA qs[FR][FD];
+                __shared__ FA ks[FK][FD + 1];
+                __shared__ FA vs[FK][FD];
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
                 const int b = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * FR;
                 const int kvh = h / (Hq / Hkv);
@@ -70,7 +81,7 @@ final class CudaFlashAttention {
                     int r = e / FD, c = e % FD, i = i0 + r;
                     qs[r][c] = i < T ? at_f(q[(((long long) b * Hq + h) * T + i) * FD + c]) : 0.f;
                 }
-                float m[FR / FW], l[FR / FW], o[FR / FW][FU];
+                FA m[FR / FW], l[FR / FW], o[FR / FW][FU];
                 for (int r = 0; r < FR / FW; r++) { m[r] = FA_NEG_INF; l[r] = 0.f; for (int u = 0; u < FU; u++) o[r][u] = 0.f; }
                 int last = i0 + FR - 1 < T ? i0 + FR - 1 : T - 1;
                 int end = causal ? S - T + last + 1 : S;
@@ -88,26 +99,26 @@ final class CudaFlashAttention {
                     for (int r = 0; r < FR / FW; r++) {
                         int row = warp + r * FW, i = i0 + row;
                         if (i >= T) continue;
-                        float s = FA_NEG_INF;
+                        FA s = FA_NEG_INF;
                         if (lane < FK && fa_sees(i, j0 + lane, T, S, causal, window)) {
-                            float dot = 0.f;
-                            for (int c = 0; c < FD; c++) dot = fmaf(qs[row][c], ks[lane][c], dot);
+                            FA dot = 0.f;
+                            for (int c = 0; c < FD; c++) dot = FA_FMA(qs[row][c], ks[lane][c], dot);
                             s = fa_score(dot, scale, softcap);
                         }
-                        float mx = s;
-                        for (int w = 16; w > 0; w >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, w));
-                        float mn = fmaxf(m[r], mx);
+                        FA mx = s;
+                        for (int w = 16; w > 0; w >>= 1) mx = FA_MAX(mx, __shfl_xor_sync(0xffffffffu, mx, w));
+                        FA mn = FA_MAX(m[r], mx);
                         if (mn == FA_NEG_INF) continue;   // nothing seen yet in this row
-                        float p = s == FA_NEG_INF ? 0.f : expf(s - mn);
-                        float alpha = m[r] == FA_NEG_INF ? 0.f : expf(m[r] - mn);
-                        float ps = p;
+                        FA p = s == FA_NEG_INF ? 0.f : FA_EXP(s - mn);
+                        FA alpha = m[r] == FA_NEG_INF ? 0.f : FA_EXP(m[r] - mn);
+                        FA ps = p;
                         for (int w = 16; w > 0; w >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, w);
                         l[r] = l[r] * alpha + ps;
                         m[r] = mn;
                         for (int u = 0; u < FU; u++) o[r][u] *= alpha;
                         for (int j = 0; j < FK; j++) {
-                            float pj = __shfl_sync(0xffffffffu, p, j);
-                            for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) o[r][u] = fmaf(pj, vs[j][c], o[r][u]); }
+                            FA pj = __shfl_sync(0xffffffffu, p, j);
+                            for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) o[r][u] = FA_FMA(pj, vs[j][c], o[r][u]); }
                         }
                     }
                 }
@@ -289,10 +300,19 @@ final class CudaFlashAttention {
             }
             """;
 
-    /** Query rows a block of the rows kernel takes, and keys a tile, for head size {@code d} (shared memory under 48 KiB). */
-    static int rowsPerBlock(long d) { return d <= 128 ? 16 : 8; }
+    /**
+     * Query rows a block of the rows kernel takes, and keys a tile, for dtype {@code t} and head size {@code d}: its
+     * three tiles in shared memory stay under 48 KiB (f64 holds them in double: fewer rows and keys past head size 64).
+     */
+    static int rowsPerBlock(DType t, long d) {
+        if (t == DType.FLOAT64) return d <= 64 ? 16 : d <= 128 ? 8 : 4;
+        return d <= 128 ? 16 : 8;
+    }
 
-    static int keysPerTile(long d) { return d <= 128 ? 32 : 16; }
+    static int keysPerTile(DType t, long d) {
+        if (t == DType.FLOAT64) return d <= 64 ? 32 : d <= 128 ? 16 : 8;
+        return d <= 128 ? 32 : 16;
+    }
 
     /** The program of one (dtype, head size, form): the common header, the constants, the kernel. */
     static String source(DType t, int d) {
@@ -300,7 +320,8 @@ final class CudaFlashAttention {
             case FLOAT32 -> "float";
             case FLOAT16 -> "__half";
             case BFLOAT16 -> "__nv_bfloat16";
-            default -> throw new IllegalArgumentException("flash_attention takes f32, f16 or bf16, not " + t);
+            case FLOAT64 -> "double";
+            default -> throw new IllegalArgumentException("flash_attention takes f32, f16, bf16 or f64, not " + t);
         };
         var sb = new StringBuilder(COMMON).append("#define FT ").append(type).append("\n#define FD ").append(d).append('\n');
         if (form(t, d).equals("mma")) {
@@ -310,7 +331,9 @@ final class CudaFlashAttention {
                     : "#define PACK __half2 h = __floats2half2_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n");
             sb.append(MMA);
         } else {
-            sb.append("#define FR ").append(rowsPerBlock(d)).append("\n#define FK ").append(keysPerTile(d)).append('\n').append(ROWS);
+            sb.append(t == DType.FLOAT64 ? "#define FA double\n#define FA_FMA fma\n#define FA_MAX fmax\n#define FA_EXP exp\n"
+                    : "#define FA float\n#define FA_FMA fmaf\n#define FA_MAX fmaxf\n#define FA_EXP expf\n");
+            sb.append("#define FR ").append(rowsPerBlock(t, d)).append("\n#define FK ").append(keysPerTile(t, d)).append('\n').append(ROWS);
         }
         return sb.toString();
     }
@@ -336,13 +359,16 @@ final class CudaFlashAttention {
         long b = qShape[0], hq = qShape[1], tq = qShape[2], d = qShape[3], hkv = kShape[1], s = kShape[2];
         if (b * hq * tq == 0) return;
         boolean mma = form(t, d).equals("mma");
-        long rows = mma ? 64 : rowsPerBlock(d);
+        long rows = mma ? 64 : rowsPerBlock(t, d);
         long tiles = Math.ceilDiv(tq, rows);
         if (tiles > Integer.MAX_VALUE || hq > 65_535 || b > 65_535 || s > Integer.MAX_VALUE)
             throw new GatunRuntimeException(what + ": " + b + " x " + hq + " heads of " + tq + " queries over " + s
                     + " positions do not fit the GPU kernel's grid (at most 65535 batch entries and heads)");
         var config = new LaunchConfig(new Dim3((int) tiles, (int) hq, (int) b), Dim3.of(mma ? 256 : 128), 0, stream);
+        // the scale and the soft cap in the type the kernel computes in (FA): double for f64, else float
+        Object scale = t == DType.FLOAT64 ? (Object) attrs.real("scale") : (Object) (float) attrs.real("scale");
+        Object softcap = t == DType.FLOAT64 ? (Object) attrs.real("softcap") : (Object) (float) attrs.real("softcap");
         Programmatic.launch(kernel(t, (int) d), programmatic, config, q, k, v, out, (int) hq, (int) hkv, (int) tq, (int) s,
-                (float) attrs.real("scale"), (int) attrs.integer("causal"), (int) attrs.integer("window"), (float) attrs.real("softcap"));
+                scale, (int) attrs.integer("causal"), (int) attrs.integer("window"), softcap);
     }
 }

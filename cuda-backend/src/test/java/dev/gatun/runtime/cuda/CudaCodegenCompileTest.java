@@ -105,16 +105,20 @@ class CudaCodegenCompileTest {
         assertThat(c.log()).as("spills").doesNotContainPattern("[1-9][0-9]* bytes spill").doesNotContainPattern("[1-9][0-9]* bytes stack frame");
     }
 
-    /** flash_attention's programs: both forms at every dtype and head size a plan can give them, no spills. */
+    /** flash_attention's programs: both forms at every dtype (f64 too) and head size a plan can give them, no spills. */
     @Test
     void theFlashAttentionProgramsCompileWithoutSpills(@TempDir Path dir) throws Exception {
-        for (var t : List.of(dev.gatun.ir.DType.F32, dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F16))
-            for (int d : new int[]{16, 32, 64, 80, 128, 256}) {
+        for (var t : List.of(dev.gatun.ir.DType.F32, dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F16, dev.gatun.ir.DType.F64))
+            for (int d : new int[]{4, 16, 32, 64, 80, 128, 256}) {
                 String name = "flash_" + t + "_" + d, form = CudaFlashAttention.form(t, d);
                 var r = CudaCodegenFixtures.compile(nvcc, dir, name, CudaFlashAttention.source(t, d));
                 assertThat(r.ok()).as(name + "\n" + r.log()).isTrue();
                 assertThat(r.ptx()).contains(".entry flash_" + form + "(");
                 if (form.equals("mma")) assertThat(r.ptx()).contains("mma.sync.aligned.m16n8k16.row.col.f32");
+                // f64 in double throughout: its tiles and products in f64, no float product (double exp's own range
+                // reduction uses a few float instructions, exactly)
+                if (t == dev.gatun.ir.DType.F64)
+                    assertThat(r.ptx()).as(name).contains("fma.rn.f64", "st.shared.f64").doesNotContain("fma.rn.f32", "st.shared.f32");
                 var c = CudaCodegenFixtures.cubin(nvcc, dir, name + "_cubin", CudaFlashAttention.source(t, d));
                 assertThat(c.ok()).as(c.log()).isTrue();
                 assertThat(c.log()).as(name + " spills").contains("0 bytes spill stores");

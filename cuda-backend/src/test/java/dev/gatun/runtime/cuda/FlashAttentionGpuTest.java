@@ -18,7 +18,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * {@code flash_attention} on the GPU, both kernels ({@link CudaFlashAttention#form}), against plain float64 loops that
  * write every score out: head sizes 64 and 128 in bf16 and f16 (the tensor-core form), float32 and other head sizes
  * (the rows form), grouped-query heads, lengths that are not multiples of a tile, continuations, windows, soft-caps
- * and batches. Float32 within 2e-5 of the largest output; 16-bit within 2% (the probabilities are rounded to the
+ * and batches. Float64 (the rows form in double) within 1e-12 of the largest output; float32 within 2e-5; 16-bit within 2% (the probabilities are rounded to the
  * dtype before the weighted sum, as flash attention does).
  */
 @RequiresGpu
@@ -37,7 +37,11 @@ class FlashAttentionGpuTest {
                 new Case(DType.F32, 2, 3, 1, 33, 40, 80, true, 9, 5),
                 new Case(DType.BF16, 1, 4, 2, 65, 65, 256, true, 16, 50),
                 new Case(DType.F32, 1, 2, 2, 17, 17, 32, false, 0, 0),
-                new Case(DType.BF16, 1, 2, 1, 1, 300, 64, true, 0, 0)};
+                new Case(DType.BF16, 1, 2, 1, 1, 300, 64, true, 0, 0),
+                // f64: the rows kernel in double (fewer rows and keys a block past head size 64)
+                new Case(DType.F64, 1, 4, 2, 70, 70, 16, true, 0, 0),
+                new Case(DType.F64, 2, 3, 1, 33, 40, 128, true, 9, 5),
+                new Case(DType.F64, 1, 2, 2, 20, 20, 256, false, 0, 0)};
         var rnd = new SplittableRandom(5);
         for (Case c : cases) {
             long[] qs = {c.b(), c.hq(), c.t(), c.d()}, ks = {c.b(), c.hkv(), c.s(), c.d()};
@@ -54,7 +58,7 @@ class FlashAttentionGpuTest {
             double[] want = expected(q, k, v, qs, ks, scale, c.causal(), c.window(), c.cap());
             double largest = Arrays.stream(want).map(Math::abs).max().orElse(1), worst = 0;
             for (int x = 0; x < want.length; x++) worst = Math.max(worst, Math.abs(o.get(x) - want[x]));
-            assertThat(worst / largest).as("%s (%s kernel)", c, CudaFlashAttention.form(c.type(), c.d())).isLessThan(c.type() == DType.F32 ? 2e-5 : 2e-2);
+            assertThat(worst / largest).as("%s (%s kernel)", c, CudaFlashAttention.form(c.type(), c.d())).isLessThan(c.type() == DType.F64 ? 1e-12 : c.type() == DType.F32 ? 2e-5 : 2e-2);
         }
     }
 
