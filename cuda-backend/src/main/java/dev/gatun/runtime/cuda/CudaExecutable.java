@@ -359,7 +359,10 @@ final class CudaExecutable implements Executable {
 
     // ------------------------------------------------------------------ compilation
 
-    Kernel compile(String programName, String source, String kernelName) { return module(programName, source).kernel(kernelName); }
+    /** {@code kernelName} of {@code source}, compiled once for every kernel of the plan that is the same program ({@link SameSourceKernels}). */
+    Kernel compile(String programName, String source, String kernelName) { return sameSource.kernel(programName, source, kernelName); }
+
+    private final SameSourceKernels sameSource = new SameSourceKernels(this::module);
 
     /** A program compiled and loaded for this executable's device. */
     dev.gatun.cuda.Module module(String programName, String source) {
