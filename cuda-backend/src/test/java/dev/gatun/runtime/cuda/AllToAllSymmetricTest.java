@@ -137,4 +137,29 @@ class AllToAllSymmetricTest {
                     + " rows, but its input has 8");
         }
     }
+
+    /**
+     * Mixtral's reference at ep 2 with the ranks sharing a GPU (the options DecoderReferencesGpuTest compiles with): every
+     * all_to_all of the prefill and the decode step is on symmetric memory, the uneven ones pushed into receive
+     * buffers, and the CUDA backend's load-time refusals pass.
+     */
+    @Test
+    void mixtralsExpertParallelPlansAtEpTwoOnOneGpuRunEveryAllToAllOnSymmetricMemory() throws Exception {
+        var ref = DecoderReferencesGpuTest.Reference.load("mixtral");
+        try (var ckpt = dev.gatun.models.llama.LlamaCheckpoint.open(ref.dir())) {
+            var c = ckpt.config();
+            var ep = dev.gatun.models.llama.Parallelism.experts(2, 1);
+            var options = CompileOptions.world(2).ranksPerGpu(2);
+            for (var g : java.util.List.of(dev.gatun.models.llama.LlamaPrefill.graph(c, ref.prompt().length, ep, DType.F32),
+                    dev.gatun.models.llama.LlamaDecoder.decode(c, 1, ref.prompt().length + 16, ep, DType.F32, dev.gatun.models.llama.LlamaDecoder.Form.GREEDY))) {
+                var p = Planner.plan(Lowering.lower(g, options.lowering()), options.planning());
+                var all = p.steps().stream().flatMap(st -> st.collectives().stream()).filter(x -> x.call().kind() == CollectiveKind.ALL_TO_ALL).toList();
+                assertThat(all).as(g.name()).isNotEmpty().allMatch(x -> x.call().algorithm() == Algorithm.SYMM_MEM);
+                assertThat(all.stream().filter(x -> x.uneven() && x.output().storage().isSymmetric()).count()).as(g.name() + ": three a layer (as ExpertParallelDecoderTest counts them), pushed")
+                        .isEqualTo(3L * c.layers());
+                assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).as(g.name()).doesNotThrowAnyException();
+                assertThatCode(() -> CudaBackend.refuseAllToAllOnSharedGpus(p, 2)).as(g.name()).doesNotThrowAnyException();
+            }
+        }
+    }
 }
