@@ -150,8 +150,10 @@ class AllToAllSymmetricTest {
             var c = ckpt.config();
             var ep = dev.gatun.models.llama.Parallelism.experts(2, 1);
             var options = CompileOptions.world(2).ranksPerGpu(2);
-            for (var g : java.util.List.of(dev.gatun.models.llama.LlamaPrefill.graph(c, ref.prompt().length, ep, DType.F32),
-                    dev.gatun.models.llama.LlamaDecoder.decode(c, 1, ref.prompt().length + 16, ep, DType.F32, dev.gatun.models.llama.LlamaDecoder.Form.GREEDY))) {
+            int len = ref.prompt().length;
+            for (var g : java.util.List.of(dev.gatun.models.llama.LlamaPrefill.graph(c, len, ep, DType.F32),
+                    dev.gatun.models.llama.LlamaDecoder.prefill(c, 1, len, len + 16, ep, DType.F32, new dev.gatun.models.llama.LlamaDecoder.Form(false, true)),
+                    dev.gatun.models.llama.LlamaDecoder.decode(c, 1, len + 16, ep, DType.F32, dev.gatun.models.llama.LlamaDecoder.Form.GREEDY))) {
                 var p = Planner.plan(Lowering.lower(g, options.lowering()), options.planning());
                 var all = p.steps().stream().flatMap(st -> st.collectives().stream()).filter(x -> x.call().kind() == CollectiveKind.ALL_TO_ALL).toList();
                 assertThat(all).as(g.name()).isNotEmpty().allMatch(x -> x.call().algorithm() == Algorithm.SYMM_MEM);
