@@ -154,9 +154,8 @@ public final class CudaBackend implements Backend {
                     if (c.uneven() && !c.call().algorithm().isSymmetric())
                         throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.call().opName() + " with row counts read at run time ("
                                 + c.format().strip() + ") has no CUDA path through NCCL (its send and receive take their counts from the host; the"
-                                + " symmetric-memory all_to_all reads them on the device). Keep it on symmetric memory: symmetricMemory(true), rows"
-                                + " within the symmetric threshold (LoweringOptions.twoShotMaxBytes), a group of more than one rank; or run this graph"
-                                + " on the host backend");
+                                + " symmetric-memory all_to_all reads them on the device). Keep it on symmetric memory (symmetricMemory(true), GPUs"
+                                + " of one host with peer access, a group of more than one rank), or run this graph on the host backend");
             }
     }
 
