@@ -150,13 +150,26 @@ public final class CudaBackend implements Backend {
                         why = "flash_attention on the GPU takes f32, bf16 or f16, not f64 (" + o.format().strip() + "); run it in f32, or on the host backend";
                     if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);
                 }
-                for (var c : part.collectives())
+                for (var c : part.collectives()) {
+                    refuseLargeSymmetricAllToAll(plan, c);
                     if (c.uneven() && !c.call().algorithm().isSymmetric())
                         throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.call().opName() + " with row counts read at run time ("
                                 + c.format().strip() + ") has no CUDA path through NCCL (its send and receive take their counts from the host; the"
                                 + " symmetric-memory all_to_all reads them on the device). Keep it on symmetric memory (symmetricMemory(true), GPUs"
                                 + " of one host with peer access, a group of more than one rank), or run this graph on the host backend");
+                }
             }
+    }
+
+    /** {@link SymmetricAllToAll} keeps each member's offsets in shared memory: at most {@link SymmetricAllToAll#MAX_WORLD} members. */
+    private static void refuseLargeSymmetricAllToAll(Plan plan, dev.gatun.planner.Step.Collective c) {
+        if (c.call().kind() != dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL || !c.call().algorithm().isSymmetric()) return;
+        var g = plan.groups().get(c.call().group());
+        Integer size = g == null ? null : g.size(plan.worldSize());
+        if (size != null && size > SymmetricAllToAll.MAX_WORLD)
+            throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.format().strip() + ": the symmetric-memory all_to_all takes at most "
+                    + SymmetricAllToAll.MAX_WORLD + " members and group \"" + c.call().group() + "\" has " + size + "; compile with symmetricMemory(false)"
+                    + " to run an even one through NCCL");
     }
 
     static String noKernel(dev.gatun.planner.Step.OpCall o) {

@@ -213,7 +213,7 @@ final class Distributed implements AutoCloseable {
             case REDUCE_SCATTER -> "reduce_scatter";
             case ALL_GATHER -> "all_gather";
             case BROADCAST -> "broadcast";
-            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all has no symmetric kernel: it runs through allToAll");
+            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all on symmetric memory runs through symmetricAllToAll");
         } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
         kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),

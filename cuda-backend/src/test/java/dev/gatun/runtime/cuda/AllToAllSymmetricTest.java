@@ -95,6 +95,21 @@ class AllToAllSymmetricTest {
                 .hasMessageContaining("all_to_all.nccl(x, \"world\")").hasMessageContaining("NCCL refuses 2 ranks on one device");
     }
 
+    /** The kernel keeps each member's offsets in shared memory: a group past its 64 members is refused at load, by name. */
+    @Test
+    void aSymmetricAllToAllOfMoreThanSixtyFourMembersIsRefusedAtLoad() {
+        for (int world : new int[]{SymmetricAllToAll.MAX_WORLD, SymmetricAllToAll.MAX_WORLD + 1}) {
+            var e = Gatun.graph("wide").world(world);
+            e.output("y", e.input("x", DType.F32, world, 2).mul(2).allToAll("world"));
+            var p = plan(e.build(), LoweringOptions.world(world));
+            assertThat(collective(p, false).call().algorithm()).isEqualTo(Algorithm.SYMM_MEM);
+            if (world <= SymmetricAllToAll.MAX_WORLD) assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
+            else assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(p)).isInstanceOf(CompilationException.class)
+                    .hasMessageContaining("plan 'wide'").hasMessageContaining("all_to_all.symm_mem(")
+                    .hasMessageContaining("at most 64 members and group \"world\" has 65").hasMessageContaining("symmetricMemory(false)");
+        }
+    }
+
     @Test
     void thePlanSaysWhetherTheRowsArePushedOrPulled() {
         var push = plan(uneven(2, false), LoweringOptions.world(2));
