@@ -30,8 +30,11 @@ package dev.gatun.runtime.cuda;
 final class SymmetricAllToAll {
     private SymmetricAllToAll() {}
 
-    /** The most members of an all_to_all's group: the kernel keeps each member's offsets in shared memory. */
-    static final int MAX_WORLD = 64;
+    /**
+     * The most members of an all_to_all's group: the kernel keeps the members' counts (a {@code world x world} i64
+     * matrix, 8 KiB at 32) and each member's offsets in shared memory.
+     */
+    static final int MAX_WORLD = 32;
 
     /** The kernel's name in the module. */
     static final String KERNEL = "gatun_all_to_all";
@@ -45,19 +48,19 @@ final class SymmetricAllToAll {
                 return counts_off < 0 ? even_rows : ((const long long*) (count_peers[s] + counts_off))[d];
             }
 
-            // AllToAllCounts.refusal's first finding, in its order: 1 a negative count (v: sender, count, receiver),
-            // 2 a sender's counts past its rows (sender, total, rows), 3 a receiver's rows past the capacity (receiver,
-            // total, capacity); 0 when the counts are fine. Totals saturate instead of overflowing.
-            __device__ int a2a_refusal(const char* const* cp, long long co, int world, long long rows, long long capacity, long long* v) {
+            // AllToAllCounts.refusal's first finding in the counts cm (row s: member s's counts), in its order: 1 a negative
+            // count (v: sender, count, receiver), 2 a sender's counts past its rows (sender, total, rows), 3 a receiver's rows
+            // past the capacity (receiver, total, capacity); 0 when the counts are fine. Totals saturate instead of overflowing.
+            __device__ int a2a_refusal(const long long* cm, int world, long long rows, long long capacity, long long* v) {
                 for (int s = 0; s < world; s++) {
                     for (int d = 0; d < world; d++) {
-                        long long c = a2a_count(cp, co, 0, s, d);
+                        long long c = cm[s * world + d];
                         if (c < 0) { v[0] = s; v[1] = c; v[2] = d; return 1; }
                     }
                     long long left = rows, total = 0;
                     bool over = false;
                     for (int d = 0; d < world; d++) {
-                        long long c = a2a_count(cp, co, 0, s, d);
+                        long long c = cm[s * world + d];
                         over |= c > left;
                         if (!over) left -= c;
                         total = c > 0x7fffffffffffffffLL - total ? 0x7fffffffffffffffLL : total + c;
@@ -68,7 +71,7 @@ final class SymmetricAllToAll {
                     long long left = capacity, total = 0;
                     bool over = false;
                     for (int s = 0; s < world; s++) {
-                        long long c = a2a_count(cp, co, 0, s, d);
+                        long long c = cm[s * world + d];
                         over |= c > left;
                         if (!over) left -= c;
                         total = c > 0x7fffffffffffffffLL - total ? 0x7fffffffffffffffLL : total + c;
@@ -111,15 +114,18 @@ final class SymmetricAllToAll {
                     char* const* out_peers, long long out_off, char* out, long long rows, long long row_bytes, long long capacity,
                     long long even_rows, int rank, int world, u32* const* pads, u32* epochs, u64 timeout_ns, const volatile u32* abort,
                     int* claim, gatun_fault* rec, int step) {
-                __shared__ long long from_row[A2A_MAX_WORLD], to_row[A2A_MAX_WORLD], n_rows[A2A_MAX_WORLD];
+                __shared__ long long cm[A2A_MAX_WORLD * A2A_MAX_WORLD], from_row[A2A_MAX_WORLD], to_row[A2A_MAX_WORLD], n_rows[A2A_MAX_WORLD];
                 __shared__ long long received;
                 __shared__ int refused;
                 const bool push = out_peers != nullptr;
                 // every member's rows and counts are in place, and every member is at this step
                 block_barrier(pads, rank, world, epochs, timeout_ns, abort);
+                // every member's counts, read once and at once (remote loads in parallel, not one after another)
+                for (int k = threadIdx.x; k < world * world; k += blockDim.x) cm[k] = a2a_count(count_peers, counts_off, even_rows, k / world, k %% world);
+                __syncthreads();
                 if (threadIdx.x == 0) {
                     long long v[3] = {0, 0, 0};
-                    int why = counts_off < 0 ? 0 : a2a_refusal(count_peers, counts_off, world, rows, capacity, v);
+                    int why = counts_off < 0 ? 0 : a2a_refusal(cm, world, rows, capacity, v);
                     refused = why;
                     if (why != 0 && blockIdx.x == 0 && claim != nullptr && atomicCAS(claim, 0, 1) == 0) {
                         volatile gatun_fault* r = rec;
@@ -133,12 +139,12 @@ final class SymmetricAllToAll {
                         // push: j is the receiver (this rank's rows for j, after the earlier senders' rows there); pull: the sender
                         int s = push ? rank : j, d = push ? j : rank;
                         long long f = 0, t = 0;
-                        for (int k = 0; k < d; k++) f += a2a_count(count_peers, counts_off, even_rows, s, k);
-                        for (int k = 0; k < s; k++) t += a2a_count(count_peers, counts_off, even_rows, k, d);
+                        for (int k = 0; k < d; k++) f += cm[s * world + k];
+                        for (int k = 0; k < s; k++) t += cm[k * world + d];
                         from_row[j] = f;
                         to_row[j] = t;
-                        n_rows[j] = a2a_count(count_peers, counts_off, even_rows, s, d);
-                        got += a2a_count(count_peers, counts_off, even_rows, j, rank);
+                        n_rows[j] = cm[s * world + d];
+                        got += cm[j * world + rank];
                     }
                     received = got;
                 }

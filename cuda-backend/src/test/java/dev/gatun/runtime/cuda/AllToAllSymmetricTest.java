@@ -95,9 +95,9 @@ class AllToAllSymmetricTest {
                 .hasMessageContaining("all_to_all.nccl(x, \"world\")").hasMessageContaining("NCCL refuses 2 ranks on one device");
     }
 
-    /** The kernel keeps each member's offsets in shared memory: a group past its 64 members is refused at load, by name. */
+    /** The kernel keeps each member's offsets in shared memory: a group past its 32 members is refused at load, by name. */
     @Test
-    void aSymmetricAllToAllOfMoreThanSixtyFourMembersIsRefusedAtLoad() {
+    void aSymmetricAllToAllOfMoreThanThirtyTwoMembersIsRefusedAtLoad() {
         for (int world : new int[]{SymmetricAllToAll.MAX_WORLD, SymmetricAllToAll.MAX_WORLD + 1}) {
             var e = Gatun.graph("wide").world(world);
             e.output("y", e.input("x", DType.F32, world, 2).mul(2).allToAll("world"));
@@ -106,7 +106,7 @@ class AllToAllSymmetricTest {
             if (world <= SymmetricAllToAll.MAX_WORLD) assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
             else assertThatThrownBy(() -> CudaBackend.refuseOpsWithoutKernels(p)).isInstanceOf(CompilationException.class)
                     .hasMessageContaining("plan 'wide'").hasMessageContaining("all_to_all.symm_mem(")
-                    .hasMessageContaining("at most 64 members and group \"world\" has 65").hasMessageContaining("symmetricMemory(false)");
+                    .hasMessageContaining("at most " + SymmetricAllToAll.MAX_WORLD + " members and group \"world\" has " + world).hasMessageContaining("symmetricMemory(false)");
         }
     }
 
