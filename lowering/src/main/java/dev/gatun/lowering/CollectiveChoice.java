@@ -39,6 +39,9 @@ record CollectiveChoice(Algorithm algorithm, String why) {
             return new CollectiveChoice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
         long bytes = t.byteSize();
         String size = ByteSize.format(bytes);
+        // NCCL's send and receive take their counts from the host; the symmetric kernels read them on the device
+        if (c.kind() == CollectiveKind.ALL_TO_ALL && c.uneven())
+            return new CollectiveChoice(Algorithm.SYMM_MEM, size + ", uneven: its row counts are read on the device (NCCL takes counts from the host)");
         return switch (c.kind()) {
             case BROADCAST -> new CollectiveChoice(Algorithm.NCCL, "broadcast runs through NCCL");
             case REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL -> bytes <= options.twoShotMaxBytes()

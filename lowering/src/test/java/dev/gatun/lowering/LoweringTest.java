@@ -78,6 +78,27 @@ class LoweringTest {
         assertThat(LoweringOptions.world(1).withMeasuredBarrierFree().barrierFreeMaxBytes()).isZero();
     }
 
+    /**
+     * An uneven all_to_all stays on symmetric memory past the threshold (its counts are read on the device, which NCCL's
+     * send and receive cannot do); an even one of the same size goes to NCCL; with symmetric memory off both go to NCCL.
+     */
+    @Test
+    void anUnevenAllToAllStaysOnSymmetricMemoryPastTheThreshold() {
+        long rows = 20L * 1024 * 1024 / (4 * 64);   // 20 MiB of f32 rows of 64: past the 16 MiB threshold of two ranks
+        var g = Gatun.graph("big").world(2);
+        var x = g.input("x", F32, rows, 64).mul(2);
+        var r = x.allToAll("world", g.input("counts", dev.gatun.ir.DType.I64, 2), rows);
+        g.output("y", r.values().add(1));
+        g.output("even", x.allToAll("world"));
+        LoweredGraph l = Lowering.lower(g.build(), LoweringOptions.world(2));
+        var algorithms = collectives(l).stream().map(Realization::algorithm).toList();
+        assertThat(algorithms).as(l.explain()).contains(Algorithm.SYMM_MEM, Algorithm.NCCL);
+        assertThat(l.decisions()).anySatisfy(d -> assertThat(d).contains("all_to_all.symm_mem (20 MiB, uneven: its row counts are read on the device"));
+        assertThat(l.decisions()).anySatisfy(d -> assertThat(d).contains("all_to_all.nccl (20 MiB > 16 MiB symmetric threshold)"));
+        LoweredGraph off = Lowering.lower(g.build(), LoweringOptions.world(2).withSymmetricMemory(false));
+        assertThat(collectives(off)).as(off.explain()).allMatch(c -> c.algorithm() == Algorithm.NCCL);
+    }
+
     @Test
     void graphInputTakesPathTwo() {
         var g = Gatun.graph("p2");

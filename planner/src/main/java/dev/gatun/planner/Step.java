@@ -193,12 +193,19 @@ public sealed interface Step {
             return output.name() + " = " + call.opName() + "(" + args + call.attributes() + ", \"" + call.group() + "\")" + "   # " + note + receiveNote();
         }
 
-        /** Where an uneven all_to_all's senders write: its receive buffer in symmetric memory, or nothing to say. */
+        /**
+         * How a symmetric all_to_all moves its rows, after a barrier that finds every member at the step (every backend
+         * alike): an uneven one into a receive buffer in symmetric memory is pushed there by its senders, any other pulls
+         * its part of every member's rows; nothing for the other collectives.
+         */
         private String receiveNote() {
-            if (counts == null || !output.isSymmetric() || output.placement() == null) return "";
+            if (call.kind() != CollectiveKind.ALL_TO_ALL || !call.algorithm().isSymmetric()) return "";
+            if (counts == null || !output.isSymmetric() || output.placement() == null)
+                return "; pull: after a starting barrier each member reads its part of every member's rows";
             var at = output.placement();
             return "; senders write into receive buffer " + output.name() + " (" + output.shape().dim(0).size() + " rows, the capacity) at "
-                    + at.pool() + "+" + at.offset() + ", " + at.bytes() + " B, its slot no other buffer's from the group's barrier before";
+                    + at.pool() + "+" + at.offset() + ", " + at.bytes() + " B, its slot no other buffer's from the group's barrier before"
+                    + "; push: after a starting barrier each member writes its rows into the others' receive buffers";
         }
 
         Collective withCopiesIn() { return new Collective(output, input, counts, call, freed, true, slots); }

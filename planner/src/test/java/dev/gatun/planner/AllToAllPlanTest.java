@@ -77,6 +77,8 @@ class AllToAllPlanTest {
         assertThat(text).contains(out + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # ends with a barrier: "
                 + rows + " free on all ranks; senders write into receive buffer " + out + " (12 rows, the capacity) at " + at.pool() + "+" + at.offset()
                 + ", 192 B");
+        // the plan says how the rows move: the senders push into the receive buffer
+        assertThat(a2a.format()).endsWith("; push: after a starting barrier each member writes its rows into the others' receive buffers");
         assertThat(p.lowered().decisions()).contains(out + ": receive buffer of 12 rows (the capacity) in symmetric memory of group 'world': the senders write their rows into it");
         assertThat(p.explain()).contains("input " + rows + ": path 1 (zero copy").contains("input counts: path 2 (graph input")
                 .contains("path 3 (identity copy into a new communication buffer)");
@@ -197,6 +199,8 @@ class AllToAllPlanTest {
         var a2a = p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven).findFirst().orElseThrow();
         assertThat(a2a.output().isSymmetric()).isFalse();
         assertThat(p.lowered().decisions()).anySatisfy(d -> assertThat(d).contains("in regular memory because it is a graph output"));
+        // the plan says how the rows move: each member reads its rows out of the senders' buffers
+        assertThat(a2a.format()).contains("; pull: after a starting barrier each member reads its part of every member's rows").doesNotContain("push:");
     }
 
     @Test

@@ -117,17 +117,19 @@ public final class CudaBackend implements Backend {
     }
 
     /**
-     * An all_to_all runs through NCCL's send and receive on the GPU (there is no symmetric-memory kernel for it yet),
-     * and NCCL refuses two ranks on one device: where ranks share GPUs, a plan with one is refused naming it.
+     * An all_to_all on symmetric memory runs {@link SymmetricAllToAll}'s kernel, also where ranks share a GPU; one through
+     * NCCL (past the symmetric threshold, or with symmetric memory off) runs NCCL's send and receive, and NCCL refuses two
+     * ranks on one device: where ranks share GPUs, a plan with one is refused naming it.
      */
     static void refuseAllToAllOnSharedGpus(Plan plan, int ranksPerGpu) {
         if (ranksPerGpu < 2) return;
         for (var s : plan.steps())
             for (var c : s.collectives())
-                if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL)
+                if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL && c.call().algorithm() == dev.gatun.ir.Algorithm.NCCL)
                     throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.format().strip() + " runs through NCCL's send and"
-                            + " receive on the GPU (no symmetric-memory all_to_all kernel yet), and NCCL refuses " + ranksPerGpu + " ranks on one"
-                            + " device; give each rank its own GPU, or run this graph on the host backend");
+                            + " receive on the GPU, and NCCL refuses " + ranksPerGpu + " ranks on one device; keep it on symmetric memory"
+                            + " (symmetricMemory(true), at most the symmetric threshold: LoweringOptions.twoShotMaxBytes), give each rank its own GPU,"
+                            + " or run this graph on the host backend");
     }
 
     /** The registered ops ({@link dev.gatun.ir.graph.OpSpec}) this backend has a kernel for: {@link CudaRun#OPS}' names. */
@@ -136,7 +138,7 @@ public final class CudaBackend implements Backend {
     /**
      * Refuses, before any GPU work, a plan that calls a registered op this backend has no kernel for, or calls one with
      * operands its kernel does not take ({@link CudaGatherScatter#refusal}, {@link CudaExpertMatmul#refusal}), or an all_to_all whose row counts are read
-     * at run time (NCCL's send and receive take their counts from the host).
+     * at run time off symmetric memory (NCCL's send and receive take their counts from the host; {@link SymmetricAllToAll} reads them on the device).
      */
     static void refuseOpsWithoutKernels(Plan plan) {
         for (var s : plan.steps())
@@ -146,13 +148,26 @@ public final class CudaBackend implements Backend {
                     if (why == null) why = CudaExpertMatmul.refusal(o);
                     if (why != null) throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + why);
                 }
-                for (var c : part.collectives())
-                    if (c.uneven())
+                for (var c : part.collectives()) {
+                    refuseLargeSymmetricAllToAll(plan, c);
+                    if (c.uneven() && !c.call().algorithm().isSymmetric())
                         throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.call().opName() + " with row counts read at run time ("
-                                + c.format().strip() + ") has no CUDA path yet (NCCL's send and receive take their counts from the host, and"
-                                + " the symmetric-memory dispatch is not written); run this graph on the host backend, or use the even all_to_all"
-                                + " (x.allToAll(group)) over buffers padded to the capacity");
+                                + c.format().strip() + ") has no CUDA path through NCCL (its send and receive take their counts from the host; the"
+                                + " symmetric-memory all_to_all reads them on the device). Keep it on symmetric memory (symmetricMemory(true), GPUs"
+                                + " of one host with peer access, a group of more than one rank), or run this graph on the host backend");
+                }
             }
+    }
+
+    /** {@link SymmetricAllToAll} keeps each member's offsets in shared memory: at most {@link SymmetricAllToAll#MAX_WORLD} members. */
+    private static void refuseLargeSymmetricAllToAll(Plan plan, dev.gatun.planner.Step.Collective c) {
+        if (c.call().kind() != dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL || !c.call().algorithm().isSymmetric()) return;
+        var g = plan.groups().get(c.call().group());
+        Integer size = g == null ? null : g.size(plan.worldSize());
+        if (size != null && size > SymmetricAllToAll.MAX_WORLD)
+            throw new dev.gatun.ir.CompilationException("plan '" + plan.name() + "': " + c.format().strip() + ": the symmetric-memory all_to_all takes at most "
+                    + SymmetricAllToAll.MAX_WORLD + " members and group \"" + c.call().group() + "\" has " + size + "; compile with symmetricMemory(false)"
+                    + " to run an even one through NCCL");
     }
 
     static String noKernel(dev.gatun.planner.Step.OpCall o) {

@@ -517,7 +517,8 @@ final class CudaRun implements StepLoop.Steps {
             copy(src, out, bytes(in));
         } else if (c.call().kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL) {
             if (c.copiesIn()) copyIn(in);
-            exe.dist.allToAll(c, src, out, n, in.dtype(), exe.stream);
+            if (c.call().algorithm().isSymmetric()) symmetricAllToAll(c);
+            else exe.dist.allToAll(c, src, out, n, in.dtype(), exe.stream);
         } else if (c.slots() != null) {
             exe.dist.barrierFree(c, src, out, exe.stream);
         } else if (c.call().algorithm().isSymmetric()) {
@@ -528,6 +529,30 @@ final class CudaRun implements StepLoop.Steps {
             if (c.copiesIn()) copyIn(in);
             exe.dist.nccl(c, src, out, n, in.dtype(), exe.stream);
         }
+    }
+
+    /**
+     * An all_to_all on symmetric memory: its input and counts where the plan put them in the group's communication
+     * pool; an uneven one whose result is a receive buffer in symmetric memory has the senders push into it, any other
+     * pulls into its result ({@link SymmetricAllToAll}).
+     */
+    private void symmetricAllToAll(Step.Collective c) {
+        PlanBuffer in = c.input(), out = c.output();
+        long[] shape = in.shape().sizes(env);
+        long rows = shape[0], rowBytes = in.dtype().byteSize();
+        for (int d = 1; d < shape.length; d++) rowBytes *= shape[d];
+        long capacity = c.uneven() ? out.shape().dim(0).size() : rows;
+        boolean push = c.uneven() && out.storage().isSymmetric() && out.storage().placement() != null;
+        exe.dist.symmetricAllToAll(c, slot(in), c.uneven() ? slot(c.counts()) : null, push ? slot(out) : null, addressOf(out), rows, rowBytes, capacity,
+                c.uneven() ? exe.fault.site(c) : null, exe.stream);
+    }
+
+    /** Where {@code b} lies in its communication pool (the symmetric path put it there). */
+    private Distributed.PoolSlot slot(PlanBuffer b) {
+        var p = b.storage().placement();
+        if (p == null || !b.storage().isSymmetric())
+            throw new IllegalStateException(b.name() + " is read by a symmetric all_to_all but is not in a communication pool");
+        return new Distributed.PoolSlot(p.pool(), addressOf(b) - exe.pools.get(p.pool()).address());
     }
 
     @Override public void fused(int index, Step.FusedCollective f) {

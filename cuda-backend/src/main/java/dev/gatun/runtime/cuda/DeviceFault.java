@@ -23,7 +23,7 @@ import java.util.Map;
  * memory budget pays for a message that is never printed. These kernels need no stack at all.
  *
  * <p>One record per executable, made only where its plan has a step that can stop (index_select, gather, scatter_add,
- * expert_matmul, update_slice, attention).
+ * expert_matmul, update_slice, attention, an uneven all_to_all: {@link SymmetricAllToAll}).
  */
 final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
@@ -50,7 +50,7 @@ final class DeviceFault implements AutoCloseable {
             """;
 
     /** The record's codes, as the kernels write them. */
-    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3, INDEX_ALONG = 4, EXPERT = 5;
+    static final int INDEX_SELECT = 1, UPDATE_SLICE = 2, ATTENTION = 3, INDEX_ALONG = 4, EXPERT = 5, ALL_TO_ALL = 6;
     static final long RECORD_BYTES = 48;
 
     private final PinnedHostBuffer record;
@@ -80,7 +80,8 @@ final class DeviceFault implements AutoCloseable {
     static boolean needed(Plan plan) { return plan.steps().stream().anyMatch(DeviceFault::canStop); }
 
     private static boolean canStop(Step s) {
-        return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention;
+        return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
+                || s instanceof Step.Collective c && c.uneven();
     }
 
     /** The device address of the claim word, the kernels' first fault argument. */
@@ -128,9 +129,30 @@ final class DeviceFault implements AutoCloseable {
                     + " elements of dimension " + member + " of x" + (c == 0 ? " (it has none)" : " (valid: 0 to " + (c - 1) + ")");
             // expert_matmul: the id, its position in the ids, the experts, the choices a token (k), in its host refusal's words
             case EXPERT -> where + " stopped the call: " + dev.gatun.ir.ops.ExpertMatmul.outOfRange(a, b, member, c);
+            // an uneven all_to_all's counts (SymmetricAllToAll): what AllToAllCounts refuses, the members numbered in the group
+            case ALL_TO_ALL -> where + " stopped the call: " + allToAll(s, a, b, c, member);
             default -> where + " stopped the call (fault code " + code + ")";
         };
     }
+
+    /**
+     * An uneven all_to_all's refusal from the record: {@code kind} 1 a negative count (sender, count, receiver), 2 a
+     * sender's counts past its rows (sender, total, rows), 3 a receiver's rows past the capacity (receiver, total,
+     * capacity), members by their number in the step's group; in {@code AllToAllCounts}' words. Nothing was moved.
+     */
+    static String allToAll(Step s, long kind, long x, long y, long z) {
+        String group = s instanceof Step.Collective c ? " of group \"" + c.call().group() + "\"" : "";
+        return switch ((int) kind) {
+            case 1 -> "member " + x + group + " sends " + y + " rows to member " + z + "; a row count is never negative (nothing was moved)";
+            case 2 -> "member " + x + group + "'s counts add up to " + total(y) + " rows, but its input has " + z + "; send at most the rows it holds"
+                    + " (nothing was moved)";
+            case 3 -> "member " + x + group + " would receive " + total(y) + " rows but the capacity is " + z + " rows; raise the capacity of"
+                    + " allToAll(group, counts, capacity) to the most rows a rank may receive (nothing is truncated; nothing was moved)";
+            default -> "all_to_all refused its row counts (kind " + kind + ")";
+        };
+    }
+
+    private static String total(long t) { return t == Long.MAX_VALUE ? "at least " + Long.MAX_VALUE : Long.toString(t); }
 
     /** " [i, j]": position {@code k}'s coordinates in the index (an op's second input) where its shape is static; else "". */
     private static String coordinates(Step s, long k) {

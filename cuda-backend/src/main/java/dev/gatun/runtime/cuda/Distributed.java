@@ -79,8 +79,8 @@ final class Distributed implements AutoCloseable {
             for (Step.Collective c : s.collectives()) {
                 if (c.slots() != null) rotating.add(c.slots());
                 if (c.call().algorithm().isSymmetric()) barrierGroups.add(c.call().group());
-                // an all_to_all runs through NCCL's grouped send and receive whatever its algorithm (no symmetric kernel yet)
-                if (c.call().algorithm() == Algorithm.NCCL || c.call().kind() == CollectiveKind.ALL_TO_ALL) nccl = true;
+                // an all_to_all on symmetric memory runs SymmetricAllToAll's kernel; through NCCL, its grouped send and receive
+                if (c.call().algorithm() == Algorithm.NCCL) nccl = true;
             }
         }
         // the same grid on every rank, small enough that every block of every rank is resident at once, also where
@@ -117,13 +117,14 @@ final class Distributed implements AutoCloseable {
 
     private void loadKernels(String planName) {
         // the measuring switches (GATUN_FENCE_SC, GATUN_BARRIER_FREE_BACKOFF_NS): see SymmetricKernels.defines
-        String source = SymmetricKernels.defines(settings) + SymmetricKernels.SOURCE;
+        String source = SymmetricKernels.defines(settings) + SymmetricKernels.SOURCE + DeviceFault.SOURCE + SymmetricAllToAll.SOURCE;
         var module = CudaExecutable.compile(device, settings.cudaHome(), planName, "gatun_symmetric", source);
         for (String op : List.of("one_shot", "one_shot_multi", "two_shot", "reduce_scatter", "all_gather", "broadcast", "barrier_free"))
             for (String t : List.of("f32", "f16", "bf16")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         for (String op : List.of("all_gather", "broadcast"))
             for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
+        kernels.put(SymmetricAllToAll.KERNEL, module.kernel(SymmetricAllToAll.KERNEL));
         kernels.put("gatun_copy", module.kernel("gatun_copy"));
     }
 
@@ -212,7 +213,7 @@ final class Distributed implements AutoCloseable {
             case REDUCE_SCATTER -> "reduce_scatter";
             case ALL_GATHER -> "all_gather";
             case BROADCAST -> "broadcast";
-            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all has no symmetric kernel: it runs through allToAll");
+            case ALL_TO_ALL -> throw new IllegalStateException("all_to_all on symmetric memory runs through symmetricAllToAll");
         } + "_" + (call.kind() == CollectiveKind.ALL_GATHER || call.kind() == CollectiveKind.BROADCAST ? movedAs(t) : suffix(t));
         kernels.get(fn).launch(launchConfig(n, t, stream),
                 sp.peerTable().address(), offset, out, local, n, g.groupRank(), g.members().size(),
@@ -326,15 +327,44 @@ final class Distributed implements AutoCloseable {
         }
     }
 
+    /** Where an all_to_all's operand lies in its communication pool: the pool's name and the offset there (the same on every rank). */
+    record PoolSlot(String pool, long offset) {}
+
     /**
-     * An even all_to_all of {@code n} elements: part j of {@code in} sent to the group's rank j, part i of {@code out}
-     * received from rank i, as NCCL's grouped send and receive (one group call, so no pair waits for another). Its
-     * input may lie in a communication pool (the planner placed it there by the symmetric rules): NCCL reads it there
-     * as any device memory. A symmetric-memory all_to_all then ends with the group's device barrier, the trailing
-     * barrier the planner relies on to free the input's slot on every rank.
+     * An all_to_all on symmetric memory ({@link SymmetricAllToAll}), even or uneven: {@code in} and {@code counts} (null
+     * for an even one) the input's and the counts' slots; {@code receive} the result's slot where the senders push into
+     * it (an uneven all_to_all's receive buffer), else null and {@code out} this rank's result, which it pulls into.
+     * {@code rows} each member's input rows, {@code rowBytes} a row's bytes, {@code capacity} the result's rows;
+     * {@code site} where a refused count is recorded (null for an even one). The grid follows the static sizes alone,
+     * so it is the same on every rank.
+     */
+    void symmetricAllToAll(Step.Collective c, PoolSlot in, PoolSlot counts, PoolSlot receive, long out, long rows, long rowBytes, long capacity,
+                           DeviceFault.Site site, Stream stream) {
+        var g = heap.group(c.call().group());
+        int size = g.members().size();
+        if (size > SymmetricAllToAll.MAX_WORLD)
+            throw new GatunRuntimeException(c.format().strip() + ": a symmetric-memory all_to_all takes at most " + SymmetricAllToAll.MAX_WORLD
+                    + " members, group \"" + c.call().group() + "\" has " + size + "; compile with symmetricMemory(false) to run it through NCCL");
+        long evenRows = counts == null ? rows / size : 0;
+        long bytes = Math.max(rows, capacity) * rowBytes;
+        long grid = SymmetricKernels.grid(bytes, SymmetricKernels.THREADS, 16, blocks);
+        kernels.get(SymmetricAllToAll.KERNEL).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream),
+                heap.pool(in.pool()).peerTable().address(), in.offset(),
+                counts == null ? 0L : heap.pool(counts.pool()).peerTable().address(), counts == null ? -1L : counts.offset(),
+                receive == null ? 0L : heap.pool(receive.pool()).peerTable().address(), receive == null ? 0L : receive.offset(), receive == null ? out : 0L,
+                rows, rowBytes, capacity, evenRows, g.groupRank(), size, g.padTable().address(), g.epochs().address(), timeoutNanos, abortFlag.address(),
+                site == null ? 0L : site.claim(), site == null ? 0L : site.record(), site == null ? -1 : site.step());
+    }
+
+    /**
+     * An even all_to_all of {@code n} elements through NCCL: part j of {@code in} sent to the group's rank j, part i of
+     * {@code out} received from rank i, as NCCL's grouped send and receive (one group call, so no pair waits for
+     * another). (On symmetric memory it runs {@link #symmetricAllToAll} instead.)
      */
     void allToAll(Step.Collective c, long in, long out, long n, DType t, Stream stream) {
         var call = c.call();
+        if (call.algorithm().isSymmetric() || c.uneven())
+            throw new IllegalStateException(c.format() + ": only an even all_to_all through NCCL runs through NCCL's send and receive");
         NcclComm comm = comms.get(call.group());
         Nccl.DataType type = ncclType(t);
         int size = comm.size();
@@ -346,7 +376,6 @@ final class Distributed implements AutoCloseable {
                     comm.recv(DeviceBuffer.wrap(device, out + peer * partBytes, partBytes), part, type, peer, stream);
                 }
             });
-        if (call.algorithm().isSymmetric()) barrier(call.group(), stream);
     }
 
     /** Collectives that only move data use the dtype's own kernel where there is one, else raw elements of its width. */

@@ -17,10 +17,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * The even all_to_all on GPUs, one rank a GPU: NCCL's grouped send and receive, out of a communication buffer where
- * the plan put the input in symmetric memory (then the group's device barrier), out of ordinary memory where it chose
- * NCCL; f32 rows written by a kernel (path 1), a bf16 graph input (path 2), i64 past 2^53; 50 calls captured in CUDA
- * graphs with new inputs each, against plain loops on every rank.
+ * The even all_to_all on GPUs, one rank a GPU: on symmetric memory {@link SymmetricAllToAll}'s kernel, each rank
+ * pulling its part of every member's communication buffer; through NCCL (symmetric memory off) its grouped send and
+ * receive out of ordinary memory; f32 rows written by a kernel (path 1), a bf16 graph input (path 2), i64 past 2^53;
+ * 50 calls captured in CUDA graphs with new inputs each, against plain loops on every rank.
  */
 @RequiresGpu
 class AllToAllGpuTest {

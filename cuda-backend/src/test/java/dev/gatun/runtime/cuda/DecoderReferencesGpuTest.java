@@ -59,6 +59,36 @@ class DecoderReferencesGpuTest {
         assertTransformers(name, tp);
     }
 
+    /**
+     * Mixtral at expert parallelism 2, the ranks sharing one GPU: each layer's dispatch and combine are uneven all_to_alls
+     * on symmetric memory ({@link SymmetricAllToAll}: row counts read on the device, pushed into receive buffers). The
+     * prefill's logits within 1e-4 of transformers' on both ranks, and its 16 greedy tokens (prefill, then decode steps,
+     * each dispatched), in captured CUDA graphs.
+     */
+    @org.junit.jupiter.api.Test
+    void mixtralAtExpertParallelTwoOnOneGpuIsTransformers() throws Exception {
+        Reference ref = Reference.load("mixtral");
+        var ep = dev.gatun.models.llama.Parallelism.experts(2, 1);
+        try (var ckpt = LlamaCheckpoint.open(ref.dir())) {
+            LlamaConfig c = ckpt.config();
+            int positions = ref.prompt().length;
+            var logits = perRank(2, (rank, o) -> {
+                try (var s = Session.compile(LlamaPrefill.graph(c, positions, ep, DType.F32), o)) {
+                    assertThat(s.plan().toString()).contains("all_to_all.symm_mem(", "push: after a starting barrier").doesNotContain("all_to_all.nccl(");
+                    return s.runToHost(LlamaPrefill.inputs(c, ckpt.weights(), ref.prompt(), ep, rank, DType.F32)).get("logits");
+                }
+            });
+            assertLogits("mixtral ep 2", 2, logits, ref, positions, c.vocabSize());
+            var tokens = perRank(2, (rank, o) -> {
+                var shard = List.of(LlamaDecoder.weights(c, ckpt.weights(), ep, rank, DType.F32));
+                try (var gen = new LlamaGenerator(c, shard, 1, positions, positions + NEW_TOKENS, ep, DType.F32, o, false)) {
+                    return gen.generate(ref.prompt(), NEW_TOKENS, false).tokens();
+                }
+            });
+            for (int r = 0; r < 2; r++) assertThat(tokens.get(r)).as("mixtral ep 2 rank %d: greedy tokens", r).containsExactly(ref.tokens());
+        }
+    }
+
     /** The prefill's logits of the whole prompt and the 16 greedy tokens of reference {@code name} at tensor parallelism {@code tp}. */
     private static void assertTransformers(String name, int tp) throws Exception {
         Reference ref = Reference.load(name);

@@ -99,24 +99,28 @@ class RegisteredOpsTest {
         }
     }
 
-    /** NCCL's send and receive take their counts from the host: an all_to_all with run-time counts has no CUDA path yet. */
+    /**
+     * NCCL's send and receive take their counts from the host: an all_to_all with run-time counts runs on symmetric memory
+     * only (SymmetricAllToAll), and one through NCCL is refused at load naming the op; the even one loads either way.
+     */
     @Test
-    void anUnevenAllToAllIsRefusedAtLoadNamingTheOpAndTheEvenOneIsNot() {
+    void anUnevenAllToAllThroughNcclIsRefusedAtLoadNamingTheOpAndOnSymmetricMemoryIsNot() {
         var g = Gatun.graph("dispatch").world(2);
         var r = g.input("x", F32, 8, 4).allToAll("world", g.input("counts", dev.gatun.ir.DType.I64, 2), 12);
         g.output("y", r.values());
-        var uneven = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)));
-        assertThatThrownBy(() -> new CudaBackend().load(uneven, CompileOptions.world(2))).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("plan 'dispatch'").hasMessageContaining("all_to_all.symm_mem with row counts read at run time")
-                .hasMessageContaining("capacity=12").hasMessageContaining("has no CUDA path yet");
+        var nccl = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2).withSymmetricMemory(false)));
+        assertThatThrownBy(() -> new CudaBackend().load(nccl, CompileOptions.world(2))).isInstanceOf(CompilationException.class)
+                .hasMessageContaining("plan 'dispatch'").hasMessageContaining("all_to_all.nccl with row counts read at run time")
+                .hasMessageContaining("capacity=12").hasMessageContaining("no CUDA path through NCCL");
+        var symmetric = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(symmetric)).doesNotThrowAnyException();
 
         var e = Gatun.graph("even").world(2);
         e.output("y", e.input("x", F32, 8, 4).allToAll("world"));
         var even = Planner.plan(Lowering.lower(e.build(), LoweringOptions.world(2)));
         assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(even)).doesNotThrowAnyException();
         assertThatCode(() -> CudaBackend.refuseAllToAllOnSharedGpus(even, 1)).doesNotThrowAnyException();
-        assertThatThrownBy(() -> new CudaBackend().load(even, CompileOptions.world(2).ranksPerGpu(2))).isInstanceOf(CompilationException.class)
-                .hasMessageContaining("all_to_all.symm_mem(x, \"world\")").hasMessageContaining("NCCL refuses 2 ranks on one device");
+        assertThatCode(() -> CudaBackend.refuseAllToAllOnSharedGpus(even, 2)).as("symmetric memory serves ranks that share a GPU").doesNotThrowAnyException();
     }
 
     @Test

@@ -1,0 +1,167 @@
+package dev.gatun.runtime.cuda;
+
+/**
+ * CUDA C of the all_to_all on symmetric memory ({@code all_to_all.symm_mem}), even and uneven, compiled with
+ * {@link SymmetricKernels#SOURCE} (its barrier) and {@link DeviceFault#SOURCE} (its record).
+ *
+ * <p>Protocol (docs/DESIGN.md, "all-to-all"): the group's block barrier first, so every member's rows and row counts
+ * are in its communication buffers and every member is at this step (nothing of an earlier step or call still uses
+ * the receive buffer); then every block reads the members' counts (the peers' i64 vectors, through the heap: they
+ * never go to the host), checks them by {@code AllToAllCounts}' rule in its order, and moves its share of the bytes:
+ * <ul>
+ *   <li><b>push</b> (an uneven all_to_all whose result is a receive buffer in symmetric memory): this rank writes its
+ *   rows for member d straight into d's receive buffer, after the rows of the members before it there, and zeroes
+ *   its own receive buffer after the rows it receives (disjoint from every push, the counts being the same everywhere);</li>
+ *   <li><b>pull</b> (an even all_to_all, or an uneven one whose result is in regular memory): this rank copies its
+ *   part of every member's rows out of that member's communication buffer into its result, then zeroes the rest.</li>
+ * </ul>
+ * The trailing block barrier is the signal: each block's release store of a new epoch into every member's pad, after
+ * its pushes (or reads), and an acquire spin, bounded by the timeout, on its own pad for every member's. When the
+ * kernel ends on a rank, every peer has pushed all its rows into this rank's receive buffer and read all it reads of
+ * this rank's buffers: what the planner's "ends with a barrier" and its receive-buffer rule rely on. Epochs live in
+ * device memory, so captured graphs replay in step and no host synchronisation is needed.
+ *
+ * <p>Counts that {@code AllToAllCounts} refuses (a negative count, a sender's counts past its rows, a receiver's rows
+ * past the capacity) are never truncated: no block moves a byte, block 0 writes the executable's fault record (naming
+ * the step, {@link DeviceFault#ALL_TO_ALL}), every block still meets the trailing barrier (so every member, each with
+ * the same counts, has written its record before any traps: ranks that share a GPU share its context), and block 0
+ * then traps. The call fails with the record's words.
+ */
+final class SymmetricAllToAll {
+    private SymmetricAllToAll() {}
+
+    /**
+     * The most members of an all_to_all's group: the kernel keeps the members' counts (a {@code world x world} i64
+     * matrix, 8 KiB at 32) and each member's offsets in shared memory.
+     */
+    static final int MAX_WORLD = 32;
+
+    /** The kernel's name in the module. */
+    static final String KERNEL = "gatun_all_to_all";
+
+    static final String SOURCE = """
+            // ---- all_to_all on symmetric memory (SymmetricAllToAll)
+            #define A2A_MAX_WORLD %d
+
+            // rows member s sends member d: s's counts (i64, in its communication buffer), or even_rows for an even split
+            __device__ __forceinline__ long long a2a_count(const char* const* count_peers, long long counts_off, long long even_rows, int s, int d) {
+                return counts_off < 0 ? even_rows : ((const long long*) (count_peers[s] + counts_off))[d];
+            }
+
+            // AllToAllCounts.refusal's first finding in the counts cm (row s: member s's counts), in its order: 1 a negative
+            // count (v: sender, count, receiver), 2 a sender's counts past its rows (sender, total, rows), 3 a receiver's rows
+            // past the capacity (receiver, total, capacity); 0 when the counts are fine. Totals saturate instead of overflowing.
+            __device__ int a2a_refusal(const long long* cm, int world, long long rows, long long capacity, long long* v) {
+                for (int s = 0; s < world; s++) {
+                    for (int d = 0; d < world; d++) {
+                        long long c = cm[s * world + d];
+                        if (c < 0) { v[0] = s; v[1] = c; v[2] = d; return 1; }
+                    }
+                    long long left = rows, total = 0;
+                    bool over = false;
+                    for (int d = 0; d < world; d++) {
+                        long long c = cm[s * world + d];
+                        over |= c > left;
+                        if (!over) left -= c;
+                        total = c > 0x7fffffffffffffffLL - total ? 0x7fffffffffffffffLL : total + c;
+                    }
+                    if (over) { v[0] = s; v[1] = total; v[2] = rows; return 2; }
+                }
+                for (int d = 0; d < world; d++) {
+                    long long left = capacity, total = 0;
+                    bool over = false;
+                    for (int s = 0; s < world; s++) {
+                        long long c = cm[s * world + d];
+                        over |= c > left;
+                        if (!over) left -= c;
+                        total = c > 0x7fffffffffffffffLL - total ? 0x7fffffffffffffffLL : total + c;
+                    }
+                    if (over) { v[0] = d; v[1] = total; v[2] = capacity; return 3; }
+                }
+                return 0;
+            }
+
+            // bytes [0, n) of src to dst by every thread of the grid, in the widest words both addresses allow
+            template <typename W> __device__ __forceinline__ long long a2a_move_words(const char* src, char* dst, long long n) {
+                long long t = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x, words = n / (long long) sizeof(W);
+                for (long long k = t; k < words; k += stride) ((W*) dst)[k] = ((const W*) src)[k];
+                return words * (long long) sizeof(W);
+            }
+            __device__ void a2a_move(const char* src, char* dst, long long n) {
+                if (n <= 0) return;
+                u64 both = ((u64) src) | ((u64) dst);
+                long long done = (both & 15ull) == 0 ? a2a_move_words<uint4>(src, dst, n)
+                        : (both & 7ull) == 0 ? a2a_move_words<u64>(src, dst, n)
+                        : (both & 3ull) == 0 ? a2a_move_words<u32>(src, dst, n) : 0;
+                long long t = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x;
+                for (long long k = done + t; k < n; k += stride) dst[k] = src[k];
+            }
+            __device__ void a2a_zero(char* dst, long long n) {
+                if (n <= 0) return;
+                long long t = blockIdx.x * (long long) blockDim.x + threadIdx.x, stride = (long long) gridDim.x * blockDim.x, done = 0;
+                if ((((u64) dst) & 15ull) == 0) {
+                    for (long long k = t; k < n / 16; k += stride) ((uint4*) dst)[k] = make_uint4(0u, 0u, 0u, 0u);
+                    done = n / 16 * 16;
+                }
+                for (long long k = done + t; k < n; k += stride) dst[k] = 0;
+            }
+
+            // in_peers/in_off: every member's rows; count_peers/counts_off: its i64 counts (counts_off < 0: an even split of
+            // even_rows rows a member); out_peers/out_off: every member's receive buffer (push), or null and out: this rank's
+            // result (pull). rows: each member's input rows; capacity: the result's rows; row_bytes: bytes a row.
+            extern "C" __global__ void __launch_bounds__(512) gatun_all_to_all(
+                    const char* const* in_peers, long long in_off, const char* const* count_peers, long long counts_off,
+                    char* const* out_peers, long long out_off, char* out, long long rows, long long row_bytes, long long capacity,
+                    long long even_rows, int rank, int world, u32* const* pads, u32* epochs, u64 timeout_ns, const volatile u32* abort,
+                    int* claim, gatun_fault* rec, int step) {
+                __shared__ long long cm[A2A_MAX_WORLD * A2A_MAX_WORLD], from_row[A2A_MAX_WORLD], to_row[A2A_MAX_WORLD], n_rows[A2A_MAX_WORLD];
+                __shared__ long long received;
+                __shared__ int refused;
+                const bool push = out_peers != nullptr;
+                // every member's rows and counts are in place, and every member is at this step
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
+                // every member's counts, read once and at once (remote loads in parallel, not one after another)
+                for (int k = threadIdx.x; k < world * world; k += blockDim.x) cm[k] = a2a_count(count_peers, counts_off, even_rows, k / world, k %% world);
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    long long v[3] = {0, 0, 0};
+                    int why = counts_off < 0 ? 0 : a2a_refusal(cm, world, rows, capacity, v);
+                    refused = why;
+                    if (why != 0 && blockIdx.x == 0 && claim != nullptr && atomicCAS(claim, 0, 1) == 0) {
+                        volatile gatun_fault* r = rec;
+                        r->v[0] = why; r->v[1] = v[0]; r->v[2] = v[1]; r->v[3] = v[2]; r->step = step;
+                        __threadfence_system();
+                        r->code = %d;
+                        __threadfence_system();
+                    }
+                    long long got = 0;
+                    for (int j = 0; j < world && why == 0; j++) {
+                        // push: j is the receiver (this rank's rows for j, after the earlier senders' rows there); pull: the sender
+                        int s = push ? rank : j, d = push ? j : rank;
+                        long long f = 0, t = 0;
+                        for (int k = 0; k < d; k++) f += cm[s * world + k];
+                        for (int k = 0; k < s; k++) t += cm[k * world + d];
+                        from_row[j] = f;
+                        to_row[j] = t;
+                        n_rows[j] = cm[s * world + d];
+                        got += cm[j * world + rank];
+                    }
+                    received = got;
+                }
+                __syncthreads();
+                if (refused == 0) {
+                    for (int i = 1; i <= world; i++) {
+                        int j = (rank + i) %% world;   // the next member first: the members' traffic spreads over the links
+                        const char* src = (push ? in_peers[rank] : in_peers[j]) + in_off + from_row[j] * row_bytes;
+                        char* dst = (push ? out_peers[j] + out_off : out) + to_row[j] * row_bytes;
+                        a2a_move(src, dst, n_rows[j] * row_bytes);
+                    }
+                    char* mine = push ? out_peers[rank] + out_off : out;
+                    a2a_zero(mine + received * row_bytes, (capacity - received) * row_bytes);
+                }
+                // the signal: every member's rows for this rank have arrived (push), every member has read this rank's (pull)
+                block_barrier(pads, rank, world, epochs, timeout_ns, abort);
+                if (refused != 0 && blockIdx.x == 0 && threadIdx.x == 0) __trap();
+            }
+            """.formatted(MAX_WORLD, DeviceFault.ALL_TO_ALL);
+}
