@@ -34,8 +34,8 @@ import dev.gatun.ir.CompilationException;
  *                           they were measured; the CUDA backend plans for the GPU it runs on
  * @param gatherFusion       let the kernels that read an {@code index_select}'s result read the table's rows through
  *                           the indices themselves ({@code GatherFusion}), so the picked rows are never copied: one
- *                           launch where there were two. Off by default until the CUDA backend generates such kernels
- *                           (it refuses a plan that has one); the host backend runs them, checking every index
+ *                           launch where there were two. Off by default; both backends run such kernels, checking
+ *                           every index (the CUDA backend on the device, through its fault record)
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
