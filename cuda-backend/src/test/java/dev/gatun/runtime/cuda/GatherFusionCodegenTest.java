@@ -107,20 +107,15 @@ class GatherFusionCodegenTest {
         assumeTrue(nvcc != null, "nvcc is not on the PATH: skipping the compile check");
         var sources = new ArrayList<KernelSource>();
         for (Case c : CASES) for (Kernel k : gathering(plan(c, true))) sources.add(CudaCodegen.generate(k));
-        // one translation unit: every source in a namespace of its own (the fault record's type is defined once, in the first)
-        var unit = new StringBuilder("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n").append(DeviceFault.SOURCE.replace("#ifndef GATUN_FAULT_DEFINED", "#if 1"));
-        for (int i = 0; i < sources.size(); i++) {
-            String body = sources.get(i).source().replaceAll("(?m)^#include .*$", "").replace(" " + sources.get(i).name() + "(\n", " " + sources.get(i).name() + "__b" + i + "(\n");
-            unit.append("namespace b").append(i).append(" {\n").append(body).append("}\n");
-        }
-        var r = CudaCodegenFixtures.compile(nvcc, dir, "gathers", unit.toString());
+        var unit = CudaCodegenFixtures.batch(sources);   // one translation unit: each source in a namespace of its own
+        var r = CudaCodegenFixtures.compile(nvcc, dir, "gathers", unit.getKey());
         if (!r.ok())   // name the culprit: each source on its own
             for (KernelSource s : sources) {
                 var one = CudaCodegenFixtures.compile(nvcc, dir, s.name(), s.source());
                 assertThat(one.ok()).as("%s\n%s", one.log(), s.source()).isTrue();
             }
         assertThat(r.ok()).as(r.log()).isTrue();
-        for (int i = 0; i < sources.size(); i++) assertThat(r.ptx()).contains(sources.get(i).name() + "__b" + i);
+        for (String name : unit.getValue()) assertThat(r.ptx()).contains(".entry " + name);
         assertThat(r.ptx()).contains("trap;");
         // a source as generated compiles on its own too (its own includes and fault record)
         KernelSource first = sources.getFirst();
