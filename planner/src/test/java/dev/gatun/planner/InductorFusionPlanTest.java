@@ -282,6 +282,30 @@ class InductorFusionPlanTest {
         assertThat(p.toString()).contains("gather fusion: on").contains("through its indices");
     }
 
+    /**
+     * A reader that also reads a product's result (a residual add after a projection) may become the product's epilogue,
+     * which a gathering kernel never is: the index_select stays a launch of its own and nothing gathers. The same with an
+     * all-reduce's result (the add may be the collective's epilogue) and with an all-reduce's input (its prologue).
+     */
+    @Test
+    void aReaderThatMayJoinAProductOrACollectiveKeepsTheIndexSelectALaunch() {
+        List<Consumer<GraphBuilder>> bodies = List.of(
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 4))
+                        .add(g.input("a", F32, 4, 16).matmul(g.input("w", F32, 16, 8)))),
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT32, 4))
+                        .add(g.input("h", F32, 4, 8).mul(2).allReduce(dev.gatun.ir.graph.ReduceOp.SUM))),
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT32, 4)).mul(2)
+                        .allReduce(dev.gatun.ir.graph.ReduceOp.SUM)));
+        for (var body : bodies) {
+            var g = Gatun.graph("gather_join");
+            body.accept(g);
+            Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withGatherFusion(true));   // two ranks: collectives
+            assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+            assertThat(p.kernels()).as("%s", p).noneMatch(k -> k.gathers());
+            assertThat(p.steps()).as("%s", p).anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC);
+        }
+    }
+
     /** Random tables, index shapes and chains: one launch, each of table, indices and result moved once at most. */
     @Property(tries = 60)
     void randomGathersThroughPointwiseOpsAreOneKernel(
