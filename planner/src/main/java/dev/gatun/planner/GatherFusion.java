@@ -21,8 +21,9 @@ import java.util.List;
  * the row: a stride that is a multiple of the row's length moves the index, any other the column. The split is exact
  * only if the column stays inside the row for every index of the loop, so it is taken only with constant, non-negative
  * strides and loop sizes where {@code o mod row + sum over column strides of s_k * (n_k - 1) < row}; otherwise (and for
- * a result that is an output, a part of a concatenation, or read by anything but a kernel, or a table or indices that
- * are views or parts) the op stays a launch of its own, as without the option. A kernel that gathers is not elementwise
+ * a result that is an output, a part of a concatenation, or read by anything but a kernel, or by a kernel that may
+ * join a product or a collective ({@link #joinsAProductOrCollective}), or a table or indices that are views or parts)
+ * the op stays a launch of its own, as without the option. A kernel that gathers is not elementwise
  * (nothing is written over its inputs in place) and no later pass joins it with a product or a collective.
  */
 final class GatherFusion {
@@ -52,7 +53,7 @@ final class GatherFusion {
         for (int i = 0; i < works.size(); i++) {
             Work w = works.get(i);
             if (w == e || !w.reads().contains(y)) continue;
-            if (!(w instanceof Work.KernelWork k)) return;
+            if (!(w instanceof Work.KernelWork k) || joinsAProductOrCollective(k, works)) return;
             Work.KernelWork r = reading(k, source, y, x, ids);
             if (r == null) return;
             rewritten.add(r);
@@ -61,6 +62,24 @@ final class GatherFusion {
         if (rewritten.isEmpty()) return;
         for (int j = 0; j < at.size(); j++) works.set(at.get(j), rewritten.get(j));
         works.remove(e);
+    }
+
+    /**
+     * Whether kernel {@code k} reads what a product or a collective writes, or writes what a collective reads: a kernel
+     * a later pass may make that launch's epilogue or prologue ({@code ProductEpilogues}, {@code CollectiveFusion}),
+     * which a gathering kernel never is. The op then stays a launch and the join is kept: a Llama's embedding, read by
+     * the first residual add after the attention's output projection (and its all-reduce), keeps that add in the
+     * product's (or the all-reduce's) launch, where reading the table through the indices would save one launch and
+     * cost another.
+     */
+    private static boolean joinsAProductOrCollective(Work.KernelWork k, List<Work> works) {
+        for (Work w : works) {
+            if (!(w instanceof Work.ExternWork e) || !(e.call().call() instanceof ExternCall.Matmul || e.call().call() instanceof ExternCall.Collective)) continue;
+            for (Buffer b : k.reads()) for (Buffer out : e.writes()) if (out.storage() == b.storage()) return true;
+            if (e.call().call() instanceof ExternCall.Collective)
+                for (Buffer b : k.writes()) for (Buffer in : e.reads()) if (in.storage() == b.storage()) return true;
+        }
+        return false;
     }
 
     /** The index_select's result, its table and indices as kernels see them, the table's row length and rows. */

@@ -231,7 +231,7 @@ public final class Plan {
         }
         for (String note : lowered.graph().notes()) sb.append("  # ").append(note).append("\n");   // choices made in the graph (recomputation)
         if (launches.programmatic()) sb.append("  # ").append(launches.describe()).append("\n");
-        if (options.gatherFusion()) sb.append("  # gather fusion: on (PlanOptions.withGatherFusion)\n");
+        if (!options.gatherFusion()) sb.append("  # gather fusion: off (PlanOptions.withGatherFusion(false))\n");
         if (!choices.isEmpty() && !options.target().equals(PlanOptions.Target.H200)) sb.append("  # ").append(options.target().describe()).append("\n");
         // partitions are disjoint and in step order: walk them alongside the steps
         int begins = 0, ends = 0;

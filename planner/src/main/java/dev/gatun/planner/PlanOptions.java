@@ -34,8 +34,9 @@ import dev.gatun.ir.CompilationException;
  *                           they were measured; the CUDA backend plans for the GPU it runs on
  * @param gatherFusion       let the kernels that read an {@code index_select}'s result read the table's rows through
  *                           the indices themselves ({@code GatherFusion}), so the picked rows are never copied: one
- *                           launch where there were two. Off by default until the CUDA backend generates such kernels
- *                           (it refuses a plan that has one); the host backend runs them, checking every index
+ *                           launch where there were two. On by default; both backends run such kernels, checking
+ *                           every index (the CUDA backend on the device, through its fault record); false keeps every
+ *                           index_select a launch of its own (the plan then prints {@code # gather fusion: off})
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
@@ -45,7 +46,7 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
     public static final int MAX_BATCH = 4;
 
     public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true,
-            ProgrammaticLaunch.AUTO, Target.H200, false);
+            ProgrammaticLaunch.AUTO, Target.H200, true);
 
     /**
      * What the launch choices depend on of the GPU: its multiprocessors (a GEMV's k-slices fill them) and whether it has
@@ -93,7 +94,7 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
     public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion); }
     /** The GPU the launch choices are made for. */
     public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion); }
-    /** Let the readers of an {@code index_select} read the table through its indices (true), or keep the op a launch of its own (false, the default). */
+    /** Let the readers of an {@code index_select} read the table through its indices (true, the default), or keep the op a launch of its own (false). */
     public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on); }
     /** When the plan's own kernels are programmatic dependent launches. */
     public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion); }

@@ -22,7 +22,7 @@ import java.util.Set;
  *   passes below consult;</li>
  *   <li>{@link Fusion}: loops into kernels (holding f16/bf16 intermediates in float unless
  *   {@link PlanOptions#roundEachOp});</li>
- *   <li>{@link GatherFusion} (an option, off by default): an index_select read through its indices by the kernels that
+ *   <li>{@link GatherFusion} (an option, on by default): an index_select read through its indices by the kernels that
  *   read its result;</li>
  *   <li>{@link GridFolds}: a whole reduction of a row kernel's per-row results taken into that kernel;</li>
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>

@@ -253,33 +253,54 @@ class InductorFusionPlanTest {
         atMostInductor(p, 1, 2 * numel + d + 2L * s * d);
     }
 
-    // ------------------------------------------------------------ class 3: across a gather (PlanOptions.withGatherFusion)
+    // ------------------------------------------------------------ class 3: across a gather (PlanOptions.withGatherFusion, on by default)
 
-    static Plan gathering(String name, Consumer<GraphBuilder> body) {
-        var g = Gatun.graph(name);
-        body.accept(g);
-        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)), PlanOptions.DEFAULT.withGatherFusion(true));
-        assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
-        return p;
-    }
+    static Plan gathering(String name, Consumer<GraphBuilder> body) { return plan(name, body); }
 
     /**
      * {@code x[idx] + 1} over a 10x10 table and 10 i64 indices: two launches and 1,680 B without the option (the picked
-     * rows written, then read back); with it one kernel reading {@code x[idx[i], j]}, 880 B, as Inductor.
+     * rows written, then read back); with it (the default) one kernel reading {@code x[idx[i], j]}, 880 B, as Inductor.
      */
     @Test
     void aPointwiseOpOfAnIndexSelectReadsTheTableThroughTheIndices() {
         Consumer<GraphBuilder> body = g -> g.output("y", g.input("x", F32, 10, 10).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 10)).add(1));
-        Plan apart = plan("gather_add", body);
+        var g = Gatun.graph("gather_add");
+        body.accept(g);
+        Plan apart = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(1)), PlanOptions.DEFAULT.withGatherFusion(false));
+        assertThat(PlanChecks.all(apart)).as(apart.toString()).isEmpty();
         assertThat(launches(apart)).isEqualTo(2);
         assertThat(bytes(apart)).isEqualTo(1680);
-        assertThat(apart.toString()).doesNotContain("gather fusion");
+        assertThat(apart.toString()).contains("gather fusion: off");
         Plan p = gathering("gather_add", body);
         atMostInductor(p, 1, 220);
         assertThat(p.steps()).noneMatch(s -> s instanceof Step.OpCall);
         assertThat(p.kernels()).hasSize(1);
         assertThat(p.kernels().getFirst().gathers()).isTrue();
-        assertThat(p.toString()).contains("gather fusion: on").contains("through its indices");
+        assertThat(p.toString()).doesNotContain("gather fusion: ").contains("through its indices");
+    }
+
+    /**
+     * A reader that also reads a product's result (a residual add after a projection) may become the product's epilogue,
+     * which a gathering kernel never is: the index_select stays a launch of its own and nothing gathers. The same with an
+     * all-reduce's result (the add may be the collective's epilogue) and with an all-reduce's input (its prologue).
+     */
+    @Test
+    void aReaderThatMayJoinAProductOrACollectiveKeepsTheIndexSelectALaunch() {
+        List<Consumer<GraphBuilder>> bodies = List.of(
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT64, 4))
+                        .add(g.input("a", F32, 4, 16).matmul(g.input("w", F32, 16, 8)))),
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT32, 4))
+                        .add(g.input("h", F32, 4, 8).mul(2).allReduce(dev.gatun.ir.graph.ReduceOp.SUM))),
+                g -> g.output("y", g.input("x", F32, 10, 8).indexSelect(0, g.input("idx", dev.gatun.ir.DType.INT32, 4)).mul(2)
+                        .allReduce(dev.gatun.ir.graph.ReduceOp.SUM)));
+        for (var body : bodies) {
+            var g = Gatun.graph("gather_join");
+            body.accept(g);
+            Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withGatherFusion(true));   // two ranks: collectives
+            assertThat(PlanChecks.all(p)).as(p.toString()).isEmpty();
+            assertThat(p.kernels()).as("%s", p).noneMatch(k -> k.gathers());
+            assertThat(p.steps()).as("%s", p).anyMatch(s -> s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.IndexSelect.SPEC);
+        }
     }
 
     /** Random tables, index shapes and chains: one launch, each of table, indices and result moved once at most. */

@@ -92,8 +92,8 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
 
     /**
      * Whether the kernels that read an {@code index_select}'s result read the table through the indices themselves
-     * ({@link PlanOptions#gatherFusion}): off by default; the host backend runs such plans, the CUDA backend refuses them
-     * by name for now.
+     * ({@link PlanOptions#gatherFusion}): on by default; both backends run such plans, checking every index (a bad one
+     * stops the call naming the step, the kernel and the op).
      */
     public CompileOptions gatherFusion(boolean on) { return planning(planning.withGatherFusion(on)); }
 

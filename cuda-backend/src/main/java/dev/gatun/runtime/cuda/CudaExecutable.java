@@ -118,7 +118,6 @@ final class CudaExecutable implements Executable {
     final List<Output> outputs = new ArrayList<>();
 
     CudaExecutable(Plan plan, CompileOptions options, int ordinal) {
-        refuseGathers(plan);
         this.plan = plan;
         this.options = options;
         if (ordinal < 0 || ordinal >= Device.count())
@@ -196,16 +195,6 @@ final class CudaExecutable implements Executable {
     /** Whether a step of {@code plan} calls the registered op {@code spec}. */
     private static boolean calls(Plan plan, dev.gatun.ir.graph.OpSpec spec) {
         return plan.steps().stream().anyMatch(s -> s instanceof Step.OpCall o && o.spec() == spec);
-    }
-
-    /**
-     * Refuses a plan whose kernels read an {@code index_select}'s table through its indices ({@code
-     * PlanOptions.withGatherFusion}): this backend does not generate such kernels yet, and runs nothing rather than a
-     * kernel that reads rows without checking the indices.
-     */
-    static void refuseGathers(Plan plan) {
-        for (var k : plan.kernels())
-            if (k.gathers()) throw CudaExpressions.gatherNotGenerated("plan '" + plan.name() + "': kernel " + k.name() + " reads an index_select's table");
     }
 
     /**

@@ -45,7 +45,9 @@ import static dev.gatun.runtime.cuda.CudaCodegen.valueType;
  * with {@code --fmad=false} also keeps the helpers' internal arithmetic uncontracted.
  *
  * <p>A load becomes C through the body's own function ({@code load}): where an element comes from (memory, a
- * register holding the row, a vector) is the body's business; its conversion to the value type is this class's.
+ * register holding the row, a vector) is the body's business; its conversion to the value type is this class's. A
+ * read of a table through indices ({@link KExpr.Gather}) is this class's alone: one scalar load of the index and one
+ * of the table's element, the index checked first ({@link #GATHER_ROW}).
  */
 final class CudaExpressions {
     /** Arithmetic domains: what an op computes in before rounding to its dtype. */
@@ -97,21 +99,50 @@ final class CudaExpressions {
             case KExpr.Const c -> literal(c.value(), c.dtype());
             case KExpr.Local l -> convert("t" + l.index(), k.held(k.locals().get(l.index()).dtype()), k.held(l.dtype()));
             case KExpr.Reduced r -> convert("rd" + r.reduction(), k.held(k.reductions().get(r.reduction()).dtype()), k.held(r.dtype()));
-            case KExpr.Load l -> {
-                DType bt = inTypes[l.input()];
-                String raw = load.apply(l);
-                String v = switch (bt) {
-                    case FLOAT16 -> "__half2float(" + raw + ")";
-                    case BFLOAT16 -> "__bfloat162float(" + raw + ")";
-                    default -> raw;
-                };
-                yield convert(v, bt, l.dtype());
-            }
+            case KExpr.Load l -> convert(element(load.apply(l), inTypes[l.input()]), inTypes[l.input()], l.dtype());
             case KExpr.Cast c -> convert(expr(c.x(), load), c.x().dtype(), c.dtype());
             case KExpr.Apply a -> apply(a, load);
-            case KExpr.Gather g -> throw gatherNotGenerated("kernel " + k.name() + " reads " + g.op());
+            case KExpr.Gather g -> convert(element(gather(g), inTypes[g.input()]), inTypes[g.input()], g.dtype());
         };
     }
+
+    /** A buffer element {@code raw} of {@code t} in its value type (half types widen to float, exactly). */
+    private static String element(String raw, DType t) {
+        return switch (t) {
+            case FLOAT16 -> "__half2float(" + raw + ")";
+            case BFLOAT16 -> "__bfloat162float(" + raw + ")";
+            default -> raw;
+        };
+    }
+
+    /**
+     * The table's element a {@link KExpr.Gather} reads, one scalar load whatever the body does with its other inputs:
+     * its index read at the element's digits (the index is a general load, {@link KernelScope#access}), checked against
+     * the table's rows by {@link #GATHER_ROW} before the table is read, so a bad index stops the call and nothing is
+     * read outside the table or written from it.
+     */
+    private String gather(KExpr.Gather g) {
+        KExpr.Load ix = g.index();
+        String at = scope.index(ix);
+        String row = "gt_row((long long) in" + ix.input() + "[" + at + "], " + g.rows() + "LL, " + at + ", " + scope.gathers.indexOf(g)
+                + ", gt_claim, gt_fault, gt_step)";
+        String base = scope.index(g.offset(), g.strides());
+        return "in" + g.input() + "[" + (base.equals("0") ? "" : base + " + ") + scope.sym(g.rowStride()) + " * " + row + "]";
+    }
+
+    /**
+     * What a kernel that gathers includes after {@link DeviceFault#SOURCE}: the check of one index against the table's
+     * rows. A bad one fills the executable's fault record as {@code index_select}'s kernel does (code
+     * {@link DeviceFault#INDEX_SELECT}: the index, its position in the indices, the rows; last, which of the kernel's
+     * gathers it was) and traps.
+     */
+    static final String GATHER_ROW = """
+            // a row of a table picked by an index: the index where 0 <= v < rows, else the call stops (fault record, trap)
+            __device__ __forceinline__ long long gt_row(long long v, long long rows, long long at, int which, int* claim, gatun_fault* fault, int step) {
+                if (v < 0 || v >= rows) gatun_fail(claim, fault, CODE, step, v, at, rows, which);
+                return v;
+            }
+            """.replace("CODE", Integer.toString(DeviceFault.INDEX_SELECT));
 
     private String apply(KExpr.Apply a, Function<KExpr.Load, String> load) {
         PointwiseFn fn = a.fn();
@@ -254,15 +285,6 @@ final class CudaExpressions {
         return v < 0 ? "(" + s + ")" : s;
     }
 
-
-    /**
-     * The refusal of a kernel that reads an {@code index_select}'s table through its indices ({@code
-     * PlanOptions.withGatherFusion}), which this backend does not generate yet; {@code what} names the kernel and the op.
-     */
-    static dev.gatun.ir.CompilationException gatherNotGenerated(String what) {
-        return new dev.gatun.ir.CompilationException(what + " through its indices (PlanOptions.withGatherFusion(true)), which the CUDA backend"
-                + " does not generate yet; plan it with withGatherFusion(false), the default");
-    }
 
     static String nan(Domain d) {
         return d == Domain.DOUBLE ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fc00000)";

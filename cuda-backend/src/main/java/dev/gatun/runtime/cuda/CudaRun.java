@@ -332,7 +332,10 @@ final class CudaRun implements StepLoop.Steps {
         return c;
     }
 
-    @Override public void launch(Step.Launch l) { launch(exe.kernels.kernel(l.kernel()), choice(l).programmatic()); }
+    @Override public void launch(Step.Launch l) {
+        // a kernel that reads a table through its indices reports a bad one in the executable's fault record
+        launch(exe.kernels.kernel(l.kernel()), choice(l).programmatic(), l.kernel().gathers() ? exe.fault.site(l) : null);
+    }
 
     @Override public void matmul(Step.Matmul m) {
         exe.matmul.run(m, choice(m), addressOf(m.a()), addressOf(m.b()), addressOf(m.output()), env, exe.stream);
@@ -632,7 +635,8 @@ final class CudaRun implements StepLoop.Steps {
         else DeviceBuffer.wrap(exe.device, dst, bytes).copyFromAsync(DeviceBuffer.wrap(exe.device, src, bytes), exe.stream);
     }
 
-    private void launch(PlanKernels.Compiled c, boolean programmatic) {
+    /** Launches plan kernel {@code c}; {@code fault} is where it reports a bad index (null: it reads no table through indices). */
+    private void launch(PlanKernels.Compiled c, boolean programmatic, DeviceFault.Site fault) {
         KernelSource src = c.source();
         var k = src.geometry(env, exe.multiprocessors, c.resident());
         if (k.elements() == 0 && c.counter() == null) return; // a fold of no rows still writes its value (one block)
@@ -643,6 +647,11 @@ final class CudaRun implements StepLoop.Steps {
         for (var f : kernel.folds()) args.add(addressOf(f.buffer()));
         for (String sym : src.symbols()) args.add(env.get(sym));
         if (c.counter() != null) args.add(c.counter().address());
+        if (fault != null) {
+            args.add(fault.claim());
+            args.add(fault.record());
+            args.add(fault.step());
+        }
         var config = new LaunchConfig(Dim3.of(Math.toIntExact(k.grid())), Dim3.of(k.block()), k.sharedBytes(), exe.stream);
         try {
             Programmatic.launch(c.function(), programmatic, config, args.toArray());

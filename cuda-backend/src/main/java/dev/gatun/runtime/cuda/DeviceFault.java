@@ -23,7 +23,8 @@ import java.util.Map;
  * memory budget pays for a message that is never printed. These kernels need no stack at all.
  *
  * <p>One record per executable, made only where its plan has a step that can stop (index_select, gather, scatter_add,
- * expert_matmul, update_slice, attention, an uneven all_to_all: {@link SymmetricAllToAll}).
+ * expert_matmul, update_slice, attention, an uneven all_to_all: {@link SymmetricAllToAll}, a kernel that reads an
+ * index_select's table through its indices).
  */
 final class DeviceFault implements AutoCloseable {
     /** What a kernel includes: the record's layout and the one function that fills it and traps. */
@@ -81,7 +82,7 @@ final class DeviceFault implements AutoCloseable {
 
     private static boolean canStop(Step s) {
         return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
-                || s instanceof Step.Collective c && c.uneven();
+                || s instanceof Step.Collective c && c.uneven() || s instanceof Step.Launch l && l.kernel().gathers();
     }
 
     /** The device address of the claim word, the kernels' first fault argument. */
@@ -117,9 +118,11 @@ final class DeviceFault implements AutoCloseable {
         if (s instanceof Step.UpdateSlices batch && member >= 0 && member < batch.members().size()) s = batch.members().get((int) member).call();
         // an attention with its caches' update: the attention's kernel checks the position for both
         if (s instanceof Step.UpdateAttention u) s = u.attention().call();
-        String where = s != null ? "step " + step + " (" + s.format().replaceFirst("\\s+#.*", "") + ")" : "step " + step;
+        // a kernel's launch prints its fusion notes on lines of their own: its first line names it
+        String format = s == null ? null : s instanceof Step.Launch ? s.format().lines().findFirst().orElse("") : s.format();
+        String where = s != null ? "step " + step + " (" + format.replaceFirst("\\s+#.*", "") + ")" : "step " + step;
         return switch (code) {
-            case INDEX_SELECT -> where + " stopped the call: index " + a + " at position " + b + " of the indices is outside the " + c
+            case INDEX_SELECT -> where + " stopped the call: " + gathering(s, member) + "index " + a + " at position " + b + " of the indices is outside the " + c
                     + " rows of the table (valid: 0 to " + (c - 1) + ")";
             case UPDATE_SLICE -> where + " stopped the call: position " + a + " puts the update's " + b + " elements outside the " + c
                     + " of the target along its dimension (valid: 0 to " + (c - b) + ")";
@@ -153,6 +156,18 @@ final class DeviceFault implements AutoCloseable {
     }
 
     private static String total(long t) { return t == Long.MAX_VALUE ? "at least " + Long.MAX_VALUE : Long.toString(t); }
+
+    /**
+     * "kernel K, which reads OP through its indices: " where step {@code s} is a kernel that gathers ({@link
+     * KernelScope#gathers}: {@code which} numbers its gather), as the host interpreter says it; "" for index_select's own
+     * kernel.
+     */
+    private static String gathering(Step s, long which) {
+        if (!(s instanceof Step.Launch l) || !l.kernel().gathers()) return "";
+        var gathers = KernelScope.gathersOf(l.kernel());
+        String op = which >= 0 && which < gathers.size() ? gathers.get((int) which).op() : "an index_select";
+        return "kernel " + l.kernel().name() + ", which reads " + op + " through its indices: ";
+    }
 
     /** " [i, j]": position {@code k}'s coordinates in the index (an op's second input) where its shape is static; else "". */
     private static String coordinates(Step s, long k) {

@@ -69,6 +69,14 @@ final class KernelScope {
     final boolean[] usedLocals;
     /** Whether this is a tile function (see {@link CudaCodegen#tile}), not a kernel. */
     final boolean tile;
+    /**
+     * The kernel's reads of a table through indices ({@link KExpr.Gather}), distinct, in the order of its locals: the
+     * number a bad index's fault record carries names one of them ({@link DeviceFault#describe}). A kernel with any
+     * takes the executable's fault record after its other parameters ({@link CudaCodegen}).
+     */
+    final List<KExpr.Gather> gathers;
+    /** The index loads of {@link #gathers}: read element by element ({@link Access#GENERAL}), never as vectors. */
+    private final Set<KExpr.Load> gatherIndices = new java.util.HashSet<>();
 
     /** A tile function's block size, given by the launch that calls it (0: the body chooses, as a kernel's does). */
     final int tileBlock;
@@ -91,6 +99,12 @@ final class KernelScope {
         if (tileBlock < 0 || tileBlock % 32 != 0 || tileBlock > 1024) throw new IllegalStateException("kernel " + k.name() + ": a tile block of " + tileBlock + " threads");
         if (tile && !k.folds().isEmpty()) throw new IllegalStateException("kernel " + k.name() + " folds its rows: it runs on a whole grid, not on a tile");
         this.fastForms = !k.floatIntermediates() || !exactnessMatters(k);
+        this.gathers = gathersOf(k);
+        for (KExpr.Gather g : gathers) gatherIndices.add(g.index());
+        // a tile runs inside another launch, which has no fault record to report a bad index in (the planner never
+        // makes a gathering kernel a product's epilogue or a collective's prologue or epilogue: a Gatun bug)
+        if (tile && !gathers.isEmpty()) throw new IllegalStateException("kernel " + k.name() + " reads " + gathers.getFirst().op()
+                + " through its indices: it runs as a launch of its own, not as a tile");
         inTypes = new DType[k.inputs().size()];
         for (int i = 0; i < inTypes.length; i++) inTypes[i] = k.inputs().get(i).dtype();
         outTypes = new DType[k.stores().size()];
@@ -107,6 +121,24 @@ final class KernelScope {
         for (KExpr e : k.locals()) noteTypes(e);
         usedLocals = new boolean[k.locals().size()];
         noteUses();
+    }
+
+    /** The distinct {@link KExpr.Gather}s of {@code k}'s locals, in order (the numbering of {@link #gathers}). */
+    static List<KExpr.Gather> gathersOf(Kernel k) {
+        var out = new ArrayList<KExpr.Gather>();
+        for (KExpr e : k.locals()) collectGathers(e, out);
+        return List.copyOf(out);
+    }
+
+    private static void collectGathers(KExpr e, List<KExpr.Gather> out) {
+        switch (e) {
+            case KExpr.Gather g -> {
+                if (!out.contains(g)) out.add(g);
+            }
+            case KExpr.Apply a -> a.args().forEach(x -> collectGathers(x, out));
+            case KExpr.Cast c -> collectGathers(c.x(), out);
+            default -> {}
+        }
     }
 
     /** Gives each shape symbol of the kernel its C name. */
@@ -145,6 +177,11 @@ final class KernelScope {
             }
             case KExpr.Apply a -> a.args().forEach(this::markUses);
             case KExpr.Cast c -> markUses(c.x());
+            case KExpr.Gather g -> {
+                // the table's place is indexed by the element's digits, as a general load's, and so is its index's
+                for (int d = 0; d < Math.min(dims, g.strides().size()); d++) if (!g.strides().get(d).equals(SymInt.ZERO)) usedDims.add(d);
+                markUses(g.index());
+            }
             case KExpr.Load l -> {
                 // a pointwise kernel indexes contiguous and broadcast loads without the digits of its index, a row
                 // kernel its loads along the row by the element's position in the row
@@ -178,6 +215,12 @@ final class KernelScope {
             case KExpr.Load l -> {
                 out.addAll(l.offset().symbols());
                 l.strides().forEach(s -> out.addAll(s.symbols()));
+            }
+            case KExpr.Gather g -> {
+                out.addAll(g.offset().symbols());
+                g.strides().forEach(s -> out.addAll(s.symbols()));
+                out.addAll(g.rowStride().symbols());
+                collectSymbols(g.index(), out);
             }
             case KExpr.Apply a -> a.args().forEach(x -> collectSymbols(x, out));
             case KExpr.Cast c -> collectSymbols(c.x(), out);
@@ -267,6 +310,7 @@ final class KernelScope {
     enum Access { CONTIGUOUS, BROADCAST, GENERAL }
 
     Access access(KExpr.Load l) {
+        if (gatherIndices.contains(l)) return Access.GENERAL;
         SymInt rowMajor = SymInt.ONE;
         boolean contiguous = true, broadcast = true;
         for (int d = rank - 1; d >= 0; d--) {
@@ -305,6 +349,7 @@ final class KernelScope {
     }
 
     RowAccess rowAccess(KExpr.Load l) {
+        if (gatherIndices.contains(l)) return RowAccess.GENERAL;
         boolean zero = true, along = true;
         SymInt rowMajor = SymInt.ONE;
         for (int d = dims - 1; d >= rank; d--) {
@@ -352,11 +397,14 @@ final class KernelScope {
     }
 
     /** Index expression {@code offset + sum(stride_d * i_d)}, leaving out zero strides. */
-    String index(KExpr.Load l) {
+    String index(KExpr.Load l) { return index(l.offset(), l.strides()); }
+
+    /** {@code offset + sum(strides_d * i_d)}, leaving out zero strides: a general load's or a gathered row's place. */
+    String index(SymInt offset, List<SymInt> strides) {
         var parts = new ArrayList<String>();
-        if (!l.offset().equals(SymInt.ZERO)) parts.add(sym(l.offset()));
-        for (int d = 0; d < Math.min(dims, l.strides().size()); d++) {
-            SymInt s = l.strides().get(d);
+        if (!offset.equals(SymInt.ZERO)) parts.add(sym(offset));
+        for (int d = 0; d < Math.min(dims, strides.size()); d++) {
+            SymInt s = strides.get(d);
             if (s.equals(SymInt.ZERO)) continue;
             parts.add(s.equals(SymInt.ONE) ? "i" + d : sym(s) + " * i" + d);
         }

@@ -299,16 +299,18 @@ final class CudaCodegenFixtures {
 
     /**
      * Many kernel sources as one translation unit (each in its own namespace, entry points renamed apart, the half
-     * headers hoisted), so that one nvcc run checks them all. Returns the unit and the renamed entry points.
+     * headers and the fault record's type hoisted), so that one nvcc run checks them all. Returns the unit and the renamed entry points.
      */
     static Map.Entry<String, List<String>> batch(List<KernelSource> sources) {
         var sb = new StringBuilder("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n");
+        // the fault record's type, which kernels that gather include once (an include guard): hoisted out of the namespaces too
+        if (sources.stream().anyMatch(s -> s.source().contains(DeviceFault.SOURCE))) sb.append(DeviceFault.SOURCE);
         var names = new ArrayList<String>();
         for (int i = 0; i < sources.size(); i++) {
             KernelSource s = sources.get(i);
             String renamed = s.name() + "__b" + i;
             names.add(renamed);
-            String body = s.source().replaceAll("(?m)^#include .*$", "")
+            String body = s.source().replace(DeviceFault.SOURCE, "").replaceAll("(?m)^#include .*$", "")
                     .replace(" " + s.name() + "(\n", " " + renamed + "(\n");
             sb.append("namespace b").append(i).append(" {\n").append(body).append("}\n");
         }

@@ -13,14 +13,16 @@ import java.util.Map;
  * A kernel that stops a call on purpose, on one GPU, in a process of its own (a trap leaves the process's CUDA
  * context unusable): {@code index_select} given an index outside its table, {@code update_slice} given a position
  * where the update does not fit, {@code attention} given a position past its cache, or {@code gather} and
- * {@code scatter_add} given an index outside x's dimension, after a good call. The call must fail with the library's exception naming the step
+ * {@code scatter_add} given an index outside x's dimension, or a kernel that reads {@code index_select}'s table through
+ * its indices (gather fusion, {@code gather_fused}) given an index outside the table, after a good call. The call must fail with the library's exception naming the step
  * and the values the kernel recorded (the {@link DeviceFault} record); what closing the session after it does is
  * printed.
  * Prints {@code TRAP CHECK PASSED} and exits 0 when that happened.
  *
- * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice|attention|gather|scatter_add</pre>
+ * <pre>.bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.TrapCheck index_select|update_slice|attention|gather|scatter_add|gather_fused</pre>
  *
- * {@link IndexTrapGpuTest} runs the gather and scatter_add checks from the GPU tests, each in a JVM of its own.
+ * {@link IndexTrapGpuTest} runs the gather and scatter_add checks from the GPU tests, each in a JVM of its own;
+ * {@link GatherFusionGpuTest} the gather_fused one.
  */
 public final class TrapCheck {
     private TrapCheck() {}
@@ -65,11 +67,19 @@ public final class TrapCheck {
             good = Map.of("x", x, "ids", NDArray.of(DType.I32, new double[]{0, 3, 3, 1, 1, 2}, 2, 3), "src", src);
             bad = Map.of("x", x, "ids", NDArray.of(DType.I32, new double[]{0, 3, 3, 1, -1, 2}, 2, 3), "src", src);
             want = "index -1 at position 4 [1, 1] of the index is outside the 4 elements of dimension 0 of x (valid: 0 to 3)";
+        } else if (which.equals("gather_fused")) {
+            // index_select read through its indices by the kernel that consumes it (gather fusion): the kernel checks
+            g.output("y", g.input("table", DType.F32, 10, 4).indexSelect(0, g.input("ids", DType.I32, 3)).mul(2).add(1));
+            var table = NDArray.random(DType.F32, 1, 10, 4);
+            good = Map.of("table", table, "ids", NDArray.of(DType.I32, new double[]{0, 9, 4}, 3));
+            bad = Map.of("table", table, "ids", NDArray.of(DType.I32, new double[]{2, 300, 4}, 3));
+            want = "which reads index_select(table, ids) -> ";
         } else {
-            throw new IllegalArgumentException("TrapCheck takes index_select, update_slice, attention, gather or scatter_add, got '" + which + "'");
+            throw new IllegalArgumentException("TrapCheck takes index_select, update_slice, attention, gather, scatter_add or gather_fused, got '" + which + "'");
         }
         boolean passed;
-        var s = Session.compile(g.build(), CompileOptions.world(1).backend("cuda"));
+        var options = CompileOptions.world(1).backend("cuda").gatherFusion(which.equals("gather_fused"));
+        var s = Session.compile(g.build(), options);
         try {
             s.runToHost(good);
             System.out.println(which + ": a good call ran");
@@ -80,6 +90,10 @@ public final class TrapCheck {
             } catch (GatunRuntimeException e) {
                 System.out.println(which + ": the bad call failed with: " + e.getMessage());
                 passed = e.getMessage().contains(want) && e.getMessage().contains("step ");
+                // the fused kernel says what index_select's own kernel says, after naming itself and the op
+                if (which.equals("gather_fused"))
+                    passed &= e.getMessage().contains("through its indices: index 300 at position 1 of the indices is outside the 10 rows of the table (valid: 0 to 9)")
+                            && s.plan().kernels().stream().anyMatch(k -> k.gathers() && e.getMessage().contains("kernel " + k.name() + ", which reads"));
                 if (!passed) System.out.println(which + ": the message does not say: " + want);
             }
         } finally {

@@ -37,8 +37,10 @@ class IndexSelectHostTest {
             NDArray table = NDArray.zeros(DType.F32, 10, 3);
             for (int i = 0; i < 30; i++) table.set(i, i * 0.5 - 3);
             NDArray ids = NDArray.of(idType, new double[]{9, 0, 4, 4, 7, 1}, 2, 3);
-            try (var s = Session.compile(g, CompileOptions.world(1).backend("host"))) {
-                assertThat(s.plan().toString()).contains("= index_select(");
+            // the op's own step, and (gather fusion, the default) the kernel after it reading the table through the indices
+            for (boolean fused : new boolean[]{false, true})
+            try (var s = Session.compile(g, CompileOptions.world(1).backend("host").gatherFusion(fused))) {
+                assertThat(s.plan().toString()).contains(fused ? "reads index_select(embed, ids) -> buf0 through its indices" : "= index_select(");
                 NDArray y = s.runToHost(Map.of("embed", table, "ids", ids)).get("y");
                 assertThat(y.shape()).containsExactly(2, 3, 3);
                 int[] rows = {9, 0, 4, 4, 7, 1};
