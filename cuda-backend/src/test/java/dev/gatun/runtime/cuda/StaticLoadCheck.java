@@ -26,8 +26,7 @@ final class StaticLoadCheck {
     static List<String> refusals(Plan plan, int ranksPerGpu) {
         var out = new ArrayList<String>();
         record Check(Runnable run) {}
-        for (var c : List.of(new Check(() -> CudaBackend.refuseOpsWithoutKernels(plan)), new Check(() -> CudaBackend.refuseAllToAllOnSharedGpus(plan, ranksPerGpu)),
-                new Check(() -> CudaExecutable.refuseGathers(plan)))) {
+        for (var c : List.of(new Check(() -> CudaBackend.refuseOpsWithoutKernels(plan)), new Check(() -> CudaBackend.refuseAllToAllOnSharedGpus(plan, ranksPerGpu)))) {
             try {
                 c.run().run();
             } catch (dev.gatun.ir.GatunException e) {
