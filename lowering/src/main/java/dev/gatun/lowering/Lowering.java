@@ -16,6 +16,7 @@ import dev.gatun.ir.graph.Node;
 import dev.gatun.ir.graph.Op;
 import dev.gatun.ir.graph.PointwiseFn;
 import dev.gatun.ir.graph.ProcessGroup;
+import dev.gatun.ir.graph.ReduceFn;
 import dev.gatun.ir.graph.UserOp;
 
 import java.util.ArrayDeque;
@@ -175,6 +176,8 @@ public final class Lowering {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
         Strided src = strided(arg(n, 0));
+        Buffer wide = splitWide(n, r, x, dims, src);
+        if (wide != null) return wide;
         var strides = new ArrayList<SymInt>();
         for (int d = 0; d < x.type().rank(); d++) {
             if (dims.contains(d)) {
@@ -189,6 +192,66 @@ public final class Lowering {
         Expr body = castTo(new Expr.Load(src.storage, src.offset, strides, x.type().dtype()), n.type().dtype());
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(n.type().dtype(), n.type().shape()), body,
                 r.fn(), reductionRanges, n.id()));
+    }
+
+    /** The fewest elements a reduction must fold into each of its outputs before {@link #splitWide} splits it. */
+    static final long SPLIT_MIN_ELEMENTS = 1 << 16;
+    /** The most outputs of a reduction {@link #splitWide} splits (more give the GPU a block each already). */
+    static final long SPLIT_MAX_OUTPUTS = 8;
+
+    /**
+     * A reduction of many elements into a few outputs over two or more dimensions (a weight gradient's squared norm:
+     * 16 million elements into one) is a row kernel of a few rows, one block each: one multiprocessor streams the whole
+     * tensor. It is lowered as two instead: over its last reduced dimension first (one row each, all the other
+     * dimensions), then over those results; the planner folds the second into the first's launch. Sums, maxima and
+     * minima of float32, float64 and integers (a half type's partial sums would be rounded to it; a mean's parts would
+     * divide twice). The order of a float sum changes (rows first), the same on every backend; returns null where the
+     * rule does not apply.
+     */
+    private Buffer splitWide(Node n, Op.Reduce r, Node x, List<Integer> dims, Strided src) {
+        DType t = n.type().dtype();
+        boolean type = t == DType.FLOAT32 || t == DType.FLOAT64 || !t.isFloating() && t != DType.BOOL;
+        if (r.fn() == ReduceFn.MEAN || !type || x.type().dtype() != t || dims.size() < 2 || !x.type().shape().isStatic()) return null;
+        long[] xs = x.type().shape().sizes();
+        long reduced = 1, outputs = 1;
+        for (int d = 0; d < xs.length; d++) if (dims.contains(d)) reduced *= xs[d]; else outputs *= xs[d];
+        int last = dims.getLast();
+        if (outputs > SPLIT_MAX_OUTPUTS || reduced < SPLIT_MIN_ELEMENTS || xs[last] < 32) return null;
+        // rows: every dimension but the last reduced one, in order; each reduced over that one
+        var rowSizes = new ArrayList<Long>();
+        var rowStrides = new ArrayList<SymInt>();
+        for (int d = 0; d < xs.length; d++)
+            if (d != last) {
+                rowSizes.add(xs[d]);
+                rowStrides.add(src.strides.get(d));
+            }
+        rowStrides.add(src.strides.get(last));
+        Shape rowShape = Shape.of(rowSizes.stream().mapToLong(Long::longValue).toArray());
+        Buffer rows = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, rowShape),
+                new Expr.Load(src.storage, src.offset, rowStrides, t), r.fn(), List.of(SymInt.of(xs[last])), n.id()));
+        // then the rows' results over the other reduced dimensions, into the reduction's own shape
+        Strided part = strided(new BufferValue(rows));
+        var strides = new ArrayList<SymInt>();
+        var ranges = new ArrayList<SymInt>();
+        var reducedStrides = new ArrayList<SymInt>();
+        for (int d = 0, k = 0; d < xs.length; d++) {
+            if (d == last) {
+                if (r.keepdim()) strides.add(SymInt.ZERO);   // the last reduced dimension's place in the output
+                continue;
+            }
+            if (dims.contains(d)) {
+                if (r.keepdim()) strides.add(SymInt.ZERO);
+                reducedStrides.add(part.strides.get(k));
+                ranges.add(SymInt.of(xs[d]));
+            } else strides.add(part.strides.get(k));
+            k++;
+        }
+        strides.addAll(reducedStrides);
+        decisions.add("%" + n.id() + " " + r.opName() + ": " + reduced + " elements into " + outputs + " reduced over dimension " + last
+                + " first (" + rows.name() + ", " + rowShape.numel() + " rows), then over those rows: one block a row streams it, where one"
+                + " block an output could not");
+        return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, n.type().shape()),
+                new Expr.Load(part.storage, part.offset, strides, t), r.fn(), ranges, n.id()));
     }
 
     // ---------------------------------------------------------------- loads and views
