@@ -127,11 +127,20 @@ class RowFusionTest {
     void aWholeTensorReductionDoesNotTakeTheTensorsPointwiseWork() {
         // one row of 2^20 elements: a backend would run the cos on one worker
         Plan p = FusionTest.plan("total", 1, g -> {
+            var x = g.input("x", F32, 1 << 20);
+            g.output("s", x.sum(0));
+            g.output("c", x.cos());
+        });
+        assertThat(p.kernels()).hasSize(2);
+        // over two dimensions lowering splits it (rows of the last dimension first, their sums folded): the rows are
+        // many, and the cos runs in the same kernel as they are read
+        Plan q = FusionTest.plan("split", 1, g -> {
             var x = g.input("x", F32, 1024, 1024);
             g.output("s", x.sum(0, 1));
             g.output("c", x.cos());
         });
-        assertThat(p.kernels()).hasSize(2);
+        assertThat(q.kernels()).as(q.toString()).hasSize(1);
+        assertThat(q.kernels().getFirst().folds()).as(q.toString()).hasSize(1);
     }
 
     @Test

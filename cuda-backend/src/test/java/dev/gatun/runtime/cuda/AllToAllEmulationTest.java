@@ -167,24 +167,7 @@ class AllToAllEmulationTest {
         return want;
     }
 
-    static long[][] counts(SplittableRandom rnd, int world, long rows) {
-        long[][] c = new long[world][world];
-        int style = rnd.nextInt(4), to = rnd.nextInt(world);
-        for (int s = 0; s < world; s++) {
-            long left = rows;
-            for (int d = 0; d < world; d++) {
-                long n = switch (style) {
-                    case 1 -> d == to ? left : 0;
-                    case 2 -> 0;
-                    case 3 -> rnd.nextBoolean() ? 0 : rnd.nextLong(left + 1);
-                    default -> rnd.nextLong(left + 1);
-                };
-                c[s][d] = n;
-                left -= n;
-            }
-        }
-        return c;
-    }
+    static long[][] counts(SplittableRandom rnd, int world, long rows) { return dev.gatun.runtime.testing.RandomCounts.of(rnd, world, rows); }
 
     static Case random(SplittableRandom rnd, boolean even) {
         int world = 1 + rnd.nextInt(4);

@@ -57,24 +57,7 @@ class AllToAllSymmetricGpuTest {
     }
 
     /** Every rank's counts at a call: random, everything to one rank, nothing at all, or empty parts among random ones. */
-    static long[][] counts(Random rnd, int world) {
-        long[][] c = new long[world][world];
-        int style = rnd.nextInt(4), to = rnd.nextInt(world);
-        for (int s = 0; s < world; s++) {
-            long left = ROWS;
-            for (int d = 0; d < world; d++) {
-                long n = switch (style) {
-                    case 1 -> d == to ? left : 0;
-                    case 2 -> 0;
-                    case 3 -> rnd.nextBoolean() ? 0 : rnd.nextLong(left + 1);
-                    default -> rnd.nextLong(left + 1);
-                };
-                c[s][d] = n;
-                left -= n;
-            }
-        }
-        return c;
-    }
+    static long[][] counts(Random rnd, int world) { return dev.gatun.runtime.testing.RandomCounts.of(rnd, world, ROWS); }
 
     static Map<String, NDArray> inputs(int world, int rank, int call, long[][] counts) {
         var in = new HashMap<String, NDArray>();

@@ -67,25 +67,7 @@ class AllToAllHostTest {
 
         /** Each rank's counts for one call: random, all to one rank, none at all, or empty parts among random ones. */
         static long[][] counts(Random rnd, int world, long rows, boolean uneven) {
-            long[][] counts = new long[world][world];
-            if (uneven) {
-                int style = rnd.nextInt(4);   // 0: random, 1: all to one rank, 2: nothing at all, 3: empty parts among random
-                int to = rnd.nextInt(world);
-                for (int s = 0; s < world; s++) {
-                    long left = rows;
-                    for (int d = 0; d < world; d++) {
-                        long c = switch (style) {
-                            case 1 -> d == to ? left : 0;
-                            case 2 -> 0;
-                            case 3 -> rnd.nextBoolean() ? 0 : rnd.nextLong(left + 1);
-                            default -> rnd.nextLong(left + 1);
-                        };
-                        counts[s][d] = c;
-                        left -= c;
-                    }
-                }
-            }
-            return counts;
+            return uneven ? dev.gatun.runtime.testing.RandomCounts.of(rnd, world, rows) : new long[world][world];
         }
 
         /** The most rows any rank receives. */
