@@ -71,6 +71,8 @@ public final class GraphJson {
         var outs = new LinkedHashMap<String, Json>();
         g.outputs().forEach((k, v) -> outs.put(k, Json.of(v.id())));
         doc.put("outputs", new Json.Obj(outs));
+        // the choices made while building (a recomputed region's note, say): written where there are any
+        if (!g.notes().isEmpty()) doc.put("notes", new Json.Arr(g.notes().stream().map(n -> (Json) Json.of(n)).toList()));
         return Json.write(new Json.Obj(doc));
     }
 
@@ -208,7 +210,7 @@ public final class GraphJson {
 
         Graph read(Json root) {
             Json.Obj doc = asObj(root, "graph JSON", "the document");
-            onlyKnown(doc, "graph JSON", "format", "version", "name", "world_size", "groups", "user_ops", "nodes", "outputs");
+            onlyKnown(doc, "graph JSON", "format", "version", "name", "world_size", "groups", "user_ops", "nodes", "outputs", "notes");
             String format = str(doc, "format", "graph JSON");
             if (!FORMAT.equals(format))
                 throw new GraphException("graph JSON: field 'format' is \"" + format + "\", expected \"" + FORMAT + "\"");
@@ -266,6 +268,8 @@ public final class GraphJson {
                 if (n == null) throw new GraphException(where + " refers to node " + id + ", which does not exist");
                 b.output(e.getKey(), n);
             }
+            if (doc.fields().get("notes") instanceof Json j)
+                for (Json note : asArr(j, "graph JSON", "notes").items()) b.note(asStr(note, "graph JSON", "notes"));
             return b.build();
         }
 

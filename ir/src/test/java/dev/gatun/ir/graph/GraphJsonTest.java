@@ -39,6 +39,22 @@ class GraphJsonTest {
         assertThat(json).contains("\"op\": \"all_reduce\"", "\"reduce_op\": \"sum\"", "\"type\": \"f32[4,4]\"", "\"outputs\": {\n    \"d\": 12\n  }");
     }
 
+    /** The notes a builder recorded (a recomputed region's, say) are written and read back; a graph without them writes none. */
+    @Test
+    void notesAreWrittenAndReadBack() {
+        var b = Graph.builder("noted");
+        b.output("x", b.input("x", TensorType.of(DType.FLOAT32, 2)));
+        b.note("recompute layer.0: 3 ops");
+        b.note("a second, with \"quotes\"");
+        Graph g = b.build();
+        String json = GraphJson.toJson(g);
+        assertThat(GraphJson.fromJson(json).notes()).isEqualTo(g.notes());
+        assertThat(GraphJson.toJson(seeds())).doesNotContain("\"notes\"");
+        assertThat(GraphJson.fromJson(GraphJson.toJson(seeds())).notes()).isEmpty();
+        assertThatThrownBy(() -> GraphJson.fromJson(json.replace("\"recompute layer.0: 3 ops\"", "7")))
+                .isInstanceOf(GraphException.class).hasMessageContaining("notes");
+    }
+
     @Test
     void constantsKeepExactDoublesNaNAndInfinities() {
         double[] values = {0.1, -0.0, Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, Double.MIN_VALUE, 1.0 / 3};
