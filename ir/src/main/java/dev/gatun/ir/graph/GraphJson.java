@@ -20,7 +20,7 @@ import java.util.function.Function;
  *
  * <p>The document holds the name, world size, process groups, user ops (name, specs, symmetric inputs, CUDA
  * source, kernel name, block size; never the host implementation, which is Java code), the nodes in
- * topological order and the named outputs. Node types are written as {@code "f32[4,n]"}; constants keep
+ * topological order, the named outputs and the builder's notes (where there are any). Node types are written as {@code "f32[4,n]"}; constants keep
  * exact doubles, with NaN and infinities as the strings {@code "NaN"}, {@code "Infinity"},
  * {@code "-Infinity"}. Writing is deterministic: equal graphs give equal text.
  *
