@@ -110,12 +110,13 @@ final class CudaGatherScatter {
             // out, in place. Each element of out has one owner and gets its additions in the index's row-major order, so
             // the sums are the host's; the work is every thread reading its column's index once (columns x runs x along),
             // where one thread an element read it once per element (x.numel() x along: hours of a GPU for an embedding's
-            // gradient). Columns outside the index's size (a smaller index) are copied only.
+            // gradient). Columns outside the index's size (a smaller index) are copied only. x's size along dim comes as an
+            // argument of its own (`targets`): read as xs[dim], a runtime index, it would put xs in a stack frame.
             template <typename T>
             __device__ __forceinline__ void gs_scatter_add(const T* x, const void* index, int index64, const T* src, T* out, long long columns,
-                                                           long long along, long long chunk, int rank, int dim,
+                                                           long long targets, long long along, long long chunk, int rank, int dim,
                                                            const long long* xs, const long long* is, const long long* ss) {
-                const long long runs = (xs[dim] + chunk - 1) / chunk;
+                const long long runs = (targets + chunk - 1) / chunk;
                 for (long long w = blockIdx.x * (long long) blockDim.x + threadIdx.x; w < columns * runs; w += (long long) gridDim.x * blockDim.x) {
                     long long rest = w % columns, at_x = 0, at_i = 0, at_s = 0, stride_x = 1, stride_i = 1, stride_s = 1, step_x = 0, step_i = 0, step_s = 0;
                     bool inside = true;
@@ -139,7 +140,7 @@ final class CudaGatherScatter {
                             stride_s *= ss[d];
                         }
                     }
-                    const long long lo = (w / columns) * chunk, hi = min(lo + chunk, xs[dim]);
+                    const long long lo = (w / columns) * chunk, hi = min(lo + chunk, targets);
                     for (long long g = lo; g < hi; g++) out[at_x + g * step_x] = x[at_x + g * step_x];
                     if (inside)
                         for (long long t = 0; t < along; t++) {
@@ -153,14 +154,14 @@ final class CudaGatherScatter {
             }
 
             #define GS_SCATTER(name, T) \\
-                extern "C" __global__ void name(const T* x, const void* index, int index64, const T* src, T* out, long long columns, long long along, \\
-                                                long long chunk, int rank, int dim, \\
+                extern "C" __global__ void name(const T* x, const void* index, int index64, const T* src, T* out, long long columns, long long targets, \\
+                                                long long along, long long chunk, int rank, int dim, \\
                                                 GS_ARGS(x), GS_ARGS(i), GS_ARGS(s)) { \\
                     GATUN_DEPENDENT_START(); \\
                     GS_ARRAY(xs, x); \\
                     GS_ARRAY(is, i); \\
                     GS_ARRAY(ss, s); \\
-                    gs_scatter_add<T>((const T*) x, index, index64, src, out, columns, along, chunk, rank, dim, xs, is, ss); \\
+                    gs_scatter_add<T>((const T*) x, index, index64, src, out, columns, targets, along, chunk, rank, dim, xs, is, ss); \\
                 }
             GS_SCATTER(scatter_add_f32, float)
             GS_SCATTER(scatter_add_f64, double)
@@ -241,7 +242,8 @@ final class CudaGatherScatter {
         // runs of targets a thread: enough threads (about 64K) to fill the GPU, each reading its column's index once
         long targets = xShape[dim], columns = n / targets;
         long runs = Math.clamp(SCATTER_THREADS / columns, 1, targets), chunk = Math.ceilDiv(targets, runs);
-        var args = new ArrayList<Object>(List.of(x, index, index64, src, out, columns, indexShape[dim], chunk, xShape.length, dim));
+        // x's size along dim as an argument of its own, as gather's bound (read from the array by a runtime index: a stack frame)
+        var args = new ArrayList<Object>(List.of(x, index, index64, src, out, columns, targets, indexShape[dim], chunk, xShape.length, dim));
         sizes(args, xShape);
         // an empty index reads nothing: a size 0 along dim loops no times, one elsewhere leaves every thread outside it
         sizes(args, indexShape);
