@@ -28,7 +28,7 @@ struct Entry { bool together; std::function<void(const Args&)> run; };
 #define RT(name, T) m[#name] = {true, [](const Args& a) { name((const T*) P(a[0]), (const T*) P(a[1]), (const long long*) P(a[2]), (T*) P(a[3]), \
         (int) a[4], (int) a[5], (int) a[6], (int) a[7], (int) a[8], (int) a[9], (int*) P(a[10]), (gatun_fault*) P(a[11]), (int) a[12]); }};
 #define SA(name, T) m[#name] = {false, [](const Args& a) { name((const T*) P(a[0]), P(a[1]), (int) a[2], (const T*) P(a[3]), (T*) P(a[4]), a[5], a[6], \
-        (int) a[7], (int) a[8], S8(9), S8(17), S8(25)); }};
+        a[7], a[8], (int) a[9], (int) a[10], S8(11), S8(19), S8(27)); }};
 
 static std::map<std::string, Entry> entries() {
     std::map<std::string, Entry> m;

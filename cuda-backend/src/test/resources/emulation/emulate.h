@@ -64,6 +64,17 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int d) {
     return emu_shuffle(v, [d](unsigned t) { return (int) ((t & ~31u) | ((t & 31u) ^ (unsigned) d)); });
 }
 
+// CUDA's integer min and max, which a host's global namespace lacks: same-type overloads only, so that a call of mixed or
+// floating types is ambiguous here (a compile error), never converted silently
+inline int min(int a, int b) { return a < b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+
 // loads: through the caches or past them, the same to a host
 using std::fmaf;
 template <typename T> T __ldcs(const T* p) { return *p; }

@@ -47,6 +47,14 @@ class KernelEmulationTest {
 
     @BeforeAll
     static void build() throws Exception {
+        emulator = buildEmulator(dir);
+    }
+
+    /**
+     * Builds the driver {@code emulation/emulate.cpp} over topk's, gather and scatter_add's and expert_matmul's sources in
+     * {@code dir} (skipping the calling test class where g++ or CUDA's headers are absent); returns the program.
+     */
+    static Path buildEmulator(Path dir) throws Exception {
         Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
                 .orElse(null);
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
@@ -63,7 +71,7 @@ class KernelEmulationTest {
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
         assertThat(p.exitValue()).as(log).isZero();
-        emulator = dir.resolve("emulate");
+        return dir.resolve("emulate");
     }
 
     /** What one emulated run left: each slot's bytes, and whether a kernel trapped. */
@@ -71,7 +79,12 @@ class KernelEmulationTest {
 
     /** Runs {@code launches} on buffers in slots 1, 2, ... (the "addresses" the launches were made with). */
     static Result emulate(List<KernelLaunch> launches, Map<Long, byte[]> slots) throws IOException, InterruptedException {
-        Path run = Files.createTempDirectory(dir, "run");
+        return emulate(emulator, launches, slots);
+    }
+
+    /** {@link #emulate(List, Map)} with the driver {@code emulator} ({@link #buildEmulator}), in a folder next to it. */
+    static Result emulate(Path emulator, List<KernelLaunch> launches, Map<Long, byte[]> slots) throws IOException, InterruptedException {
+        Path run = Files.createTempDirectory(emulator.getParent(), "run");
         for (var e : slots.entrySet()) Files.write(run.resolve("slot" + e.getKey() + ".bin"), e.getValue());
         var text = new StringBuilder("slots " + slots.keySet().stream().map(String::valueOf).collect(Collectors.joining(" ")) + "\n");
         for (KernelLaunch l : launches)

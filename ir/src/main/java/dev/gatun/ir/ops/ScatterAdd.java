@@ -24,7 +24,7 @@ import java.util.List;
  *
  * <p>An index outside {@code [0, x.size(dim))} is an error at run time, never a write elsewhere: the op
  * {@link #checksValues}, and {@link #refusal} names the value, its position in the index and the bound. The CUDA
- * backend's kernel ({@code CudaGatherScatter}) adds in this order too (one thread per result element, no atomics), so
+ * backend's kernel ({@code CudaGatherScatter}) adds in this order too (a thread per run of targets of one column, no atomics), so
  * its result is this body's bit for bit; it checks the index on the device and stops the call with the same words.
  */
 public final class ScatterAdd implements OpSpec {
