@@ -1,5 +1,6 @@
 package dev.gatun.runtime.cuda;
 
+import dev.gatun.runtime.testing.GatherShapes;
 import dev.gatun.cuda.testing.RequiresGpu;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.Tensor;
@@ -53,11 +54,11 @@ class GatherFusionGpuTest {
             long[] table = rnd.nextBoolean() ? new long[]{rows, 1 + rnd.nextInt(300)} : new long[]{rows, 1 + rnd.nextInt(6), 1 + rnd.nextInt(40)};
             long[] ids = rnd.nextBoolean() ? new long[]{1 + rnd.nextInt(70)} : new long[]{1 + rnd.nextInt(5), 1 + rnd.nextInt(9)};
             var g = Gatun.graph("gather_gpu_" + trial);
-            Tensor y = g.input("x", t, dims(table)).indexSelect(0, g.input("idx", it, dims(ids)));
-            long[] picked = shapeOf(ids, table);
+            Tensor y = g.input("x", t, GatherShapes.dims(table)).indexSelect(0, g.input("idx", it, GatherShapes.dims(ids)));
+            long[] picked = GatherShapes.picked(ids, table);
             y = switch (reader) {
                 case 0 -> y.add(1);
-                case 1 -> y.mul(y).sub(3).add(g.input("b", t, dims(picked)));
+                case 1 -> y.mul(y).sub(3).add(g.input("b", t, GatherShapes.dims(picked)));
                 case 2 -> y.transpose(0, y.rank() - 1).add(2);
                 case 3 -> y.add(1).sum(y.rank() - 1);
                 case 4 -> t == DType.I64 ? y.mul(2).sum(0) : y.softmax(y.rank() - 1);
@@ -130,18 +131,5 @@ class GatherFusionGpuTest {
         assertThat(log).as("the check's output").contains("gather_fused: TRAP CHECK PASSED")
                 .contains("index 300 at position 1 of the indices is outside the 10 rows of the table");
         assertThat(p.exitValue()).as(log).isZero();
-    }
-
-    private static long[] shapeOf(long[] ids, long[] table) {
-        long[] out = new long[ids.length + table.length - 1];
-        System.arraycopy(ids, 0, out, 0, ids.length);
-        System.arraycopy(table, 1, out, ids.length, table.length - 1);
-        return out;
-    }
-
-    private static Object[] dims(long[] shape) {
-        var out = new Object[shape.length];
-        for (int i = 0; i < shape.length; i++) out[i] = shape[i];
-        return out;
     }
 }

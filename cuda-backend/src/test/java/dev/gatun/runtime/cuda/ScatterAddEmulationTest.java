@@ -99,7 +99,7 @@ class ScatterAddEmulationTest {
         long[] got = elements(r.slots().get(OUT), c.t().byteSize());
         for (int e = 0; e < want.length; e++)
             if (got[e] != want[e])
-                assertThat(show(c.t(), got[e])).as("%s: element %d %s (the first that differs)", what, e, Arrays.toString(unravel(e, c.xs())))
+                assertThat(show(c.t(), got[e])).as("%s: element %d %s (the first that differs)", what, e, Arrays.toString(GatherScatterGpuTest.unravel(e, c.xs())))
                         .isEqualTo(show(c.t(), want[e]));
         return new Cut(targets, chunk, runs);
     }
@@ -198,10 +198,10 @@ class ScatterAddEmulationTest {
     static long[] plainLoops(Case c, long[] x, long[] ids, long[] src) {
         long[] out = x.clone();
         for (long k = 0; k < ids.length; k++) {
-            long[] at = unravel(k, c.is());
-            long from = ravel(at, c.ss());
+            long[] at = GatherScatterGpuTest.unravel(k, c.is());
+            long from = GatherScatterGpuTest.ravel(at, c.ss());
             at[c.dim()] = ids[(int) k];
-            int to = (int) ravel(at, c.xs());
+            int to = (int) GatherScatterGpuTest.ravel(at, c.xs());
             out[to] = add(c.t(), out[to], src[(int) from]);
         }
         return out;
@@ -226,21 +226,6 @@ class ScatterAddEmulationTest {
         int bits = Float.floatToRawIntBits(f);
         assertThat(Float.isFinite(f)).as("the cases' sums stay finite").isTrue();
         return (short) ((bits + 0x7FFF + ((bits >>> 16) & 1)) >>> 16);
-    }
-
-    static long[] unravel(long k, long[] shape) {
-        long[] at = new long[shape.length];
-        for (int d = shape.length - 1; d >= 0; d--) {
-            at[d] = k % shape[d];
-            k /= shape[d];
-        }
-        return at;
-    }
-
-    static long ravel(long[] at, long[] shape) {
-        long p = 0;
-        for (int d = 0; d < shape.length; d++) p = p * shape[d] + at[d];
-        return p;
     }
 
     static long numel(long[] shape) {

@@ -1,5 +1,6 @@
 package dev.gatun.runtime.host;
 
+import dev.gatun.runtime.testing.GatherShapes;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
@@ -86,12 +87,12 @@ class GatherThroughPointwiseTest {
         for (int d = 0; d < tableRank; d++) table[d] = 1 + rnd.nextInt(5);
         for (int d = 0; d < idsRank; d++) ids[d] = 1 + rnd.nextInt(4);
         var g = Gatun.graph("gather_random");
-        Tensor y = g.input("x", t, dims(table)).indexSelect(0, g.input("idx", it, dims(ids)));
+        Tensor y = g.input("x", t, GatherShapes.dims(table)).indexSelect(0, g.input("idx", it, GatherShapes.dims(ids)));
         int reader = rnd.nextInt(5);
-        long picked = java.util.Arrays.stream(shapeOf(ids, table)).reduce(1, (a, b) -> a * b);
+        long picked = java.util.Arrays.stream(GatherShapes.picked(ids, table)).reduce(1, (a, b) -> a * b);
         y = switch (reader) {
             case 0 -> y.add(1);
-            case 1 -> y.mul(y).sub(3).add(g.input("b", t, dims(shapeOf(ids, table))));
+            case 1 -> y.mul(y).sub(3).add(g.input("b", t, GatherShapes.dims(GatherShapes.picked(ids, table))));
             case 2 -> y.rank() >= 2 ? y.transpose(0, y.rank() - 1).add(2) : y.add(2);
             case 3 -> y.add(1).sum(y.rank() - 1);
             default -> y.reshape(picked).slice(0, picked > 1 ? 1 : 0, picked, 1 + rnd.nextInt(2)).add(1);   // a read across rows
@@ -127,18 +128,5 @@ class GatherThroughPointwiseTest {
             for (var e : want.entrySet())
                 assertThat(e.getValue().mismatch(got.get(e.getKey()), tol, tol)).as("output %s of\n%s\n%s", e.getKey(), g, p).isNull();
         }
-    }
-
-    private static long[] shapeOf(long[] ids, long[] table) {
-        long[] out = new long[ids.length + table.length - 1];
-        System.arraycopy(ids, 0, out, 0, ids.length);
-        System.arraycopy(table, 1, out, ids.length, table.length - 1);
-        return out;
-    }
-
-    private static Object[] dims(long[] shape) {
-        var out = new Object[shape.length];
-        for (int i = 0; i < shape.length; i++) out[i] = shape[i];
-        return out;
     }
 }
