@@ -1,5 +1,6 @@
 package dev.gatun.runtime.host;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import dev.gatun.dsl.Tensor;
 import dev.gatun.ir.DType;
 import org.junit.jupiter.api.Test;
@@ -151,6 +152,36 @@ class GradientHostTest {
         GradCheck.of("indexSelect1d").f64("table", 4).ints("ids", I32, new long[]{3, 3, 0}, 3).check(x -> x[0].indexSelect(0, x[1]).exp());
         GradCheck.of("gather1").f64("x", 3, 4).ints("i", I64, new long[]{0, 3, 3, 1, 1, 1, 2, 0, 3}, 3, 3).check(x -> x[0].gather(1, x[1]));
         GradCheck.of("gather0").f64("x", 3, 4).ints("i", I32, new long[]{2, 2, 0, 1, 0, 2}, 2, 3).check(x -> x[0].gather(0, x[1]).sin());
+        // one element picked along dim (cross-entropy's target): the gradient is a selection, not a scatter
+        GradCheck.of("gatherOne").f64("x", 3, 5).ints("i", I64, new long[]{4, 0, 2}, 3, 1).check(x -> x[0].gather(1, x[1]).sin());
+        GradCheck.of("gatherOne0").f64("x", 3, 4).ints("i", I32, new long[]{2, 0, 1, 2}, 1, 4).check(x -> x[0].gather(0, x[1]).exp());
+    }
+
+    /**
+     * Cross-entropy's pick of each target's log-probability: its gradient is {@code where(arange == target, g, 0)}, a
+     * pointwise loop that fuses with the softmax's gradient, where a scatter into zeros wrote two [tokens, vocab] buffers.
+     */
+    @Test void aGatherOfOneElementAlongDimHasNoScatterInItsGradient() {
+        var g = dev.gatun.dsl.Gatun.graph("ce");
+        Tensor x = g.input("x", dev.gatun.ir.DType.F32, 8, 50);
+        Tensor logp = x.sub(x.exp().sum(true, -1).log());
+        Tensor loss = logp.gather(1, g.input("t", I64, 8, 1)).sum().neg();
+        g.output("d_x", g.grad(loss, x)[0]);
+        var graph = g.build();
+        assertThat(graph.nodes()).noneMatch(n -> n.op() instanceof dev.gatun.ir.graph.Op.Registered r && r.opName().equals("scatter_add"));
+        try (var s = dev.gatun.runtime.Session.compile(graph, dev.gatun.runtime.CompileOptions.world(1).backend("host"))) {
+            // the gradient is softmax(x) - onehot(t): checked against plain loops in float64
+            var xs = dev.gatun.runtime.NDArray.randn(dev.gatun.ir.DType.F32, 3, 8, 50);
+            long[] t = {0, 49, 7, 7, 13, 0, 25, 3};
+            double[] d = s.runToHost(java.util.Map.of("x", xs, "t", dev.gatun.runtime.NDArray.of(t, 8, 1))).get("d_x").toDoubleArray(), v = xs.toDoubleArray();
+            for (int r = 0; r < 8; r++) {
+                double sum = 0;
+                for (int c = 0; c < 50; c++) sum += Math.exp(v[r * 50 + c]);
+                for (int c = 0; c < 50; c++)
+                    assertThat(d[r * 50 + c]).as("row %d column %d", r, c).isCloseTo(Math.exp(v[r * 50 + c]) / sum - (c == t[r] ? 1 : 0),
+                            org.assertj.core.api.Assertions.within(1e-5));
+            }
+        }
     }
 
     @Test void scatterAddAndTopk() {
