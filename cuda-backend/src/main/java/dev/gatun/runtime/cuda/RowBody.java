@@ -150,32 +150,13 @@ final class RowBody {
         var plan = new PhasePlan(scope, held);
         for (boolean kept : plan.kept) if (kept) keptValues++;
         prefetch = held && !tile && rowVector > 1 && keptValues == 0 && (long) rowChunks * rowBlock * 16 <= PREFETCH_MAX_ROW_BYTES;
-        if (prefetch) {
-            // the block's first row, loaded before the loop; each turn loads the next while it works on this one
-            for (int q = 0; q < alongLoads.size(); q++)
-                scope.line(1, rowArray(inTypes[alongLoads.get(q).input()], "gt_c" + q), k.inputs().get(alongLoads.get(q).input()).name() + "'s row, this thread's elements");
-            scope.line(1, "if ((long long) blockIdx.x < total) {", "the first row");
-            scope.line(2, "const long long o = blockIdx.x;", null);
-            unravelMaybeUnused(2);
-            loadInto(2, "gt_c");
-            scope.line(1, "}", null);
-        }
+        if (prefetch) loadFirstRow();
         if (tile) scope.line(1, "for (long long o = gt_lo; o < gt_hi; o++) {", "the rows of this block's tile");
         else scope.line(1, "for (long long o = blockIdx.x; o < total; o += gridDim.x) {", prefetch ? "the block's rows, one at a time" : "one row per block");
         if (prefetch) {
-            for (int q = 0; q < alongLoads.size(); q++)
-                scope.line(2, rowArray(inTypes[alongLoads.get(q).input()], "gt_n" + q), "the next row's, loaded while this one is worked on");
-            scope.line(2, "if (o + gridDim.x < total) {", null);
-            scope.line(3, "const long long gt_next = o + gridDim.x;", null);
-            scope.line(3, "{", null);
-            scope.line(4, "const long long o = gt_next;", null);
-            unravelMaybeUnused(4);
-            loadInto(4, "gt_n");
-            scope.line(3, "}", null);
-            scope.line(2, "}", null);
-        }
-        if (prefetch) unravelMaybeUnused(2);
-        else scope.unravel(2, "o", 0, rank);
+            loadNextRow();
+            unravelMaybeUnused(2);
+        } else scope.unravel(2, "o", 0, rank);
         Function<KExpr.Load, String> load = held ? loadRow() : l -> switch (scope.rowAccess(l)) {
             case ALONG -> "in" + l.input() + "[" + scope.rowBase(l) + " + r]";
             case ROW -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
@@ -208,10 +189,7 @@ final class RowBody {
     private Function<KExpr.Load, String> loadRow() {
         int vw = rowVector;
         if (!prefetch) {
-            for (int q = 0; q < alongLoads.size(); q++) {
-                KExpr.Load l = alongLoads.get(q);
-                scope.line(2, rowArray(inTypes[l.input()], "gt_c" + q), k.inputs().get(l.input()).name() + "'s row, this thread's elements");
-            }
+            declareRow(2, "gt_c", null);
             vectorCheck(2);
         }
         if (vw > 1 && !weights.isEmpty()) {
@@ -227,6 +205,37 @@ final class RowBody {
             case ROW -> "in" + l.input() + "[" + scope.rowBase(l) + "]";
             case GENERAL -> "in" + l.input() + "[" + scope.index(l) + "]";
         };
+    }
+
+    /** Before the loop over rows: the arrays of this row, and the block's first row loaded into them. */
+    private void loadFirstRow() {
+        declareRow(1, "gt_c", null);
+        scope.line(1, "if ((long long) blockIdx.x < total) {", "the first row");
+        scope.line(2, "const long long o = blockIdx.x;", null);
+        unravelMaybeUnused(2);
+        loadInto(2, "gt_c");
+        scope.line(1, "}", null);
+    }
+
+    /** At the top of a turn: the next row's arrays, loaded (where there is a next row) while this one is worked on. */
+    private void loadNextRow() {
+        declareRow(2, "gt_n", "the next row's, loaded while this one is worked on");
+        scope.line(2, "if (o + gridDim.x < total) {", null);
+        scope.line(3, "const long long gt_next = o + gridDim.x;", null);
+        scope.line(3, "{", null);
+        scope.line(4, "const long long o = gt_next;", null);
+        unravelMaybeUnused(4);
+        loadInto(4, "gt_n");
+        scope.line(3, "}", null);
+        scope.line(2, "}", null);
+    }
+
+    /** The arrays {@code <prefix><q>} of this thread's part of a row of each input read along it; {@code note} null: "x's row". */
+    private void declareRow(int indent, String prefix, String note) {
+        for (int q = 0; q < alongLoads.size(); q++) {
+            KExpr.Load l = alongLoads.get(q);
+            scope.line(indent, rowArray(inTypes[l.input()], prefix + q), note != null ? note : k.inputs().get(l.input()).name() + "'s row, this thread's elements");
+        }
     }
 
     /** Row {@code o}'s digits, each marked used: a loop of rows loaded ahead may read none of them after the loads. */
