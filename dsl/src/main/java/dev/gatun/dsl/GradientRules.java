@@ -284,7 +284,7 @@ final class GradientRules {
         switch (r.opName()) {
             case "index_select" -> out[0] = indexSelect(graph, call, n, g);
             case "gather" -> {
-                int dim = (int) r.attrs().integer("dim");
+                int dim = x.shape().normalizeDim((int) r.attrs().integer("dim"));   // checked when the graph was built
                 Tensor index = graph.wrap(n.input(1));
                 out[0] = picksOne(x.shape(), index.shape(), dim) ? oneHot(graph, x.shape(), index, dim, g)
                         : Gradients.zeros(graph, x.shape(), g).scatterAdd(dim, index, g);
@@ -306,15 +306,14 @@ final class GradientRules {
     }
 
     /**
-     * Whether a gather picks one element along {@code dim} (static shapes, the index of size 1 there and of x's size
+     * Whether a gather picks one element along {@code dim} (not negative; static shapes, the index of size 1 there and of x's size
      * everywhere else: cross-entropy's pick of each target's log-probability): its gradient is then a selection
      * ({@link #oneHot}), where a scatter into zeros would write an x-sized buffer twice and fuse with nothing.
      */
     private static boolean picksOne(Shape x, Shape index, int dim) {
         if (!x.isStatic() || !index.isStatic() || x.rank() != index.rank()) return false;
-        int d0 = dim < 0 ? dim + x.rank() : dim;
         for (int d = 0; d < x.rank(); d++)
-            if (index.dim(d).size() != (d == d0 ? 1 : x.dim(d).size())) return false;
+            if (index.dim(d).size() != (d == dim ? 1 : x.dim(d).size())) return false;
         return true;
     }
 
@@ -323,10 +322,9 @@ final class GradientRules {
      * it, else zero; a pointwise loop that fuses into the kernels reading the gradient.
      */
     private static Tensor oneHot(GraphBuilder graph, Shape x, Tensor index, int dim, Tensor g) {
-        int d0 = dim < 0 ? dim + x.rank() : dim;
         var along = new ArrayList<Dim>();
-        for (int d = 0; d < x.rank(); d++) along.add(d == d0 ? x.dim(d) : Dim.of(1));
-        Tensor positions = reshape(graph, graph.arange(index.dtype(), x.dim(d0).size()), new Shape(along));
+        for (int d = 0; d < x.rank(); d++) along.add(d == dim ? x.dim(d) : Dim.of(1));
+        Tensor positions = reshape(graph, graph.arange(index.dtype(), x.dim(dim).size()), new Shape(along));
         return positions.eq(index).where(g, graph.scalar(0, g.dtype()));
     }
 
