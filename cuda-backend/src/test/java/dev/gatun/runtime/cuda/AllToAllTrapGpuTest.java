@@ -21,13 +21,9 @@ class AllToAllTrapGpuTest {
     @ParameterizedTest
     @ValueSource(strings = {"over", "negative"})
     void refusedCountsStopTheCallOnEveryRankNamingTheStep(String which) throws Exception {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var command = List.of(java, "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"), AllToAllTrapCheck.class.getName(), which);
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        byte[] out = p.getInputStream().readAllBytes();   // until the child exits (it halts itself)
-        assertThat(p.waitFor(180, TimeUnit.SECONDS)).as("the check finished").isTrue();
-        String log = new String(out, StandardCharsets.UTF_8);
+        var child = ChildJvm.run(AllToAllTrapCheck.class, which, 180);
+        String log = child.log();
         assertThat(log).as("the check's output").contains(which + ": A2A TRAP CHECK PASSED");
-        assertThat(p.exitValue()).as(log).isZero();
+        assertThat(child.exit()).as(log).isZero();
     }
 }

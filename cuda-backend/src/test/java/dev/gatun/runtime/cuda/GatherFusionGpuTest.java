@@ -122,14 +122,10 @@ class GatherFusionGpuTest {
     /** An index outside the table stops the call, naming the step, the kernel and the op, in a JVM of its own. */
     @Test
     void anIndexOutsideTheTableStopsTheCallNamingTheStepTheKernelAndTheOp() throws Exception {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var command = List.of(java, "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"), TrapCheck.class.getName(), "gather_fused");
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        byte[] out = p.getInputStream().readAllBytes();   // until the child exits (it halts itself)
-        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the check finished").isTrue();
-        String log = new String(out, StandardCharsets.UTF_8);
+        var child = ChildJvm.run(TrapCheck.class, "gather_fused", 120);
+        String log = child.log();
         assertThat(log).as("the check's output").contains("gather_fused: TRAP CHECK PASSED")
                 .contains("index 300 at position 1 of the indices is outside the 10 rows of the table");
-        assertThat(p.exitValue()).as(log).isZero();
+        assertThat(child.exit()).as(log).isZero();
     }
 }

@@ -21,13 +21,9 @@ class IndexTrapGpuTest {
     @ParameterizedTest
     @ValueSource(strings = {"gather", "scatter_add"})
     void anIndexOutsideXStopsTheCallNamingTheStepAndTheValue(String op) throws Exception {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var command = List.of(java, "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"), TrapCheck.class.getName(), op);
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        byte[] out = p.getInputStream().readAllBytes();   // until the child exits (it halts itself)
-        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the check finished").isTrue();
-        String log = new String(out, StandardCharsets.UTF_8);
+        var child = ChildJvm.run(TrapCheck.class, op, 120);
+        String log = child.log();
         assertThat(log).as("the check's output").contains(op + ": TRAP CHECK PASSED").contains("stopped the call: index");
-        assertThat(p.exitValue()).as(log).isZero();
+        assertThat(child.exit()).as(log).isZero();
     }
 }

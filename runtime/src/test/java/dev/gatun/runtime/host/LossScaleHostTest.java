@@ -40,11 +40,7 @@ class LossScaleHostTest {
 
     static Graph model(Optimizer opt) {
         var g = Gatun.graph("scaled");
-        var params = Parameters.of(g);
-        Tensor w = params.parameter("W", DType.F64, IN, OUT), b = params.parameter("b", DType.F64, OUT);
-        Tensor x = g.input("x", DType.F64, N, IN), y = g.input("y", DType.F64, N, OUT);
-        Tensor r = x.matmul(w).add(b).sub(y);
-        TrainStep step = opt.step(r.mul(r).mean(), params);
+        TrainStep step = OptimizerHostTest.linear(g, opt).step();
         g.output("W", step.updated().get("W")).output("b", step.updated().get("b"));
         g.output("scale", step.states().get(LossScale.SCALE)).output("tracker", step.states().get(LossScale.TRACKER));
         return g.build();

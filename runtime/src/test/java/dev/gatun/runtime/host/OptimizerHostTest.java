@@ -1,6 +1,7 @@
 package dev.gatun.runtime.host;
 
 import dev.gatun.dsl.Gatun;
+import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.dsl.Optimizer;
 import dev.gatun.dsl.Optimizers;
 import dev.gatun.dsl.Parameters;
@@ -100,14 +101,24 @@ class OptimizerHostTest {
         }
     }
 
-    static Graph model(Optimizer opt) {
-        var g = Gatun.graph("linear");
+    /** The linear model's mean squared error and its step by an optimizer. */
+    record Linear(Tensor loss, TrainStep step) {}
+
+    /** {@code mean((x W + b - y)^2)} in {@code g}: W [IN, OUT] and b [OUT] its parameters, x and y its inputs; one step of {@code opt}. */
+    static Linear linear(GraphBuilder g, Optimizer opt) {
         var params = Parameters.of(g);
         Tensor w = params.parameter("W", DType.F64, IN, OUT), b = params.parameter("b", DType.F64, OUT);
         Tensor x = g.input("x", DType.F64, N, IN), y = g.input("y", DType.F64, N, OUT);
         Tensor r = x.matmul(w).add(b).sub(y);
         Tensor loss = r.mul(r).mean();
-        TrainStep step = opt.step(loss, params);
+        return new Linear(loss, opt.step(loss, params));
+    }
+
+    static Graph model(Optimizer opt) {
+        var g = Gatun.graph("linear");
+        var linear = linear(g, opt);
+        Tensor loss = linear.loss();
+        TrainStep step = linear.step();
         g.output("loss", loss);
         g.output("W", step.updated().get("W"));
         g.output("b", step.updated().get("b"));
