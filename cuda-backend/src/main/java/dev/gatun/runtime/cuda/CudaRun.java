@@ -59,6 +59,8 @@ final class CudaRun implements StepLoop.Steps {
     /** Profiling only: the event recorded before each timed step (by step index), and the one after the last. */
     private final Event[] marks;
     private Event end;
+    /** Profiling only: whether the steps are being captured (each mark an event node of its own) or run one by one. */
+    private boolean marksCaptured;
 
     CudaRun(CudaExecutable exe, Map<String, ? extends ArrayLike> inputs, boolean profile) {
         this.exe = exe;
@@ -72,7 +74,10 @@ final class CudaRun implements StepLoop.Steps {
     @Override public void before(int index, Step step) {
         if (marks == null || !dev.gatun.runtime.Profile.timed(step)) return;
         marks[index] = exe.device.createEvent();
-        marks[index].recordExternal(exe.stream); // a node of its own in a partition being captured
+        // a node of its own in a partition being captured; a plain record where the steps run one by one (an external
+        // record outside a capture was refused on two H200s: cudaErrorIllegalState at a distributed plan's profile)
+        if (marksCaptured) marks[index].recordExternal(exe.stream);
+        else marks[index].record(exe.stream);
     }
 
     /** Microseconds from each timed step's event to the next one's (the last: to the end of the call). */
@@ -126,6 +131,7 @@ final class CudaRun implements StepLoop.Steps {
             return;
         }
         boolean graphs = exe.options.cudaGraphs() && exe.dist == null;
+        marksCaptured = graphs;
         try {
             if (graphs) {
                 graphSet = new GraphExec[plan.partitions().size()];

@@ -125,6 +125,31 @@ class SharedGpuGpuTest {
     }
 
     /**
+     * Profiling a distributed plan: its steps run one by one (the ranks would have to meet after capturing), each timed
+     * between plain event records. An external record there failed on two H200s (cudaErrorIllegalState at the Llama
+     * decoder's profile at TP 2); the profile must time every working step and leave the session usable.
+     */
+    @Test
+    void aDistributedPlanIsProfiledStepByStep() {
+        int world = 2;
+        LocalWorld.run(world, rv -> {
+            var g = Gatun.graph("profiled_ar").world(world);
+            var x = g.input("x", DType.F32, 64, 64);
+            g.output("y", x.mul(2).allReduce(SUM).add(1));
+            Graph graph = g.build();
+            var in = Map.of("x", NDArray.full(DType.F32, rv.rank() + 1, 64, 64));
+            try (var s = Session.compile(graph, shared(world, rv))) {
+                s.runToHost(in);
+                var p = s.profile(in);
+                long working = s.plan().steps().stream().filter(dev.gatun.runtime.Profile::timed).count();
+                assertThat(p.entries()).hasSize((int) working);
+                // 2 * (1 + 2) + 1 on every rank and element, computed here, after the profile as before it
+                assertThat(s.runToHost(in).get("y").toFloatArray()).containsOnly(7f);
+            }
+        });
+    }
+
+    /**
      * The barrier-free all-reduce with ranks sharing the GPU: the seeds' graph over hundreds of calls with new inputs
      * each call, replayed and eager, against its closed form; then bf16 inputs holding the sentinel's bits, other NaNs
      * and negative zeros, bit for bit against the one-shot all-reduce.
