@@ -66,8 +66,8 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
 
     /**
      * When a plan's own kernels are programmatic dependent launches: ({@code AUTO}) where measured to pay
-     * ({@code ProductKernels.launches}: one rank, no collective, every product the few-row kernel by a weight no step
-     * writes), always, or never.
+     * ({@code ProductKernels.launches}: every product the few-row kernel by a weight no step writes; collectives are
+     * launched as always between them), always, or never.
      */
     public enum ProgrammaticLaunch { AUTO, ON, OFF }
 

