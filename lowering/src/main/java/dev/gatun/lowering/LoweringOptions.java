@@ -6,8 +6,8 @@ import dev.gatun.ir.GraphException;
 /**
  * Options of lowering: the world size and the thresholds that pick a collective's algorithm. By default an
  * all-reduce of up to 256 KiB per rank runs one-shot, up to 4 MiB two-shot, and NCCL above; with two ranks,
- * one-shot up to 16 MiB and NCCL above; barrier-free only where forced or below {@code barrierFreeMaxBytes} (0 by
- * default; {@link #withMeasuredBarrierFree}). Reduce-scatter and all-gather use symmetric memory up to the two-shot
+ * one-shot up to 16 MiB and NCCL above; barrier-free only where forced or below {@code barrierFreeMaxBytes} (0 here;
+ * {@code CompileOptions} takes {@link #withMeasuredBarrierFree}). Reduce-scatter and all-gather use symmetric memory up to the two-shot
  * threshold.
  *
  * @param barrierFreeMaxBytes an all-reduce of at most this many bytes per rank runs barrier-free (0: never by itself)
@@ -45,18 +45,18 @@ public record LoweringOptions(int worldSize, long barrierFreeMaxBytes, long oneS
     }
 
     /**
-     * The barrier-free threshold the H200 measurements support (2026-11-26, pipelined replay): 4 KiB with two ranks,
-     * 1 KiB with more, 0 alone. With two ranks barrier-free beat the one-shot by 2x at 128-256 B (4.2-4.4 against
-     * 8.4-8.5 µs, f32 and bf16) and on the seeds' graph at 4x4 (15.8 against 21.9); plain all-reduces kept winning up
-     * to 1 MiB f32, but the fused all-reduce + RMSNorm, whose barrier-free part runs a whole row per block, lost from
-     * 16 KiB a row (1x8192 bf16: 14.6 against 12.5) and from 8 rows (8x4096: 17.3 against 11.3), and the lowering cannot
-     * see the fusion. With four ranks it won at 128-256 B (5.4-5.6 against 9.0-9.1) and lost from 8 KiB (bf16 64x64:
-     * 15.9 against 9.2; all-reduce + norm 1x4096: 13.7 against 11.4). Above 256 KiB some runs had multi-millisecond
-     * calls. So only where every measured shape won. Not the default yet: the lowering tests use tiny tensors to
-     * exercise the one-shot's realization paths.
+     * The barrier-free threshold the H200 measurements support, for {@code CompileOptions}' defaults (these options'
+     * own default stays 0, so the lowering's tests see the one-shot's realization paths on tiny tensors). Two ranks:
+     * 512 KiB. Measured 2026-11-29 on two H200s, pipelined replay, 2,000 calls a cell, once the barrier-free grid was
+     * capped at 32 blocks (which removed the multi-millisecond stalls above 256 KiB): barrier-free 5.6-6.1 µs against
+     * the one-shot's 8.4-8.8 up to 16 KiB, 7.6 against 10.2 at 256 KiB f32, 8.9 against 11.3 at 512 KiB bf16, and the
+     * fused all-reduce + RMSNorm 8.1-11.9 against 10.7-12.9 from 1 to 64 rows of 4096 (512 KiB); at 1 MiB the two were
+     * within a microsecond either way, from 2 MiB the one-shot won (16.3 against 19.5 bf16); no cell's median over 1.2x
+     * its p10. More ranks: 1 KiB, from the 2026-11-26 four-GPU runs (barrier-free won at 128-256 B, 5.4-5.6 against
+     * 9.0-9.1 µs, and lost from 8 KiB), not measured again since the cap. One rank: 0.
      */
     public static long measuredBarrierFreeMax(int worldSize) {
-        return worldSize <= 1 ? 0 : worldSize == 2 ? 4 * KIB : KIB;
+        return worldSize <= 1 ? 0 : worldSize == 2 ? 512 * KIB : KIB;
     }
 
     /** These options with {@link #measuredBarrierFreeMax}'s threshold for their world size. */

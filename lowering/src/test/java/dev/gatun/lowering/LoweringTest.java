@@ -67,11 +67,12 @@ class LoweringTest {
     }
 
     @Test
-    void theMeasuredBarrierFreeThresholdTakesOnlyTheSmallestAllReduces() {
-        assertThat(LoweringOptions.world(2).barrierFreeMaxBytes()).isZero(); // not by default
+    void theMeasuredBarrierFreeThresholdTakesTheAllReducesItWon() {
+        assertThat(LoweringOptions.world(2).barrierFreeMaxBytes()).isZero(); // not the lowering's own default
         assertThat(measuredChoice(2, 8, 8)).isEqualTo(Algorithm.BARRIER_FREE);     // 256 B
-        assertThat(measuredChoice(2, 32, 32)).isEqualTo(Algorithm.BARRIER_FREE);   // 4 KiB
-        assertThat(measuredChoice(2, 64, 64)).isEqualTo(Algorithm.ONE_SHOT);       // 16 KiB
+        assertThat(measuredChoice(2, 64, 64)).isEqualTo(Algorithm.BARRIER_FREE);   // 16 KiB
+        assertThat(measuredChoice(2, 256, 512)).isEqualTo(Algorithm.BARRIER_FREE); // 512 KiB
+        assertThat(measuredChoice(2, 512, 512)).isEqualTo(Algorithm.ONE_SHOT);     // 1 MiB
         assertThat(measuredChoice(4, 8, 8)).isEqualTo(Algorithm.BARRIER_FREE);     // 256 B
         assertThat(measuredChoice(4, 16, 16)).isEqualTo(Algorithm.BARRIER_FREE);   // 1 KiB
         assertThat(measuredChoice(4, 32, 32)).isEqualTo(Algorithm.ONE_SHOT);       // 4 KiB

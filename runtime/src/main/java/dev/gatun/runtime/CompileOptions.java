@@ -25,7 +25,7 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     /** Defaults for {@code world}, with what this process's environment sets. */
     public static CompileOptions of(World world) {
         var env = System.getenv();
-        return new CompileOptions(world, LoweringOptions.world(world.size()), PlanOptions.DEFAULT.withProgrammaticLaunch(programmaticLaunch(env)),
+        return new CompileOptions(world, LoweringOptions.world(world.size()).withMeasuredBarrierFree(), PlanOptions.DEFAULT.withProgrammaticLaunch(programmaticLaunch(env)),
                 ExecutionOptions.fromEnvironment(env));
     }
 
@@ -118,8 +118,8 @@ public record CompileOptions(World world, LoweringOptions lowering, PlanOptions 
     public CompileOptions thresholds(long oneShotMax, long twoShotMax) { return lowering(lowering.withThresholds(oneShotMax, twoShotMax)); }
 
     /**
-     * All-reduces of at most {@code bytes} per rank run barrier-free (0, the default: only where forced);
-     * {@link LoweringOptions#measuredBarrierFreeMax} gives the threshold the H200 measurements support.
+     * All-reduces of at most {@code bytes} per rank run barrier-free (0: only where forced); by default
+     * {@link LoweringOptions#measuredBarrierFreeMax}, the threshold the H200 measurements support for the world size.
      */
     public CompileOptions barrierFreeMax(long bytes) { return lowering(lowering.withBarrierFreeMax(bytes)); }
 

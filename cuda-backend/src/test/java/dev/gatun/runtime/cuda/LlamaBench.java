@@ -48,8 +48,8 @@ import java.util.Map;
  *                  backend simulates the N ranks in one process
  * --profile N      after timing, profile a prefill and a decode step and print each one's N slowest steps, each
  *                  with its GB/s and its share of --peak-gbs (default 4800, an H200)
- * --barrier-free-max B  all-reduces of at most B bytes a rank run barrier-free (default 0: by the usual rule);
- *                  "measured" takes LoweringOptions.measuredBarrierFreeMax (4 KiB at TP 2, 1 KiB at more)
+ * --barrier-free-max B  all-reduces of at most B bytes a rank run barrier-free (default: CompileOptions' own,
+ *                  LoweringOptions.measuredBarrierFreeMax: 512 KiB at TP 2, 1 KiB at more; 0: never)
  * </pre>
  *
  * Under a launcher each process loads only its rank's shard of the weights ({@link LlamaDecoder#weights}); rank 0
@@ -150,8 +150,8 @@ public final class LlamaBench {
                     + " launched processes runs all " + tp + " ranks");
         var options = (tp == 1 && !launched ? CompileOptions.world(1) : CompileOptions.of(world)).backend(backend);
         // all-reduces up to this many bytes barrier-free ("measured": the rule of LoweringOptions.measuredBarrierFreeMax)
-        String bf = opts.getOrDefault("barrier-free-max", "0");
-        options = options.barrierFreeMax(bf.equals("measured") ? dev.gatun.lowering.LoweringOptions.measuredBarrierFreeMax(tp) : Long.parseLong(bf));
+        String bf = opts.get("barrier-free-max");
+        if (bf != null) options = options.barrierFreeMax(bf.equals("measured") ? dev.gatun.lowering.LoweringOptions.measuredBarrierFreeMax(tp) : Long.parseLong(bf));
         List<Integer> localRanks = new ArrayList<>();
         if (world.drivesEveryRank()) for (int r = 0; r < tp; r++) localRanks.add(r);
         else localRanks.add(world.rank());

@@ -52,7 +52,7 @@ class SharedGpuPlanTest {
         g.output("sum", x.mul(2).allReduce(SUM));
         g.output("root", x.add(1).broadcast(world - 1));
         Graph graph = g.build();
-        try (var s = Session.compile(graph, shared(world).thresholds(1024, 4096))) {
+        try (var s = Session.compile(graph, shared(world).thresholds(1024, 4096).barrierFreeMax(0))) {
             assertThat(collectives(s)).extracting(c -> c.call().algorithm()).containsExactly(Algorithm.TWO_SHOT, Algorithm.SYMM_MEM);
             assertThat(s.explain()).contains("NCCL cannot run here").contains("ranks share each GPU");
             var in = inputs(world, F32, 64, 64 + 8 * world);
