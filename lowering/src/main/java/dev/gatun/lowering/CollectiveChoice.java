@@ -35,7 +35,8 @@ record CollectiveChoice(Algorithm algorithm, String why) {
     private static CollectiveChoice preferred(Op.Collective c, TensorType t, LoweringOptions options) {
         if (!options.symmetricMemory()) return new CollectiveChoice(Algorithm.NCCL, "symmetric memory is switched off");
         if (!t.shape().isStatic()) return new CollectiveChoice(Algorithm.NCCL, "shape " + t.shape() + " is symbolic");
-        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()) && c.kind() != CollectiveKind.ALL_TO_ALL)
+        // a collective that only moves data takes any dtype (its kernel moves the elements' bytes); a reduction needs its type
+        if (!(t.dtype() == DType.FLOAT32 || t.dtype().isHalf()) && c.kind() != CollectiveKind.ALL_TO_ALL && c.kind() != CollectiveKind.ALL_GATHER)
             return new CollectiveChoice(Algorithm.NCCL, "dtype " + t.dtype() + " has no symmetric-memory kernel (f32, f16, bf16 do)");
         long bytes = t.byteSize();
         String size = ByteSize.format(bytes);

@@ -67,6 +67,17 @@ class LoweringTest {
     }
 
     @Test
+    void anAllGatherOfAnyDtypeIsSymmetricButAReductionOfI64IsNccl() {
+        for (var t : new dev.gatun.ir.DType[]{dev.gatun.ir.DType.I64, dev.gatun.ir.DType.I32, dev.gatun.ir.DType.F64}) {
+            var g = Gatun.graph("ag").world(2);
+            g.output("y", g.input("x", t, 4).allGather());
+            g.output("z", g.input("w", t, 4).allReduce(SUM));
+            var cs = collectives(Lowering.lower(g.build(), LoweringOptions.world(2)));
+            assertThat(cs).extracting(c -> c.algorithm()).as(t.toString()).containsExactly(Algorithm.SYMM_MEM, Algorithm.NCCL);
+        }
+    }
+
+    @Test
     void theMeasuredBarrierFreeThresholdTakesTheAllReducesItWon() {
         assertThat(LoweringOptions.world(2).barrierFreeMaxBytes()).isZero(); // not the lowering's own default
         assertThat(measuredChoice(2, 8, 8)).isEqualTo(Algorithm.BARRIER_FREE);     // 256 B

@@ -44,6 +44,33 @@ class SharedGpuPlanTest {
         return s.plan().steps().stream().filter(st -> st instanceof Step.Collective).map(st -> (Step.Collective) st).toList();
     }
 
+    /**
+     * An all-gather only moves bytes, so every dtype takes symmetric memory below the threshold (the vocabulary-parallel
+     * argmax gathers i64 indices each decode step; NCCL cost a launch of its own there): i64, i32 and f64, each element
+     * against the values every rank gave.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {2, 3})
+    void anAllGatherOfAnyDtypeTakesSymmetricMemory(int world) {
+        for (DType t : List.of(DType.I64, DType.I32, DType.F64)) {
+            var g = Gatun.graph("gather_" + t.shortName()).world(world);
+            g.output("y", g.input("x", t, 3).allGather());
+            Graph graph = g.build();
+            try (var s = Session.compile(graph, CompileOptions.world(world).backend("host"))) {
+                assertThat(collectives(s)).extracting(c -> c.call().algorithm()).as(t.toString()).containsExactly(Algorithm.SYMM_MEM);
+                var in = new ArrayList<Map<String, NDArray>>();
+                for (int r = 0; r < world; r++) in.add(Map.of("x", NDArray.of(t, new double[]{10 * r + 1, 10 * r + 2, -(10 * r + 3)}, 3)));
+                var got = s.runToHost(in);
+                for (int r = 0; r < world; r++) {
+                    double[] y = got.get(r).get("y").toDoubleArray();
+                    assertThat(y).as(t + " rank " + r).hasSize(3 * world);
+                    for (int from = 0; from < world; from++)   // rank `from`'s three values, in rank order, on every rank
+                        assertThat(new double[]{y[3 * from], y[3 * from + 1], y[3 * from + 2]}).containsExactly(10 * from + 1, 10 * from + 2, -(10 * from + 3));
+                }
+            }
+        }
+    }
+
     @ParameterizedTest
     @ValueSource(ints = {2, 3, 4})
     void whatWouldTakeNcclTakesSymmetricMemoryAndSaysWhy(int world) {
