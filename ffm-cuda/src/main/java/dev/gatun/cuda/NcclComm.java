@@ -9,9 +9,10 @@ import java.lang.foreign.ValueLayout;
 
 /**
  * An NCCL communicator for one rank on one device. Collectives are queued on a stream; byte counts are checked
- * against the buffers. Errors carry {@code ncclGetErrorString} and {@code ncclGetLastError}.
+ * against the buffers. Errors carry {@code ncclGetErrorString} and {@code ncclGetLastError}. Symmetric windows
+ * ({@link #allocateWindow}, {@link #registerWindow}; NCCL 2.27 or newer) are {@link NcclWindow}s.
  */
-public final class NcclComm extends Resource implements NcclWindow.Owner {
+public final class NcclComm extends Resource {
     private final MemorySegment comm;
     private final int rank;
     private final int size;
@@ -142,7 +143,7 @@ public final class NcclComm extends Resource implements NcclWindow.Owner {
      */
     public NcclWindow registerWindow(DeviceBuffer buffer) {
         ensureOpen();
-        return NcclWindow.register(device, this, buffer, RealNcclWindowCalls.SYSTEM);
+        return NcclWindow.register(device, asOwner, buffer, RealNcclWindowCalls.SYSTEM);
     }
 
     /**
@@ -151,11 +152,16 @@ public final class NcclComm extends Resource implements NcclWindow.Owner {
      */
     public NcclWindow allocateWindow(long bytes) {
         ensureOpen();
-        return NcclWindow.allocate(device, this, bytes, RealNcclWindowCalls.SYSTEM);
+        return NcclWindow.allocate(device, asOwner, bytes, RealNcclWindowCalls.SYSTEM);
     }
 
+    /** This communicator as its windows see it. */
+    private final NcclWindow.Owner asOwner = new NcclWindow.Owner() {
+        @Override public MemorySegment commHandle() { return NcclComm.this.commHandle(); }
+        @Override public boolean isClosed() { return NcclComm.this.isClosed(); }
+    };
+
     /** The raw {@code ncclComm_t}, for calls Gatun does not bind. */
-    @Override
     public MemorySegment commHandle() {
         ensureOpen();
         return comm;

@@ -24,8 +24,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 final class RealNcclWindowCalls implements NcclWindowCalls {
     static final String MEM_VERSION = "NCCL 2.19";
     static final String WINDOW_VERSION = "NCCL 2.27";
-    private static final String REMEDY = "install a newer NCCL or point GATUN_CUDA_NCCL_PATH at one (the GPU machines "
-            + "have 2.28); without windows, use NcclComm's collectives on ordinary buffers";
+    private static final String REMEDY = "install a newer NCCL or point GATUN_CUDA_NCCL_PATH at one; without windows, "
+            + "use NcclComm's collectives on ordinary (cudaMalloc'd) buffers";
 
     /** The calls against the libraries {@link NativeLibraries} loaded. */
     static final RealNcclWindowCalls SYSTEM = new RealNcclWindowCalls(SymbolLookup.loaderLookup(), RealNcclWindowCalls::loaded);

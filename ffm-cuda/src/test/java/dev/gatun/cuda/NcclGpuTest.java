@@ -119,16 +119,19 @@ class NcclGpuTest extends GpuTest {
             long bytes = 8L << 20;
             try (DeviceBuffer buf = Nccl.memAlloc(d, bytes)) {
                 buf.copyFrom(filled((int) (bytes / 4), comm.rank() + 1));
-                try (NcclWindow w = comm.registerWindow(buf)) {
+                NcclWindow w = comm.registerWindow(buf);
+                try {
                     System.out.println("[gpu] rank " + comm.rank() + ": " + w);
                     assertThat(w.isSymmetric()).isTrue();
                     assertThat(w.ownsMemory()).isFalse();
                     comm.allReduce(buf, buf, bytes / 4, Nccl.DataType.FLOAT32, Nccl.RedOp.SUM, s);
                     s.synchronize();
                     assertThat(buf.toFloatArray()).containsOnly(3f);
+                } finally {
                     w.close();
-                    w.close(); // idempotent
                 }
+                w.close(); // idempotent: deregistered once (a second collective deregistration would hang or fail)
+                assertThat(w.isClosed()).isTrue();
             }
         });
     }
