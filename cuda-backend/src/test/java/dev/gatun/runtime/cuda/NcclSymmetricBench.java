@@ -116,15 +116,21 @@ public final class NcclSymmetricBench {
             System.err.println("NcclSymmetricBench: this libnccl (" + Nccl.version() + ") has no ncclCommWindowRegister; NCCL 2.27 or newer is needed");
             System.exit(2);
         }
-        var rows = new ConcurrentLinkedQueue<Row>();
         String[] device = new String[1];
+        List<Row> all = measure(o, device);
+        printTable(o, all, device[0]);
+        write(o.out(), all, device[0], Nccl.version());
+        System.exit(all.stream().anyMatch(r -> r.wrong() != 0) ? 1 : 0);
+    }
+
+    /** Runs every cell on {@code o.world()} GPUs; returns the rows of every rank, sorted; {@code device[0]}: GPU 0's name. */
+    static List<Row> measure(Options o, String[] device) {
+        var rows = new ConcurrentLinkedQueue<Row>();
         LocalWorld.run(o.world(), Duration.ofMinutes(30), rv -> rank(rv, o, rows, device));
         List<Row> all = new ArrayList<>(rows);
         all.sort(Comparator.comparing(Row::type).thenComparingLong(Row::bytes).thenComparing(Row::memory)
                 .thenComparing(r -> !r.inPlace()).thenComparingInt(Row::rank));
-        printTable(o, all, device[0]);
-        write(o.out(), all, device[0], Nccl.version());
-        System.exit(all.stream().anyMatch(r -> r.wrong() != 0) ? 1 : 0);
+        return all;
     }
 
     /** Why this machine or environment cannot run the bench, or null. */
