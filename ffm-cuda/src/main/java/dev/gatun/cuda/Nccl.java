@@ -127,6 +127,16 @@ public final class Nccl {
         }
         require();
         device.enter();
-        return new DeviceBuffer(device, RealNcclWindowCalls.SYSTEM.memAlloc(bytes), bytes, DeviceBuffer.Kind.NCCL);
+        long address = RealNcclWindowCalls.SYSTEM.memAlloc(bytes);
+        try {
+            return new DeviceBuffer(device, address, bytes, DeviceBuffer.Kind.NCCL);
+        } catch (RuntimeException e) { // the device closed meanwhile: free what was allocated
+            try {
+                RealNcclWindowCalls.SYSTEM.memFree(address);
+            } catch (RuntimeException f) {
+                e.addSuppressed(f);
+            }
+            throw e;
+        }
     }
 }

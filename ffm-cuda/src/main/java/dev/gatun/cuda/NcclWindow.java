@@ -70,7 +70,7 @@ public final class NcclWindow extends Resource {
         }
         enter(device);
         MemorySegment w = calls.register(comm.commHandle(), buffer.address(), buffer.size(), COLL_SYMMETRIC);
-        return new NcclWindow(device, comm, w, buffer.address(), buffer.size(), false, calls);
+        return adopt(device, comm, w, buffer.address(), buffer.size(), false, calls);
     }
 
     /** Allocates {@code bytes} with {@code ncclMemAlloc} and registers them; the window owns the memory. */
@@ -92,7 +92,23 @@ public final class NcclWindow extends Resource {
             }
             throw e;
         }
-        return new NcclWindow(device, comm, w, address, bytes, true, calls);
+        return adopt(device, comm, w, address, bytes, true, calls);
+    }
+
+    /** The new window, a child of its device; where that fails (the device closed meanwhile), nothing is left behind. */
+    private static NcclWindow adopt(Device device, Owner comm, MemorySegment w, long address, long bytes, boolean owns,
+                                   NcclWindowCalls calls) {
+        try {
+            return new NcclWindow(device, comm, w, address, bytes, owns, calls);
+        } catch (RuntimeException e) {
+            try {
+                if (!w.equals(MemorySegment.NULL)) calls.deregister(comm.commHandle(), w);
+                if (owns) calls.memFree(address);
+            } catch (RuntimeException f) {
+                e.addSuppressed(f);
+            }
+            throw e;
+        }
     }
 
     private static void checkCanRegister(Owner comm, String call) {
