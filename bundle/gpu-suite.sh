@@ -38,6 +38,10 @@
 # transformers' ms/token, the weight bytes a step reads, each one's fraction of 4.8 TB/s, Gatun's fraction over its
 # llama one. Env: ARCH_PROMPT (128), ARCH_NEW (32), ARCH_RUNS (6: the first a warm-up), ARCH_WARMUP (2). Writes
 # $OUT/archs.log, gatun-arch-NAME.json, torch-arch-NAME.json and archs.md (not rows.jsonl). Needs no network.
+# nccl_symmetric (not in the default --only; at worlds of 2 or more): NCCL's all-reduce on cudaMalloc'd buffers and in
+# a symmetric NCCL window (NCCL's symmetric kernels), through Gatun's NCCL bindings, ranks as threads of one process
+# (NcclSymmetricBench: f32 and bf16, 8 B to 64 MiB, in place and out of place, --iters ignored: 2,000 calls a cell).
+# Writes $OUT/nccl-symmetric.log and nccl-symmetric-wW.jsonl (not rows.jsonl).
 # TORCH_DEADLINE_S (420): the PyTorch all-reduce and ar_norm processes start no new cell after this many seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -166,6 +170,10 @@ for P in "${PASSES[@]}"; do
   for w in ${ONLY_W//,/ }; do
     if [ "$w" = llama ]; then llama "$W"
     elif [ "$w" = archs ]; then archs
+    elif [ "$w" = nccl_symmetric ]; then
+      echo "=== NCCL's all-reduce, ordinary and symmetric kernels, $W GPU(s)" | tee -a "$OUT/nccl-symmetric.log"
+      timeout 600 $B --main dev.gatun.runtime.cuda.NcclSymmetricBench --world "$W" --out "$OUT/nccl-symmetric-w$W.jsonl" 2>&1 \
+        | tee -a "$OUT/nccl-symmetric.log" | grep -v "^WARNING"
     else REST+=${REST:+,}$w; fi
   done
   ONLY_W=$REST

@@ -1,7 +1,6 @@
 package dev.gatun.cuda;
 
 import dev.gatun.cuda.ffi.cudart.cudart;
-import dev.gatun.cuda.ffi.nccl.nccl;
 import dev.gatun.cuda.internal.Errors;
 
 import java.lang.foreign.Arena;
@@ -76,6 +75,9 @@ public final class DeviceBuffer extends Resource {
     }
 
     public long address() { return address; }
+
+    /** How the memory was allocated (and how it is freed). */
+    Kind kind() { return kind; }
 
     public long size() { return size; }
 
@@ -256,13 +258,13 @@ public final class DeviceBuffer extends Resource {
                 else Errors.cudart(cudart.cudaFreeAsync(pointer(), streamHandle), "cudaFreeAsync");
             }
             case IPC -> Errors.cudart(cudart.cudaIpcCloseMemHandle(pointer()), "cudaIpcCloseMemHandle");
-            case NCCL -> Errors.nccl(nccl.ncclMemFree(pointer()), "ncclMemFree", null);
+            case NCCL -> RealNcclWindowCalls.SYSTEM.memFree(address);
             case VIEW -> { }
         }
     }
 
     @Override
     public String toString() {
-        return "DeviceBuffer[0x" + Long.toHexString(address) + ", " + size + " B, device " + device.ordinal() + ", " + kind + "]";
+        return "DeviceBuffer[0x" + Long.toHexString(address) + ", " + size + " B, device " + (device == null ? "none" : String.valueOf(device.ordinal())) + ", " + kind + "]";
     }
 }

@@ -68,13 +68,33 @@ public final class Nccl {
         }
     }
 
+    /** How deep this thread is inside group calls (windows cannot be registered there). */
+    private static final ThreadLocal<int[]> GROUP_DEPTH = ThreadLocal.withInitial(() -> new int[1]);
+
     public static void groupStart() {
         require();
         Errors.nccl(Group.START.apply(), "ncclGroupStart", null);
+        GROUP_DEPTH.get()[0]++;
     }
 
     public static void groupEnd() {
+        int[] depth = GROUP_DEPTH.get();
+        if (depth[0] > 0) depth[0]--;
         Errors.nccl(Group.END.apply(), "ncclGroupEnd", null);
+    }
+
+    /** Whether this thread is between {@link #groupStart} and {@link #groupEnd}. */
+    static boolean inGroup() {
+        return GROUP_DEPTH.get()[0] > 0;
+    }
+
+    /**
+     * Whether the loaded libnccl has symmetric windows ({@code ncclCommWindowRegister}, NCCL 2.27 or newer). Never
+     * throws for an old library; throws {@link CudaUnavailableException} where CUDA or NCCL is not there at all.
+     */
+    public static boolean hasWindows() {
+        require();
+        return RealNcclWindowCalls.SYSTEM.hasWindows();
     }
 
     /** Runs {@code body} between {@code ncclGroupStart} and {@code ncclGroupEnd} (the end runs even if it throws). */
@@ -97,14 +117,26 @@ public final class Nccl {
         }
     }
 
-    /** Allocates device memory with {@code ncclMemAlloc} (suitable for window registration); freed on close. */
+    /**
+     * Allocates device memory with {@code ncclMemAlloc} (NCCL 2.19 or newer; suitable for
+     * {@link NcclComm#registerWindow}); freed with {@code ncclMemFree} on close.
+     */
     public static DeviceBuffer memAlloc(Device device, long bytes) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("Nccl.memAlloc: the size must be positive, not " + bytes);
+        }
         require();
         device.enter();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment p = arena.allocate(ValueLayout.ADDRESS);
-            Errors.nccl(nccl.ncclMemAlloc(p, bytes), "ncclMemAlloc(" + bytes + ")", null);
-            return new DeviceBuffer(device, p.get(ValueLayout.ADDRESS, 0).address(), bytes, DeviceBuffer.Kind.NCCL);
+        long address = RealNcclWindowCalls.SYSTEM.memAlloc(bytes);
+        try {
+            return new DeviceBuffer(device, address, bytes, DeviceBuffer.Kind.NCCL);
+        } catch (RuntimeException e) { // the device closed meanwhile: free what was allocated
+            try {
+                RealNcclWindowCalls.SYSTEM.memFree(address);
+            } catch (RuntimeException f) {
+                e.addSuppressed(f);
+            }
+            throw e;
         }
     }
 }

@@ -9,7 +9,8 @@ import java.lang.foreign.ValueLayout;
 
 /**
  * An NCCL communicator for one rank on one device. Collectives are queued on a stream; byte counts are checked
- * against the buffers. Errors carry {@code ncclGetErrorString} and {@code ncclGetLastError}.
+ * against the buffers. Errors carry {@code ncclGetErrorString} and {@code ncclGetLastError}. Symmetric windows
+ * ({@link #allocateWindow}, {@link #registerWindow}; NCCL 2.27 or newer) are {@link NcclWindow}s.
  */
 public final class NcclComm extends Resource {
     private final MemorySegment comm;
@@ -134,18 +135,36 @@ public final class NcclComm extends Resource {
     }
 
     /**
-     * Registers {@code buffer} (from {@link Nccl#memAlloc}) as a symmetric window ({@code NCCL_WIN_COLL_SYMMETRIC});
-     * collective over all ranks.
+     * Registers {@code buffer} as a symmetric window ({@code ncclCommWindowRegister} with
+     * {@code NCCL_WIN_COLL_SYMMETRIC}, NCCL 2.27 or newer). Collective: every rank calls it, outside any
+     * {@link Nccl#group}, with a buffer of the same size. The buffer must come from {@link Nccl#memAlloc} or be cuMem
+     * (VMM) memory with exportable handles (a view of it); cudaMalloc'd memory is refused. The caller keeps owning the
+     * buffer and closes the window first. See {@link NcclWindow}.
      */
-    public Window registerWindow(DeviceBuffer buffer) {
+    public NcclWindow registerWindow(DeviceBuffer buffer) {
         ensureOpen();
-        device.enter();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment w = arena.allocate(ValueLayout.ADDRESS);
-            check(nccl.ncclCommWindowRegister(comm, buffer.pointer(), buffer.size(), w, nccl.NCCL_WIN_COLL_SYMMETRIC()),
-                    "ncclCommWindowRegister");
-            return new Window(this, w.get(ValueLayout.ADDRESS, 0));
-        }
+        return NcclWindow.register(device, asOwner, buffer, RealNcclWindowCalls.SYSTEM);
+    }
+
+    /**
+     * Allocates {@code bytes} with {@code ncclMemAlloc} on this communicator's device and registers them as a symmetric
+     * window that owns them (closing it deregisters, then frees). Collective like {@link #registerWindow}.
+     */
+    public NcclWindow allocateWindow(long bytes) {
+        ensureOpen();
+        return NcclWindow.allocate(device, asOwner, bytes, RealNcclWindowCalls.SYSTEM);
+    }
+
+    /** This communicator as its windows see it. */
+    private final NcclWindow.Owner asOwner = new NcclWindow.Owner() {
+        @Override public MemorySegment commHandle() { return NcclComm.this.commHandle(); }
+        @Override public boolean isClosed() { return NcclComm.this.isClosed(); }
+    };
+
+    /** The raw {@code ncclComm_t}, for calls Gatun does not bind. */
+    public MemorySegment commHandle() {
+        ensureOpen();
+        return comm;
     }
 
     /** The asynchronous error state ({@code ncclCommGetAsyncError}); 0 means none. */
@@ -183,29 +202,6 @@ public final class NcclComm extends Resource {
             // finalize (collective: flushes outstanding work) before the local destroy, as NCCL recommends
             Errors.nccl(nccl.ncclCommFinalize(comm), "ncclCommFinalize", null);
             Errors.nccl(nccl.ncclCommDestroy(comm), "ncclCommDestroy", null);
-        }
-    }
-
-    /** A registered NCCL window; close deregisters it (collective). */
-    public static final class Window implements AutoCloseable {
-        private final NcclComm comm;
-        private final MemorySegment handle;
-        private final java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
-
-        Window(NcclComm comm, MemorySegment handle) {
-            this.comm = comm;
-            this.handle = handle;
-        }
-
-        /** The raw {@code ncclWindow_t}. */
-        public MemorySegment handle() { return handle; }
-
-        @Override
-        public void close() {
-            if (closed.compareAndSet(false, true) && !comm.isClosed()) {
-                comm.device.enter();
-                comm.check(nccl.ncclCommWindowDeregister(comm.comm, handle), "ncclCommWindowDeregister");
-            }
         }
     }
 }

@@ -115,15 +115,52 @@ class NcclGpuTest extends GpuTest {
     @Test
     void memAllocAndSymmetricWindowRegistration() throws Exception {
         onTwoRanks((d, s, comm) -> {
+            assertThat(Nccl.hasWindows()).as("NCCL %d has ncclCommWindowRegister", Nccl.version()).isTrue();
             long bytes = 8L << 20;
             try (DeviceBuffer buf = Nccl.memAlloc(d, bytes)) {
                 buf.copyFrom(filled((int) (bytes / 4), comm.rank() + 1));
-                try (NcclComm.Window w = comm.registerWindow(buf)) {
-                    assertThat(w.handle().address()).isNotZero();
+                NcclWindow w = comm.registerWindow(buf);
+                try {
+                    System.out.println("[gpu] rank " + comm.rank() + ": " + w);
+                    assertThat(w.isSymmetric()).isTrue();
+                    assertThat(w.ownsMemory()).isFalse();
                     comm.allReduce(buf, buf, bytes / 4, Nccl.DataType.FLOAT32, Nccl.RedOp.SUM, s);
                     s.synchronize();
-                    assertThat(buf.slice(0, 4096).toFloatArray()).containsOnly(3f);
+                    assertThat(buf.toFloatArray()).containsOnly(3f);
+                } finally {
+                    w.close();
                 }
+                w.close(); // idempotent: deregistered once (a second collective deregistration would hang or fail)
+                assertThat(w.isClosed()).isTrue();
+            }
+        });
+    }
+
+    @Test
+    void ownedWindowsRunSmallAllReducesInAGraphAndRefuseCudaMallocMemory() throws Exception {
+        onTwoRanks((d, s, comm) -> {
+            int n = 64; // 256 B: the symmetric kernels' low-latency range
+            try (NcclWindow w = comm.allocateWindow(2L * n * 4)) {
+                assertThat(w.ownsMemory()).isTrue();
+                DeviceBuffer send = w.buffer().slice(0, n * 4L), recv = w.buffer().slice(n * 4L, n * 4L);
+                float[] in = new float[n];
+                for (int i = 0; i < n; i++) in[i] = (i % 7 + 1) * (comm.rank() + 1);
+                send.copyFrom(in);
+                CudaGraph graph;
+                try (StreamCapture capture = s.beginCapture()) {
+                    comm.allReduce(send, recv, n, Nccl.DataType.FLOAT32, Nccl.RedOp.SUM, s);
+                    graph = capture.end();
+                }
+                try (graph; GraphExec exec = graph.instantiate()) {
+                    for (int k = 0; k < 3; k++) exec.launch(s);
+                    s.synchronize();
+                }
+                float[] out = recv.toFloatArray();
+                for (int i = 0; i < n; i++) assertThat(out[i]).isEqualTo((i % 7 + 1) * 3f);
+            }
+            try (DeviceBuffer plain = d.allocate(4096)) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> comm.registerWindow(plain))
+                        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("CUDA_MALLOC");
             }
         });
     }
