@@ -98,6 +98,13 @@ def selftest():
 
 # ---------------------------------------------------------------- the two ways to route
 
+def a2a(torch, dist, out, inp, out_splits=None, in_splits=None):
+    """all_to_all_single; gloo (--cpu) has no bfloat16, so there its bytes travel as float16 (copied, never added)."""
+    if inp.dtype == torch.bfloat16 and dist.get_backend() == "gloo":
+        out, inp = out.view(torch.float16), inp.view(torch.float16)
+    dist.all_to_all_single(out, inp, out_splits, in_splits)
+
+
 def eager_route(torch, dist, x, ids, w, world, local, expert):
     """Real EP code: counts exchanged and read on the host, uneven all_to_all_single by them."""
     t, h = x.shape
@@ -106,17 +113,17 @@ def eager_route(torch, dist, x, ids, w, world, local, expert):
     order = torch.argsort(dest, stable=True)
     send = torch.bincount(dest, minlength=world)
     recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send)
+    a2a(torch, dist, recv, send)
     send_splits, recv_splits = send.tolist(), recv.tolist()   # the host synchronisation that sizes the buffers
     rows = x.repeat_interleave(K, dim=0)[order]
     lid = (flat - dest * local)[order]
     n = sum(recv_splits)
     got, got_ids = x.new_empty(n, h), lid.new_empty(n)
-    dist.all_to_all_single(got, rows, recv_splits, send_splits)
-    dist.all_to_all_single(got_ids, lid, recv_splits, send_splits)
+    a2a(torch, dist, got, rows, recv_splits, send_splits)
+    a2a(torch, dist, got_ids, lid, recv_splits, send_splits)
     done = expert(got, got_ids, False)
     back = x.new_empty(t * K, h)
-    dist.all_to_all_single(back, done, send_splits, recv_splits)
+    a2a(torch, dist, back, done, send_splits, recv_splits)
     pairs = torch.empty_like(back)
     pairs[order] = back
     return (pairs.view(t, K, h) * w.to(x.dtype).view(t, K, 1)).sum(1)
@@ -135,11 +142,11 @@ def padded_route(torch, dist, x, ids, w, world, local, expert):
     lid = torch.zeros(world * cap, dtype=torch.int64, device=x.device)
     lid[slot] = flat - dest * local
     got, got_ids = torch.empty_like(rows), torch.empty_like(lid)
-    dist.all_to_all_single(got, rows)
-    dist.all_to_all_single(got_ids, lid)
+    a2a(torch, dist, got, rows)
+    a2a(torch, dist, got_ids, lid)
     done = expert(got, got_ids, True)
     back = torch.empty_like(done)
-    dist.all_to_all_single(back, done)
+    a2a(torch, dist, back, done)
     return (back[slot].view(t, K, h) * w.to(x.dtype).view(t, K, 1)).sum(1)
 
 
@@ -174,22 +181,27 @@ def router(torch, x, weight):
 
 # ---------------------------------------------------------------- timing, capture, comparison
 
+def sync(torch):
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(torch, dist, fn, warmup, iters):
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    sync(torch)
     dist.barrier()
     lat = []
     for _ in range(iters):
         a = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync(torch)
         lat.append((time.perf_counter() - a) * 1e6)
     dist.barrier()
     a = time.perf_counter()
     for _ in range(iters):
         fn()
-    torch.cuda.synchronize()
+    sync(torch)
     pipelined = (time.perf_counter() - a) * 1e6 / iters
     lat.sort()
     return {"latency_us": statistics.median(lat), "latency_p10_us": lat[int(0.1 * (iters - 1))], "pipelined_us": pipelined}
@@ -244,12 +256,12 @@ def run_case(torch, dist, a, rank, world, g, workload, variant, tokens, make):
     for way, route in (("eager", eager_route), ("captured", padded_route)):
         try:
             fn = make(route)
-            if way == "captured":
+            if way == "captured" and not a.cpu:
                 graph, out = capture(torch, fn)
                 step = graph.replay
-            else:
+            else:   # eager, or --cpu: the padded route run as it is (no CUDA graph on a CPU)
                 out, step = fn(), fn
-            torch.cuda.synchronize()
+            sync(torch)
             problems = [p for p in gather(dist, world, compare(out, case, rank, f32)) if p]
             row[way] = timed(torch, dist, step, a.warmup, a.iters)
             row[way]["check"] = "; ".join(problems) if problems else ("matches Gatun" if case else "no Gatun case")
@@ -257,7 +269,7 @@ def run_case(torch, dist, a, rank, world, g, workload, variant, tokens, make):
             traceback.print_exc()
             row[way] = {"error": f"{type(e).__name__}: {e}"[:300]}
             try:
-                torch.cuda.synchronize()
+                sync(torch)
             except Exception:   # noqa: BLE001
                 pass
     return row
@@ -275,8 +287,9 @@ def cell(r):
     if r is None:
         return "—"
     if "error" in r:
-        return "failed"
-    return f"{r['latency_us']:.1f} / {r['pipelined_us']:.1f}"
+        return "FAILED"
+    wrong = "WRONG " if "differs" in r.get("check", "") else ""
+    return f"{wrong}{r['latency_us']:.1f} / {r['pipelined_us']:.1f}"
 
 
 def report(a, world, rows, g):
@@ -325,6 +338,7 @@ def main():
     p.add_argument("--gatun")
     p.add_argument("--out", default="torch-moe.json")
     p.add_argument("--md", default="moe.md")
+    p.add_argument("--cpu", action="store_true", help="gloo on the CPU: tries the script without a GPU (the captured way runs uncaptured)")
     a = p.parse_args()
     if a.selftest:
         return selftest()
@@ -334,13 +348,17 @@ def main():
     import torch
     import torch.distributed as dist
     rank, world, lr = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device("cuda", lr)
-    torch.cuda.set_device(dev)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29518")
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
-    dist.init_process_group("nccl", device_id=dev)
+    if a.cpu:
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo")
+    else:
+        dev = torch.device("cuda", lr)
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl", device_id=dev)
     if a.experts % world:
         sys.exit(f"moe_torch: --experts {a.experts} is no multiple of the world {world}")
     g = None
