@@ -25,6 +25,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeSet;
 import java.util.stream.Collectors;
+import java.util.stream.IntStream;
 
 /**
  * Expert parallelism's all-to-alls on the CUDA backend, for {@code bench/moe_torch.py} (PyTorch under torchrun) to
@@ -44,7 +45,9 @@ import java.util.stream.Collectors;
  * ({@code --iters} calls back to back, one synchronisation, divided). Every rank checks its result against plain
  * float64 loops ({@link MoeCheck}): every token of dispatch+combine; the first {@code --check-tokens} (4) tokens of
  * the smallest layer case (its router's choice by the same loops; a token whose k-th and next logits are within two
- * units in the last place of the dtype is ambiguous and skipped). A mismatch fails the run. Ranks are threads of this
+ * units in the last place of the dtype is ambiguous and skipped). A mismatch fails the run. The JSON gives
+ * {@code moe_torch.py} each rank's fingerprint of each case: the tokens compared (the layer's unambiguous ones), the
+ * sum of their magnitudes and sample rows. Ranks are threads of this
  * process ({@link LocalWorld}), rank r on GPU r / ranks-per-gpu.
  *
  * <pre>
@@ -100,6 +103,7 @@ public final class MoeBench {
         final String[] checks;
         final double[] absSum;
         final double[][] samples;
+        final int[][] compared;
 
         Result(String workload, String variant, int tokens, long capacity, int world) {
             this.workload = workload;
@@ -109,6 +113,7 @@ public final class MoeBench {
             checks = new String[world];
             absSum = new double[world];
             samples = new double[world][];
+            compared = new int[world][];
         }
     }
 
@@ -194,7 +199,7 @@ public final class MoeBench {
                 session.bind(session.ranks().getFirst(), in);
                 if (r == 0) describe(s, session.plan(), res);
                 NDArray y = session.runToHost(Map.of()).get("y");
-                fingerprint(res, r, y);
+                fingerprint(s, res, r, y);
                 res.checks[r] = layer ? (res.tokens == s.layerTokens[0] ? MoeCheck.layer(s, r, y) : "not checked (only the smallest case)")
                         : MoeCheck.dispatch(s, r, res.tokens, routing, y);
                 double[] t = time(session, s.warmup, s.iters);
@@ -220,16 +225,24 @@ public final class MoeBench {
                 .collect(Collectors.joining()) + (s.plan ? text + "\n" : "");
     }
 
-    /** Rank r's output: the sum of its magnitudes, and the first 64 values of its first and last rows. */
-    private static void fingerprint(Result res, int r, NDArray y) {
+    /**
+     * Rank r's output for PyTorch to compare with: over the tokens compared (every one of dispatch+combine; the
+     * layer's whose router choice is not {@link MoeCheck#ambiguous}, which PyTorch's top-k may break otherwise), the
+     * sum of magnitudes, and the first 64 values of the first and last of them.
+     */
+    private static void fingerprint(Settings s, Result res, int r, NDArray y) {
         double[] v = y.toDoubleArray();
-        double sum = 0;
-        for (double d : v) sum += Math.abs(d);
-        res.absSum[r] = sum;
         int h = v.length / res.tokens, n = Math.min(64, h);
-        double[] sample = new double[2 * n];
-        System.arraycopy(v, 0, sample, 0, n);
-        System.arraycopy(v, (res.tokens - 1) * h, sample, n, n);
+        int[] compared = IntStream.range(0, res.tokens).filter(t -> !res.workload.equals("layer") || !MoeCheck.ambiguous(s, r, t)).toArray();
+        double sum = 0;
+        for (int t : compared) for (int c = 0; c < h; c++) sum += Math.abs(v[t * h + c]);
+        res.absSum[r] = sum;
+        res.compared[r] = compared;
+        double[] sample = new double[compared.length == 0 ? 0 : 2 * n];
+        if (compared.length > 0) {
+            System.arraycopy(v, compared[0] * h, sample, 0, n);
+            System.arraycopy(v, compared[compared.length - 1] * h, sample, n, n);
+        }
         res.samples[r] = sample;
     }
 
@@ -268,9 +281,9 @@ public final class MoeBench {
             Result r = results.get(i);
             sb.append(String.format(Locale.ROOT, "    {\"workload\": \"%s\", \"variant\": \"%s\", \"tokens\": %d, \"capacity\": %d, \"algorithm\": \"%s\", "
                             + "\"partitions\": %d,%n     \"latency_us\": %.3f, \"latency_p10_us\": %.3f, \"pipelined_us\": %.3f,%n     \"checks\": [%s],%n"
-                            + "     \"abs_sum\": %s,%n     \"samples\": %s}%s%n", r.workload, r.variant, r.tokens, r.capacity, r.algorithms, r.partitions,
+                            + "     \"abs_sum\": %s,%n     \"tokens_compared\": %s,%n     \"samples\": %s}%s%n", r.workload, r.variant, r.tokens, r.capacity, r.algorithms, r.partitions,
                     r.latency, r.p10, r.pipelined, Arrays.stream(r.checks).map(c -> "\"" + c + "\"").collect(Collectors.joining(", ")),
-                    Arrays.toString(r.absSum), Arrays.deepToString(r.samples), i + 1 < results.size() ? "," : ""));
+                    Arrays.toString(r.absSum), Arrays.deepToString(r.compared), Arrays.deepToString(r.samples), i + 1 < results.size() ? "," : ""));
         }
         return sb.append("  ]\n}\n").toString();
     }

@@ -27,7 +27,7 @@ class MoeBenchTest {
         String json = Files.readString(out);
         assertThat(json).contains("\"workload\": \"dispatch+combine\", \"variant\": \"uniform\", \"tokens\": 6, \"capacity\": 24",
                 "\"variant\": \"skewed\"", "\"workload\": \"layer\", \"variant\": \"mixtral\", \"tokens\": 1, \"capacity\": 4",
-                "\"tokens\": 3, \"capacity\": 12", "\"world\": 2");
+                "\"tokens\": 3, \"capacity\": 12", "\"world\": 2", "\"tokens_compared\": [[0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5]]");
         // two dispatch cases and the smallest layer case checked on both ranks; the larger layer case not checked
         assertThat(Pattern.compile("rank \\d: \\d+ tokens ok").matcher(json).results().count()).isEqualTo(6);
         assertThat(json).contains("not checked (only the smallest case)").doesNotContain("no token checked");

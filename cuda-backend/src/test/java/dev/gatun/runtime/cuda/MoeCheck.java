@@ -77,16 +77,10 @@ final class MoeCheck {
      */
     static double[] token(MoeBench.Settings s, int r, int n) {
         int h = s.hidden(), f = s.width(), e = s.experts();
-        double[] x = new double[h], logits = new double[e];
+        double[] x = new double[h], logits = logits(s, r, n);
         for (int c = 0; c < h; c++) x[c] = MoeInputs.token(r, n, c, h);
-        for (int i = 0; i < e; i++) {
-            double d = 0;
-            for (int c = 0; c < h; c++) d += x[c] * MoeInputs.value(MoeInputs.ROUTER_SALT, (long) i * h + c, MoeInputs.ROUTER_SHIFT);
-            logits[i] = d;
-        }
-        Integer[] order = IntStream.range(0, e).boxed().sorted((a, b) -> Double.compare(logits[b], logits[a])).toArray(Integer[]::new);
-        double kth = logits[order[MoeBench.K - 1]], next = logits[order[MoeBench.K]];
-        if (kth - next <= 2 * Math.ulp((float) kth) * (s.dtype() == DType.BF16 ? 65536 : 1)) return null;
+        Integer[] order = order(logits);
+        if (ambiguous(s.dtype(), logits, order)) return null;
         double[] p = new double[e];
         double top = round(s.dtype(), logits[order[0]]), sum = 0;
         for (int i = 0; i < e; i++) sum += p[i] = Math.exp(round(s.dtype(), logits[i]) - top);
@@ -114,6 +108,38 @@ final class MoeCheck {
             for (int i = 0; i < h; i++) y[i] += w * out[i];
         }
         return y;
+    }
+
+    /** Token n of rank r's router logits [experts], float64 from the formulas. */
+    static double[] logits(MoeBench.Settings s, int r, int n) {
+        int h = s.hidden();
+        double[] logits = new double[s.experts()];
+        for (int i = 0; i < logits.length; i++) {
+            double d = 0;
+            for (int c = 0; c < h; c++) d += MoeInputs.token(r, n, c, h) * MoeInputs.value(MoeInputs.ROUTER_SALT, (long) i * h + c, MoeInputs.ROUTER_SHIFT);
+            logits[i] = d;
+        }
+        return logits;
+    }
+
+    /** The experts by logit, largest first. */
+    static Integer[] order(double[] logits) {
+        return IntStream.range(0, logits.length).boxed().sorted((a, b) -> Double.compare(logits[b], logits[a])).toArray(Integer[]::new);
+    }
+
+    /**
+     * Whether the router's choice may depend on rounding: its k-th and next logits within two units in the last place
+     * of bf16 (where the logits are rounded to it, equal ones tie) or 64 of float32 (sums in other orders).
+     */
+    static boolean ambiguous(DType dtype, double[] logits, Integer[] order) {
+        double kth = logits[order[MoeBench.K - 1]], next = logits[order[MoeBench.K]];
+        return kth - next <= Math.ulp((float) kth) * (dtype == DType.BF16 ? 2 * 65536 : 64);
+    }
+
+    /** {@link #ambiguous(DType, double[], Integer[])} for token n of rank r. */
+    static boolean ambiguous(MoeBench.Settings s, int r, int n) {
+        double[] l = logits(s, r, n);
+        return ambiguous(s.dtype(), l, order(l));
     }
 
     /** {@code v} rounded to the dtype: bf16 to nearest even of 8 significant bits, f32 to float. */
