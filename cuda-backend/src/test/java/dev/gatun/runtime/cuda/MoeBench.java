@@ -45,7 +45,8 @@ import java.util.stream.IntStream;
  * ({@code --iters} calls back to back, one synchronisation, divided). Every rank checks its result against plain
  * float64 loops ({@link MoeCheck}): every token of dispatch+combine; the first {@code --check-tokens} (4) tokens of
  * the smallest layer case (its router's choice by the same loops; a token whose k-th and next logits are within two
- * units in the last place of the dtype is ambiguous and skipped). A mismatch fails the run. The JSON gives
+ * units in the last place of the dtype is ambiguous and skipped), and that case against the same graph on the host
+ * backend ({@code --host-check}). A mismatch fails the run. The JSON gives
  * {@code moe_torch.py} each rank's fingerprint of each case: the tokens compared (the layer's unambiguous ones), the
  * sum of their magnitudes and sample rows. Ranks are threads of this
  * process ({@link LocalWorld}), rank r on GPU r / ranks-per-gpu.
@@ -60,6 +61,8 @@ import java.util.stream.IntStream;
  * --iters N            timed calls (default 200)          --warmup N  calls before them (default 200)
  * --out FILE           JSON (default gatun-moe.json)      --backend cuda|host (host: try the harness without a GPU)
  * --plan               print rank 0's whole plan of each case (its summary is always printed)
+ * --host-check on|off  also run the smallest layer case on the host backend and compare (default on, off with
+ *                      --backend host)
  * </pre>
  */
 public final class MoeBench {
@@ -69,7 +72,7 @@ public final class MoeBench {
 
     /** The benchmark's settings. */
     record Settings(int world, int perGpu, DType dtype, int tokens, int hidden, int experts, int width, int[] layerTokens, String only,
-                    int checkTokens, int iters, int warmup, String backend, boolean plan) {
+                    int checkTokens, int iters, int warmup, String backend, boolean plan, boolean hostCheck) {
         static Settings of(Map<String, String> o) {
             DType dtype = switch (o.getOrDefault("dtype", "bf16")) {
                 case "bf16" -> DType.BF16;
@@ -79,7 +82,12 @@ public final class MoeBench {
             int[] layer = Arrays.stream(o.getOrDefault("layer-tokens", "1,8,128").split(",")).map(String::trim).mapToInt(Integer::parseInt).sorted().toArray();
             var s = new Settings(num(o, "world", 2), num(o, "ranks-per-gpu", 1), dtype, num(o, "tokens", 128), num(o, "hidden", 4096), num(o, "experts", 8),
                     num(o, "intermediate", 14336), layer, o.getOrDefault("only", "all"), num(o, "check-tokens", 4), num(o, "iters", 200),
-                    num(o, "warmup", 200), o.getOrDefault("backend", "cuda"), o.containsKey("plan"));
+                    num(o, "warmup", 200), o.getOrDefault("backend", "cuda"), o.containsKey("plan"),
+                    switch (o.getOrDefault("host-check", o.getOrDefault("backend", "cuda").equals("host") ? "off" : "on")) {
+                        case "on" -> true;
+                        case "off" -> false;
+                        default -> throw new IllegalArgumentException("--host-check on or off, not " + o.get("host-check"));
+                    });
             if (s.experts < 2 || s.experts % s.world != 0)
                 throw new IllegalArgumentException("--experts " + s.experts + ": at least 2 and a multiple of --world " + s.world);
             if (!java.util.Set.of("all", "dispatch", "layer").contains(s.only)) throw new IllegalArgumentException("--only dispatch or layer, not " + s.only);
@@ -200,8 +208,10 @@ public final class MoeBench {
                 if (r == 0) describe(s, session.plan(), res);
                 NDArray y = session.runToHost(Map.of()).get("y");
                 fingerprint(s, res, r, y);
-                res.checks[r] = layer ? (res.tokens == s.layerTokens[0] ? MoeCheck.layer(s, r, y) : "not checked (only the smallest case)")
+                boolean smallest = layer && res.tokens == s.layerTokens[0];
+                res.checks[r] = layer ? (smallest ? MoeCheck.layer(s, r, y) : "not checked (only the smallest case)")
                         : MoeCheck.dispatch(s, r, res.tokens, routing, y);
+                if (smallest && s.hostCheck) res.checks[r] += "; " + hostCheck(s, rv, graph, in, y);
                 double[] t = time(session, s.warmup, s.iters);
                 if (r == 0) {
                     res.latency = t[0];
@@ -209,6 +219,35 @@ public final class MoeBench {
                     res.pipelined = t[2];
                 }
             }
+        }
+    }
+
+    /**
+     * The same graph and inputs on the host backend (every rank takes part): rank rv's {@code y} against it over the
+     * tokens whose router choice is not {@link MoeCheck#ambiguous}, within {@link MoeCheck#layerTolerance} of the
+     * largest of them. Fails the run where it is off.
+     */
+    private static String hostCheck(Settings s, Rendezvous rv, Graph graph, Map<String, NDArray> in, NDArray y) {
+        int r = rv.rank();
+        var options = (s.world == 1 ? CompileOptions.world(1) : CompileOptions.world(s.world).rank(rv)).backend("host").timeout(Duration.ofMinutes(5));
+        try (var host = Session.compile(graph, options)) {
+            host.bind(host.ranks().getFirst(), in);
+            NDArray want = host.runToHost(Map.of()).get("y");
+            int tokens = (int) y.shape()[0], h = s.hidden, compared = 0;
+            double max = 0, err = 0;
+            for (int n = 0; n < tokens; n++) {
+                if (MoeCheck.ambiguous(s, r, n)) continue;
+                compared++;
+                for (int c = 0; c < h; c++) {
+                    max = Math.max(max, Math.abs(want.get((long) n * h + c)));
+                    err = Math.max(err, Math.abs(y.get((long) n * h + c) - want.get((long) n * h + c)));
+                }
+            }
+            double tol = MoeCheck.layerTolerance(s.dtype) * max;
+            if (!(err <= tol))
+                throw new IllegalStateException(String.format(Locale.ROOT, "layer rank %d: %s differs from the host backend by %s (tolerance %s: %s of the largest, %s)",
+                        r, s.backend, err, tol, MoeCheck.layerTolerance(s.dtype), max));
+            return String.format(Locale.ROOT, "the host backend's %d tokens within %.2g of the largest", compared, max == 0 ? 0 : err / max);
         }
     }
 

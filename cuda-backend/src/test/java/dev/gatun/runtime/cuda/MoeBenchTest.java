@@ -23,7 +23,7 @@ class MoeBenchTest {
     void bothWorkloadsRunAndPassTheirChecksOnTheHostBackend(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("moe.json");
         MoeBench.main(new String[]{"--backend", "host", "--world", "2", "--tokens", "6", "--hidden", "32", "--experts", "4", "--intermediate", "16",
-                "--layer-tokens", "3,1", "--iters", "2", "--warmup", "1", "--out", out.toString()});
+                "--layer-tokens", "3,1", "--iters", "2", "--warmup", "1", "--host-check", "on", "--out", out.toString()});
         String json = Files.readString(out);
         assertThat(json).contains("\"workload\": \"dispatch+combine\", \"variant\": \"uniform\", \"tokens\": 6, \"capacity\": 24",
                 "\"variant\": \"skewed\"", "\"workload\": \"layer\", \"variant\": \"mixtral\", \"tokens\": 1, \"capacity\": 4",
@@ -31,6 +31,7 @@ class MoeBenchTest {
         // two dispatch cases and the smallest layer case checked on both ranks; the larger layer case not checked
         assertThat(Pattern.compile("rank \\d: \\d+ tokens ok").matcher(json).results().count()).isEqualTo(6);
         assertThat(json).contains("not checked (only the smallest case)").doesNotContain("no token checked");
+        assertThat(Pattern.compile("the host backend's 1 tokens within").matcher(json).results().count()).isEqualTo(2);
     }
 
     private static MoeBench.Settings small(DType dtype) {

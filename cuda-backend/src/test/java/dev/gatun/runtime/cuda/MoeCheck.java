@@ -44,7 +44,7 @@ final class MoeCheck {
     /** Rank r's layer: its first {@code --check-tokens} tokens whose router's choice is unambiguous. */
     static String layer(MoeBench.Settings s, int r, NDArray y) {
         int tokens = (int) y.shape()[0], h = s.hidden(), checked = 0, skipped = 0;
-        double rel = s.dtype() == DType.BF16 ? 3e-2 : 3e-5, worst = 0, largest = 0;
+        double rel = layerTolerance(s.dtype()), worst = 0, largest = 0;
         for (int n = 0; n < Math.min(tokens, s.checkTokens()); n++) {
             double[] want = token(s, r, n);
             if (want == null) {
@@ -109,6 +109,9 @@ final class MoeCheck {
         }
         return y;
     }
+
+    /** The layer's tolerance, relative to its largest output: 3% in bf16, 0.003% in f32. */
+    static double layerTolerance(DType dtype) { return dtype == DType.BF16 ? 3e-2 : 3e-5; }
 
     /** Token n of rank r's router logits [experts], float64 from the formulas. */
     static double[] logits(MoeBench.Settings s, int r, int n) {
