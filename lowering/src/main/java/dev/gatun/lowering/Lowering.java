@@ -87,12 +87,17 @@ public final class Lowering {
     private LoweredGraph run() {
         LoweringChecks.checkWorld(graph, options);
         boolean[] live = LoweringChecks.liveNodes(graph);
+        ScatterInto into = ScatterInto.find(graph, live);
         for (Node n : graph.nodes()) {
             if (!live[n.id()]) {
                 decisions.add("%" + n.id() + " " + n.op().opName() + ": dropped, no output depends on it");
                 continue;
             }
-            Value v = lowerNode(n);
+            if (into.skipped(n)) {
+                decisions.add("%" + n.id() + " " + n.op().opName() + ": not made; " + into.why(n));
+                continue;
+            }
+            Value v = into.rewrites(n) ? scatterInto(n, into) : lowerNode(n);
             values[n.id()] = v;
             if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) paths.placeInRegion(n, b);
         }
@@ -504,10 +509,30 @@ public final class Lowering {
      * value head of the fused product), or of a flexible layout (fixed packed later); else packed row-major, copied first
      * where it is not.
      */
-    private Buffer operand(Node n, Op.Registered r, int i) {
-        Value v = arg(n, i);
+    private Buffer operand(Node n, Op.Registered r, int i) { return operand(arg(n, i), r, i); }
+
+    private Buffer operand(Value v, Op.Registered r, int i) {
         if (v instanceof BufferValue(Buffer b) && Strides.readsStrided(b, r, i)) return b;
         return contiguous(v, r.opName());
+    }
+
+    /**
+     * {@code add}, the sum of x and a scatter_add into zeros ({@link ScatterInto}), as one scatter_add into x: the call
+     * copies x into its result and adds the source's rows there, where the zeros would have been filled, copied and the
+     * sum read them back in a pass of its own.
+     */
+    private Value scatterInto(Node add, ScatterInto into) {
+        Node scatter = into.scatterOf(add), x = into.targetOf(add);
+        var r = (Op.Registered) scatter.op();
+        var operands = new ArrayList<Buffer>();
+        operands.add(operand(made(values[x.id()]), r, 0));
+        for (int i = 1; i < scatter.inputs().size(); i++) operands.add(operand(scatter, r, i));
+        Buffer call = register(new ExternBuffer(next(), Layout.contiguous(add.type().dtype(), add.type().shape()), new ExternCall.Registered(r.spec(), r.attrs()),
+                operands, add.id()));
+        decisions.add("%" + add.id() + " add: computed as scatter_add(" + operands.getFirst().name() + ", ...) of %" + scatter.id() + "'s index and source into "
+                + call.name() + ": %" + x.id() + " takes the zeros' place, so no zeros are made and no pass adds them (x gets the source's"
+                + " rows added after it, not before)");
+        return new BufferValue(call);
     }
 
     /**
@@ -516,19 +541,66 @@ public final class Lowering {
      * anything else not packed is copied, as for every extern call.
      */
     private Value matmul(Node n) {
+        if (readOnlyTransposed(n)) return transposedProduct(n);
         var operands = new ArrayList<Buffer>();
         boolean[] trans = new boolean[2];
-        for (int i = 0; i < 2; i++) {
-            Value v = arg(n, i);
-            if (v instanceof BufferValue(Buffer b) && !Strides.packed(b) && Strides.transposedPacked(b)) {
-                trans[i] = true;
-                operands.add(b);
-                decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
-            } else {
-                operands.add(contiguous(v, "matmul"));
-            }
-        }
+        for (int i = 0; i < 2; i++) operands.add(productOperand(n, arg(n, i), trans, i));
         return externCall(n, new ExternCall.Matmul(trans[0], trans[1]), operands);
+    }
+
+    /** Operand {@code i} of product {@code n}: a transposed view of packed memory as it lies (flag set), else packed. */
+    private Buffer productOperand(Node n, Value v, boolean[] trans, int i) {
+        if (v instanceof BufferValue(Buffer b) && !Strides.packed(b) && Strides.transposedPacked(b)) {
+            trans[i] = true;
+            decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
+            return b;
+        }
+        return contiguous(v, "matmul");
+    }
+
+    /**
+     * Whether every reader of product {@code n} (two matrices, no batch) reads it transposed ({@code permute [1, 0]}), and
+     * it is no graph output: a weight's gradient {@code (x^T dy)^T} of {@code y = x w^T}. Computed as it is, each reader
+     * would read it column by column (a row kernel over a transposed tensor reads one element per 32-byte sector).
+     */
+    private boolean readOnlyTransposed(Node n) {
+        if (n.type().rank() != 2 || n.input(0).type().rank() != 2 || n.input(1).type().rank() != 2 || graph.isOutput(n)
+                || n.symmetricGroup() != null || graph.users(n).isEmpty()) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Permute p) || u.symmetricGroup() != null || normalized(p.perm().get(0), 2) != 1) return false;
+        return true;
+    }
+
+    private static int normalized(int d, int rank) { return d < 0 ? d + rank : d; }
+
+    /**
+     * Product {@code n = A B}, read only transposed ({@link #readOnlyTransposed}), computed transposed: {@code B^T A^T}
+     * into a packed buffer of the transposed shape, and {@code n} a transposed view of it, so each reader's transpose
+     * is packed again and read row by row. Each operand's transpose is a view (a transposed operand's is packed, a
+     * packed one's is read with the product's transpose flag); the same products and sums, so the same values.
+     */
+    private Value transposedProduct(Node n) {
+        Buffer a = asBuffer(n.input(0)), b = asBuffer(n.input(1));
+        boolean[] trans = new boolean[2];
+        var operands = List.of(productOperand(n, new BufferValue(transposedView(n, b)), trans, 0),
+                productOperand(n, new BufferValue(transposedView(n, a)), trans, 1));
+        Shape s = n.type().shape();
+        Shape swapped = new Shape(List.of(s.dim(1), s.dim(0)));
+        Buffer product = register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), swapped), new ExternCall.Matmul(trans[0], trans[1]),
+                operands, n.id()));
+        decisions.add("%" + n.id() + " matmul: every reader reads it transposed, so it is computed transposed, " + operands.get(0).name()
+                + (trans[0] ? ".mT" : "") + " x " + operands.get(1).name() + (trans[1] ? ".mT" : "") + " into " + product.name() + " " + swapped
+                + ", and its readers read that row by row");
+        return new BufferValue(transposedView(n, product));
+    }
+
+    /** A view of {@code b} with its two dimensions swapped. */
+    private Buffer transposedView(Node n, Buffer b) {
+        Layout.Fixed src = viewSource(n, b);
+        Shape s = src.shape();
+        var layout = new Layout.Fixed(src.dtype(), new Shape(List.of(s.dim(1), s.dim(0))), List.of(src.strides().get(1), src.strides().get(0)),
+                src.offset(), src.allocator());
+        return register(new ViewBuffer(next(), layout, b.storage(), "transpose", n.id()));
     }
 
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */
