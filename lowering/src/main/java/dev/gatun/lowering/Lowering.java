@@ -234,6 +234,8 @@ public final class Lowering {
         Shape rowShape = Shape.of(rowSizes.stream().mapToLong(Long::longValue).toArray());
         Buffer rows = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, rowShape),
                 new Expr.Load(src.storage, src.offset, rowStrides, t), r.fn(), List.of(SymInt.of(xs[last])), n.id()));
+        long chunk = outputs == 1 ? chunkOf(rowShape.numel()) : 0;
+        if (chunk > 0) return wholeInChunks(n, r, rows, chunk, reduced, last);
         // then the rows' results over the other reduced dimensions, into the reduction's own shape
         Strided part = strided(new BufferValue(rows));
         var strides = new ArrayList<SymInt>();
@@ -257,6 +259,51 @@ public final class Lowering {
                 + " block an output could not");
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, n.type().shape()),
                 new Expr.Load(part.storage, part.offset, strides, t), r.fn(), ranges, n.id()));
+    }
+
+    /**
+     * The most rows whose results {@link #splitWide}'s second reduction may fold in one block (the planner folds it into
+     * the rows' launch up to as many, {@code GridFolds.MAX_ROWS}); more are summed in chunks first ({@link #wholeInChunks}).
+     */
+    static final long FOLD_MAX_ROWS = 16384;
+
+    /**
+     * The chunk {@code rows} row results are summed in before the last fold, where they are more than {@link #FOLD_MAX_ROWS}:
+     * the divisor of {@code rows} nearest its square root (as many chunks as elements a chunk, about) that leaves at most
+     * {@link #FOLD_MAX_ROWS} chunks and is at least 32 long; 0 where none is (a prime count: the second reduction stays one).
+     */
+    static long chunkOf(long rows) {
+        if (rows <= FOLD_MAX_ROWS) return 0;
+        long best = 0, root = (long) Math.sqrt((double) rows);
+        for (long d = 1; d * d <= rows; d++) {
+            if (rows % d != 0) continue;
+            for (long c : new long[]{d, rows / d})   // each divisor pair, smaller first (so a tie keeps the smaller chunk)
+                if (c >= 32 && c <= rows / 2 && rows / c <= FOLD_MAX_ROWS && (best == 0 || Math.abs(c - root) < Math.abs(best - root))) best = c;
+        }
+        return best;
+    }
+
+    /**
+     * A whole reduction whose first stage made more row results ({@code rows}) than one block should fold: those are
+     * reduced in {@code chunk}s (a row kernel of {@code rows / chunk} rows, a block each), and the chunks' results into
+     * the output, which the planner folds into the chunks' launch. A vocabulary-sized gradient's squared norm (128256 row
+     * sums) is two launches where the last was one block reading half a megabyte.
+     */
+    private Buffer wholeInChunks(Node n, Op.Reduce r, Buffer rows, long chunk, long reduced, int last) {
+        DType t = n.type().dtype();
+        long count = rows.type().shape().numel() / chunk;
+        Strided part = strided(new BufferValue(rows));
+        Buffer chunks = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, Shape.of(count)),
+                new Expr.Load(part.storage, part.offset, List.of(SymInt.of(chunk), SymInt.ONE), t), r.fn(), List.of(SymInt.of(chunk)), n.id()));
+        decisions.add("%" + n.id() + " " + r.opName() + ": " + reduced + " elements into 1 reduced over dimension " + last + " first (" + rows.name() + ", "
+                + rows.type().shape().numel() + " rows), then those rows in " + count + " chunks of " + chunk + " (" + chunks.name()
+                + "), then the chunks: one block a row streams it, and no block reads more than " + FOLD_MAX_ROWS + " rows' results");
+        // a scalar, so the planner folds it into the chunks' launch (a kept [1, 1] would loop over two dimensions of one); kept dims are a view
+        Buffer whole = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, Shape.SCALAR),
+                new Expr.Load(chunks, SymInt.ZERO, List.of(SymInt.ONE), t), r.fn(), List.of(SymInt.of(count)), n.id()));
+        if (!r.keepdim()) return whole;
+        Layout.Fixed src = viewSource(n, whole);
+        return view(n, whole, new Layout.Fixed(t, n.type().shape(), java.util.Collections.nCopies(n.type().rank(), SymInt.ZERO), src.offset(), src.allocator()));
     }
 
     // ---------------------------------------------------------------- loads and views
