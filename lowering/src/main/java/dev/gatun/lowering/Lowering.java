@@ -72,6 +72,12 @@ public final class Lowering {
      */
     private record ReshapeValue(Node node, Value source, Shape shape) implements Value {}
 
+    /**
+     * A widening float cast not made ({@link #widening}): a pointwise loop reading it casts {@code source}'s element
+     * itself; anything else makes it ({@link #materialize(WidenedValue)}).
+     */
+    private record WidenedValue(Node node, Buffer source) implements Value {}
+
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
@@ -142,12 +148,51 @@ public final class Lowering {
     private Value elementwise(Node n) {
         if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
         if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
+        if (widening(n) instanceof Buffer source) {
+            decisions.add("%" + n.id() + " cast: made only where a loop that is no pointwise op reads it; a pointwise loop reading it casts "
+                    + source.name() + " (" + source.type().dtype().shortName() + ") itself, so no " + n.type().dtype().shortName() + " copy is kept for it");
+            return new WidenedValue(n, source);
+        }
         return new BufferValue(plainElementwise(n));
+    }
+
+    /**
+     * The source of cast {@code n} where it widens a float (bf16 or f16 to f32 or f64, f32 to f64: exact) of a value
+     * computed in the graph (a loop's or a call's result, or a view of one; no input, state or symmetric buffer, which a
+     * later update or a peer may change), else null. Such a cast is recomputed by each pointwise loop that reads it: the
+     * reader loads the narrower source (half the bytes) and the wider copy, which an optimizer step or a loss's backward
+     * pass would otherwise keep alive from the forward pass (a [tokens, vocabulary] f32 copy of bf16 logits: 1 GB), is
+     * never stored for them. A reduction, a call or an output reading it makes it as before.
+     */
+    private Buffer widening(Node n) {
+        if (!(n.op() instanceof Op.Cast) || n.symmetricGroup() != null || graph.isOutput(n)) return null;
+        DType from = n.input(0).type().dtype(), to = n.type().dtype();
+        if (!from.isFloating() || !to.isFloating() || to.byteSize() <= from.byteSize()) return null;
+        if (!(values[n.input(0).id()] instanceof BufferValue(Buffer b))) return null;
+        Buffer storage = b.storage();
+        boolean computed = storage instanceof ComputedBuffer || storage instanceof ExternBuffer e && switch (e.call()) {
+            case ExternCall.Matmul m -> true;
+            case ExternCall.Registered r -> !r.spec().inPlace();
+            default -> false;   // a collective's result (peers write it), a user op's
+        };
+        return computed && !b.isSymmetric() ? b : null;
+    }
+
+    private Buffer materialize(WidenedValue w) {
+        Shape shape = w.node().type().shape();
+        Buffer made = elementwiseLoop(w.node(), shape, List.of(load(new BufferValue(w.source()), shape)));
+        values[w.node().id()] = new BufferValue(made);
+        return made;
     }
 
     private Buffer plainElementwise(Node n) {
         var loads = new ArrayList<Expr>();
-        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) loads.add(load(arg(n, i), n.type().shape()));
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) {
+            Value v = values[n.input(i).id()];
+            loads.add(v instanceof WidenedValue w
+                    ? castTo(load(new BufferValue(w.source()), n.type().shape()), w.node().type().dtype())
+                    : load(arg(n, i), n.type().shape()));
+        }
         return elementwiseLoop(n, n.type().shape(), loads);
     }
 
@@ -523,6 +568,7 @@ public final class Lowering {
         return switch (v) {
             case CatValue c -> new BufferValue(materialize(c));
             case ReshapeValue r -> new BufferValue(materialize(r));
+            case WidenedValue w -> new BufferValue(materialize(w));
             default -> v;
         };
     }
