@@ -251,7 +251,8 @@ class CudaCodegenCompileTest {
     /**
      * The kernels around a tied embedding's gradient (issue 39): the head's gradient computed transposed, the lookup's
      * scattered into it, cast to f32 and its squared norm summed in chunks of a vocabulary's 128256 row sums (then folded),
-     * in bf16 over f32 as the training step does, compile; the chunked norm is two launches, the second with a fold.
+     * in bf16 over f32 as the training step does, and a cross-entropy of bf16 logits cast to f32 with its gradient, compile;
+     * the chunked norm is two launches, the second with a fold.
      */
     @Test
     void vocabularyGradientKernelsCompile(@TempDir Path dir) throws Exception {
@@ -269,6 +270,14 @@ class CudaCodegenCompileTest {
                 .anyMatch(x -> x.contains("chunks of 334"));
         assertThat(plan.kernels()).anyMatch(k -> !k.folds().isEmpty() && k.reductionRanges().size() == 1 && k.reductionRanges().getFirst().equals(dev.gatun.ir.SymInt.of(334)));
         for (var k : plan.kernels()) sources.add(CudaCodegen.generate(k));
+        // the cross-entropy of bf16 logits cast to f32, and its gradient: the kernels on each side of the exponentials
+        var ce = dev.gatun.dsl.Gatun.graph("ce_head");
+        var hs = ce.input("h", bf, 64, 64);
+        var ceLoss = hs.matmul(ce.input("w", bf, 128256, 64).t()).cast(dev.gatun.ir.DType.F32).crossEntropy(ce.input("t", dev.gatun.ir.DType.I64, 64));
+        ce.output("loss", ceLoss);
+        ce.output("dh", ce.grad(ceLoss, hs)[0]);
+        for (var k : dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(ce.build(), dev.gatun.lowering.LoweringOptions.world(1))).kernels())
+            sources.add(CudaCodegen.generate(k));
         compileSources(dir, "vocabulary", sources);
     }
 

@@ -19,8 +19,8 @@ import static org.assertj.core.data.Offset.offset;
 /**
  * A tied embedding's gradient on the GPU against the host backend (issue 39's lowering rules): the head's gradient
  * computed transposed by cuBLAS, the lookup's rows scattered into it (scatter_add reading a view of the product), its
- * squared norm over 20000 rows summed in chunks and folded. f32 throughout; the host's values within 1e-4 of the
- * largest (cuBLAS sums in its own order).
+ * squared norm over 20000 rows summed in chunks and folded (f32 and bf16; the host's values within 1e-4 of the largest
+ * in f32, cuBLAS summing in its own order); and a cross-entropy of bf16 logits cast to f32, with its gradient.
  */
 @RequiresGpu
 class VocabularyGradientGpuTest {
@@ -34,6 +34,37 @@ class VocabularyGradientGpuTest {
         g.output("d", d);
         g.output("norm", d.mul(d).sum());
         return g.build();
+    }
+
+    /**
+     * The cross-entropy of bf16 logits cast to f32 (a mixed-precision head) and its gradient: the target picked from the
+     * bf16 logits, the max detached, one f32 buffer of the logits' size (the exponentials) between the two kernels.
+     */
+    @Test
+    void theCrossEntropyOfCastLogitsIsTheHostsOnTheGpu() {
+        var g = Gatun.graph("ce_head");
+        Tensor h = g.input("h", DType.BF16, TOKENS, HIDDEN), w = g.input("w", DType.BF16, VOCAB, HIDDEN);
+        Tensor loss = h.matmul(w.t()).cast(DType.F32).crossEntropy(g.input("t", DType.I64, TOKENS));
+        g.output("loss", loss);
+        g.output("dh", g.grad(loss, h)[0].cast(DType.F32));
+        Graph graph = g.build();
+        var rnd = new SplittableRandom(8);
+        var hs = NDArray.zeros(DType.BF16, TOKENS, HIDDEN);
+        for (long i = 0; i < hs.numel(); i++) hs.set(i, rnd.nextGaussian());
+        var ws = NDArray.zeros(DType.BF16, VOCAB, HIDDEN);
+        for (long i = 0; i < ws.numel(); i++) ws.set(i, rnd.nextGaussian() * 0.3);
+        long[] t = new long[(int) TOKENS];
+        for (int i = 0; i < t.length; i++) t[i] = rnd.nextInt((int) VOCAB);
+        Map<String, NDArray> in = Map.of("h", hs, "w", ws, "t", NDArray.of(t, TOKENS));
+        Map<String, NDArray> host, gpu;
+        try (var s = Session.compile(graph, CompileOptions.world(1).backend("host"))) { host = s.runToHost(in); }
+        try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda"))) { gpu = s.runToHost(in); }
+        double l = host.get("loss").get(0);
+        assertThat(gpu.get("loss").get(0)).isCloseTo(l, offset(1e-2 * Math.abs(l)));
+        double[] hd = host.get("dh").toDoubleArray(), gd = gpu.get("dh").toDoubleArray();
+        double largest = 0;
+        for (double v : hd) largest = Math.max(largest, Math.abs(v));
+        for (int i = 0; i < hd.length; i++) assertThat(gd[i]).as("dh[%d]", i).isCloseTo(hd[i], offset(2e-2 * largest));
     }
 
     @Test
