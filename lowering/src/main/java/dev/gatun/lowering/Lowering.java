@@ -149,8 +149,8 @@ public final class Lowering {
         if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
         if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
         if (widening(n) instanceof Buffer source) {
-            decisions.add("%" + n.id() + " cast: made only where a loop that is no pointwise op reads it; a pointwise loop reading it casts "
-                    + source.name() + " (" + source.type().dtype().shortName() + ") itself, so no " + n.type().dtype().shortName() + " copy is kept for it");
+            decisions.add("%" + n.id() + " cast: not made; its readers are pointwise loops, each casting " + source.name() + " ("
+                    + source.type().dtype().shortName() + ") itself, so no " + n.type().dtype().shortName() + " copy is kept for them");
             return new WidenedValue(n, source);
         }
         return new BufferValue(plainElementwise(n));
@@ -162,10 +162,11 @@ public final class Lowering {
      * later update or a peer may change), else null. Such a cast is recomputed by each pointwise loop that reads it: the
      * reader loads the narrower source (half the bytes) and the wider copy, which an optimizer step or a loss's backward
      * pass would otherwise keep alive from the forward pass (a [tokens, vocabulary] f32 copy of bf16 logits: 1 GB), is
-     * never stored for them. A reduction, a call or an output reading it makes it as before.
+     * never stored for them. Taken where every reader is a pointwise loop of the cast's shape (as a concatenation or
+     * a reshape is computed through); one that a reduction, a call or an output reads is made, as before.
      */
     private Buffer widening(Node n) {
-        if (!(n.op() instanceof Op.Cast) || n.symmetricGroup() != null || graph.isOutput(n)) return null;
+        if (!(n.op() instanceof Op.Cast) || !readOnlyPointwise(n)) return null;
         DType from = n.input(0).type().dtype(), to = n.type().dtype();
         if (!from.isFloating() || !to.isFloating() || to.byteSize() <= from.byteSize()) return null;
         if (!(values[n.input(0).id()] instanceof BufferValue(Buffer b))) return null;
