@@ -73,10 +73,17 @@ public final class Lowering {
     private record ReshapeValue(Node node, Value source, Shape shape) implements Value {}
 
     /**
-     * A widening float cast not made ({@link #widening}): a pointwise loop reading it casts {@code source}'s element
-     * itself; anything else makes it ({@link #materialize(WidenedValue)}).
+     * A value not made ({@link #recomputable}): a widening float cast of a computed value, or a short chain of pointwise
+     * ops over one and small operands (a row's max); a pointwise loop reading it computes it from those itself
+     * ({@link #loadsOf}); anything else makes it ({@link #materialize(RecomputedValue)}), once ({@code made} holds the
+     * buffer), and later pointwise readers still compute it. {@code ops}: the ops it takes.
      */
-    private record WidenedValue(Node node, Buffer source) implements Value {}
+    private record RecomputedValue(Node node, int ops, Buffer[] made) implements Value {
+        RecomputedValue(Node node, int ops) { this(node, ops, new Buffer[1]); }
+    }
+
+    /** The most ops a {@link RecomputedValue} chain takes (each reader computes them all again). */
+    static final int RECOMPUTE_MAX_OPS = 3;
 
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
@@ -148,58 +155,100 @@ public final class Lowering {
     private Value elementwise(Node n) {
         if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
         if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
-        if (widening(n) instanceof Buffer source) {
-            decisions.add("%" + n.id() + " cast: not made; its readers are pointwise loops, each casting " + source.name() + " ("
-                    + source.type().dtype().shortName() + ") itself, so no " + n.type().dtype().shortName() + " copy is kept for them");
-            return new WidenedValue(n, source);
+        if (recomputable(n) instanceof RecomputedValue r) {
+            decisions.add("%" + n.id() + " " + n.op().opName() + ": not made for pointwise loops; each computes it from " + sources(n)
+                    + " itself, so no " + n.type().dtype().shortName() + " copy of it is kept for them (made where a reduction reads it)");
+            return r;
         }
         return new BufferValue(plainElementwise(n));
     }
 
     /**
-     * The source of cast {@code n} where it widens a float (bf16 or f16 to f32 or f64, f32 to f64: exact) of a value
-     * computed in the graph (a loop's or a call's result, or a view of one; no input, state or symmetric buffer, which a
-     * later update or a peer may change), else null. Such a cast is recomputed by each pointwise loop that reads it: the
-     * reader loads the narrower source (half the bytes) and the wider copy, which an optimizer step or a loss's backward
-     * pass would otherwise keep alive from the forward pass (a [tokens, vocabulary] f32 copy of bf16 logits: 1 GB), is
-     * never stored for them. Taken where every reader is a pointwise loop of the cast's shape (as a concatenation or
-     * a reshape is computed through); one that a reduction, a call or an output reads is made, as before.
+     * Cast or pointwise {@code n} as a value its pointwise readers compute themselves, or null. A cast that widens a float
+     * (bf16 or f16 to f32 or f64, f32 to f64: exact) of a value computed in the graph (a loop's or a product's or a
+     * registered op's result, or a view of one; no input, state, collective's result or symmetric buffer, which an update
+     * or a peer may change); or a pointwise op of such a value (a chain of at most {@link #RECOMPUTE_MAX_OPS}) whose other
+     * operands are scalars or tensors at most a sixteenth its size (a row's max or sum, broadcast). Its readers must all
+     * be pointwise loops, casts or reductions (a reduction makes it, inside its own row kernel), none an output. Each
+     * pointwise reader then reads the narrow source (half the bytes, or less) and the wide value is never stored for a
+     * reader in another kernel: an optimizer step reading a gradient's f32 cast, a cross-entropy's backward pass reading
+     * the exponentials of f32 logits cast from bf16 (1 GB a [2048, 128256] buffer).
      */
-    private Buffer widening(Node n) {
-        if (!(n.op() instanceof Op.Cast) || !readOnlyPointwise(n)) return null;
-        DType from = n.input(0).type().dtype(), to = n.type().dtype();
-        if (!from.isFloating() || !to.isFloating() || to.byteSize() <= from.byteSize()) return null;
-        if (!(values[n.input(0).id()] instanceof BufferValue(Buffer b))) return null;
-        Buffer storage = b.storage();
-        boolean computed = storage instanceof ComputedBuffer || storage instanceof ExternBuffer e && switch (e.call()) {
+    private RecomputedValue recomputable(Node n) {
+        if (!n.type().dtype().isFloating() || !readByLoopsOnly(n)) return null;
+        if (n.op() instanceof Op.Cast) {
+            DType from = n.input(0).type().dtype(), to = n.type().dtype();
+            if (!from.isFloating() || to.byteSize() <= from.byteSize() || !(values[n.input(0).id()] instanceof BufferValue(Buffer b))) return null;
+            return computed(b) ? new RecomputedValue(n, 1) : null;
+        }
+        if (!(n.op() instanceof Op.Pointwise) || !n.type().shape().isStatic()) return null;
+        int ops = 1;
+        boolean chained = false;
+        for (Node x : n.inputs()) {
+            Value v = values[x.id()];
+            if (v instanceof RecomputedValue r) {
+                ops += r.ops();
+                chained = true;
+            } else if (!(v instanceof ScalarValue) && !(v instanceof BufferValue && x.type().shape().isStatic()
+                    && x.type().shape().numel() * 16 <= n.type().shape().numel())) return null;
+        }
+        return chained && ops <= RECOMPUTE_MAX_OPS ? new RecomputedValue(n, ops) : null;
+    }
+
+    /** A loop's, product's or registered op's result (or a view of one) that no update or peer changes while it lives. */
+    private static boolean computed(Buffer b) {
+        boolean made = b.storage() instanceof ComputedBuffer || b.storage() instanceof ExternBuffer e && switch (e.call()) {
             case ExternCall.Matmul m -> true;
             case ExternCall.Registered r -> !r.spec().inPlace();
             default -> false;   // a collective's result (peers write it), a user op's
         };
-        return computed && !b.isSymmetric() ? b : null;
+        return made && !b.isSymmetric();
     }
 
-    private Buffer materialize(WidenedValue w) {
-        Shape shape = w.node().type().shape();
-        Buffer made = elementwiseLoop(w.node(), shape, List.of(load(new BufferValue(w.source()), shape)));
-        values[w.node().id()] = new BufferValue(made);
-        return made;
+    /** Whether every reader of {@code n} is a pointwise loop, a cast or a reduction outside symmetric regions, and {@code n} no output. */
+    private boolean readByLoopsOnly(Node n) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast || u.op() instanceof Op.Reduce) || u.symmetricGroup() != null) return false;
+        return true;
     }
 
-    private Buffer plainElementwise(Node n) {
+    /** The buffers a recomputed {@code n} reads, for the decisions. */
+    private String sources(Node n) {
+        var names = new java.util.LinkedHashSet<String>();
+        for (Node x : n.inputs())
+            switch (values[x.id()]) {
+                case RecomputedValue r -> names.add(sources(r.node()));
+                case BufferValue(Buffer b) -> names.add(b.name() + " (" + b.type().dtype().shortName() + ")");
+                default -> { }
+            }
+        return String.join(", ", names);
+    }
+
+    private Buffer materialize(RecomputedValue r) {
+        Node n = r.node();
+        if (r.made()[0] == null) r.made()[0] = elementwiseLoop(n, n.type().shape(), loadsOf(n, n.type().shape()));
+        return r.made()[0];
+    }
+
+    private Buffer plainElementwise(Node n) { return elementwiseLoop(n, n.type().shape(), loadsOf(n, n.type().shape())); }
+
+    /** The loads of pointwise or cast {@code n}'s inputs over {@code iter}, each recomputed value computed in place. */
+    private List<Expr> loadsOf(Node n, Shape iter) {
         var loads = new ArrayList<Expr>();
-        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) {
-            Value v = values[n.input(i).id()];
-            loads.add(v instanceof WidenedValue w
-                    ? castTo(load(new BufferValue(w.source()), n.type().shape()), w.node().type().dtype())
-                    : load(arg(n, i), n.type().shape()));
-        }
-        return elementwiseLoop(n, n.type().shape(), loads);
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++)
+            loads.add(values[n.input(i).id()] instanceof RecomputedValue r ? bodyOf(r.node(), loadsOf(r.node(), iter)) : load(arg(n, i), iter));
+        return loads;
+    }
+
+    /** {@code n}'s value (a pointwise op, or a cast) of its inputs' {@code loads}. */
+    private static Expr bodyOf(Node n, List<Expr> loads) {
+        return n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
     }
 
     /** Elementwise {@code n} (a pointwise op, or a cast of {@code loads}' one) as one loop over {@code shape}. */
     private Buffer elementwiseLoop(Node n, Shape shape, List<Expr> loads) {
-        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+        Expr body = bodyOf(n, loads);
         String label = n.op() instanceof Op.Pointwise p ? (p.fn() == PointwiseFn.IDENTITY ? "copy" : p.fn().opName()) : "cast";
         return register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
     }
@@ -569,7 +618,7 @@ public final class Lowering {
         return switch (v) {
             case CatValue c -> new BufferValue(materialize(c));
             case ReshapeValue r -> new BufferValue(materialize(r));
-            case WidenedValue w -> new BufferValue(materialize(w));
+            case RecomputedValue r -> new BufferValue(materialize(r));
             default -> v;
         };
     }

@@ -49,8 +49,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class CodegenGoldenTest {
     /**
-     * The digest of the corpus's sources (update deliberately; last: a widening cast whose readers are all pointwise
-     * loops is computed by them (lowering), which changes one random graph's kernel: the f16 to f32 cast read inline by
+     * The digest of the corpus's sources (update deliberately; last: a widening cast that pointwise loops read is
+     * computed by them (lowering), which changes one random graph's kernel: the f16 to f32 cast read inline by
      * abs, one local fewer, its buffers numbered one lower; every other source is as before, 2026-11-29).
      */
     static final String DIGEST = "c839a1ec47f5e5ccbffe22d2bd432207dddf3343ccdf243e48b21bc4a225b2d1";
