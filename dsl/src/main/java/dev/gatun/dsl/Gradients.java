@@ -20,7 +20,7 @@ import java.util.Set;
  * needed nodes from the output down (node ids are a topological order), each node's gradient is complete when it is
  * reached (all its readers come later), and {@link GradientRules} turns it into one contribution per active input,
  * which are summed. A tensor asked about that the output does not depend on gets zeros of its type. Integer and bool
- * values (indices, masks, comparisons) carry no gradient, as in PyTorch.
+ * values (indices, masks, comparisons) carry no gradient, as in PyTorch, nor does a {@link Tensor#detach}ed value.
  *
  * <p>This class owns the walk and the checks of the call; the rules of each op live in {@link GradientRules} and
  * {@link PointwiseGradients}.
@@ -67,7 +67,7 @@ final class Gradients {
         boolean[] active = new boolean[last + 1], needed = new boolean[last + 1];
         for (int i = 0; i <= last; i++) {
             Node n = graph.node(i);
-            active[i] = targets.contains(i) || (n.type().dtype().isFloating() && n.inputs().stream().anyMatch(in -> active[in.id()]));
+            active[i] = targets.contains(i) || (n.type().dtype().isFloating() && !graph.isDetached(i) && n.inputs().stream().anyMatch(in -> active[in.id()]));
         }
         needed[last] = active[last];
         adjoint.put(last, seed);

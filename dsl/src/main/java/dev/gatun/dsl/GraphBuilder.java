@@ -36,6 +36,8 @@ public final class GraphBuilder {
     private String openRegion;
     private Graph recomputed;
     private final java.util.Map<String, Integer> outputs = new java.util.LinkedHashMap<>();
+    /** The nodes {@link Tensor#detach} made: no gradient passes through them. */
+    private final java.util.Set<Integer> detached = new java.util.HashSet<>();
 
     GraphBuilder(String name) { this.b = Graph.builder(name); }
 
@@ -276,6 +278,17 @@ public final class GraphBuilder {
         if (recomputed == null) recomputed = Recompute.apply(g, regions, backward);
         return recomputed;
     }
+
+    /** {@code t}'s value as a new node (a reshape to its own shape: a view, no copy) that no gradient passes through. */
+    Tensor detach(Tensor t) {
+        check(t, "detach");
+        Tensor d = op(new Op.Reshape(t.shape()), t);
+        detached.add(d.node().id());
+        return d;
+    }
+
+    /** Whether node {@code id} was made by {@link Tensor#detach} (for {@link Gradients}). */
+    boolean isDetached(int id) { return detached.contains(id); }
 
     Tensor op(Op op, Tensor... args) {
         for (Tensor t : args) check(t, op.opName());

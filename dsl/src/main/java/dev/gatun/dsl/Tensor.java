@@ -106,16 +106,38 @@ public final class Tensor {
         return e.div(e.sum(true, dim));
     }
 
-    /** {@code torch.log_softmax(x, dim)}: {@code x - max - log(sum(exp(x - max)))}, without the overflow of log(softmax). */
+    /**
+     * {@code torch.log_softmax(x, dim)}: {@code x - max - log(sum(exp(x - max)))}, without the overflow of log(softmax).
+     * The max only shifts the exponentials (any shift gives the same value), so it is {@link #detach}ed: the gradient is
+     * PyTorch's {@code dy - softmax * sum(dy)}, with no split of a gradient among the row's largest elements (which would
+     * keep a mask of them, the size of x, from the forward pass to the backward one).
+     */
     public Tensor logSoftmax(int dim) {
-        Tensor shifted = sub(max(true, dim));
+        Tensor shifted = sub(max(true, dim).detach());
         return shifted.sub(shifted.exp().sum(true, dim).log());
     }
 
     /**
+     * {@code log(sum(exp(x), dim))} with the dimension kept, computed as {@code max + log(sum(exp(x - max)))} (no
+     * overflow; the max {@link #detach}ed, as in {@link #logSoftmax}): its gradient is {@code softmax(x)}.
+     */
+    public Tensor logSumExp(int dim) {
+        Tensor m = max(true, dim).detach();
+        return m.add(sub(m).exp().sum(true, dim).log());
+    }
+
+    /**
+     * This tensor's value, as a node of its own that no gradient passes through ({@code torch.Tensor.detach}): a
+     * {@link GraphBuilder#grad} treats it as a constant. A view of this tensor (no copy).
+     */
+    public Tensor detach() { return graph.detach(this); }
+
+    /**
      * {@code torch.nn.functional.cross_entropy(logits, targets)} with the default mean reduction: these logits
      * {@code [..., C]} (floating) and integer class {@code targets} (i32 or i64) of the logits' shape without the last
-     * dimension; the mean over the targets of {@code -log_softmax(logits)[target]}, a scalar. A target outside
+     * dimension; the mean over the targets of {@code -log_softmax(logits)[target]}, a scalar, computed as the mean of
+     * {@code logSumExp(logits) - logits[target]}: nothing of the logits' size is kept for the loss, and the backward pass
+     * needs only the exponentials ({@code softmax - one_hot(target)}, over the count). A target outside
      * {@code [0, C)} fails the call (no ignore_index, no label smoothing, no class weights).
      */
     public Tensor crossEntropy(Tensor targets) {
@@ -132,7 +154,19 @@ public final class Tensor {
         var withOne = new ArrayList<>(targets.shape().dims());
         withOne.add(dev.gatun.ir.Dim.of(1));
         Tensor index = graph.op(new Op.Reshape(new Shape(withOne)), targets);
-        return logSoftmax(-1).gather(-1, index).mean().neg();
+        return logSumExp(-1).sub(targetLogit(index)).mean();
+    }
+
+    /**
+     * Each row's logit at its target, {@code x.gather(-1, index)}; where these logits are a widening cast of narrower
+     * floats (bf16 logits cast to f32), picked from those and then cast (the same values): the pick reads the logits
+     * the cast read, so no wide copy of them is made for it.
+     */
+    private Tensor targetLogit(Tensor index) {
+        if (node.op() instanceof Op.Cast && node.input(0).type().dtype().isFloating()
+                && node.input(0).type().dtype().byteSize() < dtype().byteSize())
+            return graph.wrap(node.input(0)).gather(-1, index).cast(dtype());
+        return gather(-1, index);
     }
 
     public Tensor matmul(Tensor o) { return graph.op(new Op.Matmul(), this, o); }

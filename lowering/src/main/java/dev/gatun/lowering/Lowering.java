@@ -72,6 +72,19 @@ public final class Lowering {
      */
     private record ReshapeValue(Node node, Value source, Shape shape) implements Value {}
 
+    /**
+     * A value not made ({@link #recomputable}): a widening float cast of a computed value, or a short chain of pointwise
+     * ops over one and small operands (a row's max); a pointwise loop reading it computes it from those itself
+     * ({@link #loadsOf}); anything else makes it ({@link #materialize(RecomputedValue)}), once ({@code made} holds the
+     * buffer), and later pointwise readers still compute it. {@code ops}: the ops it takes.
+     */
+    private record RecomputedValue(Node node, int ops, Buffer[] made) implements Value {
+        RecomputedValue(Node node, int ops) { this(node, ops, new Buffer[1]); }
+    }
+
+    /** The most ops a {@link RecomputedValue} chain takes (each reader computes them all again). */
+    static final int RECOMPUTE_MAX_OPS = 3;
+
     private Lowering(Graph graph, LoweringOptions options) {
         this.graph = graph;
         this.options = options;
@@ -87,12 +100,17 @@ public final class Lowering {
     private LoweredGraph run() {
         LoweringChecks.checkWorld(graph, options);
         boolean[] live = LoweringChecks.liveNodes(graph);
+        ScatterInto into = ScatterInto.find(graph, live);
         for (Node n : graph.nodes()) {
             if (!live[n.id()]) {
                 decisions.add("%" + n.id() + " " + n.op().opName() + ": dropped, no output depends on it");
                 continue;
             }
-            Value v = lowerNode(n);
+            if (into.skipped(n)) {
+                decisions.add("%" + n.id() + " " + n.op().opName() + ": not made; " + into.why(n));
+                continue;
+            }
+            Value v = into.rewrites(n) ? scatterInto(n, into) : lowerNode(n);
             values[n.id()] = v;
             if (n.symmetricGroup() != null && v instanceof BufferValue(Buffer b)) paths.placeInRegion(n, b);
         }
@@ -137,18 +155,100 @@ public final class Lowering {
     private Value elementwise(Node n) {
         if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
         if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
+        if (recomputable(n) instanceof RecomputedValue r) {
+            decisions.add("%" + n.id() + " " + n.op().opName() + ": not made for pointwise loops; each computes it from " + sources(n)
+                    + " itself, so no " + n.type().dtype().shortName() + " copy of it is kept for them (made where a reduction reads it)");
+            return r;
+        }
         return new BufferValue(plainElementwise(n));
     }
 
-    private Buffer plainElementwise(Node n) {
+    /**
+     * Cast or pointwise {@code n} as a value its pointwise readers compute themselves, or null. A cast that widens a float
+     * (bf16 or f16 to f32 or f64, f32 to f64: exact) of a value computed in the graph (a loop's or a product's or a
+     * registered op's result, or a view of one; no input, state, collective's result or symmetric buffer, which an update
+     * or a peer may change); or a pointwise op of such a value (a chain of at most {@link #RECOMPUTE_MAX_OPS}) whose other
+     * operands are scalars or tensors at most a sixteenth its size (a row's max or sum, broadcast). Its readers must all
+     * be pointwise loops, casts or reductions (a reduction makes it, inside its own row kernel), none an output. Each
+     * pointwise reader then reads the narrow source (half the bytes, or less) and the wide value is never stored for a
+     * reader in another kernel: an optimizer step reading a gradient's f32 cast, a cross-entropy's backward pass reading
+     * the exponentials of f32 logits cast from bf16 (1 GB a [2048, 128256] buffer).
+     */
+    private RecomputedValue recomputable(Node n) {
+        if (!n.type().dtype().isFloating() || !readByLoopsOnly(n)) return null;
+        if (n.op() instanceof Op.Cast) {
+            DType from = n.input(0).type().dtype(), to = n.type().dtype();
+            if (!from.isFloating() || to.byteSize() <= from.byteSize() || !(values[n.input(0).id()] instanceof BufferValue(Buffer b))) return null;
+            return computed(b) ? new RecomputedValue(n, 1) : null;
+        }
+        if (!(n.op() instanceof Op.Pointwise) || !n.type().shape().isStatic()) return null;
+        int ops = 1;
+        boolean chained = false;
+        for (Node x : n.inputs()) {
+            Value v = values[x.id()];
+            if (v instanceof RecomputedValue r) {
+                ops += r.ops();
+                chained = true;
+            } else if (!(v instanceof ScalarValue) && !(v instanceof BufferValue && x.type().shape().isStatic()
+                    && x.type().shape().numel() * 16 <= n.type().shape().numel())) return null;
+        }
+        return chained && ops <= RECOMPUTE_MAX_OPS ? new RecomputedValue(n, ops) : null;
+    }
+
+    /** A loop's, product's or registered op's result (or a view of one) that no update or peer changes while it lives. */
+    private static boolean computed(Buffer b) {
+        boolean made = b.storage() instanceof ComputedBuffer || b.storage() instanceof ExternBuffer e && switch (e.call()) {
+            case ExternCall.Matmul m -> true;
+            case ExternCall.Registered r -> !r.spec().inPlace();
+            default -> false;   // a collective's result (peers write it), a user op's
+        };
+        return made && !b.isSymmetric();
+    }
+
+    /** Whether every reader of {@code n} is a pointwise loop, a cast or a reduction outside symmetric regions, and {@code n} no output. */
+    private boolean readByLoopsOnly(Node n) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast || u.op() instanceof Op.Reduce) || u.symmetricGroup() != null) return false;
+        return true;
+    }
+
+    /** The buffers a recomputed {@code n} reads, for the decisions. */
+    private String sources(Node n) {
+        var names = new java.util.LinkedHashSet<String>();
+        for (Node x : n.inputs())
+            switch (values[x.id()]) {
+                case RecomputedValue r -> names.add(sources(r.node()));
+                case BufferValue(Buffer b) -> names.add(b.name() + " (" + b.type().dtype().shortName() + ")");
+                default -> { }
+            }
+        return String.join(", ", names);
+    }
+
+    private Buffer materialize(RecomputedValue r) {
+        Node n = r.node();
+        if (r.made()[0] == null) r.made()[0] = elementwiseLoop(n, n.type().shape(), loadsOf(n, n.type().shape()));
+        return r.made()[0];
+    }
+
+    private Buffer plainElementwise(Node n) { return elementwiseLoop(n, n.type().shape(), loadsOf(n, n.type().shape())); }
+
+    /** The loads of pointwise or cast {@code n}'s inputs over {@code iter}, each recomputed value computed in place. */
+    private List<Expr> loadsOf(Node n, Shape iter) {
         var loads = new ArrayList<Expr>();
-        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) loads.add(load(arg(n, i), n.type().shape()));
-        return elementwiseLoop(n, n.type().shape(), loads);
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++)
+            loads.add(values[n.input(i).id()] instanceof RecomputedValue r ? bodyOf(r.node(), loadsOf(r.node(), iter)) : load(arg(n, i), iter));
+        return loads;
+    }
+
+    /** {@code n}'s value (a pointwise op, or a cast) of its inputs' {@code loads}. */
+    private static Expr bodyOf(Node n, List<Expr> loads) {
+        return n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
     }
 
     /** Elementwise {@code n} (a pointwise op, or a cast of {@code loads}' one) as one loop over {@code shape}. */
     private Buffer elementwiseLoop(Node n, Shape shape, List<Expr> loads) {
-        Expr body = n.op() instanceof Op.Pointwise p ? pointwiseBody(n, p.fn(), loads) : castTo(loads.getFirst(), n.type().dtype());
+        Expr body = bodyOf(n, loads);
         String label = n.op() instanceof Op.Pointwise p ? (p.fn() == PointwiseFn.IDENTITY ? "copy" : p.fn().opName()) : "cast";
         return register(new ComputedBuffer(next(), label, Layout.flexible(n.type().dtype(), shape), body, null, List.of(), n.id()));
     }
@@ -229,6 +329,8 @@ public final class Lowering {
         Shape rowShape = Shape.of(rowSizes.stream().mapToLong(Long::longValue).toArray());
         Buffer rows = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, rowShape),
                 new Expr.Load(src.storage, src.offset, rowStrides, t), r.fn(), List.of(SymInt.of(xs[last])), n.id()));
+        long chunk = outputs == 1 ? chunkOf(rowShape.numel()) : 0;
+        if (chunk > 0) return wholeInChunks(n, r, rows, chunk, reduced, last);
         // then the rows' results over the other reduced dimensions, into the reduction's own shape
         Strided part = strided(new BufferValue(rows));
         var strides = new ArrayList<SymInt>();
@@ -252,6 +354,51 @@ public final class Lowering {
                 + " block an output could not");
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, n.type().shape()),
                 new Expr.Load(part.storage, part.offset, strides, t), r.fn(), ranges, n.id()));
+    }
+
+    /**
+     * The most rows whose results {@link #splitWide}'s second reduction may fold in one block (the planner folds it into
+     * the rows' launch up to as many, {@code GridFolds.MAX_ROWS}); more are summed in chunks first ({@link #wholeInChunks}).
+     */
+    static final long FOLD_MAX_ROWS = 16384;
+
+    /**
+     * The chunk {@code rows} row results are summed in before the last fold, where they are more than {@link #FOLD_MAX_ROWS}:
+     * the divisor of {@code rows} nearest its square root (as many chunks as elements a chunk, about) that leaves at most
+     * {@link #FOLD_MAX_ROWS} chunks and is at least 32 long; 0 where none is (a prime count: the second reduction stays one).
+     */
+    static long chunkOf(long rows) {
+        if (rows <= FOLD_MAX_ROWS) return 0;
+        long best = 0, root = (long) Math.sqrt((double) rows);
+        for (long d = 1; d * d <= rows; d++) {
+            if (rows % d != 0) continue;
+            for (long c : new long[]{d, rows / d})   // each divisor pair, smaller first (so a tie keeps the smaller chunk)
+                if (c >= 32 && c <= rows / 2 && rows / c <= FOLD_MAX_ROWS && (best == 0 || Math.abs(c - root) < Math.abs(best - root))) best = c;
+        }
+        return best;
+    }
+
+    /**
+     * A whole reduction whose first stage made more row results ({@code rows}) than one block should fold: those are
+     * reduced in {@code chunk}s (a row kernel of {@code rows / chunk} rows, a block each), and the chunks' results into
+     * the output, which the planner folds into the chunks' launch. A vocabulary-sized gradient's squared norm (128256 row
+     * sums) is two launches where the last was one block reading half a megabyte.
+     */
+    private Buffer wholeInChunks(Node n, Op.Reduce r, Buffer rows, long chunk, long reduced, int last) {
+        DType t = n.type().dtype();
+        long count = rows.type().shape().numel() / chunk;
+        Strided part = strided(new BufferValue(rows));
+        Buffer chunks = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, Shape.of(count)),
+                new Expr.Load(part.storage, part.offset, List.of(SymInt.of(chunk), SymInt.ONE), t), r.fn(), List.of(SymInt.of(chunk)), n.id()));
+        decisions.add("%" + n.id() + " " + r.opName() + ": " + reduced + " elements into 1 reduced over dimension " + last + " first (" + rows.name() + ", "
+                + rows.type().shape().numel() + " rows), then those rows in " + count + " chunks of " + chunk + " (" + chunks.name()
+                + "), then the chunks: one block a row streams it, and no block reads more than " + FOLD_MAX_ROWS + " rows' results");
+        // a scalar, so the planner folds it into the chunks' launch (a kept [1, 1] would loop over two dimensions of one); kept dims are a view
+        Buffer whole = register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, Shape.SCALAR),
+                new Expr.Load(chunks, SymInt.ZERO, List.of(SymInt.ONE), t), r.fn(), List.of(SymInt.of(count)), n.id()));
+        if (!r.keepdim()) return whole;
+        Layout.Fixed src = viewSource(n, whole);
+        return view(n, whole, new Layout.Fixed(t, n.type().shape(), java.util.Collections.nCopies(n.type().rank(), SymInt.ZERO), src.offset(), src.allocator()));
     }
 
     // ---------------------------------------------------------------- loads and views
@@ -471,6 +618,7 @@ public final class Lowering {
         return switch (v) {
             case CatValue c -> new BufferValue(materialize(c));
             case ReshapeValue r -> new BufferValue(materialize(r));
+            case RecomputedValue r -> new BufferValue(materialize(r));
             default -> v;
         };
     }
@@ -504,10 +652,30 @@ public final class Lowering {
      * value head of the fused product), or of a flexible layout (fixed packed later); else packed row-major, copied first
      * where it is not.
      */
-    private Buffer operand(Node n, Op.Registered r, int i) {
-        Value v = arg(n, i);
+    private Buffer operand(Node n, Op.Registered r, int i) { return operand(arg(n, i), r, i); }
+
+    private Buffer operand(Value v, Op.Registered r, int i) {
         if (v instanceof BufferValue(Buffer b) && Strides.readsStrided(b, r, i)) return b;
         return contiguous(v, r.opName());
+    }
+
+    /**
+     * {@code add}, the sum of x and a scatter_add into zeros ({@link ScatterInto}), as one scatter_add into x: the call
+     * copies x into its result and adds the source's rows there, where the zeros would have been filled, copied and the
+     * sum read them back in a pass of its own.
+     */
+    private Value scatterInto(Node add, ScatterInto into) {
+        Node scatter = into.scatterOf(add), x = into.targetOf(add);
+        var r = (Op.Registered) scatter.op();
+        var operands = new ArrayList<Buffer>();
+        operands.add(operand(made(values[x.id()]), r, 0));
+        for (int i = 1; i < scatter.inputs().size(); i++) operands.add(operand(scatter, r, i));
+        Buffer call = register(new ExternBuffer(next(), Layout.contiguous(add.type().dtype(), add.type().shape()), new ExternCall.Registered(r.spec(), r.attrs()),
+                operands, add.id()));
+        decisions.add("%" + add.id() + " add: computed as scatter_add(" + operands.getFirst().name() + ", ...) of %" + scatter.id() + "'s index and source into "
+                + call.name() + ": %" + x.id() + " takes the zeros' place, so no zeros are made and no pass adds them (x gets the source's"
+                + " rows added after it, not before)");
+        return new BufferValue(call);
     }
 
     /**
@@ -516,19 +684,66 @@ public final class Lowering {
      * anything else not packed is copied, as for every extern call.
      */
     private Value matmul(Node n) {
+        if (readOnlyTransposed(n)) return transposedProduct(n);
         var operands = new ArrayList<Buffer>();
         boolean[] trans = new boolean[2];
-        for (int i = 0; i < 2; i++) {
-            Value v = arg(n, i);
-            if (v instanceof BufferValue(Buffer b) && !Strides.packed(b) && Strides.transposedPacked(b)) {
-                trans[i] = true;
-                operands.add(b);
-                decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
-            } else {
-                operands.add(contiguous(v, "matmul"));
-            }
-        }
+        for (int i = 0; i < 2; i++) operands.add(productOperand(n, arg(n, i), trans, i));
         return externCall(n, new ExternCall.Matmul(trans[0], trans[1]), operands);
+    }
+
+    /** Operand {@code i} of product {@code n}: a transposed view of packed memory as it lies (flag set), else packed. */
+    private Buffer productOperand(Node n, Value v, boolean[] trans, int i) {
+        if (v instanceof BufferValue(Buffer b) && !Strides.packed(b) && Strides.transposedPacked(b)) {
+            trans[i] = true;
+            decisions.add("%" + n.id() + " matmul: " + b.name() + " is read transposed as it lies (its last two dimensions are swapped), with no copy");
+            return b;
+        }
+        return contiguous(v, "matmul");
+    }
+
+    /**
+     * Whether every reader of product {@code n} (two matrices, no batch) reads it transposed ({@code permute [1, 0]}), and
+     * it is no graph output: a weight's gradient {@code (x^T dy)^T} of {@code y = x w^T}. Computed as it is, each reader
+     * would read it column by column (a row kernel over a transposed tensor reads one element per 32-byte sector).
+     */
+    private boolean readOnlyTransposed(Node n) {
+        if (n.type().rank() != 2 || n.input(0).type().rank() != 2 || n.input(1).type().rank() != 2 || graph.isOutput(n)
+                || n.symmetricGroup() != null || graph.users(n).isEmpty()) return false;
+        for (Node u : graph.users(n))
+            if (!(u.op() instanceof Op.Permute p) || u.symmetricGroup() != null || normalized(p.perm().get(0), 2) != 1) return false;
+        return true;
+    }
+
+    private static int normalized(int d, int rank) { return d < 0 ? d + rank : d; }
+
+    /**
+     * Product {@code n = A B}, read only transposed ({@link #readOnlyTransposed}), computed transposed: {@code B^T A^T}
+     * into a packed buffer of the transposed shape, and {@code n} a transposed view of it, so each reader's transpose
+     * is packed again and read row by row. Each operand's transpose is a view (a transposed operand's is packed, a
+     * packed one's is read with the product's transpose flag); the same products and sums, so the same values.
+     */
+    private Value transposedProduct(Node n) {
+        Buffer a = asBuffer(n.input(0)), b = asBuffer(n.input(1));
+        boolean[] trans = new boolean[2];
+        var operands = List.of(productOperand(n, new BufferValue(transposedView(n, b)), trans, 0),
+                productOperand(n, new BufferValue(transposedView(n, a)), trans, 1));
+        Shape s = n.type().shape();
+        Shape swapped = new Shape(List.of(s.dim(1), s.dim(0)));
+        Buffer product = register(new ExternBuffer(next(), Layout.contiguous(n.type().dtype(), swapped), new ExternCall.Matmul(trans[0], trans[1]),
+                operands, n.id()));
+        decisions.add("%" + n.id() + " matmul: every reader reads it transposed, so it is computed transposed, " + operands.get(0).name()
+                + (trans[0] ? ".mT" : "") + " x " + operands.get(1).name() + (trans[1] ? ".mT" : "") + " into " + product.name() + " " + swapped
+                + ", and its readers read that row by row");
+        return new BufferValue(transposedView(n, product));
+    }
+
+    /** A view of {@code b} with its two dimensions swapped. */
+    private Buffer transposedView(Node n, Buffer b) {
+        Layout.Fixed src = viewSource(n, b);
+        Shape s = src.shape();
+        var layout = new Layout.Fixed(src.dtype(), new Shape(List.of(s.dim(1), s.dim(0))), List.of(src.strides().get(1), src.strides().get(0)),
+                src.offset(), src.allocator());
+        return register(new ViewBuffer(next(), layout, b.storage(), "transpose", n.id()));
     }
 
     /** Extern calls read packed row-major memory (a view may still start at an offset); anything else is copied. */

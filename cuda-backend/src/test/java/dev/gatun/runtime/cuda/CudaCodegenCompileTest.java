@@ -248,6 +248,39 @@ class CudaCodegenCompileTest {
         compileSources(dir, "narrowed", sources);
     }
 
+    /**
+     * The kernels around a tied embedding's gradient (issue 39): the head's gradient computed transposed, the lookup's
+     * scattered into it, cast to f32 and its squared norm summed in chunks of a vocabulary's 128256 row sums (then folded),
+     * in bf16 over f32 as the training step does, and a cross-entropy of bf16 logits cast to f32 with its gradient, compile;
+     * the chunked norm is two launches, the second with a fold.
+     */
+    @Test
+    void vocabularyGradientKernelsCompile(@TempDir Path dir) throws Exception {
+        var sources = new ArrayList<KernelSource>();
+        var g = dev.gatun.dsl.Gatun.graph("tied_grad");
+        var bf = dev.gatun.ir.DType.BFLOAT16;
+        var table = g.input("table", bf, 128256, 64);
+        var h = table.indexSelect(0, g.input("tokens", dev.gatun.ir.DType.I32, 64)).tanh();
+        var loss = h.matmul(table.t()).cast(dev.gatun.ir.DType.F32).mul(g.input("c", dev.gatun.ir.DType.F32, 64, 128256)).sum();
+        var d = g.grad(loss, table)[0].cast(dev.gatun.ir.DType.F32);
+        g.output("norm", d.mul(d).sum());
+        g.output("d", d.mul(2));
+        var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g.build(), dev.gatun.lowering.LoweringOptions.world(1)));
+        assertThat(plan.lowered().decisions()).anyMatch(x -> x.contains("computed transposed")).anyMatch(x -> x.contains("computed as scatter_add("))
+                .anyMatch(x -> x.contains("chunks of 334"));
+        assertThat(plan.kernels()).anyMatch(k -> !k.folds().isEmpty() && k.reductionRanges().size() == 1 && k.reductionRanges().getFirst().equals(dev.gatun.ir.SymInt.of(334)));
+        for (var k : plan.kernels()) sources.add(CudaCodegen.generate(k));
+        // the cross-entropy of bf16 logits cast to f32, and its gradient: the kernels on each side of the exponentials
+        var ce = dev.gatun.dsl.Gatun.graph("ce_head");
+        var hs = ce.input("h", bf, 64, 64);
+        var ceLoss = hs.matmul(ce.input("w", bf, 128256, 64).t()).cast(dev.gatun.ir.DType.F32).crossEntropy(ce.input("t", dev.gatun.ir.DType.I64, 64));
+        ce.output("loss", ceLoss);
+        ce.output("dh", ce.grad(ceLoss, hs)[0]);
+        for (var k : dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(ce.build(), dev.gatun.lowering.LoweringOptions.world(1))).kernels())
+            sources.add(CudaCodegen.generate(k));
+        compileSources(dir, "vocabulary", sources);
+    }
+
     @Test
     void sourcesCompileOnTheirOwn(@TempDir Path dir) throws Exception {
         var all = new ArrayList<Case>(CudaCodegenFixtures.special());

@@ -84,6 +84,36 @@ public class WideReductionTest {
         assertThat(split).as("cases the rule split").isGreaterThanOrEqualTo(8);
     }
 
+    /**
+     * More row results than one block should fold (20000 rows of a [20000, 40] norm, or 5 x 4000 rows): they are summed in
+     * chunks (a divisor of the rows' count near its square root) and the chunks folded, two launches; a prime count of
+     * rows keeps its one second reduction. Sum, max and min in f64 against plain loops.
+     */
+    @Test
+    void manyRowResultsAreReducedInChunksBeforeTheFold() {
+        for (long[] shape : new long[][]{{20000, 40}, {5, 4000, 40}, {16411, 40}})
+            for (int fn = 0; fn < 3; fn++) {
+                var g = Gatun.graph("chunks");
+                var x = g.input("x", DType.F64, java.util.Arrays.stream(shape).boxed().toArray());
+                int[] all = java.util.stream.IntStream.range(0, shape.length).toArray();
+                g.output("y", fn == 0 ? x.mul(x).sum(false, all) : fn == 1 ? x.max(true, all) : x.min(false, all));
+                NDArray in = NDArray.randn(DType.F64, 11 + fn, shape);
+                double want = fn == 0 ? 0 : fn == 1 ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+                for (double v : in.toDoubleArray()) want = fn == 0 ? want + v * v : fn == 1 ? Math.max(want, v) : Math.min(want, v);
+                boolean prime = shape[0] == 16411;
+                try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+                    var plan = s.plan();
+                    assertThat(plan.lowered().decisions().stream().anyMatch(d -> d.contains(" chunks of "))).as(plan.lowered().decisions().toString()).isEqualTo(!prime);
+                    if (!prime) {
+                        assertThat(plan.kernels()).as(plan.toString()).hasSize(2);
+                        assertThat(plan.kernels().getLast().folds()).as(plan.toString()).hasSize(1);
+                    }
+                    double got = s.runToHost(Map.of("x", in)).get("y").get(0);
+                    assertThat(got).as("%s fn %d", java.util.Arrays.toString(shape), fn).isCloseTo(want, within(1e-9 * Math.abs(want)));
+                }
+            }
+    }
+
     private static NDArray ints(long[] shape, Random rnd) {
         long n = 1;
         for (long s : shape) n *= s;
