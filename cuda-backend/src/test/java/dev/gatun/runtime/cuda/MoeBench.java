@@ -147,12 +147,9 @@ public final class MoeBench {
         Tensor e = logits.sub(logits.max(true, -1)).exp();
         var top = e.div(e.sum(true, -1)).topk(K);
         Tensor weights = top.values().div(top.values().sum(true, -1));
-        g.output("y", ExpertParallel.layer(g, x, weights, top.indices(), s.experts, "ep", s.world, (long) tokens * K * s.world, (rows, ids) -> {
-            long cap = rows.shape().sizes()[0];
-            Tensor both = rows.expertMatmul(gateUp, ids.reshape(cap, 1));   // [cap, 1, 2 * width]
-            Tensor act = both.slice(2, 0, f).silu().mul(both.slice(2, f, 2 * f));
-            return act.expertMatmul(down, ids.reshape(cap, 1)).reshape(cap, h);
-        }));
+        // the local experts as the decoder's mixtures run them: routed where the rows are few, else each expert once
+        g.output("y", ExpertParallel.layer(g, x, weights, top.indices(), s.experts, "ep", s.world, (long) tokens * K * s.world,
+                ExpertParallel.swiGluExperts(g, gateUp, down)));
         return g.build();
     }
 

@@ -248,12 +248,7 @@ final class MixtureOfExperts {
         if ((long) share * ep != rows) mine = mine.minimum(g.scalar(rows - 1, DType.I64));
         Tensor gateUpW = g.input(p + GATE_UP, dtype, local * 2 * fl, h).reshape(local, 2 * fl, h), downW = g.input(p + DOWN, dtype, local, h, fl);
         Tensor y = ExpertParallel.layer(g, xn.indexSelect(0, mine), top.values().indexSelect(0, mine), top.indices().indexSelect(0, mine),
-                m.experts(), Parallelism.EXPERT_AXIS, ep, (long) share * k * ep, (received, ids) -> {
-                    long cap = received.shape().sizes()[0];
-                    Tensor gateUp = received.expertMatmul(gateUpW, ids.reshape(cap, 1));   // [cap, 1, 2 * width]
-                    Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl));
-                    return act.expertMatmul(downW, ids.reshape(cap, 1)).reshape(cap, h);
-                });
+                m.experts(), Parallelism.EXPERT_AXIS, ep, (long) share * k * ep, ExpertParallel.swiGluExperts(g, gateUpW, downW));
         Tensor all = y.allGather(Parallelism.EXPERT_AXIS);   // [share * ep, hidden]: the members' shares in order
         return (long) share * ep == rows ? all : all.slice(0, 0, rows);
     }
