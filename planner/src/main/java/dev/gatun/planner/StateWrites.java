@@ -150,7 +150,7 @@ final class StateWrites {
     }
 
     private static String note(Written w, boolean readHere) {
-        return "writes " + w.value().name() + " straight into state " + w.state().name() + "'s slot over its old value " + w.old().name()
+        return "writes " + w.value().name() + " straight into state " + w.state().name() + "'s slot (its new version " + w.update().name() + ") over its old value " + w.old().name()
                 + (readHere ? " (read last here, element for element)" : " (read last before this kernel)") + ": no snapshot copy, no update_slice";
     }
 
