@@ -158,7 +158,7 @@ final class StateWrites {
         long bytes = 0;
         for (Written w : written) bytes += w.state().type().byteSize();
         return "state writes: " + written.size() + " of " + snapshots + " snapshotted states written in place by the kernel that reads the old value last; "
-                + dev.gatun.ir.ByteSize.format(bytes) + " not copied by a snapshot and again by an update_slice";
+                + dev.gatun.ir.ByteSize.format(bytes) + " of states neither copied by a snapshot nor written again by an update_slice";
     }
 
     /** {@code order} without the snapshots and updates of {@code written}, each writer kernel with its notes. */
