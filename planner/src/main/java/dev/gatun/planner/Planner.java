@@ -78,7 +78,7 @@ public final class Planner {
         pools.communication(live);
         pools.symmetricInputs(graph, live);
         pools.rotating(graph);
-        pools.states(graph, stateWrites);
+        pools.states(graph, stateWrites, live);
         pools.regular(graph, live, inPlace);
         pools.constants(graph);
         for (Buffer b : graph.buffers()) {

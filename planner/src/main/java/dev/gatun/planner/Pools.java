@@ -103,7 +103,7 @@ final class Pools {
      * The graph's states, one after the other in a pool kept for the session; each in-place update of a state
      * ({@link ExternCall#inPlace}: {@code update_slice}) takes the slot of the version it writes over (they are placed before the first step, like constants).
      */
-    void states(LoweredGraph graph, StateWrites writes) {
+    void states(LoweredGraph graph, StateWrites writes, Liveness live) {
         var states = new ArrayList<Buffer>();
         for (Buffer b : graph.buffers()) if (b instanceof InputBuffer in && in.isState()) states.add(b);
         if (states.isEmpty()) return;
@@ -125,6 +125,7 @@ final class Pools {
             history.inPlace(w.old(), w.state());
             placements.put(w.value(), p);
             history.inPlace(w.value(), w.state());
+            history.interval(w.value(), live.def(w.value()), live.n, -1);   // the state's from its writer on, to the end
         }
     }
 

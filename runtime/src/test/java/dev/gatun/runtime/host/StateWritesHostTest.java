@@ -86,6 +86,17 @@ class StateWritesHostTest {
         assertThat(steps(p, "update_slice")).as("update_slices in\n%s", p).isZero();
         assertThat(p.notes()).anySatisfy(n -> assertThat(n).startsWith("state writes: 1 of 1 snapshotted states"));
         assertThat(p.toString()).contains("straight into state s's slot");
+        int launch = 0;
+        while (!(p.steps().get(launch) instanceof Step.Launch)) launch++;
+        String states = p.pools().stream().filter(pool -> pool.kind() == dev.gatun.planner.Pool.Kind.STATE).findFirst().orElseThrow().name();
+        int writer = launch;
+        assertThat(p.slots()).as("the slot the kernel writes").filteredOn(sl -> sl.first() == writer).singleElement().satisfies(sl -> {
+            assertThat(sl.pool()).isEqualTo(states);
+            assertThat(sl.offset()).isZero();
+            assertThat(sl.reuses()).isEqualTo("s");
+            assertThat(sl.inPlace()).isTrue();
+            assertThat(sl.last()).as("held to the end").isEqualTo(p.steps().size() - 1);
+        });
     }
 
     /** The old value read by a product of it and the new value: after the new value's kernel, so the pair stays. */
