@@ -74,8 +74,7 @@ final class StateWrites {
             ExternBuffer u = overwriter.get(s);
             String why = refusal(s, u, overwriter, live, outputs, taken);
             if (why != null) {
-                notes.add("state write of " + s.inputs().getFirst().name() + " kept as snapshot " + s.name() + " and update"
-                        + (u == null ? "" : " " + u.name()) + ": " + why);
+                notes.add("state " + s.inputs().getFirst().name() + " keeps its snapshot " + s.name() + (u == null ? "" : " and update " + u.name()) + ": " + why);
                 continue;
             }
             var w = new Written((InputBuffer) s.inputs().getFirst(), s, (ExternOutputBuffer) s.extraOutputs().getFirst(), u, u.inputs().get(1));

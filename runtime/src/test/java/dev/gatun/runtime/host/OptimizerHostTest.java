@@ -230,7 +230,7 @@ class OptimizerHostTest {
                 assertClose(out.get("W").toDoubleArray(), ref.p[0], "W after step " + k);
                 assertClose(out.get("scaled").toDoubleArray(), old, "the old W times the new W's mean at step " + k);
             }
-            assertThat(s.plan().notes()).as("the plan's notes").anySatisfy(n -> assertThat(n).startsWith("state write of W kept").contains("after kernel"))
+            assertThat(s.plan().notes()).as("the plan's notes").anySatisfy(n -> assertThat(n).startsWith("state W keeps its snapshot").contains("after kernel"))
                     .anySatisfy(n -> assertThat(n).startsWith("state writes: "));
         }
     }

@@ -121,7 +121,7 @@ class StateWritesHostTest {
         }
         Plan p = r.plan();   // after the values: a wrong decision shows first as a wrong value
         assertThat(steps(p, "snapshot")).as("snapshots in\n%s", p).isEqualTo(1);
-        assertThat(p.notes()).anySatisfy(n -> assertThat(n).startsWith("state write of s kept").contains("is read by matmul").contains("after kernel"));
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).startsWith("state s keeps its snapshot").contains("is read by matmul").contains("after kernel"));
     }
 
     /** The new value's kernel reads the old value transposed: another element than the one it writes. */
@@ -142,7 +142,7 @@ class StateWritesHostTest {
         }
         Plan p = r.plan();   // after the values: a wrong decision shows first as a wrong value
         assertThat(steps(p, "snapshot")).as("snapshots in\n%s", p).isEqualTo(1);
-        assertThat(p.notes()).anySatisfy(n -> assertThat(n).startsWith("state write of s kept").contains("other than at the element it writes"));
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).startsWith("state s keeps its snapshot").contains("other than at the element it writes"));
     }
 
     /** An update at a position read at run time keeps its check (a bad position stops the call): the pair stays. */
@@ -162,7 +162,7 @@ class StateWritesHostTest {
         }
         Plan p = r.plan();   // after the values: a wrong decision shows first as a wrong value
         assertThat(steps(p, "snapshot")).isEqualTo(1);
-        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("kept").contains("is not the constant 0"));
+        assertThat(p.notes()).anySatisfy(n -> assertThat(n).contains("keeps its snapshot").contains("is not the constant 0"));
     }
 
     /** With in-place writes off every pair stays, and the plan says so. */
