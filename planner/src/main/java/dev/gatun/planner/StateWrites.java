@@ -110,8 +110,8 @@ final class StateWrites {
         ExternOutputBuffer old = s.extraOutputs().getFirst();
         Buffer value = u.inputs().get(1);
         if (outputs.contains(old)) return "the old value " + old.name() + " is a graph output";
-        if (old.isSymmetric() || value.isSymmetric() || live.peerRead(old))
-            return "peers read " + (value.isSymmetric() ? value.name() : old.name()) + " (their reads follow their own steps, not this rank's order)";
+        if (old.isSymmetric() || value.isSymmetric() || live.peerRead(old) || live.peerRead(value))
+            return "peers read " + (value.isSymmetric() || live.peerRead(value) ? value.name() : old.name()) + " (their reads follow their own steps, not this rank's order)";
         if (value instanceof ViewBuffer v) return "the new value " + value.name() + " is a view of " + v.storage().name();
         if (Slices.isPart(value)) return "the new value " + value.name() + " is written into a part of a concatenation";
         if (!live.isWritten(value)) return "the new value " + value.name() + " is not computed in the call";
