@@ -13,7 +13,9 @@ import java.util.Map;
  * the global-norm clipping and each parameter's update, written over the states in place. Every state the step
  * rewrites (a parameter, a moment, the step count) is read through {@code snapshot}'s copy and written by an
  * {@code update_slice} of its whole extent at position 0 over {@code snapshot}'s in-place output, so the graph's rule
- * that an overwritten state version has no other reader holds and no schedule can read a half-updated state.
+ * that an overwritten state version has no other reader holds and no schedule can read a half-updated state. (The
+ * planner then writes each new value straight into its state's slot where the update's kernel reads the old value
+ * last, dropping the copy and the update: {@code dev.gatun.planner.StateWrites}.)
  *
  * <p>The update's arithmetic is PyTorch's, op for op, in the master dtype; the step count is a state
  * {@value #STEP} of shape [1] (f64 when a master is f64, else f32, as {@code torch.optim} keeps {@code state['step']}),

@@ -96,7 +96,7 @@ final class InPlace {
      * Every load of the input reads element i at index i of the kernel's whole loop (a row kernel's rows, then its
      * elements), where an element store of the same index writes.
      */
-    private static boolean readsAligned(Kernel k, int input, Buffer b) {
+    static boolean readsAligned(Kernel k, int input, Buffer b) {
         var all = new ArrayList<SymInt>(k.ranges());
         all.addAll(k.reductionRanges());
         var rowMajor = new ArrayList<SymInt>();

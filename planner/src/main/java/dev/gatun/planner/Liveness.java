@@ -91,6 +91,12 @@ final class Liveness {
     /** The inputs whose slots work {@code i}'s trailing barrier frees on every rank ("x, y"), or null (see {@link #crossRankEnd}). */
     String freedAt(int i) { return freedAt[i]; }
 
+    /** The last work that reads {@code b} on this rank, or -1 where none does (a graph output aside). */
+    int lastLocalRead(Buffer b) { return lastRead[b.id()]; }
+
+    /** Whether a peer reads {@code b} directly (a symmetric collective's input, a user op's symmetric input). */
+    boolean peerRead(Buffer b) { return lastPeerRead[b.id()] != NONE; }
+
     /** Whether {@code b} is last read by work {@code i}. */
     boolean lastReadAt(Buffer b, int i) { return lastRead[b.id()] == i; }
 

@@ -31,6 +31,8 @@ public final class Plan {
     private final Map<String, PlanBuffer> outputs;
     private final double[][] constants;
     private final PlanOptions options;
+    /** The planner's decisions worth a line of their own ({@link #notes()}). */
+    private final List<String> notes;
     private final String order;
     private final long plainPeak, chosenPeak;
     private volatile String fingerprint;   // made on first use: hashing the canonical text is a sixth of planning a large graph
@@ -62,6 +64,12 @@ public final class Plan {
 
     Plan(LoweredGraph lowered, List<PlanBuffer> buffers, List<Pool> pools, List<Step> steps, List<Kernel> kernels,
          List<Partition> partitions, List<Slot> slots, String order, long plainPeak, long chosenPeak, PlanOptions options) {
+        this(lowered, buffers, pools, steps, kernels, partitions, slots, order, plainPeak, chosenPeak, options, List.of());
+    }
+
+    Plan(LoweredGraph lowered, List<PlanBuffer> buffers, List<Pool> pools, List<Step> steps, List<Kernel> kernels,
+         List<Partition> partitions, List<Slot> slots, String order, long plainPeak, long chosenPeak, PlanOptions options, List<String> notes) {
+        this.notes = List.copyOf(notes);
         this.lowered = lowered;
         this.buffers = List.copyOf(buffers);
         this.pools = List.copyOf(pools);
@@ -90,6 +98,12 @@ public final class Plan {
     }
 
     public String name() { return lowered.graph().name(); }
+
+    /**
+     * The planner's decisions printed under the pools (after the graph's own notes): which states' new values are written
+     * straight into their slots and which keep their snapshot and update_slice, and why ({@code StateWrites}).
+     */
+    public List<String> notes() { return notes; }
 
     /**
      * Whether this plan's own kernels are programmatic dependent launches, and why ({@code ProductKernels}): printed
@@ -230,6 +244,7 @@ public final class Plan {
             sb.append("\n");
         }
         for (String note : lowered.graph().notes()) sb.append("  # ").append(note).append("\n");   // choices made in the graph (recomputation)
+        for (String note : notes) sb.append("  # ").append(note).append("\n");   // the planner's (state writes)
         if (launches.programmatic()) sb.append("  # ").append(launches.describe()).append("\n");
         if (!options.gatherFusion()) sb.append("  # gather fusion: off (PlanOptions.withGatherFusion(false))\n");
         if (!choices.isEmpty() && !options.target().equals(PlanOptions.Target.H200)) sb.append("  # ").append(options.target().describe()).append("\n");

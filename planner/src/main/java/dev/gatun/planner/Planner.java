@@ -29,6 +29,8 @@ import java.util.Set;
  *   <li>{@link ProductEpilogues}: a product of a few rows with the kernels after it that read it, on the tiles they
  *   need, one launch (one point of the order);</li>
  *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
+ *   <li>{@link StateWrites}: a state's new value written into its slot by the kernel that reads the old value last,
+ *   without the snapshot and update_slice around it (liveness then taken again);</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
  *   <li>{@link Pools}: one pool planner per kind (communication per group, path-2 inputs, rotating slots, states,
  *   the regular arena, constants), recording the {@link SlotHistory};</li>
@@ -66,13 +68,17 @@ public final class Planner {
         var order = options.productEpilogues() ? ProductEpilogues.join(choice.order(), table) : choice.order();
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
         var live = new Liveness(graph, order, outputs);
+        var stateWrites = StateWrites.of(graph, order, live, outputs, options.inPlace());
+        if (!stateWrites.written.isEmpty()) live = new Liveness(graph, stateWrites.order, outputs);   // the snapshots and updates left out
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: an op that writes in place writes only what it changes
+        var aliases = stateWrites.aliases();   // a value written into a state's slot chains to nothing
+        inPlace.entrySet().removeIf(e -> aliases.contains(e.getKey()) || aliases.contains(e.getValue()));
         var pools = new Pools(graph, options);
         pools.communication(live);
         pools.symmetricInputs(graph, live);
         pools.rotating(graph);
-        pools.states(graph);
+        pools.states(graph, stateWrites, live);
         pools.regular(graph, live, inPlace);
         pools.constants(graph);
         for (Buffer b : graph.buffers()) {
@@ -86,7 +92,7 @@ public final class Planner {
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         steps = ProductKernels.choose(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.anyDynamic()), pools.history.slots(steps, live, table),
-                choice.name(), choice.plainPeak(), choice.peak(), options);
+                choice.name(), choice.plainPeak(), choice.peak(), options, stateWrites.notes);
     }
 
     /**

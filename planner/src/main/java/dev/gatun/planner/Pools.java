@@ -23,7 +23,8 @@ import java.util.TreeMap;
  *   ({@link Liveness#crossRankEnd}), a receive buffer the senders write into from where a sender may first write it
  *   ({@link Liveness#firstWrite}); same offsets on every rank, released before the call returns;</li>
  *   <li>{@link #symmetricInputs}: one persistent pool per group for path-2 graph inputs, a slot each;</li>
- *   <li>{@link #states}: the graph's states, a slot each for the session, which their in-place updates share;</li>
+ *   <li>{@link #states}: the graph's states, a slot each for the session, which their in-place updates share (and
+ *   the old and new values {@link StateWrites} writes in place);</li>
  *   <li>{@link #regular}: the rank's arena for every other buffer, an in-place chain sharing one slot;</li>
  *   <li>{@link #constants}: constant tensors, written once per session.</li>
  * </ol>
@@ -102,7 +103,7 @@ final class Pools {
      * The graph's states, one after the other in a pool kept for the session; each in-place update of a state
      * ({@link ExternCall#inPlace}: {@code update_slice}) takes the slot of the version it writes over (they are placed before the first step, like constants).
      */
-    void states(LoweredGraph graph) {
+    void states(LoweredGraph graph, StateWrites writes, Liveness live) {
         var states = new ArrayList<Buffer>();
         for (Buffer b : graph.buffers()) if (b instanceof InputBuffer in && in.isState()) states.add(b);
         if (states.isEmpty()) return;
@@ -116,6 +117,15 @@ final class Pools {
             if (p == null || !p.pool().equals(pool)) continue;
             placements.put(b, new PlanBuffer.Placement(pool, p.offset(), p.bytes()));
             history.inPlace(b, e.inputs().getFirst());
+        }
+        for (StateWrites.Written w : writes.written) {   // the old value there from the start, the new one from its kernel on
+            var p = placements.get(w.state());
+            placements.put(w.old(), p);
+            persistent.add(w.old());
+            history.inPlace(w.old(), w.state());
+            placements.put(w.value(), p);
+            history.inPlace(w.value(), w.state());
+            history.interval(w.value(), live.def(w.value()), live.n, -1);   // the state's from its writer on, to the end
         }
     }
 

@@ -23,7 +23,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * the CUDA backend would load it, without a device: at world 1 and fully sharded over 2 ranks sharing one GPU, in
  * float32 and in bf16 compute over float32 master weights, and in float64 at world 1. Every check the backend makes
  * before touching the GPU ({@link StaticLoadCheck#refusals}) passes, and every CUDA source it would compile for these
- * plans compiles with nvcc (warnings as errors). The float64 step fully sharded over ranks that share a GPU is refused
+ * plans compiles with nvcc (warnings as errors). Every state the step rewrites is written in place by the update's
+ * kernel (the planner's state writes: no snapshot, no update_slice). The float64 step fully sharded over ranks that share a GPU is refused
  * by name (its reduce_scatter has no f64 symmetric-memory kernel, and NCCL takes one rank a GPU).
  *
  * <p>Before flash_attention had an f64 kernel on the GPU the world-1 float64 case failed here, naming it.
@@ -48,8 +49,13 @@ class TrainingStepLoadsTest {
             Plan p = c.plan();
             assertThat(StaticLoadCheck.refusals(p, c.world())).as("%s", c).isEmpty();
             // the step's ops that have kernels of their own: the embedding's lookup and its gradient, the loss's gather, attention
-            for (String op : List.of("index_select", "scatter_add", "gather", "flash_attention", "snapshot"))
+            for (String op : List.of("index_select", "scatter_add", "gather", "flash_attention"))
                 assertThat(calls(p, op)).as("%s calls %s", c, op).isTrue();
+            // every state's new value written into its slot by the update's kernel (StateWrites): no copy either way
+            for (String op : List.of("snapshot", "update_slice"))
+                assertThat(calls(p, op)).as("%s calls %s", c, op).isFalse();
+            int states = p.states().size();
+            assertThat(p.notes()).as("%s", c).first().asString().startsWith("state writes: " + states + " of " + states + " ");
             var kinds = p.steps().stream().flatMap(s -> s.collectives().stream()).map(col -> col.call().kind()).distinct().toList();
             if (c.world() > 1)
                 assertThat(kinds).as("%s: the weights gathered, the gradients reduce-scattered, the norm all-reduced", c)

@@ -18,7 +18,9 @@ import java.util.List;
  * copy and writing the new value over output 0 ({@code snapshot(w)[0].updateSlice(0, next, 0)}) keeps the rule: every
  * read of the old value is a read of the copy, so no order the planner picks can read a half-written parameter, and
  * the write needs no ordering of its own beyond its data dependencies. The copy costs the parameter's bytes once per
- * call, which a mixed-precision step pays anyway for its low-precision copy. Exact for every dtype.
+ * call, and the update as many again; once the order is fixed the planner drops both where the kernel computing the new
+ * value is the old value's last reader, element for element ({@code dev.gatun.planner.StateWrites}: the copy and the
+ * new value then share the state's slot). Exact for every dtype.
  */
 public final class Snapshot implements OpSpec {
     public static final Snapshot SPEC = new Snapshot();

@@ -195,6 +195,46 @@ class OptimizerHostTest {
         assertThatThrownBy(() -> params.parameter("i", DType.I32, 2)).isInstanceOf(GraphException.class).hasMessageContaining("not floating");
     }
 
+    /**
+     * A step that reads a parameter's old value after its update's kernel (the old W times the mean of the new W) gets the
+     * old value: the planner keeps W's snapshot (its plan says why) and writes b's and the moments' new values in place.
+     * Fails if the state writes ignore that later reader.
+     */
+    @Test
+    void aReaderOfTheOldWeightsAfterTheUpdateReadsTheOldWeights() {
+        var g = Gatun.graph("linear_later");
+        var params = Parameters.of(g);
+        Tensor w = params.parameter("W", DType.F64, IN, OUT), b = params.parameter("b", DType.F64, OUT);
+        Tensor x = g.input("x", DType.F64, N, IN), y = g.input("y", DType.F64, N, OUT);
+        Tensor r = x.matmul(w).add(b).sub(y);
+        Tensor loss = r.mul(r).mean();
+        TrainStep step = Optimizers.adamW(0.05, 0.9, 0.999, 1e-8, 0.01).step(loss, params);
+        g.output("loss", loss);
+        g.output("W", step.updated().get("W"));
+        g.output("scaled", w.mul(step.updated().get("W").mean()));   // the old W, read once the new one is summed
+        double[] xs = NDArray.randn(DType.F64, 11, N, IN).toDoubleArray(), ys = NDArray.randn(DType.F64, 12, N, OUT).toDoubleArray();
+        double[] w0 = NDArray.randn(DType.F64, 13, IN, OUT).toDoubleArray(), b0 = NDArray.randn(DType.F64, 14, OUT).toDoubleArray();
+        var ref = new Ref(w0, b0);
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            s.bind("W", NDArray.of(w0, IN, OUT)).bind("b", NDArray.of(b0, OUT));
+            var in = Map.of("x", NDArray.of(xs, N, IN), "y", NDArray.of(ys, N, OUT));
+            for (int k = 0; k < STEPS; k++) {
+                var out = s.runToHost(in);
+                double[] old = ref.p[0].clone();
+                double[][] grads = new double[2][];
+                ref.lossAndGrads(xs, ys, grads);
+                ref.adamW(grads, 0.05, 0.9, 0.999, 1e-8, 0.01);
+                double mean = 0;
+                for (double e : ref.p[0]) mean += e / ref.p[0].length;
+                for (int i = 0; i < old.length; i++) old[i] *= mean;
+                assertClose(out.get("W").toDoubleArray(), ref.p[0], "W after step " + k);
+                assertClose(out.get("scaled").toDoubleArray(), old, "the old W times the new W's mean at step " + k);
+            }
+            assertThat(s.plan().notes()).as("the plan's notes").anySatisfy(n -> assertThat(n).startsWith("state W keeps its snapshot").contains("after kernel"))
+                    .anySatisfy(n -> assertThat(n).startsWith("state writes: "));
+        }
+    }
+
     /** The parameter's state may still be read only through the snapshot: reading it beside the write is refused. */
     @Test
     void aParameterStateReadBesideTheStepIsRefused() {
