@@ -276,6 +276,8 @@ public final class Lowering {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
         Strided src = strided(arg(n, 0));
+        Buffer narrow = narrowSum(n, r, x, dims, src);
+        if (narrow != null) return narrow;
         Buffer wide = splitWide(n, r, x, dims, src);
         if (wide != null) return wide;
         var strides = new ArrayList<SymInt>();
@@ -292,6 +294,61 @@ public final class Lowering {
         Expr body = castTo(new Expr.Load(src.storage, src.offset, strides, x.type().dtype()), n.type().dtype());
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(n.type().dtype(), n.type().shape()), body,
                 r.fn(), reductionRanges, n.id()));
+    }
+
+    /** The most elements an output of a reduction over dimensions other than the last may sum for {@link #narrowSum}. */
+    static final long NARROW_MAX = 8;
+    /**
+     * The fewest outputs for {@link #narrowSum}: below, the reduction's launch is a few waves of blocks, and as a row
+     * kernel it takes its pointwise producers in (written out, the sum reads them at other elements than its own, so
+     * they would be stored first).
+     */
+    static final long NARROW_MIN_OUTPUTS = 1 << 16;
+
+    /**
+     * A sum or mean over dimensions other than the last, of at most {@link #NARROW_MAX} elements an output (a mixture's
+     * weighted sum over its k choices, [tokens, k, hidden] over k): as a reduction, each output is a row of a block, so
+     * a block of 32 threads sums two elements, hundreds of thousands of blocks; written out instead as a pointwise sum
+     * of its elements' loads, one thread an output (MoeBench's combine of 128 tokens of 4096, top 2, was a row kernel
+     * of 524,288 rows of two), where it has at least {@link #NARROW_MIN_OUTPUTS} outputs. Floating
+     * types and static reduced extents; the sum in float32 for half types (as a reduction's), in the elements' order.
+     * Returns null where the rule does not apply.
+     */
+    private Buffer narrowSum(Node n, Op.Reduce r, Node x, List<Integer> dims, Strided src) {
+        DType t = n.type().dtype();
+        int rank = x.type().rank();
+        if (r.fn() != ReduceFn.SUM && r.fn() != ReduceFn.MEAN || !t.isFloating() || x.type().dtype() != t || dims.isEmpty() || dims.contains(rank - 1))
+            return null;
+        long count = 1;
+        for (int d : dims) {
+            if (!x.type().shape().dim(d).isStatic()) return null;
+            count *= x.type().shape().dim(d).size();
+        }
+        if (count < 2 || count > NARROW_MAX) return null;
+        if (!n.type().shape().isStatic() || n.type().shape().numel() < NARROW_MIN_OUTPUTS) return null;
+        var strides = new ArrayList<SymInt>();
+        for (int d = 0; d < rank; d++) {
+            if (dims.contains(d)) {
+                if (r.keepdim()) strides.add(SymInt.ZERO);
+            } else strides.add(src.strides.get(d));
+        }
+        DType acc = t.isHalf() ? DType.FLOAT32 : t;
+        Expr sum = null;
+        for (long i = 0; i < count; i++) {   // the i-th element in row-major order over the reduced dimensions
+            SymInt at = src.offset;
+            long rest = i;
+            for (int j = dims.size() - 1; j >= 0; j--) {
+                long size = x.type().shape().dim(dims.get(j)).size();
+                at = at.plus(src.strides.get(dims.get(j)).times(rest % size));
+                rest /= size;
+            }
+            Expr load = castTo(new Expr.Load(src.storage, at, strides, t), acc);
+            sum = sum == null ? load : new Expr.Apply(PointwiseFn.ADD, List.of(sum, load), acc);
+        }
+        if (r.fn() == ReduceFn.MEAN) sum = new Expr.Apply(PointwiseFn.DIV, List.of(sum, new Expr.Constant(count, acc)), acc);
+        decisions.add("%" + n.id() + " " + r.opName() + ": " + count + " elements an output over dimension" + (dims.size() == 1 ? " " + dims.getFirst() : "s " + dims)
+                + ", not the last: written out as a pointwise sum of " + count + " loads, one thread an output (a reduction would give each output a block)");
+        return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, n.type().shape()), castTo(sum, t), null, List.of(), n.id()));
     }
 
     /** The fewest elements a reduction must fold into each of its outputs before {@link #splitWide} splits it. */

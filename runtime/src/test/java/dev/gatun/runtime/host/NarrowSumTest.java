@@ -1,0 +1,69 @@
+package dev.gatun.runtime.host;
+
+import dev.gatun.dsl.Gatun;
+import dev.gatun.ir.DType;
+import dev.gatun.runtime.CompileOptions;
+import dev.gatun.runtime.NDArray;
+import dev.gatun.runtime.Session;
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+/**
+ * A sum or mean of a few elements an output over dimensions other than the last (a mixture's weighted sum over its k
+ * choices) is written out as a pointwise sum, one thread an output: no reduction kernel. Values against plain loops in float64; a sum over the last dimension, or of more than eight
+ * elements an output, stays a reduction.
+ */
+class NarrowSumTest {
+    /** Rows and hidden size: 65,536 outputs, the fewest the rule takes. */
+    static final int R = 64, H = 1024;
+
+    @Test
+    void aWeightedSumOverTheChoicesIsOnePointwiseKernel() {
+        for (DType t : new DType[]{DType.F32, DType.BF16, DType.F64}) {
+            var g = Gatun.graph("combine");
+            var y = g.input("y", t, R, 3, H);
+            var w = g.input("w", t, R, 3);
+            g.output("o", y.mul(w.reshape(R, 3, 1)).sum(false, 1));
+            g.output("m", y.mean(true, 0, 1));   // 192 elements an output: stays a reduction
+            try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+                var plan = s.plan();
+                assertThat(plan.lowered().decisions()).as(plan.toString()).anyMatch(d -> d.contains("3 elements an output over dimension 1")
+                        && d.contains("pointwise sum of 3 loads"));
+                assertThat(plan.kernels()).as(plan.toString()).filteredOn(k -> k.outputs().stream().anyMatch(b -> b.name().equals(s.plan().outputs().get("o").name())))
+                        .singleElement().satisfies(k -> assertThat(k.reductionRanges()).isEmpty());
+                NDArray yv = NDArray.randn(t, 11, R, 3, H), wv = NDArray.randn(t, 12, R, 3);
+                var out = s.runToHost(Map.of("y", yv, "w", wv));
+                double[] o = out.get("o").toDoubleArray(), m = out.get("m").toDoubleArray(), ya = yv.toDoubleArray(), wa = wv.toDoubleArray();
+                double tol = t == DType.BF16 ? 2e-2 : 1e-6;
+                for (int i = 0; i < R; i++)
+                    for (int h = 0; h < H; h++) {
+                        double want = 0;
+                        for (int j = 0; j < 3; j++) want += round(t, ya[(i * 3 + j) * H + h] * wa[i * 3 + j]);
+                        assertThat(o[i * H + h]).as(t + " o[" + i + ", " + h + "]").isCloseTo(want, within(tol * (1 + Math.abs(want))));
+                    }
+                for (int h = 0; h < H; h++) {
+                    double want = 0;
+                    for (int i = 0; i < 3 * R; i++) want += ya[i * H + h];
+                    assertThat(m[h]).as(t + " m[" + h + "]").isCloseTo(want / (3 * R), within(tol * (1 + Math.abs(want / (3 * R)))));
+                }
+            }
+        }
+    }
+
+    static double round(DType t, double v) { return t == DType.F64 ? v : t == DType.F32 ? (float) v : v; }
+
+    @Test
+    void aSumOverTheLastDimensionOrOfFewOutputsStaysAReduction() {
+        var g = Gatun.graph("last");
+        g.output("o", g.input("y", DType.F32, R * H, 3).sum(false, 1));
+        g.output("p", g.input("z", DType.F32, 5, 3, 7).sum(false, 1));
+        try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            assertThat(s.plan().lowered().decisions()).noneMatch(d -> d.contains("pointwise sum of"));
+            assertThat(s.plan().kernels()).hasSize(2).allSatisfy(k -> assertThat(k.reductionRanges()).hasSize(1));
+        }
+    }
+}
