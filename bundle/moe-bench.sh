@@ -18,20 +18,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/moe-bench-out}; mkdir -p "$OUT"
-W=2 ARGS=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --world) W=$2; shift 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-if [ "${NCCL_NVLS_ENABLE:-}" != 0 ] || [ "${TORCH_SYMM_MEM_DISABLE_MULTICAST:-}" != 1 ] || [ "${NVSHMEM_DISABLE_NVLS:-}" != 1 ]; then
-  echo "moe-bench: refusing to run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 must be set" >&2
-  exit 2
-fi
-export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
+. bundle/bench-prelude.sh
+bench_prelude moe-bench 2 "$@"
 G="$OUT/gatun-moe.json" T="$OUT/torch-moe.json" L="$OUT/moe.log"
-nvidia-smi -L | tee "$OUT/machine.txt"
 if [ "${GATUN:-1}" = 1 ]; then
   rm -f "$G"
   echo "=== Gatun: MoeBench --world $W ${ARGS[*]} ${GATUN_ARGS:-}" | tee -a "$L"

@@ -17,20 +17,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/train-bench-out}; mkdir -p "$OUT"
-W=1 ARGS=()
-while [ $# -gt 0 ]; do
-  case $1 in
-    --world) W=$2; shift 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-if [ "${NCCL_NVLS_ENABLE:-}" != 0 ] || [ "${TORCH_SYMM_MEM_DISABLE_MULTICAST:-}" != 1 ] || [ "${NVSHMEM_DISABLE_NVLS:-}" != 1 ]; then
-  echo "train-bench: refusing to run: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 must be set" >&2
-  exit 2
-fi
-export GATUN_BUNDLE_DIR=${GATUN_BUNDLE_DIR:-/tmp/gatun-bundle} PYTHONUNBUFFERED=1
+. bundle/bench-prelude.sh
+bench_prelude train-bench 1 "$@"
 G="$OUT/gatun-train-w$W.json" T="$OUT/torch-train-w$W.json" L="$OUT/train.log"
-nvidia-smi -L | tee "$OUT/machine.txt"
 if [ "${GATUN:-1}" = 1 ]; then
   rm -f "$G"
   echo "=== Gatun: LlamaTrainBench --world $W ${ARGS[*]} ${GATUN_ARGS:-}" | tee -a "$L"
