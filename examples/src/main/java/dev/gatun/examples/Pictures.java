@@ -6,7 +6,6 @@ import dev.gatun.ir.graph.GraphJson;
 import dev.gatun.ir.graph.TensorSpec;
 import dev.gatun.ir.graph.UserOp;
 import dev.gatun.lowering.Lowering;
-import dev.gatun.lowering.LoweringOptions;
 import dev.gatun.ir.viz.GraphDot;
 import dev.gatun.ir.viz.GraphMermaid;
 import dev.gatun.planner.Plan;
@@ -94,9 +93,12 @@ public final class Pictures {
         return g.build();
     }
 
-    /** The plan the host backend would run for {@code graph} on {@code world} ranks, with default options. */
-    public static Plan plan(Graph graph, int world) {
-        return Planner.plan(Lowering.lower(graph, LoweringOptions.world(world)));
+    /** The plan a session would run for {@code graph} on {@code world} ranks, with {@code CompileOptions}' defaults. */
+    public static Plan plan(Graph graph, int world) { return plan(graph, dev.gatun.runtime.CompileOptions.world(world)); }
+
+    /** The plan a session compiled with {@code options} would run for {@code graph}. */
+    public static Plan plan(Graph graph, dev.gatun.runtime.CompileOptions options) {
+        return Planner.plan(Lowering.lower(graph, options.lowering()), options.planning());
     }
 
     /** Writes the four pictures of {@code graph} into {@code dir}; returns the files written. */

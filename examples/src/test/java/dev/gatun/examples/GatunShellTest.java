@@ -58,8 +58,8 @@ class GatunShellTest {
                 // LoweredGraph, Plan, explain, Graph, Session
                 .contains("lowered \"jshell\"  world=2")
                 .contains("plan \"jshell\"  world=2  fingerprint=")
-                .contains("all_reduce.one_shot(buf0, sum, \"world\")")
-                .contains("input buf0: path 1 (zero copy")
+                .contains("all_reduce.barrier_free(buf7, sum, \"world\")")   // the default below 512 KiB at two ranks
+                .contains("input buf0: no path (no communication buffer: read in place and pushed into the peers' rotating slots)")
                 .contains("  %12 = all_reduce(%11, sum, \"world\") : f32[4,4]\n  return d=%12")
                 .contains("s ==> Session \"jshell\" world=2 backend=host")
                 .contains("==> \"host\"")
