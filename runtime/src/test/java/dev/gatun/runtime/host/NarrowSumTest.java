@@ -29,15 +29,23 @@ class NarrowSumTest {
             var w = g.input("w", t, R, 3);
             g.output("o", y.mul(w.reshape(R, 3, 1)).sum(false, 1));
             g.output("m", y.mean(true, 0, 1));   // 192 elements an output: stays a reduction
+            g.output("k", y.mean(true, 1));      // 3 elements an output, the dimension kept: written out too
             try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
                 var plan = s.plan();
-                assertThat(plan.lowered().decisions()).as(plan.toString()).anyMatch(d -> d.contains("3 elements an output over dimension 1")
-                        && d.contains("pointwise sum of 3 loads"));
+                assertThat(plan.lowered().decisions()).as(plan.toString()).filteredOn(d -> d.contains("3 elements an output over dimension 1")
+                        && d.contains("pointwise sum of 3 loads")).hasSize(2);
                 assertThat(plan.kernels()).as(plan.toString()).filteredOn(k -> k.outputs().stream().anyMatch(b -> b.name().equals(s.plan().outputs().get("o").name())))
                         .singleElement().satisfies(k -> assertThat(k.reductionRanges()).isEmpty());
                 NDArray yv = NDArray.randn(t, 11, R, 3, H), wv = NDArray.randn(t, 12, R, 3);
                 var out = s.runToHost(Map.of("y", yv, "w", wv));
-                double[] o = out.get("o").toDoubleArray(), m = out.get("m").toDoubleArray(), ya = yv.toDoubleArray(), wa = wv.toDoubleArray();
+                double[] o = out.get("o").toDoubleArray(), m = out.get("m").toDoubleArray(), kept = out.get("k").toDoubleArray(),
+                        ya = yv.toDoubleArray(), wa = wv.toDoubleArray();
+                assertThat(out.get("k").shape()).containsExactly(R, 1, H);
+                for (int i = 0; i < R; i++)
+                    for (int h = 0; h < H; h++) {
+                        double want = (ya[(i * 3) * H + h] + ya[(i * 3 + 1) * H + h] + ya[(i * 3 + 2) * H + h]) / 3;
+                        assertThat(kept[i * H + h]).as(t + " k[" + i + ", 0, " + h + "]").isCloseTo(want, within((t == DType.BF16 ? 2e-2 : 1e-6) * (1 + Math.abs(want))));
+                    }
                 double tol = t == DType.BF16 ? 2e-2 : 1e-6;
                 for (int i = 0; i < R; i++)
                     for (int h = 0; h < H; h++) {
