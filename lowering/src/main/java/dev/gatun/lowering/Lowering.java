@@ -280,12 +280,7 @@ public final class Lowering {
         if (narrow != null) return narrow;
         Buffer wide = splitWide(n, r, x, dims, src);
         if (wide != null) return wide;
-        var strides = new ArrayList<SymInt>();
-        for (int d = 0; d < x.type().rank(); d++) {
-            if (dims.contains(d)) {
-                if (r.keepdim()) strides.add(SymInt.ZERO);
-            } else strides.add(src.strides.get(d));
-        }
+        var strides = outputStrides(x, r, dims, src);
         var reductionRanges = new ArrayList<SymInt>();
         for (int d : dims) {
             strides.add(src.strides.get(d));
@@ -294,6 +289,17 @@ public final class Lowering {
         Expr body = castTo(new Expr.Load(src.storage, src.offset, strides, x.type().dtype()), n.type().dtype());
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(n.type().dtype(), n.type().shape()), body,
                 r.fn(), reductionRanges, n.id()));
+    }
+
+    /** {@code src}'s strides over reduction {@code r}'s output dimensions (a kept reduced dimension's 0). */
+    private static ArrayList<SymInt> outputStrides(Node x, Op.Reduce r, List<Integer> dims, Strided src) {
+        var strides = new ArrayList<SymInt>();
+        for (int d = 0; d < x.type().rank(); d++) {
+            if (dims.contains(d)) {
+                if (r.keepdim()) strides.add(SymInt.ZERO);
+            } else strides.add(src.strides.get(d));
+        }
+        return strides;
     }
 
     /** The most elements an output of a reduction over dimensions other than the last may sum for {@link #narrowSum}. */
@@ -326,12 +332,7 @@ public final class Lowering {
         }
         if (count < 2 || count > NARROW_MAX) return null;
         if (!n.type().shape().isStatic() || n.type().shape().numel() < NARROW_MIN_OUTPUTS) return null;
-        var strides = new ArrayList<SymInt>();
-        for (int d = 0; d < rank; d++) {
-            if (dims.contains(d)) {
-                if (r.keepdim()) strides.add(SymInt.ZERO);
-            } else strides.add(src.strides.get(d));
-        }
+        var strides = outputStrides(x, r, dims, src);
         DType acc = t.isHalf() ? DType.FLOAT32 : t;
         Expr sum = null;
         for (long i = 0; i < count; i++) {   // the i-th element in row-major order over the reduced dimensions
@@ -767,11 +768,10 @@ public final class Lowering {
         if (n.type().rank() != 2 || n.input(0).type().rank() != 2 || n.input(1).type().rank() != 2 || graph.isOutput(n)
                 || n.symmetricGroup() != null || graph.users(n).isEmpty()) return false;
         for (Node u : graph.users(n))
-            if (!(u.op() instanceof Op.Permute p) || u.symmetricGroup() != null || normalized(p.perm().get(0), 2) != 1) return false;
+            if (!(u.op() instanceof Op.Permute p) || u.symmetricGroup() != null || !Integer.valueOf(1).equals(n.type().shape().normalizeDim(p.perm().get(0))))
+                return false;
         return true;
     }
-
-    private static int normalized(int d, int rank) { return d < 0 ? d + rank : d; }
 
     /**
      * Product {@code n = A B}, read only transposed ({@link #readOnlyTransposed}), computed transposed: {@code B^T A^T}
