@@ -90,16 +90,36 @@ public final class ExpertParallel {
         int local = (int) gs[0], width = (int) ds[2], hidden = (int) ds[1];
         return (rows, ids) -> {
             long cap = rows.shape().sizes()[0];
-            if (cap <= local) {
-                Tensor both = rows.expertMatmul(gateUp, ids.reshape(cap, 1));   // [cap, 1, 2 * width]
-                Tensor act = both.slice(2, 0, width).silu().mul(both.slice(2, width, 2 * width));
-                return act.expertMatmul(down, ids.reshape(cap, 1)).reshape(cap, hidden);
-            }
-            Tensor both = rows.matmul(gateUp.reshape((long) local * 2 * width, hidden).transpose(0, 1)).reshape(cap, local, 2 * width);
+            if (cap <= local) return routedSwiGlu(rows, gateUp, down, ids.reshape(cap, 1)).reshape(cap, hidden);
             Tensor mine = ids.reshape(cap, 1).eq(g.arange(DType.I64, local).reshape(1, local)).cast(rows.dtype());   // [cap, local]
-            Tensor act = both.slice(2, 0, width).silu().mul(both.slice(2, width, 2 * width)).mul(mine.reshape(cap, local, 1));
-            // [local, cap, width] by each expert's down^T [local, width, hidden], summed over the experts: each row its own
-            return act.transpose(0, 1).matmul(down.transpose(1, 2)).sum(0);
+            return denseSwiGlu(rows, gateUp.reshape((long) local * 2 * width, hidden), down, mine);
         };
     }
+
+    /**
+     * Each row of {@code x} [rows, hidden] through the experts {@code ids} [rows, k] pick, by {@code expert_matmul}: gate |
+     * up of {@code gateUp} [experts, 2 * width, hidden], SwiGLU, down of {@code down} [experts, hidden, width];
+     * [rows, k, hidden].
+     */
+    static Tensor routedSwiGlu(Tensor x, Tensor gateUp, Tensor down, Tensor ids) {
+        return swiGlu(x.expertMatmul(gateUp, ids), (int) down.shape().sizes()[2]).expertMatmul(down, ids);
+    }
+
+    /**
+     * Every expert on every row of {@code x} [rows, hidden] (gate | up of {@code gateUp} [experts * 2 * width, hidden],
+     * each expert's rows side by side; SwiGLU; down of {@code down} [experts, hidden, width]), each expert's output
+     * weighted by {@code weights} [rows, experts] (zero where the row does not take it) and summed over the experts;
+     * [rows, hidden].
+     */
+    static Tensor denseSwiGlu(Tensor x, Tensor gateUp, Tensor down, Tensor weights) {
+        long rows = x.shape().sizes()[0];
+        int experts = (int) down.shape().sizes()[0], width = (int) down.shape().sizes()[2];
+        Tensor both = x.matmul(gateUp.transpose(0, 1)).reshape(rows, experts, 2 * width);
+        Tensor act = swiGlu(both, width).mul(weights.reshape(rows, experts, 1));
+        // [experts, rows, width] by each expert's down^T [experts, width, hidden], summed over the experts
+        return act.transpose(0, 1).matmul(down.transpose(1, 2)).sum(0);
+    }
+
+    /** {@code silu(gate) * up} of gate | up side by side along the last of three dimensions, {@code width} each. */
+    private static Tensor swiGlu(Tensor both, int width) { return both.slice(2, 0, width).silu().mul(both.slice(2, width, 2 * width)); }
 }

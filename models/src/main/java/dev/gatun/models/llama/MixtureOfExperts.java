@@ -220,7 +220,7 @@ final class MixtureOfExperts {
         if (parallel.ep() > 1) out = expertParallel(g, m, p, xn, top, rows, parallel, member != null ? member : member(g, parallel.ep()), dtype);
         else {
             Tensor gateUpW = g.input(p + GATE_UP, dtype, 2 * n * fl, h), downW = g.input(p + DOWN, dtype, n, h, fl);
-            out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype) : denseExperts(g, m, xn, gateUpW, downW, top, rows, fl, dtype);
+            out = routed(m, rows) ? routedExperts(m, xn, gateUpW, downW, top, rows, fl, dtype) : denseExperts(g, m, xn, gateUpW, downW, top, rows, dtype);
         }
         if (m.sharedSize() > 0) {
             int sl = m.sharedSize() / tp;
@@ -267,22 +267,16 @@ final class MixtureOfExperts {
      */
     private static Tensor routedExperts(MoeConfig m, Tensor xn, Tensor gateUpW, Tensor downW, Tensor.TopK top, int rows, int fl, DType dtype) {
         int k = m.topK(), h = (int) xn.shape().sizes()[1];
-        Tensor gateUp = xn.expertMatmul(gateUpW.reshape(m.experts(), 2 * fl, h), top.indices());
-        Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl));
+        Tensor experts = ExpertParallel.routedSwiGlu(xn, gateUpW.reshape(m.experts(), 2 * fl, h), downW, top.indices());   // [rows, k, hidden]
         Tensor weights = top.values().dtype() == dtype ? top.values() : top.values().cast(dtype);
-        return act.expertMatmul(downW, top.indices()).mul(weights.reshape(rows, k, 1)).sum(1);
+        return experts.mul(weights.reshape(rows, k, 1)).sum(1);
     }
 
     /** Every expert on every token, weighted by the token's routing weight for it (zero where not routed), summed. */
-    private static Tensor denseExperts(GraphBuilder g, MoeConfig m, Tensor xn, Tensor gateUpW, Tensor downW, Tensor.TopK top, int rows, int fl, DType dtype) {
-        int n = m.experts();
+    private static Tensor denseExperts(GraphBuilder g, MoeConfig m, Tensor xn, Tensor gateUpW, Tensor downW, Tensor.TopK top, int rows, DType dtype) {
         Tensor routing = routing(g, m, top, rows);
         if (dtype != DType.F32) routing = routing.cast(dtype);
-        // gate | up of each expert side by side, [rows, experts, 2 * width]
-        Tensor gateUp = linear(xn, gateUpW).reshape(rows, n, 2 * fl);
-        Tensor act = gateUp.slice(2, 0, fl).silu().mul(gateUp.slice(2, fl, 2 * fl)).mul(routing.reshape(rows, n, 1));
-        // [experts, rows, width] by each expert's down^T [experts, width, hidden]: the weighted experts' outputs, summed over the experts
-        return act.transpose(0, 1).matmul(downW.transpose(1, 2)).sum(0);
+        return ExpertParallel.denseSwiGlu(xn, gateUpW, downW, routing);
     }
 
     /**
