@@ -133,7 +133,7 @@ llama() {
     else
       echo "=== PyTorch, Llama $LLAMA_CONFIG at TP $W (torchrun)" | tee -a "$L"
       [ "$LLAMA_CHECK" = 1 ] && EXTRA+=(--check)
-      timeout 300 torchrun --nproc_per_node "$W" bench/llama_torch.py --tp "$W" --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
+      timeout 300 torchrun --standalone --nproc_per_node "$W" bench/llama_torch.py --tp "$W" --dir "$LLAMA_DIR" "${SHAPE[@]}" "${EXTRA[@]}" --out "$T" 2>&1 \
         | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
     fi
   fi
@@ -184,7 +184,7 @@ for P in "${PASSES[@]}"; do
   # PyTorch: the all-reduce in one process; torch.compile needs one process per shape and mode
   [ "$TORCH" = 1 ] || continue
   echo "=== PyTorch, $W GPU(s): $ONLY_W"
-  torch() { timeout "${1}" torchrun --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
+  torch() { timeout "${1}" torchrun --standalone --nproc_per_node "$W" bench/torch_suite.py "${@:2}" --out "$ROWS" --iters "$ITERS" 2>&1 \
     | tee -a "$OUT/torch.log" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"; }
   [[ ,$ONLY_W, == *,all_reduce,* ]] && torch 600 --workload all_reduce --deadline-s "${TORCH_DEADLINE_S:-420}"
   [[ ,$ONLY_W, == *,ar_norm,* ]] && torch 600 --workload ar_norm --deadline-s "${TORCH_DEADLINE_S:-420}"

@@ -32,6 +32,6 @@ if [ "${TORCH:-1}" = 1 ]; then
   EXTRA=()
   [ -f "$G" ] && EXTRA+=(--gatun "$G")
   echo "=== PyTorch ($W processes): ${ARGS[*]}" | tee -a "$L"
-  timeout 300 torchrun --nproc_per_node "$W" bench/moe_torch.py "${ARGS[@]}" "${EXTRA[@]}" --out "$T" --md "$OUT/moe.md" 2>&1 \
+  timeout 300 torchrun --standalone --nproc_per_node "$W" bench/moe_torch.py "${ARGS[@]}" "${EXTRA[@]}" --out "$T" --md "$OUT/moe.md" 2>&1 \
     | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
 fi

@@ -12,9 +12,12 @@ if [ -f "$DIR/payload.tar.gz" ]; then
     # unpacked once per payload: a later call with the same payload (size, time and path in the stamp, written only
     # after a whole unpacking) reuses it, so a script that runs many mains does not unpack it each time
     STAMP="$(stat -c '%s %Y' "$DIR/payload.tar.gz") $DIR"
+    # under a lock: two scripts started at once (say, two benches on different GPUs) unpack it once, not over each other
+    exec 9>"$B.lock" && flock 9
     if [ "$(cat "$B/.payload-stamp" 2>/dev/null)" != "$STAMP" ]; then
         rm -rf "$B" && mkdir -p "$B" && tar -C "$B" -xzf "$DIR/payload.tar.gz" && echo "$STAMP" > "$B/.payload-stamp"
     fi
+    flock -u 9 && exec 9>&-
 fi
 FILTER=(--include-tag gpu)
 if [ "${1:-}" = "--all" ]; then FILTER=(); shift; fi

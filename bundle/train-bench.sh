@@ -31,6 +31,6 @@ if [ "${TORCH:-1}" = 1 ]; then
   EXTRA=()
   [ -f "$G" ] && EXTRA+=(--gatun "$G")
   echo "=== PyTorch FSDP2 ($W processes): ${ARGS[*]} modes ${TORCH_MODES:-eager,compile}" | tee -a "$L"
-  timeout 1200 torchrun --nproc_per_node "$W" bench/llama_train_torch.py "${ARGS[@]}" --modes "${TORCH_MODES:-eager,compile}" "${EXTRA[@]}" --out "$T" 2>&1 \
+  timeout 1200 torchrun --standalone --nproc_per_node "$W" bench/llama_train_torch.py "${ARGS[@]}" --modes "${TORCH_MODES:-eager,compile}" "${EXTRA[@]}" --out "$T" 2>&1 \
     | tee -a "$L" | grep -v "^W1\|^\*\*\*\|OMP_NUM_THREADS\|^\s*warnings.warn"
 fi
