@@ -185,6 +185,55 @@ public final class Plan {
         throw new CompilationException("plan '" + name() + "' has no pool " + name);
     }
 
+    /**
+     * What a pool holds at its fullest: the first step at which its live slots add up to their most ({@link Pool#maxLive()}
+     * for the chosen order), and those slots, largest first. A slot is live from its {@link Slot#first()} step to its
+     * {@link Slot#last()}, both included.
+     */
+    public record Peak(Pool pool, int step, long bytes, List<Slot> live) {
+        /** The peak's step, then the {@code n} largest live slots: size, type, the step that writes it and the last that reads it. */
+        public String describe(List<Step> steps, int n) {
+            var sb = new StringBuilder(String.format(java.util.Locale.ROOT, "%s's peak: %s in %d slots at step #%d (%s)%n", pool.name(),
+                    ByteSize.format(bytes), live.size(), step, firstLine(steps.get(step))));
+            for (Slot s : live.subList(0, Math.min(n, live.size())))
+                sb.append(String.format(java.util.Locale.ROOT, "    %-10s %12s %-22s from #%d (%s) to #%d%n", s.buffer().name(), ByteSize.format(s.bytes()),
+                        s.buffer().type(), s.first(), firstLine(steps.get(s.first())), s.last()));
+            if (live.size() > n) {
+                long rest = live.subList(n, live.size()).stream().mapToLong(Slot::bytes).sum();
+                sb.append(String.format(java.util.Locale.ROOT, "    and %d more, %s%n", live.size() - n, ByteSize.format(rest)));
+            }
+            return sb.toString();
+        }
+
+        private static String firstLine(Step s) {
+            String f = s.format().strip();
+            int nl = f.indexOf('\n');
+            if (nl >= 0) f = f.substring(0, nl);
+            return f.length() > 60 ? f.substring(0, 57) + "..." : f;
+        }
+    }
+
+    /** The peak of pool {@code name} (see {@link Peak}); a pool with no slots peaks at step 0 with nothing live. */
+    public Peak peak(String name) {
+        Pool pool = pool(name);
+        long[] delta = new long[steps.size() + 1];
+        for (Slot s : slots)
+            if (s.pool().equals(name)) {
+                delta[s.first()] += s.bytes();
+                delta[Math.min(s.last(), steps.size() - 1) + 1] -= s.bytes();
+            }
+        long live = 0, most = 0;
+        int at = 0;
+        for (int i = 0; i < steps.size(); i++) {
+            live += delta[i];
+            if (live > most) { most = live; at = i; }
+        }
+        int step = at;
+        var liveSlots = slots.stream().filter(s -> s.pool().equals(name) && s.first() <= step && step <= s.last())
+                .sorted(java.util.Comparator.comparingLong(Slot::bytes).reversed()).toList();
+        return new Peak(pool, step, most, liveSlots);
+    }
+
     /** The order heuristic chosen, and the estimated peaks of it and of the plain order. */
     public String orderChoice() { return order + " (estimated peak " + ByteSize.format(chosenPeak) + ", plain order " + ByteSize.format(plainPeak) + ")"; }
 
