@@ -99,10 +99,14 @@ public final class Tensor {
 
     /**
      * {@code torch.softmax(x, dim)}, written as the DSL's ops (the row's max subtracted, exp, divided by the row's
-     * sum), which the planner fuses into one kernel per row and {@link GraphBuilder#grad} differentiates.
+     * sum), which the planner fuses into one kernel per row and {@link GraphBuilder#grad} differentiates. The max only
+     * shifts the exponentials (any shift gives the same value), so it is {@link #detach}ed, as in {@link #logSoftmax}:
+     * the gradient is PyTorch's {@code softmax * (dy - sum(dy * softmax))}, with no share of it sent through the max to
+     * the row's largest elements (zero in exact arithmetic, and a mask the size of x to keep from the forward pass to
+     * the backward one: in an attention's backward, a tensor of heads x tokens x tokens).
      */
     public Tensor softmax(int dim) {
-        Tensor e = sub(max(true, dim)).exp();
+        Tensor e = sub(max(true, dim).detach()).exp();
         return e.div(e.sum(true, dim));
     }
 
