@@ -97,6 +97,9 @@ final class Scheduler {
         return k == a.length ? a : Arrays.copyOf(a, k);
     }
 
+    /** A scheduler of {@code works} (for tests of its orders; {@link #choose} is the planner's way in). */
+    static Scheduler of(List<Work> works, ByBuffer.Set outputs, int graphBuffers) { return new Scheduler(works, outputs, graphBuffers); }
+
     /** {@code graphBuffers}: how many buffers the lowered graph of the works has (their {@link Buffer#id()}s are below it). */
     static Choice choose(List<Work> works, ByBuffer.Set outputs, boolean reorder, int graphBuffers) {
         var s = new Scheduler(works, outputs, graphBuffers);
@@ -110,14 +113,49 @@ final class Scheduler {
                 new Object[]{"breadth-first", s.breadthFirst()},
                 new Object[]{"depth-first", s.depthFirst()})) {
             int[] order = (int[]) candidate[1];
+            String name = (String) candidate[0];
             long peak = s.peak(order);
+            int[] hoisted = s.shrinkingEarly(order);
+            long hoistedPeak = s.peak(hoisted);
+            if (hoistedPeak <= peak && !java.util.Arrays.equals(hoisted, order)) { order = hoisted; peak = hoistedPeak; name += ", shrinking works early"; }
             if (peak < best.peak()) {
                 var list = new ArrayList<Work>();
                 for (int i : order) list.add(works.get(i));
-                best = new Choice(list, (String) candidate[0], peak, plainPeak);
+                best = new Choice(list, name, peak, plainPeak);
             }
         }
         return best;
+    }
+
+    /**
+     * {@code order} with each work that frees more than it writes (the last reader of large inputs, with a small result:
+     * a loss's gather from the logits) moved to just after its last dependency and its inputs' other readers: its
+     * inputs die there instead of where the order had put it. Between the two places the live bytes fall by
+     * the difference; only at the work's new place do they rise, by its small result, so the caller keeps whichever of
+     * the two orders peaks lower (the moved one on a tie: its other bytes die sooner).
+     */
+    int[] shrinkingEarly(int[] order) {
+        int n = order.length;
+        int[] o = order.clone(), pos = new int[n];
+        for (int i = 0; i < n; i++) pos[o[i]] = i;
+        for (int k = 0; k < n; k++) {
+            int w = o[k];
+            // just after its dependencies and its inputs' other readers: there it is the last reader of each input
+            int to = 0;
+            long written = 0, freed = 0;
+            for (int d : deps[w]) to = Math.max(to, pos[d] + 1);
+            for (int b : writeIds[w]) written += bytes[b];
+            for (int b : sortedDistinct(readIds[w].clone())) {
+                if (writerOf[b] < 0 || isOutput[b]) continue;
+                for (int r : readersOf[b]) if (r != w) to = Math.max(to, pos[r] + 1);
+                freed += bytes[b];
+            }
+            if (to >= k || freed <= written) continue;
+            System.arraycopy(o, to, o, to + 1, k - to);
+            o[to] = w;
+            for (int i = to; i <= k; i++) pos[o[i]] = i;
+        }
+        return o;
     }
 
     private static long bytes(Buffer b) {
