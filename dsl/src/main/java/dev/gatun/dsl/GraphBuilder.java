@@ -241,24 +241,37 @@ public final class GraphBuilder {
      * parameter's all_gather), which is gathered again in the backward pass.
      * Regions do not nest; {@code grad} is called after them.
      */
-    public <T> T recompute(String name, Supplier<T> body) {
-        if (name == null || name.isBlank()) throw new GraphException("recompute: give the region a name (\"layer.0\")");
-        if (body == null) throw new GraphException("recompute(\"" + name + "\"): the body is null");
-        refuseInRecompute("recompute(\"" + name + "\")");
-        for (var r : regions) if (r.name().equals(name)) throw new GraphException("recompute: a region named '" + name + "' exists already; name each region once");
-        openRegion = name;
+    public <T> T recompute(String name, Supplier<T> body) { return region("recompute", name, body, true); }
+
+    /**
+     * The weights {@code body} all-gathers (an FSDP parameter's {@code all_gather}, and the views and casts made of it)
+     * are not kept for the backward pass but gathered again there, from their shards, when the backward pass reaches
+     * the region: FSDP2's {@code reshard_after_forward}, one unit a region (a decoder layer). Its activations are kept,
+     * as without a region. The same transformation as {@link #recompute}'s, limited to the gathers: the losses and
+     * gradients are bit for bit the same, the planned peak lower by the gathered weights of every layer but the one
+     * running, at the cost of a second all_gather each; the graph and its plan print the choice
+     * ({@code # regather layer.0: ...}). Regions (of either kind) do not nest; {@code grad} is called after them.
+     */
+    public <T> T regather(String name, Supplier<T> body) { return region("regather", name, body, false); }
+
+    private <T> T region(String kind, String name, Supplier<T> body, boolean activations) {
+        if (name == null || name.isBlank()) throw new GraphException(kind + ": give the region a name (\"layer.0\")");
+        if (body == null) throw new GraphException(kind + "(\"" + name + "\"): the body is null");
+        refuseInRecompute(kind + "(\"" + name + "\")");
+        for (var r : regions) if (r.name().equals(name)) throw new GraphException(kind + ": a region named '" + name + "' exists already; name each region once");
+        openRegion = kind + "(\"" + name + "\")";
         int start = b.size();
         try {
             return body.get();
         } finally {
             openRegion = null;
-            regions.add(new Recompute.Region(name, start, b.size()));
+            regions.add(new Recompute.Region(name, start, b.size(), activations));
         }
     }
 
     private void refuseInRecompute(String what) {
         if (openRegion != null)
-            throw new GraphException(what + " inside recompute(\"" + openRegion + "\"): regions do not nest and the backward pass comes after them; close the region first");
+            throw new GraphException(what + " inside " + openRegion + ": regions do not nest and the backward pass comes after them; close the region first");
     }
 
     public GraphBuilder output(String name, Tensor t) {

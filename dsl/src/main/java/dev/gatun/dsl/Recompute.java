@@ -14,7 +14,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Activation recomputation ({@link GraphBuilder#recompute}, PyTorch's {@code torch.utils.checkpoint}): a graph
+ * Activation recomputation ({@link GraphBuilder#recompute}, PyTorch's {@code torch.utils.checkpoint}), and the gathered
+ * weights alone gathered again ({@link GraphBuilder#regather}, FSDP2's {@code reshard_after_forward}): a graph
  * transformation made when the graph is built, before lowering and planning. The values a marked region computes from
  * the activations (anything that depends on a graph input that is not a state), other than those read after the region
  * by the forward pass (its outputs: the residual stream a layer hands on), are no longer read by the backward pass:
@@ -35,8 +36,11 @@ import java.util.Map;
  * values then agree to the half type's rounding; with {@code roundEachOp} they are bit for bit too.)
  */
 final class Recompute {
-    /** A region: nodes {@code [first, end)} of the graph, as {@code recompute(name, body)} made them. */
-    record Region(String name, int first, int end) {}
+    /**
+     * A region: nodes {@code [first, end)} of the graph, as {@code recompute(name, body)} made them; with
+     * {@code activations} false ({@code regather(name, body)}) only what it gathers is made again, its activations kept.
+     */
+    record Region(String name, int first, int end, boolean activations) {}
 
     private final Graph g;
     private final Graph.Builder b;
@@ -67,7 +71,21 @@ final class Recompute {
                 boolean fromGather = false;
                 for (Node in : x.inputs()) fromGather |= regather[in.id()] && inRange(r, in);
                 regather[i] = !activation[i] && (x.op() instanceof Op.Collective || fromGather);
-                if (activation[i] || regather[i]) region[i] = r;
+                if ((activation[i] && regions.get(r).activations()) || regather[i]) region[i] = r;
+            }
+        // what a region's gathers alone read of a weight (the shard's cast to the compute dtype) is made again with them,
+        // not kept from the forward pass for them (it would hold every layer's shards until the backward pass)
+        for (int r = 0; r < regions.size(); r++)
+            for (int i = regions.get(r).end() - 1; i >= regions.get(r).first(); i--) {
+                Node x = g.node(i);
+                if (backward[i] || activation[i] || regather[i] || x.op() instanceof Op.Input || x.op() instanceof Op.Constant
+                        || x.op() instanceof Op.Custom || x.op() instanceof Op.CustomOutput || Graph.writesInPlace(x)) continue;
+                boolean onlyGathers = !g.users(x).isEmpty();
+                for (Node u : g.users(x)) onlyGathers &= regather[u.id()] && inRange(r, u);
+                if (onlyGathers) {
+                    regather[i] = true;
+                    region[i] = r;
+                }
             }
         cloneable = new boolean[n];
         for (Node x : g.nodes()) cloneable[x.id()] = region[x.id()] >= 0 && !readAfter(x);
@@ -87,7 +105,7 @@ final class Recompute {
     /** Whether the forward pass reads {@code x} after its region (or it is an output): the region hands it on, it is kept. */
     private boolean readAfter(Node x) {
         if (g.isOutput(x)) return true;
-        for (Node u : g.users(x)) if (!backward[u.id()] && region[u.id()] != region[x.id()]) return true;
+        for (Node u : g.users(x)) if (!backward[u.id()] && !inRange(region[x.id()], u)) return true;
         return false;
     }
 
@@ -109,7 +127,9 @@ final class Recompute {
         g.outputs().forEach((name, x) -> b.output(name, mapped[x.id()]));
         for (int r = 0; r < regions.size(); r++)
             if (!clones.get(r).isEmpty())
-                b.note("recompute " + regions.get(r).name() + ": " + clones.get(r).size() + " of its nodes computed again in the backward pass instead of kept");
+                b.note(regions.get(r).activations()
+                        ? "recompute " + regions.get(r).name() + ": " + clones.get(r).size() + " of its nodes computed again in the backward pass instead of kept"
+                        : "regather " + regions.get(r).name() + ": " + clones.get(r).size() + " of its nodes (the weights it gathers) gathered again in the backward pass instead of kept");
         return b.build();
     }
 

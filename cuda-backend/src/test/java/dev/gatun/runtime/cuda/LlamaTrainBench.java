@@ -46,7 +46,10 @@ import java.util.stream.IntStream;
  * --mode fsdp|dp     how several ranks hold the weights (default fsdp)
  * --compute bf16|f32 the compute dtype (default bf16; the weights, moments and loss are f32 either way)
  * --recompute L      decoder layers recomputed in the backward pass: none (default), all, or a list "0,1,5"
+ * --reshard-after-forward true|false  fully sharded: the other layers gather their weights again in the backward pass
+ *                    (default true, as FSDP2) or keep them from the forward pass
  * --steps N          timed steps (default 10)                --warmup N steps before them (default 3)
+ *                    (--steps 0 --warmup 0: plan only, print the summary and write nothing; --backend host plans with no GPU)
  * --lr X             AdamW's learning rate (default 1e-4)    --seed S   the weights' seed (default 0)
  * --peak-tflops X    the GPU's dense peak for MFU (default 989: an H200's bf16; 67 for its f32 without tensor cores)
  * --out FILE         JSON: the losses of every step, the median step time, tokens/s, MFU, pools, the shape
@@ -115,6 +118,8 @@ public final class LlamaTrainBench {
         for (Pool pool : p.pools())
             sb.append(String.format(Locale.ROOT, "  pool %-24s %-8s %12s (max live %s)%n", pool.name(), pool.kind().name().toLowerCase(Locale.ROOT),
                     ByteSize.format(pool.allocationBytes()), ByteSize.format(pool.maxLive())));
+        for (Pool pool : p.pools())
+            if (pool.kind() == Pool.Kind.REGULAR) sb.append("  ").append(p.peak(pool.name()).describe(p.steps(), 12));
         return sb.toString();
     }
 
@@ -141,10 +146,20 @@ public final class LlamaTrainBench {
         String backend = o.getOrDefault("backend", "cuda");
         double lr = Double.parseDouble(o.getOrDefault("lr", "1e-4")), peak = Double.parseDouble(o.getOrDefault("peak-tflops", "989")) * 1e12;
         long seed = Long.parseLong(o.getOrDefault("seed", "0"));
+        boolean planOnly = steps + warmup == 0;
         var optimizer = Optimizers.adamW(lr, 0.9, 0.999, 1e-8, 0.01).clipGradNorm(1.0);
-        Graph g = LlamaTraining.graph(c, batch, seq, world, 1, mode, DType.F32, compute, optimizer, false, recompute(o.getOrDefault("recompute", "none"), c.layers()));
+        Graph g = LlamaTraining.graph(c, batch, seq, world, 1, mode, DType.F32, compute, optimizer, false, recompute(o.getOrDefault("recompute", "none"), c.layers()),
+                Boolean.parseBoolean(o.getOrDefault("reshard-after-forward", "true")));
         System.out.printf(Locale.ROOT, "llama training step: %s%n  %d ranks (%s, %d a GPU), %d x %d tokens a rank, f32 master, %s compute, AdamW lr %g clipped at 1.0%n",
                 c, world, mode, perGpu, batch, seq, compute.shortName(), lr);
+        if (planOnly) {   // rank 0's plan, as a session of the CUDA backend makes it, with nothing allocated
+            var options = CompileOptions.world(world);
+            Plan p = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()),
+                    options.planning().withCommGranularity(CudaBackend.GRANULARITY));
+            System.out.print(summary(p));
+            if (o.containsKey("plan")) System.out.println(p);
+            return;
+        }
         double[][] losses = new double[world][warmup + steps];
         double[] times = new double[steps];
         var report = new String[2];   // rank 0's plan summary and pools

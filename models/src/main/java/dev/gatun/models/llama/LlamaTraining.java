@@ -79,6 +79,20 @@ public final class LlamaTraining {
      */
     public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, int tp, DataParallel mode, DType master, DType compute, Optimizer opt,
                               boolean outputStates, java.util.Set<Integer> recomputeLayers) {
+        return graph(c, batch, tokens, dp, tp, mode, master, compute, opt, outputStates, recomputeLayers, true);
+    }
+
+    /**
+     * Like {@link #graph(LlamaConfig, int, int, int, int, DataParallel, DType, DType, Optimizer, boolean, java.util.Set)};
+     * with {@code reshardAfterForward} (the default, as FSDP2's) each fully sharded decoder layer that is not recomputed
+     * gathers its weights again in the backward pass instead of keeping them from the forward one
+     * ({@link GraphBuilder#regather}, a region {@code layer.<l>} each): the same losses and gradients bit for bit, the
+     * gathered weights of one layer live at a time rather than of all of them. The embedding, the final norm and the
+     * head (the root, used at the forward pass's end and the backward pass's start) are kept, as FSDP2 keeps its root's.
+     * No effect on replicated weights.
+     */
+    public static Graph graph(LlamaConfig c, int batch, int tokens, int dp, int tp, DataParallel mode, DType master, DType compute, Optimizer opt,
+                              boolean outputStates, java.util.Set<Integer> recomputeLayers, boolean reshardAfterForward) {
         refuseUnsupported(c, tp);
         for (int l : recomputeLayers)
             if (l < 0 || l >= c.layers()) throw new GraphException("LlamaTraining: recompute layer " + l + " is not a layer of the model's " + c.layers());
@@ -99,7 +113,9 @@ public final class LlamaTraining {
         for (int l = 0; l < c.layers(); l++) {
             Layer layer = new Layer(c, params, split, "model.layers." + l + ".", master, compute, b, t, tp, cos, sin);
             Tensor in = x;
-            x = recomputeLayers.contains(l) ? g.recompute("layer." + l, () -> layer.apply(in)) : layer.apply(in);
+            if (recomputeLayers.contains(l)) x = g.recompute("layer." + l, () -> layer.apply(in));
+            else if (reshardAfterForward && mode == DataParallel.FULLY_SHARDED) x = g.regather("layer." + l, () -> layer.apply(in));
+            else x = layer.apply(in);
         }
         Tensor hn = LlamaPrefill.rmsNorm(x, params.parameter("model.norm.weight", master, compute, h), c.rmsNormEps());
         Tensor head = c.tieWordEmbeddings() ? embed : params.parameter("lm_head.weight", master, compute, c.vocabSize(), h);

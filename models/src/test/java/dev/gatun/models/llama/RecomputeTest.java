@@ -37,11 +37,17 @@ class RecomputeTest {
     static final int STEPS = 3;
 
     static Graph graph(LlamaConfig c, int batch, int tokens, int dp, DataParallel mode, Set<Integer> recompute) {
-        return LlamaTraining.graph(c, batch, tokens, dp, 1, mode, DType.F64, DType.F64, Optimizers.adamW(1e-2).clipGradNorm(1.0), true, recompute);
+        return graph(c, batch, tokens, dp, mode, recompute, true);
     }
 
-    static List<List<Map<String, NDArray>>> train(int dp, DataParallel mode, Set<Integer> recompute) {
-        Graph g = graph(TINY, LlamaTrainingTest.SEQUENCES / dp, LlamaTrainingTest.TOKENS, dp, mode, recompute);
+    static Graph graph(LlamaConfig c, int batch, int tokens, int dp, DataParallel mode, Set<Integer> recompute, boolean reshard) {
+        return LlamaTraining.graph(c, batch, tokens, dp, 1, mode, DType.F64, DType.F64, Optimizers.adamW(1e-2).clipGradNorm(1.0), true, recompute, reshard);
+    }
+
+    static List<List<Map<String, NDArray>>> train(int dp, DataParallel mode, Set<Integer> recompute) { return train(dp, mode, recompute, true); }
+
+    static List<List<Map<String, NDArray>>> train(int dp, DataParallel mode, Set<Integer> recompute, boolean reshard) {
+        Graph g = graph(TINY, LlamaTrainingTest.SEQUENCES / dp, LlamaTrainingTest.TOKENS, dp, mode, recompute, reshard);
         var whole = LlamaTraining.initialWeights(graph(TINY, 4, 8, 1, DataParallel.REPLICATED, Set.of()), 7, 0.02, DType.F64);
         var batch = LlamaTraining.batch(TINY, LlamaTrainingTest.SEQUENCES, LlamaTrainingTest.TOKENS, dp, 11);
         var out = new ArrayList<List<Map<String, NDArray>>>();
@@ -118,8 +124,51 @@ class RecomputeTest {
     /** Under FSDP a recomputed layer gathers its 9 weights again in the backward pass (FSDP2's reshard_after_forward). */
     @Test
     void aRecomputedFsdpLayerGathersItsWeightsAgain() {
-        long kept = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of())), again = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(1)));
+        long kept = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(), false)), again = gathers(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(1), false));
         assertThat(again - kept).isEqualTo(9);
+    }
+
+    /**
+     * Resharding after the forward pass (the default under FSDP): every layer not recomputed gathers its 9 weights again
+     * in the backward pass and keeps its activations; the graph says so; replicated weights are untouched.
+     */
+    @Test
+    void resharedLayersGatherTheirWeightsAgainAndKeepTheirActivations() {
+        Graph kept = graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(), false), resharded = graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of());
+        assertThat(gathers(resharded) - gathers(kept)).isEqualTo(2 * 9);
+        assertThat(resharded.notes()).hasSize(2).allSatisfy(n -> assertThat(n).startsWith("regather layer.").contains("gathered again in the backward pass"));
+        // the activations are kept: no product, reduction or attention is computed again (a recomputed layer's are)
+        assertThat(computing(resharded)).isEqualTo(computing(kept));
+        assertThat(computing(graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(1), false))).isGreaterThan(computing(kept));
+        Graph recomputedOne = graph(TINY, 2, 8, 2, DataParallel.FULLY_SHARDED, Set.of(0));
+        assertThat(recomputedOne.notes()).anySatisfy(n -> assertThat(n).startsWith("recompute layer.0"))
+                .anySatisfy(n -> assertThat(n).startsWith("regather layer.1"));
+        assertThat(graph(TINY, 4, 8, 1, DataParallel.REPLICATED, Set.of()).notes()).isEmpty();
+    }
+
+    /** Trained resharded and kept (FSDP over 2, f64 on the host): the losses and every state, bit for bit. */
+    @Test
+    void resharedLayersTrainBitForBitAsKeptOnes() {
+        var kept = train(2, DataParallel.FULLY_SHARDED, Set.of(), false);
+        var resharded = train(2, DataParallel.FULLY_SHARDED, Set.of(), true);
+        for (int i = 0; i < STEPS; i++)
+            for (int r = 0; r < 2; r++)
+                for (var e : kept.get(i).get(r).entrySet())
+                    assertThat(resharded.get(i).get(r).get(e.getKey())).as("step %d rank %d %s", i, r, e.getKey()).isEqualTo(e.getValue());
+    }
+
+    /** The planned regular arena of the wider training step under FSDP over 2: lower resharded than kept. */
+    @Test
+    void resharingLowersThePlannedPeak() {
+        var wider = TrainingMemoryTest.WIDER;
+        long kept = arena(graph(wider, 4, 32, 2, DataParallel.FULLY_SHARDED, Set.of(), false), 2);
+        long resharded = arena(graph(wider, 4, 32, 2, DataParallel.FULLY_SHARDED, Set.of()), 2);
+        assertThat(resharded).as("resharded %d bytes against %d kept", resharded, kept).isLessThan(kept);
+    }
+
+    private static long computing(Graph g) {
+        return g.nodes().stream().filter(n -> n.op() instanceof dev.gatun.ir.graph.Op.Matmul || n.op() instanceof dev.gatun.ir.graph.Op.Reduce
+                || n.op() instanceof dev.gatun.ir.graph.Op.Registered).count();
     }
 
     private static long gathers(Graph g) {
