@@ -41,9 +41,12 @@ class PlanTextGoldenTest {
      * where every product is the GEMV) and the barrier-free threshold of CompileOptions' defaults; then a widening cast
      * (or a short pointwise chain over one) that pointwise loops read computed by them (lowering), which changes one random
      * graph (random_11: the same launches and bytes, a cast member fewer); the transposed product, the scatter into x and
-     * the chunked whole reduction change no plan of the corpus, 2026-11-29).
+     * the chunked whole reduction change no plan of the corpus, 2026-11-29; then (on a base that already gave
+     * 518045ae...) a registered op's output and a collective's result written straight into symmetric memory, lowering's
+     * path 1, where an identity copy was made before: random_77, random_87 and random_161 at world 2 lose that copy (or the
+     * all-reduce's copy epilogue), and the decoders' realizations name why a product's output keeps its copy, 2026-11-29).
      */
-    static final String DIGEST = "2289b3649ab7c728be85c589c19143c75ad3a730bd9dda241b96b1f7983d5dab";
+    static final String DIGEST = "2cb666e291ae4394e5494b08b4ddd6c0a0049751208083fa08ca95be367ca4a3";
     static final int COUNT = 1595;
 
     @Test

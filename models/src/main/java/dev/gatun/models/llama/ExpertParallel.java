@@ -20,8 +20,10 @@ import java.util.function.BiFunction;
  *       expert's local id on that member, {@code id - destination * E / m};</li>
  *   <li>the pairs ordered by destination, stably (a top-k of the negated destinations over all P = N * k pairs, which
  *       keeps equal keys in index order), and the rows for each destination counted (a comparison with each member's
- *       number, summed);</li>
- *   <li>dispatch: the pairs' token rows and local ids sent by those counts ({@link Tensor#allToAll(String, Tensor,
+ *       number, summed); the destinations, local ids and sort key computed over the ids' own shape [N, k], one
+ *       pointwise launch;</li>
+ *   <li>dispatch: the pairs' token rows (picked from x by each pair's token, {@code q / k}, so no [P, H] copy of x is
+ *       made; the index_select writes them into the all_to_all's symmetric input itself) and local ids sent by those counts ({@link Tensor#allToAll(String, Tensor,
  *       long)}): each member receives up to {@code capacity} rows (the rest zero: expert 0 on zeros, computed and
  *       dropped);</li>
  *   <li>the local experts on the received rows ({@code expert}: rows [capacity, H] and local ids [capacity] to
@@ -52,17 +54,19 @@ public final class ExpertParallel {
             throw new GraphException("expert parallelism over '" + group + "': " + experts + " experts do not split evenly over " + members + " members");
         if (capacity < 1) throw new GraphException("expert parallelism over '" + group + "': the capacity must be at least 1, not " + capacity);
         int n = (int) xs[0], h = (int) xs[1], k = (int) is[1], p = n * k, local = experts / members;
-        Tensor id = ids.reshape(p);
-        Tensor dest = g.scalar(0, DType.I64);
-        for (int j = 1; j < members; j++) dest = dest.add(id.ge(g.scalar((double) j * local, DType.I64)).cast(DType.I64));
-        dest = dest.expand(p);
-        Tensor localId = id.sub(dest.mul(g.scalar(local, DType.I64)));
+        // each pair's destination and local id over the ids' own shape [N, k] (one pointwise launch with the sort key)
+        Tensor dest = ids.mul(g.scalar(0, DType.I64));
+        for (int j = 1; j < members; j++) dest = dest.add(ids.ge(g.scalar((double) j * local, DType.I64)).cast(DType.I64));
+        Tensor localId = ids.sub(dest.mul(g.scalar(local, DType.I64))).reshape(p, 1);
         // the pairs by destination, equal destinations in pair order; and the rows for each member
-        Tensor order = dest.cast(DType.F64).neg().topk(p).indices();
+        Tensor order = dest.cast(DType.F64).neg().reshape(p).topk(p).indices();
         Tensor counts = dest.reshape(1, p).eq(g.arange(DType.I64, members).reshape(members, 1)).cast(DType.I64).sum(false, 1);
-        Tensor rows = x.reshape(n, 1, h).expand(n, k, h).reshape(p, h).indexSelect(0, order);
+        // each sent row is its pair's token's row, picked from x itself (pair q is token q / k's: exact in f64 below 2^52
+        // pairs, truncated), so no [N * k, H] copy of x is made first
+        Tensor rows = x.indexSelect(0, order.cast(DType.F64).div(g.scalar(k, DType.F64)).cast(DType.I64));
         var sent = rows.allToAll(group, counts, capacity);
-        var sentIds = localId.indexSelect(0, order).reshape(p, 1).allToAll(group, counts, capacity);
+        // the ids picked as [p, 1] rows, so the index_select writes the all_to_all's input itself (no reshaped view to copy)
+        var sentIds = localId.indexSelect(0, order).allToAll(group, counts, capacity);
         Tensor done = expert.apply(sent.values(), sentIds.values().reshape(capacity));
         // back to the senders, in the order they sent; then each pair to its place, weighted, summed over the choices
         Tensor back = done.allToAll(group, sent.counts(), p).values();
