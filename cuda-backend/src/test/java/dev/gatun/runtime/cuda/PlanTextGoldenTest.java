@@ -44,9 +44,12 @@ class PlanTextGoldenTest {
      * the chunked whole reduction change no plan of the corpus, 2026-11-29; then (on a base that already gave
      * 518045ae...) a registered op's output and a collective's result written straight into symmetric memory, lowering's
      * path 1, where an identity copy was made before: random_77, random_87 and random_161 at world 2 lose that copy (or the
-     * all-reduce's copy epilogue), and the decoders' realizations name why a product's output keeps its copy, 2026-11-29).
+     * all-reduce's copy epilogue), and the decoders' realizations name why a product's output keeps its copy; then a
+     * small cast or pointwise value of an input or an op's result read only broadcast by pointwise loops 16 times its size
+     * computed by them (lowering): the two decode forms with positions lose the cast_0 launch of the positions, random_27
+     * a neg launch, 2026-11-29).
      */
-    static final String DIGEST = "2cb666e291ae4394e5494b08b4ddd6c0a0049751208083fa08ca95be367ca4a3";
+    static final String DIGEST = "906e963f4897eb31e991acf5b2469e050306b396eba0eb9cb5f2cade54a21e7a";
     static final int COUNT = 1595;
 
     @Test

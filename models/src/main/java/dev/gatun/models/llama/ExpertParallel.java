@@ -71,8 +71,9 @@ public final class ExpertParallel {
         // back to the senders, in the order they sent; then each pair to its place, weighted, summed over the choices
         Tensor back = done.allToAll(group, sent.counts(), p).values();
         Tensor inverse = order.cast(DType.F64).neg().topk(p).indices();
-        Tensor w = weights.dtype() == x.dtype() ? weights : weights.cast(x.dtype());
-        return back.indexSelect(0, inverse).reshape(n, k, h).mul(w.reshape(n, k, 1)).sum(false, 1);
+        // the weights reshaped before the cast, so the cast's reader is the product itself (which computes it, broadcast)
+        Tensor w = weights.dtype() == x.dtype() ? weights.reshape(n, k, 1) : weights.reshape(n, k, 1).cast(x.dtype());
+        return back.indexSelect(0, inverse).reshape(n, k, h).mul(w).sum(false, 1);
     }
 
     /**
