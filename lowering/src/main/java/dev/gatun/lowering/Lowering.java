@@ -162,7 +162,8 @@ public final class Lowering {
         }
         if (broadcastOnly(n) instanceof RecomputedValue r) {
             decisions.add("%" + n.id() + " " + n.op().opName() + ": not made; its readers, pointwise loops at least " + BROADCAST_RATIO
-                    + " times its size that read it broadcast, each compute it from " + sources(n) + " themselves (a launch fewer)");
+                    + " times its size that read it broadcast (or a short chain to them), each compute it from "
+                    + (sources(n).isEmpty() ? "its constants" : sources(n)) + " themselves (a launch fewer)");
             return r;
         }
         if (recomputable(n) instanceof RecomputedValue r) {
@@ -186,11 +187,7 @@ public final class Lowering {
      * costs nothing measurable, and its own launch (a few microseconds in a captured graph) goes. Null otherwise.
      */
     private RecomputedValue broadcastOnly(Node n) {
-        if (graph.isOutput(n) || n.symmetricGroup() != null || !n.type().shape().isStatic() || graph.users(n).isEmpty()) return null;
-        long size = n.type().shape().numel();
-        for (Node u : graph.users(n))
-            if (!(u.op() instanceof Op.Pointwise) || u.symmetricGroup() != null || !u.type().shape().isStatic()
-                    || u.type().shape().numel() < BROADCAST_RATIO * Math.max(1, size)) return null;
+        if (!readBroadcast(n, 0)) return null;
         int ops = 1;
         for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) {
             switch (values[n.input(i).id()]) {
@@ -206,12 +203,34 @@ public final class Lowering {
     }
 
     /**
+     * Whether every reader of {@code n} (no output, outside symmetric regions) is a pointwise loop at least
+     * {@link #BROADCAST_RATIO} times its size, or a cast or pointwise op of its shape whose readers are (a chain of at
+     * most {@link #RECOMPUTE_MAX_OPS}: {@code ids + 1} cast to the rows' type, then the product).
+     */
+    private boolean readBroadcast(Node n, int depth) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null || !n.type().shape().isStatic() || graph.users(n).isEmpty()) return false;
+        long size = n.type().shape().numel();
+        for (Node u : graph.users(n)) {
+            if (u.symmetricGroup() != null || !u.type().shape().isStatic()) return false;
+            boolean broadcast = u.op() instanceof Op.Pointwise && u.type().shape().numel() >= BROADCAST_RATIO * Math.max(1, size);
+            boolean chained = depth + 1 < RECOMPUTE_MAX_OPS && (u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast)
+                    && u.type().shape().equals(n.type().shape()) && readBroadcast(u, depth + 1);
+            if (!broadcast && !chained) return false;
+        }
+        return true;
+    }
+
+    /**
      * A value no kernel of the graph makes and nothing changes while it lives: a product's or registered op's result (not
      * one written in place), a graph input that is not a state (nothing writes one during a call), a constant; never
-     * symmetric. A loop's result is left out: the value would join that loop's kernel (a norm's rsqrt, a row member of
-     * its row kernel) at no launch of its own.
+     * symmetric but for an all_to_all's result: peers write a receive buffer only inside the all_to_all's step, between
+     * its barriers, and the planner holds its slot from the barrier before until its last reader, the loops that now
+     * compute the value included (an expert's scale of its received ids). Other collectives' results (a barrier-free
+     * all-reduce's rotating slots) are left out. A loop's result is left out too: the value would join that loop's
+     * kernel (a norm's rsqrt, a row member of its row kernel) at no launch of its own.
      */
     private static boolean unchanging(Buffer b) {
+        if (b.storage() instanceof ExternBuffer e && e.call() instanceof ExternCall.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL) return true;
         if (b.isSymmetric()) return false;
         return switch (b.storage()) {
             case ExternBuffer e -> computed(b);

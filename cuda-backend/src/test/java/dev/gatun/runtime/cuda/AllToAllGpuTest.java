@@ -95,7 +95,7 @@ class AllToAllGpuTest {
         var g = Gatun.graph("moe_straight").mesh("ep", world);
         var x = g.input("x", DType.F32, tokens, hidden);
         g.output("y", ExpertParallel.layer(g, x, g.input("w", DType.F32, tokens, k), g.input("ids", DType.I64, tokens, k), experts, "ep", world,
-                (long) tokens * k * world, (rows, ids) -> rows.mul(ids.add(g.scalar(1, DType.I64)).cast(DType.F32).reshape(rows.shape().sizes()[0], 1))));
+                (long) tokens * k * world, (rows, ids) -> rows.mul(ids.reshape(rows.shape().sizes()[0], 1).add(g.scalar(1, DType.I64)).cast(DType.F32))));
         g.output("z", x.mul(2).allReduce(dev.gatun.ir.graph.ReduceOp.SUM, "ep").allToAll("ep"));
         Graph graph = g.build();
         LocalWorld.run(world, rv -> {

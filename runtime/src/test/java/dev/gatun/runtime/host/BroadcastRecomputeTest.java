@@ -33,14 +33,20 @@ class BroadcastRecomputeTest {
             var x = g.input("x", t, rows, k, h);
             var w = g.input("w", DType.F32, rows, k, 1);
             g.output("y", x.mul(w.cast(t)));   // the cast of the input: computed by the product
+            var e = g.input("e", DType.I64, rows, k, 1);
+            g.output("z", x.mul(e.add(1).cast(t)));   // a chain of two ops (i64 add, then the cast): computed by its product too
             Graph graph = g.build();
             try (var s = Session.compile(graph, CompileOptions.world(1).backend("host"))) {
                 var plan = s.plan();
-                assertThat(plan.kernels()).as(plan.toString()).hasSize(1);
+                assertThat(plan.kernels()).as(plan.toString()).hasSize(1);   // y's and z's products (one kernel: both read x), nothing else
                 assertThat(plan.lowered().decisions()).as(plan.toString()).anyMatch(d -> d.contains("its readers, pointwise loops at least 16 times its size"));
                 NDArray xv = NDArray.randn(t, 7 + c, rows, k, h), wv = NDArray.randn(DType.F32, 8 + c, rows, k, 1);
-                var in = Map.of("x", xv, "w", wv);
-                double[] y = s.runToHost(in).get("y").toDoubleArray(), ref = ReferenceInterpreter.evaluate(graph, java.util.List.of(in)).getFirst().get("y").toDoubleArray();
+                long[] ev = new long[rows * k];
+                for (int i = 0; i < ev.length; i++) ev[i] = rnd.nextInt(7) - 3;
+                var in = Map.of("x", xv, "w", wv, "e", NDArray.of(ev, rows, k, 1));
+                var out = s.runToHost(in);
+                var refOut = ReferenceInterpreter.evaluate(graph, java.util.List.of(in)).getFirst();
+                double[] y = out.get("y").toDoubleArray(), ref = refOut.get("y").toDoubleArray(), z = out.get("z").toDoubleArray();
                 double[] xa = xv.toDoubleArray(), wa = wv.toDoubleArray();
                 double tol = t == DType.BF16 ? 2e-2 : t == DType.F32 ? 1e-6 : 1e-12;
                 for (int i = 0; i < y.length; i++) {
@@ -48,6 +54,8 @@ class BroadcastRecomputeTest {
                     double want = xa[i] * wi;
                     assertThat(y[i]).as("case %d %s y[%d]", c, t, i).isCloseTo(want, within(tol * (1 + Math.abs(want))));
                     assertThat(ref[i]).as("reference case %d %s y[%d]", c, t, i).isCloseTo(want, within(tol * (1 + Math.abs(want))));
+                    double wantZ = xa[i] * (ev[i / h] + 1);   // small integers: exact in every dtype
+                    assertThat(z[i]).as("case %d %s z[%d]", c, t, i).isCloseTo(wantZ, within(tol * (1 + Math.abs(wantZ))));
                 }
             }
         }
