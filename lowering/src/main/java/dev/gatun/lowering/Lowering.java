@@ -754,6 +754,7 @@ public final class Lowering {
     /** Operand {@code v} of a pointwise op through reshape {@code r}, loaded over the source's shape; null when it cannot be. */
     private Expr reshapedLoad(Value v, ReshapeValue r, Shape shape) {
         if (v instanceof ReshapeValue o && sameSource(o, r)) return load(o.source(), shape);
+        if (v instanceof RecomputedValue m) v = new BufferValue(materialize(m));   // made above: read where it lies
         if (v instanceof ScalarValue) return load(v, shape);
         Buffer b = ((BufferValue) v).buffer();
         if (!b.type().shape().equals(r.shape()) || !Strides.packed(b)) return null;
@@ -1048,6 +1049,7 @@ public final class Lowering {
     /** Operand {@code v} loaded over part {@code k} of {@code cat}, whose shape is {@code shape}. */
     private Expr sliceLoad(Value v, CatValue cat, int k, Shape shape) {
         if (v instanceof CatValue c && sameBounds(c, cat)) return load(c.parts().get(k), shape);
+        if (v instanceof RecomputedValue r) v = new BufferValue(materialize(r));   // made above: read where it lies
         Expr e = load(v, shape);
         if (!(e instanceof Expr.Load l)) return e;   // a scalar
         SymInt step = l.strides().get(cat.dim());   // the operand broadcast into the concatenation's rank: zero where broadcast along it

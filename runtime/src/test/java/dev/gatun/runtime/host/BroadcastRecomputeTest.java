@@ -89,4 +89,33 @@ class BroadcastRecomputeTest {
             assertThat(decisions).as(session.plan().toString()).noneMatch(d -> d.contains("its readers, pointwise loops at least 16 times its size"));
         }
     }
+
+    /**
+     * A value the rule leaves to its readers, read by a pointwise op through a concatenation or a reshape that is not
+     * made (each computed part by part, or over the source's shape): made there and read where it lies, the values
+     * those of plain loops (lowering once failed on it).
+     */
+    @Test
+    void throughAConcatenationOrAReshapeItIsMadeAndRead() {
+        var g = Gatun.graph("through");
+        var a = g.input("a", DType.F32, 4, 16).exp();
+        var b = g.input("b", DType.F32, 4, 16).exp();
+        var s = g.input("s", DType.F32, 4, 1);
+        g.output("c", a.cat(1, b).mul(s.neg()));                          // 4 x 32 reads the 4 x 1 neg through the cat
+        g.output("r", a.reshape(4, 4, 4).add(s.reshape(4, 1, 1).abs()));   // 64 elements read the abs of 4 through a reshape
+        NDArray av = NDArray.randn(DType.F32, 1, 4, 16), bv = NDArray.randn(DType.F32, 2, 4, 16), sv = NDArray.randn(DType.F32, 3, 4, 1);
+        try (var session = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+            var out = session.runToHost(Map.of("a", av, "b", bv, "s", sv));
+            double[] c = out.get("c").toDoubleArray(), r = out.get("r").toDoubleArray(), aa = av.toDoubleArray(), ba = bv.toDoubleArray(), sa = sv.toDoubleArray();
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 32; j++) {
+                    double want = (j < 16 ? Math.exp(aa[i * 16 + j]) : Math.exp(ba[i * 16 + j - 16])) * -sa[i];
+                    assertThat(c[i * 32 + j]).as("c[%d, %d]", i, j).isCloseTo(want, within(1e-5 * (1 + Math.abs(want))));
+                }
+            for (int i = 0; i < 64; i++) {
+                double want = Math.exp(aa[i]) + Math.abs(sa[i / 16]);
+                assertThat(r[i]).as("r[%d]", i).isCloseTo(want, within(1e-5 * (1 + Math.abs(want))));
+            }
+        }
+    }
 }
