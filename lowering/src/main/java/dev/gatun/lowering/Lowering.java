@@ -155,12 +155,118 @@ public final class Lowering {
     private Value elementwise(Node n) {
         if (catRead(n) instanceof CatValue cat) return throughCat(n, cat);
         if (reshapeRead(n) instanceof ReshapeValue r) return throughReshape(n, r);
+        if (summedNarrowly(n) instanceof RecomputedValue r) {
+            decisions.add("%" + n.id() + " " + n.op().opName() + ": not made; the narrow sum that alone reads it computes it from " + sources(n)
+                    + " at each element it sums (one launch, no " + n.type().dtype().shortName() + " buffer of " + n.type().shape() + ")");
+            return r;
+        }
+        if (broadcastOnly(n) instanceof RecomputedValue r) {
+            decisions.add("%" + n.id() + " " + n.op().opName() + ": not made; its readers, pointwise loops at least " + BROADCAST_RATIO
+                    + " times its size that read it broadcast (or a short chain to them), each compute it from "
+                    + (sources(n).isEmpty() ? "its constants" : sources(n)) + " themselves (a launch fewer)");
+            return r;
+        }
         if (recomputable(n) instanceof RecomputedValue r) {
             decisions.add("%" + n.id() + " " + n.op().opName() + ": not made for pointwise loops; each computes it from " + sources(n)
                     + " itself, so no " + n.type().dtype().shortName() + " copy of it is kept for them (made where a reduction reads it)");
             return r;
         }
         return new BufferValue(plainElementwise(n));
+    }
+
+    /** How many times its size every reader of a {@link #broadcastOnly} value is, at least. */
+    static final long BROADCAST_RATIO = 16;
+
+    /**
+     * Cast or pointwise {@code n} as a value its readers compute themselves, where every reader is a pointwise loop at
+     * least {@link #BROADCAST_RATIO} times its size (it reads each element broadcast, many times: a router's weights
+     * cast to the tokens' type and multiplied into [tokens, k, hidden], a per-row scale), none an output or in a
+     * symmetric region, and the chain takes at most {@link #RECOMPUTE_MAX_OPS} ops of scalars and of buffers that no
+     * kernel makes and nothing changes while they live ({@link #unchanging}: a product's or registered op's result, a
+     * graph input that is not a state; no collective's result or symmetric buffer). The value is tiny beside its readers, so recomputing it
+     * costs nothing measurable, and its own launch (a few microseconds in a captured graph) goes. Null otherwise.
+     */
+    private RecomputedValue broadcastOnly(Node n) {
+        if (!readBroadcast(n, 0)) return null;
+        int ops = 1;
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++) {
+            switch (values[n.input(i).id()]) {
+                case RecomputedValue r -> ops += r.ops();
+                case ScalarValue c -> { }
+                case BufferValue(Buffer b) -> {
+                    if (!unchanging(b)) return null;
+                }
+                default -> { return null; }
+            }
+        }
+        return ops <= RECOMPUTE_MAX_OPS ? new RecomputedValue(n, ops) : null;
+    }
+
+    /**
+     * Whether every reader of {@code n} (no output, outside symmetric regions) is a pointwise loop at least
+     * {@link #BROADCAST_RATIO} times its size, or a cast or pointwise op of its shape whose readers are (a chain of at
+     * most {@link #RECOMPUTE_MAX_OPS}: {@code ids + 1} cast to the rows' type, then the product).
+     */
+    private boolean readBroadcast(Node n, int depth) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null || !n.type().shape().isStatic() || graph.users(n).isEmpty()) return false;
+        long size = n.type().shape().numel();
+        for (Node u : graph.users(n)) {
+            if (u.symmetricGroup() != null || !u.type().shape().isStatic()) return false;
+            boolean broadcast = u.op() instanceof Op.Pointwise && u.type().shape().numel() >= BROADCAST_RATIO * Math.max(1, size);
+            boolean chained = depth + 1 < RECOMPUTE_MAX_OPS && (u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast)
+                    && u.type().shape().equals(n.type().shape()) && readBroadcast(u, depth + 1);
+            if (!broadcast && !chained) return false;
+        }
+        return true;
+    }
+
+    /**
+     * A value no kernel of the graph makes and nothing changes while it lives: a product's or registered op's result (not
+     * one written in place), a graph input that is not a state (nothing writes one during a call), a constant; never
+     * symmetric but for an all_to_all's result: peers write a receive buffer only inside the all_to_all's step, between
+     * its barriers, and the planner holds its slot from the barrier before until its last reader, the loops that now
+     * compute the value included (an expert's scale of its received ids). Other collectives' results (a barrier-free
+     * all-reduce's rotating slots) are left out. A loop's result is left out too: the value would join that loop's
+     * kernel (a norm's rsqrt, a row member of its row kernel) at no launch of its own.
+     */
+    private static boolean unchanging(Buffer b) {
+        if (b.storage() instanceof ExternBuffer e && e.call() instanceof ExternCall.Collective c && c.kind() == dev.gatun.ir.graph.CollectiveKind.ALL_TO_ALL) return true;
+        if (b.isSymmetric()) return false;
+        return switch (b.storage()) {
+            case ExternBuffer e -> computed(b);
+            case InputBuffer in -> !in.isState();
+            case ConstantBuffer c -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * Cast or pointwise {@code n} as a value computed inside the {@link #narrowSum} that is its only reader, or null: the
+     * sum computes it at each element it sums (each element of {@code n} once, so nothing is computed twice), and
+     * neither its launch nor its buffer is made (a mixture's combine: the weighted [tokens, k, hidden] products summed
+     * over k in the sum's one launch). Not for an output or inside a symmetric region.
+     */
+    private RecomputedValue summedNarrowly(Node n) {
+        if (!endsInNarrowSum(n, 0)) return null;
+        for (int i = 0; i < (n.op() instanceof Op.Pointwise ? n.inputs().size() : 1); i++)
+            if (!(values[n.input(i).id()] instanceof RecomputedValue || values[n.input(i).id()] instanceof ScalarValue
+                    || values[n.input(i).id()] instanceof BufferValue)) return null;
+        return new RecomputedValue(n, RECOMPUTE_MAX_OPS);
+    }
+
+    /**
+     * Whether {@code n}'s one reader is a {@link #narrowSum} of it, or a pointwise op or cast of its shape (at most
+     * {@link #RECOMPUTE_MAX_OPS} of them) whose one reader is: a chain the sum computes at each element it sums.
+     */
+    private boolean endsInNarrowSum(Node n, int depth) {
+        if (graph.isOutput(n) || n.symmetricGroup() != null || !n.type().shape().isStatic()) return false;
+        var users = graph.users(n);
+        if (users.size() != 1 || users.getFirst().symmetricGroup() != null) return false;
+        Node u = users.getFirst();
+        if (u.op() instanceof Op.Reduce r)
+            return u.input(0) == n && takesNarrowSum(u, r, n, dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), n, r.dims()));
+        return depth < RECOMPUTE_MAX_OPS && (u.op() instanceof Op.Pointwise || u.op() instanceof Op.Cast) && u.type().shape().equals(n.type().shape())
+                && endsInNarrowSum(u, depth + 1);
     }
 
     /**
@@ -275,6 +381,7 @@ public final class Lowering {
     private Buffer reduction(Node n, Op.Reduce r) {
         Node x = n.input(0);
         var dims = dev.gatun.ir.graph.TypeInference.reductionDims(r.opName(), x, r.dims());
+        if (values[x.id()] instanceof RecomputedValue v && v.made()[0] == null && takesNarrowSum(n, r, x, dims)) return narrowSumOf(n, r, x, dims);
         Strided src = strided(arg(n, 0));
         Buffer narrow = narrowSum(n, r, x, dims, src);
         if (narrow != null) return narrow;
@@ -321,35 +428,84 @@ public final class Lowering {
      * Returns null where the rule does not apply.
      */
     private Buffer narrowSum(Node n, Op.Reduce r, Node x, List<Integer> dims, Strided src) {
+        if (!takesNarrowSum(n, r, x, dims)) return null;
+        DType t = n.type().dtype();
+        var strides = outputStrides(x, r, dims, src);
+        return narrowSum(n, r, x, dims, at -> new Expr.Load(src.storage, at.apply(src.offset, src.strides), strides, t));
+    }
+
+    /** Whether reduction {@code n} (rule {@code r} over {@code dims} of {@code x}) is written out by {@link #narrowSum}. */
+    private static boolean takesNarrowSum(Node n, Op.Reduce r, Node x, List<Integer> dims) {
         DType t = n.type().dtype();
         int rank = x.type().rank();
         if (r.fn() != ReduceFn.SUM && r.fn() != ReduceFn.MEAN || !t.isFloating() || x.type().dtype() != t || dims.isEmpty() || dims.contains(rank - 1))
-            return null;
+            return false;
         long count = 1;
         for (int d : dims) {
-            if (!x.type().shape().dim(d).isStatic()) return null;
+            if (!x.type().shape().dim(d).isStatic()) return false;
             count *= x.type().shape().dim(d).size();
         }
-        if (count < 2 || count > NARROW_MAX) return null;
-        if (!n.type().shape().isStatic() || n.type().shape().numel() < NARROW_MIN_OUTPUTS) return null;
-        var strides = outputStrides(x, r, dims, src);
+        return count >= 2 && count <= NARROW_MAX && n.type().shape().isStatic() && n.type().shape().numel() >= NARROW_MIN_OUTPUTS;
+    }
+
+    /** Where element i of the reduced dimensions lies: an offset and strides to the offset of that element. */
+    private interface Element { SymInt apply(SymInt offset, List<SymInt> strides); }
+
+    /**
+     * The narrow sum of {@code count} terms, {@code term} giving the value at the i-th reduced element (row-major over the
+     * reduced dimensions) from an {@link Element} that moves an offset there.
+     */
+    private Buffer narrowSum(Node n, Op.Reduce r, Node x, List<Integer> dims, java.util.function.Function<Element, Expr> term) {
+        DType t = n.type().dtype();
+        long count = 1;
+        for (int d : dims) count *= x.type().shape().dim(d).size();
         DType acc = t.isHalf() ? DType.FLOAT32 : t;
         Expr sum = null;
         for (long i = 0; i < count; i++) {   // the i-th element in row-major order over the reduced dimensions
-            SymInt at = src.offset;
-            long rest = i;
-            for (int j = dims.size() - 1; j >= 0; j--) {
-                long size = x.type().shape().dim(dims.get(j)).size();
-                at = at.plus(src.strides.get(dims.get(j)).times(rest % size));
-                rest /= size;
-            }
-            Expr load = castTo(new Expr.Load(src.storage, at, strides, t), acc);
-            sum = sum == null ? load : new Expr.Apply(PointwiseFn.ADD, List.of(sum, load), acc);
+            long element = i;
+            Expr value = castTo(term.apply((offset, strides) -> {
+                SymInt at = offset;
+                long rest = element;
+                for (int j = dims.size() - 1; j >= 0; j--) {
+                    long size = x.type().shape().dim(dims.get(j)).size();
+                    at = at.plus(strides.get(dims.get(j)).times(rest % size));
+                    rest /= size;
+                }
+                return at;
+            }), acc);
+            sum = sum == null ? value : new Expr.Apply(PointwiseFn.ADD, List.of(sum, value), acc);
         }
         if (r.fn() == ReduceFn.MEAN) sum = new Expr.Apply(PointwiseFn.DIV, List.of(sum, new Expr.Constant(count, acc)), acc);
         decisions.add("%" + n.id() + " " + r.opName() + ": " + count + " elements an output over dimension" + (dims.size() == 1 ? " " + dims.getFirst() : "s " + dims)
                 + ", not the last: written out as a pointwise sum of " + count + " loads, one thread an output (a reduction would give each output a block)");
         return register(new ComputedBuffer(next(), r.fn().opName(), Layout.flexible(t, n.type().shape()), castTo(sum, t), null, List.of(), n.id()));
+    }
+
+    /**
+     * {@link #narrowSum} of a value {@link #summedNarrowly} computes inside it: {@code x}'s expression over its own
+     * shape, each term with every load moved to the term's element and the reduced dimensions' strides dropped (kept as
+     * 0 under keepdim), as the sum's own loads are.
+     */
+    private Buffer narrowSumOf(Node n, Op.Reduce r, Node x, List<Integer> dims) {
+        Expr body = bodyOf(x, loadsOf(x, x.type().shape()));
+        return narrowSum(n, r, x, dims, at -> moved(body, at, dims, r.keepdim()));
+    }
+
+    /** {@code e} with each load at the element {@code at} gives, its reduced dimensions' strides dropped (0 under keepdim). */
+    private static Expr moved(Expr e, Element at, List<Integer> dims, boolean keepdim) {
+        return switch (e) {
+            case Expr.Load l -> {
+                var strides = new ArrayList<SymInt>();
+                for (int d = 0; d < l.strides().size(); d++) {
+                    if (!dims.contains(d)) strides.add(l.strides().get(d));
+                    else if (keepdim) strides.add(SymInt.ZERO);
+                }
+                yield new Expr.Load(l.storage(), at.apply(l.offset(), l.strides()), strides, l.dtype());
+            }
+            case Expr.Apply a -> new Expr.Apply(a.fn(), a.args().stream().map(x -> moved(x, at, dims, keepdim)).toList(), a.dtype());
+            case Expr.Cast c -> new Expr.Cast(moved(c.x(), at, dims, keepdim), c.dtype());
+            case Expr.Constant c -> c;
+        };
     }
 
     /** The fewest elements a reduction must fold into each of its outputs before {@link #splitWide} splits it. */
@@ -598,6 +754,7 @@ public final class Lowering {
     /** Operand {@code v} of a pointwise op through reshape {@code r}, loaded over the source's shape; null when it cannot be. */
     private Expr reshapedLoad(Value v, ReshapeValue r, Shape shape) {
         if (v instanceof ReshapeValue o && sameSource(o, r)) return load(o.source(), shape);
+        if (v instanceof RecomputedValue m) v = new BufferValue(materialize(m));   // made above: read where it lies
         if (v instanceof ScalarValue) return load(v, shape);
         Buffer b = ((BufferValue) v).buffer();
         if (!b.type().shape().equals(r.shape()) || !Strides.packed(b)) return null;
@@ -892,6 +1049,7 @@ public final class Lowering {
     /** Operand {@code v} loaded over part {@code k} of {@code cat}, whose shape is {@code shape}. */
     private Expr sliceLoad(Value v, CatValue cat, int k, Shape shape) {
         if (v instanceof CatValue c && sameBounds(c, cat)) return load(c.parts().get(k), shape);
+        if (v instanceof RecomputedValue r) v = new BufferValue(materialize(r));   // made above: read where it lies
         Expr e = load(v, shape);
         if (!(e instanceof Expr.Load l)) return e;   // a scalar
         SymInt step = l.strides().get(cat.dim());   // the operand broadcast into the concatenation's rank: zero where broadcast along it

@@ -77,16 +77,38 @@ final class SymmetricPaths {
     private String pathOneBlocker(Buffer in, String group) {
         if (in instanceof ViewBuffer v) return in.name() + " is a view (" + v.viewOp() + ") of " + v.base().name();
         if (in instanceof InputBuffer) return in.name() + " is a graph input, not a computed buffer";
-        if (in instanceof ExternBuffer || in instanceof ExternOutputBuffer) return in.name() + " is the output of an extern kernel";
+        String extern = externBlocker(in);
+        if (extern != null) return extern;
         if (in instanceof ConstantBuffer) return in.name() + " is a constant";
         if (in instanceof ConcatBuffer) return in.name() + " is a concatenation, which its parts write in regular memory";
         if (!in.type().shape().isStatic()) return in.name() + " has a symbolic shape " + in.type().shape();
         if (in.layout() instanceof Layout.CommBuffer cb)
             return cb.group().equals(group) ? null : in.name() + " is already a communication buffer of group '" + cb.group() + "'";
-        if (!in.layout().isFlexible())
+        boolean packedExtern = (in instanceof ExternBuffer || in instanceof ExternOutputBuffer) && in.layout() instanceof Layout.Fixed f && f.isContiguous();
+        if (!in.layout().isFlexible() && !packedExtern)
             return in.name() + " has a fixed layout" + (fixedBecause.containsKey(in) ? " because " + fixedBecause.get(in) : "");
         if (isGraphOutput(in)) return in.name() + " must also stay a graph output (a regular buffer)";
         return null;
+    }
+
+    /**
+     * Why an extern call's output cannot be written straight into symmetric memory, or null where it can: a registered
+     * op's output (not one written in place) or a collective's result is written where the plan places it, so the
+     * call writes the communication buffer itself instead of an identity copy after it (a launch and a pass over the
+     * bytes fewer: mixture-of-experts dispatch, whose rows an index_select orders and whose counts an all_to_all
+     * returns). A product's output keeps the copy, which {@code CollectiveFusion} takes into an all-reduce's launch; a
+     * user op's and an in-place op's outputs keep it too (their writers are not the planner's).
+     */
+    private static String externBlocker(Buffer in) {
+        ExternBuffer call = in instanceof ExternBuffer e ? e : in instanceof ExternOutputBuffer o ? o.call() : null;
+        if (call == null) return null;
+        return switch (call.call()) {
+            case ExternCall.Registered r when !r.inPlace() -> null;
+            case ExternCall.Collective c -> null;
+            case ExternCall.Registered r -> in.name() + " is written in place by " + r.spec().name() + ", an extern kernel";
+            case ExternCall.Matmul m -> in.name() + " is the output of an extern kernel (a product, whose copy the collective's launch may take)";
+            case ExternCall.UserOpCall u -> in.name() + " is the output of an extern kernel (a user op)";
+        };
     }
 
     /** Graph outputs are known before lowering reaches them, so a buffer is matched by the node it came from. */

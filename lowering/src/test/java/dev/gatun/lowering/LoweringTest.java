@@ -178,7 +178,37 @@ class LoweringTest {
         g.output("y", a.matmul(w).allReduce(SUM));
         var r = collectives(Lowering.lower(g.build(), LoweringOptions.world(2))).getFirst();
         assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
-        assertThat(r.notTaken().getFirst()).contains("extern kernel");
+        assertThat(r.notTaken().getFirst()).contains("extern kernel", "a product, whose copy the collective's launch may take");
+    }
+
+    /**
+     * A registered op's output and a collective's result take path 1: the call writes the communication buffer itself
+     * (an index_select's rows and an all_to_all's received counts feeding an uneven all_to_all: mixture-of-experts
+     * dispatch and combine), where before each was copied by a launch of its own.
+     */
+    @Test
+    void registeredOpOutputsAndCollectiveResultsTakePathOne() {
+        var g = Gatun.graph("moe").mesh("ep", 2);
+        var x = g.input("x", F32, 4, 8);
+        var order = g.input("order", DType.I64, 4);
+        var counts = g.input("counts", DType.I64, 2);
+        var sent = x.indexSelect(0, order).allToAll("ep", counts.neg().neg(), 8);
+        g.output("y", sent.values().allToAll("ep", sent.counts(), 4).values());
+        var rs = collectives(Lowering.lower(g.build(), LoweringOptions.world(2)));
+        assertThat(rs).hasSize(5);   // the dispatch's rows and counts, the counts' all_to_all, the combine's rows and counts
+        assertThat(rs).allSatisfy(r -> assertThat(r.path()).as(r.input()).isEqualTo(Path.ZERO_COPY));
+    }
+
+    /** An op that writes its input in place (update_slice) keeps the copy: its output is its target's slot. */
+    @Test
+    void anInPlaceOpsOutputTakesPathThree() {
+        var g = Gatun.graph("upd");
+        var pos = g.input("pos", DType.I64, 1);
+        var t = g.input("t", F32, 4, 8).neg();
+        g.output("y", t.updateSlice(0, g.input("u", F32, 1, 8), pos).allReduce(SUM));
+        var r = collectives(Lowering.lower(g.build(), LoweringOptions.world(2))).getFirst();
+        assertThat(r.path()).isEqualTo(Path.IDENTITY_COPY);
+        assertThat(r.notTaken().getFirst()).contains("written in place by update_slice");
     }
 
     @Test

@@ -131,7 +131,7 @@ public final class MoeBench {
         Tensor x = g.input("x", s.dtype, s.tokens, s.hidden), w = g.input("weights", DType.F32, s.tokens, K), ids = g.input("ids", DType.I64, s.tokens, K);
         g.output("y", ExpertParallel.layer(g, x, w, ids, s.experts, "ep", s.world, capacity, (rows, local) -> {
             long cap = rows.shape().sizes()[0];
-            return rows.mul(local.add(g.scalar(1, DType.I64)).cast(s.dtype).reshape(cap, 1));
+            return rows.mul(local.reshape(cap, 1).add(g.scalar(1, DType.I64)).cast(s.dtype));   // the scale computed by the product (broadcast)
         }));
         return g.build();
     }

@@ -24,7 +24,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * Expert parallelism ({@link ExpertParallel}) on the host backend, with random delays, against plain float64 loops
  * over the whole experts: random shapes, 1 to 3 choices a token, worlds 1 to 4 along "ep" and ep x tp meshes (each
  * expert's width split along "tp"), routings at random, all to one expert (the others empty), and to the last member
- * only; two calls a session (the second with other routings). The reference interpreter gives the same values.
+ * only; two calls a session (the second with other routings). The reference interpreter gives the same values. The
+ * pairs are ordered by counting up to {@link ExpertParallel#COUNTING_MAX_PAIRS} pairs and by sorting past it: both
+ * forms against the same loops (the bound lowered for the test), with empty and skewed experts.
  */
 class ExpertParallelTest {
     private record Case(int ep, int tp, int tokens, int hidden, int width, int localExperts, int k, int skew) {
@@ -195,4 +197,63 @@ class ExpertParallelTest {
     private static double[] flat(double[][] a) { return java.util.Arrays.stream(a).flatMapToDouble(java.util.Arrays::stream).toArray(); }
 
     private static long[] flatLong(long[][] a) { return java.util.Arrays.stream(a).flatMapToLong(java.util.Arrays::stream).toArray(); }
+
+    /**
+     * Both ways of ordering the pairs ({@link ExpertParallel#counted} at most a bound of pairs, {@link
+     * ExpertParallel#bySort} past it) on either side of the bound (24 here), at world 2 and 3, routings uniform, all
+     * to expert 0 and to the last member only: the trivial expert (local expert i scales by i + 1) against float64 loops.
+     */
+    @Test
+    void bothOrderingsOfThePairsGiveThePlainLoops() {
+        int bound = 24;   // the rule's bound made small, so the host's plain interpreter stays quick on both sides of it
+        for (int world : new int[]{2, 3})
+            for (int tokens : new int[]{bound / 2, bound / 2 + 1}) {
+                int k = 2, h = 3, local = 2, experts = world * local;
+                var g = Gatun.graph("order").mesh("ep", world);
+                g.output("y", ExpertParallel.layer(g, g.input("x", DType.F64, tokens, h), g.input("w", DType.F64, tokens, k),
+                        g.input("ids", DType.I64, tokens, k), experts, "ep", world, (long) tokens * k * world,
+                        (rows, ids) -> rows.mul(ids.add(g.scalar(1, DType.I64)).cast(DType.F64).reshape(rows.shape().sizes()[0], 1)), bound));
+                Graph graph = g.build();
+                boolean sorts = tokens * k > bound;
+                try (var s = Session.compile(graph, CompileOptions.world(world).backend("host"))) {
+                    assertThat(s.plan().toString()).as("%d pairs", tokens * k).matches(sorts ? "(?s).*= topk\\(.*" : "(?s)((?!= topk\\().)*");
+                    var rnd = new Random(world * 31L + tokens);
+                    for (int skew = 0; skew < 3; skew++) {
+                        var in = new ArrayList<Map<String, NDArray>>();
+                        var xs = new ArrayList<double[]>();
+                        var idss = new ArrayList<long[]>();
+                        var ws = new ArrayList<double[]>();
+                        for (int r = 0; r < world; r++) {
+                            double[] x = new double[tokens * h], w = new double[tokens * k];
+                            long[] ids = new long[tokens * k];
+                            for (int i = 0; i < x.length; i++) x[i] = rnd.nextGaussian();
+                            for (int i = 0; i < ids.length; i++) {
+                                ids[i] = switch (skew) {
+                                    case 0 -> rnd.nextInt(experts);
+                                    case 1 -> 0;
+                                    default -> experts - 1 - (i % local);
+                                };
+                                w[i] = rnd.nextDouble();
+                            }
+                            xs.add(x);
+                            idss.add(ids);
+                            ws.add(w);
+                            in.add(Map.of("x", NDArray.of(x, tokens, h), "w", NDArray.of(w, tokens, k), "ids", NDArray.of(ids, tokens, k)));
+                        }
+                        var got = s.runToHost(in);
+                        for (int r = 0; r < world; r++) {
+                            double[] y = got.get(r).get("y").toDoubleArray(), x = xs.get(r), w = ws.get(r);
+                            long[] ids = idss.get(r);
+                            for (int n = 0; n < tokens; n++)
+                                for (int c = 0; c < h; c++) {
+                                    double want = 0;
+                                    for (int j = 0; j < k; j++) want += w[n * k + j] * (1 + ids[n * k + j] % local) * x[n * h + c];
+                                    assertThat(y[n * h + c]).as("world %d, %d tokens, skew %d, rank %d token %d column %d", world, tokens, skew, r, n, c)
+                                            .isCloseTo(want, org.assertj.core.data.Offset.offset(1e-12 * (1 + Math.abs(want))));
+                                }
+                        }
+                    }
+                }
+            }
+    }
 }

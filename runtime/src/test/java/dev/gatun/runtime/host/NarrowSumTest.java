@@ -15,7 +15,8 @@ import static org.assertj.core.api.Assertions.within;
 /**
  * A sum or mean of a few elements an output over dimensions other than the last (a mixture's weighted sum over its k
  * choices) is written out as a pointwise sum, one thread an output: no reduction kernel. Values against plain loops in float64; a sum over the last dimension, or of more than eight
- * elements an output, stays a reduction.
+ * elements an output, stays a reduction. A pointwise value that only such a sum reads is computed inside it (the
+ * products of a weighted sum: one launch, no [rows, k, hidden] buffer); one that anything else also reads is made.
  */
 class NarrowSumTest {
     /** Rows and hidden size: 65,536 outputs, the fewest the rule takes. */
@@ -73,5 +74,36 @@ class NarrowSumTest {
             assertThat(s.plan().lowered().decisions()).noneMatch(d -> d.contains("pointwise sum of"));
             assertThat(s.plan().kernels()).hasSize(2).allSatisfy(k -> assertThat(k.reductionRanges()).hasSize(1));
         }
+    }
+
+    @Test
+    void theProductsOnlyTheSumReadsAreComputedInsideItOneLaunch() {
+        for (DType t : new DType[]{DType.F32, DType.BF16, DType.F64})
+            for (boolean keep : new boolean[]{false, true})
+                for (boolean shared : new boolean[]{false, true}) {
+                    var g = Gatun.graph("combine");
+                    var y = g.input("y", t, R, 3, H);
+                    var w = g.input("w", t, R, 3);
+                    var products = y.mul(w.reshape(R, 3, 1)).add(1);   // two ops, both inside the sum
+                    g.output("o", keep ? products.mean(true, 1) : products.sum(false, 1));
+                    if (shared) g.output("p", products);   // an output: the products are made, and the sum reads them
+                    try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+                        var plan = s.plan();
+                        String what = t + (keep ? " mean keepdim" : " sum") + (shared ? ", products an output" : "") + ": " + plan;
+                        assertThat(plan.kernels()).as(what).hasSize(shared ? 2 : 1);
+                        assertThat(plan.lowered().decisions()).as(what).filteredOn(d -> d.contains("the narrow sum that alone reads it")).hasSize(shared ? 0 : 2);
+                        NDArray yv = NDArray.randn(t, 21, R, 3, H), wv = NDArray.randn(t, 22, R, 3);
+                        double[] o = s.runToHost(Map.of("y", yv, "w", wv)).get("o").toDoubleArray(), ya = yv.toDoubleArray(), wa = wv.toDoubleArray();
+                        // bf16: the products and sums held in float32 inside the kernel, or rounded to bf16 where made
+                        double tol = t == DType.BF16 ? 2e-2 : 1e-6;
+                        for (int i = 0; i < R; i++)
+                            for (int h = 0; h < H; h++) {
+                                double want = 0;
+                                for (int j = 0; j < 3; j++) want += ya[(i * 3 + j) * H + h] * wa[i * 3 + j] + 1;
+                                if (keep) want /= 3;
+                                assertThat(o[i * H + h]).as(what.substring(0, 40) + " o[" + i + ", " + h + "]").isCloseTo(want, within(tol * (1 + Math.abs(want))));
+                            }
+                    }
+                }
     }
 }
