@@ -25,8 +25,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * softmax, the values' product) on the host in float64, to 1e-12; (3) its stats output (L, D) against plain loops;
  * (4) that the plan shows it as a step; (5) its refusals.
  */
-class FlashAttentionBackwardHostTest {
-    record Case(int b, int hq, int hkv, int t, int s, int d, boolean causal, int window, double cap) {}
+public class FlashAttentionBackwardHostTest {
+    /** One attention's shapes and attributes. */
+    public record Case(int b, int hq, int hkv, int t, int s, int d, boolean causal, int window, double cap) {}
 
     static final Case[] CASES = {
             new Case(1, 2, 2, 4, 4, 3, true, 0, 0),      // group 1
@@ -67,11 +68,11 @@ class FlashAttentionBackwardHostTest {
      * dq, dk and dv of {@code sum(w * attention(q, k, v))} on {@code backend}: through flash_attention (its fused
      * backward) or, {@code decomposed}, through the attention written as the ops it fuses.
      */
-    static Map<String, NDArray> gradients(Case c, DType t, boolean decomposed, Map<String, NDArray> in, String backend) {
+    public static Map<String, NDArray> gradients(Case c, DType t, boolean decomposed, Map<String, NDArray> in, String backend) {
         var g = Gatun.graph("fab");
         Tensor q = g.input("q", t, c.b(), c.hq(), c.t(), c.d()), k = g.input("k", t, c.b(), c.hkv(), c.s(), c.d()),
                 v = g.input("v", t, c.b(), c.hkv(), c.s(), c.d()), w = g.input("w", t, c.b(), c.t(), c.hq(), c.d());
-        double scale = 0.7;
+        double scale = 0.7 * Math.sqrt(2.0 / c.d());
         Tensor y = decomposed ? decomposedAttention(g, q, k, v, scale, c.causal(), c.window(), c.cap())
                 : q.flashAttention(k, v, scale, c.causal(), c.window(), c.cap());
         Tensor[] d = g.grad(y.mul(w).sum(), q, k, v);
@@ -84,7 +85,7 @@ class FlashAttentionBackwardHostTest {
     }
 
     /** The attention as the ops it fuses (grouped heads as [B, Hkv, G * T, d] rows), token-major as flash_attention. */
-    static Tensor decomposedAttention(GraphBuilder graph, Tensor q, Tensor k, Tensor v, double scale, boolean causal, long window, double cap) {
+    public static Tensor decomposedAttention(GraphBuilder graph, Tensor q, Tensor k, Tensor v, double scale, boolean causal, long window, double cap) {
         long[] qs = q.shape().sizes(), ks = k.shape().sizes();
         long b = qs[0], hq = qs[1], t = qs[2], d = qs[3], hkv = ks[1], s = ks[2], group = hq / hkv;
         Tensor scores = q.reshape(b, hkv, group * t, d).matmul(k.transpose(2, 3)).mul(scale);
