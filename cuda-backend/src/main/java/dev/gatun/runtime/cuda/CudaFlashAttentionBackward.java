@@ -190,17 +190,15 @@ final class CudaFlashAttentionBackward {
             }
             """;
 
-    /** The tensor-core kernels: FT bf16 or f16, FD 64 or 128, BQ query rows a tile of the main kernel, MMA the type suffix, PACK. */
-    private static final String MMA = """
-            #define BK 64
-            #define LD (FD + 8)
-            #define LDS (BQ + 8)
+    /**
+     * The warp-wide primitives of the tensor-core kernels (the product, the shared-memory matrix loads), apart so that a
+     * host emulation of the kernels can put its own in their place.
+     */
+    static final String MMA_PRIMITIVES = """
             __device__ __forceinline__ void fb_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
                 asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA "." MMA ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
             }
-            __device__ __forceinline__ unsigned fb_pack(float lo, float hi) { PACK }
-            __device__ __forceinline__ unsigned fb_word(const FT* p) { return *reinterpret_cast<const unsigned*>(p); }
             __device__ __forceinline__ unsigned fb_smem(const void* p) { return (unsigned) __cvta_generic_to_shared(p); }
             __device__ __forceinline__ void fb_ldsm4(unsigned* r, const void* p) {
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fb_smem(p)));
@@ -208,6 +206,16 @@ final class CudaFlashAttentionBackward {
             __device__ __forceinline__ void fb_ldsm4t(unsigned* r, const void* p) {
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(fb_smem(p)));
             }
+            """;
+
+    /** The tensor-core kernels: FT bf16 or f16, FD 64 or 128, BQ query rows a tile of the main kernel, MMA the type suffix, PACK. */
+    private static final String MMA = """
+            #define BK 64
+            #define LD (FD + 8)
+            #define LDS (BQ + 8)
+            """ + MMA_PRIMITIVES + """
+            __device__ __forceinline__ unsigned fb_pack(float lo, float hi) { PACK }
+            __device__ __forceinline__ unsigned fb_word(const FT* p) { return *reinterpret_cast<const unsigned*>(p); }
             // rows [r0, r0 + n) of a [rows, FD] matrix (row stride `stride` elements) into shared memory, zeros past `rows`
             __device__ __forceinline__ void fb_tile(FT (*dst)[LD], const FT* src, int r0, int n, int rows, long long stride) {
                 for (int e = threadIdx.x; e < n * (FD / 8); e += blockDim.x) {
