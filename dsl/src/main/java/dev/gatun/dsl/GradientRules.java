@@ -75,18 +75,28 @@ final class GradientRules {
      * flash attention 2's backward pass) from q, k, v, the forward's result and {@code g}, every case the forward takes
      * (causal, window, soft cap, grouped-query heads): it recomputes the scores tile by tile and never holds the [T, S]
      * probabilities, where differentiating the attention recomputed as the ops it fuses held four or five of them per
-     * layer. Its dq comes in float32 (summed across key tiles on a GPU) and is cast to the dtype here; dk and dv come in
-     * the dtype. A tensor passed twice (k as v too) gets both contributions, which {@link Gradients} adds.
+     * layer. Its gradients come in float32 (f64 for f64), dk and dv as each query head's part, summed here over the
+     * query heads sharing a key-value head, and are cast to the dtype here. A tensor passed twice (k as v too) gets both
+     * contributions, which {@link Gradients} adds.
      */
     private static void flashAttention(GraphBuilder graph, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {
         Tensor q = graph.wrap(n.input(0)), k = graph.wrap(n.input(1)), v = graph.wrap(n.input(2));
         var attrs = java.util.Map.of("scale", r.attrs().real("scale"), "causal", r.attrs().integer("causal"), "window", r.attrs().integer("window"),
                 "softcap", r.attrs().real("softcap"));
         var grads = graph.apply(dev.gatun.ir.ops.FlashAttentionBackward.SPEC.name(), attrs, q, k, v, graph.wrap(n), g);
-        if (want[0]) out[0] = grads.get(0).dtype() == q.dtype() ? grads.get(0) : grads.get(0).cast(q.dtype());
-        if (want[1]) out[1] = grads.get(1);
-        if (want[2]) out[2] = grads.get(2);
+        if (want[0]) out[0] = inDtype(grads.get(0), q.dtype());
+        if (want[1]) out[1] = groupSum(grads.get(1), k);
+        if (want[2]) out[2] = groupSum(grads.get(2), v);
     }
+
+    /** Each query head's part [B, Hq, S, d] summed over the heads sharing a key-value head: x's gradient, in its dtype. */
+    private static Tensor groupSum(Tensor parts, Tensor x) {
+        long[] ps = parts.shape().sizes(), xs = x.shape().sizes();
+        Tensor whole = ps[1] == xs[1] ? parts : parts.reshape(xs[0], xs[1], ps[1] / xs[1], xs[2], xs[3]).sum(2);
+        return inDtype(whole, x.dtype());
+    }
+
+    private static Tensor inDtype(Tensor t, DType d) { return t.dtype() == d ? t : t.cast(d); }
 
     /** A {@link GraphException} naming the call, the op and the node, with why and what to do instead. */
     static GraphException refuse(String call, Node n, String why) {

@@ -17,19 +17,20 @@ import java.util.Map;
  * <ul>
  *   <li><b>mma</b>, bf16 and f16 at head size 64 or 128, two kernels. {@code fb_mma_stats} (a block per 64 query rows of
  *   a head, a warp per 16, the scores on the tensor cores) writes each row's logsumexp L and {@code D = sum(dout * o)}
- *   into the op's stats output and zeroes the float32 dq output. {@code fb_mma_main} takes a block per 64 keys of one
- *   key-value head (a warp per 16 keys): with its keys and values in shared memory it walks the query tiles that can see
- *   them (causal and window bounds) for each query head of the group, and computes on the tensor cores
- *   ({@code mma.sync m16n8k16}, float32 sums) the transposed scores {@code S^T = K Q^T}, {@code P^T = exp(S^T - L)},
- *   {@code dV += P^T dO}, {@code dP^T = V dO^T}, {@code dS^T = P^T (dP^T - D)}, {@code dK += dS^T Q}, and
+ *   into the op's stats output and zeroes the float32 dq output. {@code fb_mma_main} takes a block per 64 keys and one
+ *   query head (a warp per 16 keys; a block a query head rather than a key-value head, so the causal attention's
+ *   unequal blocks are four times shorter at a group of four, and spread over the GPU): with its keys and values in
+ *   shared memory it walks the query tiles that can see them (causal and window bounds), and computes on the tensor
+ *   cores ({@code mma.sync m16n8k16}, float32 sums) the transposed scores {@code S^T = K Q^T}, {@code P^T = exp(S^T -
+ *   L)}, {@code dV += P^T dO}, {@code dP^T = V dO^T}, {@code dS^T = P^T (dP^T - D)}, {@code dK += dS^T Q}, and
  *   {@code dQ = dS K} through a shared-memory copy of dS, added to the float32 dq output with {@code atomicAdd}. dK and
- *   dV stay in registers until the block is done; P and dS are rounded to the dtype as the products' operands, as
- *   flash attention does.</li>
+ *   dV stay in registers until the block is done and go to the head's float32 part (the gradient rule sums a group's
+ *   parts); P and dS are rounded to the dtype as the products' operands, as flash attention does.</li>
  *   <li><b>rows</b>, every other case (float32, float64 in double, other head sizes): three simple kernels in the type
- *   they compute in: the stats (a warp a query row), dq (a warp a query row, a lane a key), dk and dv (a warp a key, a
- *   lane a query of the group's heads). No atomics; slow but exact to the type.</li>
+ *   they compute in: the stats (a warp a query row), dq (a warp a query row, a lane a key), a head's part of dk and dv
+ *   (a warp a key, a lane a query). No atomics; slow but exact to the type.</li>
  * </ul>
- * The float32 dq and the stats are the op's outputs, so the plan places them; nothing is allocated here.
+ * The float32 gradients and the stats are the op's outputs, so the plan places them; nothing is allocated here.
  */
 final class CudaFlashAttentionBackward {
     /** The kernels a call of this dtype and head size takes: "mma" or "rows". */
@@ -141,6 +142,7 @@ final class CudaFlashAttentionBackward {
                         if (softcap > 0) ds *= 1 - (s / softcap) * (s / softcap);
                     }
                     int n = end - j0 < 32 ? end - j0 : 32;
+                    #pragma unroll 1   // ptxas spills a few bytes of some forms where it unrolls this
                     for (int jj = 0; jj < n; jj++) {
                         FA x = __shfl_sync(0xffffffffu, ds, jj);
                         for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) acc[u] = FA_FMA(x, (FA) at_f(kb[(long long) (j0 + jj) * FD + c]), acc[u]); }
@@ -148,21 +150,19 @@ final class CudaFlashAttentionBackward {
                 }
                 for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) dq[row * FD + c] = acc[u] * scale; }
             }
-            // dk and dv of one key: a lane a query (of each query head of the group) for P and dS, then every lane's share
+            // one query head's part of dk and dv of one key: a lane a query for P and dS, then every lane's share
             extern "C" __global__ void __launch_bounds__(32 * FW) fb_rows_dkv(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats,
-                    FT* dk, FT* dv, int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
+                    FA* dk, FA* dv, int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
                 GATUN_DEPENDENT_START();
-                const int lane = threadIdx.x & 31, b = blockIdx.z, kvh = blockIdx.y, j = blockIdx.x * FW + (threadIdx.x >> 5);
+                const int lane = threadIdx.x & 31, b = blockIdx.z, h = blockIdx.y, j = blockIdx.x * FW + (threadIdx.x >> 5);
                 if (j >= S) return;
-                const int G = Hq / Hkv;
-                const long long key = ((long long) b * Hkv + kvh) * S + j;
+                const long long key = ((long long) b * Hkv + h / (Hq / Hkv)) * S + j, part = ((long long) b * Hq + h) * S + j;
                 const FT* kr = k + key * FD;
                 const FT* vr = v + key * FD;
                 FA ak[FU], av[FU];
                 for (int u = 0; u < FU; u++) ak[u] = av[u] = 0;
                 const int lo = fb_qlo(j, T, S, causal), hi = fb_qhi(j, T, S, causal, window);
-                for (int h = kvh * G; h < kvh * G + G; h++)
-                    for (int i0 = lo; i0 < hi; i0 += 32) {
+                for (int i0 = lo; i0 < hi; i0 += 32) {
                         int i = i0 + lane;
                         FA p = 0, ds = 0;
                         if (i < hi) {
@@ -173,6 +173,7 @@ final class CudaFlashAttentionBackward {
                             if (softcap > 0) ds *= 1 - (s / softcap) * (s / softcap);
                         }
                         int n = hi - i0 < 32 ? hi - i0 : 32;
+                        #pragma unroll 1
                         for (int ii = 0; ii < n; ii++) {
                             FA pp = __shfl_sync(0xffffffffu, p, ii), dd = __shfl_sync(0xffffffffu, ds, ii);
                             const FT* qr = q + (((long long) b * Hq + h) * T + i0 + ii) * FD;
@@ -185,7 +186,7 @@ final class CudaFlashAttentionBackward {
                     }
                 for (int u = 0; u < FU; u++) {
                     int c = lane + 32 * u;
-                    if (c < FD) { at_store(dk + key * FD + c, ak[u] * scale); at_store(dv + key * FD + c, av[u]); }
+                    if (c < FD) { dk[part * FD + c] = ak[u] * scale; dv[part * FD + c] = av[u]; }
                 }
             }
             """;
@@ -312,9 +313,9 @@ final class CudaFlashAttentionBackward {
                 }
             }
 
-            // one block: 64 keys of one key-value head (a warp 16), every query tile and group head that sees them
+            // one block: 64 keys (a warp 16) and one query head, every query tile that sees them; the head's part of dk and dv
             extern "C" __global__ void __launch_bounds__(128) fb_mma_main(const FT* q, const FT* k, const FT* v, const FT* dout, const float* stats,
-                    float* dq, FT* dk, FT* dv, int Hq, int Hkv, int T, int S, float scale, int causal, int window, float softcap) {
+                    float* dq, float* dk, float* dv, int Hq, int Hkv, int T, int S, float scale, int causal, int window, float softcap) {
                 GATUN_DEPENDENT_START();
                 __shared__ __align__(16) FT ks[BK][LD];
                 __shared__ __align__(16) FT vs[BK][LD];
@@ -323,7 +324,7 @@ final class CudaFlashAttentionBackward {
                 __shared__ __align__(16) FT dss[BK][LDS];   // dS^T: [key][query]
                 __shared__ float ls[BQ], dsum[BQ];
                 const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
-                const int b = blockIdx.z, kvh = blockIdx.y, j0 = blockIdx.x * BK, G = Hq / Hkv;
+                const int b = blockIdx.z, h = blockIdx.y, kvh = h / (Hq / Hkv), j0 = blockIdx.x * BK;
                 const FT* kb = k + ((long long) b * Hkv + kvh) * S * FD;
                 const FT* vb = v + ((long long) b * Hkv + kvh) * S * FD;
                 fb_tile(ks, kb, j0, BK, S, FD);
@@ -338,8 +339,8 @@ final class CudaFlashAttentionBackward {
                 // the dQ product's share of this warp: query rows (warp / WPR) * 16, dims from (warp % WPR) * NT * 8
                 const int WPR = 4 / (BQ / 16), NT = FD / 8 / WPR;
                 const int qrow = (warp / WPR) * 16, n0 = (warp % WPR) * NT;
-                for (int h = kvh * G; h < kvh * G + G; h++) {
-                    const long long bh = (long long) b * Hq + h;
+                const long long bh = (long long) b * Hq + h;
+                {
                     for (int i0 = lo; i0 < hi; i0 += BQ) {
                         __syncthreads();
                         fb_tile(qs, q + bh * T * FD, i0, BQ, T, FD);
@@ -434,17 +435,17 @@ final class CudaFlashAttentionBackward {
                         }
                     }
                 }
-                const long long base = ((long long) b * Hkv + kvh) * S;
+                const long long base = bh * S;
                 #pragma unroll
                 for (int n = 0; n < FD / 8; n++) {
                     int c = n * 8 + 2 * t4;
                     if (key0 < S) {
-                        *reinterpret_cast<unsigned*>(dk + (base + key0) * FD + c) = fb_pack(adk[n][0] * scale, adk[n][1] * scale);
-                        *reinterpret_cast<unsigned*>(dv + (base + key0) * FD + c) = fb_pack(adv[n][0], adv[n][1]);
+                        *reinterpret_cast<float2*>(dk + (base + key0) * FD + c) = make_float2(adk[n][0] * scale, adk[n][1] * scale);
+                        *reinterpret_cast<float2*>(dv + (base + key0) * FD + c) = make_float2(adv[n][0], adv[n][1]);
                     }
                     if (key1 < S) {
-                        *reinterpret_cast<unsigned*>(dk + (base + key1) * FD + c) = fb_pack(adk[n][2] * scale, adk[n][3] * scale);
-                        *reinterpret_cast<unsigned*>(dv + (base + key1) * FD + c) = fb_pack(adv[n][2], adv[n][3]);
+                        *reinterpret_cast<float2*>(dk + (base + key1) * FD + c) = make_float2(adk[n][2] * scale, adk[n][3] * scale);
+                        *reinterpret_cast<float2*>(dv + (base + key1) * FD + c) = make_float2(adv[n][2], adv[n][3]);
                     }
                 }
             }
@@ -516,7 +517,7 @@ final class CudaFlashAttentionBackward {
             var stats = new LaunchConfig(new Dim3((int) Math.ceilDiv(tq, 64), (int) hq, (int) b), Dim3.of(128), 0, stream);
             Programmatic.launch(program.kernel(kernels[0]), programmatic, stats, x.q(), x.k(), x.o(), x.dout(), x.stats(), x.dq(), (int) hq, (int) hkv,
                     (int) tq, (int) s, scale, causal, window, softcap);
-            var main = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, 64), (int) hkv, (int) b), Dim3.of(128), 0, stream);
+            var main = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, 64), (int) hq, (int) b), Dim3.of(128), 0, stream);
             Programmatic.launch(program.kernel(kernels[1]), programmatic, main, x.q(), x.k(), x.v(), x.dout(), x.stats(), x.dq(), x.dk(), x.dv(),
                     (int) hq, (int) hkv, (int) tq, (int) s, scale, causal, window, softcap);
             return;
@@ -526,7 +527,7 @@ final class CudaFlashAttentionBackward {
                 (int) tq, (int) s, scale, causal, window, softcap);
         Programmatic.launch(program.kernel(kernels[1]), programmatic, rows, x.q(), x.k(), x.v(), x.dout(), x.stats(), x.dq(), (int) hq, (int) hkv,
                 (int) tq, (int) s, scale, causal, window, softcap);
-        var keys = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, 4), (int) hkv, (int) b), Dim3.of(128), 0, stream);
+        var keys = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, 4), (int) hq, (int) b), Dim3.of(128), 0, stream);
         Programmatic.launch(program.kernel(kernels[2]), programmatic, keys, x.q(), x.k(), x.v(), x.dout(), x.stats(), x.dk(), x.dv(), (int) hq, (int) hkv,
                 (int) tq, (int) s, scale, causal, window, softcap);
     }

@@ -21,9 +21,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * {@code emulation/flash_backward/}: a block's threads as threads, barriers, warp shuffles, and {@code mma.sync} and
  * {@code ldmatrix} emulated from PTX's fragment layouts in place of the kernels' own primitives,
  * {@link CudaFlashAttentionBackward#MMA_PRIMITIVES}), launched as the backend launches them, against plain float64 loops
- * in the driver: the tensor-core form (bf16 and f16, head sizes 64 and 128: causal and not, grouped-query heads, T < S,
+ * in the driver (dk and dv: the heads' parts summed over each group): the tensor-core form (bf16 and f16, head sizes 64 and 128: causal and not, grouped-query heads, T < S,
  * a window, a soft cap, lengths off the tiles) within 16-bit rounding (1e-2 of each gradient's largest element), the
- * rows form within float32's (1e-5) and float64's (1e-12). dq starts as NaN, so a row the stats kernel fails to zero
+ * rows form within float32's (1e-5) and float64's (1e-12). dq, dk and dv start as NaN, so an element no kernel writes (or the stats kernel fails to zero)
  * shows. Not checked here: the device's memory model, speed (FlashAttentionBackwardGpuTest). Skipped where g++ or
  * CUDA's headers are absent.
  */
