@@ -340,99 +340,97 @@ final class CudaFlashAttentionBackward {
                 const int WPR = 4 / (BQ / 16), NT = FD / 8 / WPR;
                 const int qrow = (warp / WPR) * 16, n0 = (warp % WPR) * NT;
                 const long long bh = (long long) b * Hq + h;
-                {
-                    for (int i0 = lo; i0 < hi; i0 += BQ) {
-                        __syncthreads();
-                        fb_tile(qs, q + bh * T * FD, i0, BQ, T, FD);
-                        fb_tile(dos, dout + ((long long) b * T * Hq + h) * FD, i0, BQ, T, (long long) Hq * FD);
-                        for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
-                            bool ok = i0 + r < T;
-                            ls[r] = ok ? stats[(bh * T + i0 + r) * 2] : 0.f;
-                            dsum[r] = ok ? stats[(bh * T + i0 + r) * 2 + 1] : 0.f;
-                        }
-                        __syncthreads();
-                        // S^T = K Q^T and dP^T = V dO^T: 16 keys x BQ queries a warp
-                        float st[BQ / 8][4], dpt[BQ / 8][4];
-                        #pragma unroll
-                        for (int n = 0; n < BQ / 8; n++) st[n][0] = st[n][1] = st[n][2] = st[n][3] = dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.f;
-                        #pragma unroll
-                        for (int kk = 0; kk < FD / 16; kk += 2) {
-                            unsigned ka0[4], ka1[4], va0[4], va1[4];
-                            fb_afrag(ka0, ks, kr, kk, lane); fb_afrag(ka1, ks, kr, kk + 1, lane);
-                            fb_afrag(va0, vs, kr, kk, lane); fb_afrag(va1, vs, kr, kk + 1, lane);
-                            #pragma unroll
-                            for (int n = 0; n < BQ / 8; n++) {
-                                unsigned f[4];
-                                fb_ldsm4(f, &qs[n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
-                                fb_mma(st[n], ka0, f[0], f[1]);
-                                fb_mma(st[n], ka1, f[2], f[3]);
-                                fb_ldsm4(f, &dos[n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
-                                fb_mma(dpt[n], va0, f[0], f[1]);
-                                fb_mma(dpt[n], va1, f[2], f[3]);
-                            }
-                        }
-                        // P^T and dS^T (st holds P, dpt dS), each rounded to the dtype as an operand
-                        unsigned pa[BQ / 16][4], sa[BQ / 16][4];
+                for (int i0 = lo; i0 < hi; i0 += BQ) {
+                    __syncthreads();
+                    fb_tile(qs, q + bh * T * FD, i0, BQ, T, FD);
+                    fb_tile(dos, dout + ((long long) b * T * Hq + h) * FD, i0, BQ, T, (long long) Hq * FD);
+                    for (int r = threadIdx.x; r < BQ; r += blockDim.x) {
+                        bool ok = i0 + r < T;
+                        ls[r] = ok ? stats[(bh * T + i0 + r) * 2] : 0.f;
+                        dsum[r] = ok ? stats[(bh * T + i0 + r) * 2 + 1] : 0.f;
+                    }
+                    __syncthreads();
+                    // S^T = K Q^T and dP^T = V dO^T: 16 keys x BQ queries a warp
+                    float st[BQ / 8][4], dpt[BQ / 8][4];
+                    #pragma unroll
+                    for (int n = 0; n < BQ / 8; n++) st[n][0] = st[n][1] = st[n][2] = st[n][3] = dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.f;
+                    #pragma unroll
+                    for (int kk = 0; kk < FD / 16; kk += 2) {
+                        unsigned ka0[4], ka1[4], va0[4], va1[4];
+                        fb_afrag(ka0, ks, kr, kk, lane); fb_afrag(ka1, ks, kr, kk + 1, lane);
+                        fb_afrag(va0, vs, kr, kk, lane); fb_afrag(va1, vs, kr, kk + 1, lane);
                         #pragma unroll
                         for (int n = 0; n < BQ / 8; n++) {
-                            #pragma unroll
-                            for (int x = 0; x < 4; x++) {
-                                int c = n * 8 + 2 * t4 + (x & 1), i = i0 + c;
-                                float p = 0.f, ds = 0.f;
-                                if (fb_sees(i, x < 2 ? key0 : key1, T, S, causal, window)) {
-                                    float sc = fb_score(st[n][x], scale, softcap);
-                                    p = __expf(sc - ls[c]);
-                                    ds = p * (dpt[n][x] - dsum[c]);
-                                    if (softcap > 0.f) ds *= 1.f - (sc / softcap) * (sc / softcap);
-                                }
-                                st[n][x] = p; dpt[n][x] = ds;
-                            }
-                            pa[n / 2][(n & 1) * 2] = fb_pack(st[n][0], st[n][1]);
-                            pa[n / 2][(n & 1) * 2 + 1] = fb_pack(st[n][2], st[n][3]);
-                            sa[n / 2][(n & 1) * 2] = fb_pack(dpt[n][0], dpt[n][1]);
-                            sa[n / 2][(n & 1) * 2 + 1] = fb_pack(dpt[n][2], dpt[n][3]);
-                            *reinterpret_cast<unsigned*>(&dss[kr + g][n * 8 + 2 * t4]) = sa[n / 2][(n & 1) * 2];
-                            *reinterpret_cast<unsigned*>(&dss[kr + g + 8][n * 8 + 2 * t4]) = sa[n / 2][(n & 1) * 2 + 1];
+                            unsigned f[4];
+                            fb_ldsm4(f, &qs[n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
+                            fb_mma(st[n], ka0, f[0], f[1]);
+                            fb_mma(st[n], ka1, f[2], f[3]);
+                            fb_ldsm4(f, &dos[n * 8 + (lane & 7)][kk * 16 + (lane >> 3) * 8]);
+                            fb_mma(dpt[n], va0, f[0], f[1]);
+                            fb_mma(dpt[n], va1, f[2], f[3]);
                         }
-                        // dV += P^T dO and dK += dS^T Q: the queries are the sums' index
+                    }
+                    // P^T and dS^T (st holds P, dpt dS), each rounded to the dtype as an operand
+                    unsigned pa[BQ / 16][4], sa[BQ / 16][4];
+                    #pragma unroll
+                    for (int n = 0; n < BQ / 8; n++) {
                         #pragma unroll
-                        for (int kk = 0; kk < BQ / 16; kk++)
-                            #pragma unroll
-                            for (int n = 0; n < FD / 8; n += 2) {
-                                unsigned f[4];
-                                int mi = lane >> 3;
-                                fb_ldsm4t(f, &dos[kk * 16 + (mi & 1) * 8 + (lane & 7)][n * 8 + (mi >> 1) * 8]);
-                                fb_mma(adv[n], pa[kk], f[0], f[1]);
-                                fb_mma(adv[n + 1], pa[kk], f[2], f[3]);
-                                fb_ldsm4t(f, &qs[kk * 16 + (mi & 1) * 8 + (lane & 7)][n * 8 + (mi >> 1) * 8]);
-                                fb_mma(adk[n], sa[kk], f[0], f[1]);
-                                fb_mma(adk[n + 1], sa[kk], f[2], f[3]);
+                        for (int x = 0; x < 4; x++) {
+                            int c = n * 8 + 2 * t4 + (x & 1), i = i0 + c;
+                            float p = 0.f, ds = 0.f;
+                            if (fb_sees(i, x < 2 ? key0 : key1, T, S, causal, window)) {
+                                float sc = fb_score(st[n][x], scale, softcap);
+                                p = __expf(sc - ls[c]);
+                                ds = p * (dpt[n][x] - dsum[c]);
+                                if (softcap > 0.f) ds *= 1.f - (sc / softcap) * (sc / softcap);
                             }
-                        __syncthreads();   // every warp's dS^T in shared memory
-                        // dQ (BQ x FD) += dS K over the 64 keys: this warp's rows and dims, added to dq
-                        float aq[NT][4];
+                            st[n][x] = p; dpt[n][x] = ds;
+                        }
+                        pa[n / 2][(n & 1) * 2] = fb_pack(st[n][0], st[n][1]);
+                        pa[n / 2][(n & 1) * 2 + 1] = fb_pack(st[n][2], st[n][3]);
+                        sa[n / 2][(n & 1) * 2] = fb_pack(dpt[n][0], dpt[n][1]);
+                        sa[n / 2][(n & 1) * 2 + 1] = fb_pack(dpt[n][2], dpt[n][3]);
+                        *reinterpret_cast<unsigned*>(&dss[kr + g][n * 8 + 2 * t4]) = sa[n / 2][(n & 1) * 2];
+                        *reinterpret_cast<unsigned*>(&dss[kr + g + 8][n * 8 + 2 * t4]) = sa[n / 2][(n & 1) * 2 + 1];
+                    }
+                    // dV += P^T dO and dK += dS^T Q: the queries are the sums' index
+                    #pragma unroll
+                    for (int kk = 0; kk < BQ / 16; kk++)
                         #pragma unroll
-                        for (int n = 0; n < NT; n++) aq[n][0] = aq[n][1] = aq[n][2] = aq[n][3] = 0.f;
-                        #pragma unroll
-                        for (int kk = 0; kk < BK / 16; kk++) {
-                            unsigned a[4];
+                        for (int n = 0; n < FD / 8; n += 2) {
+                            unsigned f[4];
                             int mi = lane >> 3;
-                            fb_ldsm4t(a, &dss[kk * 16 + (mi >> 1) * 8 + (lane & 7)][qrow + (mi & 1) * 8]);
-                            #pragma unroll
-                            for (int n = 0; n < NT; n += 2) {
-                                unsigned f[4];
-                                fb_ldsm4t(f, &ks[kk * 16 + (mi & 1) * 8 + (lane & 7)][(n0 + n) * 8 + (mi >> 1) * 8]);
-                                fb_mma(aq[n], a, f[0], f[1]);
-                                fb_mma(aq[n + 1], a, f[2], f[3]);
-                            }
+                            fb_ldsm4t(f, &dos[kk * 16 + (mi & 1) * 8 + (lane & 7)][n * 8 + (mi >> 1) * 8]);
+                            fb_mma(adv[n], pa[kk], f[0], f[1]);
+                            fb_mma(adv[n + 1], pa[kk], f[2], f[3]);
+                            fb_ldsm4t(f, &qs[kk * 16 + (mi & 1) * 8 + (lane & 7)][n * 8 + (mi >> 1) * 8]);
+                            fb_mma(adk[n], sa[kk], f[0], f[1]);
+                            fb_mma(adk[n + 1], sa[kk], f[2], f[3]);
                         }
-                        const int q0 = i0 + qrow + g, q1 = q0 + 8;
+                    __syncthreads();   // every warp's dS^T in shared memory
+                    // dQ (BQ x FD) += dS K over the 64 keys: this warp's rows and dims, added to dq
+                    float aq[NT][4];
+                    #pragma unroll
+                    for (int n = 0; n < NT; n++) aq[n][0] = aq[n][1] = aq[n][2] = aq[n][3] = 0.f;
+                    #pragma unroll
+                    for (int kk = 0; kk < BK / 16; kk++) {
+                        unsigned a[4];
+                        int mi = lane >> 3;
+                        fb_ldsm4t(a, &dss[kk * 16 + (mi >> 1) * 8 + (lane & 7)][qrow + (mi & 1) * 8]);
                         #pragma unroll
-                        for (int n = 0; n < NT; n++) {
-                            int c = (n0 + n) * 8 + 2 * t4;
-                            if (q0 < T) { float* p = dq + (bh * T + q0) * FD + c; atomicAdd(p, aq[n][0] * scale); atomicAdd(p + 1, aq[n][1] * scale); }
-                            if (q1 < T) { float* p = dq + (bh * T + q1) * FD + c; atomicAdd(p, aq[n][2] * scale); atomicAdd(p + 1, aq[n][3] * scale); }
+                        for (int n = 0; n < NT; n += 2) {
+                            unsigned f[4];
+                            fb_ldsm4t(f, &ks[kk * 16 + (mi & 1) * 8 + (lane & 7)][(n0 + n) * 8 + (mi >> 1) * 8]);
+                            fb_mma(aq[n], a, f[0], f[1]);
+                            fb_mma(aq[n + 1], a, f[2], f[3]);
                         }
+                    }
+                    const int q0 = i0 + qrow + g, q1 = q0 + 8;
+                    #pragma unroll
+                    for (int n = 0; n < NT; n++) {
+                        int c = (n0 + n) * 8 + 2 * t4;
+                        if (q0 < T) { float* p = dq + (bh * T + q0) * FD + c; atomicAdd(p, aq[n][0] * scale); atomicAdd(p + 1, aq[n][1] * scale); }
+                        if (q1 < T) { float* p = dq + (bh * T + q1) * FD + c; atomicAdd(p, aq[n][2] * scale); atomicAdd(p + 1, aq[n][3] * scale); }
                     }
                 }
                 const long long base = bh * S;
