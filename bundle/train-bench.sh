@@ -2,7 +2,9 @@
 # The Llama training step beside PyTorch FSDP2, in one command, on the GPUs of this machine:
 #   bundle/train-bench.sh [--world W] [more LlamaTrainBench options, passed to both systems]
 # e.g. bundle/train-bench.sh --world 2 --config 1b --seq 2048 --batch 1 --compute bf16 --steps 10 --warmup 3
-#      bundle/train-bench.sh --world 2 --config 1b --compute f32 --steps 100 --warmup 0 --lr 1e-4   (the loss curves in float32)
+#      bundle/train-bench.sh --world 2 --config 1b --compute f32 --steps 100 --warmup 0 --lr 1e-6   (the loss curves in float32:
+#      the batch is the same every step, so at a larger rate the model memorises it within the 100 steps and the
+#      losses, a few thousandths, differ by more than 1e-4 relative though by less than 3e-6 absolute)
 # Gatun's LlamaTrainBench (the ranks threads of one process, rank r on GPU r; FSDP over W ranks) writes
 # $OUT/gatun-train-wW.json, then bench/llama_train_torch.py under torchrun (W processes; eager and torch.compile
 # unless TORCH_MODES says otherwise) runs the same shape, data and initial weights, compares each step's loss with

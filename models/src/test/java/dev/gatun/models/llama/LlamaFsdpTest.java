@@ -155,8 +155,13 @@ class LlamaFsdpTest {
         int dp = 4;
         Graph rep = graph(dp, DataParallel.REPLICATED), fsdp = graph(dp, DataParallel.FULLY_SHARDED);
         var wholeShapes = new ArrayList<List<Long>>();
-        for (String name : LlamaTraining.initialWeights(rep, 1, 0.02, DType.F64).keySet())
-            wholeShapes.add(java.util.Arrays.stream(rep.inputs().get(name).type().shape().sizes()).boxed().toList());
+        var gatheredShapes = new ArrayList<List<Long>>();   // a decoder layer's weights twice: again in the backward pass (reshard after forward)
+        for (String name : LlamaTraining.initialWeights(rep, 1, 0.02, DType.F64).keySet()) {
+            var shape = java.util.Arrays.stream(rep.inputs().get(name).type().shape().sizes()).boxed().toList();
+            wholeShapes.add(shape);
+            gatheredShapes.add(shape);
+            if (name.startsWith("model.layers.")) gatheredShapes.add(shape);
+        }
         try (var r = Session.compile(rep, CompileOptions.world(dp).backend("host"));
              var f = Session.compile(fsdp, CompileOptions.world(dp).backend("host"))) {
             long repBytes = stateBytes(r), fsdpBytes = stateBytes(f), count = 8;   // optimizer.step: one f64 whole on every rank
@@ -172,7 +177,7 @@ class LlamaFsdpTest {
                         scattered.add(java.util.Arrays.stream(c.input().shape().sizes()).boxed().toList());
                     }
                 }
-            assertThat(gathered).as("one all_gather of each whole weight").containsExactlyInAnyOrderElementsOf(wholeShapes);
+            assertThat(gathered).as("an all_gather of each whole weight, a layer's again for the backward pass").containsExactlyInAnyOrderElementsOf(gatheredShapes);
             assertThat(scattered).as("one reduce_scatter of each weight's whole gradient").containsExactlyInAnyOrderElementsOf(wholeShapes);
             assertThat(r.plan().steps().stream().flatMap(s -> s.collectives().stream())
                     .filter(c -> c.call().kind() != CollectiveKind.ALL_REDUCE)).as("plain data parallelism gathers nothing").isEmpty();
