@@ -20,8 +20,9 @@ import java.util.List;
  * a matrix product's gradient is two products summed over broadcast batch dimensions; views map the gradient back
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
  * {@code topk} scatter theirs with {@code scatter_add}; the fused decode attention is recomputed as the ops it fuses
- * and those differentiated, flash_attention's gradient is one fused op ({@code flash_attention_backward}). Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
- * and back; with max or min the gradient goes to the ranks holding the result; a broadcast's is a reduce to its root.
+ * and those differentiated; flash_attention's gradient is one fused op ({@code flash_attention_backward}). Collectives
+ * transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum) and back; with max or min the
+ * gradient goes to the ranks holding the result; a broadcast's is a reduce to its root.
  * What has no rule is refused by name ({@link #refuse}).
  */
 final class GradientRules {
