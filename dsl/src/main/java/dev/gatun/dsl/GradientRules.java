@@ -19,9 +19,10 @@ import java.util.List;
  * mean's divided by the count, an amax or amin splits its gradient evenly among tied elements (as {@code torch.amax});
  * a matrix product's gradient is two products summed over broadcast batch dimensions; views map the gradient back
  * (a slice's is padded with zeros, interleaved with zeros for a step); {@code index_select}, {@code gather} and
- * {@code topk} scatter theirs with {@code scatter_add}; the fused attention is recomputed as the ops it fuses and
- * those differentiated. Collectives transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum)
- * and back; with max or min the gradient goes to the ranks holding the result; a broadcast's is a reduce to its root.
+ * {@code topk} scatter theirs with {@code scatter_add}; the fused decode attention is recomputed as the ops it fuses
+ * and those differentiated; flash_attention's gradient is one fused op ({@code flash_attention_backward}). Collectives
+ * transpose: all_reduce(sum) to all_reduce(sum), all_gather to reduce_scatter(sum) and back; with max or min the
+ * gradient goes to the ranks holding the result; a broadcast's is a reduce to its root.
  * What has no rule is refused by name ({@link #refuse}).
  */
 final class GradientRules {
@@ -71,34 +72,32 @@ final class GradientRules {
     }
 
     /**
-     * flash_attention's gradient: the attention recomputed as the ops it fuses (grouped query heads as [B, Hkv, G * T, d]
-     * rows over their shared key-value head, the scaled scores, the soft-cap, the causal and window mask as a
-     * {@code where} with -inf, softmax, the values' product, the result transposed token-major) in the inputs' dtype,
-     * and that differentiated with {@code g} as its seed. A tensor passed twice gets its whole gradient once.
+     * flash_attention's gradient: one {@code flash_attention_backward} ({@link dev.gatun.ir.ops.FlashAttentionBackward},
+     * flash attention 2's backward pass) from q, k, v, the forward's result and {@code g}, every case the forward takes
+     * (causal, window, soft cap, grouped-query heads): it recomputes the scores tile by tile and never holds the [T, S]
+     * probabilities, where differentiating the attention recomputed as the ops it fuses held four or five of them per
+     * layer. Its gradients come in float32 (f64 for f64), dk and dv as each query head's part, summed here over the
+     * query heads sharing a key-value head, and are cast to the dtype here. A tensor passed twice (k as v too) gets both
+     * contributions, which {@link Gradients} adds.
      */
-    private static void flashAttention(GraphBuilder graph, String call, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {
+    private static void flashAttention(GraphBuilder graph, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {
         Tensor q = graph.wrap(n.input(0)), k = graph.wrap(n.input(1)), v = graph.wrap(n.input(2));
-        long[] qs = q.shape().sizes(), ks = k.shape().sizes();
-        long b = qs[0], hq = qs[1], t = qs[2], d = qs[3], hkv = ks[1], s = ks[2], group = hq / hkv;
-        double scale = r.attrs().real("scale"), cap = r.attrs().real("softcap");
-        long window = r.attrs().integer("window");
-        Tensor scores = q.reshape(b, hkv, group * t, d).matmul(k.transpose(2, 3)).mul(scale);
-        if (cap > 0) scores = scores.div(cap).tanh().mul(cap);
-        scores = scores.reshape(b, hkv, group, t, s);
-        if (r.attrs().integer("causal") == 1) {
-            Tensor pos = graph.arange(DType.INT64, t).add(s - t).reshape(t, 1), key = graph.arange(DType.INT64, s).reshape(1, s);
-            Tensor minus = graph.scalar(Double.NEGATIVE_INFINITY, scores.dtype());
-            scores = key.le(pos).where(scores, minus);
-            if (window > 0) scores = key.gt(pos.sub(window)).where(scores, minus);
-        }
-        Tensor y = scores.softmax(-1).reshape(b, hkv, group * t, s).matmul(v).reshape(b, hq, t, d).transpose(1, 2);
-        var distinct = new java.util.LinkedHashMap<Node, Integer>();
-        for (int i = 0; i < 3; i++) if (want[i]) distinct.putIfAbsent(n.input(i), i);
-        Tensor[] wrt = distinct.keySet().stream().map(graph::wrap).toArray(Tensor[]::new);
-        Tensor[] grads = Gradients.of(graph, call, y, g, wrt);
-        int i = 0;
-        for (int at : distinct.values()) out[at] = grads[i++];
+        var attrs = java.util.Map.of("scale", r.attrs().real("scale"), "causal", r.attrs().integer("causal"), "window", r.attrs().integer("window"),
+                "softcap", r.attrs().real("softcap"));
+        var grads = graph.apply(dev.gatun.ir.ops.FlashAttentionBackward.SPEC.name(), attrs, q, k, v, graph.wrap(n), g);
+        if (want[0]) out[0] = inDtype(grads.get(0), q.dtype());
+        if (want[1]) out[1] = groupSum(grads.get(1), k);
+        if (want[2]) out[2] = groupSum(grads.get(2), v);
     }
+
+    /** Each query head's part [B, Hq, S, d] summed over the heads sharing a key-value head: x's gradient, in its dtype. */
+    private static Tensor groupSum(Tensor parts, Tensor x) {
+        long[] ps = parts.shape().sizes(), xs = x.shape().sizes();
+        Tensor whole = ps[1] == xs[1] ? parts : parts.reshape(xs[0], xs[1], ps[1] / xs[1], xs[2], xs[3]).sum(2);
+        return inDtype(whole, x.dtype());
+    }
+
+    private static Tensor inDtype(Tensor t, DType d) { return t.dtype() == d ? t : t.cast(d); }
 
     /** A {@link GraphException} naming the call, the op and the node, with why and what to do instead. */
     static GraphException refuse(String call, Node n, String why) {
@@ -296,7 +295,7 @@ final class GradientRules {
             }
             case "topk" -> out[0] = Gradients.zeros(graph, x.shape(), g).scatterAdd(-1, graph.wrap(secondOutput(graph, call, n)), g);
             case "attention" -> attention(graph, call, r.attrs().real("scale"), n, g, want, out);
-            case "flash_attention" -> flashAttention(graph, call, r, n, g, want, out);
+            case "flash_attention" -> flashAttention(graph, r, n, g, want, out);
             case "update_slice" -> throw refuse(call, n, "update_slice writes at a position read at run time and has no gradient;"
                     + " build the tensor with cat instead");
             case "expert_matmul" -> throw refuse(call, n, "expert_matmul has no gradient rule yet; for training, write the layer densely"

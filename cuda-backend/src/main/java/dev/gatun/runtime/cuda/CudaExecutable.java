@@ -89,6 +89,7 @@ final class CudaExecutable implements Executable {
     final CudaArgmax argmax;
     final CudaSample sample;
     final CudaFlashAttention flash;
+    final CudaFlashAttentionBackward flashBackward;
     final CudaUpdateSlice updateSlice;
     final CudaAttention attention;
     /** By buffer id: an input a GEMV product (Step.Matmul.gemv) or expert_matmul reads, which is read in place only where it lies 16-byte aligned. */
@@ -179,6 +180,7 @@ final class CudaExecutable implements Executable {
                     ? new CudaExpertMatmul(this::module, multiprocessors) : null;
             this.sample = calls(plan, dev.gatun.ir.ops.Sample.SPEC) ? new CudaSample(this::module, plan) : null;
             this.flash = calls(plan, dev.gatun.ir.ops.FlashAttention.SPEC) ? new CudaFlashAttention(this::module) : null;
+            this.flashBackward = calls(plan, dev.gatun.ir.ops.FlashAttentionBackward.SPEC) ? new CudaFlashAttentionBackward(this::module) : null;
             this.updateSlice = plan.steps().stream().anyMatch(s -> dev.gatun.planner.UpdateSliceCall.is(s) || s instanceof Step.UpdateSlices)
                     ? new CudaUpdateSlice(this::module) : null;
             this.attention = plan.steps().stream().anyMatch(s -> CudaAttention.attentionOf(s) != null) ? new CudaAttention(device, this::module, plan, stream) : null;
@@ -242,6 +244,10 @@ final class CudaExecutable implements Executable {
         if (flash != null)
             for (Step s : plan.steps())
                 if (s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) flash.loadNow(o.input(0).dtype(), o.input(0).shape().sizes()[3]);
+        if (flashBackward != null)
+            for (Step s : plan.steps())
+                if (s instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttentionBackward.SPEC)
+                    flashBackward.loadNow(o.input(0).dtype(), o.input(0).shape().sizes()[3]);
         if (matmul != null) {
             matmul.loadNow();
             new CudaRun(this, Map.of(), false).warmUpMatmuls();

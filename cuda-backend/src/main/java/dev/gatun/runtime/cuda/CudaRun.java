@@ -380,6 +380,7 @@ final class CudaRun implements StepLoop.Steps {
             Map.entry(dev.gatun.ir.ops.ScatterAdd.SPEC.name(), CudaRun::scatterAdd),
             Map.entry(dev.gatun.ir.ops.ExpertMatmul.SPEC.name(), CudaRun::expertMatmul),
             Map.entry(dev.gatun.ir.ops.FlashAttention.SPEC.name(), CudaRun::flashAttention),
+            Map.entry(dev.gatun.ir.ops.FlashAttentionBackward.SPEC.name(), CudaRun::flashAttentionBackward),
             Map.entry(dev.gatun.ir.ops.UpdateSlice.SPEC.name(), (run, call) -> run.updateSlice(UpdateSliceCall.of(call))),
             Map.entry(dev.gatun.ir.ops.Snapshot.SPEC.name(), CudaRun::snapshot),
             Map.entry(dev.gatun.ir.ops.Attention.SPEC.name(), (run, call) -> run.attention(AttentionCall.of(call))));
@@ -487,6 +488,15 @@ final class CudaRun implements StepLoop.Steps {
     private void flashAttention(Step.OpCall s) {
         exe.flash.run(s.label(), s.input(0).dtype(), s.input(0).shape().sizes(env), s.input(1).shape().sizes(env), addressOf(s.input(0)),
                 addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.output()), s.attrs(), choice(s).programmatic(), exe.stream);
+    }
+
+    /** flash_attention_backward's inputs: q, k, v, o, dout; its outputs: dq (float32), dk, dv, stats. */
+    private void flashAttentionBackward(Step.OpCall s) {
+        var out = s.outputs();
+        var x = new CudaFlashAttentionBackward.Buffers(addressOf(s.input(0)), addressOf(s.input(1)), addressOf(s.input(2)), addressOf(s.input(3)),
+                addressOf(s.input(4)), addressOf(out.get(0)), addressOf(out.get(1)), addressOf(out.get(2)), addressOf(out.get(3)));
+        exe.flashBackward.run(s.label(), s.input(0).dtype(), s.input(0).shape().sizes(env), s.input(1).shape().sizes(env), x, s.attrs(),
+                choice(s).programmatic(), exe.stream);
     }
 
     /** index_select's inputs: the table, the indices. */

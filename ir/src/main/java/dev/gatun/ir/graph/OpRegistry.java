@@ -27,6 +27,7 @@ public final class OpRegistry {
                 dev.gatun.ir.ops.Snapshot.SPEC,
                 dev.gatun.ir.ops.Attention.SPEC,
                 dev.gatun.ir.ops.FlashAttention.SPEC,
+                dev.gatun.ir.ops.FlashAttentionBackward.SPEC,
                 dev.gatun.ir.ops.ExpertMatmul.SPEC)) {
             if (BY_NAME.put(s.name(), s) != null) throw new IllegalStateException("two registered ops are named " + s.name());
         }

@@ -1,0 +1,101 @@
+package dev.gatun.runtime.cuda;
+
+import dev.gatun.ir.DType;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * {@link CudaFlashAttentionBackward}'s kernels run as host C++ without a GPU (g++, CUDA's half-precision headers,
+ * {@code emulation/flash_backward/}: a block's threads as threads, barriers, warp shuffles, and {@code mma.sync} and
+ * {@code ldmatrix} emulated from PTX's fragment layouts in place of the kernels' own primitives,
+ * {@link CudaFlashAttentionBackward#MMA_PRIMITIVES}), launched as the backend launches them, against plain float64 loops
+ * in the driver (dk and dv: the heads' parts summed over each group): the tensor-core form (bf16 and f16, head sizes 64 and 128: causal and not, grouped-query heads, T < S,
+ * a window, a soft cap, lengths off the tiles) within 16-bit rounding (1e-2 of each gradient's largest element), the
+ * rows form within float32's (1e-5) and float64's (1e-12). dq, dk and dv start as NaN, so an element no kernel writes (or the stats kernel fails to zero)
+ * shows. Not checked here: the device's memory model, speed (FlashAttentionBackwardGpuTest). Skipped where g++ or
+ * CUDA's headers are absent.
+ */
+class FlashAttentionBackwardEmulationTest {
+    static final Path CUDA_INCLUDE = Path.of("/usr/local/cuda/include");
+
+    record Program(DType type, int d) {}
+
+    @Test
+    void theKernelsMatchFloat64Loops(@TempDir Path dir) throws Exception {
+        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
+                .orElse(null);
+        assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
+        for (String f : List.of("harness.h", "fb_mma.h", "driver.cpp"))
+            try (InputStream in = getClass().getResourceAsStream("/emulation/flash_backward/" + f)) {
+                Files.write(dir.resolve(f), in.readAllBytes());
+            }
+        var cases = new Object[][]{
+                {new Program(DType.BF16, 64), new String[]{"1 4 2 100 100 1 0 0", "2 4 1 70 130 1 0 0", "1 2 1 150 150 1 40 0", "1 4 4 64 200 0 0 0"}},
+                {new Program(DType.BF16, 128), new String[]{"1 2 1 70 130 1 30 2"}},
+                {new Program(DType.F16, 64), new String[]{"1 2 2 90 90 1 0 5"}},
+                {new Program(DType.F32, 80), new String[]{"1 4 2 40 60 1 0 0", "1 2 1 30 50 1 20 3"}},
+                {new Program(DType.F64, 64), new String[]{"1 4 2 40 40 0 0 0"}}};
+        for (Object[] c : cases) {
+            Program p = (Program) c[0];
+            Path exe = build(gxx, dir, p);
+            double tol = p.type() == DType.F64 ? 1e-12 : p.type() == DType.F32 ? 1e-5 : 1e-2;
+            for (String args : (String[]) c[1]) {
+                String out = run(exe, args);
+                var lines = out.strip().lines().toList();
+                assertThat(lines).as("%s %s:%n%s", p, args, out).hasSize(3);
+                for (String line : lines) {
+                    String[] f = line.split(" ");
+                    double rel = f[1].contains("nan") ? Double.NaN : Double.parseDouble(f[1]);
+                    assertThat(rel).as("%s, args %s, %s (%s form)", p, args, f[0], CudaFlashAttentionBackward.form(p.type(), p.d())).isLessThan(tol);
+                }
+            }
+        }
+    }
+
+    /** The program of {@code p} with the emulated primitives, compiled with the driver. */
+    private static Path build(Path gxx, Path dir, Program p) throws Exception {
+        String source = CudaFlashAttentionBackward.source(p.type(), p.d());
+        boolean mma = CudaFlashAttentionBackward.form(p.type(), p.d()).equals("mma");
+        if (mma) {
+            assertThat(source).contains(CudaFlashAttentionBackward.MMA_PRIMITIVES);
+            source = source.replace(CudaFlashAttentionBackward.MMA_PRIMITIVES, "#include \"fb_mma.h\"\n");
+        }
+        String name = "fb_" + p.type().shortName() + "_" + p.d();
+        Files.writeString(dir.resolve(name + ".h"), source.replace("extern \"C\" ", ""));
+        var cmd = new ArrayList<>(List.of(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-w", "-I" + CUDA_INCLUDE, "-I" + dir,
+                "-DKERNEL=\"" + name + ".h\"", "driver.cpp", "-o", name));
+        if (!mma) cmd.add("-DROWSFORM");
+        String log = exec(new ProcessBuilder(cmd).directory(dir.toFile()), 300);
+        assertThat(dir.resolve(name)).as("g++ for %s:%n%s", p, log).exists();
+        return dir.resolve(name);
+    }
+
+    private static String run(Path exe, String args) throws Exception {
+        var cmd = new ArrayList<String>();
+        cmd.add(exe.toString());
+        cmd.addAll(List.of(args.split(" ")));
+        return exec(new ProcessBuilder(cmd), 300);
+    }
+
+    private static String exec(ProcessBuilder pb, int seconds) throws Exception {
+        Process proc = pb.redirectErrorStream(true).start();
+        String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!proc.waitFor(seconds, TimeUnit.SECONDS)) {
+            proc.destroyForcibly();
+            throw new AssertionError("timed out after " + seconds + " s: " + pb.command() + "\n" + out);
+        }
+        return out;
+    }
+}
