@@ -34,9 +34,11 @@ final class CudaFlashAttention {
         return (t == DType.BFLOAT16 || t == DType.FLOAT16) && (d == 64 || d == 128) ? "mma" : "rows";
     }
 
-    private static final String COMMON = Programmatic.SOURCE + """
-            #include <cuda_fp16.h>
-            #include <cuda_bf16.h>
+    /**
+     * The device helpers the forward and backward kernels share: -inf, the dtype conversions, whether query i sees key
+     * j (causal bound and window), a score scaled and soft-capped in float and in double.
+     */
+    static final String MASK_AND_SCORE = """
             #define FA_NEG_INF __int_as_float(0xff800000)
             """ + CudaAttention.FLOATS + """
             // whether query i of T (at position S - T + i) sees key j
@@ -58,6 +60,11 @@ final class CudaFlashAttention {
             __device__ __forceinline__ double at_f(double x) { return x; }
             __device__ __forceinline__ void at_store(double* p, double v) { *p = v; }
             """;
+
+    private static final String COMMON = Programmatic.SOURCE + """
+            #include <cuda_fp16.h>
+            #include <cuda_bf16.h>
+            """ + MASK_AND_SCORE;
 
     /**
      * The rows kernel: FT the element type, FD the head size, FR query rows a block (a warp each, in turns), FK keys a

@@ -39,24 +39,11 @@ final class CudaFlashAttentionBackward {
     private static final String COMMON = Programmatic.SOURCE + """
             #include <cuda_fp16.h>
             #include <cuda_bf16.h>
-            #define FB_NEG_INF __int_as_float(0xff800000)
-            """ + CudaAttention.FLOATS + """
-            __device__ __forceinline__ double at_f(double x) { return x; }
-            __device__ __forceinline__ void at_store(double* p, double v) { *p = v; }
-            // whether query i of T (at position S - T + i) sees key j
+            """ + CudaFlashAttention.MASK_AND_SCORE + """
+            #define FB_NEG_INF FA_NEG_INF
+            // whether query i of T sees key j: the forward's mask, and no query past the last
             __device__ __forceinline__ bool fb_sees(int i, int j, int T, int S, int causal, int window) {
-                if (i >= T || j >= S) return false;
-                if (!causal) return true;
-                int pos = S - T + i;
-                return j <= pos && (window == 0 || j > pos - window);
-            }
-            __device__ __forceinline__ float fb_score(float dot, float scale, float softcap) {
-                float s = dot * scale;
-                return softcap > 0.f ? softcap * tanhf(s / softcap) : s;
-            }
-            __device__ __forceinline__ double fb_score(double dot, double scale, double softcap) {
-                double s = dot * scale;
-                return softcap > 0.0 ? softcap * tanh(s / softcap) : s;
+                return i < T && fa_sees(i, j, T, S, causal, window);
             }
             // the keys query i sees: [start, end)
             __device__ __forceinline__ int fb_end(int i, int T, int S, int causal) { return causal ? S - T + i + 1 : S; }
@@ -98,7 +85,7 @@ final class CudaFlashAttentionBackward {
                 const FT* kb = k + ((long long) b * Hkv + h / (Hq / Hkv)) * S * FD;
                 FA m = FB_NEG_INF, l = 0;
                 for (int j = fb_start(i, T, S, causal, window) + lane; j < fb_end(i, T, S, causal); j += 32) {
-                    FA s = fb_score(fb_dot(qr, kb + (long long) j * FD), scale, softcap);
+                    FA s = fa_score(fb_dot(qr, kb + (long long) j * FD), scale, softcap);
                     FA mn = FA_MAX(m, s);
                     l = l * FA_EXP(m - mn) + FA_EXP(s - mn);
                     m = mn;
@@ -136,7 +123,7 @@ final class CudaFlashAttentionBackward {
                     int j = j0 + lane;
                     FA ds = 0;
                     if (j < end) {
-                        FA s = fb_score(fb_dot(qr, kb + (long long) j * FD), scale, softcap);
+                        FA s = fa_score(fb_dot(qr, kb + (long long) j * FD), scale, softcap);
                         FA p = FA_EXP(s - L);
                         ds = p * (fb_dot(dr, vb + (long long) j * FD) - D);
                         if (softcap > 0) ds *= 1 - (s / softcap) * (s / softcap);
@@ -167,7 +154,7 @@ final class CudaFlashAttentionBackward {
                         FA p = 0, ds = 0;
                         if (i < hi) {
                             long long row = ((long long) b * Hq + h) * T + i;
-                            FA s = fb_score(fb_dot(q + row * FD, kr), scale, softcap);
+                            FA s = fa_score(fb_dot(q + row * FD, kr), scale, softcap);
                             p = FA_EXP(s - stats[row * 2]);
                             ds = p * (fb_dot(dout + (((long long) b * T + i) * Hq + h) * FD, vr) - stats[row * 2 + 1]);
                             if (softcap > 0) ds *= 1 - (s / softcap) * (s / softcap);
@@ -277,7 +264,7 @@ final class CudaFlashAttentionBackward {
                         #pragma unroll
                         for (int x = 0; x < 4; x++) {
                             int j = j0 + n * 8 + 2 * t4 + (x & 1);
-                            float sc = fb_sees(x < 2 ? r0 : r1, j, T, S, causal, window) ? fb_score(s[n][x], scale, softcap) : FB_NEG_INF;
+                            float sc = fb_sees(x < 2 ? r0 : r1, j, T, S, causal, window) ? fa_score(s[n][x], scale, softcap) : FB_NEG_INF;
                             s[n][x] = sc;
                             if (x < 2) mx0 = fmaxf(mx0, sc); else mx1 = fmaxf(mx1, sc);
                         }
@@ -379,7 +366,7 @@ final class CudaFlashAttentionBackward {
                             int c = n * 8 + 2 * t4 + (x & 1), i = i0 + c;
                             float p = 0.f, ds = 0.f;
                             if (fb_sees(i, x < 2 ? key0 : key1, T, S, causal, window)) {
-                                float sc = fb_score(st[n][x], scale, softcap);
+                                float sc = fa_score(st[n][x], scale, softcap);
                                 p = __expf(sc - ls[c]);
                                 ds = p * (dpt[n][x] - dsum[c]);
                                 if (softcap > 0.f) ds *= 1.f - (sc / softcap) * (sc / softcap);

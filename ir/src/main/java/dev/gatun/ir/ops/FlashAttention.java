@@ -81,6 +81,28 @@ public final class FlashAttention implements OpSpec {
         return j <= pos && (window == 0 || j > pos - window);
     }
 
+    /**
+     * The scaled (and soft-capped) float64 scores of query row {@code qo} (the offset of its d elements in {@code q}) over
+     * the keys of key-value head offset {@code kvo} (key j's elements at {@code kvo + j * d}) that query {@code i} of
+     * {@code tq} sees: {@code seen[j]} says which, {@code scores[j]} holds each; returns the largest (-inf: none seen).
+     */
+    static double rowScores(HostTensor q, HostTensor k, long qo, long kvo, long i, long tq, long s, long d, boolean causal, long window,
+                            double scale, double cap, boolean[] seen, double[] scores) {
+        double max = Double.NEGATIVE_INFINITY;
+        for (long j = 0; j < s; j++) {
+            seen[(int) j] = sees(i, j, tq, s, causal, window);
+            if (!seen[(int) j]) continue;
+            long ko = kvo + j * d;
+            double dot = 0;
+            for (long e = 0; e < d; e++) dot += q.get(qo + e) * k.get(ko + e);
+            double score = dot * scale;
+            if (cap > 0) score = cap * Math.tanh(score / cap);
+            scores[(int) j] = score;
+            max = Math.max(max, score);
+        }
+        return max;
+    }
+
     /** Every score in float64, the row's softmax from its largest seen score, the weighted sum of the values. */
     @Override public void reference(List<HostTensor> inputs, List<HostTensor> outputs, OpAttrs attrs) {
         HostTensor q = inputs.get(0), k = inputs.get(1), v = inputs.get(2), out = outputs.getFirst();
@@ -96,18 +118,7 @@ public final class FlashAttention implements OpSpec {
                 long kvh = h / group;
                 for (long i = 0; i < tq; i++) {
                     long qo = ((bi * hq + h) * tq + i) * d;
-                    double max = Double.NEGATIVE_INFINITY;
-                    for (long j = 0; j < s; j++) {
-                        seen[(int) j] = sees(i, j, tq, s, causal, window);
-                        if (!seen[(int) j]) continue;
-                        long ko = ((bi * hkv + kvh) * s + j) * d;
-                        double dot = 0;
-                        for (long e = 0; e < d; e++) dot += q.get(qo + e) * k.get(ko + e);
-                        double score = dot * scale;
-                        if (cap > 0) score = cap * Math.tanh(score / cap);
-                        p[(int) j] = score;
-                        max = Math.max(max, score);
-                    }
+                    double max = rowScores(q, k, qo, (bi * hkv + kvh) * s * d, i, tq, s, d, causal, window, scale, cap, seen, p);
                     double sum = 0;
                     java.util.Arrays.fill(acc, 0);
                     for (long j = 0; j < s; j++) {

@@ -77,18 +77,7 @@ public final class FlashAttentionBackward implements OpSpec {
                 long kvh = h / group;
                 for (long i = 0; i < tq; i++) {
                     long qo = ((bi * hq + h) * tq + i) * d, to = ((bi * tq + i) * hq + h) * d;
-                    double max = Double.NEGATIVE_INFINITY;
-                    for (long j = 0; j < s; j++) {
-                        seen[(int) j] = FlashAttention.sees(i, j, tq, s, causal, window);
-                        if (!seen[(int) j]) continue;
-                        long ko = ((bi * hkv + kvh) * s + j) * d;
-                        double dot = 0;
-                        for (long e = 0; e < d; e++) dot += q.get(qo + e) * k.get(ko + e);
-                        double score = dot * scale;
-                        if (cap > 0) score = cap * Math.tanh(score / cap);
-                        sc[(int) j] = score;
-                        max = Math.max(max, score);
-                    }
+                    double max = FlashAttention.rowScores(q, k, qo, (bi * hkv + kvh) * s * d, i, tq, s, d, causal, window, scale, cap, seen, sc);
                     double sum = 0;
                     for (long j = 0; j < s; j++) if (seen[(int) j]) sum += Math.exp(sc[(int) j] - max);
                     double lse = max + Math.log(sum), dsum = 0;
