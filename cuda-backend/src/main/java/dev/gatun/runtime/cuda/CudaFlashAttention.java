@@ -321,22 +321,31 @@ final class CudaFlashAttention {
         return d <= 128 ? 32 : 16;
     }
 
-    /** The program of one (dtype, head size, form): the common header, the constants, the kernel. */
-    static String source(DType t, int d) {
+    /** A program's start, for the forward's kernels and the backward's: {@code common}, then FT (the element type) and FD (the head size). */
+    static StringBuilder header(String common, String op, DType t, int d) {
         String type = switch (t) {
             case FLOAT32 -> "float";
             case FLOAT16 -> "__half";
             case BFLOAT16 -> "__nv_bfloat16";
             case FLOAT64 -> "double";
-            default -> throw new IllegalArgumentException("flash_attention takes f32, f16, bf16 or f64, not " + t);
+            default -> throw new IllegalArgumentException(op + " takes f32, f16, bf16 or f64, not " + t);
         };
-        var sb = new StringBuilder(COMMON).append("#define FT ").append(type).append("\n#define FD ").append(d).append('\n');
+        return new StringBuilder(common).append("#define FT ").append(type).append("\n#define FD ").append(d).append('\n');
+    }
+
+    /** The tensor-core form's defines: the products' operand type and how two floats pack into its pair. */
+    static String mmaDefines(DType t) {
+        boolean bf = t == DType.BFLOAT16;
+        return "#define MMA \"" + (bf ? "bf16" : "f16") + "\"\n"
+                + (bf ? "#define PACK __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n"
+                      : "#define PACK __half2 h = __floats2half2_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n");
+    }
+
+    /** The program of one (dtype, head size, form): the common header, the constants, the kernel. */
+    static String source(DType t, int d) {
+        var sb = header(COMMON, "flash_attention", t, d);
         if (form(t, d).equals("mma")) {
-            boolean bf = t == DType.BFLOAT16;
-            sb.append("#define MMA \"").append(bf ? "bf16" : "f16").append("\"\n");
-            sb.append(bf ? "#define PACK __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n"
-                    : "#define PACK __half2 h = __floats2half2_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n");
-            sb.append(MMA);
+            sb.append(mmaDefines(t)).append(MMA);
         } else {
             sb.append(t == DType.FLOAT64 ? "#define FA double\n#define FA_FMA fma\n#define FA_MAX fmax\n#define FA_EXP exp\n"
                     : "#define FA float\n#define FA_FMA fmaf\n#define FA_MAX fmaxf\n#define FA_EXP expf\n");

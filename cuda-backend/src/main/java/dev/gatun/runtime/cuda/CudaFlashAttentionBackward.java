@@ -441,21 +441,9 @@ final class CudaFlashAttentionBackward {
 
     /** The program of one (dtype, head size, form): the common header, the constants, the kernels. */
     static String source(DType t, int d) {
-        String type = switch (t) {
-            case FLOAT32 -> "float";
-            case FLOAT16 -> "__half";
-            case BFLOAT16 -> "__nv_bfloat16";
-            case FLOAT64 -> "double";
-            default -> throw new IllegalArgumentException("flash_attention_backward takes f32, f16, bf16 or f64, not " + t);
-        };
-        var sb = new StringBuilder(COMMON).append("#define FT ").append(type).append("\n#define FD ").append(d).append('\n');
+        var sb = CudaFlashAttention.header(COMMON, "flash_attention_backward", t, d);
         if (form(t, d).equals("mma")) {
-            boolean bf = t == DType.BFLOAT16;
-            sb.append("#define BQ ").append(queryTile(d)).append('\n');
-            sb.append("#define MMA \"").append(bf ? "bf16" : "f16").append("\"\n");
-            sb.append(bf ? "#define PACK __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n"
-                    : "#define PACK __half2 h = __floats2half2_rn(lo, hi); return *reinterpret_cast<unsigned*>(&h);\n");
-            sb.append(MMA);
+            sb.append("#define BQ ").append(queryTile(d)).append('\n').append(CudaFlashAttention.mmaDefines(t)).append(MMA);
         } else {
             sb.append(t == DType.FLOAT64 ? "#define FA double\n#define FA_FMA fma\n#define FA_MAX fmax\n#define FA_EXP exp\n#define FA_LOG log\n"
                     : "#define FA float\n#define FA_FMA fmaf\n#define FA_MAX fmaxf\n#define FA_EXP expf\n#define FA_LOG logf\n");
