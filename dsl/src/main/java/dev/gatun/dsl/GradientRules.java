@@ -82,9 +82,8 @@ final class GradientRules {
      */
     private static void flashAttention(GraphBuilder graph, Op.Registered r, Node n, Tensor g, boolean[] want, Tensor[] out) {
         Tensor q = graph.wrap(n.input(0)), k = graph.wrap(n.input(1)), v = graph.wrap(n.input(2));
-        var attrs = java.util.Map.of("scale", r.attrs().real("scale"), "causal", r.attrs().integer("causal"), "window", r.attrs().integer("window"),
-                "softcap", r.attrs().real("softcap"));
-        var grads = graph.apply(dev.gatun.ir.ops.FlashAttentionBackward.SPEC.name(), attrs, q, k, v, graph.wrap(n), g);
+        // the forward's own attributes (scale, causal, window, softcap): the backward op takes the same ones
+        var grads = graph.apply(dev.gatun.ir.ops.FlashAttentionBackward.SPEC.name(), r.attrs().values(), q, k, v, graph.wrap(n), g);
         if (want[0]) out[0] = inDtype(grads.get(0), q.dtype());
         if (want[1]) out[1] = groupSum(grads.get(1), k);
         if (want[2]) out[2] = groupSum(grads.get(2), v);
