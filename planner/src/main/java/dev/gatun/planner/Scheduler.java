@@ -117,7 +117,7 @@ final class Scheduler {
             long peak = s.peak(order);
             int[] hoisted = s.shrinkingEarly(order);
             long hoistedPeak = s.peak(hoisted);
-            if (hoistedPeak <= peak && !java.util.Arrays.equals(hoisted, order)) { order = hoisted; peak = hoistedPeak; name += ", shrinking works early"; }
+            if (hoistedPeak <= peak && !Arrays.equals(hoisted, order)) { order = hoisted; peak = hoistedPeak; name += ", shrinking works early"; }
             if (peak < best.peak()) {
                 var list = new ArrayList<Work>();
                 for (int i : order) list.add(works.get(i));
