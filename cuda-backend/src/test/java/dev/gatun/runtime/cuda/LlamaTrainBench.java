@@ -152,7 +152,7 @@ public final class LlamaTrainBench {
                 Boolean.parseBoolean(o.getOrDefault("reshard-after-forward", "true")));
         System.out.printf(Locale.ROOT, "llama training step: %s%n  %d ranks (%s, %d a GPU), %d x %d tokens a rank, f32 master, %s compute, AdamW lr %g clipped at 1.0%n",
                 c, world, mode, perGpu, batch, seq, compute.shortName(), lr);
-        if (planOnly) {   // rank 0's plan, as a session of the CUDA backend makes it, with nothing allocated
+        if (planOnly) {   // rank 0's plan with CompileOptions' defaults (the H200 target, symmetric memory) and the CUDA backend's granularity; nothing allocated
             var options = CompileOptions.world(world);
             Plan p = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(g, options.lowering()),
                     options.planning().withCommGranularity(CudaBackend.GRANULARITY));
