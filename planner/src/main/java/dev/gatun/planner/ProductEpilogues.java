@@ -1,5 +1,6 @@
 package dev.gatun.planner;
 
+import dev.gatun.lowering.Buffer;
 import dev.gatun.lowering.ExternCall;
 import dev.gatun.planner.kernel.Kernel;
 
@@ -20,8 +21,10 @@ import java.util.List;
  * reads it in the tile that stored it ({@link ColumnTiles}). Joined before memory planning, the product and its epilogues are one point of the order, so no output is
  * placed over an input the launch may still read (the product's operands among them).
  *
- * <p>Up to {@value #MAX_EPILOGUES} kernels in a row are tried, then fewer; a kernel that reads the product right
- * after it and stays apart says why under its launch.
+ * <p>The kernels tried are those in a row right after the product that read its output or an earlier one's (a bias
+ * added in one kernel and the rotary embedding of the sum in the next: the chain the tiles of the product hold, the
+ * bias kernel storing its tile for the rotation to read back in the same block). Up to {@value #MAX_EPILOGUES} are
+ * tried, then fewer; a kernel that reads the product right after it and stays apart says why under its launch.
  */
 final class ProductEpilogues {
     private ProductEpilogues() {}
@@ -40,9 +43,12 @@ final class ProductEpilogues {
             }
             PlanBuffer y = table.of(e.call());
             var readers = new ArrayList<Work.KernelWork>();
+            var tiled = new ArrayList<Buffer>(List.of(e.call()));   // what the launch's blocks hold in tiles: the product, the epilogues' outputs
             for (int j = i + 1; j < order.size() && readers.size() < MAX_EPILOGUES && order.get(j) instanceof Work.KernelWork k
-                    && k.reads().contains(e.call()) && !k.kernel().gathers(); j++)   // a gather reads no tile of its own
+                    && k.reads().stream().anyMatch(tiled::contains) && !k.kernel().gathers(); j++) {   // a gather reads no tile of its own
                 readers.add(k);
+                tiled.addAll(k.writes());
+            }
             int n = readers.size();
             ColumnTiles.Analysis a = null;
             for (; n > 0; n--) {

@@ -51,6 +51,29 @@ class LlamaProductEpiloguesTest {
         }
     }
 
+    /**
+     * A q|k|v product with biases (Qwen2's): the bias is added in one kernel and the rotation of the sum in the next, so
+     * the rotation reads the bias kernel's output, not the product's. The rule follows the chain: both join the
+     * product's launch (the rotation reading back, in the same block, the tile the bias kernel stored), and the layer
+     * is as many launches as the same model's without biases.
+     */
+    @Test
+    void aBiasAndTheRotationOfTheSumJoinTheProductAsAChain() {
+        LlamaConfig plain = LlamaCheckpointTest.TINY;
+        LlamaConfig biased = new LlamaConfig(plain.hiddenSize(), plain.layers(), plain.heads(), plain.kvHeads(), plain.intermediateSize(),
+                plain.vocabSize(), plain.ropeTheta(), plain.rmsNormEps(), false, null, plain.headDim(), 0, new LlamaConfig.Biases(true, false, false));
+        try (var s = Session.compile(LlamaDecoder.decode(biased, 1, LlamaDecoderTest.MAX, 1, DType.BF16), CompileOptions.world(1).backend("host").planning(RULE));
+             var p = Session.compile(LlamaDecoder.decode(plain, 1, LlamaDecoderTest.MAX, 1, DType.BF16), CompileOptions.world(1).backend("host").planning(RULE))) {
+            var tiled = s.plan().steps().stream().filter(st -> st instanceof Step.TiledProduct).map(st -> (Step.TiledProduct) st).toList();
+            var chains = tiled.stream().filter(t -> t.epilogues().size() >= 2
+                    && t.epilogues().get(1).kernel().inputs().stream().anyMatch(b -> t.epilogues().get(0).kernel().outputs().contains(b))).toList();
+            assertThat(chains).as("every layer's q|k|v product with its bias, then the rotation of the sum").hasSize(biased.layers())
+                    .allSatisfy(t -> assertThat(t.tiles().largest()).isEqualTo(2));
+            assertThat(s.plan().steps().stream().filter(st -> st.isDeviceWork()).count())
+                    .isEqualTo(p.plan().steps().stream().filter(st -> st.isDeviceWork()).count());
+        }
+    }
+
     @Test
     void theGeneratorGivesTheFloat64PassesTokensUnderTheRule(@TempDir Path dir) throws IOException {
         LlamaConfig c = LlamaCheckpointTest.TINY;
