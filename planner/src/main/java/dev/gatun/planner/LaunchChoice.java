@@ -4,19 +4,23 @@ import java.util.StringJoiner;
 
 /**
  * How a backend launches one step, as the planner decided it ({@code LaunchChoices}): printed on the step's line
- * ({@code # launch: programmatic, gemv[fma, slices=4, preload]}) and so covered by the plan's fingerprint. A backend
+ * ({@code # launch: programmatic, gemv[fma, slices=4, preload]}, {@code attention[early, positions=8, lanes=4]}) and so
+ * covered by the plan's fingerprint. A backend
  * that has such launches makes exactly these and decides none of them itself; a backend without them (the host's)
  * computes the same values either way.
  *
  * @param programmatic the step's kernels are programmatic dependent launches: each may be scheduled while the launch
  *                     before it still runs (the edge into this step), and waits for it before touching memory
  * @param gemv         the few-row product's kernel form ({@code Step.Matmul.gemv}), or null for none
- * @param early        an attention loads its position and cache slice before it waits for the launch before it (which
- *                     wrote this step's keys and values at that position, a graph input, or nothing it reads)
+ * @param attention    a decode step's attention's cut and early load ({@code Step.UpdateAttention} or an {@code attention}
+ *                     call), or null for none
  */
-public record LaunchChoice(boolean programmatic, Gemv gemv, boolean early) {
+public record LaunchChoice(boolean programmatic, Gemv gemv, Attention attention) {
     /** No choice to make: a plain launch, or no launch. */
-    public static final LaunchChoice PLAIN = new LaunchChoice(false, null, false);
+    public static final LaunchChoice PLAIN = new LaunchChoice(false, null, null);
+
+    /** Whether an attention loads its position and cache slice early ({@link Attention#early}). */
+    public boolean early() { return attention != null && attention.early(); }
 
     /**
      * The GEMV's form: the tensor cores' kernel ({@code mma}, float16 and bfloat16 at 2 to 8 rows) or the CUDA cores'
@@ -34,12 +38,34 @@ public record LaunchChoice(boolean programmatic, Gemv gemv, boolean early) {
         }
     }
 
+    /**
+     * An attention's cut ({@code LaunchChoices.attention}): {@code positions} positions of the cache a warp (32, 16 or 8),
+     * each position's dot product with the query rows split over {@code 32 / positions} lanes (its {@link #lanes()}), so a
+     * slice of the cache is a warp and the step is {@code ceil(cache / positions)} slices for every 4 query rows;
+     * {@code early}: it loads its position and cache slice before it waits for the launch before it (which wrote this
+     * step's keys and values at that position, a graph input, or nothing it reads). {@code why}: how the cut was chosen,
+     * for {@code Plan.explain()} (not printed on the step's line).
+     */
+    public record Attention(int positions, boolean early, String why) {
+        public Attention {
+            if (positions != 8 && positions != 16 && positions != 32)
+                throw new dev.gatun.ir.CompilationException("an attention's cut is 8, 16 or 32 positions a warp, not " + positions);
+        }
+
+        /** Lanes a position: its dot products split over them. */
+        public int lanes() { return 32 / positions; }
+
+        public String describe() {
+            return "attention[" + (early ? "early, " : "") + "positions=" + positions + ", lanes=" + lanes() + "]";
+        }
+    }
+
     /** The choices as printed on the step's line ("" for a plain launch). */
     public String describe() {
         var sj = new StringJoiner(", ");
         if (programmatic) sj.add("programmatic");
         if (gemv != null) sj.add(gemv.describe());
-        if (early) sj.add("attention[early]");
+        if (attention != null) sj.add(attention.describe());
         return sj.toString();
     }
 }

@@ -20,6 +20,13 @@ import java.util.Map;
  *   first loop is loaded before the wait (a weight no step of the call writes).</li>
  *   <li><b>Attention's early load.</b> An attention whose launch before it is the update of its caches at its position
  *   (a graph input), or that is joined with that update, loads its position and cache slice before it waits.</li>
+ *   <li><b>Attention's cut.</b> A decode step's attention is a warp for each slice of the cache and {@value #ATTENTION_ROWS}
+ *   query rows: a slice is 32 positions (a lane each), or 16 or 8 with each position's dot product split over 2 or 4
+ *   lanes. The kernel's time at a short cache is one warp's chain (its loads, its reductions, the merge of the slices),
+ *   not bandwidth: the slices are halved while the GPU has fewer than {@value #ATTENTION_WARPS_PER_SM} warps for each
+ *   multiprocessor and the slices still merge in one round ({@value #ATTENTION_MERGE} at most: the merging warp reads
+ *   the slices' maxima and sums a lane each). A long cache, or many query rows, keep 32: the GPU is full and fewer
+ *   slices mean fewer float32 partials to write and merge.</li>
  * </ul>
  */
 final class LaunchChoices {
@@ -28,16 +35,19 @@ final class LaunchChoices {
     /** The GEMV's constants (the CUDA backend's kernels: columns a warp's tile, 16-byte vectors a step, steps unrolled). */
     static final int MMA_COLS = 8, FMA_COLS = 4, MMA_STEP = 4, FMA_STEP = 32, MMA_UNROLL = 4, FMA_UNROLL = 2;
     static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
+    /** The attention's constants (the CUDA backend's kernel: query rows a warp; the rule's warps a multiprocessor, slices a merge round). */
+    static final int ATTENTION_ROWS = 4, ATTENTION_WARPS_PER_SM = 4, ATTENTION_MERGE = 32;
 
     /** Each step's choice, and each part's of a joined step, by identity; steps without one are absent. */
-    static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions.Target target) {
+    static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions options) {
+        PlanOptions.Target target = options.target();
         var out = new IdentityHashMap<Step, LaunchChoice>();
         boolean programmatic = launches.programmatic();
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
             if (!s.isDeviceWork()) continue;   // placements and other bookkeeping (half the steps): nothing launched, plain
-            for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, target));
-            put(out, s, choice(s, programmatic, early(steps, i), target));
+            for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, options));
+            put(out, s, choice(s, programmatic, early(steps, i), options));
         }
         return out;
     }
@@ -46,13 +56,54 @@ final class LaunchChoices {
         if (!c.equals(LaunchChoice.PLAIN)) out.put(s, c);
     }
 
-    private static LaunchChoice choice(Step s, boolean programmatic, boolean early, PlanOptions.Target target) {
+    private static LaunchChoice choice(Step s, boolean programmatic, boolean early, PlanOptions options) {
         LaunchChoice.Gemv gemv = switch (s) {
-            case Step.Matmul m when m.gemv() -> gemv(m, target, false);
-            case Step.TiledProduct t -> gemv(t.product(), target, true);
+            case Step.Matmul m when m.gemv() -> gemv(m, options.target(), false);
+            case Step.TiledProduct t -> gemv(t.product(), options.target(), true);
             default -> null;
         };
-        return new LaunchChoice(programmatic && ownKernels(s), gemv, early);
+        AttentionCall a = attentionOf(s);
+        LaunchChoice.Attention attention = a == null ? null : attention(a, early, options);
+        return new LaunchChoice(programmatic && ownKernels(s), gemv, attention);
+    }
+
+    /** The attention step {@code s} launches: an attention call's, or one joined with the update of its caches; else null. */
+    static AttentionCall attentionOf(Step s) {
+        return switch (s) {
+            case Step.OpCall o when AttentionCall.is(o) -> AttentionCall.of(o);
+            case Step.UpdateAttention u -> u.attention();
+            default -> null;
+        };
+    }
+
+    /** {@code a}'s cut for the options' target (or as the options force it), and its early load. */
+    static LaunchChoice.Attention attention(AttentionCall a, boolean early, PlanOptions options) {
+        long[] q = a.q().shape().sizes();
+        long tiles = q[0] * Math.ceilDiv(q[1], ATTENTION_ROWS), len = a.keysT().shape().sizes()[2];
+        int sms = options.target().multiprocessors();
+        if (options.attentionPositions() != 0) {
+            int p = options.attentionPositions();
+            return new LaunchChoice.Attention(p, early, p + " positions a warp, as the plan options ask: " + tiles + " tiles x "
+                    + Math.ceilDiv(len, p) + " slices of a cache of " + len);
+        }
+        int p = attentionPositions(tiles, len, sms);
+        long warps = tiles * Math.ceilDiv(len, p);
+        String why = p + " positions a warp: " + tiles + " tiles (" + ATTENTION_ROWS + " query rows each) x " + Math.ceilDiv(len, p)
+                + " slices of a cache of " + len + " = " + warps + " warps for " + sms + " multiprocessors"
+                + (p == 32 ? "" : " (halved from 32 while under " + ATTENTION_WARPS_PER_SM + " warps a multiprocessor and at most "
+                + ATTENTION_MERGE + " slices)");
+        return new LaunchChoice.Attention(p, early, why);
+    }
+
+    /**
+     * Positions a warp for {@code tiles} tiles of query rows over a cache of {@code len} on {@code sms} multiprocessors:
+     * 32, halved (to 8 at least) while there are fewer than {@value #ATTENTION_WARPS_PER_SM} warps a multiprocessor and
+     * the halved slices are at most {@value #ATTENTION_MERGE}.
+     */
+    static int attentionPositions(long tiles, long len, int sms) {
+        int p = 32;
+        while (p > 8 && tiles * Math.ceilDiv(len, p) < (long) ATTENTION_WARPS_PER_SM * sms && Math.ceilDiv(len, p / 2) <= ATTENTION_MERGE) p /= 2;
+        return p;
     }
 
     /** Whether {@code s} launches Gatun's own kernels only, each of which waits for the launch before it first. */

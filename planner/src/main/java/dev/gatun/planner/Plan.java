@@ -94,7 +94,7 @@ public final class Plan {
         lowered.outputs().forEach((k, v) -> outs.put(k, this.buffers.get(v.id())));
         this.outputs = Collections.unmodifiableMap(outs);
         this.launches = ProductKernels.launches(this.steps, lowered.worldSize(), options.programmaticLaunch(), options.target());
-        this.choices = LaunchChoices.of(this.steps, launches, options.target());
+        this.choices = LaunchChoices.of(this.steps, launches, options);
     }
 
     public String name() { return lowered.graph().name(); }
@@ -258,8 +258,13 @@ public final class Plan {
         return sb.toString().strip();
     }
 
-    /** Why each collective took its path (from lowering). */
-    public String explain() { return lowered.explain(); }
+    /** Why each collective took its path (from lowering), and each attention its cut ({@code LaunchChoices}). */
+    public String explain() {
+        var sb = new StringBuilder(lowered.explain());
+        for (int i = 0; i < steps.size(); i++)
+            if (choice(steps.get(i)).attention() instanceof LaunchChoice.Attention a) sb.append("\n  attention at step ").append(i).append(": ").append(a.why());
+        return sb.toString();
+    }
 
     /**
      * Everything that decides what the plan computes: world, groups, constants, steps and kernels. Written

@@ -37,16 +37,19 @@ import dev.gatun.ir.CompilationException;
  *                           launch where there were two. On by default; both backends run such kernels, checking
  *                           every index (the CUDA backend on the device, through its fault record); false keeps every
  *                           index_select a launch of its own (the plan then prints {@code # gather fusion: off})
+ * @param attentionPositions every attention's cut, positions of the cache a warp (8, 16 or 32), in place of the
+ *                           planner's rule ({@code LaunchChoices.attention}) where not 0 (the default): for measuring each
+ *                           cut ({@code AttentionBench}); printed on each attention's line as any cut is
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
                           boolean productEpilogues,
-                          ProgrammaticLaunch programmaticLaunch, Target target, boolean gatherFusion) {
+                          ProgrammaticLaunch programmaticLaunch, Target target, boolean gatherFusion, int attentionPositions) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
     public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true,
-            ProgrammaticLaunch.AUTO, Target.H200, true);
+            ProgrammaticLaunch.AUTO, Target.H200, true, 0);
 
     /**
      * What the launch choices depend on of the GPU: its multiprocessors (a GEMV's k-slices fill them) and whether it has
@@ -76,26 +79,30 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
         if (batchCollectives < 1 || batchCollectives > MAX_BATCH)
             throw new CompilationException("batchCollectives must be 1 (off) to " + MAX_BATCH + ", not " + batchCollectives);
+        if (attentionPositions != 0 && attentionPositions != 8 && attentionPositions != 16 && attentionPositions != 32)
+            throw new CompilationException("attentionPositions must be 0 (the planner's rule), 8, 16 or 32, not " + attentionPositions);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (true), or keep them launches of their own (false). On by default. */
-    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion); }
+    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** The GPU the launch choices are made for. */
-    public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion); }
+    public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion, attentionPositions); }
     /** Let the readers of an {@code index_select} read the table through its indices (true, the default), or keep the op a launch of its own (false). */
-    public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on); }
+    public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on, attentionPositions); }
     /** When the plan's own kernels are programmatic dependent launches. */
-    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion); }
+    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion, attentionPositions); }
+    /** Every attention cut into slices of {@code positions} positions a warp (8, 16 or 32), or by the planner's rule (0, the default). */
+    public PlanOptions withAttentionPositions(int positions) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, positions); }
 }

@@ -26,12 +26,19 @@ import java.util.Map;
  * default 8] [cache length, default 544].
  *
  * <p>Run on a GPU machine with {@code bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.AttentionBench 1}.
+ *
+ * <p>{@code AttentionBench cuts [calls, default 200]}: the attention step alone at each cut the kernels have (32, 16 and 8
+ * positions a warp, {@code PlanOptions.attentionPositions}) and at the planner's own (printed with the cut it chose), at
+ * batch 1 and 8, heads of 64 and 128, caches of 160, 544 (the decoders' benches'), 1024 and 4096 (the position the
+ * cache's last): one line a shape. The chain is as long as keeps its caches to about {@value #SWEEP_BYTES} bytes (4 to
+ * 64 layers), the same random caches for every cut.
  */
 public final class AttentionBench {
     private AttentionBench() {}
 
-    static final int LAYERS = 64, ROWS = 4;
-    static int KV = 8, D = 64, LEN = 544;
+    static final int ROWS = 4;
+    static final long SWEEP_BYTES = 256L << 20;
+    static int LAYERS = 64, KV = 8, D = 64, LEN = 544;
 
     static Graph chain(int batch, boolean fused) {
         GraphBuilder g = Gatun.graph(fused ? "attention_chain" : "composed_chain");
@@ -54,6 +61,10 @@ public final class AttentionBench {
     }
 
     public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("cuts")) {
+            cuts(args.length > 1 ? Integer.parseInt(args[1]) : 200);
+            return;
+        }
         int batch = args.length > 0 ? Integer.parseInt(args[0]) : 1;
         int position = args.length > 1 ? Integer.parseInt(args[1]) : 520;
         int calls = args.length > 2 ? Integer.parseInt(args[2]) : 200;
@@ -97,5 +108,64 @@ public final class AttentionBench {
         System.out.printf(Locale.ROOT, "batch %d (%d x %d query rows, d %d, cache %d, position %d), bf16, CUDA graphs, on %s%n",
                 batch, b, ROWS, D, LEN, position, device);
         results.forEach(System.out::println);
+    }
+
+    /** Each cut and the planner's, at each shape of the sweep: µs a layer, medians of {@code calls} timed calls. */
+    static void cuts(int calls) {
+        System.out.println("attention step, bf16, 8 key-value heads of 4 query rows a sequence, CUDA graphs: µs a layer (median call / layers)");
+        System.out.println("batch    d  cache layers |     rule (cut) |     32 |     16 |      8");
+        for (int batch : new int[]{1, 8})
+            for (int d : new int[]{64, 128})
+                for (int len : new int[]{160, 544, 1024, 4096}) {
+                    D = d;
+                    LEN = len;
+                    int b = batch * KV;
+                    long layerBytes = 2L * b * D * LEN * 2;
+                    LAYERS = (int) Math.max(4, Math.min(64, SWEEP_BYTES / layerBytes));
+                    var kT = new ArrayList<NDArray>();
+                    var v = new ArrayList<NDArray>();
+                    for (int l = 0; l < LAYERS; l++) {
+                        kT.add(NDArray.random(DType.BF16, 2L * l, b, D, LEN));
+                        v.add(NDArray.random(DType.BF16, 2L * l + 1, b, LEN, D));
+                    }
+                    var in = Map.of("q", NDArray.random(DType.BF16, 99, b, ROWS, D), "position", NDArray.of(DType.I32, new double[]{len - 1}, 1));
+                    var line = new StringBuilder(String.format(Locale.ROOT, "%5d %4d %6d %6d |", batch, d, len, LAYERS));
+                    NDArray first = null;
+                    for (int positions : new int[]{0, 32, 16, 8}) {
+                        var options = CompileOptions.world(1).backend("cuda");
+                        options = options.planning(options.planning().withAttentionPositions(positions));
+                        try (var s = Session.compile(chain(batch, true), options)) {
+                            var owned = new ArrayList<DeviceArray>();
+                            for (int l = 0; l < LAYERS; l++) {
+                                owned.add(s.toDevice(kT.get(l)));
+                                owned.add(s.toDevice(v.get(l)));
+                                s.bindInPlace("kT" + l, owned.get(2 * l)).bindInPlace("v" + l, owned.get(2 * l + 1));
+                            }
+                            NDArray y = s.runToHost(in).get("y");
+                            if (first == null) first = y;
+                            else if (first.mismatch(y, 5e-2, 5e-2) != null) line.append(" (differs from the rule's: ").append(first.mismatch(y, 5e-2, 5e-2)).append(")");
+                            double[] t = new double[calls];
+                            for (int i = 0; i < 20; i++) s.run(in);
+                            s.synchronize();
+                            for (int i = 0; i < calls; i++) {
+                                long t0 = System.nanoTime();
+                                s.run(in);
+                                s.synchronize();
+                                t[i] = (System.nanoTime() - t0) / 1e3;
+                            }
+                            Arrays.sort(t);
+                            double us = t[calls / 2] / LAYERS;
+                            if (positions == 0) {
+                                var plan = s.plan();
+                                int chosen = plan.steps().stream().map(plan::choice).filter(c -> c.attention() != null).findFirst().orElseThrow().attention().positions();
+                                line.append(String.format(Locale.ROOT, " %9.2f (%2d) |", us, chosen));
+                            } else {
+                                line.append(String.format(Locale.ROOT, " %6.2f |", us));
+                            }
+                            for (DeviceArray a : owned) a.close();
+                        }
+                    }
+                    System.out.println(line);
+                }
     }
 }

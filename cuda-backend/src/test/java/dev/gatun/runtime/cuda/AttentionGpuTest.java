@@ -18,29 +18,43 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * {@code attention} on the GPU against plain float64 loops: every dtype and head size the kernels take, one slice of
  * positions and many (the last block merging them), row counts that are not a multiple of the block's four, positions
- * at both ends of the cache, replayed with a new position every call (the position read on the device) and eagerly.
+ * at both ends of the cache, replayed with a new position every call (the position read on the device) and eagerly;
+ * each cut (32, 16 and 8 positions a warp, forced by {@code PlanOptions.attentionPositions}) and the planner's own.
  */
 @RequiresGpu
 class AttentionGpuTest {
     record Case(DType t, int batch, int rows, int d, int len) {}
+
+    /** The cuts forced (positions a warp), and 0: the planner's rule. */
+    static final int[] CUTS = {0, 32, 16, 8};
+
+    static CompileOptions cut(CompileOptions o, int positions) { return o.planning(o.planning().withAttentionPositions(positions)); }
+
+    /** The cut the plan chose for its (first) attention step: {@code positions} where forced. */
+    static int chosen(Session s) {
+        var p = s.plan();
+        return p.steps().stream().map(p::choice).filter(c -> c.attention() != null).findFirst().orElseThrow().attention().positions();
+    }
 
     @Test
     void everyHeadSizeAndDtypeAgainstPlainLoops() {
         var cases = List.of(new Case(DType.BF16, 8, 4, 64, 544), new Case(DType.BF16, 64, 4, 64, 544), new Case(DType.F16, 2, 6, 128, 300),
                 new Case(DType.F32, 3, 5, 16, 70), new Case(DType.F32, 1, 1, 64, 2048), new Case(DType.BF16, 1, 8, 128, 33),
                 new Case(DType.F16, 4, 4, 32, 1));
+        for (int positions : CUTS)
         for (Case c : cases)
             for (boolean replay : new boolean[]{true, false}) {
                 double scale = 1 / Math.sqrt(c.d());
                 Graph graph = AttentionHostTest.graph(c.t(), DType.I32, c.batch(), c.rows(), c.d(), c.len(), scale);
                 double tol = c.t() == DType.F32 ? 1e-4 : 2e-2;
-                try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda").cudaGraphs(replay))) {
+                try (var s = Session.compile(graph, cut(CompileOptions.world(1).backend("cuda").cudaGraphs(replay), positions))) {
+                    if (positions != 0) assertThat(chosen(s)).isEqualTo(positions);
                     for (int position : new int[]{0, c.len() - 1, c.len() / 2, 1 % c.len(), c.len() / 3}) {
                         var in = AttentionHostTest.inputs(c.t(), DType.I32, c.batch(), c.rows(), c.d(), c.len(), position, 11L * c.d() + position);
                         double[] want = AttentionHostTest.expected(in, c.batch(), c.rows(), c.d(), c.len(), position, scale);
                         NDArray y = s.runToHost(in).get("y");
                         assertThat(NDArray.of(DType.F64, want, c.batch(), c.rows(), c.d()).mismatch(y, tol, tol))
-                                .as("%s replay %s position %d", c, replay, position).isNull();
+                                .as("%s replay %s position %d, %d positions a warp", c, replay, position, chosen(s)).isNull();
                     }
                 }
             }
@@ -81,6 +95,7 @@ class AttentionGpuTest {
     void theCacheUpdatedJustBeforeIsReadWithItsNewPosition() {
         int b = 8, r = 4, d = 64, len = 100;
         double scale = 0.125;
+        for (int positions : CUTS)
         for (boolean together : new boolean[]{true, false})
         for (DType t : List.of(DType.BF16, DType.F32)) {
             var g = dev.gatun.dsl.Gatun.graph("update_attend");
@@ -91,7 +106,7 @@ class AttentionGpuTest {
             g.output("y", q.attention(keys, values, pos, scale));
             Graph graph = g.build();
             var base = CompileOptions.world(1).backend("cuda").cudaGraphs(true).planning(dev.gatun.planner.PlanOptions.DEFAULT.withAttentionUpdates(together));
-            var options = base.programmaticLaunch(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON);
+            var options = cut(base.programmaticLaunch(dev.gatun.planner.PlanOptions.ProgrammaticLaunch.ON), positions);
             try (var s = Session.compile(graph, options)) {
                 var steps = s.plan().steps();
                 int at = 0;
@@ -114,7 +129,7 @@ class AttentionGpuTest {
                     double[] want = dev.gatun.runtime.testing.Attentions.expected(in.get("q").toDoubleArray(), kc, vc, b, r, d, len, position, scale);
                     double tol = t == DType.F32 ? 1e-4 : 2e-2;
                     assertThat(NDArray.of(DType.F64, want, b, r, d).mismatch(s.runToHost(in).get("y"), tol, tol))
-                            .as("%s position %d, one launch %s", t, position, together).isNull();
+                            .as("%s position %d, one launch %s, %d positions a warp", t, position, together, chosen(s)).isNull();
                 }
             }
         }

@@ -58,8 +58,10 @@ class CudaCodegenCompileTest {
         assertThat(u.ptx()).contains(".entry gatun_update_slice(", "trap;", "ld.global.v4.u32");
         var at = CudaCodegenFixtures.compile(nvcc, dir, "attention", CudaAttention.SOURCE);
         assertThat(at.ok()).as(at.log()).isTrue();
-        for (int d : CudaAttention.HEAD_SIZES)
-            assertThat(at.ptx()).contains(".entry attention_f16_" + d + "(", ".entry attention_bf16_" + d + "(").contains(d <= 64 ? ".entry attention_f32_" + d + "(" : ".entry");
+        for (int p : CudaAttention.CUTS)
+            for (int d : CudaAttention.HEAD_SIZES)
+                assertThat(at.ptx()).contains(".entry attention_f16_" + d + "_p" + p + "(", ".entry attention_bf16_" + d + "_p" + p + "(")
+                        .contains(d <= 64 ? ".entry attention_f32_" + d + "_p" + p + "(" : ".entry");
         assertThat(at.ptx()).contains("trap;", "atom.acq_rel.gpu.global.add.u32");
         var a = CudaCodegenFixtures.compile(nvcc, dir, "argmax", CudaArgmax.SOURCE);
         assertThat(a.ok()).as(a.log()).isTrue();

@@ -50,9 +50,12 @@ class PlanTextGoldenTest {
      * decoders' realizations name why a product's output keeps its copy; then a small cast or pointwise value of an input
      * or an op's result read only broadcast by pointwise loops 16 times its size computed by them (lowering): the two
      * decode forms with positions lose the cast_0 launch of the positions, random_27 a neg launch, random_198 (a short
-     * chain of constants, abs then add) a launch, 2026-11-29).
+     * chain of constants, abs then add) a launch, 2026-11-29; then every attention step's cut, positions a warp, the
+     * planner's choice (LaunchChoices.attention): its line's {@code attention[early]} is now
+     * {@code attention[early, positions=32, lanes=1]} (the decoders' caches of 544: 17 slices, halved would be 34, more than
+     * a merge round) or 8 (the small update and attention graphs), and explain() has a line for each, 2026-11-29).
      */
-    static final String DIGEST = "d162a67ce39e0ad8fc6a51d9ee07cca1327a34471b5b97cc1647d06e8ead8b27";
+    static final String DIGEST = "025d1b0a1e3affcbdffd18e88a29e5276f583b689ab59ed0697e28c1d872aaa1";
     static final int COUNT = 1595;
 
     @Test

@@ -70,7 +70,7 @@ class ProgrammaticChoiceTest {
         for (int i = 0; i < steps.size(); i++)
             if (kind.test(steps.get(i))) {
                 assertThat(plan.choice(steps.get(i)).early()).as("step %d", i).isTrue();
-                assertThat(plan.toString()).contains("attention[early]");
+                assertThat(plan.toString()).contains("attention[early, positions=");
                 found++;
             }
         return found;

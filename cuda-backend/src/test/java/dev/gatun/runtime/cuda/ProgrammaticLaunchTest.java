@@ -84,7 +84,7 @@ class ProgrammaticLaunchTest {
     void everyFixedEntryWaitsBeforeItsFirstLoad(@TempDir Path dir) throws Exception {
         Path nvcc = CudaCodegenFixtures.nvcc().orElse(null);
         assumeTrue(nvcc != null, "nvcc is not on the PATH");
-        var entriesOf = Map.of("index_select", 1, "update_slice", 2, "gemv", 14, "argmax", 6, "attention", 11, "topk", 7, "gather_scatter", 12);
+        var entriesOf = Map.of("index_select", 1, "update_slice", 2, "gemv", 14, "argmax", 6, "attention", 33, "topk", 7, "gather_scatter", 12);
         var sources = Map.of("index_select", CudaIndexSelect.SOURCE, "update_slice", CudaUpdateSlice.SOURCE, "gemv", CudaGemv.SOURCE,
                 "argmax", CudaArgmax.SOURCE, "attention", CudaAttention.SOURCE, "topk", CudaTopK.SOURCE, "gather_scatter", CudaGatherScatter.SOURCE);
         for (var e : sources.entrySet()) {
