@@ -22,8 +22,9 @@ import java.util.Map;
  *   (a graph input), or that is joined with that update, loads its position and cache slice before it waits.</li>
  *   <li><b>Attention's cut.</b> A decode step's attention is a warp for each slice of the cache and {@value #ATTENTION_ROWS}
  *   query rows: a slice is 32 positions (a lane each), or 16 or 8 with each position's dot product split over 2 or 4
- *   lanes. The kernel's time at a short cache is one warp's chain (its loads, its reductions, the merge of the slices),
- *   not bandwidth: the slices are halved while the GPU has fewer than {@value #ATTENTION_WARPS_PER_SM} warps for each
+ *   lanes (8 only where the plan options force it). The kernel's time at a short cache is one warp's chain (its loads,
+ *   its reductions, the merge of the slices), not bandwidth: the slices are halved (to {@value #ATTENTION_FEWEST}
+ *   positions) while the GPU has fewer than {@value #ATTENTION_WARPS_PER_SM} warps for each
  *   multiprocessor and the slices still merge in one round ({@value #ATTENTION_MERGE} at most: the merging warp reads
  *   the slices' maxima and sums a lane each). A long cache, or many query rows, keep 32: the GPU is full and fewer
  *   slices mean fewer float32 partials to write and merge.</li>
@@ -37,6 +38,12 @@ final class LaunchChoices {
     static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
     /** The attention's constants (the CUDA backend's kernel: query rows a warp; the rule's warps a multiprocessor, slices a merge round). */
     static final int ATTENTION_ROWS = 4, ATTENTION_WARPS_PER_SM = 4, ATTENTION_MERGE = 32;
+    /**
+     * The fewest positions a warp the rule halves to. Measured on an H200 (AttentionBench, bf16, heads of 64 and 128,
+     * batch 1 and 8, caches 160 to 4096): 8 positions a warp was never the fastest cut and lost badly past 544; 16 was
+     * the fastest at a cache of 160 in three of four shapes (by 0.3-0.6 µs a layer of 7-11).
+     */
+    static final int ATTENTION_FEWEST = 16;
 
     /** Each step's choice, and each part's of a joined step, by identity; steps without one are absent. */
     static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions options) {
@@ -97,12 +104,12 @@ final class LaunchChoices {
 
     /**
      * Positions a warp for {@code tiles} tiles of query rows over a cache of {@code len} on {@code sms} multiprocessors:
-     * 32, halved (to 8 at least) while there are fewer than {@value #ATTENTION_WARPS_PER_SM} warps a multiprocessor and
+     * 32, halved (to {@value #ATTENTION_FEWEST} at least) while there are fewer than {@value #ATTENTION_WARPS_PER_SM} warps a multiprocessor and
      * the halved slices are at most {@value #ATTENTION_MERGE}.
      */
     static int attentionPositions(long tiles, long len, int sms) {
         int p = 32;
-        while (p > 8 && tiles * Math.ceilDiv(len, p) < (long) ATTENTION_WARPS_PER_SM * sms && Math.ceilDiv(len, p / 2) <= ATTENTION_MERGE) p /= 2;
+        while (p > ATTENTION_FEWEST && tiles * Math.ceilDiv(len, p) < (long) ATTENTION_WARPS_PER_SM * sms && Math.ceilDiv(len, p / 2) <= ATTENTION_MERGE) p /= 2;
         return p;
     }
 

@@ -88,21 +88,23 @@ class LaunchChoicesTest {
     @Test
     void theAttentionsCutIsChosenForTheCacheTheRowsAndTheTarget() {
         // Llama-3.2-1B at batch 1: 8 tiles of 4 rows. A cache of 160 on 132 SMs: 5 slices of 32 = 40 warps, under 4 a
-        // multiprocessor (528), and 10 slices of 16 merge in one round: 16; 80 warps, 20 slices of 8: 8 (the least)
+        // multiprocessor (528), and 10 slices of 16 merge in one round: 16 (the fewest the rule takes)
         Plan p = attention(PlanOptions.DEFAULT, 8, 4, 160);
-        assertThat(theAttention(p).positions()).isEqualTo(8);
+        assertThat(theAttention(p).positions()).isEqualTo(16);
         assertThat(theAttention(p).early()).as("input caches: nothing written just before").isFalse();
-        assertThat(p.toString()).contains("# launch: attention[positions=8, lanes=4]");
-        assertThat(p.explain()).contains("8 positions a warp: 8 tiles (4 query rows each) x 20 slices of a cache of 160 = 160 warps for 132 multiprocessors");
+        assertThat(p.toString()).contains("# launch: attention[positions=16, lanes=2]");
+        assertThat(p.explain()).contains("16 positions a warp: 8 tiles (4 query rows each) x 10 slices of a cache of 160 = 80 warps for 132 multiprocessors");
         // batch 8: 64 tiles x 5 = 320 warps < 528: 16; 64 x 10 = 640 stops there
         assertThat(theAttention(attention(PlanOptions.DEFAULT, 64, 4, 160)).positions()).isEqualTo(16);
-        // six rows are two tiles of four: 16 tiles x 5 = 80, x 10 = 160, x 20 = 320: 8
-        assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 6, 160)).positions()).isEqualTo(8);
+        // six rows are two tiles of four: 16 tiles x 5 = 80, x 10 = 160: 16, no fewer
+        assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 6, 160)).positions()).isEqualTo(16);
         // a cache of 1024 at batch 1: 8 x 32 = 256 warps < 528, but 64 slices of 16 would take two merge rounds: 32
         assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 4, 1024)).positions()).isEqualTo(32);
         assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 4, 4096)).positions()).isEqualTo(32);
-        // a cache of 33: 8 x 2 = 16 warps; 3 slices of 16, 5 of 8: 8
-        assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 4, 33)).positions()).isEqualTo(8);
+        // a cache of 33: 8 x 2 = 16 warps; 3 slices of 16: 16
+        assertThat(theAttention(attention(PlanOptions.DEFAULT, 8, 4, 33)).positions()).isEqualTo(16);
+        // 8 positions a warp where the options force it
+        assertThat(theAttention(attention(PlanOptions.DEFAULT.withAttentionPositions(8), 8, 4, 160)).positions()).isEqualTo(8);
         // one multiprocessor: 40 warps are 4 and more a multiprocessor: 32
         var one = PlanOptions.DEFAULT.withTarget(new PlanOptions.Target(1, true));
         Plan small = attention(one, 8, 4, 160);

@@ -48,9 +48,14 @@ import dev.gatun.runtime.GatunRuntimeException;
  * shuffles, so a lane loads d / 2 or d / 4 key elements and weighs 16 or 8 value rows, and there are 2 or 4 times the
  * warps (at 160 positions and batch 1: 20 slices of 8, 160 warps; each lane's loads 16 key elements and 8 value vectors
  * at heads of 64, where they were 64 and 32); the merge reads 20 partials in one round where it read 5. Expected: the
- * chain about a third as long, under about 6 µs a layer at heads of 64 and 8 at 128 (to be measured: {@code
- * AttentionBench cuts}). A long cache or many rows keep 32 (the GPU is full, and fewer slices are fewer partials). Why
- * not a block a slice with the key split over warps: that brings back the barriers the warp-per-slice form removed.
+ * chain about a third as long. Measured ({@code AttentionBench cuts}, one H200, a chain of 64 layers in a CUDA graph, µs
+ * a layer): at a cache of 160 every cut takes about the same, 7.8-8.0 at heads of 64 and 9.1-9.7 at 128 (batch 1), so
+ * the chain was not the time: the profile's 12 and 17 µs held each launch's own latency, and a kernel in a graph costs
+ * some 4 µs on these hosts whatever it does. 16 positions was the fastest at 160 in three shapes of four, by 0.3-0.6
+ * µs; 8 never, and both lose past 544 (at 4096, 8 takes three to four times as long as 32). The rule so halves to 16
+ * at the fewest (8 where the options force it). A long cache or many rows keep 32 (the GPU is full, and fewer slices
+ * are fewer partials). Why not a block a slice with the key split over warps: that brings back the barriers the
+ * warp-per-slice form removed.
  *
  * <p>With one slice (a cache of at most P) the warp stores {@code sums / sum}. With several, each
  * writes its float32 partial (sums, maximum, sum per row) to this object's scratch and counts itself in on its (batch,
