@@ -12,8 +12,8 @@ import java.util.Map;
 
 /**
  * {@code flash_attention_backward} ({@link dev.gatun.ir.ops.FlashAttentionBackward}) on the GPU: flash attention 2's
- * backward pass, which recomputes the scores tile by tile and never holds a [T, S] tensor. Two forms, which the dtype
- * and head size select as the forward's ({@link CudaFlashAttention#form}):
+ * backward pass, which recomputes the scores tile by tile and never holds a [T, S] tensor. Three forms, which the dtype
+ * and head size select ({@link #form}: the forward's choice of tensor cores, then whether the tiles fit):
  * <ul>
  *   <li><b>mma</b>, bf16 and f16 at head size 64 or 128, two kernels. {@code fb_mma_stats} (a block per 64 query rows of
  *   a head, a warp per 16, the scores on the tensor cores) writes each row's logsumexp L and {@code D = sum(dout * o)}
@@ -26,9 +26,22 @@ import java.util.Map;
  *   {@code dQ = dS K} through a shared-memory copy of dS, added to the float32 dq output with {@code atomicAdd}. dK and
  *   dV stay in registers until the block is done and go to the head's float32 part (the gradient rule sums a group's
  *   parts); P and dS are rounded to the dtype as the products' operands, as flash attention does.</li>
- *   <li><b>rows</b>, every other case (float32, float64 in double, other head sizes): three simple kernels in the type
- *   they compute in: the stats (a warp a query row), dq (a warp a query row, a lane a key), a head's part of dk and dv
- *   (a warp a key, a lane a query). No atomics; slow but exact to the type.</li>
+ *   <li><b>rows</b>, float32 (the training step's check against PyTorch), float64 to head size 128 and 16-bit off the
+ *   tensor cores: the same walk on the CUDA cores in the type the kernels compute in (float, double for f64), two
+ *   kernels. {@code fb_rows_dq}, a block per BR query rows, holds their q and dout in shared memory, computes L over the
+ *   key tiles they see (an online logsumexp) and D, writes the stats, then walks the key tiles again for {@code dS = P
+ *   (dP - D)} and {@code dq += dS K}: dq without atomics, the same sums every run, at the cost of the scores twice.
+ *   {@code fb_rows_dkv}, a block per BR keys and query head, walks the query tiles that see its keys for {@code dV +=
+ *   P^T dO} and {@code dK += dS^T Q}, P^T and then dS^T passed through one shared tile. Every product is a
+ *   register-blocked micro-tile (a thread TR rows by TC columns of a score tile, or TR rows by groups of four head
+ *   elements of a sum), its operands read from shared memory four elements at a time: the reuse that brings SIMT FMA
+ *   near the CUDA cores' rate, where the old kernels (a lane a row, full dot products from global memory) spent 88 ms a
+ *   layer at the Llama-3.2-1B training shape. {@link #tiles} picks BR, TR, BC and TC per dtype and head size so the five
+ *   tiles fit 48 KiB of static shared memory and a thread's sums 64 registers (the head padded to the four-element
+ *   groups a row of threads covers, so no product needs a bound).</li>
+ *   <li><b>simple</b>, what no tiling fits (f64 past head size 128): three kernels in double, the stats (a warp a query
+ *   row), dq (a warp a query row, a lane a key), a head's part of dk and dv (a warp a key, a lane a query). No atomics;
+ *   slow but exact to the type.</li>
  * </ul>
  * The float32 gradients and the stats are the op's outputs, so the plan places them; nothing is allocated here.
  */

@@ -21,9 +21,13 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * {@code emulation/flash_backward/}: a block's threads as threads, barriers, warp shuffles, and {@code mma.sync} and
  * {@code ldmatrix} emulated from PTX's fragment layouts in place of the kernels' own primitives,
  * {@link CudaFlashAttentionBackward#MMA_PRIMITIVES}), launched as the backend launches them, against plain float64 loops
- * in the driver (dk and dv: the heads' parts summed over each group): the tensor-core form (bf16 and f16, head sizes 64 and 128: causal and not, grouped-query heads, T < S,
- * a window, a soft cap, lengths off the tiles) within 16-bit rounding (1e-2 of each gradient's largest element), the
- * rows form within float32's (1e-5) and float64's (1e-12). dq, dk and dv start as NaN, so an element no kernel writes (or the stats kernel fails to zero)
+ * in the driver (dk and dv: the heads' parts summed over each group; the stats, L and D, too): the tensor-core form
+ * (bf16 and f16, head sizes 64 and 128: causal and not, grouped-query heads, T < S, a window, a soft cap, lengths off
+ * the tiles) within 16-bit rounding (1e-2 of each output's largest element); the tiled rows form (f32 at head size 64,
+ * the training step's, with lengths on, one short of and one past its tiles of 64 and 16; at 7, 80, 128 and 256, each
+ * with its own tiles; bf16 at 32; f64 at 64 and 128) within float32's (1e-5) and float64's (1e-12); the simple form (f64 at head
+ * size 256) within float64's. dq, dk, dv and the stats start as NaN, so an element no kernel writes (or the stats kernel
+ * fails to zero)
  * shows. Not checked here: the device's memory model, speed (FlashAttentionBackwardGpuTest). Skipped where g++ or
  * CUDA's headers are absent.
  */
@@ -53,6 +57,7 @@ class FlashAttentionBackwardEmulationTest {
                 {new Program(DType.F32, 128), new String[]{"1 2 1 70 130 1 30 2", "1 4 2 33 33 0 0 0"}},
                 {new Program(DType.F32, 256), new String[]{"1 2 1 20 33 1 0 0", "1 2 2 17 17 0 0 4"}},
                 {new Program(DType.F32, 7), new String[]{"1 2 1 33 45 1 0 3", "1 4 2 40 40 0 0 0"}},
+                {new Program(DType.BF16, 32), new String[]{"1 4 2 70 70 1 0 0"}},                         // 16-bit off the tensor cores
                 {new Program(DType.F64, 64), new String[]{"1 4 2 40 40 0 0 0", "1 2 1 50 70 1 20 3"}},
                 {new Program(DType.F64, 128), new String[]{"1 2 1 30 41 1 0 0"}},
                 {new Program(DType.F64, 256), new String[]{"1 2 1 20 30 1 0 2"}}};    // the simple form
