@@ -78,6 +78,30 @@ class FlashAttentionBackwardEmulationTest {
         }
     }
 
+    /**
+     * The tiles of every head size the op takes fit what the rows kernels assume: whole warps, a row's column groups
+     * among one warp's lanes (their shuffles), the padded head a multiple of the groups' four-element reads, under 48 KiB
+     * of static shared memory. Only f64 past head size 128 goes to the simple form.
+     */
+    @Test
+    void everyHeadSizeHasTilesTheRowsKernelsCanRun() {
+        for (DType t : List.of(DType.F32, DType.BF16, DType.F16, DType.F64))
+            for (int d = 1; d <= 256; d++) {
+                String form = CudaFlashAttentionBackward.form(t, d);
+                if (form.equals("mma")) continue;
+                assertThat(form).as("%s at head size %d", t, d).isEqualTo(t == DType.F64 && d > 128 ? "simple" : "rows");
+                if (form.equals("simple")) continue;
+                var x = CudaFlashAttentionBackward.tiles(t, d).orElseThrow();
+                int groups = x.columnGroups();
+                assertThat(x.br() % x.tr() == 0 && x.bc() % x.tc() == 0).as("%s %d %s", t, d, x).isTrue();
+                assertThat(x.threads() % 32 == 0 && x.threads() <= 1024 && 32 % groups == 0).as("%s %d %s", t, d, x).isTrue();
+                assertThat(x.fdp() >= d && x.fdp() % (4 * groups) == 0).as("%s %d %s", t, d, x).isTrue();
+                int size = t == DType.F64 ? 8 : 4, ld = x.fdp() + 4;
+                long shared = (long) size * (2L * x.br() * ld + 2L * x.bc() * ld + (long) x.bc() * (x.br() + 4) + 2L * Math.max(x.br(), x.bc()));
+                assertThat(shared).as("%s %d %s", t, d, x).isLessThanOrEqualTo(48 * 1024);
+            }
+    }
+
     /** The program of {@code p} with the emulated primitives, compiled with the driver. */
     private static Path build(Path gxx, Path dir, Program p) throws Exception {
         String source = CudaFlashAttentionBackward.source(p.type(), p.d());
