@@ -1,6 +1,6 @@
 // Runs one case of CudaFlashAttentionBackward's kernels (KERNEL: the program with fb_mma.h in place of its primitives;
-// ROWSFORM: the rows kernels) as the backend launches them and prints each gradient's largest error relative to its
-// largest element against plain float64 loops. Arguments: B Hq Hkv T S causal window softcap.
+// ROWSFORM: the tiled rows kernels, with their BR and NT; SIMPLEFORM: the simple ones) as the backend launches them and prints each gradient's largest error relative to its
+// largest element against plain float64 loops (and the stats': L and D). Arguments: B Hq Hkv T S causal window softcap.
 #include "harness.h"
 #include KERNEL
 #include <cstdio>
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     for (auto& x : q) x = rnd(g); for (auto& x : k) x = rnd(g); for (auto& x : v) x = rnd(g); for (auto& x : dout) x = rnd(g);
     auto F = [](FT x) { return (double) at_f(x); };
     // forward o (double, rounded), then the reference
-    std::vector<double> rdq(q.size()), rdk(k.size()), rdv(k.size()), sc(S);
+    std::vector<double> rdq(q.size()), rdk(k.size()), rdv(k.size()), sc(S), rstats((size_t) B*Hq*T*2);
     for (int pass = 0; pass < 2; pass++)
     for (int b = 0; b < B; b++) for (int h = 0; h < Hq; h++) for (int i = 0; i < T; i++) {
         int kvh = h / G; size_t qo = (((size_t) b*Hq + h)*T + i)*FD, to = (((size_t) b*T + i)*Hq + h)*FD;
@@ -44,21 +44,25 @@ int main(int argc, char** argv) {
             continue;
         }
         double D = 0; for (int e = 0; e < FD; e++) D += F(dout[to+e]) * F(o[to+e]);
+        rstats[((((size_t) b*Hq + h)*T + i))*2] = lse; rstats[((((size_t) b*Hq + h)*T + i))*2 + 1] = D;
         for (int j = 0; j < S; j++) { if (!sees(i,j,T,S,causal,window)) continue; size_t ko = (((size_t) b*Hkv+kvh)*S+j)*FD;
             double p = exp(sc[j] - lse), dp = 0; for (int e = 0; e < FD; e++) dp += F(dout[to+e]) * F(v[ko+e]);
             double ds = p * (dp - D); if (cap > 0) ds *= 1 - (sc[j]/cap)*(sc[j]/cap);
             for (int e = 0; e < FD; e++) { rdq[qo+e] += ds*scale*F(k[ko+e]); rdk[ko+e] += ds*scale*F(q[qo+e]); rdv[ko+e] += p*F(dout[to+e]); } }
     }
-#ifdef ROWSFORM
+#if defined(ROWSFORM) || defined(SIMPLEFORM)
     typedef FA A_;
 #else
     typedef float A_;
 #endif
-    std::vector<A_> dq(q.size(), (A_) NAN), stats((size_t) B*Hq*T*2), dk((size_t) B*Hq*S*FD, (A_) NAN), dv(dk.size(), (A_) NAN);
-#ifdef ROWSFORM
-    launch({(unsigned) ((T+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_rows_stats(q.data(), k.data(), o.data(), dout.data(), stats.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
-    launch({(unsigned) ((T+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_rows_dq(q.data(), k.data(), v.data(), dout.data(), stats.data(), dq.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
-    launch({(unsigned) ((S+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_rows_dkv(q.data(), k.data(), v.data(), dout.data(), stats.data(), dk.data(), dv.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
+    std::vector<A_> dq(q.size(), (A_) NAN), stats((size_t) B*Hq*T*2, (A_) NAN), dk((size_t) B*Hq*S*FD, (A_) NAN), dv(dk.size(), (A_) NAN);
+#if defined(ROWSFORM)
+    launch({(unsigned) ((T+BR-1)/BR), (unsigned) Hq, (unsigned) B}, NT, [&] { fb_rows_dq(q.data(), k.data(), v.data(), o.data(), dout.data(), stats.data(), dq.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
+    launch({(unsigned) ((S+BR-1)/BR), (unsigned) Hq, (unsigned) B}, NT, [&] { fb_rows_dkv(q.data(), k.data(), v.data(), dout.data(), stats.data(), dk.data(), dv.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
+#elif defined(SIMPLEFORM)
+    launch({(unsigned) ((T+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_simple_stats(q.data(), k.data(), o.data(), dout.data(), stats.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
+    launch({(unsigned) ((T+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_simple_dq(q.data(), k.data(), v.data(), dout.data(), stats.data(), dq.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
+    launch({(unsigned) ((S+3)/4), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_simple_dkv(q.data(), k.data(), v.data(), dout.data(), stats.data(), dk.data(), dv.data(), Hq, Hkv, T, S, (A_) scale, causal, window, (A_) cap); });
 #else
     launch({(unsigned) ((T+63)/64), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_mma_stats(q.data(), k.data(), o.data(), dout.data(), stats.data(), dq.data(), Hq, Hkv, T, S, (float) scale, causal, window, (float) cap); });
     launch({(unsigned) ((S+63)/64), (unsigned) Hq, (unsigned) B}, 128, [&] { fb_mma_main(q.data(), k.data(), v.data(), dout.data(), stats.data(), dq.data(), dk.data(), dv.data(), Hq, Hkv, T, S, (float) scale, causal, window, (float) cap); });
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
         printf("%s %.17g\n", n, worst / big); (void) at;
     };
     cmp("dq", dq, rdq, [](A_ x) { return (double) x; });
+    cmp("stats", stats, rstats, [](A_ x) { return (double) x; });
     // each query head's part of dk and dv, summed over the group as the gradient rule sums them
     std::vector<double> sk(k.size()), sv(k.size());
     for (int b = 0; b < B; b++) for (int h = 0; h < Hq; h++) for (size_t x = 0; x < (size_t) S*FD; x++) {

@@ -12,8 +12,8 @@ import java.util.Map;
 
 /**
  * {@code flash_attention_backward} ({@link dev.gatun.ir.ops.FlashAttentionBackward}) on the GPU: flash attention 2's
- * backward pass, which recomputes the scores tile by tile and never holds a [T, S] tensor. Two forms, which the dtype
- * and head size select as the forward's ({@link CudaFlashAttention#form}):
+ * backward pass, which recomputes the scores tile by tile and never holds a [T, S] tensor. Three forms, which the dtype
+ * and head size select ({@link #form}: the forward's choice of tensor cores, then whether the tiles fit):
  * <ul>
  *   <li><b>mma</b>, bf16 and f16 at head size 64 or 128, two kernels. {@code fb_mma_stats} (a block per 64 query rows of
  *   a head, a warp per 16, the scores on the tensor cores) writes each row's logsumexp L and {@code D = sum(dout * o)}
@@ -26,15 +26,70 @@ import java.util.Map;
  *   {@code dQ = dS K} through a shared-memory copy of dS, added to the float32 dq output with {@code atomicAdd}. dK and
  *   dV stay in registers until the block is done and go to the head's float32 part (the gradient rule sums a group's
  *   parts); P and dS are rounded to the dtype as the products' operands, as flash attention does.</li>
- *   <li><b>rows</b>, every other case (float32, float64 in double, other head sizes): three simple kernels in the type
- *   they compute in: the stats (a warp a query row), dq (a warp a query row, a lane a key), a head's part of dk and dv
- *   (a warp a key, a lane a query). No atomics; slow but exact to the type.</li>
+ *   <li><b>rows</b>, float32 (the training step's check against PyTorch), float64 to head size 128 and 16-bit off the
+ *   tensor cores: the same walk on the CUDA cores in the type the kernels compute in (float, double for f64), two
+ *   kernels. {@code fb_rows_dq}, a block per BR query rows, holds their q and dout in shared memory, computes L over the
+ *   key tiles they see (an online logsumexp) and D, writes the stats, then walks the key tiles again for {@code dS = P
+ *   (dP - D)} and {@code dq += dS K}: dq without atomics, the same sums every run, at the cost of the scores twice.
+ *   {@code fb_rows_dkv}, a block per BR keys and query head, walks the query tiles that see its keys for {@code dV +=
+ *   P^T dO} and {@code dK += dS^T Q}, P^T and then dS^T passed through one shared tile. Every product is a
+ *   register-blocked micro-tile (a thread TR rows by TC columns of a score tile, or TR rows by groups of four head
+ *   elements of a sum), its operands read from shared memory four elements at a time: the reuse that brings SIMT FMA
+ *   near the CUDA cores' rate, where the old kernels (a lane a row, full dot products from global memory) spent 88 ms a
+ *   layer at the Llama-3.2-1B training shape. {@link #tiles} picks BR, TR, BC and TC per dtype and head size so the five
+ *   tiles fit 48 KiB of static shared memory and a thread's sums 64 registers (the head padded to the four-element
+ *   groups a row of threads covers, so no product needs a bound).</li>
+ *   <li><b>simple</b>, what no tiling fits (f64 past head size 128): three kernels in double, the stats (a warp a query
+ *   row), dq (a warp a query row, a lane a key), a head's part of dk and dv (a warp a key, a lane a query). No atomics;
+ *   slow but exact to the type.</li>
  * </ul>
  * The float32 gradients and the stats are the op's outputs, so the plan places them; nothing is allocated here.
  */
 final class CudaFlashAttentionBackward {
-    /** The kernels a call of this dtype and head size takes: "mma" or "rows". */
-    static String form(DType t, long d) { return CudaFlashAttention.form(t, d); }
+    /**
+     * The kernels a call of this dtype and head size takes: "mma" where the forward's is, else "rows" where {@link #tiles}
+     * finds tiles that fit, else "simple".
+     */
+    static String form(DType t, long d) {
+        if (CudaFlashAttention.form(t, d).equals("mma")) return "mma";
+        return tiles(t, d).isPresent() ? "rows" : "simple";
+    }
+
+    /**
+     * The shape of the tiled rows kernels: a block of {@code threads} holds {@code br} rows of its own, a thread {@code tr}
+     * of them, and walks tiles of {@code bc} rows of the other side, a thread {@code tc} of those columns of the score
+     * tile; the head size padded to {@code fdp} (a multiple of the four-element groups a row of threads covers, so no
+     * product needs a bound), each shared row {@code fdp + 4} long (float4 reads that spread over the banks).
+     */
+    record Tiles(int br, int tr, int bc, int tc, int fdp) {
+        int rowGroups() { return br / tr; }
+        int columnGroups() { return bc / tc; }
+        int threads() { return rowGroups() * columnGroups(); }
+        /** The shared memory of the larger kernel (both hold two [br] tiles, two [bc] tiles, dS^T and two rows of stats). */
+        long sharedBytes(int size) { return (long) size * (2L * br * (fdp + 4) + 2L * bc * (fdp + 4) + (long) bc * (br + 4) + 2L * Math.max(br, bc)); }
+        /** A thread's dk and dv (or dq) sums, in elements. */
+        int accumulators() { return 2 * tr * fdp / columnGroups(); }
+    }
+
+    /** Candidate tiles, fastest first: (br, tr, bc, tc). */
+    private static final int[][] CANDIDATES = {{64, 4, 16, 2}, {64, 4, 8, 1}, {32, 2, 16, 2}, {32, 2, 8, 1}, {16, 1, 16, 2}, {16, 1, 8, 1}, {8, 1, 8, 1}};
+    static final int SHARED_LIMIT = 48 * 1024;
+
+    /**
+     * The first candidate whose five tiles fit in 48 KiB of static shared memory and whose sums fit in 64 registers a
+     * thread (no spills), at dtype {@code t} (float32, or double for f64) and head size {@code d}; none for f64 past head
+     * size 128, which the simple kernels take.
+     */
+    static java.util.Optional<Tiles> tiles(DType t, long d) {
+        int size = t == DType.FLOAT64 ? 8 : 4;
+        for (int[] c : CANDIDATES) {
+            int groups = c[2] / c[3];
+            int fdp = (int) (Math.ceilDiv(d, 4L * groups) * 4 * groups);
+            var x = new Tiles(c[0], c[1], c[2], c[3], fdp);
+            if (x.accumulators() * (size / 4) <= 64 && x.sharedBytes(size) <= SHARED_LIMIT) return java.util.Optional.of(x);
+        }
+        return java.util.Optional.empty();
+    }
 
     private static final String COMMON = Programmatic.SOURCE + """
             #include <cuda_fp16.h>
@@ -62,8 +117,250 @@ final class CudaFlashAttentionBackward {
             }
             """;
 
-    /** The rows kernels: FT the element type, FD the head size, FA the type they compute in, with FA_FMA, FA_MAX, FA_EXP, FA_LOG. */
+    /**
+     * The tiled rows kernels (FT the element type, FD the head size, FA the type they compute in with FA_FMA, FA_MAX,
+     * FA_EXP, FA_LOG, FB_LD4 reading four consecutive FA of shared memory at once; the tile constants of {@link Tiles}). A block of
+     * NT threads holds BR rows of its own (queries for dq, keys for dk and dv) in shared memory and walks the BC-row tiles
+     * of the other side that it sees; every product is a register-blocked micro-tile: for a score tile [BR][BC] a thread
+     * computes rows rg + NRG * a (a < TR) by columns cg + NCG * t (t < TC), reading four head elements at a time; for an
+     * accumulated [BR][FD] product it owns the same rows by the four-element groups cg + NCG * u of the head.
+     */
     private static final String ROWS = """
+            #define NRG (BR / TR)
+            #define NCG (BC / TC)
+            #define NU (FDP / 4 / NCG)
+            #define LP (BR + 4)
+            // rows [r0, r0 + n) of a [rows, FD] matrix (row stride `stride` elements) into a shared tile as FA, zeros past `rows` and FD
+            template <int N> __device__ __forceinline__ void fb_load(FA (*dst)[LD], const FT* src, int r0, int rows, long long stride) {
+                for (int e = threadIdx.x; e < N * FDP; e += NT) {
+                    int r = e / FDP, c = e % FDP;
+                    dst[r][c] = r0 + r < rows && c < FD ? (FA) at_f(src[(long long) (r0 + r) * stride + c]) : (FA) 0;
+                }
+            }
+            // acc[a][t] = the dot of A's row rg + NRG * a and B's row cg + NCG * t
+            __device__ __forceinline__ void fb_scores(FA (&acc)[TR][TC], FA (*A)[LD], FA (*B)[LD], int rg, int cg) {
+                #pragma unroll
+                for (int a = 0; a < TR; a++)
+                    #pragma unroll
+                    for (int t = 0; t < TC; t++) acc[a][t] = 0;
+                #pragma unroll 2   // more and ptxas spills at head size 128 (or takes more than 128 registers at 64)
+                for (int c = 0; c < FDP; c += 4) {
+                    FA x[TR][4], y[TC][4];
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++) FB_LD4(x[a], &A[rg + NRG * a][c]);
+                    #pragma unroll
+                    for (int t = 0; t < TC; t++) FB_LD4(y[t], &B[cg + NCG * t][c]);
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        #pragma unroll
+                        for (int a = 0; a < TR; a++)
+                            #pragma unroll
+                            for (int t = 0; t < TC; t++) acc[a][t] = FA_FMA(x[a][e], y[t][e], acc[a][t]);
+                }
+            }
+            // out[a][u][e] += sum over the tile's BC rows j of P[j][rg + NRG * a] * M[j][(cg + NCG * u) * 4 + e] (P transposed: [BC][BR])
+            __device__ __forceinline__ void fb_accumulate(FA (&out)[TR][NU][4], FA (*P)[LP], FA (*M)[LD], int rg, int cg) {
+                #pragma unroll 2
+                for (int j = 0; j < BC; j++) {
+                    FA p[TR], m[NU][4];
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++) p[a] = P[j][rg + NRG * a];
+                    #pragma unroll
+                    for (int u = 0; u < NU; u++) FB_LD4(m[u], &M[j][(cg + NCG * u) * 4]);
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++)
+                        #pragma unroll
+                        for (int u = 0; u < NU; u++)
+                            #pragma unroll
+                            for (int e = 0; e < 4; e++) out[a][u][e] = FA_FMA(p[a], m[u][e], out[a][u][e]);
+                }
+            }
+            // a thread's part of a [rows, FD] result at `dst` (row r of the block at dst + r * FD), times `mul`
+            __device__ __forceinline__ void fb_store(FA* dst, const FA (&out)[TR][NU][4], int r0, int rows, FA mul, int rg, int cg) {
+                #pragma unroll
+                for (int a = 0; a < TR; a++) {
+                    int r = r0 + rg + NRG * a;
+                    if (r >= rows) continue;
+                    #pragma unroll
+                    for (int u = 0; u < NU; u++)
+                        #pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int c = (cg + NCG * u) * 4 + e;
+                            if (c < FD) dst[(long long) r * FD + c] = out[a][u][e] * mul;
+                        }
+                }
+            }
+            // dS of one score's dot s and its dP, P into *p, for a query of logsumexp L and D; zeros where the query does not see the key
+            __device__ __forceinline__ FA fb_grad(FA s, FA dp, FA L, FA D, bool seen, FA scale, FA softcap, FA* p) {
+                if (!seen) { *p = 0; return 0; }
+                FA sc = fa_score(s, scale, softcap);
+                *p = FA_EXP(sc - L);
+                FA ds = *p * (dp - D);
+                if (softcap > 0) ds *= 1 - (sc / softcap) * (sc / softcap);
+                return ds;
+            }
+            // dq and the stats of BR query rows: their L over the keys they see (an online logsumexp), D, then the key tiles
+            // again for dS = P (dP - D) and dq += dS K; the last query tiles (the longest, when causal) first
+            extern "C" __global__ void __launch_bounds__(NT) fb_rows_dq(const FT* q, const FT* k, const FT* v, const FT* o, const FT* dout, FA* stats,
+                    FA* dq, int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
+                GATUN_DEPENDENT_START();
+                __shared__ __align__(16) FA qs[BR][LD];
+                __shared__ __align__(16) FA dos[BR][LD];
+                __shared__ __align__(16) FA ks[BC][LD];
+                __shared__ __align__(16) FA vs[BC][LD];
+                __shared__ __align__(16) FA dss[BC][LP];   // dS^T: [key][query]
+                __shared__ FA ls[BR], dl[BR];
+                const int tid = threadIdx.x, lane = tid & 31, rg = tid / NCG, cg = tid % NCG;
+                const int b = blockIdx.z, h = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * BR, kvh = h / (Hq / Hkv);
+                const long long bh = (long long) b * Hq + h;
+                const FT* kb = k + ((long long) b * Hkv + kvh) * S * FD;
+                const FT* vb = v + ((long long) b * Hkv + kvh) * S * FD;
+                fb_load<BR>(qs, q + bh * T * FD, i0, T, FD);
+                fb_load<BR>(dos, dout + ((long long) b * T * Hq + h) * FD, i0, T, (long long) Hq * FD);
+                __syncthreads();
+                // D = sum(dout * o): a warp a row
+                for (int r = tid >> 5; r < BR; r += NT / 32) {
+                    FA d = 0;
+                    if (i0 + r < T)
+                        for (int c = lane; c < FD; c += 32) d = FA_FMA(dos[r][c], (FA) at_f(o[(((long long) b * T + i0 + r) * Hq + h) * FD + c]), d);
+                    for (int w = 16; w > 0; w >>= 1) d += __shfl_xor_sync(0xffffffffu, d, w);
+                    if (lane == 0) dl[r] = d;
+                }
+                const int last = i0 + BR - 1 < T ? i0 + BR - 1 : T - 1, end = fb_end(last, T, S, causal);
+                int start = fb_start(i0, T, S, causal, window);
+                start -= start % BC;
+                // L: each thread's maximum and sum over its columns, then joined over the row's NCG threads (neighbouring lanes)
+                FA m[TR], l[TR];
+                #pragma unroll
+                for (int a = 0; a < TR; a++) { m[a] = FB_NEG_INF; l[a] = 0; }
+                for (int j0 = start; j0 < end; j0 += BC) {
+                    __syncthreads();
+                    fb_load<BC>(ks, kb, j0, S, FD);
+                    __syncthreads();
+                    FA s[TR][TC];
+                    fb_scores(s, qs, ks, rg, cg);
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++) {
+                        FA mx = FB_NEG_INF;
+                        #pragma unroll
+                        for (int t = 0; t < TC; t++) {
+                            s[a][t] = fb_sees(i0 + rg + NRG * a, j0 + cg + NCG * t, T, S, causal, window) ? fa_score(s[a][t], scale, softcap) : FB_NEG_INF;
+                            mx = FA_MAX(mx, s[a][t]);
+                        }
+                        if (mx == FB_NEG_INF) continue;
+                        FA mn = FA_MAX(m[a], mx), sum = 0;
+                        #pragma unroll
+                        for (int t = 0; t < TC; t++) sum += s[a][t] == FB_NEG_INF ? 0 : FA_EXP(s[a][t] - mn);
+                        l[a] = (m[a] == FB_NEG_INF ? 0 : l[a] * FA_EXP(m[a] - mn)) + sum;
+                        m[a] = mn;
+                    }
+                }
+                #pragma unroll
+                for (int a = 0; a < TR; a++) {
+                    for (int w = 1; w < NCG; w <<= 1) {
+                        FA mo = __shfl_xor_sync(0xffffffffu, m[a], w), lo = __shfl_xor_sync(0xffffffffu, l[a], w), mn = FA_MAX(m[a], mo);
+                        if (mn != FB_NEG_INF) l[a] = (m[a] == FB_NEG_INF ? 0 : l[a] * FA_EXP(m[a] - mn)) + (mo == FB_NEG_INF ? 0 : lo * FA_EXP(mo - mn));
+                        m[a] = mn;
+                    }
+                    int r = rg + NRG * a;
+                    if (cg == 0) ls[r] = m[a] + FA_LOG(l[a]);
+                }
+                __syncthreads();
+                for (int r = tid; r < BR; r += NT)
+                    if (i0 + r < T) { stats[(bh * T + i0 + r) * 2] = ls[r]; stats[(bh * T + i0 + r) * 2 + 1] = dl[r]; }
+                FA aq[TR][NU][4];
+                #pragma unroll
+                for (int a = 0; a < TR; a++)
+                    #pragma unroll
+                    for (int u = 0; u < NU; u++) aq[a][u][0] = aq[a][u][1] = aq[a][u][2] = aq[a][u][3] = 0;
+                for (int j0 = start; j0 < end; j0 += BC) {
+                    __syncthreads();
+                    fb_load<BC>(ks, kb, j0, S, FD);
+                    fb_load<BC>(vs, vb, j0, S, FD);
+                    __syncthreads();
+                    FA s[TR][TC], dp[TR][TC];
+                    fb_scores(s, qs, ks, rg, cg);
+                    fb_scores(dp, dos, vs, rg, cg);
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++)
+                        #pragma unroll
+                        for (int t = 0; t < TC; t++) {
+                            int r = rg + NRG * a, c = cg + NCG * t;
+                            FA p;
+                            dss[c][r] = fb_grad(s[a][t], dp[a][t], ls[r], dl[r], fb_sees(i0 + r, j0 + c, T, S, causal, window), scale, softcap, &p);
+                        }
+                    __syncthreads();
+                    fb_accumulate(aq, dss, ks, rg, cg);
+                }
+                fb_store(dq + bh * T * FD, aq, i0, T, scale, rg, cg);
+            }
+            // one query head's part of dk and dv of BR keys: every query tile that sees them, P^T and dS^T of the tile, then
+            // dV += P^T dO and dK += dS^T Q
+            extern "C" __global__ void __launch_bounds__(NT) fb_rows_dkv(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats,
+                    FA* dk, FA* dv, int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
+                GATUN_DEPENDENT_START();
+                __shared__ __align__(16) FA ks[BR][LD];
+                __shared__ __align__(16) FA vs[BR][LD];
+                __shared__ __align__(16) FA qs[BC][LD];
+                __shared__ __align__(16) FA dos[BC][LD];
+                __shared__ __align__(16) FA pss[BC][LP];   // P^T, then dS^T: [query][key]
+                __shared__ FA ls[BC], dl[BC];
+                const int tid = threadIdx.x, rg = tid / NCG, cg = tid % NCG;
+                const int b = blockIdx.z, h = blockIdx.y, j0 = blockIdx.x * BR, kvh = h / (Hq / Hkv);
+                const long long bh = (long long) b * Hq + h;
+                fb_load<BR>(ks, k + ((long long) b * Hkv + kvh) * S * FD, j0, S, FD);
+                fb_load<BR>(vs, v + ((long long) b * Hkv + kvh) * S * FD, j0, S, FD);
+                FA ak[TR][NU][4], av[TR][NU][4];
+                #pragma unroll
+                for (int a = 0; a < TR; a++)
+                    #pragma unroll
+                    for (int u = 0; u < NU; u++)
+                        #pragma unroll
+                        for (int e = 0; e < 4; e++) ak[a][u][e] = av[a][u][e] = 0;
+                int lo = fb_qlo(j0, T, S, causal), hi = fb_qhi(j0 + BR - 1 < S ? j0 + BR - 1 : S - 1, T, S, causal, window);
+                lo -= lo % BC;
+                for (int i0 = lo; i0 < hi; i0 += BC) {
+                    __syncthreads();
+                    fb_load<BC>(qs, q + bh * T * FD, i0, T, FD);
+                    fb_load<BC>(dos, dout + ((long long) b * T * Hq + h) * FD, i0, T, (long long) Hq * FD);
+                    for (int r = tid; r < BC; r += NT) {
+                        bool ok = i0 + r < T;
+                        ls[r] = ok ? stats[(bh * T + i0 + r) * 2] : 0;
+                        dl[r] = ok ? stats[(bh * T + i0 + r) * 2 + 1] : 0;
+                    }
+                    __syncthreads();
+                    FA s[TR][TC], dp[TR][TC];
+                    fb_scores(s, ks, qs, rg, cg);
+                    fb_scores(dp, vs, dos, rg, cg);
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++)
+                        #pragma unroll
+                        for (int t = 0; t < TC; t++) {
+                            int r = rg + NRG * a, c = cg + NCG * t;
+                            FA p;
+                            dp[a][t] = fb_grad(s[a][t], dp[a][t], ls[c], dl[c], fb_sees(i0 + c, j0 + r, T, S, causal, window), scale, softcap, &p);
+                            pss[c][r] = p;
+                        }
+                    __syncthreads();
+                    fb_accumulate(av, pss, dos, rg, cg);
+                    __syncthreads();
+                    #pragma unroll
+                    for (int a = 0; a < TR; a++)
+                        #pragma unroll
+                        for (int t = 0; t < TC; t++) pss[cg + NCG * t][rg + NRG * a] = dp[a][t];
+                    __syncthreads();
+                    fb_accumulate(ak, pss, qs, rg, cg);
+                }
+                fb_store(dk + bh * S * FD, ak, j0, S, scale, rg, cg);
+                fb_store(dv + bh * S * FD, av, j0, S, (FA) 1, rg, cg);
+            }
+            """;
+
+    /**
+     * The simple kernels, for what the tiled ones cannot hold in 48 KiB of shared memory (f64 past head size 128): FT the
+     * element type, FD the head size, FA the type they compute in, with FA_FMA, FA_MAX, FA_EXP, FA_LOG.
+     */
+    private static final String SIMPLE = """
             #define FW 4
             #define FU ((FD + 31) / 32)
             __device__ __forceinline__ FA fb_warp_sum(FA x) {
@@ -76,7 +373,7 @@ final class CudaFlashAttentionBackward {
                 return s;
             }
             // stats[row] = (L, D): a warp a query row, a lane a key at a time for L's online logsumexp
-            extern "C" __global__ void __launch_bounds__(32 * FW) fb_rows_stats(const FT* q, const FT* k, const FT* o, const FT* dout, FA* stats,
+            extern "C" __global__ void __launch_bounds__(32 * FW) fb_simple_stats(const FT* q, const FT* k, const FT* o, const FT* dout, FA* stats,
                     int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
                 GATUN_DEPENDENT_START();
                 const int lane = threadIdx.x & 31, b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * FW + (threadIdx.x >> 5);
@@ -105,7 +402,7 @@ final class CudaFlashAttentionBackward {
                 }
             }
             // dq of one query row: a lane a key for dS, then every lane's dS times its key, a lane a group of the head's elements
-            extern "C" __global__ void __launch_bounds__(32 * FW) fb_rows_dq(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats, FA* dq,
+            extern "C" __global__ void __launch_bounds__(32 * FW) fb_simple_dq(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats, FA* dq,
                     int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
                 GATUN_DEPENDENT_START();
                 const int lane = threadIdx.x & 31, b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * FW + (threadIdx.x >> 5);
@@ -138,7 +435,7 @@ final class CudaFlashAttentionBackward {
                 for (int u = 0; u < FU; u++) { int c = lane + 32 * u; if (c < FD) dq[row * FD + c] = acc[u] * scale; }
             }
             // one query head's part of dk and dv of one key: a lane a query for P and dS, then every lane's share
-            extern "C" __global__ void __launch_bounds__(32 * FW) fb_rows_dkv(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats,
+            extern "C" __global__ void __launch_bounds__(32 * FW) fb_simple_dkv(const FT* q, const FT* k, const FT* v, const FT* dout, const FA* stats,
                     FA* dk, FA* dv, int Hq, int Hkv, int T, int S, FA scale, int causal, int window, FA softcap) {
                 GATUN_DEPENDENT_START();
                 const int lane = threadIdx.x & 31, b = blockIdx.z, h = blockIdx.y, j = blockIdx.x * FW + (threadIdx.x >> 5);
@@ -447,6 +744,17 @@ final class CudaFlashAttentionBackward {
         } else {
             sb.append(t == DType.FLOAT64 ? "#define FA double\n#define FA_FMA fma\n#define FA_MAX fmax\n#define FA_EXP exp\n#define FA_LOG log\n"
                     : "#define FA float\n#define FA_FMA fmaf\n#define FA_MAX fmaxf\n#define FA_EXP expf\n#define FA_LOG logf\n");
+            var tiles = tiles(t, d);
+            if (tiles.isEmpty()) return sb.append(SIMPLE).toString();
+            var x = tiles.get();
+            sb.append("#define BR ").append(x.br()).append("\n#define TR ").append(x.tr()).append("\n#define BC ").append(x.bc())
+                    .append("\n#define TC ").append(x.tc()).append("\n#define NT ").append(x.threads()).append("\n#define FDP ").append(x.fdp())
+                    .append("\n#define LD ").append(x.fdp() + 4).append('\n');
+            sb.append(t == DType.FLOAT64
+                    ? "__device__ __forceinline__ void FB_LD4(double* x, const double* p) { double2 a = reinterpret_cast<const double2*>(p)[0], "
+                      + "b = reinterpret_cast<const double2*>(p)[1]; x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y; }\n"
+                    : "__device__ __forceinline__ void FB_LD4(float* x, const float* p) { float4 a = *reinterpret_cast<const float4*>(p); "
+                      + "x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; }\n");
             sb.append(ROWS);
         }
         return sb.toString();
@@ -454,7 +762,11 @@ final class CudaFlashAttentionBackward {
 
     /** The kernels of a form, in launch order. */
     static String[] entries(String form) {
-        return form.equals("mma") ? new String[]{"fb_mma_stats", "fb_mma_main"} : new String[]{"fb_rows_stats", "fb_rows_dq", "fb_rows_dkv"};
+        return switch (form) {
+            case "mma" -> new String[]{"fb_mma_stats", "fb_mma_main"};
+            case "rows" -> new String[]{"fb_rows_dq", "fb_rows_dkv"};
+            default -> new String[]{"fb_simple_stats", "fb_simple_dq", "fb_simple_dkv"};
+        };
     }
 
     private final LazyProgram.Compiler compiler;
@@ -493,6 +805,16 @@ final class CudaFlashAttentionBackward {
             var main = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, 64), (int) hq, (int) b), Dim3.of(128), 0, stream);
             Programmatic.launch(program.kernel(kernels[1]), programmatic, main, x.q(), x.k(), x.v(), x.dout(), x.stats(), x.dq(), x.dk(), x.dv(),
                     (int) hq, (int) hkv, (int) tq, (int) s, scale, causal, window, softcap);
+            return;
+        }
+        if (form.equals("rows")) {
+            var tile = tiles(t, d).orElseThrow();
+            var queries = new LaunchConfig(new Dim3((int) Math.ceilDiv(tq, tile.br()), (int) hq, (int) b), Dim3.of(tile.threads()), 0, stream);
+            Programmatic.launch(program.kernel(kernels[0]), programmatic, queries, x.q(), x.k(), x.v(), x.o(), x.dout(), x.stats(), x.dq(), (int) hq,
+                    (int) hkv, (int) tq, (int) s, scale, causal, window, softcap);
+            var keys = new LaunchConfig(new Dim3((int) Math.ceilDiv(s, tile.br()), (int) hq, (int) b), Dim3.of(tile.threads()), 0, stream);
+            Programmatic.launch(program.kernel(kernels[1]), programmatic, keys, x.q(), x.k(), x.v(), x.dout(), x.stats(), x.dk(), x.dv(), (int) hq,
+                    (int) hkv, (int) tq, (int) s, scale, causal, window, softcap);
             return;
         }
         var rows = new LaunchConfig(new Dim3((int) Math.ceilDiv(tq, 4), (int) hq, (int) b), Dim3.of(128), 0, stream);

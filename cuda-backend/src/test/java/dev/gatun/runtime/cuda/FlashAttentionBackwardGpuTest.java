@@ -16,12 +16,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * {@code flash_attention_backward} on the GPU ({@link CudaFlashAttentionBackward}), through flash_attention's gradient
- * rule: dq, dk and dv of {@code sum(w * flash_attention(q, k, v))} for random inputs, both forms (the tensor-core one at
- * bf16 and f16, head sizes 64 and 128; the rows one at f32, f64 and other head sizes), causal and not, grouped-query
+ * rule: dq, dk and dv of {@code sum(w * flash_attention(q, k, v))} for random inputs, every form (the tensor-core one at
+ * bf16 and f16, head sizes 64 and 128; the tiled rows one at f32, f64 to head size 128 and other head sizes; the simple
+ * one at f64 past head size 128), causal and not, grouped-query
  * heads, fewer queries than positions, a window, a soft cap: (1) against the host backend's float64 run of the same
  * graph on the same values (the op's float64 reference); (2) against the gradients of the attention written out as the
  * ops it fuses (the rule flash_attention had before), run on the GPU in the same dtype. And (3) the training step's
- * shape (B 1, 32 query heads over 8, T = S = 2048, d 64, bf16, causal) against the decomposed rule, loosely.
+ * shape (B 1, 32 query heads over 8, T = S = 2048, d 64, causal): bf16 against the decomposed rule, loosely; f32 against
+ * the decomposed rule in float64.
  * Tolerances, relative to each gradient's largest element: f64 1e-12; f32 1e-4; 16-bit 3e-2 (P and dS are rounded to
  * the dtype as the products' operands, dk and dv once at the end).
  */
@@ -42,10 +44,17 @@ class FlashAttentionBackwardGpuTest {
                 new GpuCase(DType.BF16, new Case(1, 2, 2, 130, 130, 128, true, 0, 20)),    // a soft cap
                 new GpuCase(DType.F16, new Case(1, 4, 2, 256, 256, 64, true, 0, 0)),
                 new GpuCase(DType.F32, new Case(1, 8, 2, 256, 256, 64, true, 0, 0)),
+                new GpuCase(DType.F32, new Case(1, 8, 2, 512, 512, 64, true, 0, 0)),      // the tiled rows form at the training head size
+                new GpuCase(DType.F32, new Case(2, 4, 4, 200, 333, 64, false, 0, 0)),
+                new GpuCase(DType.F32, new Case(1, 4, 2, 300, 300, 64, true, 70, 8)),
                 new GpuCase(DType.F32, new Case(1, 4, 1, 90, 150, 128, false, 0, 0)),
                 new GpuCase(DType.F32, new Case(1, 2, 1, 120, 120, 80, true, 30, 5)),
+                new GpuCase(DType.F32, new Case(1, 2, 1, 70, 90, 256, true, 0, 0)),
+                new GpuCase(DType.F32, new Case(1, 2, 2, 65, 65, 7, true, 0, 0)),
                 new GpuCase(DType.BF16, new Case(1, 4, 2, 70, 70, 32, true, 0, 0)),       // 16-bit off the tensor cores
-                new GpuCase(DType.F64, new Case(1, 4, 2, 64, 96, 64, true, 0, 0))};
+                new GpuCase(DType.F64, new Case(1, 4, 2, 64, 96, 64, true, 0, 0)),
+                new GpuCase(DType.F64, new Case(1, 2, 1, 50, 70, 128, true, 20, 0)),
+                new GpuCase(DType.F64, new Case(1, 2, 1, 40, 40, 256, true, 0, 0))};     // the simple form
         var rnd = new SplittableRandom(7);
         for (GpuCase gc : cases) {
             Case c = gc.c();
@@ -72,6 +81,21 @@ class FlashAttentionBackwardGpuTest {
         var decomposed = FlashAttentionBackwardHostTest.gradients(c, DType.BF16, true, in, "cuda");
         for (String name : new String[]{"dq", "dk", "dv"})
             assertThat(relative(fused.get(name), decomposed.get(name))).as("training shape %s", name).isLessThan(5e-2);
+    }
+
+    /**
+     * The training step's attention in float32 (the tiled rows form), against the decomposed rule in float64 on the GPU
+     * (the same values widened): within float32's tolerance.
+     */
+    @Test
+    void theTrainingShapeInFloat32MatchesFloat64() {
+        var c = new Case(1, 32, 8, 2048, 2048, 64, true, 0, 0);
+        assertThat(CudaFlashAttentionBackward.form(DType.F32, c.d())).isEqualTo("rows");
+        var in = inputs(DType.F32, c, new SplittableRandom(10));
+        var fused = FlashAttentionBackwardHostTest.gradients(c, DType.F32, false, in, "cuda");
+        var exact = FlashAttentionBackwardHostTest.gradients(c, DType.F64, true, widened(in), "cuda");
+        for (String name : new String[]{"dq", "dk", "dv"})
+            assertThat(relative(fused.get(name), exact.get(name))).as("f32 training shape %s", name).isLessThan(TOLERANCE.get(DType.F32));
     }
 
     /** q (spread by 3 so the softmax is not flat), k, v and the loss weights w (dout) of {@code c}, in dtype {@code t}. */
