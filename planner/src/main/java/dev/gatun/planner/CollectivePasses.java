@@ -5,6 +5,7 @@ import dev.gatun.ir.graph.CollectiveKind;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The passes over the step list that change how collectives run, each switched by {@link PlanOptions} and
@@ -17,16 +18,30 @@ import java.util.List;
  *   and operation, none reading another's result and no output overlapping another member's slots, become one
  *   {@link Step.CollectiveBatch}: one launch and one pair of barriers for all (the placements move before it).
  *   Barrier-free all-reduces batch the same way: one launch, each member with its own rotating slots.</li>
+ *   <li><b>joined all_to_alls</b> (with batching, at most as many parts): consecutive all_to_alls on symmetric memory
+ *   (only placements between) of one group, of static shapes, none reading another's result (no path between them),
+ *   become one {@link Step.JoinedAllToAll}: one starting barrier, every part's rows pushed or pulled, one ending
+ *   barrier, where each alone had its own pair. Mixture-of-experts dispatch sends the rows, their row counts and each
+ *   row's metadata so: three barrier pairs become one. Each part's peers may read its input and counts, and write its
+ *   receive buffer, from the step's starting barrier to its ending one, so the runs are chosen on the order before
+ *   the memory planner ({@link AllToAllRuns}), which places every part's buffers for the whole step; this pass joins
+ *   those runs and checks again on the placed buffers that no part's result lies over another part's buffers (apart
+ *   where one does: a planner bug, never a wrong value). Adjacent all_to_alls that stay apart get a plan note saying
+ *   why (a path between them, another group, NCCL's path, a symbolic shape, the parts' limit or joining off).</li>
  * </ol>
  */
 final class CollectivePasses {
     private CollectivePasses() {}
 
-    static List<Step> apply(List<Step> steps, PlanOptions options) {
+    /**
+     * The passes; {@code runs}: the result of each all_to_all the order joins ({@link AllToAllRuns}, whose buffers the
+     * memory planner placed for the joined step) to its run; {@code notes} gets why adjacent all_to_alls stayed apart.
+     */
+    static List<Step> apply(List<Step> steps, PlanOptions options, Map<PlanBuffer, Integer> runs, List<String> notes) {
         List<Step> out = steps;
         if (options.fuseCopyIns()) out = fuseCopyIns(out);
         if (options.batchCollectives() > 1) out = batch(out, options.batchCollectives());
-        return out;
+        return joinAllToAlls(out, runs, notes);
     }
 
     static List<Step> fuseCopyIns(List<Step> steps) {
@@ -74,6 +89,116 @@ final class CollectivePasses {
             i = end - 1;
         }
         return out;
+    }
+
+    /**
+     * The runs of all_to_alls the order made ({@code runs}: each joined result to its run) whose placed buffers
+     * {@link #joinMisfit} and {@link #earlyReceiver} admit become {@link Step.JoinedAllToAll}s, their placements moved
+     * before them; where the next all_to_all (only placements between) does not join, {@code notes} says why.
+     */
+    static List<Step> joinAllToAlls(List<Step> steps, Map<PlanBuffer, Integer> runs, List<String> notes) {
+        var out = new ArrayList<Step>(steps.size());
+        int joined = 0;
+        for (int i = 0; i < steps.size(); i++) {
+            if (!(steps.get(i) instanceof Step.Collective c) || c.call().kind() != CollectiveKind.ALL_TO_ALL) {
+                out.add(steps.get(i));
+                continue;
+            }
+            var members = new ArrayList<Step.Collective>(List.of(c));
+            var places = new ArrayList<Step>();
+            int next = i + 1, end = i + 1;
+            for (int j = i + 1; j < steps.size(); j++) {
+                Step s = steps.get(j);
+                if (s instanceof Step.Place) continue;
+                if (!(s instanceof Step.Collective d) || d.call().kind() != CollectiveKind.ALL_TO_ALL) break;
+                // the run the order made (AllToAllRuns), checked again on the placed buffers: a misfit here is a
+                // planner bug, and apart is always safe
+                String why = joinMisfit(members, d);
+                if (why == null) why = earlyReceiver(sinceBarrier(out, c.call().group()), d);
+                if (why == null && (runs.get(c.output()) == null || !runs.get(c.output()).equals(runs.get(d.output()))))
+                    why = "the step has its parts already (at most PlanOptions.batchCollectives(), " + PlanOptions.MAX_BATCH
+                            + " by default), or joining is off (PlanOptions.withBatchCollectives(1))";
+                if (why != null) {
+                    notes.add(d.call().opName() + "(" + d.input().name() + ") -> " + d.output().name() + " not joined with "
+                            + String.join(", ", members.stream().map(m -> m.output().name()).toList()) + ": " + why);
+                    break;
+                }
+                for (int k = next; k < j; k++) places.add(steps.get(k));
+                members.add(d);
+                next = end = j + 1;
+            }
+            if (members.size() == 1) {
+                out.add(c);
+                continue;
+            }
+            out.addAll(places);
+            out.add(new Step.JoinedAllToAll("all_to_all_" + joined++, members, count(members.size()) + " all_to_alls of group \"" + c.call().group()
+                    + "\" with no path between them: one barrier pair"));
+            i = end - 1;
+        }
+        return out;
+    }
+
+    private static String count(int n) {
+        return n < 5 ? List.of("zero", "one", "two", "three", "four").get(n) : Integer.toString(n);
+    }
+
+    /**
+     * Null where the all_to_all {@code d} may join the earlier {@code members} in one barrier pair; else why not. All
+     * run on symmetric memory in one group, with static shapes; {@code d} reads no member's result (no path between
+     * them: they are adjacent, so a path would be a direct read); and nothing one part writes (its result, which peers
+     * push into or the rank pulls into) shares bytes with what another reads or writes, since in the joined step
+     * every part's peers read and write until the one ending barrier.
+     */
+    static String joinMisfit(List<Step.Collective> members, Step.Collective d) {
+        Step.Collective first = members.getFirst();
+        if (!first.call().group().equals(d.call().group())) return "another group (\"" + d.call().group() + "\", not \"" + first.call().group() + "\")";
+        for (Step.Collective c : List.of(first, d))
+            if (!c.call().algorithm().isSymmetric()) return c.output().name() + " takes NCCL's path, which has no barrier pair to share";
+        for (Step.Collective c : List.of(first, d))
+            for (PlanBuffer b : c.reads())
+                if (!b.shape().isStatic() || !c.output().shape().isStatic()) return c.output().name() + " has a symbolic shape";
+        for (Step.Collective c : members) {
+            for (PlanBuffer b : d.reads())
+                if (b.storage() == c.output().storage()) return "it reads " + c.output().name() + ", the result of the one before (a path between them)";
+            for (PlanBuffer b : c.reads())
+                if (overlaps(d.output(), b)) return "its result " + d.output().name() + " is placed over " + b.name() + ", which peers read until the ending barrier";
+            if (overlaps(d.output(), c.output())) return "its result " + d.output().name() + " is placed over " + c.output().name();
+            for (PlanBuffer b : d.reads())
+                if (overlaps(c.output(), b)) return c.output().name() + " is placed over " + b.name() + ", which it reads";
+        }
+        return null;
+    }
+
+    /** The steps of {@code out} after its last barrier of {@code group} (a collective that ends with one, or a barrier). */
+    private static List<Step> sinceBarrier(List<Step> out, String group) {
+        int k = out.size();
+        while (k > 0) {
+            Step s = out.get(k - 1);
+            boolean barrier = s instanceof Step.Barrier b && b.group().equals(group)
+                    || s.collectives().stream().anyMatch(x -> x.call().group().equals(group) && x.call().algorithm().endsWithBarrier());
+            if (barrier) break;
+            k--;
+        }
+        return out.subList(k, out.size());
+    }
+
+    /**
+     * Null unless {@code d} pushes into a receive buffer that shares bytes with a buffer a step since the group's last
+     * barrier uses: alone, {@code d}'s receive buffer was held from the barrier of the step before it, but joined, its
+     * senders may write it from the group's barrier before the joined step on (the plan's rule for every receive buffer).
+     */
+    static String earlyReceiver(List<Step> since, Step.Collective d) {
+        if (!d.uneven() || !d.output().isSymmetric()) return null;
+        for (Step s : since) {
+            var used = new ArrayList<PlanBuffer>(s.reads());
+            used.addAll(s.writes());
+            if (s instanceof Step.Place pl) used.add(pl.buffer());
+            for (PlanBuffer b : used)
+                if (b.storage() != d.output().storage() && overlaps(d.output(), b))
+                    return "its receive buffer " + d.output().name() + " is placed over " + b.name() + ", which a step since the group's last barrier uses";
+        }
+        return null;
     }
 
     private static boolean batchable(Step.Collective c) {

@@ -18,7 +18,8 @@ import java.util.TreeMap;
  * every rank has finished reading it, that is after the trailing barrier of the first collective of its group
  * that ends with one at or after the last peer read ({@link #crossRankEnd}); where no later collective gives
  * such a barrier, the plan ends with an explicit barrier of the group, and the reason is recorded for the
- * printout.
+ * printout. All_to_alls that run joined ({@link AllToAllRuns}) are one step: their buffers are written from the
+ * run's first work and read until its last.
  */
 final class Liveness {
     final List<Work> order;
@@ -36,8 +37,15 @@ final class Liveness {
     private final String[] freedAt;
     /** Group to why the call must end with a barrier of it. */
     final Map<String, String> finalBarriers = new TreeMap<>();
+    /** The all_to_alls that run as one step ({@link AllToAllRuns}): their buffers live for the whole run. */
+    final AllToAllRuns runs;
 
-    Liveness(LoweredGraph graph, List<Work> order, ByBuffer.Set outputs) {
+    /**
+     * {@code maxJoin}: the most all_to_alls joined into one step ({@link AllToAllRuns}; below 2, none). A joined run's
+     * parts read their inputs (here and from peers) until the run's last work, and write their results from its first:
+     * in the one step every part's peers read and write between the same two barriers.
+     */
+    Liveness(LoweredGraph graph, List<Work> order, ByBuffer.Set outputs, int maxJoin) {
         this.order = order;
         this.n = order.size();
         this.outputs = outputs;
@@ -63,6 +71,19 @@ final class Liveness {
                 if (Slices.isPart(b)) lastRead[Slices.storage(b).id()] = i;
             }
             if (w instanceof Work.ExternWork e) for (Buffer b : peerReads(e.call())) lastPeerRead[b.id()] = i;
+        }
+        this.runs = AllToAllRuns.of(order, maxJoin);
+        for (int i = 0; i < n; i++) {
+            if (!runs.isJoined(i)) continue;
+            Work w = order.get(i);
+            int first = runs.first(i), last = runs.last(i);
+            for (Buffer b : w.writes()) if (writer[b.id()] == i) writer[b.id()] = first;
+            for (Buffer b : w.reads()) {
+                if (lastRead[b.id()] == i) lastRead[b.id()] = last;
+                Buffer s = Slices.storage(b);
+                if (s != b && lastRead[s.id()] == i) lastRead[s.id()] = last;
+            }
+            for (Buffer b : peerReads(((Work.ExternWork) w).call())) if (lastPeerRead[b.id()] == i) lastPeerRead[b.id()] = last;
         }
     }
 
@@ -111,7 +132,7 @@ final class Liveness {
         for (int i = lastPeer; i < n; i++) {
             if (order.get(i) instanceof Work.ExternWork e && e.call().call() instanceof ExternCall.Collective c
                     && c.group().equals(group) && c.algorithm().endsWithBarrier()) {
-                if (i == lastPeer && e.reads().contains(b)) {
+                if (i == lastPeer && (e.reads().contains(b) || runs.isJoined(i))) {   // a joined run's last part frees its parts' inputs
                     freedAt[i] = freedAt[i] == null ? b.name() : freedAt[i] + ", " + b.name();
                 }
                 return i;

@@ -101,7 +101,8 @@ public final class Plan {
 
     /**
      * The planner's decisions printed under the pools (after the graph's own notes): which states' new values are written
-     * straight into their slots and which keep their snapshot and update_slice, and why ({@code StateWrites}).
+     * straight into their slots and which keep their snapshot and update_slice, and why ({@code StateWrites}); which
+     * adjacent all_to_alls stayed apart, and why ({@code CollectivePasses}).
      */
     public List<String> notes() { return notes; }
 
@@ -258,9 +259,17 @@ public final class Plan {
         return sb.toString().strip();
     }
 
-    /** Why each collective took its path (from lowering), and each attention its cut ({@code LaunchChoices}). */
+    /**
+     * Why each collective took its path (from lowering), which all_to_alls the planner joined into one barrier pair and
+     * which adjacent ones stayed apart, and why; and each attention's cut ({@code LaunchChoices}).
+     */
     public String explain() {
         var sb = new StringBuilder(lowered.explain());
+        for (Step s : steps)
+            if (s instanceof Step.JoinedAllToAll j)
+                sb.append("\n  ").append(j.name()).append(": ").append(String.join(", ", j.members().stream().map(c -> c.output().name()).toList()))
+                        .append(" joined: ").append(j.why());
+        for (String note : notes) if (note.contains(" not joined with ")) sb.append("\n  ").append(note);
         for (int i = 0; i < steps.size(); i++)
             if (choice(steps.get(i)).attention() instanceof LaunchChoice.Attention a) sb.append("\n  attention at step ").append(i).append(": ").append(a.why());
         return sb.toString();

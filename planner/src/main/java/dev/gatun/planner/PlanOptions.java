@@ -12,7 +12,8 @@ import dev.gatun.ir.CompilationException;
  * @param inPlace            let an elementwise kernel write over a dead input of identical size (regular buffers only)
  * @param fuseCopyIns        let a symmetric collective that reads a path-2 input copy the caller's tensor in itself,
  *                           before its first barrier, instead of a separate copy_in step
- * @param batchCollectives   the most consecutive one-shot all-reduces run as one launch (1: each on its own)
+ * @param batchCollectives   the most consecutive one-shot all-reduces run as one launch, and the most independent
+ *                           all_to_alls of one group joined into one step with one barrier pair (1: each on its own)
  * @param roundEachOp        round every f16/bf16 op's result to its type inside fused kernels, as the reference
  *                           interpreter and eager PyTorch do; off (the default), a fused kernel holds its f16/bf16
  *                           intermediates in float32 and rounds what it stores, as {@code torch.compile} and XLA do:
@@ -89,7 +90,7 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
     public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
     public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
-    /** At most {@code n} one-shot all-reduces in one launch; 1 switches batching off. */
+    /** At most {@code n} one-shot all-reduces in one launch (and all_to_alls in one joined step); 1 switches both off. */
     public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
     public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }

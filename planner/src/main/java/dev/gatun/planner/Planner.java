@@ -28,7 +28,8 @@ import java.util.Set;
  *   <li>{@link Scheduler}: a memory-aware order of the work;</li>
  *   <li>{@link ProductEpilogues}: a product of a few rows with the kernels after it that read it, on the tiles they
  *   need, one launch (one point of the order);</li>
- *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers;</li>
+ *   <li>{@link Liveness}: when each buffer is written and last read, here and by peers (all_to_alls that will run
+ *   joined, {@link AllToAllRuns}, as one step);</li>
  *   <li>{@link StateWrites}: a state's new value written into its slot by the kernel that reads the old value last,
  *   without the snapshot and update_slice around it (liveness then taken again);</li>
  *   <li>{@link InPlace}: which elementwise kernels write over a dying input;</li>
@@ -67,9 +68,10 @@ public final class Planner {
         var choice = Scheduler.choose(fused, outputs, options.reorder(), graph.buffers().size());
         var order = options.productEpilogues() ? ProductEpilogues.join(choice.order(), table) : choice.order();
         if (options.attentionUpdates()) order = AttentionUpdates.widenReads(order);
-        var live = new Liveness(graph, order, outputs);
+        int join = options.batchCollectives();   // the most all_to_alls joined into one step (AllToAllRuns)
+        var live = new Liveness(graph, order, outputs, join);
         var stateWrites = StateWrites.of(graph, order, live, outputs, options.inPlace());
-        if (!stateWrites.written.isEmpty()) live = new Liveness(graph, stateWrites.order, outputs);   // the snapshots and updates left out
+        if (!stateWrites.written.isEmpty()) live = new Liveness(graph, stateWrites.order, outputs, join);   // the snapshots and updates left out
         Map<Buffer, Buffer> inPlace = new IdentityHashMap<>(options.inPlace() ? InPlace.pairs(graph, live, outputs) : Map.of());
         inPlace.putAll(InPlace.updates(graph));   // not an option: an op that writes in place writes only what it changes
         var aliases = stateWrites.aliases();   // a value written into a state's slot chains to nothing
@@ -86,13 +88,14 @@ public final class Planner {
             if (p != null) table.of(b).place(p);
         }
         var kernels = new ArrayList<Kernel>();
-        List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options);
+        var notes = new ArrayList<String>(stateWrites.notes);
+        List<Step> steps = CollectivePasses.apply(steps(table, live, pools, kernels), options, runs(live, table), notes);
         if (options.fuseCollectives()) steps = CollectiveFusion.apply(steps);
         steps = UpdateBatching.apply(steps);
         if (options.attentionUpdates()) steps = AttentionUpdates.apply(steps);
         steps = ProductKernels.choose(steps);
         return new Plan(graph, table.all(), pools.pools, steps, kernels, partitions(steps, table.anyDynamic()), pools.history.slots(steps, live, table),
-                choice.name(), choice.plainPeak(), choice.peak(), options, stateWrites.notes);
+                choice.name(), choice.plainPeak(), choice.peak(), options, notes);
     }
 
     /**
@@ -127,6 +130,14 @@ public final class Planner {
         live.finalBarriers.forEach((group, why) -> steps.add(new Step.Barrier(group, why)));
         for (Pool p : pools.pools) if (p.kind() == Pool.Kind.COMM) steps.add(new Step.Release(p.name()));
         return steps;
+    }
+
+    /** The result of each all_to_all that runs joined ({@link AllToAllRuns}), to the index of its run's first work. */
+    private static Map<PlanBuffer, Integer> runs(Liveness live, BufferTable table) {
+        var out = new IdentityHashMap<PlanBuffer, Integer>();
+        for (int i = 0; i < live.n; i++)
+            if (live.runs.isJoined(i) && live.order.get(i) instanceof Work.ExternWork e) out.put(table.of(e.call()), live.runs.first(i));
+        return out;
     }
 
     /** A kernel work whose kernel holds its f16/bf16 intermediates in float32 (see {@link PlanOptions#roundEachOp}). */

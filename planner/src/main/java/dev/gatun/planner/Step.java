@@ -209,6 +209,56 @@ public sealed interface Step {
         }
 
         Collective withCopiesIn() { return new Collective(output, input, counts, call, freed, true, slots); }
+
+        /** The call as a part of a {@link JoinedAllToAll} prints it: no barrier of its own, how it moves its rows. */
+        String partFormat() {
+            String args = input.name() + (counts == null ? "" : ", " + counts.name() + ", capacity=" + output.shape().dim(0).size());
+            String note = (copiesIn ? "copies input \"" + input.input() + "\" in (path 2, fused)" : "") + receiveNote();
+            if (note.startsWith("; ")) note = note.substring(2);
+            return output.name() + " = " + call.opName() + "(" + args + ", \"" + call.group() + "\")" + (note.isEmpty() ? "" : "   # " + note);
+        }
+    }
+
+    /**
+     * All_to_alls on symmetric memory of one group that the schedule places together and that do not depend on one
+     * another (no part reads what another writes, no part's result placed over another's buffers), run as one step
+     * named {@code name} ({@code CollectivePasses}): one starting barrier, every part's rows moved (each pushed or
+     * pulled as it would be alone), one ending barrier. A peer may read a part's input and counts, and write a part's
+     * receive buffer, from the starting barrier to the ending one, so every part's buffers are held for the whole step.
+     * {@code why} says why the parts joined. A backend without a joint kernel runs the same protocol part after part
+     * between the one barrier pair, which computes the same values.
+     */
+    record JoinedAllToAll(String name, List<Collective> members, String why) implements Step {
+        public JoinedAllToAll {
+            members = List.copyOf(members);
+            if (members.size() < 2) throw new IllegalArgumentException(name + ": a joined all_to_all has two parts or more");
+            String group = members.getFirst().call().group();
+            for (Collective c : members)
+                if (c.call().kind() != CollectiveKind.ALL_TO_ALL || !c.call().algorithm().isSymmetric() || !c.call().group().equals(group))
+                    throw new IllegalArgumentException(name + ": only symmetric all_to_alls of one group join, not " + c.format());
+        }
+
+        public Collective first() { return members.getFirst(); }
+        public String group() { return first().call().group(); }
+        @Override public boolean isDeviceWork() { return true; }
+        @Override public List<Step> parts() { return List.copyOf(members); }
+        @Override public List<Collective> collectives() { return members; }
+        @Override public List<PlanBuffer> copiedIn() { return members.stream().flatMap(c -> c.copiedIn().stream()).toList(); }
+        @Override public String kind() { return "collective"; }
+        @Override public String label() { return name + ": " + first().call().opName() + "×" + members.size() + "(" + first().input().name() + ", ...)"; }
+
+        /** The inputs (and counts) whose slots are free on all ranks once the ending barrier passes, as the parts name them. */
+        public String freed() {
+            var j = new StringJoiner(", ");
+            for (Collective c : members) if (c.freed() != null) j.add(c.freed());
+            return j.length() == 0 ? null : j.toString();
+        }
+
+        @Override public String format() {
+            var sb = new StringBuilder("launch " + name + " {   # one launch: " + why + "; " + barrierNote(first().call(), freed()));
+            for (Collective c : members) sb.append("\n    ").append(c.partFormat());
+            return sb.append("\n  }").toString();
+        }
     }
 
     /**

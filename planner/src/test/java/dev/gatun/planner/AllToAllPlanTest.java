@@ -3,6 +3,7 @@ package dev.gatun.planner;
 import dev.gatun.dsl.Gatun;
 import dev.gatun.dsl.GraphBuilder;
 import dev.gatun.ir.DType;
+import dev.gatun.ir.graph.CollectiveKind;
 import dev.gatun.ir.graph.Graph;
 import dev.gatun.ir.testing.RandomGraphs;
 import dev.gatun.lowering.Lowering;
@@ -10,6 +11,7 @@ import dev.gatun.lowering.LoweringOptions;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
+import java.util.List;
 import java.util.function.Consumer;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -74,9 +76,11 @@ class AllToAllPlanTest {
         assertThat(a2a.output().placement().bytes()).isEqualTo(12 * 4 * 4);   // the capacity's rows of 4 f32
         String rows = a2a.input().name(), out = a2a.output().name();
         var at = a2a.output().placement();
-        assertThat(text).contains(out + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # ends with a barrier: "
-                + rows + " free on all ranks; senders write into receive buffer " + out + " (12 rows, the capacity) at " + at.pool() + "+" + at.offset()
-                + ", 192 B");
+        // joined with the even all_to_all of the counts (no path between them): one barrier pair, each part as it moves
+        assertThat(text).contains("launch all_to_all_0 {   # one launch: two all_to_alls of group \"world\" with no path between them: one barrier pair;"
+                + " ends with a barrier: " + rows + ", counts free on all ranks");
+        assertThat(text).contains("\n    " + out + " = all_to_all.symm_mem(" + rows + ", counts, capacity=12, \"world\")   # senders write into receive buffer "
+                + out + " (12 rows, the capacity) at " + at.pool() + "+" + at.offset() + ", 192 B");
         // the plan says how the rows move: the senders push into the receive buffer
         assertThat(a2a.format()).endsWith("; push: after a starting barrier each member writes its rows into the others' receive buffers");
         assertThat(p.lowered().decisions()).contains(out + ": receive buffer of 12 rows (the capacity) in symmetric memory of group 'world': the senders write their rows into it");
@@ -164,8 +168,10 @@ class AllToAllPlanTest {
         var buffers = new ArrayList<>(p.buffers());
         buffers.set(old.id(), moved);
         var steps = new ArrayList<Step>();
+        var replaced = new Step.Collective(moved, a2a.input(), a2a.counts(), a2a.call(), a2a.freed(), a2a.copiesIn(), a2a.slots());
         for (Step s : p.steps())
-            steps.add(s == a2a ? new Step.Collective(moved, a2a.input(), a2a.counts(), a2a.call(), a2a.freed(), a2a.copiesIn(), a2a.slots()) : s);
+            steps.add(s == a2a ? replaced : s instanceof Step.JoinedAllToAll j && j.members().contains(a2a)
+                    ? new Step.JoinedAllToAll(j.name(), j.members().stream().map(c -> c == a2a ? replaced : c).toList(), j.why()) : s);
         Plan bad = new Plan(p.lowered(), buffers, p.pools(), steps, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
                 p.estimatedPeak(), p.options());
         assertThat(PlanChecks.receiveBuffers(bad)).singleElement().asString().contains("receive buffer " + old.name()).contains("not in the communication pool");
@@ -228,5 +234,142 @@ class AllToAllPlanTest {
         assertThat(uneven).as("uneven all_to_all steps").isGreaterThan(30);
         assertThat(symmetric).as("uneven all_to_all steps on symmetric memory").isGreaterThan(10);
         assertThat(failures).as(failures.isEmpty() ? "" : failures.getFirst()).isEmpty();
+    }
+
+    /**
+     * Dispatch as mixture-of-experts sends it: the rows and each row's metadata by the same counts, and the counts
+     * themselves (what each member will receive). The three read only the graph's inputs (each copied into symmetric
+     * memory by its collective, path 2), so the schedule places them together and the planner joins them: one starting
+     * barrier, three parts, one ending barrier.
+     */
+    static void dispatch(GraphBuilder g, int world) {
+        var x = g.input("x", DType.F32, 8, 4);
+        var meta = g.input("meta", DType.I64, 8, 1);
+        var counts = g.input("counts", DType.I64, world);
+        var rows = x.allToAll("world", counts, 12);
+        var ids = meta.allToAll("world", counts, 12);
+        g.output("y", rows.values().mul(ids.values().cast(DType.F32)));
+        g.output("received", rows.counts());
+    }
+
+    static List<Step.JoinedAllToAll> joined(Plan p) {
+        return p.steps().stream().filter(s -> s instanceof Step.JoinedAllToAll).map(s -> (Step.JoinedAllToAll) s).toList();
+    }
+
+    @Test
+    void independentAllToAllsOfOneGroupRunAsOneStepAndThePlanSaysWhy() {
+        for (int world : new int[]{2, 4}) {
+            Plan p = plan(world, LoweringOptions.world(world), g -> dispatch(g, world));
+            var j = joined(p);
+            assertThat(j).as(p.toString()).singleElement();
+            var step = j.getFirst();
+            // the rows and the metadata (the counts' own all_to_all is scheduled where its result is needed)
+            assertThat(step.members()).hasSize(2);
+            assertThat(step.members()).filteredOn(Step.Collective::uneven).hasSize(2);
+            assertThat(step.why()).isEqualTo("two all_to_alls of group \"world\" with no path between them: one barrier pair");
+            assertThat(p.steps().stream().filter(s -> s instanceof Step.Collective c && c.call().kind() == CollectiveKind.ALL_TO_ALL)).hasSize(1);
+            // one line naming the step and why, then each part as it moves, no barrier of its own
+            String text = p.toString();
+            assertThat(text).contains("launch all_to_all_0 {   # one launch: two all_to_alls of group \"world\" with no path between them: one barrier pair; ends with a barrier: ");
+            for (Step.Collective c : step.members()) assertThat(text).contains("\n    " + c.output().name() + " = all_to_all.symm_mem(").contains(c.partFormat());
+            assertThat(step.members().stream().map(Step.Collective::partFormat)).noneMatch(f -> f.contains("barrier:"));
+            assertThat(p.explain()).contains("all_to_all_0: ").contains(" joined: two all_to_alls of group \"world\" with no path between them: one barrier pair");
+            // every part's buffers: read and written by the one step
+            assertThat(step.reads()).containsAll(step.members().stream().flatMap(c -> c.reads().stream()).toList());
+            assertThat(step.writes()).containsExactlyElementsOf(step.members().stream().map(Step.Collective::output).toList());
+        }
+    }
+
+    @Test
+    void withoutBatchingEachAllToAllHasItsOwnBarrierPair() {
+        var g = Gatun.graph("moe").world(2);
+        dispatch(g, 2);
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(2)), PlanOptions.DEFAULT.withBatchCollectives(1));
+        assertThat(PlanChecks.all(p)).isEmpty();
+        assertThat(joined(p)).isEmpty();
+        assertThat(p.steps().stream().filter(s -> s instanceof Step.Collective c && c.call().kind() == CollectiveKind.ALL_TO_ALL)).hasSize(3);
+        assertThat(p.notes()).anyMatch(n -> n.contains(" not joined with ") && n.contains("joining is off"));
+    }
+
+    @Test
+    void allToAllsStayApartWhereTheyCannotJoinAndThePlanSaysWhy() {
+        // a path between them: the second sends what the first received
+        Plan path = plan(2, LoweringOptions.world(2), g -> {
+            var counts = g.input("counts", DType.I64, 2);
+            var r = g.input("x", DType.F32, 8, 4).mul(2).allToAll("world", counts, 12);
+            g.output("y", r.values().allToAll("world", r.counts(), 12).values());
+        });
+        for (var j : joined(path))
+            for (var c : j.members())
+                for (var d : j.members()) assertThat(d.reads()).as(path.toString()).noneMatch(b -> b.storage() == c.output().storage());
+        assertThat(path.notes()).anyMatch(n -> n.contains(" not joined with ") && n.contains("(a path between them)"));
+        // another group: a mesh's two axes
+        var g = Gatun.graph("mesh").mesh("a", 2, "b", 2);
+        var x = g.input("x", DType.F32, 8, 4);
+        g.output("ya", x.mul(2).allToAll("a"));
+        g.output("yb", x.mul(3).allToAll("b"));
+        Plan mesh = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(4)), PlanOptions.DEFAULT);
+        assertThat(PlanChecks.all(mesh)).as("%s", mesh).isEmpty();
+        assertThat(joined(mesh)).as("%s", mesh).isEmpty();
+        assertThat(mesh.notes()).as("%s", mesh).anyMatch(n -> n.contains(" not joined with ") && n.contains("another group"));
+        assertThat(mesh.explain()).contains("another group");
+        // NCCL's path: no barrier pair to share
+        Plan nccl = plan(2, LoweringOptions.world(2).withSymmetricMemory(false), h -> {
+            var y = h.input("x", DType.F32, 8, 4);
+            h.output("y1", y.mul(2).allToAll("world"));
+            h.output("y2", y.mul(3).allToAll("world"));
+        });
+        assertThat(joined(nccl)).isEmpty();
+        assertThat(nccl.notes()).anyMatch(n -> n.contains("takes NCCL's path"));
+    }
+
+    /**
+     * In a joined step every part's peers read its rows and counts, and write its receive buffer, until the one ending
+     * barrier. Planned for separate steps (joining off), the second all_to_all's result may take the first's rows' slot
+     * (free once the first's own barrier passed); the same two joined by hand are refused by the checks, which hold every
+     * part's buffers for the whole joined step. Planned joined, the memory planner keeps them apart.
+     */
+    @Test
+    void theChecksHoldEveryPartsBuffersForTheWholeJoinedStep() {
+        Consumer<GraphBuilder> layers = g -> {
+            var h = g.input("h", DType.F32, 16, 8);
+            var counts = g.input("counts", DType.I64, 4);
+            for (int layer = 0; layer < 3; layer++) {
+                var d = h.mul(layer + 1).allToAll("world", counts, 16);
+                h = d.values().add(1).allToAll("world", d.counts(), 16).values();
+            }
+            g.output("h", h);
+        };
+        var g = Gatun.graph("moe").world(4);
+        layers.accept(g);
+        Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(4)), PlanOptions.DEFAULT.withBatchCollectives(1));
+        assertThat(PlanChecks.all(p)).isEmpty();
+        // two all_to_alls adjacent but for placements, the second's result over the first's rows
+        var steps = p.steps();
+        int a = -1, b = -1;
+        for (int i = 0; i < steps.size() && b < 0; i++) {
+            if (!(steps.get(i) instanceof Step.Collective c) || c.call().kind() != CollectiveKind.ALL_TO_ALL) continue;
+            int j = i + 1;
+            while (j < steps.size() && steps.get(j) instanceof Step.Place) j++;
+            if (j < steps.size() && steps.get(j) instanceof Step.Collective d && d.call().kind() == CollectiveKind.ALL_TO_ALL
+                    && CollectivePasses.overlaps(d.output(), c.input())) {
+                a = i;
+                b = j;
+            }
+        }
+        assertThat(b).as("%s", p).isPositive();
+        var joinedByHand = new ArrayList<Step>(steps.subList(0, a));
+        joinedByHand.addAll(steps.subList(a + 1, b));   // the placements first, as the pass moves them
+        joinedByHand.add(new Step.JoinedAllToAll("by_hand", List.of((Step.Collective) steps.get(a), (Step.Collective) steps.get(b)), "joined by hand"));
+        joinedByHand.addAll(steps.subList(b + 1, steps.size()));
+        Plan bad = new Plan(p.lowered(), p.buffers(), p.pools(), joinedByHand, p.kernels(), p.partitions(), p.slots(), "mutated", p.plainOrderPeak(),
+                p.estimatedPeak(), p.options());
+        var first = (Step.Collective) steps.get(a);
+        var second = (Step.Collective) steps.get(b);
+        assertThat(PlanChecks.overlaps(bad)).as(bad.toString()).anySatisfy(v -> assertThat(v).contains(second.output().name()).contains(first.input().name()));
+        // planned joined: the same pair is one step, its buffers apart
+        Plan joined = plan(4, LoweringOptions.world(4), layers);
+        assertThat(joined(joined)).as("%s", joined).anySatisfy(j -> assertThat(j.members().stream().map(c -> c.output().name()))
+                .contains(first.output().name(), second.output().name()));
     }
 }

@@ -49,11 +49,16 @@ public final class PlanChecks {
     /**
      * The plan's steps with each fused collective as what it computes: its prologue, its collective, its epilogue, one
      * after the other (the checks below are about that order; CollectiveFusionTest checks what makes the fused launch
-     * compute the same).
+     * compute the same). Joined all_to_alls stay one step: between its one barrier pair a peer may read any part's rows
+     * and counts and write any part's receive buffer, so every part's buffers live through the whole step.
      */
     static List<Step> steps(Plan p) {
         var out = new ArrayList<Step>();
-        for (Step s : p.steps()) out.addAll(s.parts());
+        for (Step s : p.steps()) {
+            // joined all_to_alls stay one step: between its one barrier pair peers may read and write any part's buffers
+            if (s instanceof Step.JoinedAllToAll) out.add(s);
+            else out.addAll(s.parts());
+        }
         return out;
     }
 
@@ -74,6 +79,7 @@ public final class PlanChecks {
             case Step.Collective c when c.call().algorithm().isSymmetric() -> c.counts() == null ? List.of(c.input().storage().name())
                     : List.of(c.input().storage().name(), c.counts().storage().name());
             case Step.CollectiveBatch b -> b.members().stream().map(c -> c.input().storage().name()).toList();
+            case Step.JoinedAllToAll j -> j.members().stream().flatMap(c -> peerReads(p, c).stream()).toList();
             case Step.CallUserOp u -> {
                 var out = new ArrayList<String>();
                 for (int i = 0; i < u.inputs().size(); i++) if (u.op().requiresSymmetric(i)) out.add(u.inputs().get(i).storage().name());
@@ -88,6 +94,7 @@ public final class PlanChecks {
      * write their rows into it).
      */
     static List<String> peerWrites(Plan p, Step s) {
+        if (s instanceof Step.JoinedAllToAll j) return j.members().stream().flatMap(c -> peerWrites(p, c).stream()).toList();
         return s instanceof Step.Collective c && c.uneven() && c.output().isSymmetric() ? List.of(c.output().storage().name()) : List.of();
     }
 
@@ -106,6 +113,7 @@ public final class PlanChecks {
         return switch (s) {
             case Step.Collective c -> c.call().group().equals(group) && c.call().algorithm().endsWithBarrier();
             case Step.CollectiveBatch b -> isBarrier(b.first(), group);
+            case Step.JoinedAllToAll j -> isBarrier(j.first(), group);
             case Step.Barrier b -> b.group().equals(group);
             default -> false;
         };
@@ -127,7 +135,7 @@ public final class PlanChecks {
         var peerWritten = new HashMap<String, Integer>();
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
-            for (String b : peerWrites(p, s)) peerWritten.putIfAbsent(b, firstPeerWrite(steps, i, ((Step.Collective) s).call().group()));
+            for (String b : peerWrites(p, s)) peerWritten.putIfAbsent(b, firstPeerWrite(steps, i, s.collectives().getFirst().call().group()));
             for (String b : writes(p, s)) start.putIfAbsent(b, i);
             for (String b : reads(p, s)) lastRead.put(b, i);
             for (String b : peerReads(p, s)) lastPeer.put(b, i);
@@ -332,8 +340,8 @@ public final class PlanChecks {
         var bad = new ArrayList<String>();
         var outputs = new HashSet<String>();
         p.outputs().values().forEach(o -> outputs.add(o.storage().name()));
-        for (Step s : steps(p)) {
-            if (!(s instanceof Step.Collective c) || !c.uneven() || !c.call().algorithm().isSymmetric()) continue;
+        for (Step s : p.steps()) for (Step.Collective c : s.collectives()) {   // a joined all_to_all's parts too
+            if (!c.uneven() || !c.call().algorithm().isSymmetric()) continue;
             PlanBuffer out = c.output();
             String group = c.call().group();
             if (!out.isSymmetric()) {
@@ -377,6 +385,7 @@ public final class PlanChecks {
             case Step.Launch l -> l.kernel().inputs();
             case Step.Collective c -> c.counts() == null ? List.of(c.input()) : List.of(c.input(), c.counts());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::input).toList();
+            case Step.JoinedAllToAll j -> j.members().stream().flatMap(c -> readBuffers(c).stream()).toList();
             case Step.Matmul m -> List.of(m.a(), m.b());
             case Step.OpCall o -> o.inputs();
             case Step.CallUserOp u -> u.inputs();
@@ -391,6 +400,7 @@ public final class PlanChecks {
             case Step.Launch l -> l.kernel().outputs();
             case Step.Collective c -> List.of(c.output());
             case Step.CollectiveBatch b -> b.members().stream().map(Step.Collective::output).toList();
+            case Step.JoinedAllToAll j -> j.members().stream().map(Step.Collective::output).toList();
             case Step.Matmul m -> List.of(m.output());
             case Step.OpCall o -> o.outputs();
             case Step.CallUserOp u -> u.outputs();
@@ -450,7 +460,8 @@ public final class PlanChecks {
                 if (pl.buffer().kind() == PlanBuffer.Kind.CONSTANT || pl.buffer().kind() == PlanBuffer.Kind.STATE) produced.add(pl.buffer().name());
             }
             if (s instanceof Step.AllocDynamic d) placed.add(d.buffer().name());
-            if (s instanceof Step.Collective c && c.copiesIn()) produced.add(c.input().name()); // its own path-2 copy comes first
+            if (!(s instanceof Step.CopyIn))   // a collective's own path-2 copy comes first (a joined one's parts')
+                for (PlanBuffer c : s.copiedIn()) produced.add(c.name());
             for (PlanBuffer rb : readBuffers(s)) {
                 PlanBuffer st = rb.storage();
                 String r = st.name();

@@ -142,8 +142,8 @@ public final class Session implements AutoCloseable {
     public String backendName() { return backend.name(); }
     public int worldSize() { return options.worldSize(); }
 
-    /** Why each collective took its path. */
-    public String explain() { return lowered.explain(); }
+    /** Why each collective took its path, and which all_to_alls run as one barrier pair ({@link Plan#explain()}). */
+    public String explain() { return plan.explain(); }
 
     /** The kernels as the backend runs them: CUDA C on the CUDA backend, the kernel IR on the host. */
     public String generatedSource() { return backend.generatedSource(plan); }

@@ -556,14 +556,44 @@ final class CudaRun implements StepLoop.Steps {
      * pulls into its result ({@link SymmetricAllToAll}).
      */
     private void symmetricAllToAll(Step.Collective c) {
+        var p = allToAllPart(c);
+        exe.dist.symmetricAllToAll(c, p.in(), p.counts(), p.receive(), p.out(), p.rows(), p.rowBytes(), p.capacity(), c.uneven() ? exe.fault.site(c) : null, exe.stream);
+    }
+
+    /** A symmetric all_to_all's operands: where its input, counts and receive buffer lie, its result's address, its sizes. */
+    private Distributed.AllToAllPart allToAllPart(Step.Collective c) {
         PlanBuffer in = c.input(), out = c.output();
         long[] shape = in.shape().sizes(env);
         long rows = shape[0], rowBytes = in.dtype().byteSize();
         for (int d = 1; d < shape.length; d++) rowBytes *= shape[d];
         long capacity = c.uneven() ? out.shape().dim(0).size() : rows;
         boolean push = c.uneven() && out.storage().isSymmetric() && out.storage().placement() != null;
-        exe.dist.symmetricAllToAll(c, slot(in), c.uneven() ? slot(c.counts()) : null, push ? slot(out) : null, addressOf(out), rows, rowBytes, capacity,
-                c.uneven() ? exe.fault.site(c) : null, exe.stream);
+        return new Distributed.AllToAllPart(slot(in), c.uneven() ? slot(c.counts()) : null, push ? slot(out) : null, addressOf(out), rows, rowBytes, capacity);
+    }
+
+    /**
+     * Joined all_to_alls: one launch, one barrier pair around every part's moves ({@link SymmetricAllToAll}); a rank
+     * outside the group (or a world of one) passes each part's input through, listed as the one step the plan shows.
+     */
+    @Override public void joinedAllToAll(int index, Step.JoinedAllToAll j) {
+        choice(j);
+        if (exe.dist == null || !exe.dist.isMember(j.group())) {
+            List<String> recording = launched;
+            launched = null;
+            try {
+                for (Step.Collective c : j.members()) collective(index, c);
+            } finally {
+                launched = recording;
+            }
+            return;
+        }
+        var parts = new ArrayList<Distributed.AllToAllPart>();
+        for (Step.Collective c : j.members()) {
+            if (c.copiesIn()) copyIn(c.input());
+            parts.add(allToAllPart(c));
+        }
+        boolean uneven = j.members().stream().anyMatch(Step.Collective::uneven);
+        exe.dist.symmetricAllToAlls(j, parts, uneven ? exe.fault.site(j) : null, exe.stream);
     }
 
     /** Where {@code b} lies in its communication pool (the symmetric path put it there). */

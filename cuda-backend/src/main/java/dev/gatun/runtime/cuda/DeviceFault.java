@@ -82,7 +82,8 @@ final class DeviceFault implements AutoCloseable {
 
     private static boolean canStop(Step s) {
         return s instanceof Step.OpCall o && o.spec().checksValues() || s instanceof Step.UpdateSlices || s instanceof Step.UpdateAttention
-                || s instanceof Step.Collective c && c.uneven() || s instanceof Step.Launch l && l.kernel().gathers();
+                || s instanceof Step.Collective c && c.uneven() || s instanceof Step.Launch l && l.kernel().gathers()
+                || s instanceof Step.JoinedAllToAll j && j.members().stream().anyMatch(Step.Collective::uneven);
     }
 
     /** The device address of the claim word, the kernels' first fault argument. */
@@ -116,6 +117,11 @@ final class DeviceFault implements AutoCloseable {
         Step s = step >= 0 && step < plan.steps().size() ? plan.steps().get(step) : null;
         // a batch of updates names the member that stopped (the kernel records its index)
         if (s instanceof Step.UpdateSlices batch && member >= 0 && member < batch.members().size()) s = batch.members().get((int) member).call();
+        // joined all_to_alls: the kernel records the part that refused its counts in the kind (kind + 256 x part)
+        if (code == ALL_TO_ALL && s instanceof Step.JoinedAllToAll j && a >= 256 && a / 256 < j.members().size()) {
+            s = j.members().get((int) (a / 256));
+            a %= 256;
+        } else if (code == ALL_TO_ALL && s instanceof Step.JoinedAllToAll j) s = j.first();
         // an attention with its caches' update: the attention's kernel checks the position for both
         if (s instanceof Step.UpdateAttention u) s = u.attention().call();
         // a kernel's launch prints its fusion notes on lines of their own: its first line names it

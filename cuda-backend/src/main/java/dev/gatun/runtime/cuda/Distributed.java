@@ -21,6 +21,7 @@ import dev.gatun.runtime.distributed.Fingerprints;
 import dev.gatun.runtime.distributed.Rendezvous;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -125,6 +126,7 @@ final class Distributed implements AutoCloseable {
             for (String t : List.of("b8", "b16", "b32", "b64")) kernels.put(op + "_" + t, module.kernel(op + "_" + t));
         kernels.put("gatun_barrier", module.kernel("gatun_barrier"));
         kernels.put(SymmetricAllToAll.KERNEL, module.kernel(SymmetricAllToAll.KERNEL));
+        kernels.put(SymmetricAllToAll.PARTS_KERNEL, module.kernel(SymmetricAllToAll.PARTS_KERNEL));
         kernels.put("gatun_copy", module.kernel("gatun_copy"));
     }
 
@@ -294,7 +296,7 @@ final class Distributed implements AutoCloseable {
             Slot s = i < slots.size() ? slots.get(i) : new Slot(0, 0, 0);
             args.addAll(List.of(s.offset(), s.out(), s.n()));
         }
-        args.addAll(List.of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
+        args.addAll(List.<Object>of(g.groupRank(), g.members().size(), opCode(first.call().reduceOp()), g.padTable().address(), g.epochs().address(), timeoutNanos,
                 abortFlag.address()));
         kernels.get("one_shot_multi_" + suffix(t)).launch(launchConfig(most, t, stream), args.toArray());
     }
@@ -340,20 +342,63 @@ final class Distributed implements AutoCloseable {
      */
     void symmetricAllToAll(Step.Collective c, PoolSlot in, PoolSlot counts, PoolSlot receive, long out, long rows, long rowBytes, long capacity,
                            DeviceFault.Site site, Stream stream) {
+        var g = allToAllGroup(c);
+        var part = new AllToAllPart(in, counts, receive, out, rows, rowBytes, capacity);
+        var args = new ArrayList<Object>(part.args(heap, g.members().size()));
+        args.addAll(List.<Object>of(g.groupRank(), g.members().size(), g.padTable().address(), g.epochs().address(), timeoutNanos, abortFlag.address(),
+                site == null ? 0L : site.claim(), site == null ? 0L : site.record(), site == null ? -1 : site.step()));
+        kernels.get(SymmetricAllToAll.KERNEL).launch(new LaunchConfig(Dim3.of((int) part.grid(blocks)), Dim3.of(SymmetricKernels.THREADS), 0, stream), args.toArray());
+    }
+
+    /**
+     * One part of a symmetric all_to_all ({@link #symmetricAllToAll}'s operands): {@code counts} null for an even one,
+     * {@code receive} null where this rank pulls into {@code out}.
+     */
+    record AllToAllPart(PoolSlot in, PoolSlot counts, PoolSlot receive, long out, long rows, long rowBytes, long capacity) {
+        /** The kernel's arguments for this part, in {@code a2a_part}'s order. */
+        List<Object> args(SymmetricHeap heap, int size) {
+            long evenRows = counts == null ? rows / size : 0;
+            return List.<Object>of(heap.pool(in.pool()).peerTable().address(), in.offset(),
+                    counts == null ? 0L : heap.pool(counts.pool()).peerTable().address(), counts == null ? -1L : counts.offset(),
+                    receive == null ? 0L : heap.pool(receive.pool()).peerTable().address(), receive == null ? 0L : receive.offset(), receive == null ? out : 0L,
+                    rows, rowBytes, capacity, evenRows);
+        }
+
+        /** An unused part of the joined kernel: zeros (never read). */
+        static List<Object> none() { return List.<Object>of(0L, 0L, 0L, -1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L); }
+
+        /** The grid its bytes take, from the static sizes alone: the same on every rank. */
+        long grid(int blocks) { return SymmetricKernels.grid(Math.max(rows, capacity) * rowBytes, SymmetricKernels.THREADS, 16, blocks); }
+    }
+
+    private SymmetricHeap.Group allToAllGroup(Step.Collective c) {
         var g = heap.group(c.call().group());
         int size = g.members().size();
         if (size > SymmetricAllToAll.MAX_WORLD)
             throw new GatunRuntimeException(c.format().strip() + ": a symmetric-memory all_to_all takes at most " + SymmetricAllToAll.MAX_WORLD
                     + " members, group \"" + c.call().group() + "\" has " + size + "; compile with symmetricMemory(false) to run it through NCCL");
-        long evenRows = counts == null ? rows / size : 0;
-        long bytes = Math.max(rows, capacity) * rowBytes;
-        long grid = SymmetricKernels.grid(bytes, SymmetricKernels.THREADS, 16, blocks);
-        kernels.get(SymmetricAllToAll.KERNEL).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream),
-                heap.pool(in.pool()).peerTable().address(), in.offset(),
-                counts == null ? 0L : heap.pool(counts.pool()).peerTable().address(), counts == null ? -1L : counts.offset(),
-                receive == null ? 0L : heap.pool(receive.pool()).peerTable().address(), receive == null ? 0L : receive.offset(), receive == null ? out : 0L,
-                rows, rowBytes, capacity, evenRows, g.groupRank(), size, g.padTable().address(), g.epochs().address(), timeoutNanos, abortFlag.address(),
-                site == null ? 0L : site.claim(), site == null ? 0L : site.record(), site == null ? -1 : site.step());
+        return g;
+    }
+
+    /**
+     * Joined all_to_alls on symmetric memory ({@code Step.JoinedAllToAll}): one launch of {@link SymmetricAllToAll}'s
+     * joined kernel, one barrier pair around every part's moves; {@code site} where a refused count is recorded (null
+     * where every part is even). The grid is the largest part's, the same on every rank.
+     */
+    void symmetricAllToAlls(Step.JoinedAllToAll j, List<AllToAllPart> parts, DeviceFault.Site site, Stream stream) {
+        if (parts.size() > SymmetricAllToAll.MAX_PARTS)
+            throw new IllegalStateException(j.name() + ": " + parts.size() + " parts, the joined kernel takes at most " + SymmetricAllToAll.MAX_PARTS);
+        var g = allToAllGroup(j.first());
+        var args = new ArrayList<Object>();
+        args.add(parts.size());
+        long grid = 1;
+        for (int i = 0; i < SymmetricAllToAll.MAX_PARTS; i++) {
+            args.addAll(i < parts.size() ? parts.get(i).args(heap, g.members().size()) : AllToAllPart.none());
+            if (i < parts.size()) grid = Math.max(grid, parts.get(i).grid(blocks));
+        }
+        args.addAll(List.<Object>of(g.groupRank(), g.members().size(), g.padTable().address(), g.epochs().address(), timeoutNanos, abortFlag.address(),
+                site == null ? 0L : site.claim(), site == null ? 0L : site.record(), site == null ? -1 : site.step()));
+        kernels.get(SymmetricAllToAll.PARTS_KERNEL).launch(new LaunchConfig(Dim3.of((int) grid), Dim3.of(SymmetricKernels.THREADS), 0, stream), args.toArray());
     }
 
     /**

@@ -97,6 +97,77 @@ class AllToAllEmulationTest {
             }
             """;
 
+    /**
+     * The joined kernel's driver: parts.txt holds "world grid block parts", then each part's "rows row_bytes capacity even
+     * push in_off counts_off out_off" and counts (world x world); in<p>_<r>.bin each part's rows of each rank; writes
+     * out<p>_<r>.bin and prints TRAP with the record where the kernel trapped.
+     */
+    static final String PARTS_DRIVER = """
+            #include "emulate.h"
+            typedef unsigned int u32;
+            typedef unsigned long long u64;
+            inline void block_barrier(u32* const*, int, int, u32*, u64, const volatile u32*) { __syncthreads(); }
+            #include "kernels.inc"
+            #include <cstdio>
+            #include <string>
+            #include <fstream>
+            #include <iterator>
+            #include <vector>
+
+            struct spec { long long rows, row_bytes, capacity, even, push, in_off, counts_off, out_off; };
+            int main() {
+                std::ifstream in("parts.txt");
+                long long world, grid, block, parts;
+                in >> world >> grid >> block >> parts;
+                std::vector<spec> sp(A2A_MAX_PARTS, spec{0, 0, 0, 1, 0, 0, 0, 0});
+                std::vector<std::vector<const char*>> in_peers(A2A_MAX_PARTS);
+                std::vector<std::vector<char*>> out_peers(A2A_MAX_PARTS);
+                for (int p = 0; p < parts; p++) {
+                    spec& s = sp[p];
+                    in >> s.rows >> s.row_bytes >> s.capacity >> s.even >> s.push >> s.in_off >> s.counts_off >> s.out_off;
+                    for (int r = 0; r < world; r++) {
+                        auto* pool = new std::vector<char>(s.in_off + s.rows * s.row_bytes + s.counts_off + 8 * world + 64, (char) 0x5a);
+                        std::ifstream f("in" + std::to_string(p) + "_" + std::to_string(r) + ".bin", std::ios::binary);
+                        std::vector<char> rowsIn((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+                        std::copy(rowsIn.begin(), rowsIn.end(), pool->begin() + s.in_off);
+                        for (int d = 0; d < world; d++) {
+                            long long c;
+                            in >> c;
+                            std::memcpy(pool->data() + s.counts_off + 8 * d, &c, 8);
+                        }
+                        in_peers[p].push_back(pool->data());
+                        out_peers[p].push_back((new std::vector<char>(s.out_off + s.capacity * s.row_bytes + 16, (char) 0x77))->data());
+                    }
+                }
+                int claim = 0;
+                gatun_fault rec{};
+                for (int r = 0; r < world; r++) {
+                    a2a_part P[A2A_MAX_PARTS] = {};
+                    for (int p = 0; p < parts; p++) {
+                        spec& s = sp[p];
+                        P[p] = a2a_part{in_peers[p].data(), s.in_off, in_peers[p].data(), s.even ? -1 : s.counts_off, s.push ? out_peers[p].data() : nullptr,
+                                s.out_off, s.push ? nullptr : out_peers[p][r] + s.out_off, s.rows, s.row_bytes, s.capacity, s.even ? s.rows / world : 0};
+                    }
+                    #define ARGS(i) P[i].in_peers, P[i].in_off, P[i].count_peers, P[i].counts_off, P[i].out_peers, P[i].out_off, P[i].out, \\
+                            P[i].rows, P[i].row_bytes, P[i].capacity, P[i].even_rows
+                    bool ok = emu_launch((unsigned) grid, 1, (unsigned) block, true, [&] {
+                        gatun_all_to_all_parts((int) parts, %s, r, (int) world, nullptr, nullptr, 0, nullptr, &claim, &rec, 7);
+                    });
+                    if (!ok) {
+                        std::printf("TRAP rank %%d code %%d step %%d v %%lld %%lld %%lld %%lld\\n", r, rec.code, rec.step, rec.v[0], rec.v[1], rec.v[2], rec.v[3]);
+                        break;
+                    }
+                }
+                for (int p = 0; p < parts; p++)
+                    for (int r = 0; r < world; r++) {
+                        std::ofstream f("out" + std::to_string(p) + "_" + std::to_string(r) + ".bin", std::ios::binary);
+                        f.write(out_peers[p][r] + sp[p].out_off, sp[p].capacity * sp[p].row_bytes);
+                    }
+                return 0;
+            }
+            """.formatted(SymmetricAllToAll.each("ARGS"));
+    static Path partsEmulator;
+
     @BeforeAll
     static void build() throws Exception {
         Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
@@ -113,6 +184,115 @@ class AllToAllEmulationTest {
         assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
         assertThat(p.exitValue()).as(log).isZero();
         emulator = dir.resolve("a2a");
+        Files.writeString(dir.resolve("parts.cpp"), PARTS_DRIVER);
+        Process q = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + KernelEmulationTest.CUDA_INCLUDE, "-I" + dir, "parts.cpp", "-o", "parts")
+                .directory(dir.toFile()).redirectErrorStream(true).start();
+        String qlog = new String(q.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(q.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
+        assertThat(q.exitValue()).as(qlog).isZero();
+        partsEmulator = dir.resolve("parts");
+    }
+
+    /** The joined kernel's run of {@code parts} (one world, grid and block): each part's results per rank, and the trap's line. */
+    record PartsRun(byte[][][] outs, String trap) {}
+
+    static PartsRun runParts(List<Case> parts) throws Exception {
+        Path at = Files.createTempDirectory(dir, "parts");
+        Case first = parts.getFirst();
+        var text = new StringBuilder(first.world + " " + first.grid + " " + first.block + " " + parts.size() + "\n");
+        for (int p = 0; p < parts.size(); p++) {
+            Case c = parts.get(p);
+            long countsOff = c.inOff + c.rows * c.rowBytes + 8 - (c.inOff + c.rows * c.rowBytes) % 8;
+            text.append(c.rows).append(' ').append(c.rowBytes).append(' ').append(c.capacity).append(' ').append(c.counts == null ? 1 : 0).append(' ')
+                    .append(c.push ? 1 : 0).append(' ').append(c.inOff).append(' ').append(countsOff).append(' ').append(c.outOff).append('\n');
+            for (int s = 0; s < c.world; s++) {
+                for (int d = 0; d < c.world; d++) text.append(c.counts == null ? 0 : c.counts[s][d]).append(' ');
+                text.append('\n');
+                Files.write(at.resolve("in" + p + "_" + s + ".bin"), c.inputs[s]);
+            }
+        }
+        Files.writeString(at.resolve("parts.txt"), text);
+        Process p = new ProcessBuilder(partsEmulator.toString()).directory(at.toFile()).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("the emulation finished").isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        byte[][][] outs = new byte[parts.size()][first.world][];
+        for (int q = 0; q < parts.size(); q++)
+            for (int r = 0; r < first.world; r++) outs[q][r] = Files.readAllBytes(at.resolve("out" + q + "_" + r + ".bin"));
+        return new PartsRun(outs, out.lines().filter(l -> l.startsWith("TRAP")).findFirst().orElse(null));
+    }
+
+    /** Two to four random parts of one world, grid and block (each even or uneven, pushed or pulled, its own rows and offsets). */
+    static List<Case> randomParts(SplittableRandom rnd) {
+        Case first = random(rnd, rnd.nextInt(3) == 0);
+        var parts = new ArrayList<Case>(List.of(first));
+        int n = 2 + rnd.nextInt(SymmetricAllToAll.MAX_PARTS - 1);
+        while (parts.size() < n) {
+            Case c = random(rnd, rnd.nextInt(3) == 0);
+            if (c.world != first.world) continue;
+            parts.add(new Case(c.world, c.rows, c.rowBytes, c.counts, c.capacity, c.push, first.grid, first.block, c.inOff, c.outOff, c.inputs));
+        }
+        return parts;
+    }
+
+    /** The joined kernel (one barrier pair around two to four parts) leaves what each part alone leaves, by plain loops. */
+    @Test
+    void joinedPartsLeaveWhatEachPartAloneLeaves() throws Exception {
+        var rnd = new SplittableRandom(4242);
+        int pushed = 0, pulled = 0;
+        for (int trial = 0; trial < 40; trial++) {
+            var parts = randomParts(rnd);
+            PartsRun r = runParts(parts);
+            assertThat(r.trap()).as(parts.toString()).isNull();
+            for (int p = 0; p < parts.size(); p++) {
+                Case c = parts.get(p);
+                if (c.push) pushed++;
+                else pulled++;
+                for (int d = 0; d < c.world; d++) assertThat(r.outs()[p][d]).as("%s: part %d of %s, rank %d", parts, p, c, d).isEqualTo(expected(c, d));
+            }
+        }
+        assertThat(pushed).as("pushed parts").isPositive();
+        assertThat(pulled).as("pulled parts").isPositive();
+    }
+
+    /**
+     * A part whose counts the host rule refuses: the kernel traps with the rule's finding and the part's number (kind +
+     * 256 x part), that part and every later one moved nothing; the parts before it moved as they would alone.
+     */
+    @Test
+    void aRefusedPartTrapsNamingItselfAndTheLaterPartsMoveNothing() throws Exception {
+        var rnd = new SplittableRandom(77);
+        int trapped = 0;
+        for (int trial = 0; trial < 30; trial++) {
+            var parts = randomParts(rnd);
+            int bad = rnd.nextInt(parts.size());
+            Case ok = parts.get(bad);
+            if (ok.counts == null || ok.world < 2) continue;
+            long[][] counts = Arrays.stream(ok.counts).map(long[]::clone).toArray(long[][]::new);
+            counts[rnd.nextInt(ok.world)][rnd.nextInt(ok.world)] = -1;   // a negative count: always refused
+            parts.set(bad, new Case(ok.world, ok.rows, ok.rowBytes, counts, ok.capacity, ok.push, ok.grid, ok.block, ok.inOff, ok.outOff, ok.inputs));
+            var members = new ArrayList<Integer>();
+            for (int r = 0; r < ok.world; r++) members.add(r);
+            String why = AllToAllCounts.refusal("a2a", counts, members, ok.rows, ok.capacity);
+            var m = NEGATIVE.matcher(why);
+            assertThat(m.find()).as(why).isTrue();
+            PartsRun r = runParts(parts);
+            assertThat(r.trap()).as(parts.toString()).isEqualTo("TRAP rank 0 code " + DeviceFault.ALL_TO_ALL + " step 7 v " + (1 + 256 * bad) + " "
+                    + m.group(1) + " " + m.group(2) + " " + m.group(3));
+            trapped++;
+            for (int p = 0; p < parts.size(); p++) {
+                Case c = parts.get(p);
+                // rank 0 trapped: the ranks after it never ran; rank 0 moved the parts before the refused one (where its one
+                // block ran: the emulation runs blocks in turn, and block 0's trap ends the launch before the next block)
+                if (p < bad && !c.push && c.grid == 1) assertThat(r.outs()[p][0]).as("part %d, rank 0", p).isEqualTo(expected(c, 0));
+                if (p >= bad) {
+                    byte[] stale = new byte[Math.toIntExact(c.capacity * c.rowBytes)];
+                    Arrays.fill(stale, (byte) 0x77);
+                    for (int k = 0; k < c.world; k++) assertThat(r.outs()[p][k]).as("part %d (refused: %d), rank %d untouched", p, bad, k).isEqualTo(stale);
+                }
+            }
+        }
+        assertThat(trapped).isPositive();
     }
 
     /** One case: the ranks' rows, counts (null: even), capacity, push or pull, grid and block, slot offsets. */

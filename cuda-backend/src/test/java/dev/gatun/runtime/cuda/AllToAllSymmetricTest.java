@@ -54,7 +54,7 @@ class AllToAllSymmetricTest {
                 + SymmetricAllToAll.SOURCE;
         var r = CudaCodegenFixtures.compile(nvcc, dir, "a2a", source);
         assertThat(r.ok()).as(r.log()).isTrue();
-        assertThat(r.ptx()).contains(".entry " + SymmetricAllToAll.KERNEL, ".entry gatun_barrier", ".entry one_shot_f32");
+        assertThat(r.ptx()).contains(".entry " + SymmetricAllToAll.KERNEL, ".entry " + SymmetricAllToAll.PARTS_KERNEL, ".entry gatun_barrier", ".entry one_shot_f32");
         assertThat(r.ptx()).as("the signal is a release store at system scope").contains("st.release.sys.global.u32");
         assertThat(r.ptx()).as("the refusal traps after the trailing barrier").contains("trap;");
         assertThat(r.ptx()).doesNotContain("multimem");
@@ -150,6 +150,53 @@ class AllToAllSymmetricTest {
             r.set(ValueLayout.JAVA_LONG, 32, 8);
             assertThat(DeviceFault.describe(r, p)).contains("member 0 of group \"world\"'s counts add up to at least " + Long.MAX_VALUE
                     + " rows, but its input has 8");
+        }
+    }
+
+    /**
+     * The GPU tests run the joined kernel: AllToAllSymmetricGpuTest's graph (at worlds 2 and 4, ranks sharing a GPU or
+     * not) has all_to_alls the schedule places together (the even one and the pulled bf16 rows), joined into one step;
+     * the MoE graphs (AllToAllGpuTest's layer, the Mixtral decoders) join pushed parts (ExpertParallelPlanTest).
+     */
+    @Test
+    void theGpuTestsGraphsRunJoinedAllToAlls() {
+        for (int world : new int[]{2, 4})
+            for (int perGpu : new int[]{1, world}) {
+                var options = CompileOptions.world(world).ranksPerGpu(perGpu);
+                var p = Planner.plan(Lowering.lower(AllToAllSymmetricGpuTest.graph(world), options.lowering()), options.planning());
+                var joined = p.steps().stream().filter(s -> s instanceof Step.JoinedAllToAll).map(s -> (Step.JoinedAllToAll) s).toList();
+                assertThat(joined).as("%s", p).isNotEmpty();
+                assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
+            }
+    }
+
+    /**
+     * Joined all_to_alls (one launch, one barrier pair): the step can stop the call, and the kernel's record names the
+     * part that refused its counts (kind + 256 x part), which reads as that part's step line and the host rule's words.
+     */
+    @Test
+    void aRefusedCountOfAJoinedAllToAllNamesThePart() {
+        var g = Gatun.graph("dispatch").world(2);
+        var counts = g.input("counts", DType.I64, 2);
+        var rows = g.input("x", DType.F32, 8, 4).allToAll("world", counts, 12);
+        var ids = g.input("meta", DType.I64, 8, 1).allToAll("world", counts, 12);
+        g.output("y", rows.values().mul(ids.values().cast(DType.F32)));
+        var p = plan(g.build(), LoweringOptions.world(2));
+        var joined = p.steps().stream().filter(s -> s instanceof Step.JoinedAllToAll).map(s -> (Step.JoinedAllToAll) s).findFirst().orElseThrow();
+        assertThat(DeviceFault.needed(p)).isTrue();
+        assertThatCode(() -> CudaBackend.refuseOpsWithoutKernels(p)).doesNotThrowAnyException();
+        int step = p.steps().indexOf(joined);
+        var second = joined.members().get(1);
+        try (var arena = Arena.ofConfined()) {
+            var r = arena.allocate(DeviceFault.RECORD_BYTES, 8);
+            r.set(ValueLayout.JAVA_INT, 0, DeviceFault.ALL_TO_ALL);
+            r.set(ValueLayout.JAVA_INT, 4, step);
+            long[] v = {3 + 256, 1, 13, 12};   // part 1: receiver 1 would get 13 rows, the capacity is 12
+            for (int i = 0; i < 4; i++) r.set(ValueLayout.JAVA_LONG, 8 + 8L * i, v[i]);
+            assertThat(DeviceFault.describe(r, p)).startsWith("step " + step + " (" + second.output().name() + " = all_to_all.symm_mem(" + second.input().name())
+                    .contains("member 1 of group \"world\" would receive 13 rows but the capacity is 12 rows");
+            r.set(ValueLayout.JAVA_LONG, 8, 3);   // part 0
+            assertThat(DeviceFault.describe(r, p)).startsWith("step " + step + " (" + joined.first().output().name() + " = all_to_all.symm_mem(");
         }
     }
 

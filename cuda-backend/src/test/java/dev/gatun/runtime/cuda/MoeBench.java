@@ -106,6 +106,12 @@ public final class MoeBench {
         final int tokens;
         final long capacity;
         double latency, p10, pipelined;
+        /**
+         * The latency loop's host side, to see where a synchronised call's time goes beside the pipelined figure: each
+         * rank's process-wide clock (the ranks are threads of one process) when each call starts and when its run()
+         * returns (the launch's host time); set by every rank.
+         */
+        final long[][] starts, returns;
         String algorithms, summary;
         int partitions;
         final String[] checks;
@@ -122,6 +128,29 @@ public final class MoeBench {
             absSum = new double[world];
             samples = new double[world][];
             compared = new int[world][];
+            starts = new long[world][];
+            returns = new long[world][];
+        }
+
+        /**
+         * "host: run() returns after X us (median, rank 0); the ranks' starts differ by Y us (median over calls of the
+         * latest start less the earliest)", or "" where the starts were not recorded (a world of one).
+         */
+        String hostSide() {
+            if (starts.length < 2 || Arrays.stream(starts).anyMatch(java.util.Objects::isNull)) return "";
+            int n = starts[0].length;
+            double[] host = new double[n], skew = new double[n];
+            for (int i = 0; i < n; i++) {
+                host[i] = (returns[0][i] - starts[0][i]) / 1e3;
+                long lo = Long.MAX_VALUE, hi = Long.MIN_VALUE;
+                for (long[] st : starts) {
+                    lo = Math.min(lo, st[i]);
+                    hi = Math.max(hi, st[i]);
+                }
+                skew[i] = (hi - lo) / 1e3;
+            }
+            return String.format(Locale.ROOT, "host: run() returns after %.1f us (median, rank 0); the ranks' starts differ by %.1f us (median)",
+                    LlamaBench.median(host), LlamaBench.median(skew));
         }
     }
 
@@ -170,6 +199,7 @@ public final class MoeBench {
                     r.tokens, r.capacity, r.algorithms, r.partitions, r.summary);
             System.out.printf(Locale.ROOT, "gatun: %s %s %d tokens: latency %.1f us (p10 %.1f), pipelined %.1f us; check %s%n", r.workload, r.variant,
                     r.tokens, r.latency, r.p10, r.pipelined, String.join("; ", r.checks));
+            if (!r.hostSide().isEmpty()) System.out.printf(Locale.ROOT, "gatun: %s %s %d tokens: %s%n", r.workload, r.variant, r.tokens, r.hostSide());
         }
         Files.writeString(Path.of(o.getOrDefault("out", "gatun-moe.json")), json(s, results));
     }
@@ -209,7 +239,10 @@ public final class MoeBench {
                 res.checks[r] = layer ? (smallest ? MoeCheck.layer(s, r, y) : "not checked (only the smallest case)")
                         : MoeCheck.dispatch(s, r, res.tokens, routing, y);
                 if (smallest && s.hostCheck) res.checks[r] += "; " + hostCheck(s, rv, graph, in, y);
-                double[] t = time(session, s.warmup, s.iters);
+                res.starts[r] = new long[s.iters];
+                res.returns[r] = new long[s.iters];
+                if (s.world > 1) rv.barrier("moe-bench/" + res.workload + "/" + res.variant + "/" + res.tokens);   // as PyTorch's dist.barrier()
+                double[] t = time(session, s.warmup, s.iters, res.starts[r], res.returns[r]);
                 if (r == 0) {
                     res.latency = t[0];
                     res.p10 = t[1];
@@ -285,16 +318,19 @@ public final class MoeBench {
     /**
      * {latency median, latency 10th percentile, pipelined} in microseconds: {@code warmup} calls, then {@code iters}
      * each followed by a synchronisation, then {@code iters} back to back and one synchronisation. Every rank makes the
-     * same calls (their collectives meet).
+     * same calls (their collectives meet). Each latency call's start and the return of its run() (the host's part of
+     * the launch) go into {@code starts} and {@code returns}.
      */
-    static double[] time(Session s, int warmup, int iters) {
+    static double[] time(Session s, int warmup, int iters, long[] starts, long[] returns) {
         for (int i = 0; i < warmup; i++) s.run(Map.of());
         s.synchronize();
         double[] lat = new double[iters];
         for (int i = 0; i < iters; i++) {
             long a = System.nanoTime();
             s.run(Map.of());
+            returns[i] = System.nanoTime();
             s.synchronize();
+            starts[i] = a;
             lat[i] = (System.nanoTime() - a) / 1e3;
         }
         long a = System.nanoTime();
@@ -316,9 +352,9 @@ public final class MoeBench {
         for (int i = 0; i < results.size(); i++) {
             Result r = results.get(i);
             sb.append(String.format(Locale.ROOT, "    {\"workload\": \"%s\", \"variant\": \"%s\", \"tokens\": %d, \"capacity\": %d, \"algorithm\": \"%s\", "
-                            + "\"partitions\": %d,%n     \"latency_us\": %.3f, \"latency_p10_us\": %.3f, \"pipelined_us\": %.3f,%n     \"checks\": [%s],%n"
+                            + "\"partitions\": %d,%n     \"latency_us\": %.3f, \"latency_p10_us\": %.3f, \"pipelined_us\": %.3f,%n     \"host\": \"%s\",%n     \"checks\": [%s],%n"
                             + "     \"abs_sum\": %s,%n     \"tokens_compared\": %s,%n     \"samples\": %s}%s%n", r.workload, r.variant, r.tokens, r.capacity, r.algorithms, r.partitions,
-                    r.latency, r.p10, r.pipelined, Arrays.stream(r.checks).map(c -> "\"" + c + "\"").collect(Collectors.joining(", ")),
+                    r.latency, r.p10, r.pipelined, r.hostSide(), Arrays.stream(r.checks).map(c -> "\"" + c + "\"").collect(Collectors.joining(", ")),
                     Arrays.toString(r.absSum), Arrays.deepToString(r.compared), Arrays.deepToString(r.samples), i + 1 < results.size() ? "," : ""));
         }
         return sb.append("  ]\n}\n").toString();

@@ -32,7 +32,8 @@ import static org.assertj.core.api.Assertions.assertThat;
  * experts, world 2) that is 11 device launches where the plan before these rules had 22 (three identity copies into
  * symmetric memory, the expanded copy of x, two of the four index kernels, the two sorts and their key kernel, the
  * ids' index_select, the weights' cast and the products before the sum, the expert's scale of its ids; one row
- * reduction more). The values are {@link ExpertParallelTest}'s (float64 loops and the reference
+ * reduction more); and 9 once the dispatch's three all_to_alls (the rows, their counts, each row's local expert), which
+ * read only what the kernels before wrote, run as one step with one barrier pair (CollectivePasses). The values are {@link ExpertParallelTest}'s (float64 loops and the reference
  * interpreter, worlds 1 to 4, skewed and empty experts) and {@code MoeBenchTest}'s (the bench's own graph in bf16).
  */
 class ExpertParallelPlanTest {
@@ -56,12 +57,25 @@ class ExpertParallelPlanTest {
     static List<Step> launches(Plan p) { return p.steps().stream().filter(Step::isDeviceWork).toList(); }
 
     @Test
-    void theBenchShapeDispatchesAndCombinesInElevenLaunches() {
+    void theBenchShapeDispatchesAndCombinesInNineLaunches() {
         Plan p = cudaPlan(dispatchCombine(2, 128, 4096, 8, 2, DType.BF16), 2);
         var steps = launches(p);
-        assertThat(steps).as(p.toString()).hasSize(11);
-        // the four all_to_alls (rows, counts, ids; results back), the rows' index_select, six kernels: no sort
-        assertThat(steps.stream().filter(s -> s instanceof Step.Collective c && c.call().kind() == CollectiveKind.ALL_TO_ALL)).hasSize(4);
+        assertThat(steps).as(p.toString()).hasSize(9);
+        // the four all_to_alls (rows, counts, ids: one step, one barrier pair; results back), the rows' index_select, six kernels: no sort
+        assertThat(steps.stream().flatMap(s -> s.collectives().stream()).filter(c -> c.call().kind() == CollectiveKind.ALL_TO_ALL)).hasSize(4);
+        var dispatch = steps.stream().filter(s -> s instanceof Step.JoinedAllToAll).map(s -> (Step.JoinedAllToAll) s).toList();
+        assertThat(dispatch).singleElement().satisfies(j -> {
+            assertThat(j.members()).hasSize(3);
+            assertThat(j.why()).isEqualTo("three all_to_alls of group \"ep\" with no path between them: one barrier pair");
+            // the rows and each row's expert pushed into receive buffers by the same counts, the counts pulled
+            assertThat(j.members()).filteredOn(c -> c.uneven() && c.output().isSymmetric()).hasSize(2);
+            assertThat(j.members()).filteredOn(c -> !c.uneven()).hasSize(1);
+        });
+        assertThat(p.explain()).contains(" joined: three all_to_alls of group \"ep\" with no path between them: one barrier pair");
+        // the combine reads what the dispatch received (its counts): a path, so it stays apart, and the plan says so only
+        // where they are adjacent (here a kernel comes between)
+        assertThat(steps.stream().filter(s -> s instanceof Step.Collective c && c.call().kind() == CollectiveKind.ALL_TO_ALL)).hasSize(1);
+        assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(p)).as(p.toString()).isEmpty();
         assertThat(steps.stream().filter(s -> s instanceof Step.OpCall)).hasSize(1);
         assertThat(steps.stream().filter(s -> s instanceof Step.Launch)).hasSize(6);
         // the expert's scale of its received ids computed by its product, which reads the receive buffer itself
@@ -90,7 +104,9 @@ class ExpertParallelPlanTest {
             Plan p = cudaPlan(dispatchCombine(world, tokens, hidden, world * local, k, dtype), world);
             noCopies(p);
             assertThat(launches(p).size()).as("world %d, %d tokens of %d, top-%d of %d: %s", world, tokens, hidden, k, world * local, p)
-                    .isLessThanOrEqualTo(12);   // 11, and one more where hidden < 16 (the expert's scale is not read 16 times over)
+                    .isLessThanOrEqualTo(10);   // 9, and one more where hidden < 16 (the expert's scale is not read 16 times over)
+            if (world > 1) assertThat(p.steps()).as(p.toString()).anyMatch(s -> s instanceof Step.JoinedAllToAll j && j.members().size() == 3);
+            assertThat(dev.gatun.planner.testing.PlanChecksAccess.all(p)).as(p.toString()).isEmpty();
         }
     }
 

@@ -50,6 +50,40 @@ class ExpertParallelTest {
         assertThat(cases).isEqualTo(28);
     }
 
+    /**
+     * The dispatch's all_to_alls (the rows, their counts, each row's local expert) joined into one barrier pair give the
+     * same bits as each with its own pair (PlanOptions.withBatchCollectives(1)): worlds 2 and 4 along "ep" and a 2 x 2
+     * mesh, routings at random, all to one expert (the others empty) and to the last member only, with random delays.
+     */
+    @Test
+    void joinedAndSeparateAllToAllsGiveTheSameValues() {
+        var rnd = new Random(38);
+        int[][] meshes = {{2, 1}, {4, 1}, {2, 2}};
+        for (int[] mesh : meshes)
+            for (int skew = 0; skew < 3; skew++) {
+                var c = new Case(mesh[0], mesh[1], 2 + rnd.nextInt(6), 2 + rnd.nextInt(5), mesh[1] * (1 + rnd.nextInt(3)), 1 + rnd.nextInt(3),
+                        1 + rnd.nextInt(3), skew);
+                long seed = rnd.nextLong();
+                var r = new Random(seed);
+                Weights w = weights(c, r);
+                Graph graph = graph(c, c.capacity());
+                var joined = CompileOptions.world(c.world()).backend("host").randomDelays(seed);
+                var apart = joined.planning(joined.planning().withBatchCollectives(1));
+                try (var sj = Session.compile(graph, joined); var sa = Session.compile(graph, apart)) {
+                    assertThat(sj.plan().steps()).as("%s\n%s", c, sj.plan()).anyMatch(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll j && j.members().size() >= 2);
+                    assertThat(sj.explain()).contains(" joined: ");
+                    assertThat(sa.plan().steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll);
+                    for (int call = 0; call < 2; call++) {
+                        Call in = inputs(c, r, w);
+                        var got = sj.runToHost(in.in());
+                        var want = sa.runToHost(in.in());
+                        for (int k = 0; k < c.world(); k++)
+                            assertThat(got.get(k).get("y").toDoubleArray()).as("%s call %d rank %d", c, call, k).isEqualTo(want.get(k).get("y").toDoubleArray());
+                    }
+                }
+            }
+    }
+
     @Test
     void tooSmallACapacityFailsTheCallNamingTheCountsNeverTruncates() {
         var c = new Case(2, 1, 4, 3, 2, 1, 2, 1);

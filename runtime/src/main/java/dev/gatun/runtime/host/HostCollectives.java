@@ -75,20 +75,7 @@ final class HostCollectives {
                         }
                     }
                     case BROADCAST -> MemorySegment.copy(r.peer(members.get(call.root()), c.input()), 0, out, 0, n * t.byteSize());
-                    case ALL_TO_ALL -> {
-                        var sources = new MemorySegment[size];
-                        var counts = c.uneven() ? new MemorySegment[size] : null;
-                        for (int k = 0; k < size; k++) {
-                            sources[k] = r.peer(members.get(k), c.input());
-                            if (counts != null) counts[k] = r.peer(members.get(k), c.counts());
-                        }
-                        if (c.uneven() && outB.isSymmetric()) {
-                            // the receive buffers are symmetric: each rank writes its rows into the owners' buffers
-                            var receivers = new MemorySegment[size];
-                            for (int k = 0; k < size; k++) receivers[k] = r.peer(members.get(k), outB);
-                            HostAllToAll.push(r, c, members, HostAllToAll.counts(counts, size), receivers);
-                        } else HostAllToAll.run(r, c, members, sources, counts == null ? null : HostAllToAll.counts(counts, size), out);
-                    }
+                    case ALL_TO_ALL -> symmetricAllToAll(r, c, members);
                     default -> throw new IllegalStateException(call.kind() + " has no symmetric-memory algorithm");
                 }
                 r.barrier(call.group(), where + " (end)");
@@ -96,6 +83,47 @@ final class HostCollectives {
             case NCCL -> nccl(r, step, c, members, t, n, out);
             case BARRIER_FREE -> barrierFree(r, c, members, out);
         }
+    }
+
+    /**
+     * A symmetric all_to_all's moves, between its barriers: pushed into the members' receive buffers (an uneven one whose
+     * result is symmetric), else pulled from every member's communication buffer.
+     */
+    private static void symmetricAllToAll(HostExecutable.RankRun r, Step.Collective c, List<Integer> members) {
+        int size = members.size();
+        PlanBuffer outB = c.output();
+        var sources = new MemorySegment[size];
+        var counts = c.uneven() ? new MemorySegment[size] : null;
+        for (int k = 0; k < size; k++) {
+            sources[k] = r.peer(members.get(k), c.input());
+            if (counts != null) counts[k] = r.peer(members.get(k), c.counts());
+        }
+        if (c.uneven() && outB.isSymmetric()) {
+            // the receive buffers are symmetric: each rank writes its rows into the owners' buffers
+            var receivers = new MemorySegment[size];
+            for (int k = 0; k < size; k++) receivers[k] = r.peer(members.get(k), outB);
+            HostAllToAll.push(r, c, members, HostAllToAll.counts(counts, size), receivers);
+        } else HostAllToAll.run(r, c, members, sources, counts == null ? null : HostAllToAll.counts(counts, size), r.segment(outB));
+    }
+
+    /**
+     * Joined all_to_alls as the GPU runs them: one starting barrier, every part's rows moved (each as it moves alone, a
+     * random delay between parts), one ending barrier; a rank outside the group passes each input through. Counts a part
+     * refuses fail the call on every rank before any rank passes the ending barrier, as the parts' own would.
+     */
+    static void joined(HostExecutable.RankRun r, Step.JoinedAllToAll j) {
+        List<Integer> members = r.world().members(j.group(), r.rank());
+        if (!members.contains(r.rank())) {
+            for (Step.Collective c : j.members()) MemorySegment.copy(r.segment(c.input()), 0, r.segment(c.output()), 0, r.bytes(c.input()));
+            return;
+        }
+        String where = j.format();
+        r.barrier(j.group(), where + " (start)");
+        for (Step.Collective c : j.members()) {
+            r.world().maybeDelay(r.rank());
+            symmetricAllToAll(r, c, members);
+        }
+        r.barrier(j.group(), where + " (end)");
     }
 
     /** The barrier-free all-reduce ({@link BarrierFreeAllReduce}): the members' rotating regions, no barrier. */

@@ -493,6 +493,12 @@ final class HostExecutable implements Executable {
             else HostCollectives.batch(this, b);
         }
 
+        @Override public void joinedAllToAll(int index, Step.JoinedAllToAll j) {
+            for (Step.Collective c : j.members()) if (c.copiesIn()) copyIn(c.input());
+            if (exe.transport != null) RankCollectives.joined(this, index, j);
+            else HostCollectives.joined(this, j);
+        }
+
         /** The index of the step running (set before each), which names a barrier's exchange. */
         private int stepIndex = -1;
 

@@ -57,6 +57,14 @@ final class RankCollectives {
         for (Step.Collective c : b.members()) run(r, step, c);
     }
 
+    /**
+     * Joined all_to_alls compute what their parts do one after the other: each part's exchange of every member's rows
+     * and counts (an exchange is its own barrier; the parts read only what the step before wrote).
+     */
+    static void joined(HostExecutable.RankRun r, int step, Step.JoinedAllToAll j) {
+        for (Step.Collective c : j.members()) run(r, step, c);
+    }
+
     /** A barrier: an exchange of nothing among the rank's slice of the group (nothing where it is outside the group). */
     static void barrier(HostExecutable.RankRun r, int step, Step.Barrier b) {
         List<Integer> members = r.world().members(b.group(), r.rank());

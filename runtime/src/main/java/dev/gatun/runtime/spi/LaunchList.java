@@ -47,6 +47,7 @@ public final class LaunchList {
         @Override public void launch(Step.Launch s) { note(s); }
         @Override public void collective(int index, Step.Collective s) { note(s); }
         @Override public void batch(int index, Step.CollectiveBatch s) { note(s); }
+        @Override public void joinedAllToAll(int index, Step.JoinedAllToAll s) { note(s); }
         @Override public void fused(int index, Step.FusedCollective s) { note(s); }
         @Override public void matmul(Step.Matmul s) { note(s); }
         @Override public void op(Step.OpCall s) { note(s); }

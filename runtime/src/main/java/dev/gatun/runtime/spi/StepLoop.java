@@ -27,6 +27,12 @@ public final class StepLoop {
         void batch(int index, Step.CollectiveBatch s);
 
         /**
+         * All_to_alls joined into one barrier pair: one starting barrier, every part's rows moved, one ending barrier (the
+         * host backend moves the parts one after another between its two barriers; the CUDA backend in one kernel).
+         */
+        void joinedAllToAll(int index, Step.JoinedAllToAll s);
+
+        /**
          * A collective with the kernels around it as one launch; by default the prologue, the collective and the
          * epilogue one after the other, which computes the same values (the host backend does that).
          */
@@ -101,6 +107,7 @@ public final class StepLoop {
             case Step.Launch s -> backend.launch(s);
             case Step.Collective s -> backend.collective(index, s);
             case Step.CollectiveBatch s -> backend.batch(index, s);
+            case Step.JoinedAllToAll s -> backend.joinedAllToAll(index, s);
             case Step.FusedCollective s -> backend.fused(index, s);
             case Step.Matmul s -> backend.matmul(s);
             case Step.OpCall s -> backend.op(s);

@@ -24,7 +24,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * all_to_all in a world of host sessions whose 2 ranks are threads ({@link LocalWorld}), exchanging through each
  * transport: even and uneven (skewed counts, an empty part) against plain loops, two calls with different counts (no
- * stale rows), and a count past the capacity refused on every rank with the op and the counts named.
+ * stale rows), and a count past the capacity refused on every rank with the op and the counts named. The three
+ * all_to_alls (the rows, their counts, z) read only the graph's inputs and run as one joined step: each rank
+ * exchanges the parts in turn.
  */
 @Timeout(120)
 class AllToAllCpuWorldTest {
@@ -76,6 +78,8 @@ class AllToAllCpuWorldTest {
                 out.set(rv.rank(), mine);
             }
         });
+        var plan = dev.gatun.planner.Planner.plan(dev.gatun.lowering.Lowering.lower(graph(), dev.gatun.lowering.LoweringOptions.world(2)));
+        assertThat(plan.steps()).as("%s", plan).anyMatch(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll j && j.members().size() == 3);
         for (int call = 0; call < calls.length; call++)
             for (int d = 0; d < 2; d++) {
                 var o = out.get(d).get(call);

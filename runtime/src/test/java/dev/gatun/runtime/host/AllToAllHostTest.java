@@ -205,6 +205,93 @@ class AllToAllHostTest {
         }
     }
 
+    /**
+     * All_to_alls that read only graph inputs: rows and each row's i64 metadata by the same counts, another f32 tensor
+     * by its own counts, and one even all_to_all. The schedule places them together and the planner joins them (one
+     * barrier pair).
+     */
+    static Graph independent(int world, DType type, long rows, long rows2, long capacity, long capacity2) {
+        var g = Gatun.graph("joined").world(world);
+        Tensor counts = g.input("counts", DType.I64, world), counts2 = g.input("counts2", DType.I64, world);
+        g.output("rows", g.input("x", type, rows, 3).allToAll("world", counts, capacity).values());
+        g.output("meta", g.input("meta", DType.I64, rows, 1).allToAll("world", counts, capacity).values());
+        g.output("other", g.input("z", DType.F32, rows2, 2).allToAll("world", counts2, capacity2).values());
+        g.output("even", g.input("e", DType.BF16, 2L * world, 2).allToAll("world"));
+        return g.build();
+    }
+
+    /**
+     * Joined all_to_alls give what each with its own barrier pair gives (PlanOptions.withBatchCollectives(1)) and what
+     * the reference interpreter gives, bit for bit: worlds 2 and 4, random counts (empty parts, everything to one rank,
+     * none at all), two calls a session with other counts, random delays.
+     */
+    @Test
+    void joinedAllToAllsGiveWhatTheyGiveApartAndTheReference() {
+        var rnd = new Random(38);
+        int joinedParts = 0;
+        for (int trial = 0; trial < 24; trial++) {
+            int world = trial % 2 == 0 ? 2 : 4;
+            DType type = TYPES.get(rnd.nextInt(TYPES.size()));
+            long rows = rnd.nextInt(7), rows2 = rnd.nextInt(5);
+            long[][][] counts = new long[2][][], counts2 = new long[2][][];
+            for (int call = 0; call < 2; call++) {
+                counts[call] = Case.counts(rnd, world, rows, true);
+                counts2[call] = Case.counts(rnd, world, rows2, true);
+            }
+            long capacity = Math.max(Case.most(counts[0]), Case.most(counts[1])) + rnd.nextInt(2);
+            long capacity2 = Math.max(Case.most(counts2[0]), Case.most(counts2[1]));
+            Graph g = independent(world, type, rows, rows2, capacity, capacity2);
+            var joined = CompileOptions.world(world).backend("host").randomDelays(trial + 1);
+            var apart = joined.planning(joined.planning().withBatchCollectives(1));
+            try (var sj = Session.compile(g, joined); var sa = Session.compile(g, apart)) {
+                var step = sj.plan().steps().stream().filter(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll)
+                        .map(st -> (dev.gatun.planner.Step.JoinedAllToAll) st).findFirst().orElseThrow(() -> new AssertionError(sj.plan().toString()));
+                joinedParts = Math.max(joinedParts, step.members().size());
+                assertThat(sa.plan().steps()).noneMatch(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll);
+                for (int call = 0; call < 2; call++) {
+                    var in = new ArrayList<Map<String, NDArray>>();
+                    for (int r = 0; r < world; r++) {
+                        long n = rows * 3;
+                        NDArray x = type == DType.I64 ? NDArray.of(rnd.longs(n, -(1L << 60), 1L << 60).toArray(), rows, 3)
+                                : NDArray.of(type, rnd.doubles(n).map(v -> v - 0.5).toArray(), rows, 3);
+                        in.add(Map.of("x", x, "meta", NDArray.of(rnd.longs(rows).toArray(), rows, 1),
+                                "z", NDArray.of(DType.F32, rnd.doubles(rows2 * 2).toArray(), rows2, 2),
+                                "e", NDArray.of(DType.BF16, rnd.doubles(4L * world).toArray(), 2L * world, 2),
+                                "counts", NDArray.of(counts[call][r].clone(), world), "counts2", NDArray.of(counts2[call][r].clone(), world)));
+                    }
+                    var got = sj.runToHost(in);
+                    var want = sa.runToHost(in);
+                    var ref = ReferenceInterpreter.evaluate(g, in);
+                    for (int r = 0; r < world; r++)
+                        for (String out : List.of("rows", "meta", "other", "even")) {
+                            String what = "trial " + trial + " world " + world + " " + type + " call " + call + " rank " + r + " " + out;
+                            assertThat(got.get(r).get(out).toByteArray()).as(what + " (apart)").isEqualTo(want.get(r).get(out).toByteArray());
+                            assertThat(got.get(r).get(out).toByteArray()).as(what + " (reference)").isEqualTo(ref.get(r).get(out).toByteArray());
+                        }
+                }
+            }
+        }
+        assertThat(joinedParts).as("the most parts joined").isGreaterThanOrEqualTo(3);
+    }
+
+    /** A part of a joined step whose counts are past its capacity fails the call naming that part and the counts. */
+    @Test
+    void aJoinedPartsRefusedCountsNameThatPart() {
+        var g = Gatun.graph("joined").world(3);
+        Tensor counts = g.input("counts", DType.I64, 3);
+        g.output("a", g.input("x", DType.F32, 4, 2).allToAll("world", counts, 12).values());
+        g.output("b", g.input("y", DType.F32, 4, 2).allToAll("world", counts, 5).values());
+        Graph graph = g.build();
+        try (var s = Session.compile(graph, CompileOptions.world(3).backend("host"))) {
+            assertThat(s.plan().steps()).anyMatch(st -> st instanceof dev.gatun.planner.Step.JoinedAllToAll);
+            var in = new ArrayList<Map<String, NDArray>>();
+            long[][] k = {{1, 1, 1}, {2, 2, 0}, {1, 3, 0}};   // rank 1 would receive 6 rows: fine for a (12), not for b (5)
+            for (long[] c : k) in.add(Map.of("x", NDArray.full(DType.F32, 1, 4, 2), "y", NDArray.full(DType.F32, 2, 4, 2), "counts", NDArray.of(c.clone(), 3)));
+            assertThatThrownBy(() -> s.runToHost(in)).isInstanceOf(GatunRuntimeException.class).hasMessageContaining("capacity=5")
+                    .hasMessageContaining("rank 1 would receive 6 rows ([1, 2, 3] from ranks [0, 1, 2]) but the capacity is 5 rows");
+        }
+    }
+
     /** Rank r sends r + 1 rows to every rank: rank d receives 1 + 2 + 3 = 6 rows into a capacity of 5. */
     static Graph overCapacity() {
         var g = Gatun.graph("over").world(3);
