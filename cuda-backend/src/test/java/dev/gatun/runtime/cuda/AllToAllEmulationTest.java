@@ -170,8 +170,7 @@ class AllToAllEmulationTest {
 
     @BeforeAll
     static void build() throws Exception {
-        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
-                .orElse(null);
+        Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(KernelEmulationTest.CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
         try (InputStream in = AllToAllEmulationTest.class.getResourceAsStream("/emulation/emulate.h")) {
             Files.write(dir.resolve("emulate.h"), in.readAllBytes());

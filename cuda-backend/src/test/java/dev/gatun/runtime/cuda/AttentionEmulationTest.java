@@ -5,13 +5,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -39,8 +37,7 @@ class AttentionEmulationTest {
 
     @BeforeAll
     static void build() throws Exception {
-        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
-                .orElse(null);
+        Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
         for (String f : List.of("harness.h", "driver.cpp"))
             try (InputStream in = AttentionEmulationTest.class.getResourceAsStream("/emulation/attention/" + f)) {
@@ -48,7 +45,7 @@ class AttentionEmulationTest {
             }
         assertThat(CudaAttention.SOURCE).contains(ARRIVE);
         Files.writeString(dir.resolve("attention.h"), CudaAttention.SOURCE.replace(ARRIVE, "before = at_emu_arrive(counters + tile);").replace("extern \"C\" ", ""));
-        String log = exec(new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-w", "-I" + CUDA_INCLUDE, "-I" + dir, "driver.cpp", "-o", "attention")
+        String log = HostCompiler.exec(new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-w", "-I" + CUDA_INCLUDE, "-I" + dir, "driver.cpp", "-o", "attention")
                 .directory(dir.toFile()), 600);
         assertThat(dir.resolve("attention")).as("g++:%n%s", log).exists();
         exe = dir.resolve("attention");
@@ -65,7 +62,7 @@ class AttentionEmulationTest {
         var cmd = new ArrayList<>(List.of(exe.toString(), t, String.valueOf(d), String.valueOf(p)));
         cmd.addAll(List.of(form.args().split(" ")));
         for (long x : positions) cmd.add(String.valueOf(x));
-        String out = exec(new ProcessBuilder(cmd), 600);
+        String out = HostCompiler.exec(new ProcessBuilder(cmd), 600);
         var lines = out.strip().lines().toList();
         String what = t + " d " + d + ", " + p + " positions a warp, " + form + " at " + Arrays.toString(positions);
         assertThat(lines).as("%s:%n%s", what, out).hasSize(positions.length);
@@ -119,18 +116,8 @@ class AttentionEmulationTest {
         for (int p : CudaAttention.CUTS)
             for (long position : new long[]{70, -1}) {
                 var cmd = List.of(exe.toString(), "bf16", "64", String.valueOf(p), "2", "4", "70", "1", "0", "0", "1", String.valueOf(position));
-                String out = exec(new ProcessBuilder(cmd), 600).strip();
+                String out = HostCompiler.exec(new ProcessBuilder(cmd), 600).strip();
                 assertThat(out).as("%d positions a warp, position %d", p, position).isEqualTo("trap " + DeviceFault.ATTENTION + " 7 " + position + " 70");
             }
-    }
-
-    private static String exec(ProcessBuilder pb, int seconds) throws Exception {
-        Process proc = pb.redirectErrorStream(true).start();
-        String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!proc.waitFor(seconds, TimeUnit.SECONDS)) {
-            proc.destroyForcibly();
-            throw new AssertionError("timed out after " + seconds + " s: " + pb.command() + "\n" + out);
-        }
-        return out;
     }
 }

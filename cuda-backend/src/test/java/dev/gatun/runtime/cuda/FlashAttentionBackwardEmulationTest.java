@@ -5,13 +5,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -38,8 +35,7 @@ class FlashAttentionBackwardEmulationTest {
 
     @Test
     void theKernelsMatchFloat64Loops(@TempDir Path dir) throws Exception {
-        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
-                .orElse(null);
+        Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
         for (String f : List.of("harness.h", "fb_mma.h", "driver.cpp"))
             try (InputStream in = getClass().getResourceAsStream("/emulation/flash_backward/" + f)) {
@@ -116,7 +112,7 @@ class FlashAttentionBackwardEmulationTest {
                 "-DKERNEL=\"" + name + ".h\"", "driver.cpp", "-o", name));
         String form = CudaFlashAttentionBackward.form(p.type(), p.d());
         if (!mma) cmd.add(form.equals("rows") ? "-DROWSFORM" : "-DSIMPLEFORM");
-        String log = exec(new ProcessBuilder(cmd).directory(dir.toFile()), 300);
+        String log = HostCompiler.exec(new ProcessBuilder(cmd).directory(dir.toFile()), 300);
         assertThat(dir.resolve(name)).as("g++ for %s:%n%s", p, log).exists();
         return dir.resolve(name);
     }
@@ -125,16 +121,6 @@ class FlashAttentionBackwardEmulationTest {
         var cmd = new ArrayList<String>();
         cmd.add(exe.toString());
         cmd.addAll(List.of(args.split(" ")));
-        return exec(new ProcessBuilder(cmd), 300);
-    }
-
-    private static String exec(ProcessBuilder pb, int seconds) throws Exception {
-        Process proc = pb.redirectErrorStream(true).start();
-        String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!proc.waitFor(seconds, TimeUnit.SECONDS)) {
-            proc.destroyForcibly();
-            throw new AssertionError("timed out after " + seconds + " s: " + pb.command() + "\n" + out);
-        }
-        return out;
+        return HostCompiler.exec(new ProcessBuilder(cmd), 300);
     }
 }

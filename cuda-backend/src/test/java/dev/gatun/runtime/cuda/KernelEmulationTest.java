@@ -55,8 +55,7 @@ class KernelEmulationTest {
      * {@code dir} (skipping the calling test class where g++ or CUDA's headers are absent); returns the program.
      */
     static Path buildEmulator(Path dir) throws Exception {
-        Path gxx = Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable).findFirst()
-                .orElse(null);
+        Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
         for (String f : List.of("emulate.h", "emulate.cpp"))
             try (InputStream in = KernelEmulationTest.class.getResourceAsStream("/emulation/" + f)) {

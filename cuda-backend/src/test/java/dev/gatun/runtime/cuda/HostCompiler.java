@@ -1,0 +1,32 @@
+package dev.gatun.runtime.cuda;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What the emulation tests share to run CUDA kernels as host C++: the {@code g++} on the PATH, and running a built
+ * program with a time limit, its output and errors as one string.
+ */
+final class HostCompiler {
+    private HostCompiler() {}
+
+    /** The first {@code g++} on the PATH, or null (the emulation tests then skip). */
+    static Path gxx() {
+        return Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable)
+                .findFirst().orElse(null);
+    }
+
+    /** Runs {@code pb} to its end, at most {@code seconds}: its standard output and error, as one string. */
+    static String exec(ProcessBuilder pb, int seconds) throws Exception {
+        Process proc = pb.redirectErrorStream(true).start();
+        String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!proc.waitFor(seconds, TimeUnit.SECONDS)) {
+            proc.destroyForcibly();
+            throw new AssertionError("timed out after " + seconds + " s: " + pb.command() + "\n" + out);
+        }
+        return out;
+    }
+}
