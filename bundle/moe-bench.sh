@@ -5,9 +5,10 @@
 # e.g. bundle/moe-bench.sh --world 2                      (both workloads at their defaults: bf16, 128 tokens of hidden
 #                                                           4096, top-2 of 8 experts; the layer at 1, 8, 128 tokens a rank)
 #      bundle/moe-bench.sh --world 2 --only dispatch --iters 500
-#      bundle/moe-bench.sh --world 2 --iters 1000 --warmup 10000   (the JVM's steady state: after the default 200 calls
-#                                                           Gatun's call path is not yet compiled by C2, and one call's
-#                                                           latency holds some 25 us more of host time than it will)
+#      bundle/moe-bench.sh --world 2 --iters 1000 --warmup 10000   (both systems warmed the same. Without --warmup,
+#                                                           MoeBench warms 10000 calls, the JVM's steady state: after
+#                                                           200 its call path is not yet compiled by C2 and one call
+#                                                           holds some 25 us more of host time; PyTorch warms 200)
 # Gatun's MoeBench (the ranks threads of one process, rank r on GPU r; EP over all W ranks) writes $OUT/gatun-moe.json,
 # then bench/moe_torch.py under torchrun (W processes) runs the same workloads on the same inputs (formulas both
 # compute), eager (all_to_all_single with the counts read on the host) and captured (a fixed-capacity padded

@@ -58,7 +58,9 @@ import java.util.stream.IntStream;
  * --experts E          experts, a multiple of the world (default 8; top-2 always)
  * --intermediate F     the layer's expert width (default 14336)          --layer-tokens LIST (default 1,8,128)
  * --only W             dispatch or layer (default both)   --check-tokens N (default 4)
- * --iters N            timed calls (default 200)          --warmup N  calls before them (default 200)
+ * --iters N            timed calls (default 200)          --warmup N  calls before them (default 10000: the JVM's
+ *                      steady state; after 200 the call path is not yet compiled by C2 and one call holds some 25 µs
+ *                      more of host time, measured on two H200s)
  * --out FILE           JSON (default gatun-moe.json)      --backend cuda|host (host: try the harness without a GPU)
  * --plan               print rank 0's whole plan of each case (its summary is always printed)
  * --host-check on|off  also run the smallest layer case on the host backend and compare (default on, off with
@@ -82,7 +84,7 @@ public final class MoeBench {
             int[] layer = Arrays.stream(o.getOrDefault("layer-tokens", "1,8,128").split(",")).map(String::trim).mapToInt(Integer::parseInt).sorted().toArray();
             var s = new Settings(num(o, "world", 2), num(o, "ranks-per-gpu", 1), dtype, num(o, "tokens", 128), num(o, "hidden", 4096), num(o, "experts", 8),
                     num(o, "intermediate", 14336), layer, o.getOrDefault("only", "all"), num(o, "check-tokens", 4), num(o, "iters", 200),
-                    num(o, "warmup", 200), o.getOrDefault("backend", "cuda"), o.containsKey("plan"),
+                    num(o, "warmup", 10_000), o.getOrDefault("backend", "cuda"), o.containsKey("plan"),
                     switch (o.getOrDefault("host-check", o.getOrDefault("backend", "cuda").equals("host") ? "off" : "on")) {
                         case "on" -> true;
                         case "off" -> false;
