@@ -4,35 +4,9 @@
 // and their conversions are CUDA's own headers' host versions. Not a GPU: it checks what the kernels compute (their
 // indexing, order, rounding and ties), not their speed or memory model.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <vector_types.h>
-#include <vector_functions.h>
-#include <atomic>
-#include <cmath>
-#include <barrier>
-#include <cstdint>
-#include <cstring>
-#include <functional>
-#include <mutex>
-#include <thread>
-#include <vector>
-
-struct emu_dim3 { unsigned x = 1, y = 1, z = 1; };
-inline emu_dim3 gridDim, blockDim, blockIdx;
+#include "emu_common.h"
 // a kernel's dynamic shared memory (the CUDA source's "extern __shared__" array, which KernelEmulationTest points here)
 inline float emu_dynamic_shared[16384];
-inline thread_local emu_dim3 threadIdx;
-
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __shared__
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(n)
 
 struct emu_trap {};
 inline std::barrier<>* emu_block_barrier = nullptr;

@@ -5,32 +5,8 @@
 // checks what the kernels compute (the cut's indexing, the shuffles' reductions, the merge, the update's writes, the
 // trap's record), not their speed or memory model.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <vector_types.h>
-#include <vector_functions.h>
-#include <atomic>
-#include <barrier>
-#include <cmath>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include "emu_common.h"
 using std::fmaf; using std::fmaxf;
-struct emu_dim3 { unsigned x = 1, y = 1, z = 1; };
-inline emu_dim3 gridDim, blockDim, blockIdx;
-inline thread_local emu_dim3 threadIdx;
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __shared__
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(...)
 #define GATUN_DEPENDENT_START() do { } while (0)
 struct emu_trap {};
 inline std::barrier<>* bar = nullptr;

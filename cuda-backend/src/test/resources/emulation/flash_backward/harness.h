@@ -3,31 +3,9 @@
 // emulated mma.sync and ldmatrix of fb_mma.h) through a slot per thread between two barriers of its warp, atomicAdd
 // under a lock. Not a GPU: it checks what the kernels compute (indexing, fragments, masks, sums), not their speed.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <vector_types.h>
-#include <vector_functions.h>
-#include <cmath>
-#include <barrier>
-#include <cstring>
-#include <mutex>
-#include <thread>
-#include <vector>
-#include <functional>
+#include "emu_common.h"
 using std::fmaf; using std::fmax;
-struct emu_dim3 { unsigned x = 1, y = 1, z = 1; };
-inline emu_dim3 gridDim, blockDim, blockIdx;
-inline thread_local emu_dim3 threadIdx;
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __shared__
 #undef __noinline__
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(n)
 #define GATUN_DEPENDENT_START() do { } while (0)
 inline std::barrier<>* bar = nullptr;
 inline std::barrier<>* wbar[32];

@@ -5,7 +5,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -172,9 +171,7 @@ class AllToAllEmulationTest {
     static void build() throws Exception {
         Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(KernelEmulationTest.CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
-        try (InputStream in = AllToAllEmulationTest.class.getResourceAsStream("/emulation/emulate.h")) {
-            Files.write(dir.resolve("emulate.h"), in.readAllBytes());
-        }
+        HostCompiler.copy(dir, "/emulation/", "emulate.h");
         Files.writeString(dir.resolve("kernels.inc"), DeviceFault.SOURCE + SymmetricAllToAll.SOURCE);
         Files.writeString(dir.resolve("a2a.cpp"), DRIVER);
         Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + KernelEmulationTest.CUDA_INCLUDE, "-I" + dir, "a2a.cpp", "-o", "a2a")

@@ -4,7 +4,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -39,10 +38,7 @@ class AttentionEmulationTest {
     static void build() throws Exception {
         Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
-        for (String f : List.of("harness.h", "driver.cpp"))
-            try (InputStream in = AttentionEmulationTest.class.getResourceAsStream("/emulation/attention/" + f)) {
-                Files.write(dir.resolve(f), in.readAllBytes());
-            }
+        HostCompiler.copy(dir, "/emulation/attention/", "harness.h", "driver.cpp");
         assertThat(CudaAttention.SOURCE).contains(ARRIVE);
         Files.writeString(dir.resolve("attention.h"), CudaAttention.SOURCE.replace(ARRIVE, "before = at_emu_arrive(counters + tile);").replace("extern \"C\" ", ""));
         String log = HostCompiler.exec(new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-w", "-I" + CUDA_INCLUDE, "-I" + dir, "driver.cpp", "-o", "attention")

@@ -4,7 +4,6 @@ import dev.gatun.ir.DType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -37,10 +36,7 @@ class FlashAttentionBackwardEmulationTest {
     void theKernelsMatchFloat64Loops(@TempDir Path dir) throws Exception {
         Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
-        for (String f : List.of("harness.h", "fb_mma.h", "driver.cpp"))
-            try (InputStream in = getClass().getResourceAsStream("/emulation/flash_backward/" + f)) {
-                Files.write(dir.resolve(f), in.readAllBytes());
-            }
+        HostCompiler.copy(dir, "/emulation/flash_backward/", "harness.h", "fb_mma.h", "driver.cpp");
         var cases = new Object[][]{
                 {new Program(DType.BF16, 64), new String[]{"1 4 2 100 100 1 0 0", "2 4 1 70 130 1 0 0", "1 2 1 150 150 1 40 0", "1 4 4 64 200 0 0 0"}},
                 {new Program(DType.BF16, 128), new String[]{"1 2 1 70 130 1 30 2"}},

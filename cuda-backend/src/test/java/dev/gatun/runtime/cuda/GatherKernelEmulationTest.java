@@ -20,7 +20,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -58,9 +57,7 @@ class GatherKernelEmulationTest {
     static void find() throws IOException {
         gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(KernelEmulationTest.CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
-        try (InputStream in = GatherKernelEmulationTest.class.getResourceAsStream("/emulation/emulate.h")) {
-            Files.write(dir.resolve("emulate.h"), in.readAllBytes());
-        }
+        HostCompiler.copy(dir, "/emulation/", "emulate.h");
     }
 
     /** A graph of one index_select read by one kernel: the table, the indices' type and shape, the reader. */

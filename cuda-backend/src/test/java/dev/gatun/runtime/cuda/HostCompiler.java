@@ -19,6 +19,25 @@ final class HostCompiler {
                 .findFirst().orElse(null);
     }
 
+    /**
+     * Writes the emulation's resources {@code folder + f} for each of {@code files} into {@code dir}, and the header every
+     * emulation includes ({@code emulation/emu_common.h}).
+     */
+    static void copy(Path dir, String folder, String... files) throws java.io.IOException {
+        for (String f : files) write(folder + f, dir.resolve(f));
+        write(COMMON, dir.resolve("emu_common.h"));
+    }
+
+    /** The header every emulation includes: the kernel qualifiers as host C++, the grid, the includes. */
+    static final String COMMON = "/emulation/emu_common.h";
+
+    private static void write(String resource, Path to) throws java.io.IOException {
+        try (java.io.InputStream in = HostCompiler.class.getResourceAsStream(resource)) {
+            if (in == null) throw new java.io.FileNotFoundException("no test resource " + resource);
+            Files.write(to, in.readAllBytes());
+        }
+    }
+
     /** Runs {@code pb} to its end, at most {@code seconds}: its standard output and error, as one string. */
     static String exec(ProcessBuilder pb, int seconds) throws Exception {
         Process proc = pb.redirectErrorStream(true).start();

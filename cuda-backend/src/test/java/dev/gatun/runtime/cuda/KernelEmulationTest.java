@@ -12,7 +12,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -57,10 +56,7 @@ class KernelEmulationTest {
     static Path buildEmulator(Path dir) throws Exception {
         Path gxx = HostCompiler.gxx();
         assumeTrue(gxx != null && Files.exists(CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
-        for (String f : List.of("emulate.h", "emulate.cpp"))
-            try (InputStream in = KernelEmulationTest.class.getResourceAsStream("/emulation/" + f)) {
-                Files.write(dir.resolve(f), in.readAllBytes());
-            }
+        HostCompiler.copy(dir, "/emulation/", "emulate.h", "emulate.cpp");
         // the one line a host cannot compile as it stands: the GEMV's dynamic shared memory, pointed at the emulation's array
         String routed = CudaExpertMatmul.SOURCE.replace("extern __shared__ float gv_part[];", "float* gv_part = emu_dynamic_shared;");
         assertThat(routed).isNotEqualTo(CudaExpertMatmul.SOURCE);
