@@ -69,26 +69,38 @@ final class CollectivePasses {
                 out.add(steps.get(i));
                 continue;
             }
-            var members = new ArrayList<Step.Collective>(List.of(c));
-            var places = new ArrayList<Step>();
-            int next = i + 1, end = i + 1;
-            for (int j = i + 1; j < steps.size() && members.size() < max; j++) {
-                Step s = steps.get(j);
-                if (s instanceof Step.Place) continue;
-                if (!(s instanceof Step.Collective d && batchable(d) && joins(members, d))) break;
-                for (int k = next; k < j; k++) places.add(steps.get(k));
-                members.add(d);
-                next = end = j + 1;
-            }
-            if (members.size() == 1) {
+            Run r = run(steps, i, max, (members, s) -> s instanceof Step.Collective d && batchable(d) && joins(members, d));
+            if (r.members().size() == 1) {
                 out.add(c);
                 continue;
             }
-            out.addAll(places);
-            out.add(new Step.CollectiveBatch(members));
-            i = end - 1;
+            out.addAll(r.places());
+            out.add(new Step.CollectiveBatch(r.members()));
+            i = r.end() - 1;
         }
         return out;
+    }
+
+    /** A collective and the ones after it that join it; the placements passed over go before the joined step. */
+    private record Run(List<Step.Collective> members, List<Step> places, int end) {}
+
+    /**
+     * From the collective at {@code i}: each later step that is not a placement joins while {@code joins} takes it, up
+     * to {@code max} members; the placements between them are kept, to be moved before the joined step.
+     */
+    private static Run run(List<Step> steps, int i, int max, java.util.function.BiPredicate<List<Step.Collective>, Step> joins) {
+        var members = new ArrayList<Step.Collective>(List.of((Step.Collective) steps.get(i)));
+        var places = new ArrayList<Step>();
+        int next = i + 1, end = i + 1;
+        for (int j = i + 1; j < steps.size() && members.size() < max; j++) {
+            Step s = steps.get(j);
+            if (s instanceof Step.Place) continue;
+            if (!joins.test(members, s)) break;
+            for (int k = next; k < j; k++) places.add(steps.get(k));
+            members.add((Step.Collective) s);
+            next = end = j + 1;
+        }
+        return new Run(members, places, end);
     }
 
     /**
@@ -104,13 +116,8 @@ final class CollectivePasses {
                 out.add(steps.get(i));
                 continue;
             }
-            var members = new ArrayList<Step.Collective>(List.of(c));
-            var places = new ArrayList<Step>();
-            int next = i + 1, end = i + 1;
-            for (int j = i + 1; j < steps.size(); j++) {
-                Step s = steps.get(j);
-                if (s instanceof Step.Place) continue;
-                if (!(s instanceof Step.Collective d) || d.call().kind() != CollectiveKind.ALL_TO_ALL) break;
+            Run r = run(steps, i, Integer.MAX_VALUE, (members, s) -> {
+                if (!(s instanceof Step.Collective d) || d.call().kind() != CollectiveKind.ALL_TO_ALL) return false;
                 // the run the order made (AllToAllRuns), checked again on the placed buffers: a misfit here is a
                 // planner bug, and apart is always safe
                 String why = joinMisfit(members, d);
@@ -118,23 +125,19 @@ final class CollectivePasses {
                 if (why == null && (runs.get(c.output()) == null || !runs.get(c.output()).equals(runs.get(d.output()))))
                     why = "the step has its parts already (at most PlanOptions.batchCollectives(), " + PlanOptions.MAX_BATCH
                             + " by default), or joining is off (PlanOptions.withBatchCollectives(1))";
-                if (why != null) {
+                if (why != null)
                     notes.add(d.call().opName() + "(" + d.input().name() + ") -> " + d.output().name() + " not joined with "
                             + String.join(", ", members.stream().map(m -> m.output().name()).toList()) + ": " + why);
-                    break;
-                }
-                for (int k = next; k < j; k++) places.add(steps.get(k));
-                members.add(d);
-                next = end = j + 1;
-            }
-            if (members.size() == 1) {
+                return why == null;
+            });
+            if (r.members().size() == 1) {
                 out.add(c);
                 continue;
             }
-            out.addAll(places);
-            out.add(new Step.JoinedAllToAll("all_to_all_" + joined++, members, count(members.size()) + " all_to_alls of group \"" + c.call().group()
+            out.addAll(r.places());
+            out.add(new Step.JoinedAllToAll("all_to_all_" + joined++, r.members(), count(r.members().size()) + " all_to_alls of group \"" + c.call().group()
                     + "\" with no path between them: one barrier pair"));
-            i = end - 1;
+            i = r.end() - 1;
         }
         return out;
     }
