@@ -39,7 +39,8 @@ import java.util.concurrent.locks.LockSupport;
  * its file at once, which stays mapped: nothing is left behind even if a process is killed.
  *
  * <p>A wait gives up, naming the rank and the exchange, when the peer's state says its call failed or its session
- * closed, when its process has ended (checked by pid every 100 ms), when this rank is aborted or interrupted, or
+ * closed before it published the round (a peer may publish its last round, take the chunks it needs and close while
+ * this rank still waits: its round is read again after its state), when its process has ended (checked by pid every 100 ms), when this rank is aborted or interrupted, or
  * after the timeout. A wait looks at the peer's round before its state, and a rank publishes its round before it reads
  * any peer's: a peer that failed on this round's contents (different shapes, steps) published it first, so this rank
  * reads the same mismatch rather than only that the peer stopped.
@@ -244,7 +245,7 @@ final class SharedMemoryTransport implements Transport {
             if ((spins & 63) == 0) {
                 long now = System.nanoTime();
                 if (now - nextCheck >= 0) {
-                    check(x, peer, deadline, now);
+                    check(x, peer, deadline, now, at, q);
                     nextCheck = now + LIVENESS_CHECK_NANOS / 10;
                 }
             }
@@ -257,8 +258,11 @@ final class SharedMemoryTransport implements Transport {
     /** When the peers' processes were last checked (they are asked every {@value #LIVENESS_CHECK_NANOS} ns at most). */
     private long lastProcessCheck = System.nanoTime() - LIVENESS_CHECK_NANOS;
 
-    /** Throws, naming the peer, when it cannot come any more, or when this rank stops waiting. */
-    private void check(Exchange x, int peer, long deadline, long now) {
+    /**
+     * Throws, naming the peer, when it cannot come any more, or when this rank stops waiting; returns where the peer
+     * published round {@code q} (at {@code at} of its file) after all, which the caller's next look finds.
+     */
+    private void check(Exchange x, int peer, long deadline, long now, long at, long q) {
         String b = broken;
         if (b != null) throw new RankFailedException(rank, x.where() + " stopped waiting for rank " + peer + ": " + b, null);
         if (Thread.currentThread().isInterrupted())
@@ -266,7 +270,13 @@ final class SharedMemoryTransport implements Transport {
         MemorySegment f = files[peer];
         long state = (long) LONG.getAcquire(f, STATE);
         if (state == FAILED) throw new RankFailedException(peer, x.where() + ": rank " + peer + " stopped: " + reason(f), null);
-        if (state == CLOSED) throw new RankFailedException(peer, x.where() + ": rank " + peer + " closed its session without coming", null);
+        if (state == CLOSED) {
+            // a peer publishes its last round, then closes (release stores, in that order): the round the caller read
+            // before this state may be older than the close. Read after it, the round says whether the peer came (it
+            // took every chunk it needed, then left) or closed without coming.
+            if ((long) LONG.getAcquire(f, at) >= q) return;
+            throw new RankFailedException(peer, x.where() + ": rank " + peer + " closed its session without coming", null);
+        }
         if (now - lastProcessCheck >= LIVENESS_CHECK_NANOS) {
             lastProcessCheck = now;
             ProcessHandle p = processes[peer];
