@@ -108,10 +108,8 @@ class AllToAllPlanTest {
         assertThat(p.pools()).noneMatch(Pool::isSymmetric);
     }
 
-    /** Two layers of dispatch: the second's rows may take the first's communication slot only once its barrier freed it. */
-    @Test
-    void layersReuseACommunicationSlotOnlyAfterTheTrailingBarrier() {
-        Plan p = plan(4, LoweringOptions.world(4), g -> {
+    /** Three layers of an all_to_all of rows by given counts, then one back by the counts it received, over 4 ranks. */
+    static final Consumer<GraphBuilder> THREE_LAYERS = g -> {
             var h = g.input("h", DType.F32, 16, 8);
             var counts = g.input("counts", DType.I64, 4);
             for (int layer = 0; layer < 3; layer++) {
@@ -119,7 +117,12 @@ class AllToAllPlanTest {
                 h = d.values().add(1).allToAll("world", d.counts(), 16).values();
             }
             g.output("h", h);
-        });
+    };
+
+    /** Two layers of dispatch: the second's rows may take the first's communication slot only once its barrier freed it. */
+    @Test
+    void layersReuseACommunicationSlotOnlyAfterTheTrailingBarrier() {
+        Plan p = plan(4, LoweringOptions.world(4), THREE_LAYERS);
         assertThat(p.steps().stream().flatMap(s -> s.collectives().stream()).filter(Step.Collective::uneven)).hasSize(6);
         assertThat(p.toString()).contains("reuse of");
     }
@@ -331,15 +334,7 @@ class AllToAllPlanTest {
      */
     @Test
     void theChecksHoldEveryPartsBuffersForTheWholeJoinedStep() {
-        Consumer<GraphBuilder> layers = g -> {
-            var h = g.input("h", DType.F32, 16, 8);
-            var counts = g.input("counts", DType.I64, 4);
-            for (int layer = 0; layer < 3; layer++) {
-                var d = h.mul(layer + 1).allToAll("world", counts, 16);
-                h = d.values().add(1).allToAll("world", d.counts(), 16).values();
-            }
-            g.output("h", h);
-        };
+        Consumer<GraphBuilder> layers = THREE_LAYERS;
         var g = Gatun.graph("moe").world(4);
         layers.accept(g);
         Plan p = Planner.plan(Lowering.lower(g.build(), LoweringOptions.world(4)), PlanOptions.DEFAULT.withBatchCollectives(1));

@@ -173,20 +173,19 @@ class AllToAllEmulationTest {
         assumeTrue(gxx != null && Files.exists(KernelEmulationTest.CUDA_INCLUDE.resolve("cuda_fp16.h")), "g++ or CUDA's headers are absent: skipping the emulation");
         HostCompiler.copy(dir, "/emulation/", "emulate.h");
         Files.writeString(dir.resolve("kernels.inc"), DeviceFault.SOURCE + SymmetricAllToAll.SOURCE);
-        Files.writeString(dir.resolve("a2a.cpp"), DRIVER);
-        Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + KernelEmulationTest.CUDA_INCLUDE, "-I" + dir, "a2a.cpp", "-o", "a2a")
+        emulator = compile(gxx, "a2a", DRIVER);
+        partsEmulator = compile(gxx, "parts", PARTS_DRIVER);
+    }
+
+    /** {@code driver} written to {@code <name>.cpp} and built by g++ into {@code <name>}, checked to build. */
+    private static Path compile(Path gxx, String name, String driver) throws Exception {
+        Files.writeString(dir.resolve(name + ".cpp"), driver);
+        Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + KernelEmulationTest.CUDA_INCLUDE, "-I" + dir, name + ".cpp", "-o", name)
                 .directory(dir.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
         assertThat(p.exitValue()).as(log).isZero();
-        emulator = dir.resolve("a2a");
-        Files.writeString(dir.resolve("parts.cpp"), PARTS_DRIVER);
-        Process q = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + KernelEmulationTest.CUDA_INCLUDE, "-I" + dir, "parts.cpp", "-o", "parts")
-                .directory(dir.toFile()).redirectErrorStream(true).start();
-        String qlog = new String(q.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(q.waitFor(300, TimeUnit.SECONDS)).as("g++ finished").isTrue();
-        assertThat(q.exitValue()).as(qlog).isZero();
-        partsEmulator = dir.resolve("parts");
+        return dir.resolve(name);
     }
 
     /** The joined kernel's run of {@code parts} (one world, grid and block): each part's results per rank, and the trap's line. */

@@ -90,24 +90,30 @@ public final class AttentionBench {
                 NDArray y = s.runToHost(in).get("y");
                 if (first == null) first = y;
                 else if (first.mismatch(y, 5e-2, 5e-2) != null) System.out.println("the two graphs differ: " + first.mismatch(y, 5e-2, 5e-2));
-                double[] t = new double[calls];
-                for (int i = 0; i < 20; i++) s.run(in);
-                s.synchronize();
-                for (int i = 0; i < calls; i++) {
-                    long t0 = System.nanoTime();
-                    s.run(in);
-                    s.synchronize();
-                    t[i] = (System.nanoTime() - t0) / 1e3;
-                }
-                Arrays.sort(t);
+                double median = medianCall(s, in, calls);
                 results.add(String.format(Locale.ROOT, "%s: %.2f µs a layer (median call %.1f µs over %d layers)",
-                        fused ? "attention step" : "composed (2 products + softmax)", t[calls / 2] / LAYERS, t[calls / 2], LAYERS));
+                        fused ? "attention step" : "composed (2 products + softmax)", median / LAYERS, median, LAYERS));
                 for (DeviceArray a : owned) a.close();
             }
         }
         System.out.printf(Locale.ROOT, "batch %d (%d x %d query rows, d %d, cache %d, position %d), bf16, CUDA graphs, on %s%n",
                 batch, b, ROWS, D, LEN, position, device);
         results.forEach(System.out::println);
+    }
+
+    /** The median of {@code calls} synchronised calls of {@code s} after 20 more, µs. */
+    private static double medianCall(Session s, Map<String, NDArray> in, int calls) {
+        double[] t = new double[calls];
+        for (int i = 0; i < 20; i++) s.run(in);
+        s.synchronize();
+        for (int i = 0; i < calls; i++) {
+            long t0 = System.nanoTime();
+            s.run(in);
+            s.synchronize();
+            t[i] = (System.nanoTime() - t0) / 1e3;
+        }
+        Arrays.sort(t);
+        return t[calls / 2];
     }
 
     /** Each cut and the planner's, at each shape of the sweep: µs a layer, medians of {@code calls} timed calls. */
@@ -144,17 +150,7 @@ public final class AttentionBench {
                             NDArray y = s.runToHost(in).get("y");
                             if (first == null) first = y;
                             else if (first.mismatch(y, 5e-2, 5e-2) != null) line.append(" (differs from the rule's: ").append(first.mismatch(y, 5e-2, 5e-2)).append(")");
-                            double[] t = new double[calls];
-                            for (int i = 0; i < 20; i++) s.run(in);
-                            s.synchronize();
-                            for (int i = 0; i < calls; i++) {
-                                long t0 = System.nanoTime();
-                                s.run(in);
-                                s.synchronize();
-                                t[i] = (System.nanoTime() - t0) / 1e3;
-                            }
-                            Arrays.sort(t);
-                            double us = t[calls / 2] / LAYERS;
+                            double us = medianCall(s, in, calls) / LAYERS;
                             if (positions == 0) {
                                 var plan = s.plan();
                                 int chosen = plan.steps().stream().map(plan::choice).filter(c -> c.attention() != null).findFirst().orElseThrow().attention().positions();
