@@ -58,7 +58,10 @@ public final class DecodeVariantsBench {
                 int[][] first = null;
                 for (var e : gens.entrySet()) {
                     int[][] t = e.getValue().generate(ids, n, false, !e.getKey().contains("stepwise")).sequences();
-                    if (first == null) first = t;
+                    if (first == null) {
+                        first = t;
+                        System.out.println("tokens of the first sequence: " + Arrays.toString(t[0]));
+                    }
                     System.out.println(e.getKey() + ": tokens " + (Arrays.deepEquals(first, t) ? "the same as " + names.getFirst() + "'s" : "DIFFER from " + names.getFirst() + "'s"));
                 }
                 var times = new LinkedHashMap<String, List<Double>>();
