@@ -105,10 +105,19 @@ class CudaCodegenTest {
                         new KExpr.Apply(PointwiseFn.ADD, List.of(new KExpr.Local(0, DType.FLOAT32),
                                 new KExpr.Load(2, SymInt.ZERO, List.of(SymInt.ZERO, SymInt.ONE), DType.FLOAT32)), DType.FLOAT32)),
                 List.of(new Spec.Store("y", 1)), List.of("mul", "add"));
-        // the row bias (strides [0, 1]) is neither: scalar path only
+        // the row bias (strides [0, 1]) is neither, but walks the innermost dimension element for element (an inner
+        // load): a vector of it at each vector's first element, the indices unravelled once a vector; the scalar tail
+        // reads it by element
         var s = CudaCodegenFixtures.generate(k, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "bias", DType.FLOAT32, "y", DType.FLOAT32)::get);
-        assertThat(s.vectorWidth()).isEqualTo(1);
-        assertThat(code(s)).contains("in2[i1]").contains("in0[o]").contains("in1[3]");
+        assertThat(s.vectorWidth()).isEqualTo(4);
+        assertThat(code(s)).contains("*reinterpret_cast<const gt_vec<float, 4>*>(in2 + (i1))", "x1.e[l]", "in2[i1]", "in0[o]", "in1[3]");
+        // a row of 66 is not whole vectors of 4: the bias would cross rows inside a vector, so no vector path
+        var o66 = new Spec("fused_mul_add_0", List.of(N, c(66)), null, List.of(), List.of("x", "s", "bias"),
+                List.of(new KExpr.Apply(PointwiseFn.MUL, List.of(load(0, rowMajor(List.of(N, c(66)), 0), DType.FLOAT32),
+                                new KExpr.Load(1, c(3), List.of(SymInt.ZERO, SymInt.ZERO), DType.FLOAT32)), DType.FLOAT32),
+                        k.locals().get(1)), List.of(new Spec.Store("y", 1)), List.of("mul", "add"));
+        assertThat(CudaCodegenFixtures.generate(o66, Map.of("x", DType.FLOAT32, "s", DType.FLOAT32, "bias", DType.FLOAT32, "y", DType.FLOAT32)::get).vectorWidth())
+                .isEqualTo(1);
 
         // without it: a vector path, the scalar x[3] read once per lane, alignment checked at run time, a scalar tail
         var k2 = new Spec("fused_mul_0", ranges, null, List.of(), List.of("x", "s"), List.of(k.locals().getFirst()),

@@ -185,7 +185,7 @@ class GatherKernelEmulationTest {
         Files.write(run.resolve("rec.bin"), new byte[(int) DeviceFault.RECORD_BYTES]);
         Files.write(run.resolve("claim.bin"), new byte[4]);
         args.add("(" + CudaCodegen.storageType(out.dtype()) + "*) out.data()");
-        args.addAll(List.of("(int*) claim.data()", "(gatun_fault*) rec.data()", Integer.toString(STEP)));
+        if (k.gathers()) args.addAll(List.of("(int*) claim.data()", "(gatun_fault*) rec.data()", Integer.toString(STEP)));
         String main = """
                 #include "emulate.h"
                 #include <cstdio>
