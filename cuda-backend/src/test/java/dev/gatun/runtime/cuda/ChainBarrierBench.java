@@ -19,7 +19,9 @@ import java.util.Locale;
  * loaded before it), captured into a CUDA graph; against one persistent launch of the same grid doing the 16 steps with
  * a grid-wide barrier between them ({@code persistent}: an arrival counter and a generation word, a block's first
  * thread spinning, bounded: it traps after 2^26 polls rather than hang), with and without each block loading its
- * first vector of the next step before the barrier. Per step size (0 bytes: the boundary alone; then 1 to 64 MiB, each
+ * first vector of the next step before the barrier; and the same chain launched plainly (each kernel waits for the
+ * one before to end before it is scheduled), and with every other launch plain (a collective's place in a decode chain
+ * today: launched as always between programmatic kernels). Per step size (0 bytes: the boundary alone; then 1 to 64 MiB, each
  * step its own buffer, so the reads come from memory): µs a step, medians of 5 timings of 40 replays, and GB/s.
  * Whether a persistent form of the step chain (a megakernel) would pay on this GPU, and by how much a boundary.
  *
@@ -134,11 +136,19 @@ public final class ChainBarrierBench {
                 var config = new LaunchConfig(Dim3.of(blocks), Dim3.of(512), 0, stream);
                 System.out.printf(Locale.ROOT, "GPU %s, %d SMs; %d steps a graph, a grid of %d blocks of 512 threads, replayed %d times%n",
                         d.name(), sms, steps, blocks, replays);
-                System.out.println("bytes a step | launches (programmatic) us a step | persistent, barrier | persistent, next vector before the barrier | GB/s (launches / persistent ahead)");
+                System.out.println("bytes a step | launches (programmatic) us a step | plain launches | every other launch plain"
+                        + " | persistent, barrier | persistent, next vector before the barrier | GB/s (launches / persistent ahead)");
                 for (long size : SIZES) {
                     long n = size / 16;
                     double launched = GemvChainBench.chain(d, stream, start, end, replays,
                             (l, st) -> step.launchOverlapped(new LaunchConfig(Dim3.of(blocks), Dim3.of(512), 0, st), addresses[l], n, out.address()));
+                    double plain = GemvChainBench.chain(d, stream, start, end, replays,
+                            (l, st) -> step.launch(new LaunchConfig(Dim3.of(blocks), Dim3.of(512), 0, st), addresses[l], n, out.address()));
+                    double mixed = GemvChainBench.chain(d, stream, start, end, replays, (l, st) -> {
+                        var c = new LaunchConfig(Dim3.of(blocks), Dim3.of(512), 0, st);
+                        if (l % 2 == 0) step.launchOverlapped(c, addresses[l], n, out.address());
+                        else step.launch(c, addresses[l], n, out.address());
+                    });
                     double[] pers = new double[2];
                     for (int ahead = 0; ahead < 2; ahead++) {
                         int a = ahead;
@@ -146,7 +156,7 @@ public final class ChainBarrierBench {
                             if (l == 0) persistent.launch(new LaunchConfig(Dim3.of(blocks), Dim3.of(512), 0, st), ws.address(), n, steps, a, bar.address(), out.address());
                         });
                     }
-                    System.out.printf(Locale.ROOT, "%12d | %8.2f | %8.2f | %8.2f | %s%n", size, launched, pers[0], pers[1],
+                    System.out.printf(Locale.ROOT, "%12d | %8.2f | %8.2f | %8.2f | %8.2f | %8.2f | %s%n", size, launched, plain, mixed, pers[0], pers[1],
                             size == 0 ? "-" : String.format(Locale.ROOT, "%.0f / %.0f", size / launched / 1e3, size / pers[1] / 1e3));
                 }
             } finally {
