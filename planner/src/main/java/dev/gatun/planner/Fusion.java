@@ -232,7 +232,8 @@ final class Fusion {
         // into an absorbed link, only what it reads once: each link is inlined where it is read, so a chain that
         // read each link twice would grow the reduction's body exponentially
         if (!r.isReduction() && loads.size() != 1) return false;
-        return loads.stream().allMatch(l -> LoopIndex.remap(l, p) != null);
+        List<SymInt> loop = r.isReduction() ? LoopIndex.concat(r.ranges(), r.reductionRanges()) : r.ranges();
+        return loads.stream().allMatch(l -> LoopIndex.remap(l, p, loop) != null);
     }
 
     /**
@@ -524,7 +525,7 @@ final class Fusion {
                 Expr.Load l = remap == null ? l0 : remap.apply(l0);
                 if (absorbed.contains(l.storage())) {
                     ComputedBuffer p = (ComputedBuffer) l.storage();
-                    expand(p.body(), new Remap(LoopIndex.remap(l, p), rank), rank, out);
+                    expand(p.body(), new Remap(LoopIndex.remapAccepted(l, p), rank), rank, out);
                 } else out.add(l);
             }
             case Expr.Apply a -> { for (Expr x : a.args()) expand(x, remap, rank, out); }
@@ -769,7 +770,7 @@ final class Fusion {
                 if (v != null) yield v.dtype() == l.dtype() ? v : new KExpr.Cast(v, l.dtype());
                 if (absorbed.contains(s)) {
                     ComputedBuffer p = (ComputedBuffer) s;
-                    yield convert(p.body(), g, inputs, valueOf, new Remap(LoopIndex.remap(l, p), l.strides().size()), shift);
+                    yield convert(p.body(), g, inputs, valueOf, new Remap(LoopIndex.remapAccepted(l, p), l.strides().size()), shift);
                 }
                 int idx = inputs.indexOf(s);
                 if (idx < 0) { inputs.add(s); idx = inputs.size() - 1; }

@@ -45,21 +45,41 @@ final class LoopIndex {
      * For a load of row-major buffer {@code p}, which iteration dimension of the loading loop drives each of
      * p's dimensions (-1 for a dimension of size 1); null when the load is not such a plain remap.
      */
-    static int[] remap(Expr.Load l, Buffer p) {
+    static int[] remap(Expr.Load l, Buffer p) { return remap(l, p, null); }
+
+    /**
+     * The same, knowing the loading loop's extents ({@code loop}, one a stride of the load; null: not known): a loop
+     * dimension of extent 1 may step p at any stride (its index is always 0), as a reduction over a middle dimension
+     * of a batch of one reads [1, k, n] with its dimension of extent 1 at p's first stride.
+     */
+    static int[] remap(Expr.Load l, Buffer p, List<SymInt> loop) {
         if (!l.offset().equals(SymInt.ZERO)) return null;
+        if (loop != null && loop.size() != l.strides().size()) loop = null;
         var shape = p.type().shape();
         List<SymInt> cs = shape.contiguousStrides();
         int[] map = new int[shape.rank()];
         boolean[] used = new boolean[l.strides().size()];
         for (int m = 0; m < shape.rank(); m++) {
             var d = shape.dim(m);
-            if (d.isStatic() && d.size() == 1) { map[m] = -1; continue; }
             map[m] = -1;
+            if (d.isStatic() && d.size() == 1) continue;
             for (int k = 0; k < l.strides().size(); k++)
                 if (!used[k] && l.strides().get(k).equals(cs.get(m))) { map[m] = k; used[k] = true; break; }
             if (map[m] < 0) return null;
         }
-        for (int k = 0; k < used.length; k++) if (!used[k] && !l.strides().get(k).equals(SymInt.ZERO)) return null;
+        for (int k = 0; k < used.length; k++)
+            if (!used[k] && !l.strides().get(k).equals(SymInt.ZERO) && (loop == null || !loop.get(k).equals(SymInt.ONE))) return null;
+        return map;
+    }
+
+    /**
+     * The map of {@link #remap(Expr.Load, Buffer, List)} for a load it accepted (an absorbed producer's, read again
+     * where the producer is inlined), whatever the loop's extents there: its dimensions of extent 1 stay unmapped.
+     */
+    static int[] remapAccepted(Expr.Load l, Buffer p) {
+        List<SymInt> loop = new ArrayList<>(java.util.Collections.nCopies(l.strides().size(), SymInt.ONE));
+        int[] map = remap(l, p, loop);
+        if (map == null) throw new IllegalStateException("load of " + p + " at " + l.strides() + " is not a remap of it");
         return map;
     }
 

@@ -54,9 +54,12 @@ class PlanTextGoldenTest {
      * planner's choice (LaunchChoices.attention): its line's {@code attention[early]} is now
      * {@code attention[early, positions=32, lanes=1]} (the decoders' caches of 544: 17 slices, halved would be 34, more than
      * a merge round) or 8 (the small update and attention graphs), and explain() has a line for each, 2026-11-29; then the
-     * rule halves to 16 positions at the fewest, as measured on an H200: those 8s are 16s, 2026-11-29).
+     * rule halves to 16 positions at the fewest, as measured on an H200: those 8s are 16s, 2026-11-29; then a pointwise
+     * producer a reduction reads through a loop dimension of extent 1 at a stride of its own computed inside the
+     * reduction: the batch-1 norms' squares (fused_mul_mean_... kernels are fused_mean_...) and the mixtures' weighted
+     * products, 2026-11-30).
      */
-    static final String DIGEST = "c3a31f73985f50f88d9d723a19e3950e7c68671deaeda13954ebdaae0e6f1d68";
+    static final String DIGEST = "7c147c4f02ea8f3e6e0fea3cf7739ec49562721b907f60a01238b4d2529f691b";
     static final int COUNT = 1595;
 
     @Test

@@ -106,4 +106,33 @@ class NarrowSumTest {
                     }
                 }
     }
+    /**
+     * One token's weighted sum (a decode step at batch 1: too few outputs for the pointwise form, so a reduction over
+     * the middle dimension of [1, k, hidden]): the products are computed inside the reduction's one launch, though
+     * the reduction's loop steps their buffer's dimension of size 1 (its own rows' dimension of extent 1); values
+     * against float64 loops, for every k and a residual added after.
+     */
+    @Test
+    void oneTokensWeightedSumIsOneRowKernelWithTheProductsInside() {
+        for (int k : new int[]{1, 2, 3, 8})
+            for (DType t : new DType[]{DType.F32, DType.BF16}) {
+                var g = Gatun.graph("combine1");
+                var y = g.input("y", t, 1, k, H);
+                var w = g.input("w", t, 1, k);
+                var r = g.input("r", t, 1, H);
+                g.output("o", y.mul(w.reshape(1, k, 1)).sum(false, 1).add(r));
+                try (var s = Session.compile(g.build(), CompileOptions.world(1).backend("host"))) {
+                    assertThat(s.plan().kernels()).as(s.plan().toString()).hasSize(1);
+                    NDArray yv = NDArray.randn(t, 21 + k, 1, k, H), wv = NDArray.randn(t, 31 + k, 1, k), rv = NDArray.randn(t, 41 + k, 1, H);
+                    double[] o = s.runToHost(Map.of("y", yv, "w", wv, "r", rv)).get("o").toDoubleArray();
+                    double[] ya = yv.toDoubleArray(), wa = wv.toDoubleArray(), ra = rv.toDoubleArray();
+                    double tol = t == DType.BF16 ? 2e-2 : 1e-6;
+                    for (int h = 0; h < H; h++) {
+                        double want = ra[h];
+                        for (int j = 0; j < k; j++) want += ya[j * H + h] * wa[j];
+                        assertThat(o[h]).as(t + " k " + k + " o[" + h + "]").isCloseTo(want, within(tol * (1 + Math.abs(want))));
+                    }
+                }
+            }
+    }
 }
