@@ -54,9 +54,12 @@ class PlanTextGoldenTest {
      * planner's choice (LaunchChoices.attention): its line's {@code attention[early]} is now
      * {@code attention[early, positions=32, lanes=1]} (the decoders' caches of 544: 17 slices, halved would be 34, more than
      * a merge round) or 8 (the small update and attention graphs), and explain() has a line for each, 2026-11-29; then the
-     * rule halves to 16 positions at the fewest, as measured on an H200: those 8s are 16s, 2026-11-29).
+     * rule halves to 16 positions at the fewest, as measured on an H200: those 8s are 16s, 2026-11-29; then every row
+     * kernel's form, the planner's choice (LaunchChoices.rows): each row kernel launched on its own prints
+     * {@code rows[block]} on its line (902 of them; no row kernel of the corpus has the rows for a warp a row) and
+     * explain() has a line for each; nothing else of any plan changed, 2026-11-30).
      */
-    static final String DIGEST = "c3a31f73985f50f88d9d723a19e3950e7c68671deaeda13954ebdaae0e6f1d68";
+    static final String DIGEST = "ee074195d59954c2060eba0b797832529c84183d56e534f666ee166bdeb29742";
     static final int COUNT = 1595;
 
     @Test
