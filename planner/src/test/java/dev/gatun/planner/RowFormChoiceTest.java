@@ -80,13 +80,18 @@ class RowFormChoiceTest {
     @Test
     void theOptionsForceAFormWhereTheKernelCanTakeIt() {
         for (var f : PlanOptions.RowForm.values()) {
-            var r = rows(softmax(PlanOptions.DEFAULT.withRowForm(f), DType.F32, 3, 4096));
+            // 3 rows of 1024 f32 (4 KB: two fit a warp's registers): the rule gives a block (3 rows), the options any form
+            var r = rows(softmax(PlanOptions.DEFAULT.withRowForm(f), DType.F32, 3, 1024));
             switch (f) {
                 case AUTO, BLOCK -> assertThat(r.warp()).as("%s", f).isFalse();
                 case WARP -> assertThat(r).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, false);
                 case WARP_AHEAD -> assertThat(r).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, true);
             }
         }
+        // forced ahead with rows of 16 KB: a warp a row, not ahead (two such rows do not fit), and the plan says so
+        var big = rows(softmax(PlanOptions.DEFAULT.withRowForm(PlanOptions.RowForm.WARP_AHEAD), DType.F32, 3, 4096));
+        assertThat(big).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, false);
+        assertThat(big.why()).contains("not ahead");
         // a row kernel folded into by the next (sum of the row sums) has no warp form, forced or not
         Plan folded = plan(PlanOptions.DEFAULT.withRowForm(PlanOptions.RowForm.WARP), g -> g.output("s", g.input("x", DType.F32, 4096, 1024).sum(-1).sum(0)));
         var launches = folded.steps().stream().filter(s -> s instanceof Step.Launch l && l.kernel().isReduction()).toList();
