@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <vector_types.h>
 #include <vector_functions.h>
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>

@@ -1,6 +1,7 @@
 // Runs the CUDA kernels' source as host C++ (g++, -std=c++20 -pthread) for KernelEmulationTest: blocks one after
 // another, a block's threads as std::threads where the kernel meets at barriers or shuffles (else one after another),
-// __shared__ arrays shared by them, a warp's shuffle through a slot per thread between two barriers. The half types
+// __shared__ arrays shared by them, a warp's shuffle through a slot per thread between two barriers of its warp's 32
+// threads (so a warp may shuffle while the block's other warps do something else, as a warp-a-row kernel's do). The half types
 // and their conversions are CUDA's own headers' host versions. Not a GPU: it checks what the kernels compute (their
 // indexing, order, rounding and ties), not their speed or memory model.
 #pragma once
@@ -10,24 +11,30 @@ inline float emu_dynamic_shared[16384];
 
 struct emu_trap {};
 inline std::barrier<>* emu_block_barrier = nullptr;
+// one barrier for each warp of the running block (its threads: 32, or what is left of the block)
+inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_barriers;
 inline unsigned long long emu_slots[1024];
 inline std::mutex emu_atomic;
 
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
 
-/* A warp shuffle: every thread of the block posts its value, then reads thread source(t)'s (itself where negative). */
+/* A warp shuffle: every thread of the warp posts its value, then reads thread source(t)'s (itself where negative). */
 template <typename T, typename F> T emu_shuffle(T v, F source) {
     static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
     unsigned t = threadIdx.x;
     unsigned long long bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
     emu_slots[t] = bits;
-    __syncthreads();
+    emu_warp_barriers[t >> 5]->arrive_and_wait();
     T r = v;
     int from = source(t);
     if (from >= 0) std::memcpy(&r, &emu_slots[from], sizeof(T));
-    __syncthreads();
+    emu_warp_barriers[t >> 5]->arrive_and_wait();
     return r;
+}
+
+template <typename T> T __shfl_sync(unsigned, T v, int lane) {
+    return emu_shuffle(v, [lane](unsigned t) { return (int) ((t & ~31u) | ((unsigned) lane & 31u)); });
 }
 
 template <typename T> T __shfl_down_sync(unsigned, T v, int d) {
@@ -84,6 +91,8 @@ inline bool emu_launch(unsigned grid, unsigned gridY, unsigned block, bool toget
         }
         std::barrier<> barrier(block);
         emu_block_barrier = &barrier;
+        emu_warp_barriers.clear();
+        for (unsigned w = 0; w < block; w += 32) emu_warp_barriers.push_back(std::make_unique<std::barrier<>>(std::min(32u, block - w)));
         std::atomic<bool> trapped = false;
         std::vector<std::thread> threads;
         for (unsigned t = 0; t < block; t++)

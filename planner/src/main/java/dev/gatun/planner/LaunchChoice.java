@@ -14,10 +14,14 @@ import java.util.StringJoiner;
  * @param gemv         the few-row product's kernel form ({@code Step.Matmul.gemv}), or null for none
  * @param attention    a decode step's attention's cut and early load ({@code Step.UpdateAttention} or an {@code attention}
  *                     call), or null for none
+ * @param rows         a row kernel's form ({@code Step.Launch} of a kernel with reductions: {@code rows[block]},
+ *                     {@code rows[warp]}, {@code rows[warp, ahead]}), or null for none
  */
-public record LaunchChoice(boolean programmatic, Gemv gemv, Attention attention) {
+public record LaunchChoice(boolean programmatic, Gemv gemv, Attention attention, Rows rows) {
     /** No choice to make: a plain launch, or no launch. */
-    public static final LaunchChoice PLAIN = new LaunchChoice(false, null, null);
+    public static final LaunchChoice PLAIN = new LaunchChoice(false, null, null, null);
+
+    public LaunchChoice(boolean programmatic, Gemv gemv, Attention attention) { this(programmatic, gemv, attention, null); }
 
     /** Whether an attention loads its position and cache slice early ({@link Attention#early}). */
     public boolean early() { return attention != null && attention.early(); }
@@ -60,12 +64,28 @@ public record LaunchChoice(boolean programmatic, Gemv gemv, Attention attention)
         }
     }
 
+    /**
+     * A row kernel's form ({@code LaunchChoices.rows}): a block a row ({@code warp} false: each phase's reduction through
+     * warp shuffles, a partial per warp in shared memory and a block barrier), or a warp a row (every phase reduced by
+     * warp shuffles alone, no shared memory, no barrier; blocks of several warps, each warp its own rows, a grid of the
+     * blocks resident at once going over the rows); {@code ahead}: a warp loads its next row before it reduces this one.
+     * {@code why}: how the form was chosen, for {@code Plan.explain()} (not printed on the step's line).
+     */
+    public record Rows(boolean warp, boolean ahead, String why) {
+        public Rows {
+            if (ahead && !warp) throw new dev.gatun.ir.CompilationException("a row kernel loads ahead in the warp form only");
+        }
+
+        public String describe() { return warp ? ahead ? "rows[warp, ahead]" : "rows[warp]" : "rows[block]"; }
+    }
+
     /** The choices as printed on the step's line ("" for a plain launch). */
     public String describe() {
         var sj = new StringJoiner(", ");
         if (programmatic) sj.add("programmatic");
         if (gemv != null) sj.add(gemv.describe());
         if (attention != null) sj.add(attention.describe());
+        if (rows != null) sj.add(rows.describe());
         return sj.toString();
     }
 }

@@ -1,6 +1,8 @@
 package dev.gatun.planner;
 
 import dev.gatun.ir.DType;
+import dev.gatun.ir.SymInt;
+import dev.gatun.planner.kernel.Kernel;
 
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -28,6 +30,14 @@ import java.util.Map;
  *   multiprocessor and the slices still merge in one round ({@value #ATTENTION_MERGE} at most: the merging warp reads
  *   the slices' maxima and sums a lane each). A long cache, or many query rows, keep 32: the GPU is full and fewer
  *   slices mean fewer float32 partials to write and merge.</li>
+ *   <li><b>A row kernel's form</b> ({@link #rows}). A warp a row where the row's loaded data fits one warp's registers and
+ *   there are rows enough to give every multiprocessor of the target {@value #WARP_ROWS_PER_SM} warps: the row's length
+ *   a constant and a multiple of the 16-byte vector of its widest element, at most {@value #WARP_MAX_ROW_BYTES} bytes of
+ *   that element (16 vectors a lane: bf16 4096 columns, f32 2048), and at least {@value #WARP_ROWS_PER_SM} rows for each
+ *   multiprocessor; rows of at most {@value #WARP_AHEAD_MAX_ROW_BYTES} bytes (4 vectors a lane, twice over in 32
+ *   registers) are also loaded ahead. Else a block a row. Only a kernel the warp form can run takes it: a launch of its
+ *   own (not a part of a fused collective or a product's epilogue, which run on their caller's blocks), every element
+ *   store row-major, no fold of its rows, no table read through indices.</li>
  * </ul>
  */
 final class LaunchChoices {
@@ -45,6 +55,17 @@ final class LaunchChoices {
      */
     static final int ATTENTION_FEWEST = 16;
 
+    /**
+     * The row form's constants. A warp holds at most 16 16-byte vectors a lane of its widest input (64 registers; with
+     * the phases' values around them, nvcc -Xptxas -v for sm_90 gives LayerNorm and softmax over 4096 bf16 columns 254
+     * registers a thread and no spill: 2 blocks of 4 warps a multiprocessor, 64 KB of rows in flight on each); loading
+     * the next row ahead holds two rows, which spills past 4 KB rows; below {@value #WARP_ROWS_PER_SM} rows a multiprocessor a block a row spreads
+     * each row over more threads and keeps more of the GPU busy. Rows of at most {@value #WARP_AHEAD_MAX_ROW_BYTES}
+     * bytes are loaded ahead as the block form's are ({@code RowBody.PREFETCH_MAX_ROW_BYTES}, measured there). Neither
+     * number is measured for the warp form yet: {@code GpuSuite --row-forms} compares the forms.
+     */
+    static final int WARP_MAX_ROW_BYTES = 8192, WARP_AHEAD_MAX_ROW_BYTES = 2048, WARP_ROWS_PER_SM = 8;
+
     /** Each step's choice, and each part's of a joined step, by identity; steps without one are absent. */
     static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions options) {
         PlanOptions.Target target = options.target();
@@ -53,8 +74,8 @@ final class LaunchChoices {
         for (int i = 0; i < steps.size(); i++) {
             Step s = steps.get(i);
             if (!s.isDeviceWork()) continue;   // placements and other bookkeeping (half the steps): nothing launched, plain
-            for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, options));
-            put(out, s, choice(s, programmatic, early(steps, i), options));
+            for (Step p : s.parts()) if (p != s) put(out, p, choice(p, programmatic, false, null, options));
+            put(out, s, choice(s, programmatic, early(steps, i), s instanceof Step.Launch l ? rows(l.kernel(), options) : null, options));
         }
         return out;
     }
@@ -63,7 +84,7 @@ final class LaunchChoices {
         if (!c.equals(LaunchChoice.PLAIN)) out.put(s, c);
     }
 
-    private static LaunchChoice choice(Step s, boolean programmatic, boolean early, PlanOptions options) {
+    private static LaunchChoice choice(Step s, boolean programmatic, boolean early, LaunchChoice.Rows rows, PlanOptions options) {
         LaunchChoice.Gemv gemv = switch (s) {
             case Step.Matmul m when m.gemv() -> gemv(m, options.target(), false);
             case Step.TiledProduct t -> gemv(t.product(), options.target(), true);
@@ -71,7 +92,68 @@ final class LaunchChoices {
         };
         AttentionCall a = attentionOf(s);
         LaunchChoice.Attention attention = a == null ? null : attention(a, early, options);
-        return new LaunchChoice(programmatic && ownKernels(s), gemv, attention);
+        return new LaunchChoice(programmatic && ownKernels(s), gemv, attention, rows);
+    }
+
+    /**
+     * The form of row kernel {@code k} launched on its own ({@link LaunchChoice.Rows}), by the rule above or as the
+     * options force it where the warp form can run it; null for a kernel without reductions.
+     */
+    static LaunchChoice.Rows rows(Kernel k, PlanOptions options) {
+        if (!k.isReduction()) return null;
+        String misfit = warpMisfit(k);
+        if (misfit != null) return new LaunchChoice.Rows(false, false, "a block a row: " + misfit);
+        long count = constant(k.reductionRanges()), rows = constant(k.ranges());
+        int widest = widest(k);
+        long bytes = count * widest;
+        int sms = options.target().multiprocessors();
+        String shape = (rows < 0 ? "a symbolic number of" : Long.toString(rows)) + " rows of " + count + " x " + widest + " B";
+        switch (options.rowForm()) {
+            case BLOCK -> { return new LaunchChoice.Rows(false, false, "a block a row, as the plan options ask: " + shape); }
+            case WARP -> { return new LaunchChoice.Rows(true, false, "a warp a row, as the plan options ask: " + shape); }
+            case WARP_AHEAD -> {
+                // two rows held at once: at most half of what a warp holds (8 KB rows ahead spill, measured with nvcc -Xptxas -v)
+                boolean two = count > 0 && bytes <= WARP_MAX_ROW_BYTES / 2 && count % (16 / widest) == 0;
+                return new LaunchChoice.Rows(true, two, "a warp a row" + (two ? " loading the next ahead" : "") + ", as the plan options ask: " + shape
+                        + (two ? "" : " (not ahead: two such rows do not fit a warp's registers)"));
+            }
+            case AUTO -> { }
+        }
+        if (bytes > WARP_MAX_ROW_BYTES) return new LaunchChoice.Rows(false, false, "a block a row: " + shape + " is over " + WARP_MAX_ROW_BYTES + " B, more than a warp holds");
+        if (count % (16 / widest) != 0)
+            return new LaunchChoice.Rows(false, false, "a block a row: " + shape + " is not a whole number of 16-byte vectors");
+        if (rows < (long) WARP_ROWS_PER_SM * sms)
+            return new LaunchChoice.Rows(false, false, "a block a row: " + shape + ", under " + WARP_ROWS_PER_SM + " rows for each of " + sms + " multiprocessors");
+        boolean ahead = bytes <= WARP_AHEAD_MAX_ROW_BYTES;
+        return new LaunchChoice.Rows(true, ahead, "a warp a row" + (ahead ? " loading the next ahead" : "") + ": " + shape + ", at most "
+                + (ahead ? WARP_AHEAD_MAX_ROW_BYTES : WARP_MAX_ROW_BYTES) + " B, at least " + WARP_ROWS_PER_SM + " rows for each of " + sms + " multiprocessors");
+    }
+
+    /** Why the warp form cannot run row kernel {@code k}, or null where it can. */
+    static String warpMisfit(Kernel k) {
+        if (constant(k.reductionRanges()) <= 0) return "its rows' length is not a constant above 0";
+        if (!k.folds().isEmpty()) return "it folds its rows' values";
+        if (k.gathers()) return "it reads a table through indices";
+        for (var st : k.stores()) if (!st.perRow() && !st.isRowMajor()) return "it stores " + st.buffer().name() + " through strides";
+        return null;
+    }
+
+    /** The product of {@code xs}, or -1 where one is symbolic. */
+    private static long constant(List<SymInt> xs) {
+        long p = 1;
+        for (SymInt x : xs) {
+            if (!x.isConstant()) return -1;
+            p = Math.multiplyExact(p, x.constant());
+        }
+        return p;
+    }
+
+    /** The widest element a row kernel reads or stores along its rows (its inputs and element stores, at most 16 bytes). */
+    private static int widest(Kernel k) {
+        int w = 1;
+        for (var in : k.inputs()) w = Math.max(w, in.dtype().byteSize());
+        for (var st : k.stores()) if (!st.perRow()) w = Math.max(w, st.buffer().dtype().byteSize());
+        return Math.min(w, 16);
     }
 
     /** The attention step {@code s} launches: an attention call's, or one joined with the update of its caches; else null. */

@@ -261,7 +261,7 @@ public final class Plan {
 
     /**
      * Why each collective took its path (from lowering), which all_to_alls the planner joined into one barrier pair and
-     * which adjacent ones stayed apart, and why; and each attention's cut ({@code LaunchChoices}).
+     * which adjacent ones stayed apart, and why; each attention's cut and each row kernel's form ({@code LaunchChoices}).
      */
     public String explain() {
         var sb = new StringBuilder(lowered.explain());
@@ -272,6 +272,8 @@ public final class Plan {
         for (String note : notes) if (note.contains(" not joined with ")) sb.append("\n  ").append(note);
         for (int i = 0; i < steps.size(); i++)
             if (choice(steps.get(i)).attention() instanceof LaunchChoice.Attention a) sb.append("\n  attention at step ").append(i).append(": ").append(a.why());
+        for (int i = 0; i < steps.size(); i++)
+            if (choice(steps.get(i)).rows() instanceof LaunchChoice.Rows r) sb.append("\n  rows at step ").append(i).append(" (").append(steps.get(i).label()).append("): ").append(r.why());
         return sb.toString();
     }
 

@@ -41,16 +41,20 @@ import dev.gatun.ir.CompilationException;
  * @param attentionPositions every attention's cut, positions of the cache a warp (8, 16 or 32), in place of the
  *                           planner's rule ({@code LaunchChoices.attention}) where not 0 (the default): for measuring each
  *                           cut ({@code AttentionBench}); printed on each attention's line as any cut is
+ * @param rowForm            every row kernel's form ({@code LaunchChoices.rows}): {@code AUTO} (the default) the
+ *                           planner's rule, else a block a row, a warp a row, or a warp a row loading its next row ahead
+ *                           wherever the kernel can take that form: for measuring each ({@code GpuSuite --row-forms});
+ *                           printed on each row kernel's line as any form is
  */
 public record PlanOptions(long commGranularity, long regularGranularity, boolean reorder, boolean inPlace, boolean fuseCopyIns,
                           int batchCollectives, boolean roundEachOp, boolean fuseCollectives, boolean attentionUpdates,
                           boolean productEpilogues,
-                          ProgrammaticLaunch programmaticLaunch, Target target, boolean gatherFusion, int attentionPositions) {
+                          ProgrammaticLaunch programmaticLaunch, Target target, boolean gatherFusion, int attentionPositions, RowForm rowForm) {
     /** The largest batch the symmetric kernels take. */
     public static final int MAX_BATCH = 4;
 
     public static final PlanOptions DEFAULT = new PlanOptions(1, 1, true, true, true, MAX_BATCH, false, true, true, true,
-            ProgrammaticLaunch.AUTO, Target.H200, true, 0);
+            ProgrammaticLaunch.AUTO, Target.H200, true, 0, RowForm.AUTO);
 
     /**
      * What the launch choices depend on of the GPU: its multiprocessors (a GEMV's k-slices fill them) and whether it has
@@ -75,7 +79,14 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
      */
     public enum ProgrammaticLaunch { AUTO, ON, OFF }
 
+    /**
+     * How a row kernel runs ({@code LaunchChoice.Rows}): by the planner's rule, a block a row, a warp a row, or a warp a
+     * row that loads its next row while it reduces this one.
+     */
+    public enum RowForm { AUTO, BLOCK, WARP, WARP_AHEAD }
+
     public PlanOptions {
+        if (rowForm == null) throw new CompilationException("plan options need a row form (PlanOptions.RowForm.AUTO by default)");
         if (target == null) throw new CompilationException("plan options need a target GPU (PlanOptions.Target.H200 by default)");
         if (commGranularity < 1 || regularGranularity < 1) throw new CompilationException("granularities must be positive");
         if (batchCollectives < 1 || batchCollectives > MAX_BATCH)
@@ -84,26 +95,29 @@ public record PlanOptions(long commGranularity, long regularGranularity, boolean
             throw new CompilationException("attentionPositions must be 0 (the planner's rule), 8, 16 or 32, not " + attentionPositions);
     }
 
-    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
-    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
-    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
-    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withCommGranularity(long g) { return new PlanOptions(g, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
+    public PlanOptions withReorder(boolean on) { return new PlanOptions(commGranularity, regularGranularity, on, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
+    public PlanOptions withInPlace(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, on, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
+    public PlanOptions withFusedCopyIns(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, on, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** Round every f16/bf16 op's result inside fused kernels (true), or hold intermediates in float32 (false, the default). */
-    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withRoundEachOp(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, on, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** At most {@code n} one-shot all-reduces in one launch (and all_to_alls in one joined step); 1 switches both off. */
-    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withBatchCollectives(int n) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, n, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** Fuse all-reduces with the kernels around them (true, the default), or keep each a launch of its own. */
-    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withFusedCollectives(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, on, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** Let an attention take in the update of its caches (true, the default), or keep the update a launch of its own. */
-    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withAttentionUpdates(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, on, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** Let a product of a few rows take in the kernels after it that read it where the same-tiles rule holds (true), or keep them launches of their own (false). On by default. */
-    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion, attentionPositions); }
+    public PlanOptions withProductEpilogues(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, on, programmaticLaunch, target, gatherFusion, attentionPositions, rowForm); }
     /** The GPU the launch choices are made for. */
-    public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion, attentionPositions); }
+    public PlanOptions withTarget(Target t) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, t, gatherFusion, attentionPositions, rowForm); }
     /** Let the readers of an {@code index_select} read the table through its indices (true, the default), or keep the op a launch of its own (false). */
-    public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on, attentionPositions); }
+    public PlanOptions withGatherFusion(boolean on) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, on, attentionPositions, rowForm); }
     /** When the plan's own kernels are programmatic dependent launches. */
-    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion, attentionPositions); }
+    public PlanOptions withProgrammaticLaunch(ProgrammaticLaunch p) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, p, target, gatherFusion, attentionPositions, rowForm); }
     /** Every attention cut into slices of {@code positions} positions a warp (8, 16 or 32), or by the planner's rule (0, the default). */
-    public PlanOptions withAttentionPositions(int positions) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, positions); }
+    public PlanOptions withAttentionPositions(int positions) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, positions, rowForm); }
+
+    /** Every row kernel in form {@code f} where it can take it ({@code AUTO}: the planner's rule). */
+    public PlanOptions withRowForm(RowForm f) { return new PlanOptions(commGranularity, regularGranularity, reorder, inPlace, fuseCopyIns, batchCollectives, roundEachOp, fuseCollectives, attentionUpdates, productEpilogues, programmaticLaunch, target, gatherFusion, attentionPositions, f); }
 }

@@ -105,8 +105,9 @@ public final class CudaBackend implements Backend {
 
     @Override public String generatedSource(dev.gatun.planner.Plan plan) {
         var sb = new StringBuilder();
+        var forms = PlanKernels.rowForms(plan);
         for (var k : plan.kernels())
-            sb.append(CudaCodegen.generate(k).source()).append('\n');
+            sb.append(CudaCodegen.generate(k, forms.get(k)).source()).append('\n');
         return sb.toString();
     }
 

@@ -1,6 +1,7 @@
 package dev.gatun.runtime.cuda;
 
 import dev.gatun.ir.DType;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 
@@ -36,7 +37,8 @@ import java.util.regex.Pattern;
  *   <li>{@link PointwiseBody}: a grid-stride loop of one thread per output element, with a 16-byte vector path;</li>
  *   <li>{@link RowBody}: row kernels (reductions with the pointwise work around them), a block per row, the row
  *   held in registers where it fits, each phase's reduction through warp shuffles and shared memory
- *   ({@link PhasePlan} says what each phase evaluates and keeps);</li>
+ *   ({@link PhasePlan} says what each phase evaluates and keeps); or, where the plan says {@code rows[warp]}, a warp
+ *   a row, each phase's reduction through warp shuffles alone;</li>
  *   <li>{@link TiledRowBody}: row kernels whose element store is transposed, several rows a block written through
  *   a shared tile;</li>
  *   <li>{@link RowFolds}: after a row kernel's rows, the fold of its per-row values by the last block.</li>
@@ -54,12 +56,18 @@ final class CudaCodegen {
     /** A C identifier. */
     static final Pattern IDENT = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
-    /** The CUDA source of a planner kernel; dtypes come from its buffers. */
-    static KernelSource generate(Kernel k) {
+    /** The CUDA source of a planner kernel, a row kernel a block a row; dtypes come from its buffers. */
+    static KernelSource generate(Kernel k) { return generate(k, null); }
+
+    /**
+     * The CUDA source of a planner kernel launched on its own, a row kernel in the form the plan chose for its launch
+     * ({@code LaunchChoice.Rows}; null: a block a row).
+     */
+    static KernelSource generate(Kernel k, LaunchChoice.Rows rows) {
         // the planner names its kernels (op names and a counter): a name that is not a C identifier is a Gatun bug
         if (!IDENT.matcher(k.name()).matches()) throw new IllegalStateException("kernel name is not a C identifier: " + k.name());
         var scope = new KernelScope(k, false);
-        return function(scope, body(scope));
+        return function(scope, body(scope, rows));
     }
 
     /**
@@ -88,7 +96,7 @@ final class CudaCodegen {
     static TileFunction tile(Kernel k, int block, boolean runs) {
         if (!IDENT.matcher(k.name()).matches()) throw new IllegalStateException("kernel name is not a C identifier: " + k.name());
         var scope = new KernelScope(k, true, block, runs);
-        KernelLayout layout = body(scope);
+        KernelLayout layout = body(scope, null);
         KernelSource s = function(scope, layout);
         return new TileFunction(k.name() + "_tile", s.source(), List.copyOf(scope.helpers), scope.usesF16, scope.usesBF16, layout.vectors(), s.symbols(), s.block());
     }
@@ -151,14 +159,18 @@ final class CudaCodegen {
     // ------------------------------------------------------------------ the kernel
 
     /** Writes the kernel's body into {@code scope}'s: the piece for its kind; returns how that laid it out. */
-    private static KernelLayout body(KernelScope scope) {
+    private static KernelLayout body(KernelScope scope, LaunchChoice.Rows rows) {
         Kernel k = scope.k;
         var ex = new CudaExpressions(scope);
         if (!k.isReduction()) return new PointwiseBody(scope, ex).write();
         var transposing = new TiledRowBody(scope, ex);
         List<Integer> tiled = transposing.transposedStores();
         if (!tiled.isEmpty() && scope.tile) throw new IllegalStateException("kernel " + k.name() + " stores transposed: it runs on a whole grid, not on a tile");
-        KernelLayout layout = !tiled.isEmpty() ? transposing.write(tiled) : new RowBody(scope, ex).write();
+        // the planner gives the warp form only to kernels it fits (LaunchChoices.warpMisfit): anything else is a Gatun bug
+        boolean warp = rows != null && rows.warp();
+        if (warp && (!tiled.isEmpty() || !k.folds().isEmpty() || !scope.gathers.isEmpty()))
+            throw new IllegalStateException("kernel " + k.name() + " has no warp form (it stores transposed, folds its rows or gathers), yet the plan gave it " + rows.describe());
+        KernelLayout layout = !tiled.isEmpty() ? transposing.write(tiled) : new RowBody(scope, ex, rows).write();
         if (!k.folds().isEmpty()) new RowFolds(scope, ex).write();
         return layout;
     }
@@ -180,7 +192,7 @@ final class CudaCodegen {
         // a standalone kernel may be launched programmatically (see Programmatic): it waits for the one before first
         src.append("{\n").append(scope.tile ? "" : "    GATUN_DEPENDENT_START();\n").append(scope.body).append("}\n");
         return new KernelSource(k.name(), src.toString(), List.copyOf(scope.symbolNames.keySet()), k.isReduction(), layout.vectorWidth(),
-                k.ranges(), k.reductionRanges(), layout.fixedBlock(), layout.rowsPerBlock(), !k.folds().isEmpty(), layout.prefetch());
+                k.ranges(), k.reductionRanges(), layout.fixedBlock(), layout.rowsPerBlock(), !k.folds().isEmpty(), layout.persistent());
     }
 
     /** The parameter list (the ABI above), each parameter with a comment naming what it is. */

@@ -13,6 +13,17 @@ final class DeviceHelpers {
     static String source(String key) {
         String prefix = "static __device__ __forceinline__ ";
         return switch (key) {
+            // a warp-a-row kernel's row between phases: the compiler may not keep what an earlier phase computed from it
+            // (bf16 converted to float, exponentials), which would hold 4 times the row's registers; costs no instruction
+            case "opaque" -> "template <typename V> " + prefix + "void gt_opaque(V& v) {  // v may have changed: what is computed from it is computed again\n"
+                    + "#ifdef __CUDA_ARCH__\n"
+                    + "    if constexpr (sizeof(V) % 4 == 0) {\n"
+                    + "        unsigned* w = reinterpret_cast<unsigned*>(&v);\n"
+                    + "        #pragma unroll\n"
+                    + "        for (int i = 0; i < (int) (sizeof(V) / 4); i++) asm volatile(\"\" : \"+r\"(w[i]));\n"
+                    + "    } else if constexpr (sizeof(V) == 2) asm volatile(\"\" : \"+h\"(*reinterpret_cast<unsigned short*>(&v)));\n"
+                    + "#endif\n"
+                    + "}\n";
             case "f16" -> prefix + "float gt_f16(float x) { return __half2float(__float2half_rn(x)); }  // round to f16\n";
             case "bf16" -> prefix + "float gt_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }  // round to bf16\n";
             // NaN propagates: one instruction from sm_80 on

@@ -14,22 +14,29 @@ package dev.gatun.runtime.cuda;
  * @param tileColumns columns of its tiles; 0 where the row kernel is not transposing
  * @param prefetch    each block loops over rows, loading the next while it works on one: a grid of the blocks resident
  *                    at once ({@link KernelSource#persistent})
+ * @param warps       a row kernel's warps a block, each a row at a time ({@code rows[warp]}); 0 where a block takes a row
  */
 record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChunks, int rowVector, int keptValues, int tileRows, int tileColumns,
-                    boolean prefetch) {
-    static KernelLayout pointwise(int vectorWidth) { return new KernelLayout(false, vectorWidth, 0, 0, 1, 0, 0, 0, false); }
+                    boolean prefetch, int warps) {
+    static KernelLayout pointwise(int vectorWidth) { return new KernelLayout(false, vectorWidth, 0, 0, 1, 0, 0, 0, false, 0); }
 
-    static KernelLayout rows(int block, int chunks, int vector, int keptValues, boolean prefetch) {
-        return new KernelLayout(true, 1, block, chunks, vector, keptValues, 0, 0, prefetch);
+    static KernelLayout rows(int block, int chunks, int vector, int keptValues, boolean prefetch, int warps) {
+        return new KernelLayout(true, 1, block, chunks, vector, keptValues, 0, 0, prefetch, warps);
     }
 
-    static KernelLayout transposing(int rows, int columns) { return new KernelLayout(true, 1, 0, 0, 1, 0, rows, columns, false); }
+    static KernelLayout transposing(int rows, int columns) { return new KernelLayout(true, 1, 0, 0, 1, 0, rows, columns, false, 0); }
+
+    /** Whether the grid is the blocks resident at once, each going over rows: rows loaded ahead, or a warp a row. */
+    boolean persistent() { return prefetch || warps > 0; }
 
     /** Whether the code uses {@code gt_vec}. */
     boolean vectors() { return vectorWidth > 1 || rowVector > 1; }
 
     /** How a row kernel goes over its rows, for the source's header. */
     String describe() {
+        if (warps > 0)
+            return "; a warp a row, " + warps + " warps a block, " + (rowBlock > 0 ? "rows held in registers, 32 lanes x " + rowChunks + " x " + rowVector : "rows looped")
+                    + (prefetch ? ", the next row loaded while one is worked on" : "");
         return tileColumns > 0 ? "; transposing: " + tileRows + " rows per block, tiles of " + tileRows + " x " + tileColumns
                 : rowBlock > 0 ? "; rows held in registers, " + rowBlock + " threads x " + rowChunks + " x " + rowVector
                         + (prefetch ? ", the next row loaded while one is worked on" : "") : "; rows looped";
@@ -37,7 +44,7 @@ record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChu
 
     /** The block size of the kernel's {@code __launch_bounds__}. */
     int launchBlock() {
-        return !reduction ? KernelSource.POINTWISE_BLOCK : tileColumns > 0 ? TiledRowBody.TILE_THREADS : rowBlock > 0 ? rowBlock : KernelSource.MAX_REDUCTION_BLOCK;
+        return !reduction ? KernelSource.POINTWISE_BLOCK : warps > 0 ? 32 * warps : tileColumns > 0 ? TiledRowBody.TILE_THREADS : rowBlock > 0 ? rowBlock : KernelSource.MAX_REDUCTION_BLOCK;
     }
 
     /**
@@ -49,12 +56,12 @@ record KernelLayout(boolean reduction, int vectorWidth, int rowBlock, int rowChu
      * (two: 74 bytes a thread).
      */
     String minBlocks() {
-        return tileColumns == 0 && rowBlock >= 256 && keptValues == 1 && rowVector == 8 ? ", " + 65536 / (48 * rowBlock) : "";
+        return tileColumns == 0 && warps == 0 && rowBlock >= 256 && keptValues == 1 && rowVector == 8 ? ", " + 65536 / (48 * rowBlock) : "";
     }
 
     /** {@link KernelSource#block}: a row kernel's fixed block size, or 0. */
-    int fixedBlock() { return tileColumns > 0 ? TiledRowBody.TILE_THREADS : Math.max(rowBlock, 0); }
+    int fixedBlock() { return warps > 0 ? 32 * warps : tileColumns > 0 ? TiledRowBody.TILE_THREADS : Math.max(rowBlock, 0); }
 
     /** {@link KernelSource#rowsPerBlock}. */
-    int rowsPerBlock() { return tileColumns > 0 ? tileRows : 1; }
+    int rowsPerBlock() { return warps > 0 ? warps : tileColumns > 0 ? tileRows : 1; }
 }

@@ -17,10 +17,12 @@ import java.util.Map;
  * @param reductionRanges the reduced dimensions (empty for a pointwise kernel), for {@link #geometry}
  * @param block           a row kernel's fixed block size (one that keeps its row in registers, or a transposing one),
  *                        or 0: chosen by {@link #geometry}
- * @param rowsPerBlock    rows a row kernel's block takes together (1, or the tile's rows of a transposing row kernel)
+ * @param rowsPerBlock    rows a row kernel's block takes together (1, the tile's rows of a transposing row kernel, or
+ *                        the warps of a block of a row kernel that is a warp a row)
  * @param counter         the kernel takes one more argument after its symbols: a zeroed {@code unsigned int} its
  *                        blocks count themselves done on (the folds' last block, which sets it back to 0)
- * @param persistent      a row kernel whose blocks loop over the rows, each loading its next row while it works on one:
+ * @param persistent      a row kernel whose blocks loop over the rows (each loading its next row while it works on one,
+ *                        or a warp a row):
  *                        its grid is the blocks resident at once ({@link #geometry(Map, int, int)}), not a block a row
  */
 record KernelSource(String name, String source, List<String> symbols, boolean reduction, int vectorWidth,

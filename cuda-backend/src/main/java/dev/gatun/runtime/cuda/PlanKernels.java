@@ -3,6 +3,7 @@ package dev.gatun.runtime.cuda;
 import dev.gatun.cuda.DeviceBuffer;
 import dev.gatun.cuda.Kernel;
 import dev.gatun.cuda.Stream;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.Plan;
 import dev.gatun.planner.Step;
 import dev.gatun.runtime.CompileOptions;
@@ -72,11 +73,23 @@ final class PlanKernels {
         }
     }
 
+    /**
+     * The form the plan chose for each row kernel launched on its own ({@code LaunchChoice.Rows} of its
+     * {@code Step.Launch}), by identity; a kernel absent runs a block a row (a part of a fused launch, or no row kernel).
+     */
+    static Map<dev.gatun.planner.kernel.Kernel, LaunchChoice.Rows> rowForms(Plan plan) {
+        var out = new IdentityHashMap<dev.gatun.planner.kernel.Kernel, LaunchChoice.Rows>();
+        for (Step s : plan.steps())
+            if (s instanceof Step.Launch l && plan.choice(l).rows() != null) out.put(l.kernel(), plan.choice(l).rows());
+        return out;
+    }
+
     private void compilePlanKernels(Plan plan, Stream stream, Compiler compiler, Allocator allocator) {
         int n = plan.kernels().size(), done = 0;
         long t0 = System.nanoTime();
+        var forms = rowForms(plan);
         for (var k : plan.kernels()) {
-            KernelSource src = CudaCodegen.generate(k);
+            KernelSource src = CudaCodegen.generate(k, forms.get(k));
             DeviceBuffer counter = null;
             if (src.counter()) {
                 counter = allocator.allocate("kernel " + k.name() + "'s block counter", 4);

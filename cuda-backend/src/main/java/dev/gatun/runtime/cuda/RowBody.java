@@ -2,6 +2,7 @@ package dev.gatun.runtime.cuda;
 
 import dev.gatun.ir.DType;
 import dev.gatun.ir.SymInt;
+import dev.gatun.planner.LaunchChoice;
 import dev.gatun.planner.kernel.KExpr;
 import dev.gatun.planner.kernel.Kernel;
 import dev.gatun.runtime.cuda.CudaExpressions.Domain;
@@ -28,6 +29,19 @@ import static dev.gatun.runtime.cuda.KernelScope.loadsOf;
  * registers too ({@link PhasePlan}). Without a fixed block size the block is a multiple of 32 (see
  * {@link KernelSource#geometry}); any reduction length, including 0, works. A row kernel whose element store is
  * transposed is written by {@link TiledRowBody} instead; the per-row stores are written here for both.
+ *
+ * <p><b>A warp a row.</b> Where the plan says so ({@code LaunchChoice.Rows}, {@code rows[warp]}), each warp takes its
+ * own rows: blocks of {@value #WARP_BLOCK_WARPS} warps, the grid the blocks resident at once, each warp going over rows
+ * {@code blockIdx.x * warps + warp}, then a grid's warps on. A row held in registers is at most {@value #WARP_MAX_CHUNKS}
+ * vectors a lane (a 16-bit row stays packed, two values a register, converted per phase); each phase folds its lane's
+ * elements, then the same shuffle tree as a block's warp ({@code __shfl_down_sync}, halving), and lane 0's value goes
+ * to every lane by one more shuffle: no shared memory, no barrier, so a warp's loads never wait on another warp. Its
+ * sums differ from the block form's only in which elements each thread folds first (a lane takes every 32nd vector, a
+ * block's thread every blockDim-th), float32 either way. Values kept for a later phase only while a lane holds at most
+ * {@value #WARP_KEEP_MAX_ELEMENTS} elements (softmax over 4096 bf16 columns would keep 128 floats a lane: computed
+ * again instead). With {@code rows[warp, ahead]} a warp loads its next row before it reduces this one. A row too
+ * long to hold (over 16 vectors a lane, or elements where it is not a whole number of vectors: over 512 of them; only
+ * where the plan options force the form) is looped over by the warp's lanes.
  */
 final class RowBody {
     private final KernelScope scope;
@@ -36,6 +50,8 @@ final class RowBody {
     private final DType[] inTypes, outTypes;
     private final int rank, dims;
     private final boolean tile;
+    /** A warp a row ({@code rows[warp]}), and loading its next row ahead ({@code rows[warp, ahead]}). */
+    private final boolean warp, ahead;
 
     /**
      * The longest row (bytes of its widest input) a block loads ahead ({@link #prefetch}). Measured on an H200
@@ -48,6 +64,9 @@ final class RowBody {
 
     /** Most vectors a thread holds per input; longer rows are looped over. */
     static final int MAX_ROW_CHUNKS = 8;
+
+    /** The warp form's warps a block, vectors a lane per input at most, and elements a lane at most with values kept. */
+    static final int WARP_BLOCK_WARPS = 4, WARP_MAX_CHUNKS = 16, WARP_KEEP_MAX_ELEMENTS = 32;
 
     /** The distinct loads of the inputs read along the row ({@code "input|base"}), held in registers where the row is. */
     private final List<String> along = new ArrayList<>();
@@ -67,7 +86,10 @@ final class RowBody {
     /** How many element values a row kernel keeps in registers for later phases (see {@link PhasePlan}). */
     private int keptValues;
 
-    RowBody(KernelScope scope, CudaExpressions ex) {
+    RowBody(KernelScope scope, CudaExpressions ex, LaunchChoice.Rows form) {
+        if (form != null && form.warp() && scope.tile) throw new IllegalStateException("kernel " + scope.k.name() + " runs on its caller's blocks: it has no warp form");
+        warp = form != null && form.warp();
+        ahead = warp && form.ahead();
         this.scope = scope;
         this.ex = ex;
         k = scope.k;
@@ -114,6 +136,13 @@ final class RowBody {
             int vw = 16 / widest;
             if (vw < 2 || count % vw != 0 || alongLoads.isEmpty()) vw = 1;
             long vectors = count / vw;
+            if (warp) {
+                if (vectors > 32L * WARP_MAX_CHUNKS) return;
+                rowVector = vw;
+                rowBlock = 32;
+                rowChunks = (int) Math.ceilDiv(vectors, 32);
+                return;
+            }
             if (vectors <= 1024L * MAX_ROW_CHUNKS) {
                 // about 16 elements a thread (4 vectors of f32, 2 of a half type): more threads share a row of
                 // short elements, so each row's chain of phases is as short as a float row's (measured on an H100:
@@ -142,16 +171,19 @@ final class RowBody {
         int phases = k.reductions().size();
         scope.extents();
         scope.line(1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;", "blockDim.x is a multiple of 32");
-        for (int p = 0; p < phases; p++) {
-            var r = k.reductions().get(p);
-            Domain acc = Domain.of(k.locals().get(r.local()).dtype());
-            scope.line(1, "__shared__ " + acc.c + " gt_part" + p + "[32];", "reduction r" + p + ": one partial per warp");
-        }
-        var plan = new PhasePlan(scope, held);
+        if (!warp)
+            for (int p = 0; p < phases; p++) {
+                var r = k.reductions().get(p);
+                Domain acc = Domain.of(k.locals().get(r.local()).dtype());
+                scope.line(1, "__shared__ " + acc.c + " gt_part" + p + "[32];", "reduction r" + p + ": one partial per warp");
+            }
+        var plan = new PhasePlan(scope, held && (!warp || rowChunks * rowVector <= WARP_KEEP_MAX_ELEMENTS));
         for (boolean kept : plan.kept) if (kept) keptValues++;
-        prefetch = held && !tile && rowVector > 1 && keptValues == 0 && (long) rowChunks * rowBlock * 16 <= PREFETCH_MAX_ROW_BYTES;
+        prefetch = warp ? ahead && held
+                : held && !tile && rowVector > 1 && keptValues == 0 && (long) rowChunks * rowBlock * 16 <= PREFETCH_MAX_ROW_BYTES;
         if (prefetch) loadFirstRow();
         if (tile) scope.line(1, "for (long long o = gt_lo; o < gt_hi; o++) {", "the rows of this block's tile");
+        else if (warp) scope.line(1, "for (long long o = " + firstRow() + "; o < total; o += " + rowStride() + ") {", "this warp's rows, one at a time");
         else scope.line(1, "for (long long o = blockIdx.x; o < total; o += gridDim.x) {", prefetch ? "the block's rows, one at a time" : "one row per block");
         if (prefetch) {
             loadNextRow();
@@ -164,14 +196,20 @@ final class RowBody {
         };
         for (int i = 0; i < plan.kept.length; i++)
             if (plan.kept[i]) scope.line(2, rowArray(k.held(k.locals().get(i).dtype()), "gt_k" + i), "t" + i + " for the later phases, this thread's elements");
-        for (int p = 0; p < phases; p++) phase(plan, p, load);
-        if (k.stores().stream().anyMatch(st -> !st.perRow())) elementStores(plan, load);
+        for (int p = 0; p < phases; p++) {
+            if (p > 0) opaqueRow();
+            phase(plan, p, load);
+        }
+        if (k.stores().stream().anyMatch(st -> !st.perRow())) {
+            if (phases > 0) opaqueRow();
+            elementStores(plan, load);
+        }
         if (k.stores().stream().anyMatch(Kernel.Store::perRow)) {
-            scope.line(2, "if (threadIdx.x == 0) {", "what is one value per row");
+            scope.line(2, warp ? "if (lane == 0) {" : "if (threadIdx.x == 0) {", "what is one value per row");
             rowStores(scope, ex, 3, load, rowStoreNeeds(k));
             scope.line(2, "}", null);
         }
-        scope.line(2, "__syncthreads();", "shared memory is reused by the next row");
+        if (!warp) scope.line(2, "__syncthreads();", "shared memory is reused by the next row");
         if (prefetch) {
             scope.line(2, "#pragma unroll", null);
             scope.line(2, "for (int j = 0; j < " + rowChunks + "; j++) {", "the next row becomes this one");
@@ -179,8 +217,32 @@ final class RowBody {
             scope.line(2, "}", null);
         }
         scope.line(1, "}", null);
-        return KernelLayout.rows(rowBlock, rowChunks, rowVector, keptValues, prefetch);
+        return KernelLayout.rows(rowBlock, rowChunks, rowVector, keptValues, prefetch, warp ? WARP_BLOCK_WARPS : 0);
     }
+
+    /**
+     * Before a later phase of a warp a row holding its row: the row's registers marked as changed ({@code gt_opaque}, no
+     * instruction), so the compiler converts the 16-bit values and computes the element values again in this phase
+     * rather than holding an earlier phase's (measured with {@code nvcc -Xptxas -v}: RMSNorm over 4096 bf16 columns held
+     * 236 registers a thread without it, 128 floats for 64 registers of packed row).
+     */
+    private void opaqueRow() {
+        if (!warp || !held || alongLoads.isEmpty()) return;
+        scope.helpers.add("opaque");
+        var calls = new ArrayList<String>();
+        for (int q = 0; q < alongLoads.size(); q++) calls.add("gt_opaque(gt_c" + q + "[j]);");
+        scope.line(2, "#pragma unroll", null);
+        scope.line(2, "for (int j = 0; j < " + rowChunks + "; j++) { " + String.join(" ", calls) + " }", "this phase converts the row again: nothing held from the last");
+    }
+
+    /** The first row this block (a block a row) or warp (a warp a row) takes. */
+    private String firstRow() { return warp ? "(long long) blockIdx.x * warps + warp" : "(long long) blockIdx.x"; }
+
+    /** Rows from one of its rows to its next. */
+    private String rowStride() { return warp ? "(long long) gridDim.x * warps" : "gridDim.x"; }
+
+    /** This thread's index among those sharing a row. */
+    private String tid() { return warp ? "lane" : "threadIdx.x"; }
 
     /**
      * Loads this thread's elements of the row of every input read along it into registers, once; returns how the
@@ -210,8 +272,8 @@ final class RowBody {
     /** Before the loop over rows: the arrays of this row, and the block's first row loaded into them. */
     private void loadFirstRow() {
         declareRow(1, "gt_c", null);
-        scope.line(1, "if ((long long) blockIdx.x < total) {", "the first row");
-        scope.line(2, "const long long o = blockIdx.x;", null);
+        scope.line(1, "if (" + firstRow() + " < total) {", "the first row");
+        scope.line(2, "const long long o = " + (warp ? firstRow() : "blockIdx.x") + ";", null);
         unravelMaybeUnused(2);
         loadInto(2, "gt_c");
         scope.line(1, "}", null);
@@ -220,8 +282,8 @@ final class RowBody {
     /** At the top of a turn: the next row's arrays, loaded (where there is a next row) while this one is worked on. */
     private void loadNextRow() {
         declareRow(2, "gt_n", "the next row's, loaded while this one is worked on");
-        scope.line(2, "if (o + gridDim.x < total) {", null);
-        scope.line(3, "const long long gt_next = o + gridDim.x;", null);
+        scope.line(2, "if (o + " + rowStride() + " < total) {", null);
+        scope.line(3, "const long long gt_next = o + " + rowStride() + ";", null);
         scope.line(3, "{", null);
         scope.line(4, "const long long o = gt_next;", null);
         unravelMaybeUnused(4);
@@ -268,7 +330,7 @@ final class RowBody {
         int vw = rowVector;
         scope.line(indent, "#pragma unroll", null);
         scope.line(indent, "for (int j = 0; j < " + rowChunks + "; j++) {", "load the row once");
-        scope.line(indent + 1, "const long long r0 = ((long long) j * " + rowBlock + " + threadIdx.x) * " + vw + ";", null);
+        scope.line(indent + 1, "const long long r0 = ((long long) j * " + rowBlock + " + " + tid() + ") * " + vw + ";", null);
         scope.line(indent + 1, "if (r0 < count) {", null);
         for (int q = 0; q < alongLoads.size(); q++) {
             KExpr.Load l = alongLoads.get(q);
@@ -303,6 +365,12 @@ final class RowBody {
             scope.line(in, "acc = " + ex.combine(r.fn(), acc, "acc", ex.convert("t" + r.local(), folded.dtype(), acc.type)) + ";", null);
         }, () -> { });
         scope.line(3, "for (int d = 16; d > 0; d >>= 1) acc = " + ex.combine(r.fn(), acc, "acc", "__shfl_down_sync(0xffffffffu, acc, d)") + ";", "within each warp");
+        if (warp) {
+            scope.line(3, "acc = __shfl_sync(0xffffffffu, acc, 0);", "lane 0's, to every lane: no shared memory, no barrier");
+            scope.line(3, "rd" + p + " = " + ex.result(r, acc, "acc") + ";", "rounded to " + k.held(r.dtype()));
+            scope.line(2, "}", null);
+            return;
+        }
         scope.line(3, "if (lane == 0) gt_part" + p + "[warp] = acc;", null);
         scope.line(3, "__syncthreads();", "one barrier: then every thread folds the warps' partials, in the same order");
         scope.line(3, "acc = gt_part" + p + "[0];", null);
@@ -419,7 +487,7 @@ final class RowBody {
         if (held) {
             scope.line(indent, "#pragma unroll", null);
             scope.line(indent, "for (int j = 0; j < " + rowChunks + "; j++) {", null);
-            scope.line(indent + 1, "const long long r0 = ((long long) j * " + rowBlock + " + threadIdx.x) * " + rowVector + ";", null);
+            scope.line(indent + 1, "const long long r0 = ((long long) j * " + rowBlock + " + " + tid() + ") * " + rowVector + ";", null);
             scope.line(indent + 1, "if (r0 < count) {", null);
             before.run();
             scope.line(indent + 2, "#pragma unroll", null);
@@ -432,7 +500,7 @@ final class RowBody {
             scope.line(indent + 1, "}", null);
             scope.line(indent, "}", null);
         } else {
-            scope.line(indent, "for (long long r = threadIdx.x; r < count; r += blockDim.x) {", null);
+            scope.line(indent, warp ? "for (long long r = lane; r < count; r += 32) {" : "for (long long r = threadIdx.x; r < count; r += blockDim.x) {", null);
             if (digits) scope.unravel(indent + 1, "r", rank, dims);
             body.run();
             scope.line(indent, "}", null);

@@ -46,6 +46,8 @@ import static dev.gatun.ir.graph.ReduceOp.SUM;
  * --dtypes f32,bf16     all-reduce dtypes
  * --sides 8,64,...      all-reduce shapes (side x side)
  * --modes replay,eager  the modes of every workload (default both; replay alone halves the time)
+ * --row-forms a,b       norms: beside each cell's default row, a row per row-kernel form forced by the plan options
+ *                       (block, warp, warp_ahead: PlanOptions.RowForm; variants rows_block, rows_warp, rows_warp_ahead)
  * </pre>
  *
  * <p>Every figure is taken through the public API ({@code Session.run} with device arrays, {@code Session.synchronize})
@@ -62,6 +64,8 @@ public final class GpuSuite {
     private final String device;
     /** The modes every workload is measured in (--modes): replay (CUDA graphs), eager, or both. */
     private List<String> modes = List.of("replay", "eager");
+    /** The row-kernel forms the norms are measured in beside the planner's own (--row-forms). */
+    private List<dev.gatun.planner.PlanOptions.RowForm> rowForms = List.of();
 
     private GpuSuite(Rendezvous rv, int iters, Path out) {
         this.rv = rv;
@@ -96,6 +100,13 @@ public final class GpuSuite {
         List<String> modes = List.of(opts.getOrDefault("modes", "replay,eager").split(","));
         for (String m : modes) if (!m.equals("replay") && !m.equals("eager")) throw new IllegalArgumentException("--modes takes replay and eager, got '" + m + "'");
         suite.modes = modes;
+        String forms = opts.getOrDefault("row-forms", "");
+        suite.rowForms = forms.isEmpty() ? List.of() : Arrays.stream(forms.split(",")).map(f -> switch (f) {
+            case "block" -> dev.gatun.planner.PlanOptions.RowForm.BLOCK;
+            case "warp" -> dev.gatun.planner.PlanOptions.RowForm.WARP;
+            case "warp_ahead" -> dev.gatun.planner.PlanOptions.RowForm.WARP_AHEAD;
+            default -> throw new IllegalArgumentException("--row-forms takes block, warp and warp_ahead, got '" + f + "'");
+        }).toList();
         if (only.contains("host_overhead")) suite.hostOverhead();
         if (only.contains("all_reduce"))
             for (String t : opts.getOrDefault("dtypes", "f32,bf16").split(",")) suite.allReduce(DType.parse(t), sides);
@@ -353,36 +364,53 @@ public final class GpuSuite {
             } catch (RuntimeException e) {
                 failed(wl, "d2d_copy", t, shape, bytes, mode, e, Map.of("moved_bytes", 2 * copyBytes));
             }
-            try (var s = Session.compile(graph, CompileOptions.world(1).backend("cuda").timeout(Duration.ofSeconds(30)).cudaGraphs(mode.equals("replay")))) {
-                var onDevice = new LinkedHashMap<String, DeviceArray>();
-                in.forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
-                long kernels = s.plan().steps().stream().filter(st -> st instanceof dev.gatun.planner.Step.Launch).count();
-                String chosen = kernels + (kernels == 1 ? " kernel" : " kernels");
-                // checked once, before timing: every output against float64, from a host copy
-                var out = s.run(onDevice);
-                double err = 0;
-                String worst = null;
-                for (var e : ref.entrySet()) {
-                    DeviceArray o = out.get(e.getKey());
-                    if (c.op() == NormWorkloads.Op.LOOP_ORDER && e.getKey().equals("z_t"))
-                        chosen += "; z_t strides " + Arrays.toString(o.strides());
-                    double oe = relativeError(o.toHost(), e.getValue());
-                    if (worst == null || (!Double.isNaN(err) && !(oe <= err))) { // the largest, NaN sticking
-                        err = oe;
-                        worst = e.getKey();
-                    }
+            var options = CompileOptions.world(1).backend("cuda").timeout(Duration.ofSeconds(30)).cudaGraphs(mode.equals("replay"));
+            normCell(c, graph, "default", options, mode, in, ref, moved, copyGBs);
+            for (var form : rowForms)
+                normCell(c, graph, "rows_" + form.name().toLowerCase(Locale.ROOT), options.planning(options.planning().withRowForm(form)), mode, in, ref, moved, copyGBs);
+        }
+    }
+
+    /**
+     * One norm cell in one mode, compiled with {@code options} (the default's, or a row form forced): checked against
+     * float64, then timed. Its note names the kernels and each row kernel's form ({@code rows[warp]}).
+     */
+    private void normCell(NormWorkloads.Case c, Graph graph, String variant, CompileOptions options, String mode, Map<String, NDArray> in, Map<String, double[]> ref,
+                          long moved, double copyGBs) {
+        String wl = c.op().id, shape = c.shape();
+        DType t = c.dtype();
+        long bytes = c.bytes();
+        try (var s = Session.compile(graph, options)) {
+            var onDevice = new LinkedHashMap<String, DeviceArray>();
+            in.forEach((k, v) -> onDevice.put(k, s.toDevice(v)));
+            var launches = s.plan().steps().stream().filter(st -> st instanceof dev.gatun.planner.Step.Launch).toList();
+            long kernels = launches.size();
+            var forms = launches.stream().map(st -> s.plan().choice(st).rows()).filter(java.util.Objects::nonNull).map(r -> r.describe()).toList();
+            String chosen = kernels + (kernels == 1 ? " kernel" : " kernels") + (forms.isEmpty() ? "" : " " + String.join(" ", forms));
+            // checked once, before timing: every output against float64, from a host copy
+            var out = s.run(onDevice);
+            double err = 0;
+            String worst = null;
+            for (var e : ref.entrySet()) {
+                DeviceArray o = out.get(e.getKey());
+                if (c.op() == NormWorkloads.Op.LOOP_ORDER && e.getKey().equals("z_t"))
+                    chosen += "; z_t strides " + Arrays.toString(o.strides());
+                double oe = relativeError(o.toHost(), e.getValue());
+                if (worst == null || (!Double.isNaN(err) && !(oe <= err))) { // the largest, NaN sticking
+                    err = oe;
+                    worst = e.getKey();
                 }
-                if (!(err <= c.tolerance())) {
-                    wrong(wl, "default", t, shape, bytes, mode, err, String.format(Locale.ROOT,
-                            "WrongResult: output '%s' relative error %.3g > %.0e against float64 (checked before timing; not timed) [%s]",
-                            worst, err, c.tolerance(), chosen), Map.of("moved_bytes", moved));
-                    continue;
-                }
-                var timing = CudaTiming.ofCalls(() -> s.run(onDevice), s::synchronize, WARMUP, iters);
-                row(wl, "default", t, shape, bytes, timing, mode, err, true, chosen, bandwidth(moved, timing, copyGBs, false));
-            } catch (RuntimeException e) {
-                failed(wl, "default", t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
             }
+            if (!(err <= c.tolerance())) {
+                wrong(wl, variant, t, shape, bytes, mode, err, String.format(Locale.ROOT,
+                        "WrongResult: output '%s' relative error %.3g > %.0e against float64 (checked before timing; not timed) [%s]",
+                        worst, err, c.tolerance(), chosen), Map.of("moved_bytes", moved));
+                return;
+            }
+            var timing = CudaTiming.ofCalls(() -> s.run(onDevice), s::synchronize, WARMUP, iters);
+            row(wl, variant, t, shape, bytes, timing, mode, err, true, chosen, bandwidth(moved, timing, copyGBs, false));
+        } catch (RuntimeException e) {
+            failed(wl, variant, t, shape, bytes, mode, e, Map.of("moved_bytes", moved));
         }
     }
 

@@ -57,9 +57,11 @@ class PlanTextGoldenTest {
      * rule halves to 16 positions at the fewest, as measured on an H200: those 8s are 16s, 2026-11-29; then a pointwise
      * producer a reduction reads through a loop dimension of extent 1 at a stride of its own computed inside the
      * reduction: the batch-1 norms' squares (fused_mul_mean_... kernels are fused_mean_...) and the mixtures' weighted
-     * products, 2026-11-30).
+     * products, 2026-11-30; then every row kernel's form, the planner's choice (LaunchChoices.rows): each row kernel
+     * launched on its own prints {@code rows[block]} on its line (no row kernel of the corpus has the rows for a warp a
+     * row) and explain() has a line for each, 2026-11-30).
      */
-    static final String DIGEST = "7c147c4f02ea8f3e6e0fea3cf7739ec49562721b907f60a01238b4d2529f691b";
+    static final String DIGEST = "e910ced9e28b00b38630b69a1688d3df393a63439a04aa4cee2f6c10364cfa44";
     static final int COUNT = 1595;
 
     @Test

@@ -20,10 +20,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 @RequiresGpu
 class RowKernelsGpuTest {
 
-    static void check(List<RowPrograms.Case> cases) {
+    static void check(List<RowPrograms.Case> cases) { check(cases, CompileOptions.world(1).backend("cuda").roundEachOp()); }
+
+    static void check(List<RowPrograms.Case> cases, CompileOptions options) {
         for (var c : cases) {
             var want = ReferenceInterpreter.evaluate(c.graph(), List.of(c.inputs())).getFirst();
-            try (var s = Session.compile(c.graph(), CompileOptions.world(1).backend("cuda").roundEachOp())) {
+            try (var s = Session.compile(c.graph(), options)) {
                 for (int call = 0; call < 2; call++) CudaBackendGpuTest.assertMatches(c + " call " + call, c.graph(), want, s.runToHost(c.inputs()));
             }
         }
@@ -48,6 +50,34 @@ class RowKernelsGpuTest {
     void rowsLoadedAheadMatchTheReference() {
         long[][] shapes = {{20_003, 1024}, {50_001, 128}, {4_099, 512}};
         check(RowPrograms.cases(14, 16, List.of(DType.F32, DType.BF16), shapes));
+    }
+
+    /**
+     * Every row kernel forced into each form (a block a row, a warp a row, a warp a row loading ahead; {@code
+     * PlanOptions.RowForm}): the small programs and long rows (held in registers, looped, not a multiple of the vector,
+     * fewer rows than a block's warps, many more rows than the warps resident at once).
+     */
+    @Test
+    void everyRowFormMatchesTheReference() {
+        long[][] shapes = {{64, 4096}, {33, 1000}, {3, 2048}, {130, 1024}, {8, 1, 2048}, {20_003, 1024}, {4_099, 512}, {2, 20000}};
+        for (var form : List.of(dev.gatun.planner.PlanOptions.RowForm.BLOCK, dev.gatun.planner.PlanOptions.RowForm.WARP,
+                dev.gatun.planner.PlanOptions.RowForm.WARP_AHEAD)) {
+            var o = CompileOptions.world(1).backend("cuda").roundEachOp();
+            o = o.planning(o.planning().withRowForm(form));
+            check(RowPrograms.cases(15, 22, List.of(DType.F32, DType.BF16, DType.F16, DType.F64)), o);
+            check(RowPrograms.cases(16, 16, List.of(DType.F32, DType.BF16), shapes), o);
+        }
+    }
+
+    /** The bf16 norms and softmax of issue 37's cells in the warp form (held in float): within one bf16 step of float64. */
+    @Test
+    void bf16NormsInAWarpARowAreWithinOneStepOfFloat64() {
+        for (var form : List.of(dev.gatun.planner.PlanOptions.RowForm.WARP, dev.gatun.planner.PlanOptions.RowForm.WARP_AHEAD)) {
+            var o = CompileOptions.world(1).backend("cuda");
+            o = o.planning(o.planning().withRowForm(form));
+            for (int[] shape : new int[][]{{8, 96}, {4096, 4096}, {32768, 1024}, {300, 1000}})
+                dev.gatun.runtime.host.FloatIntermediatesTest.bf16NormsWithinOneStep(o, shape[0], shape[1]);
+        }
     }
 
     /** Transposing row kernels (32 rows per block through a shared tile): partial tiles of rows and of elements, every dtype. */

@@ -35,6 +35,13 @@ class PlanIsWhatRunsTest {
         return out;
     }
 
+    /** A step's text as the plan prints it: its launch choices (a row kernel's form, say) at the end of its first line. */
+    static String withChoice(String format, String choice) {
+        if (choice.isEmpty()) return format;
+        int nl = format.indexOf('\n');
+        return nl < 0 ? format + "   # launch: " + choice : format.substring(0, nl) + "   # launch: " + choice + format.substring(nl);
+    }
+
     static Graph threeAllReduces() {
         var g = dev.gatun.dsl.Gatun.graph("three");
         var x = g.input("x", dev.gatun.ir.DType.FLOAT32, 4, 4);
@@ -74,7 +81,7 @@ class PlanIsWhatRunsTest {
                 var pools = ran.stream().filter(s -> s instanceof Step.AllocPool).map(s -> ((Step.AllocPool) s).pool().name()).toList();
                 assertThat(pools).as("seed %d rank %d: pools", seed, rank).containsExactlyElementsOf(plan.pools().stream().map(p -> p.name()).toList());
                 // a step's notes print as lines of their own under it
-                var lines = ran.stream().filter(s -> !(s instanceof Step.AllocPool)).flatMap(s -> s.format().lines().map(String::strip)).toList();
+                var lines = ran.stream().filter(s -> !(s instanceof Step.AllocPool)).flatMap(s -> withChoice(s.format(), plan.choice(s).describe()).lines().map(String::strip)).toList();
                 assertThat(lines).as("seed %d rank %d:\n%s", seed, rank, plan).containsExactlyElementsOf(printed);
             }
             graphs++;
