@@ -30,14 +30,13 @@ import java.util.Map;
  *   multiprocessor and the slices still merge in one round ({@value #ATTENTION_MERGE} at most: the merging warp reads
  *   the slices' maxima and sums a lane each). A long cache, or many query rows, keep 32: the GPU is full and fewer
  *   slices mean fewer float32 partials to write and merge.</li>
- *   <li><b>A row kernel's form</b> ({@link #rows}). A warp a row where the row's loaded data fits one warp's registers and
- *   there are rows enough to give every multiprocessor of the target {@value #WARP_ROWS_PER_SM} warps: the row's length
- *   a constant and a multiple of the 16-byte vector of its widest element, at most {@value #WARP_MAX_ROW_BYTES} bytes of
- *   that element (16 vectors a lane: bf16 4096 columns, f32 2048), and at least {@value #WARP_ROWS_PER_SM} rows for each
- *   multiprocessor; rows of at most {@value #WARP_AHEAD_MAX_ROW_BYTES} bytes (4 vectors a lane, twice over in 32
- *   registers) are also loaded ahead. Else a block a row. Only a kernel the warp form can run takes it: a launch of its
- *   own (not a part of a fused collective or a product's epilogue, which run on their caller's blocks), every element
- *   store row-major, no fold of its rows, no table read through indices.</li>
+ *   <li><b>A row kernel's form</b> ({@link #rows}). A warp a row where the row is short and there are rows enough to
+ *   give every multiprocessor of the target {@value #WARP_ROWS_PER_SM} warps: the row's length a constant and a
+ *   multiple of the 16-byte vector of its widest element, at most {@value #WARP_MAX_ROW_BYTES} bytes of that element
+ *   (bf16 1024 columns), and at least {@value #WARP_ROWS_PER_SM} rows for each multiprocessor. Else a block a row.
+ *   Only a kernel the warp form can run takes it: a launch of its own (not a part of a fused collective or a product's
+ *   epilogue, which run on their caller's blocks), every element store row-major, no fold of its rows, no table read
+ *   through indices. Loading the next row ahead is a form the options may force, never the rule's.</li>
  * </ul>
  */
 final class LaunchChoices {
@@ -56,15 +55,18 @@ final class LaunchChoices {
     static final int ATTENTION_FEWEST = 16;
 
     /**
-     * The row form's constants. A warp holds at most 16 16-byte vectors a lane of its widest input (64 registers; with
-     * the phases' values around them, nvcc -Xptxas -v for sm_90 gives LayerNorm and softmax over 4096 bf16 columns 254
-     * registers a thread and no spill: 2 blocks of 4 warps a multiprocessor, 64 KB of rows in flight on each); loading
-     * the next row ahead holds two rows, which spills past 4 KB rows; below {@value #WARP_ROWS_PER_SM} rows a multiprocessor a block a row spreads
-     * each row over more threads and keeps more of the GPU busy. Rows of at most {@value #WARP_AHEAD_MAX_ROW_BYTES}
-     * bytes are loaded ahead as the block form's are ({@code RowBody.PREFETCH_MAX_ROW_BYTES}, measured there). Neither
-     * number is measured for the warp form yet: {@code GpuSuite --row-forms} compares the forms.
+     * The row form's constants. Measured on an H200 (`GpuSuite --row-forms`, each form forced, the fraction of a
+     * device-to-device copy in the same process, 2026-11-30): at rows of 2 KB (bf16 1024 columns, 32768 rows) a warp a
+     * row beat a block a row in LayerNorm (0.95 against 0.87) and softmax (0.92 against 0.79) and tied in RMSNorm
+     * (0.99); at 4 KB (f32 1024) a block won every norm (1.00-1.03 against 0.89-0.98), and at 8 KB (bf16 4096 columns)
+     * by far (0.72-0.94 against 0.43-0.73: a warp holding a whole 8 KB row takes 254 registers a thread, so few warps
+     * are resident); at 16 KB a block holds what a warp cannot (f32 4096: 0.93-0.97 against 0.31-0.39, the warp
+     * looping over its row). Loading the next row ahead in the warp form was slower than not in all three at 2 KB
+     * (0.80-0.94). A warp holds at most {@value #WARP_HOLD_ROW_BYTES} bytes of a row (16 vectors a lane); loading
+     * ahead holds two rows, at most half that. Below {@value #WARP_ROWS_PER_SM} rows a multiprocessor a block a row
+     * spreads each row over more threads and keeps more of the GPU busy (not measured against the warp form).
      */
-    static final int WARP_MAX_ROW_BYTES = 8192, WARP_AHEAD_MAX_ROW_BYTES = 2048, WARP_ROWS_PER_SM = 8;
+    static final int WARP_MAX_ROW_BYTES = 2048, WARP_HOLD_ROW_BYTES = 8192, WARP_ROWS_PER_SM = 8;
 
     /** Each step's choice, and each part's of a joined step, by identity; steps without one are absent. */
     static Map<Step, LaunchChoice> of(List<Step> steps, Plan.Launches launches, PlanOptions options) {
@@ -113,20 +115,19 @@ final class LaunchChoices {
             case WARP -> { return new LaunchChoice.Rows(true, false, "a warp a row, as the plan options ask: " + shape); }
             case WARP_AHEAD -> {
                 // two rows held at once: at most half of what a warp holds (8 KB rows ahead spill, measured with nvcc -Xptxas -v)
-                boolean two = count > 0 && bytes <= WARP_MAX_ROW_BYTES / 2 && count % (16 / widest) == 0;
+                boolean two = count > 0 && bytes <= WARP_HOLD_ROW_BYTES / 2 && count % (16 / widest) == 0;
                 return new LaunchChoice.Rows(true, two, "a warp a row" + (two ? " loading the next ahead" : "") + ", as the plan options ask: " + shape
                         + (two ? "" : " (not ahead: two such rows do not fit a warp's registers)"));
             }
             case AUTO -> { }
         }
-        if (bytes > WARP_MAX_ROW_BYTES) return new LaunchChoice.Rows(false, false, "a block a row: " + shape + " is over " + WARP_MAX_ROW_BYTES + " B, more than a warp holds");
+        if (bytes > WARP_MAX_ROW_BYTES) return new LaunchChoice.Rows(false, false, "a block a row: " + shape + " is over " + WARP_MAX_ROW_BYTES + " B, where a block a row measured faster");
         if (count % (16 / widest) != 0)
             return new LaunchChoice.Rows(false, false, "a block a row: " + shape + " is not a whole number of 16-byte vectors");
         if (rows < (long) WARP_ROWS_PER_SM * sms)
             return new LaunchChoice.Rows(false, false, "a block a row: " + shape + ", under " + WARP_ROWS_PER_SM + " rows for each of " + sms + " multiprocessors");
-        boolean ahead = bytes <= WARP_AHEAD_MAX_ROW_BYTES;
-        return new LaunchChoice.Rows(true, ahead, "a warp a row" + (ahead ? " loading the next ahead" : "") + ": " + shape + ", at most "
-                + (ahead ? WARP_AHEAD_MAX_ROW_BYTES : WARP_MAX_ROW_BYTES) + " B, at least " + WARP_ROWS_PER_SM + " rows for each of " + sms + " multiprocessors");
+        return new LaunchChoice.Rows(true, false, "a warp a row: " + shape + ", at most " + WARP_MAX_ROW_BYTES + " B, at least " + WARP_ROWS_PER_SM
+                + " rows for each of " + sms + " multiprocessors");
     }
 
     /** Why the warp form cannot run row kernel {@code k}, or null where it can. */

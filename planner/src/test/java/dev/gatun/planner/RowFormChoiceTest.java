@@ -11,8 +11,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * {@code LaunchChoices.rows}: a row kernel's form (a block a row, a warp a row, a warp a row loading ahead) is the
  * plan's, printed on its step's line, explained, and forcible. Expected forms are worked out by hand from the rule
- * (rows of at most 8 KB of their widest element and a whole number of 16-byte vectors, at least 8 rows for each
- * multiprocessor; ahead at most 2 KB), not by the code under test.
+ * (rows of at most 2 KB of their widest element and a whole number of 16-byte vectors, at least 8 rows for each
+ * multiprocessor; never ahead unless forced), not by the code under test.
  */
 class RowFormChoiceTest {
 
@@ -43,35 +43,32 @@ class RowFormChoiceTest {
     @Test
     void theRuleTakesRowBytesAndRowsPerMultiprocessor() {
         PlanOptions o = PlanOptions.DEFAULT;
-        // bf16 4096 columns: 8 KB, a whole number of vectors; 4096 rows >= 8 x 132 = 1056: a warp a row, not ahead (> 2 KB)
-        assertThat(rows(layerNorm(o, DType.BF16, 4096, 4096))).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, false);
-        // bf16 1024 columns: 2 KB: a warp a row, loaded ahead
-        assertThat(rows(layerNorm(o, DType.BF16, 32768, 1024))).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, true);
-        assertThat(rows(softmax(o, DType.BF16, 32768, 1024))).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, true);
-        // f32 4096 columns: 16 KB, more than a warp holds
-        assertThat(rows(layerNorm(o, DType.F32, 4096, 4096)).warp()).isFalse();
-        // f32 2048: 8 KB, a warp a row
-        assertThat(rows(softmax(o, DType.F32, 2048, 2048)).warp()).isTrue();
+        // bf16 4096 columns: 8 KB, over 2 KB: a block a row
+        assertThat(rows(layerNorm(o, DType.BF16, 4096, 4096)).warp()).isFalse();
+        // bf16 1024 columns: 2 KB, 32768 rows: a warp a row, not ahead
+        assertThat(rows(layerNorm(o, DType.BF16, 32768, 1024))).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, false);
+        assertThat(rows(softmax(o, DType.BF16, 32768, 1024))).extracting(LaunchChoice.Rows::warp, LaunchChoice.Rows::ahead).containsExactly(true, false);
+        // f32 1024 columns: 4 KB: a block a row; f32 512: 2 KB, a warp
+        assertThat(rows(layerNorm(o, DType.F32, 32768, 1024)).warp()).isFalse();
+        assertThat(rows(softmax(o, DType.F32, 2048, 512)).warp()).isTrue();
         // 1000 rows < 1056: a block a row; 1056 rows: a warp
-        assertThat(rows(softmax(o, DType.BF16, 1000, 4096)).warp()).isFalse();
-        assertThat(rows(softmax(o, DType.BF16, 1056, 4096)).warp()).isTrue();
+        assertThat(rows(softmax(o, DType.BF16, 1000, 1024)).warp()).isFalse();
+        assertThat(rows(softmax(o, DType.BF16, 1056, 1024)).warp()).isTrue();
         // on a GPU of 100 multiprocessors 1000 rows are enough (8 x 100 = 800)
-        assertThat(rows(softmax(o.withTarget(new PlanOptions.Target(100, true)), DType.BF16, 1000, 4096)).warp()).isTrue();
+        assertThat(rows(softmax(o.withTarget(new PlanOptions.Target(100, true)), DType.BF16, 1000, 1024)).warp()).isTrue();
         // 1001 bf16 columns: not a whole number of 8-element vectors
         assertThat(rows(softmax(o, DType.BF16, 4096, 1001)).warp()).isFalse();
     }
 
     @Test
     void theFormIsPrintedExplainedAndInTheFingerprint() {
-        Plan warp = layerNorm(PlanOptions.DEFAULT, DType.BF16, 4096, 4096);
-        assertThat(warp.toString()).contains("# launch: rows[warp]").doesNotContain("rows[block]");
-        assertThat(warp.explain()).contains("a warp a row: 4096 rows of 4096 x 2 B, at most 8192 B, at least 8 rows for each of 132 multiprocessors");
-        Plan ahead = layerNorm(PlanOptions.DEFAULT, DType.BF16, 32768, 1024);
-        assertThat(ahead.toString()).contains("rows[warp, ahead]");
+        Plan warp = layerNorm(PlanOptions.DEFAULT, DType.BF16, 32768, 1024);
+        assertThat(warp.toString()).contains("# launch: rows[warp]").doesNotContain("rows[block]").doesNotContain("ahead");
+        assertThat(warp.explain()).contains("a warp a row: 32768 rows of 1024 x 2 B, at most 2048 B, at least 8 rows for each of 132 multiprocessors");
         Plan block = layerNorm(PlanOptions.DEFAULT, DType.F32, 4096, 4096);
         assertThat(block.toString()).contains("rows[block]");
-        assertThat(block.explain()).contains("a block a row: 4096 rows of 4096 x 4 B is over 8192 B");
-        Plan forced = layerNorm(PlanOptions.DEFAULT.withRowForm(PlanOptions.RowForm.BLOCK), DType.BF16, 4096, 4096);
+        assertThat(block.explain()).contains("a block a row: 4096 rows of 4096 x 4 B is over 2048 B");
+        Plan forced = layerNorm(PlanOptions.DEFAULT.withRowForm(PlanOptions.RowForm.BLOCK), DType.BF16, 32768, 1024);
         assertThat(forced.toString()).contains("rows[block]");
         assertThat(forced.explain()).contains("a block a row, as the plan options ask");
         assertThat(forced.fingerprint()).isNotEqualTo(warp.fingerprint());

@@ -75,7 +75,7 @@ class RowFormsTest {
 
     @Test
     void aWarpARowReducesByShufflesAloneWithoutSharedMemoryOrBarriers() {
-        var p = planned(PlanOptions.RowForm.AUTO, layerNorm(DType.BF16, 4096, 4096));
+        var p = planned(PlanOptions.RowForm.WARP, layerNorm(DType.BF16, 4096, 4096));
         assertThat(p.rows().describe()).isEqualTo("rows[warp]");
         KernelSource s = p.source();
         String code = CudaCodegenTest.code(s);
@@ -106,7 +106,7 @@ class RowFormsTest {
 
     @Test
     void aheadAWarpLoadsItsNextRowBeforeItReducesThisOne() {
-        var p = planned(PlanOptions.RowForm.AUTO, rmsNorm(DType.BF16, 32768, 1024));
+        var p = planned(PlanOptions.RowForm.WARP_AHEAD, rmsNorm(DType.BF16, 32768, 1024));
         assertThat(p.rows().describe()).isEqualTo("rows[warp, ahead]");
         String code = CudaCodegenTest.code(p.source());
         assertThat(p.source().source()).contains("a warp a row, 4 warps a block, rows held in registers, 32 lanes x 4 x 8, the next row loaded while one is worked on");
