@@ -103,11 +103,8 @@ public final class ChainBarrierBench {
 
     public static void main(String[] args) {
         int replays = args.length > 0 ? Integer.parseInt(args[0]) : 40;
-        if (!Cuda.isAvailable()) {
-            System.out.println("CUDA " + Cuda.probe().summary() + "; nothing to measure");
-            return;
-        }
-        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        if (GemvChainBench.noCuda()) return;
+        String cudaHome = GemvChainBench.cudaHome();
         int steps = GemvChainBench.LAYERS;
         try (Device d = Device.open(0); Stream stream = d.createStream(); Event start = d.createEvent(); Event end = d.createEvent()) {
             int sms = d.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);

@@ -186,18 +186,7 @@ class GatherKernelEmulationTest {
         Files.write(run.resolve("claim.bin"), new byte[4]);
         args.add("(" + CudaCodegen.storageType(out.dtype()) + "*) out.data()");
         if (k.gathers()) args.addAll(List.of("(int*) claim.data()", "(gatun_fault*) rec.data()", Integer.toString(STEP)));
-        String main = """
-                #include "emulate.h"
-                #include <cstdio>
-                #include <fstream>
-                #include <iterator>
-                #undef __launch_bounds__
-                #define __launch_bounds__(...)
-                // the device's once-rounded products and bit casts, on the host (no contraction: -ffp-contract=off)
-                inline float __fmul_rn(float a, float b) { return a * b; }
-                inline double __dmul_rn(double a, double b) { return a * b; }
-                inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-                inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+        String main = HostCompiler.GENERATED_KERNELS_PRELUDE + """
                 SOURCE
                 static std::vector<char> load(const char* name, int) {
                     std::ifstream f(name, std::ios::binary);

@@ -52,11 +52,8 @@ public final class GemvBench {
 
     public static void main(String[] args) {
         int iters = args.length > 0 ? Integer.parseInt(args[0]) : 200;
-        if (!Cuda.isAvailable()) {
-            System.out.println("CUDA " + Cuda.probe().summary() + "; nothing to measure");
-            return;
-        }
-        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        if (GemvChainBench.noCuda()) return;
+        String cudaHome = GemvChainBench.cudaHome();
         DType t = DType.BF16;
         try (Device d = Device.open(0); Stream stream = d.createStream(); Blas blas = Blas.create(d)) {
             int sms = d.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT);

@@ -78,13 +78,20 @@ public final class GemvChainBench {
 
     interface Product { void run(int layer, Stream stream); }
 
+    /** Whether there is no CUDA here (then said, with why): a bench's main has nothing to measure. */
+    static boolean noCuda() {
+        if (Cuda.isAvailable()) return false;
+        System.out.println("CUDA " + Cuda.probe().summary() + "; nothing to measure");
+        return true;
+    }
+
+    /** Where NVRTC's headers are: {@code CUDA_HOME}, else /usr/local/cuda. */
+    static String cudaHome() { return System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda"); }
+
     public static void main(String[] args) {
         int replays = args.length > 0 ? Integer.parseInt(args[0]) : 40;
-        if (!Cuda.isAvailable()) {
-            System.out.println("CUDA " + Cuda.probe().summary() + "; nothing to measure");
-            return;
-        }
-        String cudaHome = System.getenv().getOrDefault("CUDA_HOME", "/usr/local/cuda");
+        if (noCuda()) return;
+        String cudaHome = cudaHome();
         DType t = DType.BF16;
         try (Device d = Device.open(0); Stream stream = d.createStream(); Blas blas = Blas.create(d);
              Event start = d.createEvent(); Event end = d.createEvent()) {

@@ -13,6 +13,24 @@ import java.util.concurrent.TimeUnit;
 final class HostCompiler {
     private HostCompiler() {}
 
+    /**
+     * The start of a host program that runs generated kernels: the emulation, the C++ headers a driver uses, no launch
+     * bounds, and the device's once-rounded products and bit casts as host functions (built without contraction:
+     * {@code -ffp-contract=off}).
+     */
+    static final String GENERATED_KERNELS_PRELUDE = """
+            #include "emulate.h"
+            #include <cstdio>
+            #include <fstream>
+            #include <iterator>
+            #undef __launch_bounds__
+            #define __launch_bounds__(...)
+            inline float __fmul_rn(float a, float b) { return a * b; }
+            inline double __dmul_rn(double a, double b) { return a * b; }
+            inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+            inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+            """;
+
     /** The first {@code g++} on the PATH, or null (the emulation tests then skip). */
     static Path gxx() {
         return Arrays.stream(System.getenv().getOrDefault("PATH", "").split(":")).map(p -> Path.of(p, "g++")).filter(Files::isExecutable)

@@ -230,17 +230,7 @@ class RowFormsTest {
         // one program for all: each kernel in its own namespace (the CudaCodegenFixtures batch), run one after another
         var sources = cases.stream().map(c -> c.planned().source()).toList();
         var unit = CudaCodegenFixtures.batch(sources);
-        var main = new StringBuilder("""
-                #include "emulate.h"
-                #include <cstdio>
-                #include <fstream>
-                #include <iterator>
-                #undef __launch_bounds__
-                #define __launch_bounds__(...)
-                inline float __fmul_rn(float a, float b) { return a * b; }
-                inline double __dmul_rn(double a, double b) { return a * b; }
-                inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-                inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+        var main = new StringBuilder(HostCompiler.GENERATED_KERNELS_PRELUDE + """
                 // the device's fast units, as host functions (within their few ulps of the exact value)
                 inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
                 inline float __frcp_rn(float a) { return 1.0f / a; }
