@@ -29,6 +29,9 @@ struct Entry { bool together; std::function<void(const Args&)> run; };
         (int) a[4], (int) a[5], (int) a[6], (int) a[7], (int) a[8], (int) a[9], (int*) P(a[10]), (gatun_fault*) P(a[11]), (int) a[12]); }};
 #define SA(name, T) m[#name] = {false, [](const Args& a) { name((const T*) P(a[0]), P(a[1]), (int) a[2], (const T*) P(a[3]), (T*) P(a[4]), a[5], a[6], \
         a[7], a[8], (int) a[9], (int) a[10], S8(11), S8(19), S8(27)); }};
+#define GV(name, T) m[#name] = {true, [](const Args& a) { name((const T*) P(a[0]), (const T*) P(a[1]), (T*) P(a[2]), (int) a[3], (int) a[4], a[5], \
+        (int) a[6], (int) a[7], (int) a[8]); }};
+#define GV_FMA(T, NAME) GV(gemv_fma_##NAME##_1, T) GV(gemv_fma_##NAME##_2, T) GV(gemv_fma_##NAME##_4, T) GV(gemv_fma_##NAME##_8, T)
 
 static std::map<std::string, Entry> entries() {
     std::map<std::string, Entry> m;
@@ -39,6 +42,8 @@ static std::map<std::string, Entry> entries() {
     SA(scatter_add_f32, float) SA(scatter_add_f64, double) SA(scatter_add_f16, __half) SA(scatter_add_bf16, __nv_bfloat16)
     SA(scatter_add_i8, signed char) SA(scatter_add_i32, int) SA(scatter_add_i64, long long)
     RT(gemv_routed_f32, float) RT(gemv_routed_f16, __half) RT(gemv_routed_bf16, __nv_bfloat16)
+    GV_FMA(float, f32) GV_FMA(__half, f16) GV_FMA(__nv_bfloat16, bf16)
+    GV(gemv_mma_f16, __half) GV(gemv_mma_bf16, __nv_bfloat16)
     return m;
 }
 

@@ -4,7 +4,7 @@ import java.util.StringJoiner;
 
 /**
  * How a backend launches one step, as the planner decided it ({@code LaunchChoices}): printed on the step's line
- * ({@code # launch: programmatic, gemv[fma, slices=4, preload]}, {@code attention[early, positions=8, lanes=4]}) and so
+ * ({@code # launch: programmatic, gemv[fma, slices=4, warps=8, preload, resident=16]}, {@code attention[early, positions=8, lanes=4]}) and so
  * covered by the plan's fingerprint. A backend
  * that has such launches makes exactly these and decides none of them itself; a backend without them (the host's)
  * computes the same values either way.
@@ -30,14 +30,21 @@ public record LaunchChoice(boolean programmatic, Gemv gemv, Attention attention,
      * The GEMV's form: the tensor cores' kernel ({@code mma}, float16 and bfloat16 at 2 to 8 rows) or the CUDA cores'
      * ({@code fma}); {@code slices} k-slices in blocks of {@code warps} warps (0 and 0 in a product with epilogues, whose
      * blocks its column tiles decide); {@code preload}: the weight is written by no step of the call (a graph input or
-     * a constant), so its first loop is loaded before the wait for the launch before.
+     * a constant), so its first loop is loaded before the wait for the launch before; {@code resident}: at most that many
+     * warps a multiprocessor (the grid capped, each block then computing several blocks' columns in turn, the same sums),
+     * so that the next kernel of a programmatic chain is resident beside it; 0 for the whole grid at once.
      */
-    public record Gemv(boolean tensorCores, int slices, int warps, boolean preload) {
+    public record Gemv(boolean tensorCores, int slices, int warps, boolean preload, int resident) {
+        public Gemv {
+            if (resident < 0) throw new dev.gatun.ir.CompilationException("a GEMV's resident warps a multiprocessor are 0 (no cap) or more, not " + resident);
+        }
+
         public String describe() {
             var sj = new StringJoiner(", ", "gemv[", "]");
             sj.add(tensorCores ? "mma" : "fma");
             if (slices > 0) sj.add("slices=" + slices).add("warps=" + warps);
             if (preload) sj.add("preload");
+            if (resident > 0) sj.add("resident=" + resident);
             return sj.toString();
         }
     }

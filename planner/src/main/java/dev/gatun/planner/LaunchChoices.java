@@ -19,7 +19,8 @@ import java.util.Map;
  *   at 2 to 8 rows of a 16-bit type, the CUDA cores' at one row or float32 (measured on an H200: the faster of the two
  *   there); its rows cut into k-slices, doubled (to 16) while there are fewer than 16 warps for each multiprocessor of the
  *   target GPU ({@link PlanOptions.Target}) and each slice keeps at least one unrolled loop; and whether the weight's
- *   first loop is loaded before the wait (a weight no step of the call writes).</li>
+ *   first loop is loaded before the wait (a weight no step of the call writes); launched programmatically, its grid capped at
+ *   {@value #RESIDENT_WARPS} warps a multiprocessor, half the registers, so that the next kernel is resident beside it.</li>
  *   <li><b>Attention's early load.</b> An attention whose launch before it is the update of its caches at its position
  *   (a graph input), or that is joined with that update, loads its position and cache slice before it waits.</li>
  *   <li><b>Attention's cut.</b> A decode step's attention is a warp for each slice of the cache and {@value #ATTENTION_ROWS}
@@ -45,6 +46,19 @@ final class LaunchChoices {
     /** The GEMV's constants (the CUDA backend's kernels: columns a warp's tile, 16-byte vectors a step, steps unrolled). */
     static final int MMA_COLS = 8, FMA_COLS = 4, MMA_STEP = 4, FMA_STEP = 32, MMA_UNROLL = 4, FMA_UNROLL = 2;
     static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
+    /**
+     * The most warps a multiprocessor a programmatically launched GEMV keeps resident: half a multiprocessor's 65536
+     * registers at the kernels' 64 a thread (the CUDA cores' one-row kernel 64, the tensor cores' 60). A kernel of a
+     * programmatic chain is scheduled once every block of the one before has started, but its blocks only become
+     * resident, and the GEMV's issue its weight loads before their wait, where the kernel before leaves room. Uncapped,
+     * the Llama-3.2-1B decode products take 15 (o) to 31 (gate|up, down: 512 blocks of 8 warps for 528 places on 132
+     * multiprocessors) warps a multiprocessor, so the next product's blocks mostly start, and load, only as this one's
+     * end: each product of a chain was 1.5 to 1.8 µs above a kernel streaming the same bytes at 16 warps a
+     * multiprocessor, whose next step is resident beside it (ChainBarrierBench and GemvChainBench on an H200, bf16, one
+     * row). A grid capped so loops: a block computes several blocks' columns in turn, the same sums in the same order.
+     * (The rule's number is the register count's; GemvChainBench prints 8 to 24 side by side with the whole grid.)
+     */
+    static final int RESIDENT_WARPS = 16;
     /** The attention's constants (the CUDA backend's kernel: query rows a warp; the rule's warps a multiprocessor, slices a merge round). */
     static final int ATTENTION_ROWS = 4, ATTENTION_WARPS_PER_SM = 4, ATTENTION_MERGE = 32;
     /**
@@ -88,8 +102,8 @@ final class LaunchChoices {
 
     private static LaunchChoice choice(Step s, boolean programmatic, boolean early, LaunchChoice.Rows rows, PlanOptions options) {
         LaunchChoice.Gemv gemv = switch (s) {
-            case Step.Matmul m when m.gemv() -> gemv(m, options.target(), false);
-            case Step.TiledProduct t -> gemv(t.product(), options.target(), true);
+            case Step.Matmul m when m.gemv() -> gemv(m, options.target(), false, programmatic);
+            case Step.TiledProduct t -> gemv(t.product(), options.target(), true, programmatic);
             default -> null;
         };
         AttentionCall a = attentionOf(s);
@@ -213,7 +227,7 @@ final class LaunchChoices {
      * The GEMV's form for {@code m}: the kernel, and (a plain product) its k-slices and warps a block on the target;
      * {@code tiled}: a product with epilogues, whose blocks its column tiles decide.
      */
-    static LaunchChoice.Gemv gemv(Step.Matmul m, PlanOptions.Target target, boolean tiled) {
+    static LaunchChoice.Gemv gemv(Step.Matmul m, PlanOptions.Target target, boolean tiled, boolean programmatic) {
         DType t = m.a().dtype();
         long[] a = m.a().shape().sizes();
         int rows = (int) a[a.length - 2], k = (int) a[a.length - 1];
@@ -221,9 +235,10 @@ final class LaunchChoices {
         boolean mma = rows > 1 && t != DType.FLOAT32;
         var kind = m.b().storage().kind();
         boolean preload = kind == PlanBuffer.Kind.INPUT || kind == PlanBuffer.Kind.CONSTANT;
-        if (tiled) return new LaunchChoice.Gemv(mma, 0, 0, preload);
+        int resident = programmatic ? RESIDENT_WARPS : 0;
+        if (tiled) return new LaunchChoice.Gemv(mma, 0, 0, preload, resident);
         int slices = slices(t, mma, n, k, target.multiprocessors());
-        return new LaunchChoice.Gemv(mma, slices, Math.max(BLOCK_WARPS, slices), preload);
+        return new LaunchChoice.Gemv(mma, slices, Math.max(BLOCK_WARPS, slices), preload, resident);
     }
 
     /**

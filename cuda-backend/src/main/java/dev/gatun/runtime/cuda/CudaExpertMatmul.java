@@ -46,7 +46,7 @@ final class CudaExpertMatmul {
                 const long long pair = blockIdx.y, e = ids[pair];
                 if (e < 0 || e >= experts) gatun_fail(claim, fault, 5, step, e, pair, experts, choices);
                 const long long row = rowPerChoice ? pair : pair / choices;
-                gemv_fma<T, 1>(x + row * k, w + e * n * (long long) k, y + pair * n, n, k, n, 1, slices, 0, nullptr);
+                gemv_fma_block<T, 1>(x + row * k, w + e * n * (long long) k, y + pair * n, n, k, n, 1, slices, 0, nullptr, blockIdx.x, true);
             }
 
             #define GV_ROUTED_ENTRY(T, NAME) \\

@@ -38,6 +38,13 @@ import dev.gatun.ir.DType;
  * for cuBLAS), so a result may differ from cuBLAS's in the last bits. Where the weight is a graph input and launches
  * are programmatic, both kernels load their first loop of it before they wait for the kernel before them.
  *
+ * <p><b>A capped grid.</b> The kernels take a grid of fewer blocks than the launch's ({@link Launch#grid}): block i
+ * then computes the launch's blocks i, i + grid, ... in turn, each exactly as it would alone (the same sums in the same
+ * order, so the same bits), only the first waiting for the kernel before and preloading. A plan launched
+ * programmatically caps it ({@code LaunchChoice.Gemv#resident}, the planner's rule: half the registers of a
+ * multiprocessor), so that the next kernel of the chain finds room to be resident, and to issue its early loads, while
+ * this one still streams; uncapped, gate|up and down filled 512 of the 528 places for blocks of 8 warps on an H200.
+ *
  * <p>Measured on an H200 (median of 200 calls, bf16, the weight read from memory; {@code GemvBench}, and a sweep of
  * kernel forms in one command, 2026-11-27): at one row the CUDA-core kernel streams the weight at 4.33 TB/s on lm_head
  * (2048 by 128256; cuBLAS 4.15), 3.24 on gate|up (cuBLAS 3.24), 2.57 on down (cuBLAS 2.14), and is 7 to 14% faster than
@@ -88,6 +95,12 @@ final class CudaGemv {
 
         /** The same launch over {@code b} blocks (a tiled product's, whose blocks its packing gives). */
         Launch withBlocks(int b) { return new Launch(kernel, b, warps, slices, sharedBytes); }
+
+        /**
+         * The grid for at most {@code resident} warps on each of {@code sms} multiprocessors, one block at least (a plan's
+         * {@code LaunchChoice.Gemv#resident}; 0: every block at once): the kernels loop over the blocks past it.
+         */
+        int grid(int sms, int resident) { return resident <= 0 ? blocks : Math.max(1, Math.min(blocks, sms * Math.max(1, resident / warps))); }
     }
 
     /**
@@ -131,33 +144,43 @@ final class CudaGemv {
             // else p itself; -1 past the last position.
             __device__ __forceinline__ long long gv_col(const int* cols, long long p, int n) { return p >= n ? -1 : cols ? (long long) cols[p] : p; }
 
+            // The launch's blocks of positions: n positions in tiles of `columns`, (blockDim.x / 32) / slices tiles a block. A
+            // grid of fewer blocks (a plan's `resident` cap: at most that many warps a multiprocessor, so that the next kernel
+            // of a programmatic chain is resident beside this one) loops: block i of the grid computes blocks i, i + gridDim.x,
+            // ... each exactly as a block of a full grid would (the same sums in the same order); only the first waits.
+            __device__ __forceinline__ int gv_blocks(int n, int columns, int slices) {
+                return ceil_div_gv(ceil_div_gv(n, columns), (blockDim.x >> 5) / slices);
+            }
+
             #define GV_MMA_UNROLL 4
             #define GV_FMA_UNROLL 2
             #define GV_FMA_COLS 4
 
-            // The block's warps: (blockDim.x / 32) = slices * tiles; warp w works on tile (w % tiles) of the block and k-slice
-            // (w / tiles). A k-slice is a run of steps [first, last) of the row (the launch has slices <= steps: none is
-            // empty); slices > 1 add their partial sums through shared memory (gv_part: one float per (warp, lane, value)),
-            // and the warps of slice 0 store.
+            // The block's warps: (blockDim.x / 32) = slices * tiles; warp w works on tile (w % tiles) of the launch's block
+            // `block` and k-slice (w / tiles). A k-slice is a run of steps [first, last) of the row (the launch has slices <=
+            // steps: none is empty); slices > 1 add their partial sums through shared memory (gv_part: one float per (warp,
+            // lane, value)), and the warps of slice 0 store.
             struct GvWarp {
                 int warp, lane, tiles, slice, tile, first, last;
-                __device__ __forceinline__ GvWarp(int steps, int slices) {
+                __device__ __forceinline__ GvWarp(int steps, int slices, int block) {
                     warp = threadIdx.x >> 5;
                     lane = threadIdx.x & 31;
                     tiles = (blockDim.x >> 5) / slices;
                     slice = warp / tiles;
-                    tile = blockIdx.x * tiles + warp % tiles;
+                    tile = block * tiles + warp % tiles;
                     first = slice * steps / slices;   // slices of steps / slices steps, rounded down or up
                     last = (slice + 1) * steps / slices;
                 }
             };
 
             // Adds the other slices' partial sums of `count` values a lane into slice 0's; false for the warps of other slices,
-            // which then have nothing to store. Every thread of the block must call it (it synchronizes the block).
+            // which then have nothing to store. Every thread of the block must call it (it synchronizes the block); `again`
+            // (the same for the whole block): the block added an earlier block's sums, which slice 0 may still be reading.
             template <int count>
-            __device__ __forceinline__ bool gv_add_slices(const GvWarp& g, float* v, int slices) {
+            __device__ __forceinline__ bool gv_add_slices(const GvWarp& g, float* v, int slices, bool again) {
                 if (slices == 1) return true;
                 extern __shared__ float gv_part[];
+                if (again) __syncthreads();
                 float* mine = gv_part + ((size_t) g.warp * 32 + g.lane) * count;
                 #pragma unroll
                 for (int i = 0; i < count; i++) mine[i] = v[i];
@@ -191,24 +214,26 @@ final class CudaGemv {
                 }
             }
 
+            // One block of the launch's positions (`block`); `first`: the grid block's first, which waits for the launch before.
             template <typename T>
-            __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload, const int* cols) {
+            __device__ __forceinline__ void gemv_mma_block(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc,
+                                                           int rows, int slices, int preload, const int* cols, int block, bool first) {
                 const int vectors = k / 8;
-                const GvWarp g(ceil_div_gv(vectors, 4), slices);
+                const GvWarp g(ceil_div_gv(vectors, 4), slices, block);
                 const int gr = g.lane >> 2, t = g.lane & 3;
                 const long long col = gv_col(cols, (long long) g.tile * 8 + gr, n);
                 const bool okw = col >= 0;
                 const uint4* wr = reinterpret_cast<const uint4*>(w) + (okw ? col : 0) * vectors;
                 uint4 a[GV_MMA_UNROLL];
-                if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, g.first, g.last, t);
-                GATUN_DEPENDENT_START();
+                const bool early = preload && first;
+                if (early) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, g.first, g.last, t);
+                if (first) GATUN_DEPENDENT_START();
                 const uint4* xr = reinterpret_cast<const uint4*>(x) + (long long) gr * vectors;
                 const bool okx = gr < rows;
                 const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
                 float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4] = {0.0f, 0.0f, 0.0f, 0.0f};   // two chains of products, added at the end
                 for (int step = g.first; step < g.last; step += GV_MMA_UNROLL) {
-                    if (!preload || step != g.first) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, step, g.last, t);
+                    if (!early || step != g.first) gv_mma_load<GV_MMA_UNROLL>(a, wr, vectors, okw, step, g.last, t);
                     uint4 b[GV_MMA_UNROLL];
                     #pragma unroll
                     for (int u = 0; u < GV_MMA_UNROLL; u++) {
@@ -223,10 +248,22 @@ final class CudaGemv {
                 }
                 // D: d[0], d[1] at (row g of x; columns 2t, 2t + 1 of the tile); d[2], d[3] are the zero rows' sums
                 float s[2] = {d[0] + e[0], d[1] + e[1]};
-                if (!gv_add_slices<2>(g, s, slices)) return;
+                if (!gv_add_slices<2>(g, s, slices, !first)) return;
                 const long long c0 = gv_col(cols, (long long) g.tile * 8 + 2 * t, n), c1 = gv_col(cols, (long long) g.tile * 8 + 2 * t + 1, n);
                 if (gr < rows && c0 >= 0) y[gr * ldc + c0] = gv_store(s[0], (const T*) nullptr);
                 if (gr < rows && c1 >= 0) y[gr * ldc + c1] = gv_store(s[1], (const T*) nullptr);
+            }
+
+            template <typename T>
+            __device__ void gemv_mma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
+                                     int slices, int preload, const int* cols) {
+                // the first block apart, then the rest where a plan capped the grid (as one loop, ptxas gave this kernel 76
+                // registers, not 60: 3 blocks of 8 warps a multiprocessor, not 4)
+                const int blocks = gv_blocks(n, 8, slices);
+                if ((int) blockIdx.x < blocks) gemv_mma_block<T>(x, w, y, n, k, ldc, rows, slices, preload, cols, blockIdx.x, true);
+                #pragma unroll 1
+                for (int b = blockIdx.x + gridDim.x; b < blocks; b += gridDim.x)
+                    gemv_mma_block<T>(x, w, y, n, k, ldc, rows, slices, preload, cols, b, false);
             }
 
             // Any type, CUDA cores: y[r, j] = sum_k x[r, k] w[j, k] for r < rows <= M. A warp's tile is GV_FMA_COLS columns j (positions
@@ -249,12 +286,13 @@ final class CudaGemv {
                 }
             }
 
+            // One block of the launch's positions (`block`); `first`: the grid block's first, which waits for the launch before.
             template <typename T, int M>
-            __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
-                                     int slices, int preload, const int* cols) {
+            __device__ __forceinline__ void gemv_fma_block(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc,
+                                                           int rows, int slices, int preload, const int* cols, int block, bool first) {
                 constexpr int V = 16 / sizeof(T), C = GV_FMA_COLS;
                 const int vectors = k / V;
-                const GvWarp g(ceil_div_gv(vectors, 32), slices);
+                const GvWarp g(ceil_div_gv(vectors, 32), slices, block);
                 const long long pos = (long long) g.tile * C;   // the tile's first position
                 const uint4* wc[C];
                 int ok = 0;
@@ -265,14 +303,15 @@ final class CudaGemv {
                     wc[c] = reinterpret_cast<const uint4*>(w) + (col >= 0 ? col : 0) * vectors;
                 }
                 uint4 a[GV_FMA_UNROLL][C];
-                if (preload) gv_fma_load<C>(a, wc, ok, vectors, g.first, g.last, g.lane);
-                GATUN_DEPENDENT_START();
+                const bool early = preload && first;
+                if (early) gv_fma_load<C>(a, wc, ok, vectors, g.first, g.last, g.lane);
+                if (first) GATUN_DEPENDENT_START();
                 const uint4* xv = reinterpret_cast<const uint4*>(x);
                 float acc[C * M];
                 #pragma unroll
                 for (int i = 0; i < C * M; i++) acc[i] = 0.0f;
                 for (int step = g.first; step < g.last; step += GV_FMA_UNROLL) {
-                    if (!preload || step != g.first) gv_fma_load<C>(a, wc, ok, vectors, step, g.last, g.lane);
+                    if (!early || step != g.first) gv_fma_load<C>(a, wc, ok, vectors, step, g.last, g.lane);
                     #pragma unroll
                     for (int u = 0; u < GV_FMA_UNROLL; u++) {
                         const int v = (step + u) * 32 + g.lane;
@@ -301,10 +340,18 @@ final class CudaGemv {
                 #pragma unroll
                 for (int i = 0; i < C * M; i++)
                     if (g.lane == i) mine[0] = acc[i];
-                if (!gv_add_slices<1>(g, mine, slices)) return;
+                if (!gv_add_slices<1>(g, mine, slices, !first)) return;
                 const int c = g.lane / M, m = g.lane % M;
                 const long long col = g.lane < C * M ? gv_col(cols, pos + c, n) : -1;
                 if (m < rows && col >= 0) y[m * ldc + col] = gv_store(mine[0], (const T*) nullptr);
+            }
+
+            template <typename T, int M>
+            __device__ void gemv_fma(const T* __restrict__ x, const T* __restrict__ w, T* y, int n, int k, long long ldc, int rows,
+                                     int slices, int preload, const int* cols) {
+                const int blocks = gv_blocks(n, GV_FMA_COLS, slices);
+                for (int b = blockIdx.x; b < blocks; b += gridDim.x)   // more than once where a plan capped the grid
+                    gemv_fma_block<T, M>(x, w, y, n, k, ldc, rows, slices, preload, cols, b, b == (int) blockIdx.x);
             }
             """;
 
@@ -477,13 +524,23 @@ final class CudaGemv {
     void run(Launch l, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) { launch(l, m, n, k, ldc, x, w, y, false, stream); }
 
     /**
+     * As {@link #run(Launch, int, int, int, int, long, long, long, Stream)} with the weight's first loop loaded before the
+     * wait where {@code preload} and the grid capped at {@code resident} warps a multiprocessor (0: none), as a plan's
+     * form may ask (benchmarks comparing forms).
+     */
+    void run(Launch l, boolean preload, int resident, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
+        var config = new LaunchConfig(Dim3.of(l.grid(sms, resident)), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
+        Programmatic.launch(program.kernel(l.kernel()), programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), preload ? 1 : 0);
+    }
+
+    /**
      * In the form the plan chose ({@code LaunchChoice.Gemv}: the kernel, k-slices and warps, preload; made by the
      * planner's {@code LaunchChoices} by the rule of {@link #launch}) and launched programmatically where it says.
      */
     void run(DType t, dev.gatun.planner.LaunchChoice.Gemv form, boolean programmatic, int m, int n, int k, int ldc, long x, long w, long y, Stream stream) {
         if (n == 0) return;
         Launch l = sliced(t, form.tensorCores() ? Path.TENSOR_CORES : Path.CUDA_CORES, m, n, k, form.slices(), form.warps());
-        var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
+        var config = new LaunchConfig(Dim3.of(l.grid(sms, form.resident())), Dim3.of(32 * l.warps()), l.sharedBytes(), stream);
         Programmatic.launch(program.kernel(l.kernel()), programmatic, config, x, w, y, n, k, (long) ldc, m, l.slices(), form.preload() ? 1 : 0);
     }
 

@@ -359,11 +359,12 @@ final class CudaRun implements StepLoop.Steps {
         var args = new ArrayList<Object>(List.of(x, w, y, src.positions(), src.k(), (long) src.columns(), src.rows(), l.slices(),
                 choice.gemv().preload() ? 1 : 0, c.cols().address(), c.items().address()));
         for (int e = 0; e < t.epilogues().size(); e++) kernelArgs(args, t.epilogues().get(e).kernel(), src.epilogueSymbols().get(e));
-        var config = new LaunchConfig(Dim3.of(l.blocks()), Dim3.of(32 * l.warps()), l.sharedBytes(), exe.stream);
+        int grid = l.grid(exe.multiprocessors, choice.gemv().resident());   // the kernel loops over the packing's blocks past it
+        var config = new LaunchConfig(Dim3.of(grid), Dim3.of(32 * l.warps()), l.sharedBytes(), exe.stream);
         try {
             Programmatic.launch(c.function(), choice.programmatic(), config, args.toArray());
         } catch (CudaException e) {
-            throw new GatunRuntimeException("launching " + t.name() + " (grid " + l.blocks() + ", block " + 32 * l.warps() + ") failed: " + e.getMessage(), e);
+            throw new GatunRuntimeException("launching " + t.name() + " (grid " + grid + ", block " + 32 * l.warps() + ") failed: " + e.getMessage(), e);
         }
     }
 

@@ -21,7 +21,10 @@ import java.util.List;
  * the largest group in one pass ({@link CudaGemv#holding}); then the groups, in the order of their first column, fill
  * the blocks one after another, a group that no longer fits starting the next block. The blocks' columns, in order,
  * padded to whole blocks with -1, are the launch's column table ({@code cols}: position p computes column
- * {@code cols[p]}); a block of P positions computes positions {@code [b P, (b + 1) P)}.
+ * {@code cols[p]}); a block of P positions computes positions {@code [b P, (b + 1) P)}. Where the plan caps the grid
+ * ({@code LaunchChoice.Gemv#resident}), block i of the grid takes blocks i, i + grid, ... of the packing in turn, each
+ * as it would alone: the products of all of them first (the GEMV's own loop), a barrier, then each one's epilogues
+ * (with barriers around the copy of the next one's header).
  *
  * <p><b>Items.</b> Each epilogue's items (elements of a pointwise kernel, rows of a row kernel) go to the block of their
  * group; items that read no column of the product go to the blocks in even runs. A block's items of an epilogue are runs
@@ -121,24 +124,35 @@ final class TiledProductCodegen {
                 .append(") ").append(t.name()).append("(\n        ")
                 .append(String.join(",\n        ", params)).append(")\n{\n");
         int header = 8 * functions.size();
+        String headerOf = "gt_items[((long long) (j / 8) * " + blocks + " + gt_b) * 8 + j % 8]";
         src.append("    __shared__ long long gt_h[").append(header).append("];   // each epilogue's batches of this block: the rest's bounds, the first\n")
-                .append("    for (int j = threadIdx.x; j < ").append(header).append("; j += blockDim.x)   // the table is constant: copied while the product runs\n")
-                .append("        gt_copy_async(&gt_h[j], &gt_items[((long long) (j / 8) * gridDim.x + blockIdx.x) * 8 + j % 8]);\n");
+                .append("    for (int j = threadIdx.x, gt_b = blockIdx.x; j < ").append(header).append("; j += blockDim.x)   // the table is constant: copied while the product runs\n")
+                .append("        gt_copy_async(&gt_h[j], &").append(headerOf).append(");\n");
+        // the product of every block of the packing this block of the grid takes (blockIdx.x, then past a grid the plan
+        // capped, LaunchChoice.Gemv#resident, blockIdx.x + gridDim.x, ...), then each one's epilogues: two loops, so that
+        // nothing of the product stays live through the epilogues (one loop of both spilled registers)
         src.append("    ").append(path == CudaGemv.Path.TENSOR_CORES ? "gemv_mma<" + T + ">" : "gemv_fma<" + T + ", " + CudaGemv.rowsTemplate(rows) + ">")
                 .append("(x, w, y, n, k, ldc, rows, slices, preload, gt_cols);   // this block's columns\n");
         src.append("    gt_copy_wait();\n    __syncthreads();   // stored by this block's threads, and the copied header: visible to them\n");
+        src.append("    for (int gt_b = blockIdx.x; gt_b < ").append(blocks).append("; gt_b += gridDim.x) {\n");
+        var body = new StringBuilder();
+        body.append("    if (gt_b != (int) blockIdx.x) {   // a capped grid's next block: its header, once the last one's epilogues are done with it\n")
+                .append("        __syncthreads();\n")
+                .append("        for (int j = threadIdx.x; j < ").append(header).append("; j += blockDim.x) gt_h[j] = ").append(headerOf).append(";\n")
+                .append("        __syncthreads();\n    }\n");
         for (int e = 0; e < functions.size(); e++) {
             var f = functions.get(e);
             String args = CudaCodegen.tileArgs(t.epilogues().get(e).kernel(), f, "e" + e + "_"), h = "gt_h[" + 8 * e + " + ";
             boolean rowKernel = t.epilogues().get(e).kernel().isReduction();
-            src.append("    if (").append(h).append("6] > 0) {   // epilogue ").append(e).append(": the first batch\n");
-            batchCall(src, f.name(), args, rowKernel, i -> h + (2 + i) + "]");
-            src.append("    }\n    for (long long i = ").append(h).append("0]; i < ").append(h).append("1]; i += 6) {   // the others\n");
-            batchCall(src, f.name(), args, rowKernel, i -> "gt_items[i + " + i + "]");
-            src.append("    }\n");
-            if (e + 1 < functions.size()) src.append("    __syncthreads();   // what it stored, for the next\n");
+            body.append("    if (").append(h).append("6] > 0) {   // epilogue ").append(e).append(": the first batch\n");
+            batchCall(body, f.name(), args, rowKernel, i -> h + (2 + i) + "]");
+            body.append("    }\n    for (long long i = ").append(h).append("0]; i < ").append(h).append("1]; i += 6) {   // the others\n");
+            batchCall(body, f.name(), args, rowKernel, i -> "gt_items[i + " + i + "]");
+            body.append("    }\n");
+            if (e + 1 < functions.size()) body.append("    __syncthreads();   // what it stored, for the next\n");
         }
-        src.append("}\n");
+        body.toString().lines().forEach(line -> src.append("    ").append(line).append('\n'));
+        src.append("    }\n}\n");
         return new TiledSource(t.name(), src.toString(), type, rows, columns, k, l.withBlocks(blocks), cols.length, cols, items,
                 functions.stream().map(CudaCodegen.TileFunction::symbols).toList());
     }

@@ -31,7 +31,11 @@ import java.util.Locale;
  * products of a layer in turn, default against the best of the sweep, and the layer's weight bytes over that time.
  * Then each product after about 8 µs of other work (a kernel that sleeps), with and without that kernel first asking
  * L2 for the product's weight ({@code cp.async.bulk.prefetch.L2}): what prefetching the next weight during a layer's
- * small kernels would save. Arguments: [replays, default 40].
+ * small kernels would save. Then (compute capability 9.0 and later) the forms a plan launches programmatically, side by
+ * side in one process: the whole grid without and with the weight's first loop loaded before the wait (main's plans
+ * preload a graph input's weight; the "programmatic" column above does not), and the grid capped at 8 to 24 warps a
+ * multiprocessor ({@code LaunchChoice.Gemv#resident}; the plan's rule takes 16), per product and for a layer's four.
+ * Arguments: [replays, default 40] [forms: those forms only].
  *
  * <p>Run on a GPU machine with {@code bundle/run-gpu-tests.sh --main dev.gatun.runtime.cuda.GemvChainBench}.
  */
@@ -90,6 +94,7 @@ public final class GemvChainBench {
 
     public static void main(String[] args) {
         int replays = args.length > 0 ? Integer.parseInt(args[0]) : 40;
+        boolean formsOnly = args.length > 1 && args[1].equals("forms");   // the programmatic forms side by side, nothing else
         if (noCuda()) return;
         String cudaHome = cudaHome();
         DType t = DType.BF16;
@@ -119,7 +124,7 @@ public final class GemvChainBench {
                 System.out.printf(Locale.ROOT, "GPU %s, %d SMs; bf16, one row, %d layers' weights, a graph of %d products replayed %d times%n",
                         d.name(), sms, LAYERS, LAYERS, replays);
                 var best = new CudaGemv.Launch[SHAPES.length];
-                for (int s = 0; s < SHAPES.length; s++) {
+                for (int s = 0; s < SHAPES.length && !formsOnly; s++) {
                     int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1], si = s;
                     double bytes = 2.0 * k * n;
                     var def = CudaGemv.launch(t, CudaGemv.Path.CUDA_CORES, 1, n, k, sms);
@@ -147,7 +152,7 @@ public final class GemvChainBench {
                 }
                 // each product after ~8 us of other work (the attention's few small kernels), its weight asked of L2 by that
                 // work's first threads or not: what prefetching the next product's weight would save (the difference)
-                for (int s = 0; s < SHAPES.length; s++) {
+                for (int s = 0; s < SHAPES.length && !formsOnly; s++) {
                     int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1], si = s;
                     var def = CudaGemv.launch(t, CudaGemv.Path.CUDA_CORES, 1, n, k, sms);
                     double[] us = new double[3];
@@ -162,10 +167,40 @@ public final class GemvChainBench {
                     System.out.printf(Locale.ROOT, "%-8s after 8 us of other work: %.2f us; with its weight asked of L2 first: %.2f (the product alone %.2f)%n",
                             SHAPES[s][2], us[0], us[1], us[2]);
                 }
+                // the forms a plan launches, programmatically, in one process: the whole grid (main's), the first loop of the
+                // weight before the wait or not, and the grid capped at R warps a multiprocessor (LaunchChoice.Gemv#resident;
+                // the plan's rule: 16), the blocks past it looped over
+                if (d.computeCapability().major() >= 9) {
+                    int[][] forms = {{0, 0}, {1, 0}, {1, 8}, {1, 12}, {1, 16}, {1, 24}};   // {preload, resident}
+                    System.out.println("programmatic chains (preload 0/1, resident warps a multiprocessor, 0: the whole grid): us a product");
+                    for (int s = 0; s < SHAPES.length; s++) {
+                        int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1], si = s;
+                        var def = CudaGemv.launch(t, CudaGemv.Path.CUDA_CORES, 1, n, k, sms);
+                        var line = new StringBuilder(String.format(Locale.ROOT, "%-8s %s:", SHAPES[s][2], describe(def)));
+                        for (int[] f : forms) {
+                            double us = chain(d, stream, start, end, replays,
+                                    (l, st) -> programmatic.run(def, f[0] == 1, f[1], 1, n, k, n, x.address(), w[si][l].address(), y.address(), st));
+                            line.append(String.format(Locale.ROOT, "  p%d r%d %.2f (grid %d)", f[0], f[1], us, def.grid(sms, f[1])));
+                        }
+                        System.out.println(line);
+                    }
+                    for (int f = 0; f < forms.length; f++) {
+                        int[] form = forms[f];
+                        double us = chain(d, stream, start, end, replays, (l, st) -> {
+                            for (int s = 0; s < SHAPES.length; s++) {
+                                int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1];
+                                programmatic.run(CudaGemv.launch(t, CudaGemv.Path.CUDA_CORES, 1, n, k, sms), form[0] == 1, form[1], 1, n, k, n,
+                                        x.address(), w[s][l].address(), y.address(), st);
+                            }
+                        });
+                        System.out.printf(Locale.ROOT, "a layer's 4 products, programmatic, preload %d, resident %d: %.2f us a layer (%.0f GB/s)%n",
+                                form[0], form[1], us, layerBytes() / us / 1e3);
+                    }
+                }
                 // a layer's four products in turn, 16 layers: the decode step's products without the rest
                 double layerBytes = 0;
                 for (Object[] s : SHAPES) layerBytes += 2.0 * (Integer) s[0] * (Integer) s[1];
-                for (boolean sweep : new boolean[]{false, true}) {
+                for (boolean sweep : formsOnly ? new boolean[0] : new boolean[]{false, true}) {
                     double us = chain(d, stream, start, end, replays, (l, st) -> {
                         for (int s = 0; s < SHAPES.length; s++) {
                             int k = (Integer) SHAPES[s][0], n = (Integer) SHAPES[s][1];
@@ -180,6 +215,12 @@ public final class GemvChainBench {
                 for (DeviceBuffer b : buffers) b.close();
             }
         }
+    }
+
+    static double layerBytes() {
+        double b = 0;
+        for (Object[] s : SHAPES) b += 2.0 * (Integer) s[0] * (Integer) s[1];
+        return b;
     }
 
     static String describe(CudaGemv.Launch l) { return l.slices() + "x" + l.warps() + " (" + l.blocks() + " blocks)"; }

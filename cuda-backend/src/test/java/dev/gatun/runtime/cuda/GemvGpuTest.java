@@ -135,7 +135,8 @@ class GemvGpuTest {
 
     /**
      * Either kernel loading its weight's first loop before the wait ({@code constantWeight}, a programmatic launch and a
-     * plain one) gives the very bits it gives without: only when the loads are issued moves.
+     * plain one) gives the very bits it gives without: only when the loads are issued moves. So does a grid capped at
+     * fewer warps a multiprocessor than the launch's blocks (a plan's {@code resident}): which block computes a tile moves.
      */
     @Test
     void loadingTheWeightBeforeTheWaitChangesNoBit() {
@@ -151,21 +152,25 @@ class GemvGpuTest {
                             var w = NDArray.randn(t, 7 + n, n, k);
                             var x = NDArray.randn(t, 5 + k, m, k);
                             double[] want = linear(x, w, m, n, k);
-                            byte[][] out = new byte[2][];
+                            byte[][] out = new byte[4][];
                             String what = t + " m " + m + " n " + n + " k " + k + " programmatic " + programmatic;
-                            for (int preload = 0; preload < 2; preload++)
+                            // 0, 1: the whole grid without and with the preload; 2, 3: the grid capped at 16 and 8 warps a
+                            // multiprocessor (LaunchChoice.Gemv#resident), preloading, its blocks past the grid looped over
+                            for (int form = 0; form < 4; form++)
                                 try (DeviceBuffer xb = d.allocate(x.byteSize()); DeviceBuffer wb = d.allocate(w.byteSize());
                                      DeviceBuffer yb = d.allocate((long) m * n * t.byteSize())) {
                                     xb.copyFrom(x.segment());
                                     wb.copyFrom(w.segment());
-                                    gemv.run(t, m, n, k, n, xb.address(), wb.address(), yb.address(), preload == 1, stream);
+                                    if (form < 2) gemv.run(t, m, n, k, n, xb.address(), wb.address(), yb.address(), form == 1, stream);
+                                    else gemv.run(CudaGemv.launch(t, CudaGemv.Path.auto(t, m), m, n, k, sms), true, form == 2 ? 16 : 8, m, n, k, n,
+                                            xb.address(), wb.address(), yb.address(), stream);
                                     stream.synchronize();
                                     var y = NDArray.zeros(t, m, n);
                                     yb.copyTo(y.segment());
-                                    check("preload " + preload + " " + what, t, want, y.toDoubleArray(), k);
-                                    out[preload] = y.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+                                    check("form " + form + " " + what, t, want, y.toDoubleArray(), k);
+                                    out[form] = y.segment().toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
                                 }
-                            assertThat(out[1]).as(what).isEqualTo(out[0]);
+                            for (int form = 1; form < 4; form++) assertThat(out[form]).as("form " + form + " " + what).isEqualTo(out[0]);
                         }
             }
         }

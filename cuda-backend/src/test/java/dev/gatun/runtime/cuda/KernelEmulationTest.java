@@ -60,7 +60,12 @@ class KernelEmulationTest {
         // the one line a host cannot compile as it stands: the GEMV's dynamic shared memory, pointed at the emulation's array
         String routed = CudaExpertMatmul.SOURCE.replace("extern __shared__ float gv_part[];", "float* gv_part = emu_dynamic_shared;");
         assertThat(routed).isNotEqualTo(CudaExpertMatmul.SOURCE);
-        Files.writeString(dir.resolve("kernels.inc"), CudaTopK.SOURCE + CudaGatherScatter.SOURCE + routed);
+        // and the tensor cores' product, PTX, emulated (GV_MMA_EMULATED); the GEMV's entries after the device code routed holds
+        int from = routed.indexOf("__device__ __forceinline__ void gv_mma("), to = routed.indexOf("__device__ __forceinline__ int ceil_div_gv(");
+        assertThat(from).isPositive().isLessThan(to);
+        routed = routed.substring(0, from) + GV_MMA_EMULATED + routed.substring(to);
+        String gemvEntries = CudaGemv.SOURCE.substring(CudaGemv.DEVICE.length());
+        Files.writeString(dir.resolve("kernels.inc"), CudaTopK.SOURCE + CudaGatherScatter.SOURCE + routed + gemvEntries);
         Process p = new ProcessBuilder(gxx.toString(), "-std=c++20", "-O1", "-pthread", "-I" + CUDA_INCLUDE, "-I" + dir, "emulate.cpp", "-o", "emulate")
                 .directory(dir.toFile()).redirectErrorStream(true).start();
         String log = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
@@ -68,6 +73,50 @@ class KernelEmulationTest {
         assertThat(p.exitValue()).as(log).isZero();
         return dir.resolve("emulate");
     }
+
+    /**
+     * {@code mma.sync.aligned.m16n8k16.row.col.f32} of 16-bit inputs on a host: each lane posts its fragments (PTX's
+     * layouts: a0 row g k 2t, 2t + 1; a1 row g + 8; a2 and a3 those rows at k + 8; b0 k 2t, 2t + 1 of column g, b1 at
+     * k + 8; the lower half of a register the lower k), the warp meets, and each lane sums its four accumulators
+     * (row g, g + 8; columns 2t, 2t + 1) in float32 over k in order. The tensor cores' own order and precision of that
+     * sum are their own: the tests compare with tolerances. A warp's lanes meet at a barrier of their own, since a
+     * block's warps may make different numbers of products (k-slices of different lengths).
+     */
+    static final String GV_MMA_EMULATED = """
+            inline std::barrier<>* gv_emu_warp(unsigned w) {
+                static std::barrier<>* all = [] {
+                    auto* b = static_cast<std::barrier<>*>(::operator new(16 * sizeof(std::barrier<>)));
+                    for (int i = 0; i < 16; i++) new (b + i) std::barrier<>(32);
+                    return b;
+                }();
+                return all + w;
+            }
+            inline unsigned gv_emu_frag[512][6];
+            inline float gv_emu_f(unsigned short u, const __half*) { __half h; std::memcpy(&h, &u, 2); return __half2float(h); }
+            inline float gv_emu_f(unsigned short u, const __nv_bfloat16*) { __nv_bfloat16 h; std::memcpy(&h, &u, 2); return __bfloat162float(h); }
+            template <typename H>
+            void gv_mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1, const H* type) {
+                const unsigned me = threadIdx.x, base = me & ~31u;
+                unsigned* f = gv_emu_frag[me];
+                f[0] = a0; f[1] = a1; f[2] = a2; f[3] = a3; f[4] = b0; f[5] = b1;
+                gv_emu_warp(me >> 5)->arrive_and_wait();
+                auto half = [&](unsigned reg, int kk) { return gv_emu_f((unsigned short) (kk & 1 ? reg >> 16 : reg & 0xffffu), type); };
+                const int g = (me & 31) >> 2, t = me & 3;
+                float out[4];
+                for (int i = 0; i < 4; i++) {
+                    const int r = g + (i >= 2 ? 8 : 0), c = 2 * t + (i & 1);
+                    float s = d[i];
+                    for (int kk = 0; kk < 16; kk++) {
+                        const unsigned* qa = gv_emu_frag[base + (r & 7) * 4 + (kk & 7) / 2];
+                        const unsigned* qb = gv_emu_frag[base + c * 4 + (kk & 7) / 2];
+                        s += half(qa[(r >= 8 ? 1 : 0) + (kk >= 8 ? 2 : 0)], kk) * half(qb[4 + (kk >= 8 ? 1 : 0)], kk);
+                    }
+                    out[i] = s;
+                }
+                gv_emu_warp(me >> 5)->arrive_and_wait();
+                for (int i = 0; i < 4; i++) d[i] = out[i];
+            }
+            """;
 
     /** What one emulated run left: each slot's bytes, and whether a kernel trapped. */
     record Result(Map<Long, byte[]> slots, boolean trapped) {}
@@ -271,6 +320,56 @@ class KernelEmulationTest {
                 }
         }
         assertThat(sliced).as("some launch cut its rows into k-slices").isTrue();
+    }
+
+    /**
+     * The plain GEMV kernels ({@code gemv_fma_*_M}, {@code gemv_mma_*}, the tensor cores' product emulated) with
+     * {@link CudaGemv#launch}'s launches for 1 or 2 multiprocessors (so k-slices, 1 to 16), at the Llama decode
+     * shapes scaled down and at odd ones (rows of the weight that end mid-way through a loop, columns that fill no tile,
+     * 1 to 8 rows of x, float32, float16, bfloat16), against plain float64 loops within GemvGpuTest's tolerance; and each
+     * launch again with its grid capped (a plan's {@code resident}: the blocks past the grid looped over), with and
+     * without the first loop loaded before the wait, byte for byte the same output: the same sums in the same order.
+     */
+    @Test
+    void gemvIsThePlainLoopsProductWithItsGridCappedOrNot() throws Exception {
+        var rnd = new SplittableRandom(59);
+        // {n, k}: q|k|v, o, gate|up, down at a sixteenth or so; then odd: k of 37 and 129 vectors, 37 and 1 columns
+        int[][] shapes = {{192, 128}, {128, 128}, {512, 128}, {128, 512}, {37, 296}, {5, 1032}, {1, 64}, {70, 2056}};
+        boolean looped = false, sliced = false;
+        int trial = 0;
+        for (int[] nk : shapes)
+            for (DType t : List.of(DType.F32, DType.F16, DType.BF16)) {
+                int n = nk[0], k = nk[1], m = 1 + (trial++ * 3) % 8;
+                if (t == DType.F32 && k % 4 != 0) continue;
+                var paths = t == DType.F32 ? List.of(CudaGemv.Path.CUDA_CORES) : List.of(CudaGemv.Path.CUDA_CORES, CudaGemv.Path.TENSOR_CORES);
+                NDArray x = NDArray.zeros(t, m, k), w = NDArray.zeros(t, n, k);
+                for (long i = 0; i < x.numel(); i++) x.set(i, rnd.nextGaussian());
+                for (long i = 0; i < w.numel(); i++) w.set(i, rnd.nextGaussian());
+                double[] want = GemvGpuTest.linear(x, w, m, n, k);
+                for (CudaGemv.Path path : paths) {
+                        int sms = 1 + (trial + path.ordinal()) % 2;
+                        CudaGemv.Launch l = CudaGemv.launch(t, path, m, n, k, sms);
+                        sliced |= l.slices() > 1;
+                        byte[] first = null;
+                        // the whole grid; capped at one block of the launch's warps (every block past the first looped over)
+                        for (int resident : new int[]{0, l.warps()}) {
+                            int grid = l.grid(1, resident);
+                            looped |= grid < l.blocks();
+                            int preload = resident == 0 ? 0 : 1;
+                            var launch = new KernelLaunch(l.kernel(), grid, 1, 32 * l.warps(), l.sharedBytes(),
+                                    List.of(1L, 2L, 3L, n, k, (long) n, m, l.slices(), preload));
+                            var r = emulate(List.of(launch), Map.of(1L, bytes(x), 2L, bytes(w), 3L, new byte[m * n * t.byteSize()]));
+                            assertThat(r.trapped()).isFalse();
+                            String what = String.format("%s %s m %d n %d k %d: %d slices, %d warps, grid %d of %d blocks", t, path, m, n, k, l.slices(),
+                                    l.warps(), grid, l.blocks());
+                            GemvGpuTest.check(what, t, want, array(t, r.slots().get(3L), m, n).toDoubleArray(), k);
+                            if (first == null) first = r.slots().get(3L);
+                            else assertThat(r.slots().get(3L)).as(what + ": as the whole grid's, byte for byte").isEqualTo(first);
+                        }
+                    }
+            }
+        assertThat(sliced).as("some launch cut its rows into k-slices").isTrue();
+        assertThat(looped).as("some capped grid looped over blocks").isTrue();
     }
 
     /** An id outside the experts traps before any product, with the record DeviceFault reads in the host refusal's words. */

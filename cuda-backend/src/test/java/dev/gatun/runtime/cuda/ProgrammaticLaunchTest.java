@@ -58,14 +58,19 @@ class ProgrammaticLaunchTest {
         assertThat(firstStatements(CudaIndexSelect.SOURCE)).as("index_select").containsExactly("GATUN_DEPENDENT_START();");
         assertThat(firstStatements(CudaUpdateSlice.SOURCE)).as("update_slice, one update and two").containsExactly("GATUN_DEPENDENT_START();",
                 "GATUN_DEPENDENT_START();");
-        // the GEMV entry points are made by two macros: both kernels wait after their setup and, where their weight is a
-        // graph input (`preload`), their first loop of the weight (and the column table a tiled product passes, which is
-        // constant): nothing else is read before the wait (the PTX check below)
-        for (String[] k : new String[][]{{"gemv_fma", "if (preload) gv_fma_load<C>(a, wc, ok,", "xv"}, {"gemv_mma", "if (preload) gv_mma_load<GV_MMA_UNROLL>(a, wr,", "xr"}}) {
-            String body = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void " + k[0] + "("));
-            String beforeWait = body.substring(0, body.indexOf("GATUN_DEPENDENT_START();"));
+        // the GEMV entry points are made by two macros: both kernels wait after their setup of their grid's first block
+        // and, where their weight is a graph input (`preload`), its first loop of the weight (and the column table a tiled
+        // product passes, which is constant): nothing else is read before the wait (the PTX check below); the blocks a
+        // capped grid loops over after it come after that wait
+        for (String[] k : new String[][]{{"gemv_fma", "if (early) gv_fma_load<C>(a, wc, ok,", "xv", "b, b == (int) blockIdx.x)"},
+                {"gemv_mma", "if (early) gv_mma_load<GV_MMA_UNROLL>(a, wr,", "xr", "blockIdx.x, true)"}}) {
+            String body = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ __forceinline__ void " + k[0] + "_block("));
+            String beforeWait = body.substring(0, body.indexOf("if (first) GATUN_DEPENDENT_START();"));
             assertThat(beforeWait).as(k[0] + ": nothing but the weight read before the wait").doesNotContain("__ldg(", k[2], "y[", "gv_add_slices")
-                    .contains(k[1]);
+                    .contains(k[1], "const bool early = preload && first;");
+            String entry = CudaGemv.SOURCE.substring(CudaGemv.SOURCE.indexOf("__device__ void " + k[0] + "("));
+            assertThat(entry.substring(0, entry.indexOf("\n}"))).as(k[0] + ": the grid's first block, and only it, waits")
+                    .contains(k[0] + "_block", k[3]);
         }
         assertThat(CudaGemv.SOURCE.split("__global__", -1)).as("two entry macros").hasSize(3);
         // the attention loads its cache before the wait only where the step before is their update (`early`), q after it
