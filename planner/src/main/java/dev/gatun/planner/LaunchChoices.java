@@ -19,8 +19,8 @@ import java.util.Map;
  *   at 2 to 8 rows of a 16-bit type, the CUDA cores' at one row or float32 (measured on an H200: the faster of the two
  *   there); its rows cut into k-slices, doubled (to 16) while there are fewer than 16 warps for each multiprocessor of the
  *   target GPU ({@link PlanOptions.Target}) and each slice keeps at least one unrolled loop; and whether the weight's
- *   first loop is loaded before the wait (a weight no step of the call writes); launched programmatically, its grid capped at
- *   {@value #RESIDENT_WARPS} warps a multiprocessor, half the registers, so that the next kernel is resident beside it.</li>
+ *   first loop is loaded before the wait (a weight no step of the call writes); launched programmatically, its grid
+ *   capped at {@link #RESIDENT_WARPS} warps a multiprocessor where that is above 0 (measured: not on an H200).</li>
  *   <li><b>Attention's early load.</b> An attention whose launch before it is the update of its caches at its position
  *   (a graph input), or that is joined with that update, loads its position and cache slice before it waits.</li>
  *   <li><b>Attention's cut.</b> A decode step's attention is a warp for each slice of the cache and {@value #ATTENTION_ROWS}
@@ -47,18 +47,17 @@ final class LaunchChoices {
     static final int MMA_COLS = 8, FMA_COLS = 4, MMA_STEP = 4, FMA_STEP = 32, MMA_UNROLL = 4, FMA_UNROLL = 2;
     static final int MAX_SLICES = 16, BLOCK_WARPS = 8, WARPS_PER_SM = 16;
     /**
-     * The most warps a multiprocessor a programmatically launched GEMV keeps resident: half a multiprocessor's 65536
-     * registers at the kernels' 64 a thread (the CUDA cores' one-row kernel 64, the tensor cores' 60). A kernel of a
-     * programmatic chain is scheduled once every block of the one before has started, but its blocks only become
-     * resident, and the GEMV's issue its weight loads before their wait, where the kernel before leaves room. Uncapped,
-     * the Llama-3.2-1B decode products take 15 (o) to 31 (gate|up, down: 512 blocks of 8 warps for 528 places on 132
-     * multiprocessors) warps a multiprocessor, so the next product's blocks mostly start, and load, only as this one's
-     * end: each product of a chain was 1.5 to 1.8 µs above a kernel streaming the same bytes at 16 warps a
-     * multiprocessor, whose next step is resident beside it (ChainBarrierBench and GemvChainBench on an H200, bf16, one
-     * row). A grid capped so loops: a block computes several blocks' columns in turn, the same sums in the same order.
-     * (The rule's number is the register count's; GemvChainBench prints 8 to 24 side by side with the whole grid.)
+     * The most warps a multiprocessor a programmatically launched GEMV keeps resident (0: no cap, the whole grid at
+     * once). A grid capped so loops: a block computes several blocks' columns in turn, the same sums in the same order.
+     * The cap was to leave the next kernel of a chain room to become resident, and its GEMV to issue its weight loads
+     * before its wait, beside this one. Measured on an H200 (GemvChainBench, the Llama-3.2-1B decode products back to
+     * back in a CUDA graph, bf16, one row, weights loaded before the wait, 2026-11-30), µs a layer of four products:
+     * the whole grid 31.63 (3.85 TB/s; each product within 0.2 µs of a kernel streaming the same bytes, gate|up 0.8 µs
+     * under it); capped at 8, 12, 16, 24 warps 45.68, 45.64, 37.60, 38.95. So no cap: the products were never short of
+     * their streaming floor once they load ahead (the 1.5-1.8 µs gap first measured was the bench's products not loading
+     * before the wait). The capped form stays for the bench and for targets where it may pay.
      */
-    static final int RESIDENT_WARPS = 16;
+    static final int RESIDENT_WARPS = 0;
     /** The attention's constants (the CUDA backend's kernel: query rows a warp; the rule's warps a multiprocessor, slices a merge round). */
     static final int ATTENTION_ROWS = 4, ATTENTION_WARPS_PER_SM = 4, ATTENTION_MERGE = 32;
     /**

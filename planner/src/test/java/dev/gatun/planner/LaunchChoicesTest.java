@@ -32,19 +32,19 @@ class LaunchChoicesTest {
         // never fill the GPU, so slices double while a slice keeps a loop: 1, 2, 4, 8 (16 / (2 * 8) = 1 < 2 stops there)
         Plan h200 = product(PlanOptions.DEFAULT, DType.BF16, 1, 4096);
         LaunchChoice c = h200.choice(theProduct(h200));
-        assertThat(c.gemv()).isEqualTo(new LaunchChoice.Gemv(false, 8, 8, true, 16));
+        assertThat(c.gemv()).isEqualTo(new LaunchChoice.Gemv(false, 8, 8, true, 0));
         assertThat(c.programmatic()).isTrue();
-        assertThat(h200.toString()).contains("# gemv   # launch: programmatic, gemv[fma, slices=8, warps=8, preload, resident=16]");
+        assertThat(h200.toString()).contains("# gemv   # launch: programmatic, gemv[fma, slices=8, warps=8, preload]");
         // on one SM: 6 tiles x slices < 16 warps: 1, 2, 4 (24 >= 16 stops)
         Plan small = product(PlanOptions.DEFAULT.withTarget(new PlanOptions.Target(1, true)), DType.BF16, 1, 4096);
-        assertThat(small.choice(theProduct(small)).gemv()).isEqualTo(new LaunchChoice.Gemv(false, 4, 8, true, 16));
-        assertThat(small.toString()).contains("gemv[fma, slices=4, warps=8, preload, resident=16]").contains("# target: 1 multiprocessors, programmatic launches");
+        assertThat(small.choice(theProduct(small)).gemv()).isEqualTo(new LaunchChoice.Gemv(false, 4, 8, true, 0));
+        assertThat(small.toString()).contains("gemv[fma, slices=4, warps=8, preload]").contains("# target: 1 multiprocessors, programmatic launches");
         assertThat(small.fingerprint()).isNotEqualTo(h200.fingerprint());
         assertThat(product(PlanOptions.DEFAULT, DType.BF16, 1, 4096).fingerprint()).isEqualTo(h200.fingerprint());
         // two rows of bf16: the tensor cores' kernel; 128 steps of 4 (4 unrolled), 3 tiles of 8: slices to the most, 16
         Plan two = product(PlanOptions.DEFAULT, DType.BF16, 2, 4096);
-        assertThat(two.choice(theProduct(two)).gemv()).isEqualTo(new LaunchChoice.Gemv(true, 16, 16, true, 16));
-        assertThat(two.toString()).contains("gemv[mma, slices=16, warps=16, preload, resident=16]");
+        assertThat(two.choice(theProduct(two)).gemv()).isEqualTo(new LaunchChoice.Gemv(true, 16, 16, true, 0));
+        assertThat(two.toString()).contains("gemv[mma, slices=16, warps=16, preload]");
     }
 
     @Test
