@@ -109,8 +109,12 @@ final class PointwiseBody {
 
     /** Where a vector-path load of {@code l} starts: its base pointer plus the output's element's offset. */
     private String vectorBase(KExpr.Load l) {
-        return scope.access(l) == Access.CONTIGUOUS ? "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset())) + " + o"
-                : "in" + l.input() + " + (" + scope.index(l) + ")";
+        return scope.access(l) == Access.CONTIGUOUS ? start(l) + " + o" : "in" + l.input() + " + (" + scope.index(l) + ")";
+    }
+
+    /** Load {@code l}'s input at its constant offset: where its elements start, the pointer its alignment is checked on. */
+    private String start(KExpr.Load l) {
+        return "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
     }
 
     /** The loop over the kernel's (or the tile's) elements: a vector path where it has one, then the scalar loop. */
@@ -192,8 +196,7 @@ final class PointwiseBody {
         var checks = new ArrayList<String>();
         for (KExpr.Load l : scope.loads())
             if (scope.access(l) != Access.BROADCAST) {   // an inner load's other strides are whole vectors: its start decides
-                String base = "in" + l.input() + (l.offset().equals(SymInt.ZERO) ? "" : " + " + scope.sym(l.offset()));
-                String check = aligned(base, inTypes[l.input()], vw);
+                String check = aligned(start(l), inTypes[l.input()], vw);
                 if (!checks.contains(check)) checks.add(check);
             }
         for (int s = 0; s < outTypes.length; s++) checks.add(aligned("out" + s, outTypes[s], vw));
